@@ -1,0 +1,496 @@
+//! From a pod spec to Docker [`CreateSpec`]s: the sandbox and each container (reference §13.3,
+//! §13.4). Pure functions; errors here become a container's `CreateContainerConfigError`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use dockerlet_messages::runtime::ContainerRole;
+use dockerlet_messages::ContainerId;
+use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
+use sha2::{Digest, Sha256};
+
+use crate::runtime::{labels, CreateSpec, NetworkMode, PortBinding};
+
+/// CFS period in microseconds (kubelet's `cpuCFSQuotaPeriod` default, 100 ms).
+const CPU_PERIOD_US: i64 = 100_000;
+/// Smallest CFS quota the kernel accepts.
+const MIN_CPU_QUOTA_US: i64 = 1_000;
+/// CPU shares bounds (cgroup v1).
+const MIN_SHARES: i64 = 2;
+const MAX_SHARES: i64 = 262_144;
+/// OOM score adjustments (reference §13.4).
+const SANDBOX_OOM_SCORE_ADJ: i64 = -998;
+const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
+const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
+
+/// Why a container's config could not be built (reason `CreateContainerConfigError`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ConfigError {
+    /// An env var source dockerlet cannot resolve for this pod.
+    #[error("env {name}: {reason}")]
+    UnsupportedEnv {
+        /// Variable name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A resource quantity that does not parse.
+    #[error("resources.{field}: invalid quantity {value:?}")]
+    BadQuantity {
+        /// `limits.memory`, …
+        field: String,
+        /// The text.
+        value: String,
+    },
+}
+
+/// Facts about the pod's runtime surroundings that container configs depend on.
+#[derive(Debug, Clone)]
+pub struct PodContext<'a> {
+    /// The pod.
+    pub pod: &'a Pod,
+    /// This node's name.
+    pub node_name: &'a str,
+    /// The node's IP (`status.hostIP`).
+    pub host_ip: &'a str,
+    /// The pod's IP (`status.podIP`); the host IP for host-network pods.
+    pub pod_ip: &'a str,
+    /// The sandbox the containers join.
+    pub sandbox_id: &'a ContainerId,
+    /// Node memory capacity in bytes (for Burstable OOM score adjustment).
+    pub node_memory_bytes: i64,
+}
+
+/// Short hex hash of a container spec; a change means "definition changed, restart it".
+pub fn container_hash(container: &Container) -> String {
+    let json = serde_json::to_vec(container).unwrap_or_default();
+    hex::encode(&Sha256::digest(&json)[..4])
+}
+
+/// Pod name, namespace and UID.
+pub fn pod_identity(pod: &Pod) -> (&str, &str, &str) {
+    let m = &pod.metadata;
+    (
+        m.name.as_deref().unwrap_or_default(),
+        m.namespace.as_deref().unwrap_or("default"),
+        m.uid.as_deref().unwrap_or_default(),
+    )
+}
+
+/// Does the pod use the host's network namespace?
+pub fn host_network(pod: &Pod) -> bool {
+    pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
+}
+
+fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) -> BTreeMap<String, String> {
+    let (name, namespace, uid) = pod_identity(pod);
+    let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+    BTreeMap::from([
+        (labels::POD_NAME.to_string(), name.to_string()),
+        (labels::POD_NAMESPACE.to_string(), namespace.to_string()),
+        (labels::POD_UID.to_string(), uid.to_string()),
+        (labels::CONTAINER_NAME.to_string(), container.to_string()),
+        (labels::RESTART_COUNT.to_string(), attempt.to_string()),
+        (labels::TERMINATION_GRACE.to_string(), grace.to_string()),
+        (labels::NODE.to_string(), node_name.to_string()),
+    ])
+}
+
+/// The sandbox (pause) container of `attempt`.
+pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32) -> CreateSpec {
+    let (name, namespace, uid) = pod_identity(pod);
+    let host_net = host_network(pod);
+    let mut l = pod.metadata.labels.clone().unwrap_or_default();
+    l.extend(identity_labels(pod, node_name, labels::SANDBOX_CONTAINER_NAME, attempt));
+    l.insert(labels::DOCKER_TYPE.to_string(), "podsandbox".to_string());
+    l.insert(labels::HOST_NETWORK.to_string(), host_net.to_string());
+    let spec = pod.spec.clone().unwrap_or_default();
+    let ports = if host_net {
+        Vec::new()
+    } else {
+        spec.containers
+            .iter()
+            .flat_map(|c| c.ports.iter().flatten())
+            .filter_map(|p| {
+                let host_port = u16::try_from(p.host_port?).ok().filter(|p| *p > 0)?;
+                Some(PortBinding {
+                    container_port: u16::try_from(p.container_port).ok()?,
+                    protocol: p.protocol.as_deref().unwrap_or("TCP").to_lowercase(),
+                    host_port,
+                    host_ip: p.host_ip.clone().unwrap_or_default(),
+                })
+            })
+            .collect()
+    };
+    CreateSpec {
+        name: labels::container_name(labels::SANDBOX_CONTAINER_NAME, name, namespace, uid, attempt),
+        image: image.to_string(),
+        labels: l,
+        network: Some(if host_net { NetworkMode::Host } else { NetworkMode::Bridge }),
+        ipc_mode: Some(if spec.host_ipc == Some(true) { "host" } else { "shareable" }.to_string()),
+        hostname: (!host_net).then(|| name.chars().take(63).collect::<String>().trim_end_matches(['-', '.']).to_string()),
+        ports,
+        cpu_shares: Some(MIN_SHARES),
+        oom_score_adj: Some(SANDBOX_OOM_SCORE_ADJ),
+        ..Default::default()
+    }
+}
+
+/// One app or init container joined to the sandbox.
+pub fn container_spec(
+    ctx: &PodContext<'_>,
+    container: &Container,
+    role: ContainerRole,
+    attempt: u32,
+    backoff_step: u32,
+) -> Result<CreateSpec, ConfigError> {
+    let (name, namespace, uid) = pod_identity(ctx.pod);
+    let mut l = identity_labels(ctx.pod, ctx.node_name, &container.name, attempt);
+    l.insert(labels::DOCKER_TYPE.to_string(), "container".to_string());
+    l.insert(labels::ROLE.to_string(), if role == ContainerRole::Init { "init" } else { "app" }.to_string());
+    l.insert(labels::CONTAINER_HASH.to_string(), container_hash(container));
+    l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
+    l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());
+
+    let env = resolve_env(ctx, container.env.as_deref().unwrap_or_default())?;
+    let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let expand_all = |items: &Option<Vec<String>>| {
+        items.as_ref().map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
+    };
+    let resources = Resources::of(container.resources.as_ref())?;
+    let joined = NetworkMode::Container(ctx.sandbox_id.clone());
+    let spec = ctx.pod.spec.as_ref();
+    Ok(CreateSpec {
+        name: labels::container_name(&container.name, name, namespace, uid, attempt),
+        image: container.image.clone().unwrap_or_default(),
+        entrypoint: expand_all(&container.command),
+        cmd: expand_all(&container.args),
+        env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
+        working_dir: container.working_dir.clone().filter(|w| !w.is_empty()),
+        labels: l,
+        network: Some(joined),
+        ipc_mode: Some(if spec.and_then(|s| s.host_ipc) == Some(true) {
+            "host".to_string()
+        } else {
+            format!("container:{}", ctx.sandbox_id)
+        }),
+        hostname: None,
+        ports: Vec::new(),
+        memory: resources.memory_limit,
+        cpu_shares: Some(resources.cpu_shares()),
+        cpu_quota: resources.cpu_quota(),
+        cpu_period: resources.cpu_limit_milli.map(|_| CPU_PERIOD_US),
+        oom_score_adj: Some(oom_score_adj(ctx.pod, &resources, ctx.node_memory_bytes)),
+        tty: container.tty.unwrap_or(false),
+        stdin: container.stdin.unwrap_or(false),
+    })
+}
+
+/// Env vars in order, with `$(VAR)` references to earlier ones expanded (kubelet semantics).
+fn resolve_env(ctx: &PodContext<'_>, vars: &[EnvVar]) -> Result<Vec<(String, String)>, ConfigError> {
+    let mut out: Vec<(String, String)> = Vec::new();
+    for var in vars {
+        let value = match (&var.value, &var.value_from) {
+            (_, Some(source)) => {
+                let field = source.field_ref.as_ref().ok_or_else(|| ConfigError::UnsupportedEnv {
+                    name: var.name.clone(),
+                    reason: "only valueFrom.fieldRef is supported for pods of this node".to_string(),
+                })?;
+                field_value(ctx, &field.field_path).ok_or_else(|| ConfigError::UnsupportedEnv {
+                    name: var.name.clone(),
+                    reason: format!("unsupported fieldRef.fieldPath {:?}", field.field_path),
+                })?
+            }
+            (Some(v), None) => {
+                let known: HashMap<&str, &str> = out.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+                expand(v, &known)
+            }
+            (None, None) => String::new(),
+        };
+        out.retain(|(k, _)| k != &var.name);
+        out.push((var.name.clone(), value));
+    }
+    Ok(out)
+}
+
+fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
+    let meta = &ctx.pod.metadata;
+    let (name, namespace, uid) = pod_identity(ctx.pod);
+    let keyed = |prefix: &str, map: &Option<BTreeMap<String, String>>| {
+        let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
+        Some(map.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_default())
+    };
+    match path {
+        "metadata.name" => Some(name.to_string()),
+        "metadata.namespace" => Some(namespace.to_string()),
+        "metadata.uid" => Some(uid.to_string()),
+        "spec.nodeName" => Some(ctx.node_name.to_string()),
+        "spec.serviceAccountName" => {
+            Some(ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default())
+        }
+        "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
+        "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
+        _ => keyed("metadata.labels['", &meta.labels).or_else(|| keyed("metadata.annotations['", &meta.annotations)),
+    }
+}
+
+/// Kubelet's `$(VAR)` expansion: known names are replaced, `$$` escapes, the rest is kept.
+pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
+    let mut out = String::with_capacity(input.len());
+    let mut rest = input;
+    while let Some(pos) = rest.find('$') {
+        out.push_str(&rest[..pos]);
+        let after = &rest[pos + 1..];
+        if let Some(stripped) = after.strip_prefix('$') {
+            out.push('$');
+            rest = stripped;
+        } else if let Some(inner) = after.strip_prefix('(') {
+            match inner.find(')') {
+                Some(end) => {
+                    let name = &inner[..end];
+                    match env.get(name) {
+                        Some(v) => out.push_str(v),
+                        None => {
+                            out.push_str("$(");
+                            out.push_str(name);
+                            out.push(')');
+                        }
+                    }
+                    rest = &inner[end + 1..];
+                }
+                None => {
+                    out.push_str("$(");
+                    rest = inner;
+                }
+            }
+        } else {
+            out.push('$');
+            rest = after;
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// A container's resources in the units Docker wants.
+#[derive(Debug, Clone, Default, PartialEq)]
+struct Resources {
+    memory_limit: Option<i64>,
+    memory_request: Option<i64>,
+    cpu_limit_milli: Option<i64>,
+    cpu_request_milli: Option<i64>,
+}
+
+impl Resources {
+    fn of(r: Option<&ResourceRequirements>) -> Result<Self, ConfigError> {
+        let get = |which: &str, map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, key: &str, milli: bool| {
+            map.and_then(|m| m.get(key))
+                .map(|q| {
+                    parse_quantity(&q.0, milli).ok_or_else(|| ConfigError::BadQuantity {
+                        field: format!("{which}.{key}"),
+                        value: q.0.clone(),
+                    })
+                })
+                .transpose()
+        };
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        let memory_limit = get("limits", limits, "memory", false)?;
+        let cpu_limit_milli = get("limits", limits, "cpu", true)?;
+        // Requests default to limits when only limits are given (API defaulting).
+        let memory_request = get("requests", requests, "memory", false)?.or(memory_limit);
+        let cpu_request_milli = get("requests", requests, "cpu", true)?.or(cpu_limit_milli);
+        Ok(Resources { memory_limit, memory_request, cpu_limit_milli, cpu_request_milli })
+    }
+
+    fn cpu_shares(&self) -> i64 {
+        match self.cpu_request_milli {
+            Some(m) if m > 0 => (m * 1024 / 1000).clamp(MIN_SHARES, MAX_SHARES),
+            _ => MIN_SHARES,
+        }
+    }
+
+    fn cpu_quota(&self) -> Option<i64> {
+        self.cpu_limit_milli.map(|m| (m * CPU_PERIOD_US / 1000).max(MIN_CPU_QUOTA_US))
+    }
+}
+
+/// The pod's QoS class, as the API reports it.
+pub fn qos_class(pod: &Pod) -> &'static str {
+    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
+    let mut any = false;
+    let mut guaranteed = !containers.is_empty();
+    for c in containers {
+        let r = c.resources.as_ref();
+        let limits = r.and_then(|r| r.limits.as_ref());
+        let requests = r.and_then(|r| r.requests.as_ref());
+        for key in ["cpu", "memory"] {
+            let limit = limits.and_then(|m| m.get(key));
+            let request = requests.and_then(|m| m.get(key)).or(limit);
+            any |= limit.is_some() || request.is_some();
+            guaranteed &= limit.is_some() && request == limit;
+        }
+    }
+    match (any, guaranteed) {
+        (false, _) => "BestEffort",
+        (true, true) => "Guaranteed",
+        (true, false) => "Burstable",
+    }
+}
+
+fn oom_score_adj(pod: &Pod, resources: &Resources, node_memory: i64) -> i64 {
+    match qos_class(pod) {
+        "Guaranteed" => GUARANTEED_OOM_SCORE_ADJ,
+        "BestEffort" => BESTEFFORT_OOM_SCORE_ADJ,
+        _ => {
+            let request = resources.memory_request.unwrap_or(0);
+            let adj = if node_memory > 0 { 1000 - (1000 * request) / node_memory } else { 999 };
+            adj.clamp(3, 999)
+        }
+    }
+}
+
+/// Parse a Kubernetes quantity (`128Mi`, `1G`, `0.5`, `250m`, `1e3`); `milli` returns
+/// thousandths (for CPU), otherwise whole units rounded up (for bytes).
+pub fn parse_quantity(text: &str, milli: bool) -> Option<i64> {
+    let text = text.trim();
+    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let (number, suffix) = text.split_at(split);
+    let value: f64 = number.parse().ok()?;
+    let multiplier: f64 = match suffix {
+        "" => 1.0,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
+        _ => return None,
+    };
+    let scaled = value * multiplier * if milli { 1000.0 } else { 1.0 };
+    (scaled.is_finite() && scaled >= 0.0 && scaled < i64::MAX as f64).then(|| scaled.ceil() as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector, PodSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(containers: Vec<Container>) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some("web-n1".into()),
+                namespace: Some("default".into()),
+                uid: Some("uid1".into()),
+                labels: Some(BTreeMap::from([("app".into(), "web".into())])),
+                ..Default::default()
+            },
+            spec: Some(PodSpec { containers, ..Default::default() }),
+            status: None,
+        }
+    }
+
+    /// Quantities parse in both binary and decimal units, CPU in millicores.
+    #[test]
+    fn quantities_parse_like_the_api() {
+        assert_eq!(parse_quantity("128Mi", false), Some(128 * 1024 * 1024));
+        assert_eq!(parse_quantity("1G", false), Some(1_000_000_000));
+        assert_eq!(parse_quantity("500m", true), Some(500));
+        assert_eq!(parse_quantity("0.5", true), Some(500));
+        assert_eq!(parse_quantity("2", true), Some(2000));
+        assert_eq!(parse_quantity("1e3", false), Some(1000));
+        assert_eq!(parse_quantity("12x", false), None);
+    }
+
+    /// `$(VAR)` expands known names, keeps unknown ones, and `$$` escapes.
+    #[test]
+    fn expansion_follows_kubelet_rules() {
+        let env = HashMap::from([("A", "1")]);
+        assert_eq!(expand("x$(A)y$(B)$$(A)$", &env), "x1y$(B)$(A)$");
+    }
+
+    /// Command replaces ENTRYPOINT, args replace CMD, env resolves fieldRefs, limits map to
+    /// Docker's memory, quota and shares, and the container joins the sandbox.
+    #[test]
+    fn container_spec_maps_the_pod_spec() {
+        let c = Container {
+            name: "app".into(),
+            image: Some("img:1".into()),
+            command: Some(vec!["sh".into()]),
+            args: Some(vec!["-c".into(), "echo $(POD)".into()]),
+            env: Some(vec![EnvVar {
+                name: "POD".into(),
+                value_from: Some(EnvVarSource {
+                    field_ref: Some(ObjectFieldSelector { field_path: "metadata.name".into(), ..Default::default() }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([
+                    ("memory".into(), Quantity("64Mi".into())),
+                    ("cpu".into(), Quantity("250m".into())),
+                ])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let p = pod(vec![c.clone()]);
+        let sandbox = ContainerId("sb".into());
+        let ctx = PodContext { pod: &p, node_name: "n1", host_ip: "10.0.0.1", pod_ip: "172.17.0.2", sandbox_id: &sandbox, node_memory_bytes: 1 << 30 };
+        let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1).unwrap();
+        assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
+        assert_eq!(spec.entrypoint, Some(vec!["sh".to_string()]));
+        assert_eq!(spec.cmd, Some(vec!["-c".to_string(), "echo web-n1".to_string()]));
+        assert_eq!(spec.env, vec!["POD=web-n1".to_string()]);
+        assert_eq!(spec.memory, Some(64 * 1024 * 1024));
+        assert_eq!(spec.cpu_quota, Some(25_000));
+        assert_eq!(spec.cpu_period, Some(100_000));
+        assert_eq!(spec.cpu_shares, Some(256));
+        assert_eq!(spec.oom_score_adj, Some(-997));
+        assert_eq!(spec.network, Some(NetworkMode::Container(sandbox.clone())));
+        assert_eq!(spec.labels[labels::RESTART_COUNT], "2");
+        assert_eq!(spec.labels[labels::NODE], "n1");
+        assert_eq!(spec.labels[labels::SANDBOX_ID], "sb");
+    }
+
+    /// The sandbox publishes hostPorts and carries the pod's labels.
+    #[test]
+    fn sandbox_publishes_host_ports() {
+        let c = Container {
+            name: "app".into(),
+            ports: Some(vec![k8s_openapi::api::core::v1::ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }]),
+            ..Default::default()
+        };
+        let spec = sandbox_spec(&pod(vec![c]), "n1", "pause", 0);
+        assert_eq!(spec.name, "k8s_POD_web-n1_default_uid1_0");
+        assert_eq!(spec.ports, vec![PortBinding { container_port: 80, protocol: "tcp".into(), host_port: 8080, host_ip: String::new() }]);
+        assert_eq!(spec.labels["app"], "web");
+        assert_eq!(spec.labels[labels::DOCKER_TYPE], "podsandbox");
+        assert_eq!(spec.network, Some(NetworkMode::Bridge));
+    }
+
+    /// An env source that needs the API server is a config error naming the variable.
+    #[test]
+    fn unsupported_env_sources_are_config_errors() {
+        let c = Container {
+            name: "app".into(),
+            env: Some(vec![EnvVar { name: "S".into(), value_from: Some(EnvVarSource::default()), ..Default::default() }]),
+            ..Default::default()
+        };
+        let p = pod(vec![c.clone()]);
+        let sandbox = ContainerId("sb".into());
+        let ctx = PodContext { pod: &p, node_name: "n1", host_ip: "", pod_ip: "", sandbox_id: &sandbox, node_memory_bytes: 0 };
+        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
+        assert!(err.to_string().starts_with("env S:"), "{err}");
+    }
+}

@@ -1,0 +1,388 @@
+//! PodWorker: makes Docker match one pod, and reports the pod's status.
+//!
+//! | Message        | From       | Effect                                                   |
+//! |----------------|------------|----------------------------------------------------------|
+//! | UpdatePod      | Supervisor | new desired spec; sync                                   |
+//! | SyncPod        | Supervisor | PLEG saw a change, or periodic resync; sync              |
+//! | TerminatePod   | Supervisor | cancel any sync in flight, stop and remove every container |
+//! | StopActor      | Supervisor | stop the actor (containers untouched)                    |
+//! | GetActorState  | Supervisor | debug snapshot                                           |
+//! | Panic          | Supervisor | test-only fault hook                                     |
+//! | every `sync_frequency`, or when a back-off expires | self | sync              |
+//!
+//! Sends `SetPodStatus`, `RemovePodStatus`, `RecordEvent` and `PodTerminated` to the Supervisor.
+//!
+//! A sync runs as a spawned future ([`sync::sync_pod`]): observe Docker, decide with the pure
+//! [`plan::compute_pod_actions`], act, observe again. The mailbox stays open meanwhile, so a
+//! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
+//! into one follow-up sync; a pending termination is never replaced by a sync.
+
+pub mod container_spec;
+pub mod plan;
+pub mod sync;
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
+use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
+use dockerlet_messages::worker::{PodTerminated, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::{ContainerId, PodUid};
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::json;
+
+use crate::backoff::BackoffConfig;
+use crate::runtime::ContainerRuntime;
+use crate::status::generate::{generate, StatusInput, WaitingReason};
+use sync::{SyncOutcome, TerminateOutcome};
+
+/// Shortest stop window kubelet allows (`minimumGracePeriodInSeconds`).
+pub const MIN_GRACE: Duration = Duration::from_secs(2);
+
+/// Settings every PodWorker shares.
+#[derive(Debug, Clone)]
+pub struct PodWorkerConfig {
+    /// This node's name (label on every container).
+    pub node_name: String,
+    /// This node's IP (`status.hostIP`).
+    pub host_ip: String,
+    /// The sandbox image (built-in pause image unless configured).
+    pub sandbox_image: String,
+    /// CrashLoopBackOff settings.
+    pub backoff: BackoffConfig,
+    /// Periodic resync of a pod with nothing else happening (kubelet `syncFrequency`).
+    pub sync_frequency: Duration,
+    /// Node memory in bytes (OOM score adjustment of Burstable pods).
+    pub node_memory_bytes: i64,
+}
+
+/// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
+/// can plug in their own recipients.
+#[derive(Clone)]
+pub struct WorkerLinks {
+    /// New pod status.
+    pub status: Recipient<SetPodStatus>,
+    /// Pod gone.
+    pub removed: Recipient<RemovePodStatus>,
+    /// Noteworthy events.
+    pub events: Recipient<RecordEvent>,
+    /// Termination finished.
+    pub terminated: Recipient<PodTerminated>,
+}
+
+/// What the worker is doing, for the debug endpoint.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum WorkerPhase {
+    /// Waiting for something to happen.
+    Idle,
+    /// A sync is running.
+    Syncing,
+    /// Stopping and removing the pod's containers.
+    Terminating,
+    /// Every container is gone.
+    Terminated,
+}
+
+/// The actor for one pod.
+pub struct PodWorker {
+    /// The pod this worker owns.
+    uid: PodUid,
+    /// The desired pod; replaced by `UpdatePod`.
+    pod: Arc<Pod>,
+    /// Docker.
+    runtime: Arc<dyn ContainerRuntime>,
+    /// Shared settings.
+    config: Arc<PodWorkerConfig>,
+    /// Where reports go.
+    links: WorkerLinks,
+    /// What it is doing.
+    phase: WorkerPhase,
+    /// The sync or termination future in flight; cancelled by `TerminatePod`.
+    in_flight: Option<SpawnHandle>,
+    /// A sync was asked for while one ran: run another when it ends.
+    dirty: bool,
+    /// Set once termination was asked for (with its grace period); never cleared.
+    terminating: Option<Option<Duration>>,
+    /// The next timed sync (back-off expiry or periodic resync).
+    timer: Option<SpawnHandle>,
+    /// Why containers wait, from the last sync (kubelet's reasonCache).
+    waiting: HashMap<String, WaitingReason>,
+    /// Last status sent, to skip unchanged ones and keep transition times.
+    last_status: Option<PodStatus>,
+    /// Containers already known to have exited, so each death is reported once.
+    known_exited: HashSet<ContainerId>,
+    /// False until the first observation; deaths before the worker existed are not events.
+    observed_once: bool,
+    /// Summary of the last decision, for the debug endpoint.
+    next_action: String,
+    /// Earliest back-off expiry among waiting containers.
+    backoff_until: Option<Timestamp>,
+    /// Last error met.
+    last_error: Option<String>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl PodWorker {
+    /// A worker for `pod`. Call `terminate_on_start` for a pod that is only to be removed.
+    pub fn new(pod: Arc<Pod>, runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerConfig>, links: WorkerLinks) -> Self {
+        PodWorker {
+            uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
+            pod,
+            runtime,
+            config,
+            links,
+            phase: WorkerPhase::Idle,
+            in_flight: None,
+            dirty: false,
+            terminating: None,
+            timer: None,
+            waiting: HashMap::new(),
+            last_status: None,
+            known_exited: HashSet::new(),
+            observed_once: false,
+            next_action: "sync".to_string(),
+            backoff_until: None,
+            last_error: None,
+            handled: 0,
+        }
+    }
+
+    /// Start in the terminating state (an orphaned pod, or re-creation during termination).
+    pub fn terminating(mut self, grace: Option<Duration>) -> Self {
+        self.terminating = Some(grace);
+        self
+    }
+
+    fn pod_ref(&self) -> String {
+        let m = &self.pod.metadata;
+        format!("{}/{}", m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or_default())
+    }
+
+    fn record(&self, reason: &str, message: String) {
+        self.links.events.do_send(RecordEvent {
+            event: DebugEvent { time: Timestamp::now().to_string(), reason: reason.to_string(), object: self.pod_ref(), message },
+        });
+    }
+
+    /// Run a sync now, or after the one in flight.
+    fn request_sync(&mut self, ctx: &mut Context<Self>) {
+        if self.terminating.is_some() {
+            return;
+        }
+        if self.in_flight.is_some() {
+            self.dirty = true;
+            return;
+        }
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        self.phase = WorkerPhase::Syncing;
+        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone());
+        let handle = ctx.spawn(future.into_actor(self).map(|outcome, act, ctx| act.sync_finished(outcome, ctx)));
+        self.in_flight = Some(handle);
+    }
+
+    fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
+        self.in_flight = None;
+        self.phase = WorkerPhase::Idle;
+        for (reason, message) in &outcome.events {
+            self.record(reason, message.clone());
+        }
+        if let Some(error) = &outcome.error {
+            self.last_error = Some(error.clone());
+            tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod sync failed");
+        }
+        if let Some(observed) = &outcome.observed {
+            self.note_deaths(observed);
+            self.waiting = outcome.waiting;
+            self.publish_status(observed);
+        }
+        self.next_action = outcome.actions_summary;
+        self.backoff_until = outcome.backoff_until;
+        if self.dirty {
+            self.dirty = false;
+            self.request_sync(ctx);
+            return;
+        }
+        let now = Timestamp::now();
+        let delay = match (self.backoff_until, outcome.error.is_some()) {
+            (Some(until), _) => Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20),
+            // kubelet's sync error back-off is 10 s; never longer than the resync period.
+            (None, true) => self.config.sync_frequency.min(Duration::from_secs(10)),
+            (None, false) => self.config.sync_frequency,
+        };
+        self.timer = Some(ctx.run_later(delay, |act, ctx| {
+            act.timer = None;
+            act.request_sync(ctx);
+        }));
+    }
+
+    /// Report each container death once (the debug endpoint's `ContainerDied` events).
+    fn note_deaths(&mut self, observed: &[ObservedContainer]) {
+        for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
+            if self.known_exited.insert(c.id.clone()) && self.observed_once {
+                tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), container = %c.name, exit_code = c.exit_code, "container died");
+                self.record("ContainerDied", format!("container {} ({}) exited with code {}{}", c.name, short(&c.id), c.exit_code, if c.oom_killed { " (OOMKilled)" } else { "" }));
+            }
+        }
+        self.known_exited.retain(|id| observed.iter().any(|c| &c.id == id));
+        self.observed_once = true;
+    }
+
+    fn publish_status(&mut self, observed: &[ObservedContainer]) {
+        let status = generate(&StatusInput {
+            pod: &self.pod,
+            observed,
+            waiting: &self.waiting,
+            host_ip: &self.config.host_ip,
+            previous: self.last_status.as_ref(),
+            now: Timestamp::now(),
+        });
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
+            tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
+        }
+        let mut pod = (*self.pod).clone();
+        pod.status = Some(status.clone());
+        self.last_status = Some(status);
+        self.links.status.do_send(SetPodStatus { pod });
+    }
+
+    fn start_termination(&mut self, grace: Option<Duration>, ctx: &mut Context<Self>) {
+        if let Some(handle) = self.in_flight.take() {
+            ctx.cancel_future(handle);
+        }
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        self.phase = WorkerPhase::Terminating;
+        self.next_action = "stop and remove every container".to_string();
+        let grace = grace.or_else(|| {
+            self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).map(|s| Duration::from_secs(s.max(0) as u64))
+        });
+        tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), grace = ?grace, "terminating pod");
+        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.uid.clone(), grace);
+        let handle = ctx.spawn(future.into_actor(self).map(|outcome, act, ctx| act.termination_finished(outcome, ctx)));
+        self.in_flight = Some(handle);
+    }
+
+    fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
+        self.in_flight = None;
+        for (reason, message) in &outcome.events {
+            self.record(reason, message.clone());
+        }
+        match outcome.error {
+            Some(error) => {
+                tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod termination failed; retrying");
+                self.last_error = Some(error);
+                let grace = self.terminating.flatten();
+                ctx.run_later(Duration::from_secs(1), move |act, ctx| act.start_termination(grace, ctx));
+            }
+            None => {
+                tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), "pod terminated");
+                self.phase = WorkerPhase::Terminated;
+                self.next_action = "none".to_string();
+                self.links.removed.do_send(RemovePodStatus { uid: self.uid.clone() });
+                self.links.terminated.do_send(PodTerminated { uid: self.uid.clone() });
+            }
+        }
+    }
+}
+
+fn short(id: &ContainerId) -> &str {
+    &id.0[..id.0.len().min(12)]
+}
+
+impl Actor for PodWorker {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        match self.terminating {
+            Some(grace) => self.start_termination(grace, ctx),
+            None => self.request_sync(ctx),
+        }
+    }
+}
+
+impl Handler<UpdatePod> for PodWorker {
+    type Result = ();
+
+    /// Take the new desired spec and sync.
+    fn handle(&mut self, msg: UpdatePod, ctx: &mut Self::Context) {
+        self.handled += 1;
+        self.pod = msg.pod;
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<SyncPod> for PodWorker {
+    type Result = ();
+
+    /// Something changed in Docker, or it is time to resync.
+    fn handle(&mut self, _: SyncPod, ctx: &mut Self::Context) {
+        self.handled += 1;
+        self.request_sync(ctx);
+    }
+}
+
+impl Handler<TerminatePod> for PodWorker {
+    type Result = ();
+
+    /// Stop everything; cuts into a sync in flight.
+    fn handle(&mut self, msg: TerminatePod, ctx: &mut Self::Context) {
+        self.handled += 1;
+        if self.terminating.is_some() {
+            return;
+        }
+        self.terminating = Some(msg.grace_period);
+        self.start_termination(msg.grace_period, ctx);
+    }
+}
+
+impl Handler<StopActor> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, _: StopActor, ctx: &mut Self::Context) {
+        ctx.stop();
+    }
+}
+
+impl Handler<GetActorState> for PodWorker {
+    type Result = MessageResult<GetActorState>;
+
+    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(ActorState {
+            kind: "PodWorker".to_string(),
+            name: self.pod_ref(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: self.last_error.clone(),
+            detail: json!({
+                "pod_uid": self.uid,
+                "phase": self.phase,
+                "pod_phase": self.last_status.as_ref().and_then(|s| s.phase.clone()),
+                "next_action": self.next_action,
+                "backoff_until": self.backoff_until.map(|t| t.to_string()),
+                "waiting": self.waiting,
+                "last_error": self.last_error,
+            }),
+        })
+    }
+}
+
+impl Handler<Panic> for PodWorker {
+    type Result = ();
+
+    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
+        panic!("fault injection: PodWorker {} asked to panic", self.uid);
+    }
+}

@@ -1,0 +1,333 @@
+//! The Docker side of a PodWorker: one sync ([`sync_pod`]) and one termination
+//! ([`terminate_pod`]), as futures that own everything they use, so the actor's mailbox stays
+//! open while they run.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
+use dockerlet_messages::{ContainerId, PodUid};
+use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::jiff::Timestamp;
+
+use super::container_spec::{container_spec, host_network, pod_identity, sandbox_spec, PodContext};
+use super::plan::{compute_pod_actions, PodActions, StartAction};
+use super::{PodWorkerConfig, MIN_GRACE};
+use crate::runtime::{ContainerRuntime, RuntimeError};
+use crate::status::generate::WaitingReason;
+
+/// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
+const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// What a sync did and saw.
+#[derive(Debug, Default)]
+pub struct SyncOutcome {
+    /// Docker's view after the sync (none when Docker could not be read).
+    pub observed: Option<Vec<ObservedContainer>>,
+    /// Why containers wait.
+    pub waiting: HashMap<String, WaitingReason>,
+    /// One-line summary of the decision.
+    pub actions_summary: String,
+    /// Earliest back-off expiry.
+    pub backoff_until: Option<Timestamp>,
+    /// The first error met.
+    pub error: Option<String>,
+    /// Events to record, as (reason, message).
+    pub events: Vec<(String, String)>,
+}
+
+/// What a termination did.
+#[derive(Debug, Default)]
+pub struct TerminateOutcome {
+    /// Set when something could not be removed; the worker retries.
+    pub error: Option<String>,
+    /// Events to record.
+    pub events: Vec<(String, String)>,
+}
+
+/// Observe, decide, act, observe again.
+pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerConfig>, pod: Arc<Pod>) -> SyncOutcome {
+    let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+    let mut outcome = SyncOutcome::default();
+    let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
+        Ok(o) => o,
+        Err(e) => {
+            outcome.error = Some(e.to_string());
+            outcome.actions_summary = "retry: docker unreachable".to_string();
+            return outcome;
+        }
+    };
+    let actions = compute_pod_actions(&pod, &observed, Timestamp::now(), &config.backoff);
+    outcome.actions_summary = actions.summary();
+    let (name, namespace, uid_str) = pod_identity(&pod);
+    for b in &actions.backing_off {
+        outcome.waiting.insert(
+            b.name.clone(),
+            WaitingReason {
+                reason: "CrashLoopBackOff".to_string(),
+                message: format!("back-off {} restarting failed container={} pod={name}_{namespace}({uid_str})", humanize(b.delay), b.name),
+            },
+        );
+        outcome.events.push(("BackOff".to_string(), format!("Back-off restarting failed container {} in pod {name}", b.name)));
+    }
+    outcome.backoff_until = actions.backing_off.iter().map(|b| b.until).min();
+    if actions.is_idle() {
+        outcome.observed = Some(observed);
+        return outcome;
+    }
+    let mut executor = Executor { runtime: runtime.as_ref(), config: &config, pod: &pod, outcome: &mut outcome };
+    executor.run(&actions, &observed).await;
+    match runtime.inspect_pod(&config.node_name, &uid).await {
+        Ok(o) => outcome.observed = Some(o),
+        Err(e) => {
+            outcome.error.get_or_insert(e.to_string());
+        }
+    }
+    outcome
+}
+
+/// Stop every container of the pod (app and init first, with the grace period; then the
+/// sandbox) and remove them all.
+pub async fn terminate_pod(
+    runtime: Arc<dyn ContainerRuntime>,
+    config: Arc<PodWorkerConfig>,
+    uid: PodUid,
+    grace: Option<Duration>,
+) -> TerminateOutcome {
+    let mut outcome = TerminateOutcome::default();
+    let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
+        Ok(o) => o,
+        Err(e) => {
+            outcome.error = Some(e.to_string());
+            return outcome;
+        }
+    };
+    let grace = grace
+        .or_else(|| observed.iter().find_map(|c| c.pod_grace_seconds).map(|s| Duration::from_secs(s.max(0) as u64)))
+        .unwrap_or(Duration::from_secs(30))
+        .max(MIN_GRACE);
+    if let Err(e) = stop_all(runtime.as_ref(), &observed, grace, &mut outcome.events).await {
+        outcome.error = Some(e.to_string());
+        return outcome;
+    }
+    // List again: a create that was in flight when termination began may have landed since.
+    for _ in 0..3 {
+        let remaining = match runtime.inspect_pod(&config.node_name, &uid).await {
+            Ok(o) => o,
+            Err(e) => {
+                outcome.error = Some(e.to_string());
+                return outcome;
+            }
+        };
+        if remaining.is_empty() {
+            return outcome;
+        }
+        let removals = remaining.iter().map(|c| runtime.remove_container(&c.id));
+        if let Err(e) = futures::future::try_join_all(removals).await {
+            outcome.error = Some(e.to_string());
+            return outcome;
+        }
+    }
+    outcome
+}
+
+/// Stop running app/init containers in parallel with `grace`, then the sandboxes.
+async fn stop_all(
+    runtime: &dyn ContainerRuntime,
+    observed: &[ObservedContainer],
+    grace: Duration,
+    events: &mut Vec<(String, String)>,
+) -> Result<(), RuntimeError> {
+    let running = |sandbox: bool| {
+        observed.iter().filter(move |c| c.state == RuntimeState::Running && (c.role == ContainerRole::Sandbox) == sandbox)
+    };
+    for c in running(false) {
+        events.push(("Killing".to_string(), format!("Stopping container {}", c.name)));
+    }
+    futures::future::try_join_all(running(false).map(|c| runtime.stop_container(&c.id, grace))).await?;
+    futures::future::try_join_all(running(true).map(|c| runtime.stop_container(&c.id, SANDBOX_STOP_GRACE))).await?;
+    Ok(())
+}
+
+/// Carries out one [`PodActions`].
+struct Executor<'a> {
+    runtime: &'a dyn ContainerRuntime,
+    config: &'a PodWorkerConfig,
+    pod: &'a Pod,
+    outcome: &'a mut SyncOutcome,
+}
+
+impl Executor<'_> {
+    async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
+        let grace = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .map_or(Duration::from_secs(30), |s| Duration::from_secs(s.max(0) as u64))
+            .max(MIN_GRACE);
+        if actions.kill_pod {
+            if let Err(e) = stop_all(self.runtime, observed, grace, &mut self.outcome.events).await {
+                return self.fail(e);
+            }
+        }
+        for kill in &actions.kill {
+            self.outcome.events.push(("Killing".to_string(), kill.reason.clone()));
+            if let Err(e) = self.runtime.stop_container(&kill.id, grace).await {
+                return self.fail(e);
+            }
+        }
+        for id in &actions.remove {
+            if let Err(e) = self.runtime.remove_container(id).await {
+                tracing::warn!(container = %id, error = %e, "could not remove dead container");
+            }
+        }
+        if actions.start.is_empty() {
+            return;
+        }
+        let sandbox = match actions.create_sandbox {
+            Some(attempt) => match self.create_sandbox(attempt).await {
+                Ok(s) => s,
+                Err(e) => {
+                    self.outcome.events.push(("FailedCreatePodSandBox".to_string(), format!("Failed to create pod sandbox: {e}")));
+                    return self.fail(e);
+                }
+            },
+            None => match observed.iter().find(|c| c.role == ContainerRole::Sandbox && c.state == RuntimeState::Running) {
+                Some(s) => s.clone(),
+                None => return,
+            },
+        };
+        for start in &actions.start {
+            self.start_container(start, &sandbox).await;
+        }
+    }
+
+    fn fail(&mut self, error: RuntimeError) {
+        self.outcome.error.get_or_insert(error.to_string());
+    }
+
+    async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {
+        let spec = sandbox_spec(self.pod, &self.config.node_name, &self.config.sandbox_image, attempt);
+        let id = self.runtime.create_container(spec).await?;
+        self.runtime.start_container(&id).await?;
+        let uid = PodUid(self.pod.metadata.uid.clone().unwrap_or_default());
+        let observed = self.runtime.inspect_pod(&self.config.node_name, &uid).await?;
+        observed.into_iter().find(|c| c.id == id).ok_or(RuntimeError::NotFound { what: format!("sandbox {id}") })
+    }
+
+    async fn start_container(&mut self, start: &StartAction, sandbox: &ObservedContainer) {
+        let spec = self.pod.spec.as_ref();
+        let list = match start.role {
+            ContainerRole::Init => spec.and_then(|s| s.init_containers.as_ref()),
+            _ => spec.map(|s| &s.containers),
+        };
+        let Some(container) = list.and_then(|l| l.iter().find(|c| c.name == start.name)) else { return };
+        if let Err(reason) = self.ensure_image(container).await {
+            self.outcome.waiting.insert(container.name.clone(), reason);
+            return;
+        }
+        let pod_ip = if host_network(self.pod) { self.config.host_ip.clone() } else { sandbox.ip.clone().unwrap_or_default() };
+        let ctx = PodContext {
+            pod: self.pod,
+            node_name: &self.config.node_name,
+            host_ip: &self.config.host_ip,
+            pod_ip: &pod_ip,
+            sandbox_id: &sandbox.id,
+            node_memory_bytes: self.config.node_memory_bytes,
+        };
+        let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step) {
+            Ok(c) => c,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        };
+        let id = match self.runtime.create_container(create).await {
+            Ok(id) => id,
+            Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
+        };
+        self.outcome.events.push(("Created".to_string(), format!("Created container {}", container.name)));
+        match self.runtime.start_container(&id).await {
+            Ok(()) => self.outcome.events.push(("Started".to_string(), format!("Started container {}", container.name))),
+            Err(e) => {
+                // The container stays Created with an exit code: the next sync treats it as dead.
+                self.outcome.events.push(("Failed".to_string(), format!("Error: {e}")));
+                tracing::warn!(container = %container.name, id = %ContainerId(id.0.clone()), error = %e, "container failed to start");
+            }
+        }
+    }
+
+    fn wait(&mut self, container: &Container, reason: &str, message: String) {
+        self.outcome.events.push(("Failed".to_string(), format!("Error: {reason}: {message}")));
+        self.outcome.waiting.insert(container.name.clone(), WaitingReason { reason: reason.to_string(), message });
+    }
+
+    /// Make sure the image is there, per `imagePullPolicy`; the error is the waiting reason.
+    async fn ensure_image(&mut self, container: &Container) -> Result<(), WaitingReason> {
+        let image = container.image.clone().unwrap_or_default();
+        if image.is_empty() {
+            return Err(WaitingReason { reason: "InvalidImageName".into(), message: "image is empty".into() });
+        }
+        let policy = container.image_pull_policy.clone().unwrap_or_else(|| default_pull_policy(&image).to_string());
+        let present = self.runtime.image_present(&image).await.map_err(|e| WaitingReason {
+            reason: "ImageInspectError".into(),
+            message: e.to_string(),
+        })?;
+        match (policy.as_str(), present) {
+            ("Never", false) => Err(WaitingReason {
+                reason: "ErrImageNeverPull".into(),
+                message: format!("Container image \"{image}\" is not present with pull policy of Never"),
+            }),
+            (_, true) if policy != "Always" => Ok(()),
+            _ => match self.runtime.pull_image(&image).await {
+                Ok(()) => {
+                    self.outcome.events.push(("Pulled".to_string(), format!("Successfully pulled image \"{image}\"")));
+                    Ok(())
+                }
+                // Offline first: a local copy serves when the registry cannot be reached.
+                Err(e) if present => {
+                    tracing::warn!(image = %image, error = %e, "pull failed; using the local image");
+                    Ok(())
+                }
+                Err(e) => Err(WaitingReason { reason: "ErrImagePull".into(), message: format!("failed to pull image \"{image}\": {e}") }),
+            },
+        }
+    }
+}
+
+/// The API's default `imagePullPolicy`: Always for `:latest` or no tag, else IfNotPresent.
+pub fn default_pull_policy(image: &str) -> &'static str {
+    if image.contains('@') {
+        return "IfNotPresent";
+    }
+    let last = image.rsplit('/').next().unwrap_or(image);
+    match last.rsplit_once(':') {
+        Some((_, "latest")) | None => "Always",
+        Some(_) => "IfNotPresent",
+    }
+}
+
+fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 {
+        format!("{}m{}s", secs / 60, secs % 60)
+    } else if secs > 0 {
+        format!("{secs}s")
+    } else {
+        format!("{}ms", d.as_millis())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Pull policy defaults as the API server sets them.
+    #[test]
+    fn default_pull_policy_follows_the_api() {
+        assert_eq!(default_pull_policy("busybox"), "Always");
+        assert_eq!(default_pull_policy("busybox:latest"), "Always");
+        assert_eq!(default_pull_policy("localhost:5000/busybox"), "Always");
+        assert_eq!(default_pull_policy("localhost:5000/busybox:1"), "IfNotPresent");
+        assert_eq!(default_pull_policy("busybox@sha256:abc"), "IfNotPresent");
+    }
+}

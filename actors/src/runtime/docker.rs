@@ -1,0 +1,334 @@
+//! [`ContainerRuntime`] on the Docker Engine API, through bollard.
+
+use std::collections::{BTreeMap, HashMap};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bollard::models::{
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum,
+    ContainerSummaryStateEnum, HostConfig, PortBinding as DockerPortBinding,
+};
+use bollard::query_parameters::{
+    CreateContainerOptions, CreateImageOptions, EventsOptions, ListContainersOptions,
+    RemoveContainerOptions, StopContainerOptions,
+};
+use bollard::Docker;
+use dockerlet_messages::runtime::{
+    ContainerListing, ContainerRole, ObservedContainer, RuntimeState,
+};
+use dockerlet_messages::{ContainerId, PodUid};
+use futures::stream::{BoxStream, StreamExt, TryStreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::{
+    labels, pause, ContainerRuntime, CreateSpec, NetworkMode, RuntimeError, RuntimeEvent,
+};
+
+/// Seconds bollard waits for response headers. Stops pass their own longer timeout.
+const REQUEST_TIMEOUT_SECS: u64 = 120;
+
+/// The Docker engine.
+#[derive(Clone)]
+pub struct DockerRuntime {
+    docker: Docker,
+}
+
+impl DockerRuntime {
+    /// Connect to `endpoint` (`unix:///path` or `tcp://host:port`) and negotiate the API version
+    /// once; the negotiated client is kept (crate-stack §4).
+    pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
+        let version = bollard::API_DEFAULT_VERSION;
+        let docker = if let Some(path) = endpoint.strip_prefix("unix://") {
+            Docker::connect_with_unix(path, REQUEST_TIMEOUT_SECS, version)
+        } else if let Some(addr) = endpoint.strip_prefix("tcp://") {
+            Docker::connect_with_http(&format!("http://{addr}"), REQUEST_TIMEOUT_SECS, version)
+        } else {
+            Docker::connect_with_http(endpoint, REQUEST_TIMEOUT_SECS, version)
+        }
+        .map_err(|e| failed("connect", e))?;
+        let docker = docker.negotiate_version().await.map_err(|e| failed("negotiate API version", e))?;
+        Ok(DockerRuntime { docker })
+    }
+
+    async fn list(&self, label_filters: Vec<String>) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
+        let filters = HashMap::from([("label".to_string(), label_filters)]);
+        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
+        self.docker.list_containers(Some(options)).await.map_err(|e| failed("list containers", e))
+    }
+
+    async fn import_pause_image(&self) -> Result<(), RuntimeError> {
+        let (repo, tag) = pause::IMAGE.rsplit_once(':').expect("pause image has a tag");
+        let options = CreateImageOptions {
+            from_src: Some("-".to_string()),
+            repo: Some(repo.to_string()),
+            tag: Some(tag.to_string()),
+            changes: vec![
+                r#"CMD ["/pause"]"#.to_string(),
+                format!("LABEL {}=true", labels::MANAGED_IMAGE),
+            ],
+            ..Default::default()
+        };
+        let body = bollard::body_full(pause::rootfs_tar()?.into());
+        self.docker
+            .create_image(Some(options), Some(body), None)
+            .try_collect::<Vec<_>>()
+            .await
+            .map_err(|e| failed("import pause image", e))?;
+        tracing::info!(image = pause::IMAGE, "provisioned the built-in pause image");
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for DockerRuntime {
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.docker.ping().await.map(|_| ()).map_err(|e| failed("ping", e))
+    }
+
+    async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
+        let summaries = self.list(vec![format!("{}={node}", labels::NODE)]).await?;
+        Ok(summaries
+            .into_iter()
+            .filter_map(|s| {
+                let l: BTreeMap<_, _> = s.labels.unwrap_or_default().into_iter().collect();
+                let parsed = labels::parse(&l)?;
+                Some(ContainerListing {
+                    id: ContainerId(s.id?),
+                    pod_uid: PodUid(parsed.pod_uid),
+                    name: parsed.name,
+                    state: match s.state {
+                        Some(ContainerSummaryStateEnum::CREATED) => RuntimeState::Created,
+                        Some(
+                            ContainerSummaryStateEnum::RUNNING
+                            | ContainerSummaryStateEnum::PAUSED
+                            | ContainerSummaryStateEnum::RESTARTING,
+                        ) => RuntimeState::Running,
+                        Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD) => {
+                            RuntimeState::Exited
+                        }
+                        _ => RuntimeState::Unknown,
+                    },
+                })
+            })
+            .collect())
+    }
+
+    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError> {
+        let summaries = self
+            .list(vec![format!("{}={node}", labels::NODE), format!("{}={pod_uid}", labels::POD_UID)])
+            .await?;
+        let inspections = summaries.into_iter().filter_map(|s| s.id).map(|id| async move {
+            match self.docker.inspect_container(&id, None).await {
+                Ok(response) => Ok(observe(response)),
+                // Removed between list and inspect: it is simply gone.
+                Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+                Err(e) => Err(failed(&format!("inspect container {id}"), e)),
+            }
+        });
+        let observed = futures::future::try_join_all(inspections).await?;
+        Ok(observed.into_iter().flatten().collect())
+    }
+
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
+            Err(e) => Err(failed(&format!("inspect image {image}"), e)),
+        }
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
+        self.docker
+            .create_image(Some(options), None, None)
+            .try_collect::<Vec<_>>()
+            .await
+            .map(|_| ())
+            .map_err(|e| failed(&format!("pull image {image}"), e))
+    }
+
+    async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
+        let name = spec.name.clone();
+        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
+        let body = create_body(spec);
+        let created = match self.docker.create_container(Some(options.clone()), body.clone()).await {
+            // A dead container holds the name (an earlier agent crashed mid-way): remove it, retry.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
+                self.remove_container(&ContainerId(name.clone())).await?;
+                self.docker.create_container(Some(options), body).await
+            }
+            other => other,
+        };
+        created
+            .map(|r| ContainerId(r.id))
+            .map_err(|e| failed(&format!("create container {name}"), e))
+    }
+
+    async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        self.docker.start_container(&id.0, None).await.map_err(|e| failed(&format!("start container {id}"), e))
+    }
+
+    async fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<(), RuntimeError> {
+        let options = StopContainerOptions { t: Some(grace.as_secs().min(i32::MAX as u64) as i32), signal: None };
+        match self.docker.stop_container(&id.0, Some(options)).await {
+            Ok(()) => Ok(()),
+            // 304: already stopped; 404: already gone. Both mean "stopped".
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => Ok(()),
+            Err(e) => Err(failed(&format!("stop container {id}"), e)),
+        }
+    }
+
+    async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        let options = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+        match self.docker.remove_container(&id.0, Some(options)).await {
+            Ok(()) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
+            // 409 "removal already in progress": someone else is removing it.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, message })
+                if message.contains("already in progress") =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(failed(&format!("remove container {id}"), e)),
+        }
+    }
+
+    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+        match configured {
+            Some(image) => {
+                if !self.image_present(image).await? {
+                    self.pull_image(image).await?;
+                }
+                Ok(image.to_string())
+            }
+            None => {
+                if !self.image_present(pause::IMAGE).await? {
+                    self.import_pause_image().await?;
+                }
+                Ok(pause::IMAGE.to_string())
+            }
+        }
+    }
+
+    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("label".to_string(), vec![format!("{}={node}", labels::NODE)]),
+        ]);
+        let options = EventsOptions { filters: Some(filters), ..Default::default() };
+        self.docker
+            .events(Some(options))
+            .map(|event| {
+                let event = event.map_err(|e| failed("events", e))?;
+                Ok(RuntimeEvent {
+                    id: ContainerId(event.actor.and_then(|a| a.id).unwrap_or_default()),
+                    action: event.action.unwrap_or_default(),
+                })
+            })
+            .boxed()
+    }
+}
+
+fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
+    match error {
+        bollard::errors::Error::DockerResponseServerError { status_code: 404, message } => {
+            RuntimeError::NotFound { what: format!("{operation}: {message}") }
+        }
+        other => RuntimeError::OperationFailed { operation: operation.to_string(), message: other.to_string() },
+    }
+}
+
+/// Docker's zero time (`0001-01-01T00:00:00Z`) means "never".
+fn docker_time(value: Option<&str>) -> Option<Time> {
+    let ts: Timestamp = value?.parse().ok()?;
+    (ts.as_second() > 0).then_some(Time(ts))
+}
+
+/// Turn an inspect answer into an [`ObservedContainer`]; `None` if it is not a pod container.
+fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
+    let config = response.config.unwrap_or_default();
+    let l: BTreeMap<_, _> = config.labels.unwrap_or_default().into_iter().collect();
+    let parsed = labels::parse(&l)?;
+    let state = response.state.unwrap_or_default();
+    let runtime_state = match state.status {
+        Some(ContainerStateStatusEnum::CREATED) => RuntimeState::Created,
+        Some(
+            ContainerStateStatusEnum::RUNNING
+            | ContainerStateStatusEnum::PAUSED
+            | ContainerStateStatusEnum::RESTARTING,
+        ) => RuntimeState::Running,
+        Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD) => RuntimeState::Exited,
+        _ => RuntimeState::Unknown,
+    };
+    let ip = response
+        .network_settings
+        .and_then(|n| n.networks)
+        .and_then(|networks| networks.into_values().find_map(|e| e.ip_address.filter(|ip| !ip.is_empty())));
+    let created_at = response.created.as_deref().and_then(|c| docker_time(Some(c)));
+    Some(ObservedContainer {
+        id: ContainerId(response.id.unwrap_or_default()),
+        pod_uid: PodUid(parsed.pod_uid),
+        name: parsed.name,
+        role: parsed.role,
+        attempt: parsed.attempt,
+        spec_hash: parsed.spec_hash,
+        backoff_step: parsed.backoff_step,
+        sandbox_id: parsed.sandbox_id.map(ContainerId),
+        state: runtime_state,
+        exit_code: state.exit_code.unwrap_or_default(),
+        oom_killed: state.oom_killed.unwrap_or_default(),
+        error: state.error.unwrap_or_default(),
+        created_at,
+        started_at: docker_time(state.started_at.as_deref()),
+        finished_at: docker_time(state.finished_at.as_deref()),
+        image: config.image.unwrap_or_default(),
+        image_id: response.image.unwrap_or_default(),
+        ip: if parsed.role == ContainerRole::Sandbox { ip } else { None },
+        host_network: parsed.host_network,
+        pod_grace_seconds: l.get(labels::TERMINATION_GRACE).and_then(|v| v.parse().ok()),
+    })
+}
+
+fn create_body(spec: CreateSpec) -> ContainerCreateBody {
+    let network_mode = spec.network.map(|n| match n {
+        NetworkMode::Bridge => "bridge".to_string(),
+        NetworkMode::Host => "host".to_string(),
+        NetworkMode::Container(id) => format!("container:{id}"),
+    });
+    let mut port_bindings: HashMap<String, Option<Vec<DockerPortBinding>>> = HashMap::new();
+    let mut exposed = Vec::new();
+    for p in &spec.ports {
+        let key = format!("{}/{}", p.container_port, p.protocol);
+        exposed.push(key.clone());
+        port_bindings.entry(key).or_default().get_or_insert_with(Vec::new).push(DockerPortBinding {
+            host_ip: Some(p.host_ip.clone()),
+            host_port: Some(p.host_port.to_string()),
+        });
+    }
+    let host_config = HostConfig {
+        network_mode,
+        ipc_mode: spec.ipc_mode,
+        port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        memory: spec.memory,
+        cpu_shares: spec.cpu_shares,
+        cpu_quota: spec.cpu_quota,
+        cpu_period: spec.cpu_period,
+        oom_score_adj: spec.oom_score_adj,
+        ..Default::default()
+    };
+    ContainerCreateBody {
+        image: Some(spec.image),
+        entrypoint: spec.entrypoint,
+        cmd: spec.cmd,
+        env: Some(spec.env),
+        working_dir: spec.working_dir,
+        labels: Some(spec.labels.into_iter().collect()),
+        hostname: spec.hostname,
+        exposed_ports: (!exposed.is_empty()).then_some(exposed),
+        tty: Some(spec.tty),
+        open_stdin: Some(spec.stdin),
+        host_config: Some(host_config),
+        ..Default::default()
+    }
+}

@@ -1,0 +1,183 @@
+//! An in-memory [`ContainerRuntime`] for unit tests of the actors: containers are records whose
+//! state tests can change, and every call is logged.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeState};
+use dockerlet_messages::{ContainerId, PodUid};
+use futures::stream::{BoxStream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+
+use super::{labels, ContainerRuntime, CreateSpec, RuntimeError, RuntimeEvent};
+
+/// One fake container: the spec it was created from and its state.
+#[derive(Debug, Clone)]
+pub struct FakeContainer {
+    /// How it was created.
+    pub spec: CreateSpec,
+    /// What Docker would report.
+    pub observed: ObservedContainer,
+}
+
+/// Shared state of a [`FakeRuntime`].
+#[derive(Debug, Default)]
+pub struct FakeState {
+    /// Containers by ID.
+    pub containers: BTreeMap<String, FakeContainer>,
+    /// Images present.
+    pub images: Vec<String>,
+    /// Calls made, in order (`create k8s_…`, `start <id>`, `stop <id>`, `remove <id>`).
+    pub calls: Vec<String>,
+    /// Next container ID number.
+    next_id: u64,
+}
+
+/// The fake runtime; clones share state.
+#[derive(Debug, Clone, Default)]
+pub struct FakeRuntime {
+    /// Shared state, for tests to inspect and change.
+    pub state: Arc<Mutex<FakeState>>,
+}
+
+impl FakeRuntime {
+    /// A runtime that has these images.
+    pub fn with_images(images: &[&str]) -> Self {
+        let runtime = FakeRuntime::default();
+        runtime.state.lock().expect("fake state").images = images.iter().map(|s| s.to_string()).collect();
+        runtime
+    }
+
+    /// Make a running container exit with `code`.
+    pub fn exit(&self, id: &str, code: i64) {
+        let mut state = self.state.lock().expect("fake state");
+        if let Some(c) = state.containers.get_mut(id) {
+            c.observed.state = RuntimeState::Exited;
+            c.observed.exit_code = code;
+            c.observed.finished_at = Some(Time(Timestamp::now()));
+        }
+    }
+
+    /// The calls made so far.
+    pub fn calls(&self) -> Vec<String> {
+        self.state.lock().expect("fake state").calls.clone()
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for FakeRuntime {
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        Ok(())
+    }
+
+    async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        Ok(state
+            .containers
+            .values()
+            .filter(|c| c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node))
+            .map(|c| ContainerListing {
+                id: c.observed.id.clone(),
+                pod_uid: c.observed.pod_uid.clone(),
+                name: c.observed.name.clone(),
+                state: c.observed.state,
+            })
+            .collect())
+    }
+
+    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        Ok(state
+            .containers
+            .values()
+            .filter(|c| c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node) && &c.observed.pod_uid == pod_uid)
+            .map(|c| c.observed.clone())
+            .collect())
+    }
+
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        Ok(self.state.lock().expect("fake state").images.iter().any(|i| i == image))
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::NotFound { what: format!("image {image}") })
+    }
+
+    async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.next_id += 1;
+        let id = ContainerId(format!("fake{:04}", state.next_id));
+        let parsed = labels::parse(&spec.labels).ok_or(RuntimeError::OperationFailed {
+            operation: "create".into(),
+            message: "missing labels".into(),
+        })?;
+        let observed = ObservedContainer {
+            id: id.clone(),
+            pod_uid: PodUid(parsed.pod_uid),
+            name: parsed.name,
+            role: parsed.role,
+            attempt: parsed.attempt,
+            spec_hash: parsed.spec_hash,
+            backoff_step: parsed.backoff_step,
+            sandbox_id: parsed.sandbox_id.map(ContainerId),
+            state: RuntimeState::Created,
+            exit_code: 0,
+            oom_killed: false,
+            error: String::new(),
+            created_at: Some(Time(Timestamp::now())),
+            started_at: None,
+            finished_at: None,
+            image: spec.image.clone(),
+            image_id: "sha256:fake".into(),
+            ip: None,
+            host_network: parsed.host_network,
+            pod_grace_seconds: spec.labels.get(labels::TERMINATION_GRACE).and_then(|g| g.parse().ok()),
+        };
+        state.calls.push(format!("create {}", spec.name));
+        state.containers.insert(id.0.clone(), FakeContainer { spec, observed });
+        Ok(id)
+    }
+
+    async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(format!("start {id}"));
+        let c = state.containers.get_mut(&id.0).ok_or(RuntimeError::NotFound { what: id.to_string() })?;
+        c.observed.state = RuntimeState::Running;
+        c.observed.started_at = Some(Time(Timestamp::now()));
+        if c.observed.role == dockerlet_messages::runtime::ContainerRole::Sandbox && !c.observed.host_network {
+            c.observed.ip = Some("10.88.0.2".into());
+        }
+        Ok(())
+    }
+
+    async fn stop_container(&self, id: &ContainerId, _grace: Duration) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(format!("stop {id}"));
+        if let Some(c) = state.containers.get_mut(&id.0) {
+            if c.observed.state == RuntimeState::Running {
+                c.observed.state = RuntimeState::Exited;
+                c.observed.exit_code = 143;
+                c.observed.finished_at = Some(Time(Timestamp::now()));
+            }
+        }
+        Ok(())
+    }
+
+    async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(format!("remove {id}"));
+        state.containers.remove(&id.0);
+        Ok(())
+    }
+
+    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+        Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
+    }
+
+    fn events(&self, _node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        futures::stream::pending().boxed()
+    }
+}

@@ -1,0 +1,164 @@
+//! The container runtime behind a trait: actors never see bollard.
+//!
+//! [`ContainerRuntime`] is what actors call; [`docker::DockerRuntime`] implements it on the
+//! Docker Engine API through bollard, [`fake::FakeRuntime`] in memory for unit tests.
+//! [`labels`] is the Docker label and name scheme (dockershim's, reference §13) that lets any
+//! agent rebuild its view of a pod from Docker alone.
+
+pub mod docker;
+pub mod fake;
+pub mod labels;
+pub mod pause;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
+use dockerlet_messages::{ContainerId, PodUid};
+use futures::stream::BoxStream;
+
+/// Errors from the container runtime. All are retried by the caller's next sync.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// The engine could not be reached or answered with an error.
+    #[error("docker {operation} failed: {message}")]
+    OperationFailed {
+        /// What was attempted (`create container k8s_…`).
+        operation: String,
+        /// Docker's answer.
+        message: String,
+    },
+    /// The object does not exist (container or image).
+    #[error("{what} not found")]
+    NotFound {
+        /// The missing object.
+        what: String,
+    },
+    /// The embedded pause image cannot run on this CPU architecture.
+    #[error("no built-in pause image for architecture {arch}; set --pod-infra-container-image")]
+    UnsupportedArch {
+        /// `std::env::consts::ARCH`.
+        arch: &'static str,
+    },
+}
+
+/// Which network namespace a container gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkMode {
+    /// Docker's default bridge network (sandboxes of ordinary pods).
+    Bridge,
+    /// The host's network namespace (`hostNetwork: true`).
+    Host,
+    /// Join another container's namespace (app containers join their sandbox).
+    Container(ContainerId),
+}
+
+/// A published port: `host_ip:host_port` on the node → `container_port/protocol`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortBinding {
+    /// Port inside the pod.
+    pub container_port: u16,
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    /// Port on the node.
+    pub host_port: u16,
+    /// Address on the node; empty for all.
+    pub host_ip: String,
+}
+
+/// Everything needed to create one container, runtime-neutral.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateSpec {
+    /// Docker container name (`k8s_…`).
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// Replaces the image ENTRYPOINT when set (`command`).
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image CMD when set (`args`).
+    pub cmd: Option<Vec<String>>,
+    /// `NAME=value` pairs.
+    pub env: Vec<String>,
+    /// Working directory, when set.
+    pub working_dir: Option<String>,
+    /// Labels (identity of the container, see [`labels`]).
+    pub labels: BTreeMap<String, String>,
+    /// Network namespace.
+    pub network: Option<NetworkMode>,
+    /// IPC namespace: `shareable` for sandboxes, `container:<id>` for app containers.
+    pub ipc_mode: Option<String>,
+    /// Hostname (sandboxes only; joined containers inherit it).
+    pub hostname: Option<String>,
+    /// Ports published on the node (sandboxes only).
+    pub ports: Vec<PortBinding>,
+    /// Memory limit in bytes.
+    pub memory: Option<i64>,
+    /// Relative CPU weight (cgroup v1 shares).
+    pub cpu_shares: Option<i64>,
+    /// CFS quota in microseconds per period.
+    pub cpu_quota: Option<i64>,
+    /// CFS period in microseconds.
+    pub cpu_period: Option<i64>,
+    /// OOM score adjustment.
+    pub oom_score_adj: Option<i64>,
+    /// Allocate a TTY (`tty: true`).
+    pub tty: bool,
+    /// Keep stdin open (`stdin: true`).
+    pub stdin: bool,
+}
+
+/// A change Docker reported on its event stream (only used to trigger a relist early).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RuntimeEvent {
+    /// The container.
+    pub id: ContainerId,
+    /// Docker's action (`start`, `die`, `oom`, `destroy`, …).
+    pub action: String,
+}
+
+/// The operations dockerlet needs from a container engine.
+///
+/// Every method is scoped by the node name where it lists: an agent only ever sees containers
+/// labelled with its own node, so several agents can share one engine.
+#[async_trait]
+pub trait ContainerRuntime: Send + Sync + 'static {
+    /// Is the engine reachable?
+    async fn ping(&self) -> Result<(), RuntimeError>;
+
+    /// Cheap listing of every container of this node, all states included.
+    async fn list_node_containers(&self, node: &str)
+        -> Result<Vec<ContainerListing>, RuntimeError>;
+
+    /// Every container (sandboxes included) of one pod on this node, inspected.
+    async fn inspect_pod(
+        &self,
+        node: &str,
+        pod_uid: &PodUid,
+    ) -> Result<Vec<ObservedContainer>, RuntimeError>;
+
+    /// Is the image present on the engine?
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;
+
+    /// Pull the image from its registry.
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
+
+    /// Create (but not start) a container; returns its ID.
+    async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError>;
+
+    /// Start a created container.
+    async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError>;
+
+    /// Send the stop signal, wait up to `grace`, then SIGKILL.
+    async fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<(), RuntimeError>;
+
+    /// Remove a container (forcibly, with its anonymous volumes).
+    async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError>;
+
+    /// Make sure the sandbox image is present, provisioning the built-in one if needed; returns
+    /// the image reference to use.
+    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError>;
+
+    /// Docker's event stream for this node's containers.
+    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
+}

@@ -1,0 +1,313 @@
+//! Static pod manifests: reading a directory, parsing, validating and defaulting
+//! (reference §1.1, §1.4). Pure apart from reading the files.
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+use dockerlet_messages::source::{DesiredPod, ManifestError};
+use dockerlet_messages::PodUid;
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Toleration};
+use sha2::{Digest, Sha256};
+
+/// Largest manifest read (kubelet `maxConfigLength`).
+pub const MAX_MANIFEST_BYTES: u64 = 10 * 1024 * 1024;
+
+/// `kubernetes.io/config.source`
+pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
+/// `kubernetes.io/config.hash`
+pub const CONFIG_HASH: &str = "kubernetes.io/config.hash";
+/// `kubernetes.io/config.seen`
+pub const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
+
+/// Files of a manifest path: the file itself, or the directory's regular files ending in
+/// `.yaml`, `.yml` or `.json` whose names do not start with a dot, in lexical order.
+pub fn manifest_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
+    let meta = match fs::metadata(path) {
+        Ok(m) => m,
+        // A missing path is an empty source, as in kubelet.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    if meta.is_file() {
+        return Ok(vec![path.to_path_buf()]);
+    }
+    let mut files: Vec<PathBuf> = fs::read_dir(path)?
+        .filter_map(Result::ok)
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .map(|e| e.path())
+        .filter(|p| is_manifest_name(p))
+        .collect();
+    files.sort();
+    Ok(files)
+}
+
+/// Does this file name look like a manifest (and not a dot-file)?
+pub fn is_manifest_name(path: &Path) -> bool {
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
+}
+
+/// Read every manifest under `path` for node `node_name`. Bad files are reported, not fatal;
+/// a pod name already taken by an earlier file (lexical order) is an error for the later one.
+pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<ManifestError>) {
+    let mut pods = Vec::new();
+    let mut errors = Vec::new();
+    let files = match manifest_files(path) {
+        Ok(f) => f,
+        Err(e) => {
+            errors.push(ManifestError { file: path.display().to_string(), reason: format!("cannot list manifests: {e}") });
+            return (pods, errors);
+        }
+    };
+    let mut names: HashMap<(String, String), String> = HashMap::new();
+    for file in files {
+        let display = file.display().to_string();
+        match read_one(&file, node_name) {
+            Ok(pod) => {
+                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                if let Some(first) = names.get(&key) {
+                    errors.push(ManifestError {
+                        file: display,
+                        reason: format!("metadata.name: Duplicate value: pod {}/{} is already defined in {first}", key.0, key.1),
+                    });
+                    continue;
+                }
+                names.insert(key, display.clone());
+                pods.push(DesiredPod { uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()), pod, origin: display });
+            }
+            Err(reason) => errors.push(ManifestError { file: display, reason }),
+        }
+    }
+    (pods, errors)
+}
+
+/// Read, parse, validate and default one manifest file; the error is the reason.
+pub fn read_one(file: &Path, node_name: &str) -> Result<Pod, String> {
+    let size = fs::metadata(file).map_err(|e| format!("cannot read: {e}"))?.len();
+    if size > MAX_MANIFEST_BYTES {
+        return Err(format!("file is {size} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit"));
+    }
+    let content = fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
+    let pod = parse(file, &content)?;
+    validate(&pod)?;
+    Ok(default_static_pod(pod, node_name, &file.display().to_string()))
+}
+
+/// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
+pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
+    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+    if file.extension().is_some_and(|e| e == "json") {
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| {
+            // serde-saphyr adds a source snippet after the first line; the first line has it all.
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or_default();
+            format!("invalid YAML: {}", first.trim_start_matches("error: "))
+        })
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The checks the API server would make that matter to this node; the error names the field.
+pub fn validate(pod: &Pod) -> Result<(), String> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    if name.is_empty() {
+        return Err("metadata.name: Required value: name is required".to_string());
+    }
+    if !is_dns_subdomain(name) {
+        return Err(format!("metadata.name: Invalid value: {name:?}: must be a lowercase RFC 1123 subdomain"));
+    }
+    if let Some(ns) = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
+        if !is_dns_label(ns) {
+            return Err(format!("metadata.namespace: Invalid value: {ns:?}: must be a lowercase RFC 1123 label"));
+        }
+    }
+    let Some(spec) = &pod.spec else { return Err("spec: Required value".to_string()) };
+    if spec.containers.is_empty() {
+        return Err("spec.containers: Required value: at least one container is required".to_string());
+    }
+    if let Some(policy) = spec.restart_policy.as_deref() {
+        if !["Always", "OnFailure", "Never"].contains(&policy) {
+            return Err(format!("spec.restartPolicy: Unsupported value: {policy:?}: supported values: \"Always\", \"OnFailure\", \"Never\""));
+        }
+    }
+    if spec.termination_grace_period_seconds.is_some_and(|g| g < 0) {
+        return Err("spec.terminationGracePeriodSeconds: Invalid value: must be >= 0".to_string());
+    }
+    let mut seen = HashSet::new();
+    let init = spec.init_containers.iter().flatten().enumerate().map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let apps = spec.containers.iter().enumerate().map(|(i, c)| (format!("spec.containers[{i}]"), c));
+    for (field, c) in init.chain(apps) {
+        validate_container(&field, c)?;
+        if !seen.insert(c.name.as_str()) {
+            return Err(format!("{field}.name: Duplicate value: {:?}", c.name));
+        }
+    }
+    Ok(())
+}
+
+fn validate_container(field: &str, c: &Container) -> Result<(), String> {
+    if !is_dns_label(&c.name) {
+        return Err(format!("{field}.name: Invalid value: {:?}: must be a lowercase RFC 1123 label", c.name));
+    }
+    if c.image.as_deref().unwrap_or_default().trim().is_empty() {
+        return Err(format!("{field}.image: Required value"));
+    }
+    if let Some(policy) = c.image_pull_policy.as_deref() {
+        if !["Always", "IfNotPresent", "Never"].contains(&policy) {
+            return Err(format!("{field}.imagePullPolicy: Unsupported value: {policy:?}"));
+        }
+    }
+    for (i, p) in c.ports.iter().flatten().enumerate() {
+        if !(1..=65535).contains(&p.container_port) {
+            return Err(format!("{field}.ports[{i}].containerPort: Invalid value: {}: must be between 1 and 65535", p.container_port));
+        }
+        if let Some(h) = p.host_port.filter(|h| !(0..=65535).contains(h)) {
+            return Err(format!("{field}.ports[{i}].hostPort: Invalid value: {h}: must be between 0 and 65535"));
+        }
+    }
+    Ok(())
+}
+
+/// A static pod's UID: 32 hex characters from the pod's content, node name and file path
+/// (kubelet hashes the same inputs; editing the manifest gives a new UID).
+pub fn static_pod_uid(pod: &Pod, node_name: &str, file: &str) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(serde_json::to_vec(pod).unwrap_or_default());
+    hasher.update(format!("host:{node_name}"));
+    hasher.update(format!("file:{file}"));
+    hex::encode(&hasher.finalize()[..16])
+}
+
+/// Kubelet's defaulting of file pods: `<name>-<node>`, namespace `default`, UID, annotations,
+/// `spec.nodeName`, the NoExecute toleration, API defaults, phase Pending.
+pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
+    let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| static_pod_uid(&pod, node_name, file));
+    let m = &mut pod.metadata;
+    m.name = Some(format!("{}-{}", m.name.as_deref().unwrap_or_default(), node_name.to_lowercase()));
+    if m.namespace.as_deref().is_none_or(str::is_empty) {
+        m.namespace = Some("default".to_string());
+    }
+    m.uid = Some(uid.clone());
+    let annotations = m.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(CONFIG_HASH.to_string(), uid);
+    annotations.insert(CONFIG_SOURCE.to_string(), "file".to_string());
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.node_name = Some(node_name.to_string());
+    spec.restart_policy.get_or_insert_with(|| "Always".to_string());
+    spec.termination_grace_period_seconds.get_or_insert(30);
+    spec.dns_policy.get_or_insert_with(|| "ClusterFirst".to_string());
+    spec.scheduler_name.get_or_insert_with(|| "default-scheduler".to_string());
+    spec.tolerations
+        .get_or_insert_with(Vec::new)
+        .push(Toleration { operator: Some("Exists".to_string()), effect: Some("NoExecute".to_string()), ..Default::default() });
+    for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+        default_container(c);
+    }
+    pod.status = Some(PodStatus { phase: Some("Pending".to_string()), ..Default::default() });
+    pod
+}
+
+fn default_container(c: &mut Container) {
+    let image = c.image.clone().unwrap_or_default();
+    c.image_pull_policy.get_or_insert_with(|| crate::pod_worker::sync::default_pull_policy(&image).to_string());
+    c.termination_message_path.get_or_insert_with(|| "/dev/termination-log".to_string());
+    c.termination_message_policy.get_or_insert_with(|| "File".to_string());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: web\nspec:\n  containers:\n  - name: app\n    image: dockerlet.local/busybox:1\n";
+
+    fn write(dir: &Path, name: &str, content: &str) {
+        fs::write(dir.join(name), content).unwrap();
+    }
+
+    /// A static pod is named `<name>-<node>`, lands in `default`, and gets kubelet's UID and
+    /// annotations; the same content gives the same UID and an edit a new one.
+    #[test]
+    fn static_pods_are_defaulted_like_kubelet() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "web.yaml", GOOD);
+        let (pods, errors) = read_manifests(dir.path(), "Node1");
+        assert!(errors.is_empty(), "{errors:?}");
+        let pod = &pods[0].pod;
+        assert_eq!(pod.metadata.name.as_deref(), Some("web-node1"));
+        assert_eq!(pod.metadata.namespace.as_deref(), Some("default"));
+        let uid = pod.metadata.uid.clone().unwrap();
+        assert_eq!(uid.len(), 32);
+        let annotations = pod.metadata.annotations.as_ref().unwrap();
+        assert_eq!(annotations[CONFIG_SOURCE], "file");
+        assert_eq!(annotations[CONFIG_HASH], uid);
+        let spec = pod.spec.as_ref().unwrap();
+        assert_eq!(spec.node_name.as_deref(), Some("Node1"));
+        assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("IfNotPresent"));
+        assert_eq!(read_manifests(dir.path(), "Node1").0[0].uid.0, uid);
+        write(dir.path(), "web.yaml", &GOOD.replace("busybox:1", "busybox:2"));
+        assert_ne!(read_manifests(dir.path(), "Node1").0[0].uid.0, uid);
+        assert_ne!(read_manifests(dir.path(), "node2").0[0].uid.0, uid);
+    }
+
+    /// Dot-files, sub-directories and other extensions are skipped; files load in name order.
+    #[test]
+    fn only_top_level_manifest_files_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "b.yml", &GOOD.replace("web", "b"));
+        write(dir.path(), "a.json", r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}"#);
+        write(dir.path(), ".hidden.yaml", &GOOD.replace("web", "hidden"));
+        write(dir.path(), "notes.txt", "hello");
+        fs::create_dir(dir.path().join("sub")).unwrap();
+        write(&dir.path().join("sub"), "c.yaml", &GOOD.replace("web", "c"));
+        let (pods, errors) = read_manifests(dir.path(), "n");
+        assert!(errors.is_empty());
+        let names: Vec<_> = pods.iter().map(|p| p.pod.metadata.name.clone().unwrap()).collect();
+        assert_eq!(names, vec!["a-n", "b-n"]);
+    }
+
+    /// Bad manifests are reported with the file and reason (line and column for YAML) and do
+    /// not stop the good ones.
+    #[test]
+    fn bad_manifests_are_reported_and_skipped() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "good.yaml", GOOD);
+        write(dir.path(), "syntax.yaml", "metadata:\n  name: x\nspec:\n  containers:\n  - name: a\n    image: [oops\n");
+        write(dir.path(), "noname.yaml", "spec:\n  containers:\n  - name: a\n    image: i:1\n");
+        write(dir.path(), "types.yaml", "metadata:\n  name: t\nspec:\n  containers:\n  - name: a\n    image: i:1\n    ports: abc\n");
+        write(dir.path(), "zdup.yaml", GOOD);
+        write(dir.path(), "badname.yaml", &GOOD.replace("name: app", "name: App_1"));
+        let (pods, errors) = read_manifests(dir.path(), "n");
+        assert_eq!(pods.len(), 1);
+        let reason = |file: &str| errors.iter().find(|e| e.file.ends_with(file)).map(|e| e.reason.clone()).unwrap();
+        assert!(reason("syntax.yaml").contains("line 6"), "{}", reason("syntax.yaml"));
+        assert!(reason("noname.yaml").starts_with("metadata.name: Required value"));
+        assert!(reason("types.yaml").contains("line 7"), "{}", reason("types.yaml"));
+        assert!(reason("zdup.yaml").contains("already defined in"), "{}", reason("zdup.yaml"));
+        assert!(reason("badname.yaml").starts_with("spec.containers[0].name: Invalid value"));
+    }
+
+    /// Files over 10 MiB are refused without being parsed.
+    #[test]
+    fn oversized_manifests_are_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let big = format!("{GOOD}# {}\n", "x".repeat(MAX_MANIFEST_BYTES as usize));
+        write(dir.path(), "big.yaml", &big);
+        let (pods, errors) = read_manifests(dir.path(), "n");
+        assert!(pods.is_empty());
+        assert!(errors[0].reason.contains("larger than"), "{:?}", errors);
+    }
+}

@@ -1,0 +1,436 @@
+//! Pod status as kubelet computes it (reference §3.4–3.6): container states and reasons, phase
+//! (getPhase) and conditions. Pure functions of the pod, what Docker runs, and the worker's
+//! waiting reasons.
+
+use std::collections::HashMap;
+
+use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
+use k8s_openapi::api::core::v1::{
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
+    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+
+use crate::pod_worker::container_spec::{host_network, qos_class};
+use crate::pod_worker::plan::{has_exited, PodView, RestartPolicy};
+
+/// Why a container is waiting, as the PodWorker last decided (kubelet's reasonCache).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct WaitingReason {
+    /// `CrashLoopBackOff`, `ErrImageNeverPull`, `CreateContainerConfigError`, …
+    pub reason: String,
+    /// Human-readable detail.
+    pub message: String,
+}
+
+/// Inputs of [`generate`].
+pub struct StatusInput<'a> {
+    /// The desired pod.
+    pub pod: &'a Pod,
+    /// Its containers on Docker.
+    pub observed: &'a [ObservedContainer],
+    /// Waiting reasons per container name.
+    pub waiting: &'a HashMap<String, WaitingReason>,
+    /// The node's IP.
+    pub host_ip: &'a str,
+    /// The last status generated, to keep transition times and the pod IP.
+    pub previous: Option<&'a PodStatus>,
+    /// Now.
+    pub now: Timestamp,
+}
+
+/// Compute the pod's status.
+pub fn generate(input: &StatusInput<'_>) -> PodStatus {
+    let pod = input.pod;
+    let spec = pod.spec.clone().unwrap_or_default();
+    let view = PodView::new(input.observed);
+    let init_specs = spec.init_containers.clone().unwrap_or_default();
+
+    let init_statuses: Vec<ContainerStatus> =
+        init_specs.iter().map(|c| container_status(&view, c, input.waiting, true, false)).collect();
+    let initialized = init_statuses.iter().all(|s| s.ready);
+    let app_statuses: Vec<ContainerStatus> = spec
+        .containers
+        .iter()
+        .map(|c| container_status(&view, c, input.waiting, false, !init_specs.is_empty() && !initialized))
+        .collect();
+
+    let phase = pod_phase(RestartPolicy::of(pod), &init_statuses, &app_statuses);
+    let sandbox_ready = view.sandbox().is_some_and(|s| s.state == RuntimeState::Running);
+    let host_net = host_network(pod);
+    let pod_ip = if host_net {
+        Some(input.host_ip.to_string())
+    } else {
+        view.sandbox()
+            .and_then(|s| s.ip.clone())
+            .or_else(|| input.previous.and_then(|p| p.pod_ip.clone()))
+    };
+    let start_time = input
+        .previous
+        .and_then(|p| p.start_time.clone())
+        .or_else(|| view.sandboxes.iter().filter_map(|s| s.created_at.clone()).min_by_key(|t| t.0))
+        .unwrap_or(Time(input.now));
+
+    let conditions = conditions(&init_statuses, &app_statuses, &phase, sandbox_ready, input);
+    PodStatus {
+        phase: Some(phase),
+        conditions: Some(conditions),
+        host_ip: Some(input.host_ip.to_string()),
+        host_ips: Some(vec![HostIP { ip: input.host_ip.to_string() }]),
+        pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
+        pod_ip,
+        start_time: Some(start_time),
+        qos_class: Some(qos_class(pod).to_string()),
+        init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
+        container_statuses: Some(app_statuses),
+        ..Default::default()
+    }
+}
+
+fn time(t: &Option<Time>) -> Option<Time> {
+    t.clone()
+}
+
+/// The Terminated state of a finished instance (dockershim's reasons).
+fn terminated(c: &ObservedContainer) -> ContainerStateTerminated {
+    let never_ran = c.started_at.is_none();
+    let reason = if c.oom_killed {
+        "OOMKilled"
+    } else if c.exit_code == 0 {
+        "Completed"
+    } else if never_ran {
+        "ContainerCannotRun"
+    } else {
+        "Error"
+    };
+    ContainerStateTerminated {
+        exit_code: c.exit_code as i32,
+        reason: Some(reason.to_string()),
+        message: (!c.error.is_empty()).then(|| c.error.clone()),
+        started_at: if never_ran { time(&c.created_at) } else { time(&c.started_at) },
+        finished_at: time(&c.finished_at).or_else(|| time(&c.created_at)),
+        container_id: Some(format!("docker://{}", c.id)),
+        ..Default::default()
+    }
+}
+
+fn waiting(reason: &str, message: Option<String>) -> ContainerState {
+    ContainerState {
+        waiting: Some(ContainerStateWaiting { reason: Some(reason.to_string()), message }),
+        ..Default::default()
+    }
+}
+
+fn container_status(
+    view: &PodView<'_>,
+    spec: &Container,
+    reasons: &HashMap<String, WaitingReason>,
+    is_init: bool,
+    pod_initializing: bool,
+) -> ContainerStatus {
+    let latest = view.latest(&spec.name);
+    let previous = view.previous(&spec.name);
+    let cached = reasons.get(&spec.name);
+    let default_waiting = if is_init || pod_initializing { "PodInitializing" } else { "ContainerCreating" };
+    let last_of = |c: Option<&ObservedContainer>| {
+        c.filter(|c| has_exited(c)).map(|c| ContainerState { terminated: Some(terminated(c)), ..Default::default() })
+    };
+    let (state, last_state) = match latest {
+        None => {
+            let (reason, message) = cached.map_or((default_waiting, None), |w| (w.reason.as_str(), Some(w.message.clone())));
+            (waiting(reason, message), None)
+        }
+        Some(c) if c.state == RuntimeState::Running => (
+            ContainerState {
+                running: Some(ContainerStateRunning { started_at: time(&c.started_at) }),
+                ..Default::default()
+            },
+            last_of(previous),
+        ),
+        Some(c) if has_exited(c) => match cached {
+            Some(w) => (waiting(&w.reason, Some(w.message.clone())), last_of(Some(c))),
+            None => (ContainerState { terminated: Some(terminated(c)), ..Default::default() }, last_of(previous)),
+        },
+        Some(_) => {
+            let (reason, message) = cached.map_or((default_waiting, None), |w| (w.reason.as_str(), Some(w.message.clone())));
+            (waiting(reason, message), last_of(previous))
+        }
+    };
+    let running = state.running.is_some();
+    let ready = if is_init {
+        state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
+    } else {
+        // Probes arrive with the probes issue: a readiness probe keeps the container unready.
+        running && spec.readiness_probe.is_none()
+    };
+    ContainerStatus {
+        name: spec.name.clone(),
+        image: spec.image.clone().unwrap_or_default(),
+        image_id: latest.map(|c| format!("docker://{}", c.image_id)).unwrap_or_default(),
+        container_id: latest.map(|c| format!("docker://{}", c.id)),
+        restart_count: latest.map_or(0, |c| c.attempt as i32),
+        started: Some(running),
+        ready,
+        state: Some(state),
+        last_state: Some(last_state.unwrap_or_default()),
+        ..Default::default()
+    }
+}
+
+/// kubelet's getPhase (reference §3.5) over the generated container statuses.
+pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[ContainerStatus]) -> String {
+    let exit_of = |s: &ContainerStatus| s.state.as_ref().and_then(|st| st.terminated.as_ref()).map(|t| t.exit_code);
+    let last_exit_of =
+        |s: &ContainerStatus| s.last_state.as_ref().and_then(|st| st.terminated.as_ref()).map(|t| t.exit_code);
+
+    let (mut pending_init, mut failed_init) = (0, 0);
+    for s in init {
+        let st = s.state.clone().unwrap_or_default();
+        if st.running.is_some() {
+            pending_init += 1;
+        } else if let Some(code) = exit_of(s) {
+            if code != 0 {
+                failed_init += 1;
+            }
+        } else if st.waiting.is_some() {
+            match last_exit_of(s) {
+                Some(code) if code != 0 => failed_init += 1,
+                Some(_) => {}
+                None => pending_init += 1,
+            }
+        } else {
+            pending_init += 1;
+        }
+    }
+
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for s in apps {
+        let st = s.state.clone().unwrap_or_default();
+        if st.running.is_some() {
+            running += 1;
+        } else if let Some(code) = exit_of(s) {
+            stopped += 1;
+            if code == 0 {
+                succeeded += 1;
+            }
+        } else if st.waiting.is_some() {
+            match last_exit_of(s) {
+                Some(_) => stopped += 1,
+                None => waiting += 1,
+            }
+        }
+    }
+
+    let phase = if failed_init > 0 && policy == RestartPolicy::Never {
+        "Failed"
+    } else if pending_init > 0 || waiting > 0 || (failed_init > 0 && running == 0 && stopped == 0) {
+        "Pending"
+    } else if running > 0 {
+        "Running"
+    } else if stopped > 0 {
+        match policy {
+            RestartPolicy::Always => "Running",
+            _ if stopped == succeeded => "Succeeded",
+            RestartPolicy::Never => "Failed",
+            RestartPolicy::OnFailure => "Running",
+        }
+    } else {
+        "Pending"
+    };
+    phase.to_string()
+}
+
+fn conditions(
+    init: &[ContainerStatus],
+    apps: &[ContainerStatus],
+    phase: &str,
+    sandbox_ready: bool,
+    input: &StatusInput<'_>,
+) -> Vec<PodCondition> {
+    let not_ready = |statuses: &[ContainerStatus]| {
+        statuses.iter().filter(|s| !s.ready).map(|s| s.name.clone()).collect::<Vec<_>>()
+    };
+    let succeeded = phase == "Succeeded";
+    let unready_init = not_ready(init);
+    let unready_apps = not_ready(apps);
+    let initialized = match (succeeded, unready_init.is_empty()) {
+        (true, _) => (true, Some("PodCompleted"), None),
+        (false, true) => (true, None, None),
+        (false, false) => (false, Some("ContainersNotInitialized"), Some(format!("containers with incomplete status: [{}]", unready_init.join(" ")))),
+    };
+    let containers_ready = match (succeeded, unready_apps.is_empty()) {
+        (true, _) => (false, Some("PodCompleted"), None),
+        (false, true) => (true, None, None),
+        (false, false) => (false, Some("ContainersNotReady"), Some(format!("containers with unready status: [{}]", unready_apps.join(" ")))),
+    };
+    let wanted = [
+        ("PodReadyToStartContainers", (sandbox_ready, None, None)),
+        ("Initialized", initialized),
+        ("Ready", containers_ready.clone()),
+        ("ContainersReady", containers_ready),
+        ("PodScheduled", (true, None, None)),
+    ];
+    let previous = input.previous.and_then(|p| p.conditions.as_ref());
+    wanted
+        .into_iter()
+        .map(|(kind, (ok, reason, message))| {
+            let status = if ok { "True" } else { "False" };
+            let unchanged = previous.and_then(|prev| prev.iter().find(|c| c.type_ == kind && c.status == status));
+            PodCondition {
+                type_: kind.to_string(),
+                status: status.to_string(),
+                reason: reason.map(str::to_string),
+                message,
+                last_transition_time: Some(unchanged.and_then(|c| c.last_transition_time.clone()).unwrap_or(Time(input.now))),
+                ..Default::default()
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_messages::runtime::ContainerRole;
+    use dockerlet_messages::{ContainerId, PodUid};
+    use k8s_openapi::api::core::v1::PodSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn at(s: i64) -> Timestamp {
+        Timestamp::from_second(s).unwrap()
+    }
+
+    fn pod(policy: &str, init: &[&str], apps: &[&str]) -> Pod {
+        let c = |n: &&str| Container { name: n.to_string(), image: Some("img:1".into()), ..Default::default() };
+        Pod {
+            metadata: ObjectMeta { name: Some("p".into()), uid: Some("u".into()), ..Default::default() },
+            spec: Some(PodSpec {
+                restart_policy: Some(policy.into()),
+                init_containers: (!init.is_empty()).then(|| init.iter().map(c).collect()),
+                containers: apps.iter().map(c).collect(),
+                ..Default::default()
+            }),
+            status: None,
+        }
+    }
+
+    fn obs(name: &str, role: ContainerRole, attempt: u32, state: RuntimeState, exit_code: i64) -> ObservedContainer {
+        ObservedContainer {
+            id: ContainerId(format!("{name}{attempt}")),
+            pod_uid: PodUid("u".into()),
+            name: name.into(),
+            role,
+            attempt,
+            spec_hash: String::new(),
+            backoff_step: 0,
+            sandbox_id: Some(ContainerId("POD0".into())),
+            state,
+            exit_code,
+            oom_killed: false,
+            error: String::new(),
+            created_at: Some(Time(at(10))),
+            started_at: Some(Time(at(11))),
+            finished_at: (state == RuntimeState::Exited).then(|| Time(at(12))),
+            image: "img:1".into(),
+            image_id: "sha256:1".into(),
+            ip: (role == ContainerRole::Sandbox).then(|| "172.17.0.9".to_string()),
+            host_network: false,
+            pod_grace_seconds: None,
+        }
+    }
+
+    fn status_of(p: &Pod, observed: &[ObservedContainer], waiting: &HashMap<String, WaitingReason>) -> PodStatus {
+        generate(&StatusInput { pod: p, observed, waiting, host_ip: "10.0.0.1", previous: None, now: at(100) })
+    }
+
+    fn condition(s: &PodStatus, kind: &str) -> String {
+        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == kind).unwrap().status.clone()
+    }
+
+    /// A running pod is Running and Ready, with the sandbox's IP.
+    #[test]
+    fn running_pod_is_running_and_ready() {
+        let p = pod("Always", &[], &["a"]);
+        let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0), obs("a", ContainerRole::App, 0, RuntimeState::Running, 0)];
+        let s = status_of(&p, &observed, &HashMap::new());
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(s.pod_ip.as_deref(), Some("172.17.0.9"));
+        for kind in ["Ready", "ContainersReady", "Initialized", "PodScheduled", "PodReadyToStartContainers"] {
+            assert_eq!(condition(&s, kind), "True", "{kind}");
+        }
+        let cs = &s.container_statuses.unwrap()[0];
+        assert!(cs.ready);
+        assert_eq!(cs.container_id.as_deref(), Some("docker://a0"));
+    }
+
+    /// Phases for every restart policy and exit code, as kubelet's getPhase gives them.
+    #[test]
+    fn phase_matrix_matches_kubelet() {
+        for (policy, code, phase) in [
+            ("Always", 0, "Running"),
+            ("Always", 1, "Running"),
+            ("OnFailure", 0, "Succeeded"),
+            ("OnFailure", 1, "Running"),
+            ("Never", 0, "Succeeded"),
+            ("Never", 1, "Failed"),
+        ] {
+            let p = pod(policy, &[], &["a"]);
+            let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Exited, 0), obs("a", ContainerRole::App, 0, RuntimeState::Exited, code)];
+            let s = status_of(&p, &observed, &HashMap::new());
+            assert_eq!(s.phase.as_deref(), Some(phase), "{policy} exit {code}");
+            let t = s.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
+            assert_eq!(t.reason.as_deref(), Some(if code == 0 { "Completed" } else { "Error" }));
+        }
+    }
+
+    /// A container in back-off waits with CrashLoopBackOff and shows its last termination.
+    #[test]
+    fn crash_looping_container_waits_with_last_state() {
+        let p = pod("Always", &[], &["a"]);
+        let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0), obs("a", ContainerRole::App, 2, RuntimeState::Exited, 1)];
+        let waiting = HashMap::from([("a".to_string(), WaitingReason { reason: "CrashLoopBackOff".into(), message: "back-off 20s".into() })]);
+        let s = status_of(&p, &observed, &waiting);
+        let cs = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(cs.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("CrashLoopBackOff"));
+        assert_eq!(cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
+        assert_eq!(cs.restart_count, 2);
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        assert_eq!(condition(&s, "Ready"), "False");
+    }
+
+    /// While init containers run the pod is Pending, apps wait PodInitializing, and
+    /// Initialized is False; a failed init container fails a Never pod.
+    #[test]
+    fn init_containers_gate_the_pod() {
+        let p = pod("Never", &["i"], &["a"]);
+        let sb = obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0);
+        let s = status_of(&p, &[sb.clone(), obs("i", ContainerRole::Init, 0, RuntimeState::Running, 0)], &HashMap::new());
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        assert_eq!(condition(&s, "Initialized"), "False");
+        let app = &s.container_statuses.as_ref().unwrap()[0];
+        assert_eq!(app.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("PodInitializing"));
+        let s = status_of(&p, &[sb, obs("i", ContainerRole::Init, 0, RuntimeState::Exited, 1)], &HashMap::new());
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+    }
+
+    /// A pod whose image is missing is Pending with the worker's reason.
+    #[test]
+    fn missing_image_shows_the_waiting_reason() {
+        let p = pod("Always", &[], &["a"]);
+        let waiting = HashMap::from([("a".to_string(), WaitingReason { reason: "ErrImageNeverPull".into(), message: "no image".into() })]);
+        let s = status_of(&p, &[obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0)], &waiting);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let st = s.container_statuses.unwrap()[0].state.clone().unwrap();
+        assert_eq!(st.waiting.unwrap().reason.as_deref(), Some("ErrImageNeverPull"));
+    }
+
+    /// OOM-killed containers report OOMKilled even with exit code 0.
+    #[test]
+    fn oom_killed_wins_over_exit_code() {
+        let mut c = obs("a", ContainerRole::App, 0, RuntimeState::Exited, 137);
+        c.oom_killed = true;
+        assert_eq!(terminated(&c).reason.as_deref(), Some("OOMKilled"));
+    }
+}

@@ -1,0 +1,477 @@
+//! Supervisor: the root actor. Owns the table of desired pods, starts one PodWorker per pod UID,
+//! routes messages, and re-creates any child actor that dies — a panicking handler included,
+//! which actix's own `Supervised` does not cover (crate-stack §3.8).
+//!
+//! | Message             | From          | Effect                                                |
+//! |---------------------|---------------|-------------------------------------------------------|
+//! | SourcePodsChanged   | FileSource    | diff against the desired table: start, update or terminate workers |
+//! | PodLifecycleEvent   | PlegActor     | `SyncPod` to that pod's worker                         |
+//! | RelistCompleted     | PlegActor     | terminate containers of pods nobody wants (once sources are ready) |
+//! | SetPodStatus, RemovePodStatus | PodWorker | forward to the StatusActor                   |
+//! | RecordEvent         | PodWorker     | keep in the debug ring buffer                          |
+//! | PodTerminated       | PodWorker     | forget the worker (or restart it if the pod came back) |
+//! | GetPods             | HTTP          | forward to the StatusActor                             |
+//! | GetHealth           | HTTP          | forward to the PlegActor                               |
+//! | GetDebugSnapshot    | HTTP          | ask every actor for its state                          |
+//! | InjectFault         | HTTP (tests)  | make an actor panic                                    |
+//! | every 250 ms        | self          | watchdog: re-create dead actors                        |
+//!
+//! Children live on the Supervisor's arbiter and talk to each other only through it, so a
+//! re-created actor is reachable at once. Re-created actors rebuild their state from Docker:
+//! a PodWorker's first sync reads the pod's containers, PLEG's first relist reads them all.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{
+    ActorState, DebugEvent, DebugSnapshot, FaultTarget, GetActorState, GetDebugSnapshot, GetHealth, Health,
+    InjectFault, Panic, RecordEvent,
+};
+use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
+use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
+use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
+use dockerlet_messages::worker::{PodTerminated, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::PodUid;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use crate::pleg::{PlegActor, PlegLinks};
+use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
+use crate::runtime::ContainerRuntime;
+use crate::source::FileSource;
+use crate::status::StatusActor;
+
+/// How often the watchdog looks for dead children.
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
+/// How many debug events are kept.
+const EVENT_LOG_SIZE: usize = 200;
+/// How long a child may take to answer a debug query.
+const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Settings of the actor system.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Shared PodWorker settings (node name included).
+    pub worker: Arc<PodWorkerConfig>,
+    /// `--pod-manifest-path`, if any.
+    pub manifest_path: Option<PathBuf>,
+    /// `--file-check-frequency`.
+    pub file_check_frequency: Duration,
+    /// PLEG relist period.
+    pub relist_period: Duration,
+    /// Honour [`InjectFault`] (tests only).
+    pub fault_injection: bool,
+}
+
+/// A child actor and how often it was re-created.
+struct Child<A: Actor> {
+    addr: Addr<A>,
+    restarts: u32,
+}
+
+/// A PodWorker and what it is for.
+struct WorkerEntry {
+    addr: Addr<PodWorker>,
+    restarts: u32,
+    /// Termination was asked for (with this grace); a re-created worker resumes it.
+    terminating: Option<Option<Duration>>,
+    /// The pod the worker was started for (orphans get a stand-in with only the UID).
+    pod: Arc<Pod>,
+}
+
+/// The root actor.
+pub struct Supervisor {
+    /// Settings.
+    config: SupervisorConfig,
+    /// Docker.
+    runtime: Arc<dyn ContainerRuntime>,
+    /// Desired pods by UID, from every source.
+    desired: BTreeMap<PodUid, DesiredPod>,
+    /// One worker per pod UID (desired pods, and pods being terminated).
+    workers: HashMap<PodUid, WorkerEntry>,
+    /// The PLEG.
+    pleg: Option<Child<PlegActor>>,
+    /// The status holder.
+    status: Option<Child<StatusActor>>,
+    /// The static pod source.
+    source: Option<Child<FileSource>>,
+    /// Every source has delivered once: only then may containers of unknown pods be removed
+    /// (otherwise a restart would kill every pod before the manifests are read).
+    sources_ready: bool,
+    /// Manifests rejected by the sources.
+    manifest_errors: Vec<ManifestError>,
+    /// Recent noteworthy events, newest last.
+    events: VecDeque<DebugEvent>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl Supervisor {
+    /// A supervisor; children start with it.
+    pub fn new(config: SupervisorConfig, runtime: Arc<dyn ContainerRuntime>) -> Self {
+        Supervisor {
+            sources_ready: config.manifest_path.is_none(),
+            config,
+            runtime,
+            desired: BTreeMap::new(),
+            workers: HashMap::new(),
+            pleg: None,
+            status: None,
+            source: None,
+            manifest_errors: Vec::new(),
+            events: VecDeque::new(),
+            handled: 0,
+        }
+    }
+
+    fn node_name(&self) -> &str {
+        &self.config.worker.node_name
+    }
+
+    fn record(&mut self, reason: &str, object: String, message: String) {
+        if self.events.len() == EVENT_LOG_SIZE {
+            self.events.pop_front();
+        }
+        self.events.push_back(DebugEvent { time: Timestamp::now().to_string(), reason: reason.to_string(), object, message });
+    }
+
+    fn start_pleg(&self, ctx: &mut Context<Self>) -> Addr<PlegActor> {
+        let me = ctx.address();
+        let links = PlegLinks { events: me.clone().recipient(), relisted: me.recipient() };
+        PlegActor::new(self.runtime.clone(), self.node_name().to_string(), links, self.config.relist_period).start()
+    }
+
+    fn start_source(&self, ctx: &mut Context<Self>) -> Option<Addr<FileSource>> {
+        let path = self.config.manifest_path.clone()?;
+        let source = FileSource::new(path, self.node_name().to_string(), self.config.file_check_frequency, ctx.address().recipient());
+        Some(source.start())
+    }
+
+    fn start_worker(&self, pod: Arc<Pod>, terminating: Option<Option<Duration>>, ctx: &mut Context<Self>) -> Addr<PodWorker> {
+        let me = ctx.address();
+        let links = WorkerLinks {
+            status: me.clone().recipient(),
+            removed: me.clone().recipient(),
+            events: me.clone().recipient(),
+            terminated: me.recipient(),
+        };
+        let worker = PodWorker::new(pod, self.runtime.clone(), self.config.worker.clone(), links);
+        match terminating {
+            Some(grace) => worker.terminating(grace).start(),
+            None => worker.start(),
+        }
+    }
+
+    fn add_worker(&mut self, pod: Arc<Pod>, terminating: Option<Option<Duration>>, ctx: &mut Context<Self>) {
+        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        let addr = self.start_worker(pod.clone(), terminating, ctx);
+        self.workers.insert(uid, WorkerEntry { addr, restarts: 0, terminating, pod });
+    }
+
+    /// Re-create every child whose mailbox closed (it panicked or stopped unexpectedly).
+    fn watchdog(&mut self, ctx: &mut Context<Self>) {
+        let mut restarted = Vec::new();
+        if self.pleg.as_ref().is_some_and(|c| !c.addr.connected()) {
+            let addr = self.start_pleg(ctx);
+            let child = self.pleg.as_mut().expect("checked above");
+            child.addr = addr;
+            child.restarts += 1;
+            restarted.push(("PlegActor".to_string(), "pleg".to_string()));
+        }
+        if self.status.as_ref().is_some_and(|c| !c.addr.connected()) {
+            let child = self.status.as_mut().expect("checked above");
+            child.addr = StatusActor::default().start();
+            child.restarts += 1;
+            restarted.push(("StatusActor".to_string(), "status".to_string()));
+            // The new StatusActor is empty: have every worker publish again.
+            for entry in self.workers.values() {
+                entry.addr.do_send(SyncPod);
+            }
+        }
+        if self.source.as_ref().is_some_and(|c| !c.addr.connected()) {
+            if let Some(addr) = self.start_source(ctx) {
+                let child = self.source.as_mut().expect("checked above");
+                child.addr = addr;
+                child.restarts += 1;
+                restarted.push(("FileSource".to_string(), "file".to_string()));
+            }
+        }
+        let dead: Vec<PodUid> = self.workers.iter().filter(|(_, e)| !e.addr.connected()).map(|(uid, _)| uid.clone()).collect();
+        for uid in dead {
+            let (pod, terminating) = {
+                let entry = &self.workers[&uid];
+                (entry.pod.clone(), entry.terminating)
+            };
+            let addr = self.start_worker(pod, terminating, ctx);
+            let entry = self.workers.get_mut(&uid).expect("listed above");
+            entry.addr = addr;
+            entry.restarts += 1;
+            restarted.push(("PodWorker".to_string(), pod_ref(&entry.pod)));
+        }
+        for (kind, name) in restarted {
+            tracing::error!(actor = %kind, name = %name, "actor died; re-created it");
+            self.record("ActorRestarted", name.clone(), format!("{kind} {name} died and was re-created"));
+        }
+    }
+}
+
+fn pod_ref(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+impl Actor for Supervisor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.status = Some(Child { addr: StatusActor::default().start(), restarts: 0 });
+        let pleg = self.start_pleg(ctx);
+        self.pleg = Some(Child { addr: pleg, restarts: 0 });
+        self.source = self.start_source(ctx).map(|addr| Child { addr, restarts: 0 });
+        ctx.run_interval(WATCHDOG_PERIOD, |act, ctx| act.watchdog(ctx));
+        tracing::info!(node = %self.node_name(), "supervisor started");
+    }
+}
+
+impl Handler<SourcePodsChanged> for Supervisor {
+    type Result = ();
+
+    /// Apply a source's full pod set.
+    fn handle(&mut self, msg: SourcePodsChanged, ctx: &mut Self::Context) {
+        self.handled += 1;
+        self.sources_ready = true;
+        self.manifest_errors = msg.errors;
+        let mut wanted: BTreeMap<PodUid, DesiredPod> = msg.pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        let gone: Vec<PodUid> = self.desired.keys().filter(|uid| !wanted.contains_key(*uid)).cloned().collect();
+        for uid in gone {
+            let pod = self.desired.remove(&uid).expect("listed above");
+            tracing::info!(pod.uid = %uid, pod = %pod_ref(&pod.pod), "pod removed from its source");
+            self.record("PodRemoved", pod_ref(&pod.pod), format!("removed from {}", pod.origin));
+            if let Some(entry) = self.workers.get_mut(&uid) {
+                entry.terminating = Some(None);
+                entry.addr.do_send(TerminatePod { grace_period: None });
+            }
+        }
+        for (uid, pod) in std::mem::take(&mut wanted) {
+            let changed = self.desired.get(&uid).is_none_or(|old| old.pod != pod.pod);
+            if !changed {
+                continue;
+            }
+            let shared = Arc::new(pod.pod.clone());
+            match self.workers.get_mut(&uid) {
+                Some(entry) if entry.terminating.is_none() => {
+                    entry.pod = shared.clone();
+                    entry.addr.do_send(UpdatePod { pod: shared });
+                }
+                // Still terminating an earlier incarnation: PodTerminated starts it again.
+                Some(_) => {}
+                None => {
+                    tracing::info!(pod.uid = %uid, pod = %pod_ref(&pod.pod), origin = %pod.origin, "pod added");
+                    self.record("PodAdded", pod_ref(&pod.pod), format!("from {}", pod.origin));
+                    self.add_worker(shared, None, ctx);
+                }
+            }
+            self.desired.insert(uid, pod);
+        }
+    }
+}
+
+impl Handler<PodLifecycleEvent> for Supervisor {
+    type Result = ();
+
+    /// Wake the pod's worker.
+    fn handle(&mut self, msg: PodLifecycleEvent, _: &mut Self::Context) {
+        self.handled += 1;
+        if msg.kind == LifecycleEventKind::ContainerRemoved {
+            return; // kubelet: every event but ContainerRemoved triggers a sync
+        }
+        if let Some(entry) = self.workers.get(&msg.pod_uid) {
+            entry.addr.do_send(SyncPod);
+        }
+    }
+}
+
+impl Handler<RelistCompleted> for Supervisor {
+    type Result = ();
+
+    /// Containers of pods no source wants, and no worker handles, are terminated.
+    fn handle(&mut self, msg: RelistCompleted, ctx: &mut Self::Context) {
+        self.handled += 1;
+        if !self.sources_ready {
+            return;
+        }
+        for uid in msg.pods {
+            if self.desired.contains_key(&uid) || self.workers.contains_key(&uid) {
+                continue;
+            }
+            tracing::info!(pod.uid = %uid, "removing containers of a pod no source wants");
+            self.record("OrphanRemoved", uid.to_string(), "containers of a pod no source wants are being removed".to_string());
+            let stand_in = Pod { metadata: ObjectMeta { uid: Some(uid.0.clone()), ..Default::default() }, ..Default::default() };
+            self.add_worker(Arc::new(stand_in), Some(None), ctx);
+        }
+    }
+}
+
+impl Handler<SetPodStatus> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: SetPodStatus, _: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(status) = &self.status {
+            status.addr.do_send(msg);
+        }
+    }
+}
+
+impl Handler<RemovePodStatus> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RemovePodStatus, _: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(status) = &self.status {
+            status.addr.do_send(msg);
+        }
+    }
+}
+
+impl Handler<RecordEvent> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RecordEvent, _: &mut Self::Context) {
+        self.handled += 1;
+        let e = msg.event;
+        self.record(&e.reason, e.object, e.message);
+    }
+}
+
+impl Handler<PodTerminated> for Supervisor {
+    type Result = ();
+
+    /// The worker is done; start a fresh one if the pod is wanted again meanwhile.
+    fn handle(&mut self, msg: PodTerminated, ctx: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(entry) = self.workers.remove(&msg.uid) {
+            entry.addr.do_send(StopActor);
+        }
+        if let Some(pod) = self.desired.get(&msg.uid) {
+            let pod = Arc::new(pod.pod.clone());
+            self.add_worker(pod, None, ctx);
+        }
+    }
+}
+
+impl Handler<GetPods> for Supervisor {
+    type Result = ResponseFuture<Vec<Pod>>;
+
+    fn handle(&mut self, msg: GetPods, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let status = self.status.as_ref().map(|c| c.addr.clone());
+        Box::pin(async move {
+            match status {
+                Some(addr) => addr.send(msg).await.unwrap_or_default(),
+                None => Vec::new(),
+            }
+        })
+    }
+}
+
+impl Handler<GetHealth> for Supervisor {
+    type Result = ResponseFuture<Health>;
+
+    fn handle(&mut self, msg: GetHealth, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let pleg = self.pleg.as_ref().map(|c| c.addr.clone());
+        Box::pin(async move {
+            let unhealthy = |reason: &str| Health { healthy: false, reason: Some(reason.to_string()) };
+            match pleg {
+                Some(addr) => match tokio::time::timeout(QUERY_TIMEOUT, addr.send(msg)).await {
+                    Ok(Ok(health)) => health,
+                    _ => unhealthy("PLEG is not responding"),
+                },
+                None => unhealthy("PLEG is not running"),
+            }
+        })
+    }
+}
+
+async fn ask<A>(addr: Addr<A>, restarts: u32) -> Option<ActorState>
+where
+    A: Actor<Context = Context<A>> + Handler<GetActorState>,
+{
+    let mut state = tokio::time::timeout(QUERY_TIMEOUT, addr.send(GetActorState)).await.ok()?.ok()?;
+    state.restarts = restarts;
+    Some(state)
+}
+
+impl Handler<GetDebugSnapshot> for Supervisor {
+    type Result = ResponseFuture<DebugSnapshot>;
+
+    /// Every actor's own account of itself, gathered concurrently.
+    fn handle(&mut self, _: GetDebugSnapshot, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let own = ActorState {
+            kind: "Supervisor".to_string(),
+            name: "supervisor".to_string(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: None,
+            detail: json!({
+                "desired_pods": self.desired.len(),
+                "workers": self.workers.len(),
+                "sources_ready": self.sources_ready,
+            }),
+        };
+        let mut queries: Vec<futures::future::BoxFuture<'static, Option<ActorState>>> = Vec::new();
+        if let Some(c) = &self.pleg {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
+        if let Some(c) = &self.status {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
+        if let Some(c) = &self.source {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
+        let mut workers: Vec<_> = self.workers.values().map(|e| (pod_ref(&e.pod), e.addr.clone(), e.restarts)).collect();
+        workers.sort_by(|a, b| a.0.cmp(&b.0));
+        queries.extend(workers.into_iter().map(|(_, addr, restarts)| -> futures::future::BoxFuture<'static, _> { Box::pin(ask(addr, restarts)) }));
+        let snapshot = DebugSnapshot {
+            node_name: self.node_name().to_string(),
+            actors: vec![own],
+            manifest_errors: self.manifest_errors.clone(),
+            events: self.events.iter().cloned().collect(),
+        };
+        Box::pin(async move {
+            let mut snapshot = snapshot;
+            snapshot.actors.extend(futures::future::join_all(queries).await.into_iter().flatten());
+            snapshot
+        })
+    }
+}
+
+impl Handler<InjectFault> for Supervisor {
+    type Result = Result<(), String>;
+
+    /// Make the target panic in a handler (only when fault injection is enabled).
+    fn handle(&mut self, msg: InjectFault, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        if !self.config.fault_injection {
+            return Err("fault injection is disabled".to_string());
+        }
+        tracing::warn!(target = ?msg.target, "fault injection: making an actor panic");
+        match &msg.target {
+            FaultTarget::Pleg => self.pleg.as_ref().map(|c| c.addr.do_send(Panic)),
+            FaultTarget::Status => self.status.as_ref().map(|c| c.addr.do_send(Panic)),
+            FaultTarget::Source => self.source.as_ref().map(|c| c.addr.do_send(Panic)),
+            FaultTarget::PodWorker(uid) => self.workers.get(uid).map(|e| e.addr.do_send(Panic)),
+        }
+        .ok_or_else(|| format!("no such actor: {:?}", msg.target))
+    }
+}

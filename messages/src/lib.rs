@@ -1,0 +1,23 @@
+//! Data types and actix messages exchanged by dockerlet's actors. No logic lives here.
+//!
+//! # Layout
+//! - [`ids`]: newtype identifiers (`PodUid`, `ContainerId`).
+//! - [`runtime`]: what the container runtime reports about a pod's containers.
+//! - [`source`]: pods read from a configuration source (static manifests).
+//! - [`worker`]: commands to a PodWorker and its reports back to the Supervisor.
+//! - [`pleg`]: pod lifecycle events produced by the PlegActor.
+//! - [`status`]: pod status written to and read from the StatusActor.
+//! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
+//!
+//! Naming: commands are imperative (`UpdatePod`), events past tense (`SourcePodsChanged`),
+//! queries start with `Get` (`GetActorState`).
+
+pub mod debug;
+pub mod ids;
+pub mod pleg;
+pub mod runtime;
+pub mod source;
+pub mod status;
+pub mod worker;
+
+pub use ids::{ContainerId, PodUid};

@@ -1,0 +1,92 @@
+//! What the container runtime reports about the containers dockerlet created.
+//!
+//! Every field is read back from Docker (labels and inspect), so an agent that restarts, or an
+//! actor that is re-created, rebuilds its whole view from these types alone.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde::Serialize;
+
+use crate::ids::{ContainerId, PodUid};
+
+/// Which part of a pod a container plays.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum ContainerRole {
+    /// The pause container that holds the pod's network and IPC namespaces.
+    Sandbox,
+    /// An entry of `spec.initContainers`.
+    Init,
+    /// An entry of `spec.containers`.
+    App,
+}
+
+/// A container's runtime state, as CRI names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum RuntimeState {
+    /// Created but never started.
+    Created,
+    /// Running (also paused or restarting in Docker's terms).
+    Running,
+    /// Exited or dead.
+    Exited,
+    /// Anything Docker reports that fits none of the above.
+    Unknown,
+}
+
+/// One container of a pod as Docker reports it (labels plus inspect).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ObservedContainer {
+    /// Docker's container ID.
+    pub id: ContainerId,
+    /// The pod this container belongs to (label `io.kubernetes.pod.uid`).
+    pub pod_uid: PodUid,
+    /// `spec.containers[].name`, or `POD` for the sandbox.
+    pub name: String,
+    /// Sandbox, init or app container.
+    pub role: ContainerRole,
+    /// The attempt number: the restart count for containers, the sandbox generation for sandboxes.
+    pub attempt: u32,
+    /// Hash of the container spec it was created from; a change means the spec was edited.
+    pub spec_hash: String,
+    /// CrashLoopBackOff step this container was started at (0 for a first start).
+    pub backoff_step: u32,
+    /// The sandbox this container joined (none for sandboxes).
+    pub sandbox_id: Option<ContainerId>,
+    /// Runtime state.
+    pub state: RuntimeState,
+    /// Exit code once exited.
+    pub exit_code: i64,
+    /// Docker's OOMKilled flag.
+    pub oom_killed: bool,
+    /// Docker's `State.Error` (why a start failed).
+    pub error: String,
+    /// When the container was created.
+    pub created_at: Option<Time>,
+    /// When it last started; none if it never ran.
+    pub started_at: Option<Time>,
+    /// When it last finished; none if it has not.
+    pub finished_at: Option<Time>,
+    /// The image reference it was created from.
+    pub image: String,
+    /// The image ID (`sha256:…`).
+    pub image_id: String,
+    /// The sandbox's IP address on its Docker network (sandboxes only; none for host network).
+    pub ip: Option<String>,
+    /// Whether the sandbox uses the host network namespace (sandboxes only).
+    pub host_network: bool,
+    /// The pod's termination grace period when the container was created, so a pod whose
+    /// manifest is gone can still be stopped as its spec asked.
+    pub pod_grace_seconds: Option<i64>,
+}
+
+/// One line of a cheap listing of all of a node's containers, as PLEG relists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContainerListing {
+    /// Docker's container ID.
+    pub id: ContainerId,
+    /// The pod it belongs to.
+    pub pod_uid: PodUid,
+    /// Container name in the pod spec, or `POD`.
+    pub name: String,
+    /// Runtime state.
+    pub state: RuntimeState,
+}

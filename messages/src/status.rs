@@ -1,0 +1,33 @@
+//! Pod status: written by PodWorkers, held and served by the StatusActor.
+
+use actix::Message;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::ids::PodUid;
+
+/// The pod (with its freshly generated `status`) as this node runs it.
+///
+/// PodWorker → StatusActor, after every sync that changed something.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct SetPodStatus {
+    /// The pod object with `status` filled in.
+    pub pod: Pod,
+}
+
+/// The pod is gone from this node; forget its status.
+///
+/// PodWorker → StatusActor, once the pod's containers are removed.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct RemovePodStatus {
+    /// The pod.
+    pub uid: PodUid,
+}
+
+/// Every pod this node runs, with status, in name order.
+///
+/// HTTP read-only server → StatusActor (`GET /pods`).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Vec<Pod>")]
+pub struct GetPods;

@@ -1,0 +1,53 @@
+//! Commands to a PodWorker and its reports back to the Supervisor.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Message;
+use k8s_openapi::api::core::v1::Pod;
+
+use crate::ids::PodUid;
+
+/// The desired pod changed, or is new: sync it.
+///
+/// Supervisor → PodWorker.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct UpdatePod {
+    /// The desired pod.
+    pub pod: Arc<Pod>,
+}
+
+/// The pod is no longer wanted: stop its containers gracefully and remove them.
+///
+/// Supervisor → PodWorker. A pending termination is never replaced by a later sync.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct TerminatePod {
+    /// Overrides the pod's `terminationGracePeriodSeconds` when set.
+    pub grace_period: Option<Duration>,
+}
+
+/// Re-check the pod against Docker now (periodic resync or after a restart of another actor).
+///
+/// Supervisor → PodWorker.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct SyncPod;
+
+/// The worker finished terminating its pod: every container is removed.
+///
+/// PodWorker → Supervisor, which then forgets the worker.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct PodTerminated {
+    /// The pod that is gone.
+    pub uid: PodUid,
+}
+
+/// Stop the actor (its work is over); containers are left as they are.
+///
+/// Supervisor → any child actor.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct StopActor;
