@@ -1,1 +1,41 @@
-fn main() {}
+//! `dockerlet`: a kubelet-compatible node agent that runs pods on Docker.
+//!
+//! # Layout
+//! - [`cli`]: kubelet-named flags.
+//! - [`config`]: the `--config` file merged under the flags and validated.
+//! - [`wiring`]: starts Docker, the actors and the HTTP servers, in that order.
+//! - [`telemetry`]: logging.
+
+mod cli;
+mod config;
+mod telemetry;
+mod wiring;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn hostname() -> String {
+    rustix::system::uname().nodename().to_string_lossy().into_owned()
+}
+
+fn main() -> ExitCode {
+    let cli = cli::Cli::parse();
+    telemetry::init(cli.verbosity.unwrap_or(0));
+    let config = match config::build(&cli, hostname) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let system = actix::System::new();
+    match system.block_on(wiring::run(config)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!("{e:#}");
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

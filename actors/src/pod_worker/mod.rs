@@ -59,6 +59,9 @@ pub struct PodWorkerConfig {
     pub sync_frequency: Duration,
     /// Node memory in bytes (OOM score adjustment of Burstable pods).
     pub node_memory_bytes: i64,
+    /// Lowest OOM score adjustment the host lets containers have: kubelet's -998/-997 need
+    /// CAP_SYS_RESOURCE, which some hosts (nested containers) withhold; values are clamped to it.
+    pub min_oom_score_adj: i64,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -124,6 +127,10 @@ pub struct PodWorker {
     backoff_until: Option<Timestamp>,
     /// Last error met.
     last_error: Option<String>,
+    /// Failed syncs in a row; drives the sync error back-off.
+    failures: u32,
+    /// Until then, Docker events do not trigger a sync (a failing sync must not spin).
+    error_backoff_until: Option<std::time::Instant>,
     /// Messages handled.
     handled: u64,
 }
@@ -149,6 +156,8 @@ impl PodWorker {
             next_action: "sync".to_string(),
             backoff_until: None,
             last_error: None,
+            failures: 0,
+            error_backoff_until: None,
             handled: 0,
         }
     }
@@ -170,8 +179,16 @@ impl PodWorker {
         });
     }
 
-    /// Run a sync now, or after the one in flight.
+    /// Run a sync now, or after the one in flight; while a failing sync backs off, only the
+    /// back-off timer (or a new spec) starts the next one.
     fn request_sync(&mut self, ctx: &mut Context<Self>) {
+        if self.error_backoff_until.is_some_and(|until| std::time::Instant::now() < until) {
+            return;
+        }
+        self.sync_now(ctx);
+    }
+
+    fn sync_now(&mut self, ctx: &mut Context<Self>) {
         if self.terminating.is_some() {
             return;
         }
@@ -205,21 +222,32 @@ impl PodWorker {
         }
         self.next_action = outcome.actions_summary;
         self.backoff_until = outcome.backoff_until;
-        if self.dirty {
+        if self.dirty && outcome.error.is_none() {
             self.dirty = false;
             self.request_sync(ctx);
             return;
         }
+        self.dirty = false;
+        let error_delay = if outcome.error.is_some() {
+            // kubelet re-queues a failed sync after a back-off; it grows here like CrashLoopBackOff.
+            self.failures += 1;
+            let delay = self.config.backoff.delay(self.failures);
+            self.error_backoff_until = Some(std::time::Instant::now() + delay);
+            Some(delay)
+        } else {
+            self.failures = 0;
+            self.error_backoff_until = None;
+            None
+        };
         let now = Timestamp::now();
-        let delay = match (self.backoff_until, outcome.error.is_some()) {
-            (Some(until), _) => Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20),
-            // kubelet's sync error back-off is 10 s; never longer than the resync period.
-            (None, true) => self.config.sync_frequency.min(Duration::from_secs(10)),
-            (None, false) => self.config.sync_frequency,
+        let delay = match (self.backoff_until, error_delay) {
+            (_, Some(delay)) => delay,
+            (Some(until), None) => Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20),
+            (None, None) => self.config.sync_frequency,
         };
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
             act.timer = None;
-            act.request_sync(ctx);
+            act.sync_now(ctx);
         }));
     }
 
@@ -319,7 +347,8 @@ impl Handler<UpdatePod> for PodWorker {
     fn handle(&mut self, msg: UpdatePod, ctx: &mut Self::Context) {
         self.handled += 1;
         self.pod = msg.pod;
-        self.request_sync(ctx);
+        self.error_backoff_until = None;
+        self.sync_now(ctx);
     }
 }
 

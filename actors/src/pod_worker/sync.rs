@@ -209,9 +209,14 @@ impl Executor<'_> {
     }
 
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {
-        let spec = sandbox_spec(self.pod, &self.config.node_name, &self.config.sandbox_image, attempt);
+        let mut spec = sandbox_spec(self.pod, &self.config.node_name, &self.config.sandbox_image, attempt);
+        spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(self.config.min_oom_score_adj));
         let id = self.runtime.create_container(spec).await?;
-        self.runtime.start_container(&id).await?;
+        if let Err(e) = self.runtime.start_container(&id).await {
+            // A sandbox that cannot start is of no use; the next sync makes a new attempt.
+            let _ = self.runtime.remove_container(&id).await;
+            return Err(e);
+        }
         let uid = PodUid(self.pod.metadata.uid.clone().unwrap_or_default());
         let observed = self.runtime.inspect_pod(&self.config.node_name, &uid).await?;
         observed.into_iter().find(|c| c.id == id).ok_or(RuntimeError::NotFound { what: format!("sandbox {id}") })
@@ -238,7 +243,10 @@ impl Executor<'_> {
             node_memory_bytes: self.config.node_memory_bytes,
         };
         let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step) {
-            Ok(c) => c,
+            Ok(mut c) => {
+                c.oom_score_adj = c.oom_score_adj.map(|v| v.max(self.config.min_oom_score_adj));
+                c
+            }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
         let id = match self.runtime.create_container(create).await {

@@ -96,7 +96,7 @@ impl FileSource {
         }
         let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
         let result = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok() {
+            if event.is_ok_and(|e| is_relevant(&e)) {
                 let _ = tx.unbounded_send(());
             }
         })
@@ -113,6 +113,16 @@ impl FileSource {
             }
         }
     }
+}
+
+/// Creates, writes, chmods, removes and renames matter; reads (our own re-reads included) and
+/// dot-files do not (kubelet ignores events for names starting with a dot).
+fn is_relevant(event: &notify::Event) -> bool {
+    use notify::EventKind;
+    let kind = matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any);
+    let dotfiles_only = !event.paths.is_empty()
+        && event.paths.iter().all(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')));
+    kind && !dotfiles_only
 }
 
 impl Actor for FileSource {

@@ -1,0 +1,90 @@
+//! Command-line flags, named as kubelet names them.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Parser;
+
+fn duration(s: &str) -> Result<Duration, String> {
+    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration like 20s, 1m30s or 500ms)"))
+}
+
+/// dockerlet: a kubelet-compatible node agent that runs pods on Docker.
+///
+/// Flags override the `--config` file; unset settings take kubelet's defaults.
+#[derive(Debug, Default, Parser)]
+#[command(name = "dockerlet", version, about, long_about = None)]
+pub struct Cli {
+    /// KubeletConfiguration-style YAML file (staticPodPath, readOnlyPort, healthzPort, …).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+
+    /// Directory (or file) of static pod manifests to run.
+    #[arg(long, value_name = "PATH")]
+    pub pod_manifest_path: Option<PathBuf>,
+
+    /// Node name to use instead of the hostname.
+    #[arg(long, value_name = "NAME")]
+    pub hostname_override: Option<String>,
+
+    /// Directory for the agent's state [default: /var/lib/dockerlet].
+    #[arg(long, value_name = "DIR")]
+    pub root_dir: Option<PathBuf>,
+
+    /// Port of the read-only API (`/pods`); 0 disables it [default: 10255].
+    #[arg(long, value_name = "PORT")]
+    pub read_only_port: Option<u16>,
+
+    /// Port of the healthz server; 0 disables it [default: 10248].
+    #[arg(long, value_name = "PORT")]
+    pub healthz_port: Option<u16>,
+
+    /// Address of the healthz server [default: 127.0.0.1].
+    #[arg(long, value_name = "IP")]
+    pub healthz_bind_address: Option<IpAddr>,
+
+    /// Address the read-only API listens on [default: 0.0.0.0].
+    #[arg(long, value_name = "IP")]
+    pub address: Option<IpAddr>,
+
+    /// How often the manifest path is re-listed [default: 20s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub file_check_frequency: Option<Duration>,
+
+    /// Longest time between two syncs of a pod with nothing happening [default: 1m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub sync_frequency: Option<Duration>,
+
+    /// Sandbox (pause) image; by default the agent provisions its own built-in image.
+    #[arg(long, value_name = "IMAGE")]
+    pub pod_infra_container_image: Option<String>,
+
+    /// The Docker engine's endpoint [default: unix:///var/run/docker.sock].
+    #[arg(long, value_name = "URL")]
+    pub container_runtime_endpoint: Option<String>,
+
+    /// Address of the debug endpoint (`/debug/actors`, `/debug`) [default: 127.0.0.1:10265].
+    #[arg(long, value_name = "HOST:PORT")]
+    pub debug_address: Option<SocketAddr>,
+
+    /// First CrashLoopBackOff delay [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub crash_loop_backoff_initial: Option<Duration>,
+
+    /// Longest CrashLoopBackOff delay, 1s–300s [default: 300s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub crash_loop_backoff_max: Option<Duration>,
+
+    /// The node's IP (`status.hostIP`); detected when unset.
+    #[arg(long, value_name = "IP")]
+    pub node_ip: Option<IpAddr>,
+
+    /// Log verbosity as kubelet's `-v`: 0–2 info, 3–4 debug, 5+ trace. `RUST_LOG` wins.
+    #[arg(short = 'v', long = "v", value_name = "LEVEL")]
+    pub verbosity: Option<u8>,
+
+    /// Let `POST /debug/fault` make actors panic (tests only).
+    #[arg(long, hide = true)]
+    pub enable_fault_injection: bool,
+}

@@ -1,0 +1,274 @@
+//! The agent's settings: the `--config` file merged under the flags, validated.
+//!
+//! The file is KubeletConfiguration-style YAML; keys dockerlet does not use are logged and
+//! ignored so a kubelet's file works. Every error names the setting and the reason.
+
+use std::collections::BTreeMap;
+use std::net::{IpAddr, Ipv4Addr, SocketAddr};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use dockerlet_actors::backoff::BackoffConfig;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::cli::Cli;
+
+/// The settings the agent runs with.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    /// Node name (lowercase).
+    pub node_name: String,
+    /// State directory.
+    pub root_dir: PathBuf,
+    /// Static pod path.
+    pub manifest_path: Option<PathBuf>,
+    /// Read-only API address; none when disabled.
+    pub read_only: Option<SocketAddr>,
+    /// Healthz address; none when disabled.
+    pub healthz: Option<SocketAddr>,
+    /// Debug endpoint address.
+    pub debug: SocketAddr,
+    /// Manifest re-list period.
+    pub file_check_frequency: Duration,
+    /// Pod resync period.
+    pub sync_frequency: Duration,
+    /// Sandbox image; none for the built-in one.
+    pub sandbox_image: Option<String>,
+    /// Docker endpoint.
+    pub runtime_endpoint: String,
+    /// CrashLoopBackOff.
+    pub backoff: BackoffConfig,
+    /// Node IP, when given.
+    pub node_ip: Option<IpAddr>,
+    /// Fault injection hook enabled.
+    pub fault_injection: bool,
+    /// Log verbosity.
+    pub verbosity: u8,
+}
+
+/// A setting that cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The config file cannot be read or parsed.
+    #[error("config file {path}: {reason}")]
+    File {
+        /// The file.
+        path: String,
+        /// Why.
+        reason: String,
+    },
+    /// A setting has a bad value.
+    #[error("invalid value for {setting}: {reason}")]
+    Invalid {
+        /// Flag or config key.
+        setting: String,
+        /// Why.
+        reason: String,
+    },
+}
+
+/// Settings read from the config file (kubelet's KubeletConfiguration field names).
+#[derive(Debug, Default)]
+struct FileSettings {
+    static_pod_path: Option<PathBuf>,
+    read_only_port: Option<u16>,
+    healthz_port: Option<u16>,
+    healthz_bind_address: Option<IpAddr>,
+    address: Option<IpAddr>,
+    file_check_frequency: Option<Duration>,
+    sync_frequency: Option<Duration>,
+    pod_infra_container_image: Option<String>,
+    container_runtime_endpoint: Option<String>,
+    debug_address: Option<SocketAddr>,
+    backoff_max: Option<Duration>,
+    backoff_initial: Option<Duration>,
+    present: bool,
+}
+
+fn field<T: DeserializeOwned>(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<T>, ConfigError> {
+    let Some(value) = map.remove(key) else { return Ok(None) };
+    serde_json::from_value(value).map(Some).map_err(|e| ConfigError::File { path: path.display().to_string(), reason: format!("{key}: {e}") })
+}
+
+fn duration_field(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
+    let Some(text) = field::<String>(path, map, key)? else { return Ok(None) };
+    humantime::parse_duration(&text).map(Some).map_err(|e| ConfigError::File {
+        path: path.display().to_string(),
+        reason: format!("{key}: invalid duration {text:?}: {e}"),
+    })
+}
+
+fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
+    let err = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
+    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
+    let mut map: BTreeMap<String, Value> = serde_saphyr::from_str::<Option<BTreeMap<String, Value>>>(&text)
+        .map_err(|e| err(format!("invalid YAML: {}", e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: "))))?
+        .unwrap_or_default();
+    if let Some(kind) = map.remove("kind") {
+        if kind != "KubeletConfiguration" {
+            return Err(err(format!("kind: expected KubeletConfiguration, got {kind}")));
+        }
+    }
+    map.remove("apiVersion");
+    let mut backoff: BTreeMap<String, Value> = field(path, &mut map, "crashLoopBackOff")?.unwrap_or_default();
+    let settings = FileSettings {
+        static_pod_path: field(path, &mut map, "staticPodPath")?,
+        read_only_port: field(path, &mut map, "readOnlyPort")?,
+        healthz_port: field(path, &mut map, "healthzPort")?,
+        healthz_bind_address: field(path, &mut map, "healthzBindAddress")?,
+        address: field(path, &mut map, "address")?,
+        file_check_frequency: duration_field(path, &mut map, "fileCheckFrequency")?,
+        sync_frequency: duration_field(path, &mut map, "syncFrequency")?,
+        pod_infra_container_image: field(path, &mut map, "podInfraContainerImage")?,
+        container_runtime_endpoint: field(path, &mut map, "containerRuntimeEndpoint")?,
+        debug_address: field(path, &mut map, "debugAddress")?,
+        backoff_max: duration_field(path, &mut backoff, "maxContainerRestartPeriod")?,
+        backoff_initial: duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
+        present: true,
+    };
+    for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
+        tracing::warn!(file = %path.display(), setting = %key, "config setting not supported by dockerlet; ignored");
+    }
+    Ok(settings)
+}
+
+/// Merge flags over the file over kubelet's defaults, and validate.
+///
+/// `hostname` is injected so tests never depend on the machine.
+pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig, ConfigError> {
+    let file = match &cli.config {
+        Some(path) => read_file(path)?,
+        None => FileSettings::default(),
+    };
+    let invalid = |setting: &str, reason: String| ConfigError::Invalid { setting: setting.to_string(), reason };
+
+    let node_name = cli.hostname_override.clone().unwrap_or_else(hostname).trim().to_lowercase();
+    let valid_name = !node_name.is_empty()
+        && node_name.len() <= 63
+        && node_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && !node_name.starts_with(['-', '.'])
+        && !node_name.ends_with(['-', '.']);
+    if !valid_name {
+        return Err(invalid("--hostname-override", format!("{node_name:?} is not a valid node name (lowercase letters, digits, '-' and '.', at most 63)")));
+    }
+
+    // kubelet: the read-only port defaults to 10255 with flags only, 0 with a config file.
+    let read_only_port = cli.read_only_port.or(file.read_only_port).unwrap_or(if file.present { 0 } else { 10255 });
+    let healthz_port = cli.healthz_port.or(file.healthz_port).unwrap_or(10248);
+    let address = cli.address.or(file.address).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let healthz_bind = cli.healthz_bind_address.or(file.healthz_bind_address).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    let file_check_frequency = cli.file_check_frequency.or(file.file_check_frequency).unwrap_or(Duration::from_secs(20));
+    if file_check_frequency.is_zero() {
+        return Err(invalid("--file-check-frequency", "must be greater than 0".to_string()));
+    }
+    let sync_frequency = cli.sync_frequency.or(file.sync_frequency).unwrap_or(Duration::from_secs(60));
+    if sync_frequency.is_zero() {
+        return Err(invalid("--sync-frequency", "must be greater than 0".to_string()));
+    }
+    let backoff = BackoffConfig {
+        initial: cli.crash_loop_backoff_initial.or(file.backoff_initial).unwrap_or(Duration::from_secs(10)),
+        max: cli.crash_loop_backoff_max.or(file.backoff_max).unwrap_or(Duration::from_secs(300)),
+    };
+    if backoff.initial.is_zero() {
+        return Err(invalid("--crash-loop-backoff-initial", "must be greater than 0".to_string()));
+    }
+    if backoff.max < backoff.initial || backoff.max > Duration::from_secs(300) {
+        return Err(invalid(
+            "--crash-loop-backoff-max",
+            format!("{} must be between the initial delay ({}) and 300s", humantime::format_duration(backoff.max), humantime::format_duration(backoff.initial)),
+        ));
+    }
+    let runtime_endpoint = cli
+        .container_runtime_endpoint
+        .clone()
+        .or(file.container_runtime_endpoint)
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
+    if !["unix://", "tcp://", "http://"].iter().any(|p| runtime_endpoint.starts_with(p)) {
+        return Err(invalid("--container-runtime-endpoint", format!("{runtime_endpoint:?}: expected unix://, tcp:// or http://")));
+    }
+    Ok(AgentConfig {
+        node_name,
+        root_dir: cli.root_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/dockerlet")),
+        manifest_path: cli.pod_manifest_path.clone().or(file.static_pod_path).filter(|p| !p.as_os_str().is_empty()),
+        read_only: (read_only_port != 0).then(|| SocketAddr::new(address, read_only_port)),
+        healthz: (healthz_port != 0).then(|| SocketAddr::new(healthz_bind, healthz_port)),
+        debug: cli.debug_address.or(file.debug_address).unwrap_or_else(|| "127.0.0.1:10265".parse().expect("valid default")),
+        file_check_frequency,
+        sync_frequency,
+        sandbox_image: cli.pod_infra_container_image.clone().or(file.pod_infra_container_image).filter(|s| !s.is_empty()),
+        runtime_endpoint,
+        backoff,
+        node_ip: cli.node_ip,
+        fault_injection: cli.enable_fault_injection,
+        verbosity: cli.verbosity.unwrap_or(0),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("dockerlet").chain(args.iter().copied())).unwrap()
+    }
+
+    fn host() -> String {
+        "My-Host".to_string()
+    }
+
+    /// With no flags the agent uses kubelet's flag defaults and the lowercased hostname.
+    #[test]
+    fn defaults_match_kubelet_flag_defaults() {
+        let c = build(&cli(&[]), host).unwrap();
+        assert_eq!(c.node_name, "my-host");
+        assert_eq!(c.read_only, Some("0.0.0.0:10255".parse().unwrap()));
+        assert_eq!(c.healthz, Some("127.0.0.1:10248".parse().unwrap()));
+        assert_eq!(c.debug, "127.0.0.1:10265".parse().unwrap());
+        assert_eq!(c.file_check_frequency, Duration::from_secs(20));
+        assert_eq!(c.backoff, BackoffConfig::default());
+        assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
+    }
+
+    /// The config file sets values, flags override it, and unknown kubelet keys are ignored.
+    #[test]
+    fn flags_override_the_config_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/pods\nreadOnlyPort: 10266\nhealthzPort: 0\nfileCheckFrequency: 1m30s\ncrashLoopBackOff:\n  maxContainerRestartPeriod: 60s\nevictionHard:\n  memory.available: 100Mi\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = build(&cli(&["--config", p]), host).unwrap();
+        assert_eq!(c.manifest_path, Some(PathBuf::from("/etc/pods")));
+        assert_eq!(c.read_only.unwrap().port(), 10266);
+        assert_eq!(c.healthz, None);
+        assert_eq!(c.file_check_frequency, Duration::from_secs(90));
+        assert_eq!(c.backoff.max, Duration::from_secs(60));
+        let c = build(&cli(&["--config", p, "--read-only-port", "1234", "--pod-manifest-path", "/x"]), host).unwrap();
+        assert_eq!(c.read_only.unwrap().port(), 1234);
+        assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// Bad values name the setting and the reason.
+    #[test]
+    fn bad_settings_name_the_setting() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "readOnlyPort: abc\n").unwrap();
+        let err = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap_err().to_string();
+        assert!(err.contains("config.yaml") && err.contains("readOnlyPort"), "{err}");
+        std::fs::write(&path, "fileCheckFrequency: soon\n").unwrap();
+        let err = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap_err().to_string();
+        assert!(err.contains("fileCheckFrequency: invalid duration"), "{err}");
+        let err = build(&cli(&["--crash-loop-backoff-max", "10m"]), host).unwrap_err().to_string();
+        assert!(err.contains("--crash-loop-backoff-max"), "{err}");
+        let err = build(&cli(&["--hostname-override", "bad_name"]), host).unwrap_err().to_string();
+        assert!(err.contains("--hostname-override"), "{err}");
+        assert!(Cli::try_parse_from(["dockerlet", "--file-check-frequency", "xyz"]).is_err());
+    }
+}

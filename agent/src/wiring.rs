@@ -1,0 +1,141 @@
+//! Starts everything, top to bottom: Docker, the sandbox image, the actor system, the HTTP
+//! servers; then waits for SIGTERM or SIGINT.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::Actor;
+use anyhow::Context as _;
+use dockerlet_actors::pleg::RELIST_PERIOD;
+use dockerlet_actors::pod_worker::PodWorkerConfig;
+use dockerlet_actors::runtime::docker::DockerRuntime;
+use dockerlet_actors::runtime::ContainerRuntime;
+use dockerlet_actors::supervisor::{Supervisor, SupervisorConfig};
+use dockerlet_http::Handles;
+use tokio::signal::unix::{signal, SignalKind};
+
+use crate::config::AgentConfig;
+
+/// How long to wait for the Docker engine at start (kubelet: 30 s for its runtime).
+const RUNTIME_WAIT: Duration = Duration::from_secs(30);
+
+/// Run the agent until a signal arrives.
+pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
+    std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
+    let runtime = connect(&config.runtime_endpoint).await?;
+    let sandbox_image = runtime
+        .ensure_sandbox_image(config.sandbox_image.as_deref())
+        .await
+        .context("--pod-infra-container-image: cannot provide the sandbox image")?;
+    let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
+    tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
+
+    let worker = PodWorkerConfig {
+        node_name: config.node_name.clone(),
+        host_ip,
+        sandbox_image,
+        backoff: config.backoff,
+        sync_frequency: config.sync_frequency,
+        node_memory_bytes: node_memory_bytes(),
+        min_oom_score_adj: protect_from_oom_killer(),
+    };
+    let supervisor = Supervisor::new(
+        SupervisorConfig {
+            worker: Arc::new(worker),
+            manifest_path: config.manifest_path.clone(),
+            file_check_frequency: config.file_check_frequency,
+            relist_period: RELIST_PERIOD,
+            fault_injection: config.fault_injection,
+        },
+        Arc::new(runtime),
+    )
+    .start();
+
+    let handles = Handles {
+        pods: supervisor.clone().recipient(),
+        health: supervisor.clone().recipient(),
+        debug: supervisor.clone().recipient(),
+        faults: config.fault_injection.then(|| supervisor.clone().recipient()),
+    };
+    let mut servers = Vec::new();
+    if let Some(addr) = config.healthz {
+        servers.push(dockerlet_http::serve("healthz", addr, handles.clone(), dockerlet_http::healthz::configure)?.0);
+    }
+    if let Some(addr) = config.read_only {
+        servers.push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
+    }
+    servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
+    let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();
+    for server in servers {
+        actix::spawn(server);
+    }
+
+    let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
+    let mut int = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: stopping; pods keep running"),
+        _ = int.recv() => tracing::info!("SIGINT: stopping; pods keep running"),
+    }
+    for stopper in stoppers {
+        stopper.stop(false).await;
+    }
+    Ok(())
+}
+
+async fn connect(endpoint: &str) -> anyhow::Result<DockerRuntime> {
+    let deadline = tokio::time::Instant::now() + RUNTIME_WAIT;
+    loop {
+        let attempt = async {
+            let runtime = DockerRuntime::connect(endpoint).await?;
+            runtime.ping().await?;
+            Ok::<_, dockerlet_actors::runtime::RuntimeError>(runtime)
+        };
+        match attempt.await {
+            Ok(runtime) => return Ok(runtime),
+            Err(e) if tokio::time::Instant::now() < deadline => {
+                tracing::warn!(endpoint, error = %e, "Docker engine not reachable yet; retrying");
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+            Err(e) => return Err(e).with_context(|| format!("--container-runtime-endpoint {endpoint}: Docker engine not reachable")),
+        }
+    }
+}
+
+/// The first IPv4 address of a physical-looking interface; loopback as a last resort.
+fn detect_node_ip() -> IpAddr {
+    let skip = ["docker", "br-", "veth", "lo", "virbr", "cni", "flannel"];
+    if_addrs::get_if_addrs()
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|i| !i.is_loopback() && i.ip().is_ipv4() && !skip.iter().any(|p| i.name.starts_with(p)))
+        .map(|i| i.ip())
+        .next()
+        .unwrap_or(IpAddr::from([127, 0, 0, 1]))
+}
+
+/// Set the agent's own OOM score adjustment to kubelet's -999. If the host refuses (no
+/// CAP_SYS_RESOURCE, as inside some containers), containers cannot get negative values either:
+/// return the lowest value allowed, which then clamps theirs.
+fn protect_from_oom_killer() -> i64 {
+    const KUBELET_OOM_SCORE_ADJ: i64 = -999;
+    let path = "/proc/self/oom_score_adj";
+    if std::fs::write(path, KUBELET_OOM_SCORE_ADJ.to_string()).is_ok() {
+        return KUBELET_OOM_SCORE_ADJ;
+    }
+    let current = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
+    tracing::warn!(min_oom_score_adj = current, "this host does not allow negative OOM score adjustments; container values are clamped");
+    current
+}
+
+/// MemTotal from /proc/meminfo, in bytes (0 if unreadable).
+fn node_memory_bytes() -> i64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|text| {
+            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+            let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
+            Some(kib * 1024)
+        })
+        .unwrap_or(0)
+}

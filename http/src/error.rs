@@ -1,0 +1,37 @@
+//! Errors of the HTTP handlers, mapped to statuses.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, ResponseError};
+
+/// What went wrong serving a request.
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// An actor did not answer (it is being re-created); the client may retry.
+    #[error("{actor} is not answering: {reason}")]
+    ActorUnavailable {
+        /// Which actor.
+        actor: &'static str,
+        /// The mailbox error.
+        reason: String,
+    },
+    /// The request is malformed.
+    #[error("bad request: {0}")]
+    BadRequest(String),
+    /// The feature is switched off.
+    #[error("{0}")]
+    Forbidden(String),
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        match self {
+            ApiError::ActorUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+        }
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).content_type("text/plain; charset=utf-8").body(self.to_string())
+    }
+}

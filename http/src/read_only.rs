@@ -1,0 +1,43 @@
+//! The read-only kubelet API (`--read-only-port`, 10255): `GET /pods` and `GET /healthz`.
+
+use actix_web::{web, HttpResponse};
+use dockerlet_messages::status::GetPods;
+use k8s_openapi::List;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+
+use crate::error::ApiError;
+use crate::Handles;
+
+/// Routes of the read-only server.
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.route("/pods", web::get().to(pods)).route("/pods/", web::get().to(pods)).route("/healthz", web::get().to(crate::healthz::healthz));
+}
+
+/// Every pod this node runs, with status, as a v1 PodList.
+pub async fn pods(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError> {
+    let items = handles
+        .pods
+        .send(GetPods)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable { actor: "status", reason: e.to_string() })?;
+    Ok(HttpResponse::Ok().json(List { items, metadata: ListMeta::default() }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tests::fake_handles;
+    use actix_web::{test, App};
+
+    /// `/pods` serves a PodList (kind and apiVersion set) with the pods the status actor holds.
+    #[actix_web::test]
+    async fn pods_returns_a_pod_list() {
+        let app = test::init_service(App::new().app_data(web::Data::new(fake_handles(true))).configure(configure)).await;
+        let resp = test::call_service(&app, test::TestRequest::get().uri("/pods").to_request()).await;
+        assert!(resp.status().is_success());
+        let body: serde_json::Value = test::read_body_json(resp).await;
+        assert_eq!(body["kind"], "PodList");
+        assert_eq!(body["apiVersion"], "v1");
+        assert_eq!(body["items"][0]["metadata"]["name"], "web-n1");
+    }
+}
