@@ -22,7 +22,10 @@ pub struct BackoffConfig {
 
 impl Default for BackoffConfig {
     fn default() -> Self {
-        BackoffConfig { initial: Duration::from_secs(10), max: Duration::from_secs(300) }
+        BackoffConfig {
+            initial: Duration::from_secs(10),
+            max: Duration::from_secs(300),
+        }
     }
 }
 
@@ -69,7 +72,11 @@ pub fn restart_decision(
     desired_hash: &str,
     now: Timestamp,
 ) -> RestartDecision {
-    let started = dead.started_at.as_ref().map(|t| t.0).or(dead.created_at.as_ref().map(|t| t.0));
+    let started = dead
+        .started_at
+        .as_ref()
+        .map(|t| t.0)
+        .or(dead.created_at.as_ref().map(|t| t.0));
     let finished = dead.finished_at.as_ref().map(|t| t.0).or(started).unwrap_or(now);
     let expired = started.is_some_and(|s| elapsed(s, now) >= config.reset_after());
     if dead.backoff_step == 0 || dead.spec_hash != desired_hash || expired {
@@ -77,7 +84,9 @@ pub fn restart_decision(
     }
     let delay = config.delay(dead.backoff_step);
     if elapsed(finished, now) >= delay {
-        RestartDecision::StartNow { step: dead.backoff_step.saturating_add(1) }
+        RestartDecision::StartNow {
+            step: dead.backoff_step.saturating_add(1),
+        }
     } else {
         let until = finished
             .checked_add(SignedDuration::try_from(delay).unwrap_or(SignedDuration::MAX))
@@ -140,19 +149,34 @@ mod tests {
     #[test]
     fn restarts_wait_for_the_step_delay_after_finishing() {
         let c = BackoffConfig::default();
-        assert_eq!(restart_decision(&c, &dead(0, 100, 101), "h", at(101)), RestartDecision::StartNow { step: 1 });
+        assert_eq!(
+            restart_decision(&c, &dead(0, 100, 101), "h", at(101)),
+            RestartDecision::StartNow { step: 1 }
+        );
         assert_eq!(
             restart_decision(&c, &dead(2, 100, 101), "h", at(105)),
-            RestartDecision::Wait { until: at(121), delay: Duration::from_secs(20) }
+            RestartDecision::Wait {
+                until: at(121),
+                delay: Duration::from_secs(20)
+            }
         );
-        assert_eq!(restart_decision(&c, &dead(2, 100, 101), "h", at(121)), RestartDecision::StartNow { step: 3 });
+        assert_eq!(
+            restart_decision(&c, &dead(2, 100, 101), "h", at(121)),
+            RestartDecision::StartNow { step: 3 }
+        );
     }
 
     /// A changed spec or a container that ran for 2 × max starts at once, with a fresh back-off.
     #[test]
     fn edited_or_long_running_containers_reset_the_backoff() {
         let c = BackoffConfig::default();
-        assert_eq!(restart_decision(&c, &dead(5, 100, 101), "other", at(102)), RestartDecision::StartNow { step: 1 });
-        assert_eq!(restart_decision(&c, &dead(5, 100, 800), "h", at(801)), RestartDecision::StartNow { step: 1 });
+        assert_eq!(
+            restart_decision(&c, &dead(5, 100, 101), "other", at(102)),
+            RestartDecision::StartNow { step: 1 }
+        );
+        assert_eq!(
+            restart_decision(&c, &dead(5, 100, 800), "h", at(801)),
+            RestartDecision::StartNow { step: 1 }
+        );
     }
 }

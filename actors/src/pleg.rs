@@ -218,7 +218,9 @@ impl Handler<GetHealth> for PlegActor {
         let since = self.last_relist.map(|(at, _)| at.elapsed());
         let reason = match (&self.last_error, since) {
             (Some(e), _) => Some(format!("container runtime is down: {e}")),
-            (None, None) if self.started.elapsed() > RELIST_THRESHOLD => Some("pleg has yet to be successful".to_string()),
+            (None, None) if self.started.elapsed() > RELIST_THRESHOLD => {
+                Some("pleg has yet to be successful".to_string())
+            }
             (None, Some(d)) if d > RELIST_THRESHOLD => Some(format!(
                 "pleg was last seen active {} ago; threshold is {}",
                 humanize(d),
@@ -226,7 +228,10 @@ impl Handler<GetHealth> for PlegActor {
             )),
             _ => None,
         };
-        MessageResult(Health { healthy: reason.is_none(), reason })
+        MessageResult(Health {
+            healthy: reason.is_none(),
+            reason,
+        })
     }
 }
 
@@ -271,7 +276,12 @@ mod tests {
     use dockerlet_messages::PodUid;
 
     fn listing(id: &str, state: RuntimeState) -> (ContainerId, ContainerListing) {
-        let c = ContainerListing { id: ContainerId(id.into()), pod_uid: PodUid("p".into()), name: "app".into(), state };
+        let c = ContainerListing {
+            id: ContainerId(id.into()),
+            pod_uid: PodUid("p".into()),
+            name: "app".into(),
+            state,
+        };
         (c.id.clone(), c)
     }
 

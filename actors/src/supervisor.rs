@@ -137,22 +137,46 @@ impl Supervisor {
         if self.events.len() == EVENT_LOG_SIZE {
             self.events.pop_front();
         }
-        self.events.push_back(DebugEvent { time: Timestamp::now().to_string(), reason: reason.to_string(), object, message });
+        self.events.push_back(DebugEvent {
+            time: Timestamp::now().to_string(),
+            reason: reason.to_string(),
+            object,
+            message,
+        });
     }
 
     fn start_pleg(&self, ctx: &mut Context<Self>) -> Addr<PlegActor> {
         let me = ctx.address();
-        let links = PlegLinks { events: me.clone().recipient(), relisted: me.recipient() };
-        PlegActor::new(self.runtime.clone(), self.node_name().to_string(), links, self.config.relist_period).start()
+        let links = PlegLinks {
+            events: me.clone().recipient(),
+            relisted: me.recipient(),
+        };
+        PlegActor::new(
+            self.runtime.clone(),
+            self.node_name().to_string(),
+            links,
+            self.config.relist_period,
+        )
+        .start()
     }
 
     fn start_source(&self, ctx: &mut Context<Self>) -> Option<Addr<FileSource>> {
         let path = self.config.manifest_path.clone()?;
-        let source = FileSource::new(path, self.node_name().to_string(), self.config.file_check_frequency, ctx.address().recipient());
+        let source = FileSource::new(
+            path,
+            self.node_name().to_string(),
+            self.config.file_check_frequency,
+            ctx.address().recipient(),
+        );
         Some(source.start())
     }
 
-    fn start_worker(&self, pod: Arc<Pod>, terminating: Option<Option<Duration>>, ctx: &mut Context<Self>) -> Addr<PodWorker> {
+    fn start_worker(
+        &self,
+        pod: Arc<Pod>,
+        terminating: Option<Option<Duration>>,
+        ctx: &mut Context<Self>,
+    ) -> Addr<PodWorker> {
         let me = ctx.address();
         let links = WorkerLinks {
             status: me.clone().recipient(),
@@ -170,7 +194,15 @@ impl Supervisor {
     fn add_worker(&mut self, pod: Arc<Pod>, terminating: Option<Option<Duration>>, ctx: &mut Context<Self>) {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
         let addr = self.start_worker(pod.clone(), terminating, ctx);
-        self.workers.insert(uid, WorkerEntry { addr, restarts: 0, terminating, pod });
+        self.workers.insert(
+            uid,
+            WorkerEntry {
+                addr,
+                restarts: 0,
+                terminating,
+                pod,
+            },
+        );
     }
 
     /// Re-create every child whose mailbox closed (it panicked or stopped unexpectedly).
@@ -201,7 +233,12 @@ impl Supervisor {
                 restarted.push(("FileSource".to_string(), "file".to_string()));
             }
         }
-        let dead: Vec<PodUid> = self.workers.iter().filter(|(_, e)| !e.addr.connected()).map(|(uid, _)| uid.clone()).collect();
+        let dead: Vec<PodUid> = self
+            .workers
+            .iter()
+            .filter(|(_, e)| !e.addr.connected())
+            .map(|(uid, _)| uid.clone())
+            .collect();
         for uid in dead {
             let (pod, terminating) = {
                 let entry = &self.workers[&uid];
@@ -215,7 +252,11 @@ impl Supervisor {
         }
         for (kind, name) in restarted {
             tracing::error!(actor = %kind, name = %name, "actor died; re-created it");
-            self.record("ActorRestarted", name.clone(), format!("{kind} {name} died and was re-created"));
+            self.record(
+                "ActorRestarted",
+                name.clone(),
+                format!("{kind} {name} died and was re-created"),
+            );
         }
     }
 }
@@ -232,9 +273,15 @@ impl Actor for Supervisor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        self.status = Some(Child { addr: StatusActor::default().start(), restarts: 0 });
+        self.status = Some(Child {
+            addr: StatusActor::default().start(),
+            restarts: 0,
+        });
         let pleg = self.start_pleg(ctx);
-        self.pleg = Some(Child { addr: pleg, restarts: 0 });
+        self.pleg = Some(Child {
+            addr: pleg,
+            restarts: 0,
+        });
         self.source = self.start_source(ctx).map(|addr| Child { addr, restarts: 0 });
         ctx.run_interval(WATCHDOG_PERIOD, |act, ctx| act.watchdog(ctx));
         tracing::info!(node = %self.node_name(), "supervisor started");
@@ -250,7 +297,12 @@ impl Handler<SourcePodsChanged> for Supervisor {
         self.sources_ready = true;
         self.manifest_errors = msg.errors;
         let mut wanted: BTreeMap<PodUid, DesiredPod> = msg.pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
-        let gone: Vec<PodUid> = self.desired.keys().filter(|uid| !wanted.contains_key(*uid)).cloned().collect();
+        let gone: Vec<PodUid> = self
+            .desired
+            .keys()
+            .filter(|uid| !wanted.contains_key(*uid))
+            .cloned()
+            .collect();
         for uid in gone {
             let pod = self.desired.remove(&uid).expect("listed above");
             tracing::info!(pod.uid = %uid, pod = %pod_ref(&pod.pod), "pod removed from its source");
@@ -313,8 +365,18 @@ impl Handler<RelistCompleted> for Supervisor {
                 continue;
             }
             tracing::info!(pod.uid = %uid, "removing containers of a pod no source wants");
-            self.record("OrphanRemoved", uid.to_string(), "containers of a pod no source wants are being removed".to_string());
-            let stand_in = Pod { metadata: ObjectMeta { uid: Some(uid.0.clone()), ..Default::default() }, ..Default::default() };
+            self.record(
+                "OrphanRemoved",
+                uid.to_string(),
+                "containers of a pod no source wants are being removed".to_string(),
+            );
+            let stand_in = Pod {
+                metadata: ObjectMeta {
+                    uid: Some(uid.0.clone()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            };
             self.add_worker(Arc::new(stand_in), Some(None), ctx);
         }
     }
@@ -390,7 +452,10 @@ impl Handler<GetHealth> for Supervisor {
         self.handled += 1;
         let pleg = self.pleg.as_ref().map(|c| c.addr.clone());
         Box::pin(async move {
-            let unhealthy = |reason: &str| Health { healthy: false, reason: Some(reason.to_string()) };
+            let unhealthy = |reason: &str| Health {
+                healthy: false,
+                reason: Some(reason.to_string()),
+            };
             match pleg {
                 Some(addr) => match tokio::time::timeout(QUERY_TIMEOUT, addr.send(msg)).await {
                     Ok(Ok(health)) => health,
@@ -406,7 +471,10 @@ async fn ask<A>(addr: Addr<A>, restarts: u32) -> Option<ActorState>
 where
     A: Actor<Context = Context<A>> + Handler<GetActorState>,
 {
-    let mut state = tokio::time::timeout(QUERY_TIMEOUT, addr.send(GetActorState)).await.ok()?.ok()?;
+    let mut state = tokio::time::timeout(QUERY_TIMEOUT, addr.send(GetActorState))
+        .await
+        .ok()?
+        .ok()?;
     state.restarts = restarts;
     Some(state)
 }
@@ -439,9 +507,17 @@ impl Handler<GetDebugSnapshot> for Supervisor {
         if let Some(c) = &self.source {
             queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
         }
-        let mut workers: Vec<_> = self.workers.values().map(|e| (pod_ref(&e.pod), e.addr.clone(), e.restarts)).collect();
+        let mut workers: Vec<_> = self
+            .workers
+            .values()
+            .map(|e| (pod_ref(&e.pod), e.addr.clone(), e.restarts))
+            .collect();
         workers.sort_by(|a, b| a.0.cmp(&b.0));
-        queries.extend(workers.into_iter().map(|(_, addr, restarts)| -> futures::future::BoxFuture<'static, _> { Box::pin(ask(addr, restarts)) }));
+        queries.extend(
+            workers
+                .into_iter()
+                .map(|(_, addr, restarts)| -> futures::future::BoxFuture<'static, _> { Box::pin(ask(addr, restarts)) }),
+        );
         let snapshot = DebugSnapshot {
             node_name: self.node_name().to_string(),
             actors: vec![own],
@@ -450,7 +526,9 @@ impl Handler<GetDebugSnapshot> for Supervisor {
         };
         Box::pin(async move {
             let mut snapshot = snapshot;
-            snapshot.actors.extend(futures::future::join_all(queries).await.into_iter().flatten());
+            snapshot
+                .actors
+                .extend(futures::future::join_all(queries).await.into_iter().flatten());
             snapshot
         })
     }
@@ -473,5 +551,140 @@ impl Handler<InjectFault> for Supervisor {
             FaultTarget::PodWorker(uid) => self.workers.get(uid).map(|e| e.addr.do_send(Panic)),
         }
         .ok_or_else(|| format!("no such actor: {:?}", msg.target))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backoff::BackoffConfig;
+    use crate::runtime::fake::FakeRuntime;
+    use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+
+    const NODE: &str = "n1";
+
+    fn supervisor(runtime: &FakeRuntime) -> Addr<Supervisor> {
+        let worker = PodWorkerConfig {
+            node_name: NODE.into(),
+            host_ip: "10.0.0.1".into(),
+            sandbox_image: "pause".into(),
+            backoff: BackoffConfig { initial: Duration::from_millis(100), max: Duration::from_millis(400) },
+            sync_frequency: Duration::from_secs(60),
+            node_memory_bytes: 1 << 30,
+            min_oom_score_adj: -1000,
+        };
+        let config = SupervisorConfig {
+            worker: Arc::new(worker),
+            manifest_path: None,
+            file_check_frequency: Duration::from_secs(20),
+            relist_period: Duration::from_millis(50),
+            fault_injection: true,
+        };
+        Supervisor::new(config, Arc::new(runtime.clone())).start()
+    }
+
+    fn desired(name: &str, uid: &str, grace: i64) -> DesiredPod {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![Container { name: "app".into(), image: Some("img:1".into()), ..Default::default() }],
+                termination_grace_period_seconds: Some(grace),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        DesiredPod { uid: PodUid(uid.into()), pod, origin: "test".into() }
+    }
+
+    fn running(runtime: &FakeRuntime) -> Vec<(String, ContainerRole)> {
+        let state = runtime.state.lock().unwrap();
+        state
+            .containers
+            .values()
+            .filter(|c| c.observed.state == RuntimeState::Running)
+            .map(|c| (c.observed.id.0.clone(), c.observed.role))
+            .collect()
+    }
+
+    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+        for _ in 0..200 {
+            if check() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        panic!("timed out waiting for: {what}");
+    }
+
+    /// A pod from a source gets a sandbox and its container; removing it from the source stops
+    /// and removes everything.
+    #[actix::test]
+    async fn pods_follow_their_source() {
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sup = supervisor(&runtime);
+        let pods = vec![desired("web", "u1", 0)];
+        sup.do_send(SourcePodsChanged { source: "file".into(), pods, errors: vec![] });
+        eventually("sandbox and container running", || running(&runtime).len() == 2).await;
+        let listed = sup.send(GetPods).await.unwrap();
+        assert_eq!(listed[0].status.as_ref().unwrap().phase.as_deref(), Some("Running"));
+        sup.do_send(SourcePodsChanged { source: "file".into(), pods: vec![], errors: vec![] });
+        eventually("all containers removed", || runtime.state.lock().unwrap().containers.is_empty()).await;
+        assert!(sup.send(GetPods).await.unwrap().is_empty());
+        let stops = runtime.calls().iter().filter(|c| c.starts_with("stop")).count();
+        assert_eq!(stops, 2, "{:?}", runtime.calls());
+    }
+
+    /// A PodWorker and the PlegActor that panic are re-created; the pod's containers are not
+    /// restarted and the debug snapshot counts the restarts.
+    #[actix::test]
+    async fn panicking_actors_are_recreated_without_restarting_pods() {
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sup = supervisor(&runtime);
+        sup.do_send(SourcePodsChanged { source: "file".into(), pods: vec![desired("web", "u1", 0)], errors: vec![] });
+        eventually("pod running", || running(&runtime).len() == 2).await;
+        let before = running(&runtime);
+        let creates_before = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
+
+        sup.send(InjectFault { target: FaultTarget::PodWorker(PodUid("u1".into())) }).await.unwrap().unwrap();
+        sup.send(InjectFault { target: FaultTarget::Pleg }).await.unwrap().unwrap();
+        tokio::time::sleep(WATCHDOG_PERIOD * 4).await;
+
+        let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
+        let restarts = |kind: &str| snapshot.actors.iter().find(|a| a.kind == kind).map(|a| a.restarts);
+        assert_eq!(restarts("PodWorker"), Some(1));
+        assert_eq!(restarts("PlegActor"), Some(1));
+        assert!(snapshot.events.iter().any(|e| e.reason == "ActorRestarted"));
+        assert_eq!(running(&runtime), before);
+        let creates_after = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
+        assert_eq!(creates_after, creates_before, "{:?}", runtime.calls());
+
+        // The re-created actors still work: a container that dies is restarted.
+        let app = before.iter().find(|(_, role)| *role == ContainerRole::App).unwrap().0.clone();
+        runtime.exit(&app, 1);
+        eventually("app restarted", || running(&runtime).len() == 2 && !running(&runtime).iter().any(|(id, _)| id == &app))
+            .await;
+    }
+
+    /// Containers of a pod no source wants (its manifest vanished while no agent ran) are
+    /// removed once the sources have spoken, and not before.
+    #[actix::test]
+    async fn orphaned_containers_are_removed_once_sources_are_ready() {
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let orphan = desired("old", "u9", 0).pod;
+        let id = runtime.create_container(crate::pod_worker::container_spec::sandbox_spec(&orphan, NODE, "pause", 0)).await.unwrap();
+        runtime.start_container(&id).await.unwrap();
+        let sup = supervisor(&runtime);
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        // No manifest path means the sources are ready at once; a real file source would hold
+        // this back until its first read. Here the orphan goes right away.
+        eventually("orphan removed", || runtime.state.lock().unwrap().containers.is_empty()).await;
+        let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
+        assert!(snapshot.events.iter().any(|e| e.reason == "OrphanRemoved"));
     }
 }

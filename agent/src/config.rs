@@ -86,24 +86,47 @@ struct FileSettings {
     present: bool,
 }
 
-fn field<T: DeserializeOwned>(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<T>, ConfigError> {
+fn field<T: DeserializeOwned>(
+    path: &Path,
+    map: &mut BTreeMap<String, Value>,
+    key: &str,
+) -> Result<Option<T>, ConfigError> {
     let Some(value) = map.remove(key) else { return Ok(None) };
-    serde_json::from_value(value).map(Some).map_err(|e| ConfigError::File { path: path.display().to_string(), reason: format!("{key}: {e}") })
-}
-
-fn duration_field(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
-    let Some(text) = field::<String>(path, map, key)? else { return Ok(None) };
-    humantime::parse_duration(&text).map(Some).map_err(|e| ConfigError::File {
+    serde_json::from_value(value).map(Some).map_err(|e| ConfigError::File {
         path: path.display().to_string(),
-        reason: format!("{key}: invalid duration {text:?}: {e}"),
+        reason: format!("{key}: {e}"),
     })
 }
 
+fn duration_field(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
+    let Some(text) = field::<String>(path, map, key)? else {
+        return Ok(None);
+    };
+    humantime::parse_duration(&text)
+        .map(Some)
+        .map_err(|e| ConfigError::File {
+            path: path.display().to_string(),
+            reason: format!("{key}: invalid duration {text:?}: {e}"),
+        })
+}
+
 fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
-    let err = |reason: String| ConfigError::File { path: path.display().to_string(), reason };
+    let err = |reason: String| ConfigError::File {
+        path: path.display().to_string(),
+        reason,
+    };
     let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
     let mut map: BTreeMap<String, Value> = serde_saphyr::from_str::<Option<BTreeMap<String, Value>>>(&text)
-        .map_err(|e| err(format!("invalid YAML: {}", e.to_string().lines().next().unwrap_or_default().trim_start_matches("error: "))))?
+        .map_err(|e| {
+            err(format!(
+                "invalid YAML: {}",
+                e.to_string()
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+            ))
+        })?
         .unwrap_or_default();
     if let Some(kind) = map.remove("kind") {
         if kind != "KubeletConfiguration" {
@@ -141,43 +164,84 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         Some(path) => read_file(path)?,
         None => FileSettings::default(),
     };
-    let invalid = |setting: &str, reason: String| ConfigError::Invalid { setting: setting.to_string(), reason };
+    let invalid = |setting: &str, reason: String| ConfigError::Invalid {
+        setting: setting.to_string(),
+        reason,
+    };
 
-    let node_name = cli.hostname_override.clone().unwrap_or_else(hostname).trim().to_lowercase();
+    let node_name = cli
+        .hostname_override
+        .clone()
+        .unwrap_or_else(hostname)
+        .trim()
+        .to_lowercase();
     let valid_name = !node_name.is_empty()
         && node_name.len() <= 63
-        && node_name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
+        && node_name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-' || b == b'.')
         && !node_name.starts_with(['-', '.'])
         && !node_name.ends_with(['-', '.']);
     if !valid_name {
-        return Err(invalid("--hostname-override", format!("{node_name:?} is not a valid node name (lowercase letters, digits, '-' and '.', at most 63)")));
+        return Err(invalid(
+            "--hostname-override",
+            format!("{node_name:?} is not a valid node name (lowercase letters, digits, '-' and '.', at most 63)"),
+        ));
     }
 
     // kubelet: the read-only port defaults to 10255 with flags only, 0 with a config file.
-    let read_only_port = cli.read_only_port.or(file.read_only_port).unwrap_or(if file.present { 0 } else { 10255 });
+    let read_only_port = cli
+        .read_only_port
+        .or(file.read_only_port)
+        .unwrap_or(if file.present { 0 } else { 10255 });
     let healthz_port = cli.healthz_port.or(file.healthz_port).unwrap_or(10248);
-    let address = cli.address.or(file.address).unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
-    let healthz_bind = cli.healthz_bind_address.or(file.healthz_bind_address).unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+    let address = cli
+        .address
+        .or(file.address)
+        .unwrap_or(IpAddr::V4(Ipv4Addr::UNSPECIFIED));
+    let healthz_bind = cli
+        .healthz_bind_address
+        .or(file.healthz_bind_address)
+        .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
 
-    let file_check_frequency = cli.file_check_frequency.or(file.file_check_frequency).unwrap_or(Duration::from_secs(20));
+    let file_check_frequency = cli
+        .file_check_frequency
+        .or(file.file_check_frequency)
+        .unwrap_or(Duration::from_secs(20));
     if file_check_frequency.is_zero() {
         return Err(invalid("--file-check-frequency", "must be greater than 0".to_string()));
     }
-    let sync_frequency = cli.sync_frequency.or(file.sync_frequency).unwrap_or(Duration::from_secs(60));
+    let sync_frequency = cli
+        .sync_frequency
+        .or(file.sync_frequency)
+        .unwrap_or(Duration::from_secs(60));
     if sync_frequency.is_zero() {
         return Err(invalid("--sync-frequency", "must be greater than 0".to_string()));
     }
     let backoff = BackoffConfig {
-        initial: cli.crash_loop_backoff_initial.or(file.backoff_initial).unwrap_or(Duration::from_secs(10)),
-        max: cli.crash_loop_backoff_max.or(file.backoff_max).unwrap_or(Duration::from_secs(300)),
+        initial: cli
+            .crash_loop_backoff_initial
+            .or(file.backoff_initial)
+            .unwrap_or(Duration::from_secs(10)),
+        max: cli
+            .crash_loop_backoff_max
+            .or(file.backoff_max)
+            .unwrap_or(Duration::from_secs(300)),
     };
     if backoff.initial.is_zero() {
-        return Err(invalid("--crash-loop-backoff-initial", "must be greater than 0".to_string()));
+        return Err(invalid(
+            "--crash-loop-backoff-initial",
+            "must be greater than 0".to_string(),
+        ));
     }
     if backoff.max < backoff.initial || backoff.max > Duration::from_secs(300) {
         return Err(invalid(
             "--crash-loop-backoff-max",
-            format!("{} must be between the initial delay ({}) and 300s", humantime::format_duration(backoff.max), humantime::format_duration(backoff.initial)),
+            format!(
+                "{} must be between the initial delay ({}) and 300s",
+                humantime::format_duration(backoff.max),
+                humantime::format_duration(backoff.initial)
+            ),
         ));
     }
     let runtime_endpoint = cli
@@ -185,19 +249,39 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         .clone()
         .or(file.container_runtime_endpoint)
         .unwrap_or_else(|| "unix:///var/run/docker.sock".to_string());
-    if !["unix://", "tcp://", "http://"].iter().any(|p| runtime_endpoint.starts_with(p)) {
-        return Err(invalid("--container-runtime-endpoint", format!("{runtime_endpoint:?}: expected unix://, tcp:// or http://")));
+    if !["unix://", "tcp://", "http://"]
+        .iter()
+        .any(|p| runtime_endpoint.starts_with(p))
+    {
+        return Err(invalid(
+            "--container-runtime-endpoint",
+            format!("{runtime_endpoint:?}: expected unix://, tcp:// or http://"),
+        ));
     }
     Ok(AgentConfig {
         node_name,
-        root_dir: cli.root_dir.clone().unwrap_or_else(|| PathBuf::from("/var/lib/dockerlet")),
-        manifest_path: cli.pod_manifest_path.clone().or(file.static_pod_path).filter(|p| !p.as_os_str().is_empty()),
+        root_dir: cli
+            .root_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("/var/lib/dockerlet")),
+        manifest_path: cli
+            .pod_manifest_path
+            .clone()
+            .or(file.static_pod_path)
+            .filter(|p| !p.as_os_str().is_empty()),
         read_only: (read_only_port != 0).then(|| SocketAddr::new(address, read_only_port)),
         healthz: (healthz_port != 0).then(|| SocketAddr::new(healthz_bind, healthz_port)),
-        debug: cli.debug_address.or(file.debug_address).unwrap_or_else(|| "127.0.0.1:10265".parse().expect("valid default")),
+        debug: cli
+            .debug_address
+            .or(file.debug_address)
+            .unwrap_or_else(|| "127.0.0.1:10265".parse().expect("valid default")),
         file_check_frequency,
         sync_frequency,
-        sandbox_image: cli.pod_infra_container_image.clone().or(file.pod_infra_container_image).filter(|s| !s.is_empty()),
+        sandbox_image: cli
+            .pod_infra_container_image
+            .clone()
+            .or(file.pod_infra_container_image)
+            .filter(|s| !s.is_empty()),
         runtime_endpoint,
         backoff,
         node_ip: cli.node_ip,
@@ -249,7 +333,11 @@ mod tests {
         assert_eq!(c.healthz, None);
         assert_eq!(c.file_check_frequency, Duration::from_secs(90));
         assert_eq!(c.backoff.max, Duration::from_secs(60));
-        let c = build(&cli(&["--config", p, "--read-only-port", "1234", "--pod-manifest-path", "/x"]), host).unwrap();
+        let c = build(
+            &cli(&["--config", p, "--read-only-port", "1234", "--pod-manifest-path", "/x"]),
+            host,
+        )
+        .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
     }
@@ -260,14 +348,22 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
         std::fs::write(&path, "readOnlyPort: abc\n").unwrap();
-        let err = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap_err().to_string();
+        let err = build(&cli(&["--config", path.to_str().unwrap()]), host)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("config.yaml") && err.contains("readOnlyPort"), "{err}");
         std::fs::write(&path, "fileCheckFrequency: soon\n").unwrap();
-        let err = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap_err().to_string();
+        let err = build(&cli(&["--config", path.to_str().unwrap()]), host)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("fileCheckFrequency: invalid duration"), "{err}");
-        let err = build(&cli(&["--crash-loop-backoff-max", "10m"]), host).unwrap_err().to_string();
+        let err = build(&cli(&["--crash-loop-backoff-max", "10m"]), host)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--crash-loop-backoff-max"), "{err}");
-        let err = build(&cli(&["--hostname-override", "bad_name"]), host).unwrap_err().to_string();
+        let err = build(&cli(&["--hostname-override", "bad_name"]), host)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("--hostname-override"), "{err}");
         assert!(Cli::try_parse_from(["dockerlet", "--file-check-frequency", "xyz"]).is_err());
     }

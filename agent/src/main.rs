@@ -4,7 +4,7 @@
 //! - [`cli`]: kubelet-named flags.
 //! - [`config`]: the `--config` file merged under the flags and validated.
 //! - [`wiring`]: starts Docker, the actors and the HTTP servers, in that order.
-//! - [`telemetry`]: logging.
+//! - [`telemetry`]: logging setup.
 
 mod cli;
 mod config;

@@ -12,5 +12,8 @@ pub fn init(verbosity: u8) {
     // kube and hyper are chatty below warn.
     let default = format!("{level},hyper=warn,hyper_util=warn,actix_server=warn,actix_web=warn");
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default));
-    tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
 }

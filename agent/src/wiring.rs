@@ -63,7 +63,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         servers.push(dockerlet_http::serve("healthz", addr, handles.clone(), dockerlet_http::healthz::configure)?.0);
     }
     if let Some(addr) = config.read_only {
-        servers.push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
+        servers
+            .push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
     }
     servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
     let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();
@@ -97,7 +98,10 @@ async fn connect(endpoint: &str) -> anyhow::Result<DockerRuntime> {
                 tracing::warn!(endpoint, error = %e, "Docker engine not reachable yet; retrying");
                 tokio::time::sleep(Duration::from_secs(1)).await;
             }
-            Err(e) => return Err(e).with_context(|| format!("--container-runtime-endpoint {endpoint}: Docker engine not reachable")),
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("--container-runtime-endpoint {endpoint}: Docker engine not reachable"))
+            }
         }
     }
 }
@@ -123,8 +127,14 @@ fn protect_from_oom_killer() -> i64 {
     if std::fs::write(path, KUBELET_OOM_SCORE_ADJ.to_string()).is_ok() {
         return KUBELET_OOM_SCORE_ADJ;
     }
-    let current = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()).unwrap_or(0);
-    tracing::warn!(min_oom_score_adj = current, "this host does not allow negative OOM score adjustments; container values are clamped");
+    let current = std::fs::read_to_string(path)
+        .ok()
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(0);
+    tracing::warn!(
+        min_oom_score_adj = current,
+        "this host does not allow negative OOM score adjustments; container values are clamped"
+    );
     current
 }
 

@@ -22,7 +22,10 @@ async fn snapshot(handles: &Handles) -> Result<DebugSnapshot, ApiError> {
         .debug
         .send(GetDebugSnapshot)
         .await
-        .map_err(|e| ApiError::ActorUnavailable { actor: "supervisor", reason: e.to_string() })
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "supervisor",
+            reason: e.to_string(),
+        })
 }
 
 /// `GET /debug/actors`: the snapshot as JSON.
@@ -31,7 +34,10 @@ pub async fn actors(handles: web::Data<Handles>) -> Result<HttpResponse, ApiErro
 }
 
 fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 /// `GET /debug`: the same snapshot as a small HTML page (refreshes every 2 s).
@@ -57,7 +63,11 @@ pub async fn page(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError>
     }
     html.push_str("</table><h2>Manifest errors</h2><table><tr><th>file</th><th>reason</th></tr>");
     for e in &s.manifest_errors {
-        html.push_str(&format!("<tr><td>{}</td><td>{}</td></tr>", escape(&e.file), escape(&e.reason)));
+        html.push_str(&format!(
+            "<tr><td>{}</td><td>{}</td></tr>",
+            escape(&e.file),
+            escape(&e.reason)
+        ));
     }
     html.push_str("</table><h2>Events</h2><table><tr><th>time</th><th>reason</th><th>object</th><th>message</th></tr>");
     for e in s.events.iter().rev() {
@@ -85,19 +95,28 @@ pub struct FaultQuery {
 /// `POST /debug/fault?target=…`: make an actor panic (fault injection must be enabled).
 pub async fn fault(handles: web::Data<Handles>, query: web::Query<FaultQuery>) -> Result<HttpResponse, ApiError> {
     let Some(faults) = &handles.faults else {
-        return Err(ApiError::Forbidden("fault injection is disabled (start with --enable-fault-injection)".to_string()));
+        return Err(ApiError::Forbidden(
+            "fault injection is disabled (start with --enable-fault-injection)".to_string(),
+        ));
     };
     let target = match (query.target.as_str(), &query.uid) {
         ("pleg", _) => FaultTarget::Pleg,
         ("status", _) => FaultTarget::Status,
         ("source", _) => FaultTarget::Source,
         ("pod", Some(uid)) => FaultTarget::PodWorker(PodUid(uid.clone())),
-        (other, _) => return Err(ApiError::BadRequest(format!("unknown target {other:?} (pleg, status, source, pod&uid=)"))),
+        (other, _) => {
+            return Err(ApiError::BadRequest(format!(
+                "unknown target {other:?} (pleg, status, source, pod&uid=)"
+            )))
+        }
     };
     let result = faults
         .send(InjectFault { target })
         .await
-        .map_err(|e| ApiError::ActorUnavailable { actor: "supervisor", reason: e.to_string() })?;
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "supervisor",
+            reason: e.to_string(),
+        })?;
     result.map_err(ApiError::BadRequest)?;
     Ok(HttpResponse::Ok().body("ok"))
 }
@@ -111,7 +130,12 @@ mod tests {
     /// `/debug/actors` serves the snapshot; the page renders it; faults are refused when off.
     #[actix_web::test]
     async fn debug_endpoint_serves_json_and_a_page() {
-        let app = test::init_service(App::new().app_data(web::Data::new(fake_handles(true))).configure(configure)).await;
+        let app = test::init_service(
+            App::new()
+                .app_data(web::Data::new(fake_handles(true)))
+                .configure(configure),
+        )
+        .await;
         let resp = test::call_service(&app, test::TestRequest::get().uri("/debug/actors").to_request()).await;
         let body: serde_json::Value = test::read_body_json(resp).await;
         assert_eq!(body["node_name"], "n1");
@@ -119,7 +143,11 @@ mod tests {
         let resp = test::call_service(&app, test::TestRequest::get().uri("/debug").to_request()).await;
         let html = String::from_utf8(test::read_body(resp).await.to_vec()).unwrap();
         assert!(html.contains("PlegActor") && html.contains("bad.yaml"));
-        let resp = test::call_service(&app, test::TestRequest::post().uri("/debug/fault?target=pleg").to_request()).await;
+        let resp = test::call_service(
+            &app,
+            test::TestRequest::post().uri("/debug/fault?target=pleg").to_request(),
+        )
+        .await;
         assert_eq!(resp.status().as_u16(), 403);
     }
 }

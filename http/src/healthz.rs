@@ -31,7 +31,12 @@ mod tests {
     #[actix_web::test]
     async fn healthz_reports_the_reason_when_unhealthy() {
         for (healthy, status) in [(true, 200), (false, 500)] {
-            let app = test::init_service(App::new().app_data(web::Data::new(fake_handles(healthy))).configure(configure)).await;
+            let app = test::init_service(
+                App::new()
+                    .app_data(web::Data::new(fake_handles(healthy)))
+                    .configure(configure),
+            )
+            .await;
             let resp = test::call_service(&app, test::TestRequest::get().uri("/healthz").to_request()).await;
             assert_eq!(resp.status().as_u16(), status);
             let body = test::read_body(resp).await;

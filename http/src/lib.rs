@@ -79,7 +79,13 @@ mod tests {
     impl Handler<GetPods> for Stub {
         type Result = MessageResult<GetPods>;
         fn handle(&mut self, _: GetPods, _: &mut Context<Self>) -> Self::Result {
-            MessageResult(vec![Pod { metadata: ObjectMeta { name: Some("web-n1".into()), ..Default::default() }, ..Default::default() }])
+            MessageResult(vec![Pod {
+                metadata: ObjectMeta {
+                    name: Some("web-n1".into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }])
         }
     }
 
@@ -106,7 +112,10 @@ mod tests {
                     last_error: None,
                     detail: serde_json::json!({}),
                 }],
-                manifest_errors: vec![ManifestError { file: "bad.yaml".into(), reason: "invalid YAML".into() }],
+                manifest_errors: vec![ManifestError {
+                    file: "bad.yaml".into(),
+                    reason: "invalid YAML".into(),
+                }],
                 events: vec![],
             })
         }
@@ -115,6 +124,11 @@ mod tests {
     /// Handles backed by a stub actor.
     pub fn fake_handles(healthy: bool) -> Handles {
         let addr = Stub { healthy }.start();
-        Handles { pods: addr.clone().recipient(), health: addr.clone().recipient(), debug: addr.recipient(), faults: None }
+        Handles {
+            pods: addr.clone().recipient(),
+            health: addr.clone().recipient(),
+            debug: addr.recipient(),
+            faults: None,
+        }
     }
 }

@@ -2,15 +2,17 @@
 
 use actix_web::{web, HttpResponse};
 use dockerlet_messages::status::GetPods;
-use k8s_openapi::List;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use k8s_openapi::List;
 
 use crate::error::ApiError;
 use crate::Handles;
 
 /// Routes of the read-only server.
 pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.route("/pods", web::get().to(pods)).route("/pods/", web::get().to(pods)).route("/healthz", web::get().to(crate::healthz::healthz));
+    cfg.route("/pods", web::get().to(pods))
+        .route("/pods/", web::get().to(pods))
+        .route("/healthz", web::get().to(crate::healthz::healthz));
 }
 
 /// Every pod this node runs, with status, as a v1 PodList.
@@ -19,8 +21,14 @@ pub async fn pods(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError>
         .pods
         .send(GetPods)
         .await
-        .map_err(|e| ApiError::ActorUnavailable { actor: "status", reason: e.to_string() })?;
-    Ok(HttpResponse::Ok().json(List { items, metadata: ListMeta::default() }))
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "status",
+            reason: e.to_string(),
+        })?;
+    Ok(HttpResponse::Ok().json(List {
+        items,
+        metadata: ListMeta::default(),
+    }))
 }
 
 #[cfg(test)]
@@ -32,7 +40,12 @@ mod tests {
     /// `/pods` serves a PodList (kind and apiVersion set) with the pods the status actor holds.
     #[actix_web::test]
     async fn pods_returns_a_pod_list() {
-        let app = test::init_service(App::new().app_data(web::Data::new(fake_handles(true))).configure(configure)).await;
+        let app = test::init_service(
+            App::new()
+                .app_data(web::Data::new(fake_handles(true)))
+                .configure(configure),
+        )
+        .await;
         let resp = test::call_service(&app, test::TestRequest::get().uri("/pods").to_request()).await;
         assert!(resp.status().is_success());
         let body: serde_json::Value = test::read_body_json(resp).await;

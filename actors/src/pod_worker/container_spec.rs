@@ -83,7 +83,11 @@ pub fn host_network(pod: &Pod) -> bool {
 
 fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) -> BTreeMap<String, String> {
     let (name, namespace, uid) = pod_identity(pod);
-    let grace = pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).unwrap_or(30);
+    let grace = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
     BTreeMap::from([
         (labels::POD_NAME.to_string(), name.to_string()),
         (labels::POD_NAMESPACE.to_string(), namespace.to_string()),
@@ -125,9 +129,26 @@ pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32) -> Cr
         name: labels::container_name(labels::SANDBOX_CONTAINER_NAME, name, namespace, uid, attempt),
         image: image.to_string(),
         labels: l,
-        network: Some(if host_net { NetworkMode::Host } else { NetworkMode::Bridge }),
-        ipc_mode: Some(if spec.host_ipc == Some(true) { "host" } else { "shareable" }.to_string()),
-        hostname: (!host_net).then(|| name.chars().take(63).collect::<String>().trim_end_matches(['-', '.']).to_string()),
+        network: Some(if host_net {
+            NetworkMode::Host
+        } else {
+            NetworkMode::Bridge
+        }),
+        ipc_mode: Some(
+            if spec.host_ipc == Some(true) {
+                "host"
+            } else {
+                "shareable"
+            }
+            .to_string(),
+        ),
+        hostname: (!host_net).then(|| {
+            name.chars()
+                .take(63)
+                .collect::<String>()
+                .trim_end_matches(['-', '.'])
+                .to_string()
+        }),
         ports,
         cpu_shares: Some(MIN_SHARES),
         oom_score_adj: Some(SANDBOX_OOM_SCORE_ADJ),
@@ -146,7 +167,10 @@ pub fn container_spec(
     let (name, namespace, uid) = pod_identity(ctx.pod);
     let mut l = identity_labels(ctx.pod, ctx.node_name, &container.name, attempt);
     l.insert(labels::DOCKER_TYPE.to_string(), "container".to_string());
-    l.insert(labels::ROLE.to_string(), if role == ContainerRole::Init { "init" } else { "app" }.to_string());
+    l.insert(
+        labels::ROLE.to_string(),
+        if role == ContainerRole::Init { "init" } else { "app" }.to_string(),
+    );
     l.insert(labels::CONTAINER_HASH.to_string(), container_hash(container));
     l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
     l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());
@@ -154,7 +178,9 @@ pub fn container_spec(
     let env = resolve_env(ctx, container.env.as_deref().unwrap_or_default())?;
     let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all = |items: &Option<Vec<String>>| {
-        items.as_ref().map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
+        items
+            .as_ref()
+            .map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
     };
     let resources = Resources::of(container.resources.as_ref())?;
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());
@@ -224,9 +250,13 @@ fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
         "metadata.namespace" => Some(namespace.to_string()),
         "metadata.uid" => Some(uid.to_string()),
         "spec.nodeName" => Some(ctx.node_name.to_string()),
-        "spec.serviceAccountName" => {
-            Some(ctx.pod.spec.as_ref().and_then(|s| s.service_account_name.clone()).unwrap_or_default())
-        }
+        "spec.serviceAccountName" => Some(
+            ctx.pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.service_account_name.clone())
+                .unwrap_or_default(),
+        ),
         "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
         "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
         _ => keyed("metadata.labels['", &meta.labels).or_else(|| keyed("metadata.annotations['", &meta.annotations)),
@@ -282,7 +312,10 @@ struct Resources {
 
 impl Resources {
     fn of(r: Option<&ResourceRequirements>) -> Result<Self, ConfigError> {
-        let get = |which: &str, map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>, key: &str, milli: bool| {
+        let get = |which: &str,
+                   map: Option<&BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+                   key: &str,
+                   milli: bool| {
             map.and_then(|m| m.get(key))
                 .map(|q| {
                     parse_quantity(&q.0, milli).ok_or_else(|| ConfigError::BadQuantity {
@@ -299,7 +332,12 @@ impl Resources {
         // Requests default to limits when only limits are given (API defaulting).
         let memory_request = get("requests", requests, "memory", false)?.or(memory_limit);
         let cpu_request_milli = get("requests", requests, "cpu", true)?.or(cpu_limit_milli);
-        Ok(Resources { memory_limit, memory_request, cpu_limit_milli, cpu_request_milli })
+        Ok(Resources {
+            memory_limit,
+            memory_request,
+            cpu_limit_milli,
+            cpu_request_milli,
+        })
     }
 
     fn cpu_shares(&self) -> i64 {
@@ -310,7 +348,8 @@ impl Resources {
     }
 
     fn cpu_quota(&self) -> Option<i64> {
-        self.cpu_limit_milli.map(|m| (m * CPU_PERIOD_US / 1000).max(MIN_CPU_QUOTA_US))
+        self.cpu_limit_milli
+            .map(|m| (m * CPU_PERIOD_US / 1000).max(MIN_CPU_QUOTA_US))
     }
 }
 
@@ -343,7 +382,11 @@ fn oom_score_adj(pod: &Pod, resources: &Resources, node_memory: i64) -> i64 {
         "BestEffort" => BESTEFFORT_OOM_SCORE_ADJ,
         _ => {
             let request = resources.memory_request.unwrap_or(0);
-            let adj = if node_memory > 0 { 1000 - (1000 * request) / node_memory } else { 999 };
+            let adj = if node_memory > 0 {
+                1000 - (1000 * request) / node_memory
+            } else {
+                999
+            };
             adj.clamp(3, 999)
         }
     }
@@ -353,7 +396,9 @@ fn oom_score_adj(pod: &Pod, resources: &Resources, node_memory: i64) -> i64 {
 /// thousandths (for CPU), otherwise whole units rounded up (for bytes).
 pub fn parse_quantity(text: &str, milli: bool) -> Option<i64> {
     let text = text.trim();
-    let split = text.find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-')).unwrap_or(text.len());
+    let split = text
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(text.len());
     let (number, suffix) = text.split_at(split);
     let value: f64 = number.parse().ok()?;
     let multiplier: f64 = match suffix {
@@ -394,7 +439,10 @@ mod tests {
                 labels: Some(BTreeMap::from([("app".into(), "web".into())])),
                 ..Default::default()
             },
-            spec: Some(PodSpec { containers, ..Default::default() }),
+            spec: Some(PodSpec {
+                containers,
+                ..Default::default()
+            }),
             status: None,
         }
     }
@@ -430,7 +478,10 @@ mod tests {
             env: Some(vec![EnvVar {
                 name: "POD".into(),
                 value_from: Some(EnvVarSource {
-                    field_ref: Some(ObjectFieldSelector { field_path: "metadata.name".into(), ..Default::default() }),
+                    field_ref: Some(ObjectFieldSelector {
+                        field_path: "metadata.name".into(),
+                        ..Default::default()
+                    }),
                     ..Default::default()
                 }),
                 ..Default::default()
@@ -446,7 +497,14 @@ mod tests {
         };
         let p = pod(vec![c.clone()]);
         let sandbox = ContainerId("sb".into());
-        let ctx = PodContext { pod: &p, node_name: "n1", host_ip: "10.0.0.1", pod_ip: "172.17.0.2", sandbox_id: &sandbox, node_memory_bytes: 1 << 30 };
+        let ctx = PodContext {
+            pod: &p,
+            node_name: "n1",
+            host_ip: "10.0.0.1",
+            pod_ip: "172.17.0.2",
+            sandbox_id: &sandbox,
+            node_memory_bytes: 1 << 30,
+        };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
         assert_eq!(spec.entrypoint, Some(vec!["sh".to_string()]));
@@ -468,12 +526,24 @@ mod tests {
     fn sandbox_publishes_host_ports() {
         let c = Container {
             name: "app".into(),
-            ports: Some(vec![k8s_openapi::api::core::v1::ContainerPort { container_port: 80, host_port: Some(8080), ..Default::default() }]),
+            ports: Some(vec![k8s_openapi::api::core::v1::ContainerPort {
+                container_port: 80,
+                host_port: Some(8080),
+                ..Default::default()
+            }]),
             ..Default::default()
         };
         let spec = sandbox_spec(&pod(vec![c]), "n1", "pause", 0);
         assert_eq!(spec.name, "k8s_POD_web-n1_default_uid1_0");
-        assert_eq!(spec.ports, vec![PortBinding { container_port: 80, protocol: "tcp".into(), host_port: 8080, host_ip: String::new() }]);
+        assert_eq!(
+            spec.ports,
+            vec![PortBinding {
+                container_port: 80,
+                protocol: "tcp".into(),
+                host_port: 8080,
+                host_ip: String::new()
+            }]
+        );
         assert_eq!(spec.labels["app"], "web");
         assert_eq!(spec.labels[labels::DOCKER_TYPE], "podsandbox");
         assert_eq!(spec.network, Some(NetworkMode::Bridge));
@@ -484,12 +554,23 @@ mod tests {
     fn unsupported_env_sources_are_config_errors() {
         let c = Container {
             name: "app".into(),
-            env: Some(vec![EnvVar { name: "S".into(), value_from: Some(EnvVarSource::default()), ..Default::default() }]),
+            env: Some(vec![EnvVar {
+                name: "S".into(),
+                value_from: Some(EnvVarSource::default()),
+                ..Default::default()
+            }]),
             ..Default::default()
         };
         let p = pod(vec![c.clone()]);
         let sandbox = ContainerId("sb".into());
-        let ctx = PodContext { pod: &p, node_name: "n1", host_ip: "", pod_ip: "", sandbox_id: &sandbox, node_memory_bytes: 0 };
+        let ctx = PodContext {
+            pod: &p,
+            node_name: "n1",
+            host_ip: "",
+            pod_ip: "",
+            sandbox_id: &sandbox,
+            node_memory_bytes: 0,
+        };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");
     }

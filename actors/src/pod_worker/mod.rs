@@ -137,7 +137,12 @@ pub struct PodWorker {
 
 impl PodWorker {
     /// A worker for `pod`. Call `terminate_on_start` for a pod that is only to be removed.
-    pub fn new(pod: Arc<Pod>, runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerConfig>, links: WorkerLinks) -> Self {
+    pub fn new(
+        pod: Arc<Pod>,
+        runtime: Arc<dyn ContainerRuntime>,
+        config: Arc<PodWorkerConfig>,
+        links: WorkerLinks,
+    ) -> Self {
         PodWorker {
             uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
             pod,
@@ -170,19 +175,31 @@ impl PodWorker {
 
     fn pod_ref(&self) -> String {
         let m = &self.pod.metadata;
-        format!("{}/{}", m.namespace.as_deref().unwrap_or("default"), m.name.as_deref().unwrap_or_default())
+        format!(
+            "{}/{}",
+            m.namespace.as_deref().unwrap_or("default"),
+            m.name.as_deref().unwrap_or_default()
+        )
     }
 
     fn record(&self, reason: &str, message: String) {
         self.links.events.do_send(RecordEvent {
-            event: DebugEvent { time: Timestamp::now().to_string(), reason: reason.to_string(), object: self.pod_ref(), message },
+            event: DebugEvent {
+                time: Timestamp::now().to_string(),
+                reason: reason.to_string(),
+                object: self.pod_ref(),
+                message,
+            },
         });
     }
 
     /// Run a sync now, or after the one in flight; while a failing sync backs off, only the
     /// back-off timer (or a new spec) starts the next one.
     fn request_sync(&mut self, ctx: &mut Context<Self>) {
-        if self.error_backoff_until.is_some_and(|until| std::time::Instant::now() < until) {
+        if self
+            .error_backoff_until
+            .is_some_and(|until| std::time::Instant::now() < until)
+        {
             return;
         }
         self.sync_now(ctx);
@@ -201,7 +218,11 @@ impl PodWorker {
         }
         self.phase = WorkerPhase::Syncing;
         let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone());
-        let handle = ctx.spawn(future.into_actor(self).map(|outcome, act, ctx| act.sync_finished(outcome, ctx)));
+        let handle = ctx.spawn(
+            future
+                .into_actor(self)
+                .map(|outcome, act, ctx| act.sync_finished(outcome, ctx)),
+        );
         self.in_flight = Some(handle);
     }
 
@@ -242,7 +263,9 @@ impl PodWorker {
         let now = Timestamp::now();
         let delay = match (self.backoff_until, error_delay) {
             (_, Some(delay)) => delay,
-            (Some(until), None) => Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20),
+            (Some(until), None) => {
+                Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20)
+            }
             (None, None) => self.config.sync_frequency,
         };
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
@@ -256,7 +279,16 @@ impl PodWorker {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
             if self.known_exited.insert(c.id.clone()) && self.observed_once {
                 tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), container = %c.name, exit_code = c.exit_code, "container died");
-                self.record("ContainerDied", format!("container {} ({}) exited with code {}{}", c.name, short(&c.id), c.exit_code, if c.oom_killed { " (OOMKilled)" } else { "" }));
+                self.record(
+                    "ContainerDied",
+                    format!(
+                        "container {} ({}) exited with code {}{}",
+                        c.name,
+                        short(&c.id),
+                        c.exit_code,
+                        if c.oom_killed { " (OOMKilled)" } else { "" }
+                    ),
+                );
             }
         }
         self.known_exited.retain(|id| observed.iter().any(|c| &c.id == id));
@@ -294,11 +326,19 @@ impl PodWorker {
         self.phase = WorkerPhase::Terminating;
         self.next_action = "stop and remove every container".to_string();
         let grace = grace.or_else(|| {
-            self.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds).map(|s| Duration::from_secs(s.max(0) as u64))
+            self.pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.termination_grace_period_seconds)
+                .map(|s| Duration::from_secs(s.max(0) as u64))
         });
         tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), grace = ?grace, "terminating pod");
         let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.uid.clone(), grace);
-        let handle = ctx.spawn(future.into_actor(self).map(|outcome, act, ctx| act.termination_finished(outcome, ctx)));
+        let handle = ctx.spawn(
+            future
+                .into_actor(self)
+                .map(|outcome, act, ctx| act.termination_finished(outcome, ctx)),
+        );
         self.in_flight = Some(handle);
     }
 
@@ -312,7 +352,9 @@ impl PodWorker {
                 tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod termination failed; retrying");
                 self.last_error = Some(error);
                 let grace = self.terminating.flatten();
-                ctx.run_later(Duration::from_secs(1), move |act, ctx| act.start_termination(grace, ctx));
+                ctx.run_later(Duration::from_secs(1), move |act, ctx| {
+                    act.start_termination(grace, ctx)
+                });
             }
             None => {
                 tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), "pod terminated");
@@ -413,5 +455,109 @@ impl Handler<Panic> for PodWorker {
 
     fn handle(&mut self, _: Panic, _: &mut Self::Context) {
         panic!("fault injection: PodWorker {} asked to panic", self.uid);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtime::fake::FakeRuntime;
+    use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// Collects what a worker reports.
+    #[derive(Default)]
+    struct Sink {
+        terminated: Vec<PodUid>,
+        statuses: Vec<Pod>,
+    }
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<SetPodStatus> for Sink {
+        type Result = ();
+        fn handle(&mut self, msg: SetPodStatus, _: &mut Context<Self>) {
+            self.statuses.push(msg.pod);
+        }
+    }
+
+    impl Handler<RemovePodStatus> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: RemovePodStatus, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<RecordEvent> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: RecordEvent, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<PodTerminated> for Sink {
+        type Result = ();
+        fn handle(&mut self, msg: PodTerminated, _: &mut Context<Self>) {
+            self.terminated.push(msg.uid);
+        }
+    }
+
+    struct Terminated;
+    impl Message for Terminated {
+        type Result = usize;
+    }
+    impl Handler<Terminated> for Sink {
+        type Result = usize;
+        fn handle(&mut self, _: Terminated, _: &mut Context<Self>) -> usize {
+            self.terminated.len()
+        }
+    }
+
+    fn pod() -> Arc<Pod> {
+        Arc::new(Pod {
+            metadata: ObjectMeta { name: Some("web".into()), uid: Some("u1".into()), ..Default::default() },
+            spec: Some(PodSpec {
+                containers: vec![Container { name: "app".into(), image: Some("img:1".into()), ..Default::default() }],
+                ..Default::default()
+            }),
+            status: None,
+        })
+    }
+
+    fn config() -> Arc<PodWorkerConfig> {
+        Arc::new(PodWorkerConfig {
+            node_name: "n1".into(),
+            host_ip: "10.0.0.1".into(),
+            sandbox_image: "pause".into(),
+            backoff: BackoffConfig::default(),
+            sync_frequency: Duration::from_secs(60),
+            node_memory_bytes: 0,
+            min_oom_score_adj: -1000,
+        })
+    }
+
+    /// A removal cuts into a slow start: the start in flight is dropped, the app container is
+    /// never created, and the worker reports the pod terminated.
+    #[actix::test]
+    async fn termination_cuts_into_a_slow_start() {
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        runtime.state.lock().unwrap().create_delay = Duration::from_secs(2);
+        let sink = Sink::default().start();
+        let links = WorkerLinks {
+            status: sink.clone().recipient(),
+            removed: sink.clone().recipient(),
+            events: sink.clone().recipient(),
+            terminated: sink.clone().recipient(),
+        };
+        let worker = PodWorker::new(pod(), Arc::new(runtime.clone()), config(), links).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        worker.do_send(TerminatePod { grace_period: None });
+        for _ in 0..100 {
+            if sink.send(Terminated).await.unwrap() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(sink.send(Terminated).await.unwrap(), 1, "worker did not report termination");
+        assert!(!runtime.calls().iter().any(|c| c.starts_with("create k8s_app")), "{:?}", runtime.calls());
+        assert!(runtime.state.lock().unwrap().containers.is_empty());
     }
 }

@@ -103,7 +103,11 @@ pub struct PodActions {
 impl PodActions {
     /// Nothing to do but wait.
     pub fn is_idle(&self) -> bool {
-        !self.kill_pod && self.kill.is_empty() && self.remove.is_empty() && self.create_sandbox.is_none() && self.start.is_empty()
+        !self.kill_pod
+            && self.kill.is_empty()
+            && self.remove.is_empty()
+            && self.create_sandbox.is_none()
+            && self.start.is_empty()
     }
 
     /// One line for the debug endpoint.
@@ -116,8 +120,16 @@ impl PodActions {
         if let Some(a) = self.create_sandbox {
             parts.push(format!("create sandbox (attempt {a})"));
         }
-        parts.extend(self.start.iter().map(|s| format!("start {} (attempt {})", s.name, s.attempt)));
-        parts.extend(self.backing_off.iter().map(|b| format!("wait back-off {}s for {}", b.delay.as_secs(), b.name)));
+        parts.extend(
+            self.start
+                .iter()
+                .map(|s| format!("start {} (attempt {})", s.name, s.attempt)),
+        );
+        parts.extend(
+            self.backing_off
+                .iter()
+                .map(|b| format!("wait back-off {}s for {}", b.delay.as_secs(), b.name)),
+        );
         if !self.remove.is_empty() {
             parts.push(format!("remove {} dead container(s)", self.remove.len()));
         }
@@ -149,7 +161,12 @@ impl<'a> PodView<'a> {
             }
         }
         let newest_first = |a: &&ObservedContainer, b: &&ObservedContainer| {
-            b.attempt.cmp(&a.attempt).then_with(|| b.created_at.as_ref().map(|t| t.0).cmp(&a.created_at.as_ref().map(|t| t.0)))
+            b.attempt.cmp(&a.attempt).then_with(|| {
+                b.created_at
+                    .as_ref()
+                    .map(|t| t.0)
+                    .cmp(&a.created_at.as_ref().map(|t| t.0))
+            })
         };
         view.sandboxes.sort_by(newest_first);
         for instances in view.containers.values_mut() {
@@ -180,11 +197,21 @@ pub fn has_exited(c: &ObservedContainer) -> bool {
 }
 
 /// Decide what to do for `pod` given `observed` at `now`.
-pub fn compute_pod_actions(pod: &Pod, observed: &[ObservedContainer], now: Timestamp, backoff: &BackoffConfig) -> PodActions {
+pub fn compute_pod_actions(
+    pod: &Pod,
+    observed: &[ObservedContainer],
+    now: Timestamp,
+    backoff: &BackoffConfig,
+) -> PodActions {
     let view = PodView::new(observed);
     let spec = pod.spec.clone().unwrap_or_default();
     let policy = RestartPolicy::of(pod);
-    let mut planner = Planner { view: &view, now, backoff, actions: PodActions::default() };
+    let mut planner = Planner {
+        view: &view,
+        now,
+        backoff,
+        actions: PodActions::default(),
+    };
     planner.remove_stale();
 
     let want_host_network = host_network(pod);
@@ -197,7 +224,9 @@ pub fn compute_pod_actions(pod: &Pod, observed: &[ObservedContainer], now: Times
     };
 
     for init in spec.init_containers.iter().flatten() {
-        let latest = view.latest(&init.name).filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
+        let latest = view
+            .latest(&init.name)
+            .filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
         match latest {
             Some(c) if c.state == RuntimeState::Running => return planner.actions,
             Some(c) if has_exited(c) && c.exit_code == 0 => continue,
@@ -220,10 +249,16 @@ pub fn compute_pod_actions(pod: &Pod, observed: &[ObservedContainer], now: Times
         match latest {
             Some(c) if c.state == RuntimeState::Running => {
                 if c.sandbox_id.as_ref() != Some(&sandbox.id) {
-                    planner.kill(c, format!("Container {} is in an old sandbox, will be restarted", container.name));
+                    planner.kill(
+                        c,
+                        format!("Container {} is in an old sandbox, will be restarted", container.name),
+                    );
                     planner.schedule_start(container, ContainerRole::App, latest);
                 } else if c.spec_hash != container_hash(container) {
-                    planner.kill(c, format!("Container {} definition changed, will be restarted", container.name));
+                    planner.kill(
+                        c,
+                        format!("Container {} definition changed, will be restarted", container.name),
+                    );
                     planner.schedule_start(container, ContainerRole::App, latest);
                 } else {
                     keep += 1;
@@ -254,22 +289,38 @@ struct Planner<'v, 'a> {
 impl Planner<'_, '_> {
     fn remove_stale(&mut self) {
         for instances in self.view.containers.values() {
-            let stale = instances.iter().skip(KEEP_INSTANCES).filter(|c| c.state != RuntimeState::Running);
+            let stale = instances
+                .iter()
+                .skip(KEEP_INSTANCES)
+                .filter(|c| c.state != RuntimeState::Running);
             self.actions.remove.extend(stale.map(|c| c.id.clone()));
         }
-        let stale_sandboxes = self.view.sandboxes.iter().skip(1).filter(|c| c.state != RuntimeState::Running);
+        let stale_sandboxes = self
+            .view
+            .sandboxes
+            .iter()
+            .skip(1)
+            .filter(|c| c.state != RuntimeState::Running);
         self.actions.remove.extend(stale_sandboxes.map(|c| c.id.clone()));
     }
 
     fn kill(&mut self, c: &ObservedContainer, reason: String) {
-        self.actions.kill.push(KillAction { id: c.id.clone(), name: c.name.clone(), reason });
+        self.actions.kill.push(KillAction {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            reason,
+        });
     }
 
     /// Rule 1: no usable sandbox. Kill what runs, then start over in a new sandbox unless the
     /// policy says the pod is done.
     fn recreate_sandbox(&mut self, init: &[Container], containers: &[Container], policy: RestartPolicy) {
         let view = self.view;
-        let anything_running = view.sandboxes.iter().chain(view.containers.values().flatten()).any(|c| c.state == RuntimeState::Running);
+        let anything_running = view
+            .sandboxes
+            .iter()
+            .chain(view.containers.values().flatten())
+            .any(|c| c.state == RuntimeState::Running);
         self.actions.kill_pod = anything_running;
         let attempt = view.sandbox().map_or(0, |s| s.attempt + 1);
         let any_ran = view.containers.values().flatten().any(|c| c.started_at.is_some());
@@ -309,12 +360,21 @@ impl Planner<'_, '_> {
             Some(l) => match restart_decision(self.backoff, l, &container_hash(container), self.now) {
                 RestartDecision::StartNow { step } => step,
                 RestartDecision::Wait { until, delay } => {
-                    self.actions.backing_off.push(BackingOff { name: container.name.clone(), until, delay });
+                    self.actions.backing_off.push(BackingOff {
+                        name: container.name.clone(),
+                        until,
+                        delay,
+                    });
                     return;
                 }
             },
         };
-        self.actions.start.push(StartAction { name: container.name.clone(), role, attempt, backoff_step: step });
+        self.actions.start.push(StartAction {
+            name: container.name.clone(),
+            role,
+            attempt,
+            backoff_step: step,
+        });
     }
 }
 
@@ -326,12 +386,20 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
     fn container(name: &str) -> Container {
-        Container { name: name.into(), image: Some("img:1".into()), ..Default::default() }
+        Container {
+            name: name.into(),
+            image: Some("img:1".into()),
+            ..Default::default()
+        }
     }
 
     fn pod(policy: &str, init: &[&str], apps: &[&str]) -> Pod {
         Pod {
-            metadata: ObjectMeta { name: Some("p".into()), uid: Some("u".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                uid: Some("u".into()),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
                 restart_policy: Some(policy.into()),
                 init_containers: (!init.is_empty()).then(|| init.iter().map(|n| container(n)).collect()),
@@ -371,7 +439,13 @@ mod tests {
         }
     }
 
-    fn instance(name: &str, role: ContainerRole, attempt: u32, state: RuntimeState, exit_code: i64) -> ObservedContainer {
+    fn instance(
+        name: &str,
+        role: ContainerRole,
+        attempt: u32,
+        state: RuntimeState,
+        exit_code: i64,
+    ) -> ObservedContainer {
         ObservedContainer {
             id: ContainerId(format!("{name}{attempt}")),
             name: name.into(),
@@ -404,7 +478,12 @@ mod tests {
     /// With init containers only the first init container starts with the new sandbox.
     #[test]
     fn new_pod_with_init_containers_starts_only_the_first_init() {
-        let a = compute_pod_actions(&pod("Always", &["i1", "i2"], &["a"]), &[], at(0), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &["i1", "i2"], &["a"]),
+            &[],
+            at(0),
+            &BackoffConfig::default(),
+        );
         assert_eq!(names(&a), vec!["i1"]);
         assert_eq!(a.start[0].role, ContainerRole::Init);
     }
@@ -430,9 +509,19 @@ mod tests {
     fn failed_init_container_follows_restart_policy() {
         let sb = sandbox(0, RuntimeState::Running);
         let failed = instance("i1", ContainerRole::Init, 0, RuntimeState::Exited, 1);
-        let a = compute_pod_actions(&pod("Never", &["i1"], &["a"]), &[sb.clone(), failed.clone()], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Never", &["i1"], &["a"]),
+            &[sb.clone(), failed.clone()],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert!(a.kill_pod && a.start.is_empty());
-        let a = compute_pod_actions(&pod("Always", &["i1"], &["a"]), &[sb, failed], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &["i1"], &["a"]),
+            &[sb, failed],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert_eq!(names(&a), vec!["i1"]);
         assert_eq!(a.start[0].attempt, 1);
     }
@@ -450,7 +539,12 @@ mod tests {
             ("Never", 1, false),
         ] {
             let dead = instance("a", ContainerRole::App, 0, RuntimeState::Exited, code);
-            let a = compute_pod_actions(&pod(policy, &[], &["a"]), &[sb.clone(), dead], at(30), &BackoffConfig::default());
+            let a = compute_pod_actions(
+                &pod(policy, &[], &["a"]),
+                &[sb.clone(), dead],
+                at(30),
+                &BackoffConfig::default(),
+            );
             assert_eq!(!a.start.is_empty(), restarts, "{policy} exit {code}");
             // A finished pod's sandbox is stopped (rule 5).
             assert_eq!(a.kill_pod, !restarts, "{policy} exit {code}");
@@ -462,12 +556,30 @@ mod tests {
     fn crash_looping_container_backs_off() {
         let sb = sandbox(0, RuntimeState::Running);
         let dead = instance("a", ContainerRole::App, 3, RuntimeState::Exited, 1);
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &[sb.clone(), dead.clone()], at(25), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &[sb.clone(), dead.clone()],
+            at(25),
+            &BackoffConfig::default(),
+        );
         assert!(a.start.is_empty());
         assert_eq!(a.backing_off[0].delay, Duration::from_secs(40));
         assert!(!a.kill_pod, "a backing-off pod keeps its sandbox");
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &[sb, dead], at(60), &BackoffConfig::default());
-        assert_eq!(a.start, vec![StartAction { name: "a".into(), role: ContainerRole::App, attempt: 4, backoff_step: 4 }]);
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &[sb, dead],
+            at(60),
+            &BackoffConfig::default(),
+        );
+        assert_eq!(
+            a.start,
+            vec![StartAction {
+                name: "a".into(),
+                role: ContainerRole::App,
+                attempt: 4,
+                backoff_step: 4
+            }]
+        );
     }
 
     /// A running container whose spec changed is killed and restarted at once.
@@ -476,7 +588,12 @@ mod tests {
         let sb = sandbox(0, RuntimeState::Running);
         let mut running = instance("a", ContainerRole::App, 0, RuntimeState::Running, 0);
         running.spec_hash = "old".into();
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &[sb, running], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &[sb, running],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert_eq!(a.kill.len(), 1);
         assert!(a.kill[0].reason.contains("definition changed"));
         assert_eq!(a.start[0].attempt, 1);
@@ -487,7 +604,12 @@ mod tests {
     fn matching_pod_is_left_alone() {
         let sb = sandbox(0, RuntimeState::Running);
         let running = instance("a", ContainerRole::App, 0, RuntimeState::Running, 0);
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &[sb, running], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &[sb, running],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert!(a.is_idle(), "{a:?}");
         assert_eq!(a.summary(), "none");
     }
@@ -498,11 +620,21 @@ mod tests {
     fn dead_sandbox_recreates_the_pod() {
         let sb = sandbox(0, RuntimeState::Exited);
         let running = instance("a", ContainerRole::App, 0, RuntimeState::Running, 0);
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &[sb.clone(), running.clone()], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &[sb.clone(), running.clone()],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert!(a.kill_pod);
         assert_eq!(a.create_sandbox, Some(1));
         assert_eq!(a.start[0].attempt, 1);
-        let a = compute_pod_actions(&pod("Never", &[], &["a"]), &[sb, running], at(30), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Never", &[], &["a"]),
+            &[sb, running],
+            at(30),
+            &BackoffConfig::default(),
+        );
         assert!(a.kill_pod);
         assert_eq!(a.create_sandbox, None);
     }
@@ -511,10 +643,17 @@ mod tests {
     #[test]
     fn old_dead_instances_are_removed() {
         let sb = sandbox(0, RuntimeState::Running);
-        let old: Vec<_> = (0..4).map(|i| instance("a", ContainerRole::App, i, RuntimeState::Exited, 1)).collect();
+        let old: Vec<_> = (0..4)
+            .map(|i| instance("a", ContainerRole::App, i, RuntimeState::Exited, 1))
+            .collect();
         let mut observed = vec![sb];
         observed.extend(old);
-        let a = compute_pod_actions(&pod("Always", &[], &["a"]), &observed, at(1000), &BackoffConfig::default());
+        let a = compute_pod_actions(
+            &pod("Always", &[], &["a"]),
+            &observed,
+            at(1000),
+            &BackoffConfig::default(),
+        );
         let mut removed: Vec<_> = a.remove.iter().map(|c| c.0.as_str()).collect();
         removed.sort();
         assert_eq!(removed, vec!["a0", "a1"]);

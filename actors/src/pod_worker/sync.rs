@@ -66,17 +66,29 @@ pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerC
             b.name.clone(),
             WaitingReason {
                 reason: "CrashLoopBackOff".to_string(),
-                message: format!("back-off {} restarting failed container={} pod={name}_{namespace}({uid_str})", humanize(b.delay), b.name),
+                message: format!(
+                    "back-off {} restarting failed container={} pod={name}_{namespace}({uid_str})",
+                    humanize(b.delay),
+                    b.name
+                ),
             },
         );
-        outcome.events.push(("BackOff".to_string(), format!("Back-off restarting failed container {} in pod {name}", b.name)));
+        outcome.events.push((
+            "BackOff".to_string(),
+            format!("Back-off restarting failed container {} in pod {name}", b.name),
+        ));
     }
     outcome.backoff_until = actions.backing_off.iter().map(|b| b.until).min();
     if actions.is_idle() {
         outcome.observed = Some(observed);
         return outcome;
     }
-    let mut executor = Executor { runtime: runtime.as_ref(), config: &config, pod: &pod, outcome: &mut outcome };
+    let mut executor = Executor {
+        runtime: runtime.as_ref(),
+        config: &config,
+        pod: &pod,
+        outcome: &mut outcome,
+    };
     executor.run(&actions, &observed).await;
     match runtime.inspect_pod(&config.node_name, &uid).await {
         Ok(o) => outcome.observed = Some(o),
@@ -104,7 +116,12 @@ pub async fn terminate_pod(
         }
     };
     let grace = grace
-        .or_else(|| observed.iter().find_map(|c| c.pod_grace_seconds).map(|s| Duration::from_secs(s.max(0) as u64)))
+        .or_else(|| {
+            observed
+                .iter()
+                .find_map(|c| c.pod_grace_seconds)
+                .map(|s| Duration::from_secs(s.max(0) as u64))
+        })
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
     if let Err(e) = stop_all(runtime.as_ref(), &observed, grace, &mut outcome.events).await {
@@ -140,7 +157,9 @@ async fn stop_all(
     events: &mut Vec<(String, String)>,
 ) -> Result<(), RuntimeError> {
     let running = |sandbox: bool| {
-        observed.iter().filter(move |c| c.state == RuntimeState::Running && (c.role == ContainerRole::Sandbox) == sandbox)
+        observed
+            .iter()
+            .filter(move |c| c.state == RuntimeState::Running && (c.role == ContainerRole::Sandbox) == sandbox)
     };
     for c in running(false) {
         events.push(("Killing".to_string(), format!("Stopping container {}", c.name)));
@@ -190,11 +209,17 @@ impl Executor<'_> {
             Some(attempt) => match self.create_sandbox(attempt).await {
                 Ok(s) => s,
                 Err(e) => {
-                    self.outcome.events.push(("FailedCreatePodSandBox".to_string(), format!("Failed to create pod sandbox: {e}")));
+                    self.outcome.events.push((
+                        "FailedCreatePodSandBox".to_string(),
+                        format!("Failed to create pod sandbox: {e}"),
+                    ));
                     return self.fail(e);
                 }
             },
-            None => match observed.iter().find(|c| c.role == ContainerRole::Sandbox && c.state == RuntimeState::Running) {
+            None => match observed
+                .iter()
+                .find(|c| c.role == ContainerRole::Sandbox && c.state == RuntimeState::Running)
+            {
                 Some(s) => s.clone(),
                 None => return,
             },
@@ -219,7 +244,9 @@ impl Executor<'_> {
         }
         let uid = PodUid(self.pod.metadata.uid.clone().unwrap_or_default());
         let observed = self.runtime.inspect_pod(&self.config.node_name, &uid).await?;
-        observed.into_iter().find(|c| c.id == id).ok_or(RuntimeError::NotFound { what: format!("sandbox {id}") })
+        observed.into_iter().find(|c| c.id == id).ok_or(RuntimeError::NotFound {
+            what: format!("sandbox {id}"),
+        })
     }
 
     async fn start_container(&mut self, start: &StartAction, sandbox: &ObservedContainer) {
@@ -228,12 +255,18 @@ impl Executor<'_> {
             ContainerRole::Init => spec.and_then(|s| s.init_containers.as_ref()),
             _ => spec.map(|s| &s.containers),
         };
-        let Some(container) = list.and_then(|l| l.iter().find(|c| c.name == start.name)) else { return };
+        let Some(container) = list.and_then(|l| l.iter().find(|c| c.name == start.name)) else {
+            return;
+        };
         if let Err(reason) = self.ensure_image(container).await {
             self.outcome.waiting.insert(container.name.clone(), reason);
             return;
         }
-        let pod_ip = if host_network(self.pod) { self.config.host_ip.clone() } else { sandbox.ip.clone().unwrap_or_default() };
+        let pod_ip = if host_network(self.pod) {
+            self.config.host_ip.clone()
+        } else {
+            sandbox.ip.clone().unwrap_or_default()
+        };
         let ctx = PodContext {
             pod: self.pod,
             node_name: &self.config.node_name,
@@ -253,9 +286,14 @@ impl Executor<'_> {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
         };
-        self.outcome.events.push(("Created".to_string(), format!("Created container {}", container.name)));
+        self.outcome
+            .events
+            .push(("Created".to_string(), format!("Created container {}", container.name)));
         match self.runtime.start_container(&id).await {
-            Ok(()) => self.outcome.events.push(("Started".to_string(), format!("Started container {}", container.name))),
+            Ok(()) => self
+                .outcome
+                .events
+                .push(("Started".to_string(), format!("Started container {}", container.name))),
             Err(e) => {
                 // The container stays Created with an exit code: the next sync treats it as dead.
                 self.outcome.events.push(("Failed".to_string(), format!("Error: {e}")));
@@ -265,17 +303,31 @@ impl Executor<'_> {
     }
 
     fn wait(&mut self, container: &Container, reason: &str, message: String) {
-        self.outcome.events.push(("Failed".to_string(), format!("Error: {reason}: {message}")));
-        self.outcome.waiting.insert(container.name.clone(), WaitingReason { reason: reason.to_string(), message });
+        self.outcome
+            .events
+            .push(("Failed".to_string(), format!("Error: {reason}: {message}")));
+        self.outcome.waiting.insert(
+            container.name.clone(),
+            WaitingReason {
+                reason: reason.to_string(),
+                message,
+            },
+        );
     }
 
     /// Make sure the image is there, per `imagePullPolicy`; the error is the waiting reason.
     async fn ensure_image(&mut self, container: &Container) -> Result<(), WaitingReason> {
         let image = container.image.clone().unwrap_or_default();
         if image.is_empty() {
-            return Err(WaitingReason { reason: "InvalidImageName".into(), message: "image is empty".into() });
+            return Err(WaitingReason {
+                reason: "InvalidImageName".into(),
+                message: "image is empty".into(),
+            });
         }
-        let policy = container.image_pull_policy.clone().unwrap_or_else(|| default_pull_policy(&image).to_string());
+        let policy = container
+            .image_pull_policy
+            .clone()
+            .unwrap_or_else(|| default_pull_policy(&image).to_string());
         let present = self.runtime.image_present(&image).await.map_err(|e| WaitingReason {
             reason: "ImageInspectError".into(),
             message: e.to_string(),
@@ -288,7 +340,9 @@ impl Executor<'_> {
             (_, true) if policy != "Always" => Ok(()),
             _ => match self.runtime.pull_image(&image).await {
                 Ok(()) => {
-                    self.outcome.events.push(("Pulled".to_string(), format!("Successfully pulled image \"{image}\"")));
+                    self.outcome
+                        .events
+                        .push(("Pulled".to_string(), format!("Successfully pulled image \"{image}\"")));
                     Ok(())
                 }
                 // Offline first: a local copy serves when the registry cannot be reached.
@@ -296,7 +350,10 @@ impl Executor<'_> {
                     tracing::warn!(image = %image, error = %e, "pull failed; using the local image");
                     Ok(())
                 }
-                Err(e) => Err(WaitingReason { reason: "ErrImagePull".into(), message: format!("failed to pull image \"{image}\": {e}") }),
+                Err(e) => Err(WaitingReason {
+                    reason: "ErrImagePull".into(),
+                    message: format!("failed to pull image \"{image}\": {e}"),
+                }),
             },
         }
     }

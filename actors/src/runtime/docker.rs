@@ -5,25 +5,21 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bollard::models::{
-    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum,
-    ContainerSummaryStateEnum, HostConfig, PortBinding as DockerPortBinding,
+    ContainerCreateBody, ContainerInspectResponse, ContainerStateStatusEnum, ContainerSummaryStateEnum, HostConfig,
+    PortBinding as DockerPortBinding,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, EventsOptions, ListContainersOptions,
-    RemoveContainerOptions, StopContainerOptions,
+    CreateContainerOptions, CreateImageOptions, EventsOptions, ListContainersOptions, RemoveContainerOptions,
+    StopContainerOptions,
 };
 use bollard::Docker;
-use dockerlet_messages::runtime::{
-    ContainerListing, ContainerRole, ObservedContainer, RuntimeState,
-};
+use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{
-    labels, pause, ContainerRuntime, CreateSpec, NetworkMode, RuntimeError, RuntimeEvent,
-};
+use super::{labels, pause, ContainerRuntime, CreateSpec, NetworkMode, RuntimeError, RuntimeEvent};
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -47,14 +43,24 @@ impl DockerRuntime {
             Docker::connect_with_http(endpoint, REQUEST_TIMEOUT_SECS, version)
         }
         .map_err(|e| failed("connect", e))?;
-        let docker = docker.negotiate_version().await.map_err(|e| failed("negotiate API version", e))?;
+        let docker = docker
+            .negotiate_version()
+            .await
+            .map_err(|e| failed("negotiate API version", e))?;
         Ok(DockerRuntime { docker })
     }
 
     async fn list(&self, label_filters: Vec<String>) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
         let filters = HashMap::from([("label".to_string(), label_filters)]);
-        let options = ListContainersOptions { all: true, filters: Some(filters), ..Default::default() };
-        self.docker.list_containers(Some(options)).await.map_err(|e| failed("list containers", e))
+        let options = ListContainersOptions {
+            all: true,
+            filters: Some(filters),
+            ..Default::default()
+        };
+        self.docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| failed("list containers", e))
     }
 
     async fn import_pause_image(&self) -> Result<(), RuntimeError> {
@@ -116,7 +122,10 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError> {
         let summaries = self
-            .list(vec![format!("{}={node}", labels::NODE), format!("{}={pod_uid}", labels::POD_UID)])
+            .list(vec![
+                format!("{}={node}", labels::NODE),
+                format!("{}={pod_uid}", labels::POD_UID),
+            ])
             .await?;
         let inspections = summaries.into_iter().filter_map(|s| s.id).map(|id| async move {
             match self.docker.inspect_container(&id, None).await {
@@ -139,7 +148,10 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        let options = CreateImageOptions { from_image: Some(image.to_string()), ..Default::default() };
+        let options = CreateImageOptions {
+            from_image: Some(image.to_string()),
+            ..Default::default()
+        };
         self.docker
             .create_image(Some(options), None, None)
             .try_collect::<Vec<_>>()
@@ -150,7 +162,10 @@ impl ContainerRuntime for DockerRuntime {
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
         let name = spec.name.clone();
-        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
+        let options = CreateContainerOptions {
+            name: Some(name.clone()),
+            ..Default::default()
+        };
         let body = create_body(spec);
         let created = match self.docker.create_container(Some(options.clone()), body.clone()).await {
             // A dead container holds the name (an earlier agent crashed mid-way): remove it, retry.
@@ -166,30 +181,41 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
-        self.docker.start_container(&id.0, None).await.map_err(|e| failed(&format!("start container {id}"), e))
+        self.docker
+            .start_container(&id.0, None)
+            .await
+            .map_err(|e| failed(&format!("start container {id}"), e))
     }
 
     async fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<(), RuntimeError> {
-        let options = StopContainerOptions { t: Some(grace.as_secs().min(i32::MAX as u64) as i32), signal: None };
+        let options = StopContainerOptions {
+            t: Some(grace.as_secs().min(i32::MAX as u64) as i32),
+            signal: None,
+        };
         match self.docker.stop_container(&id.0, Some(options)).await {
             Ok(()) => Ok(()),
             // 304: already stopped; 404: already gone. Both mean "stopped".
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 304 | 404, .. }) => Ok(()),
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 304 | 404, ..
+            }) => Ok(()),
             Err(e) => Err(failed(&format!("stop container {id}"), e)),
         }
     }
 
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
-        let options = RemoveContainerOptions { force: true, v: true, ..Default::default() };
+        let options = RemoveContainerOptions {
+            force: true,
+            v: true,
+            ..Default::default()
+        };
         match self.docker.remove_container(&id.0, Some(options)).await {
             Ok(()) => Ok(()),
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(()),
             // 409 "removal already in progress": someone else is removing it.
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, message })
-                if message.contains("already in progress") =>
-            {
-                Ok(())
-            }
+            Err(bollard::errors::Error::DockerResponseServerError {
+                status_code: 409,
+                message,
+            }) if message.contains("already in progress") => Ok(()),
             Err(e) => Err(failed(&format!("remove container {id}"), e)),
         }
     }
@@ -216,7 +242,10 @@ impl ContainerRuntime for DockerRuntime {
             ("type".to_string(), vec!["container".to_string()]),
             ("label".to_string(), vec![format!("{}={node}", labels::NODE)]),
         ]);
-        let options = EventsOptions { filters: Some(filters), ..Default::default() };
+        let options = EventsOptions {
+            filters: Some(filters),
+            ..Default::default()
+        };
         self.docker
             .events(Some(options))
             .map(|event| {
@@ -232,10 +261,16 @@ impl ContainerRuntime for DockerRuntime {
 
 fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
     match error {
-        bollard::errors::Error::DockerResponseServerError { status_code: 404, message } => {
-            RuntimeError::NotFound { what: format!("{operation}: {message}") }
-        }
-        other => RuntimeError::OperationFailed { operation: operation.to_string(), message: other.to_string() },
+        bollard::errors::Error::DockerResponseServerError {
+            status_code: 404,
+            message,
+        } => RuntimeError::NotFound {
+            what: format!("{operation}: {message}"),
+        },
+        other => RuntimeError::OperationFailed {
+            operation: operation.to_string(),
+            message: other.to_string(),
+        },
     }
 }
 
@@ -254,17 +289,16 @@ fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
     let runtime_state = match state.status {
         Some(ContainerStateStatusEnum::CREATED) => RuntimeState::Created,
         Some(
-            ContainerStateStatusEnum::RUNNING
-            | ContainerStateStatusEnum::PAUSED
-            | ContainerStateStatusEnum::RESTARTING,
+            ContainerStateStatusEnum::RUNNING | ContainerStateStatusEnum::PAUSED | ContainerStateStatusEnum::RESTARTING,
         ) => RuntimeState::Running,
         Some(ContainerStateStatusEnum::EXITED | ContainerStateStatusEnum::DEAD) => RuntimeState::Exited,
         _ => RuntimeState::Unknown,
     };
-    let ip = response
-        .network_settings
-        .and_then(|n| n.networks)
-        .and_then(|networks| networks.into_values().find_map(|e| e.ip_address.filter(|ip| !ip.is_empty())));
+    let ip = response.network_settings.and_then(|n| n.networks).and_then(|networks| {
+        networks
+            .into_values()
+            .find_map(|e| e.ip_address.filter(|ip| !ip.is_empty()))
+    });
     let created_at = response.created.as_deref().and_then(|c| docker_time(Some(c)));
     Some(ObservedContainer {
         id: ContainerId(response.id.unwrap_or_default()),
@@ -284,7 +318,11 @@ fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
         finished_at: docker_time(state.finished_at.as_deref()),
         image: config.image.unwrap_or_default(),
         image_id: response.image.unwrap_or_default(),
-        ip: if parsed.role == ContainerRole::Sandbox { ip } else { None },
+        ip: if parsed.role == ContainerRole::Sandbox {
+            ip
+        } else {
+            None
+        },
         host_network: parsed.host_network,
         pod_grace_seconds: l.get(labels::TERMINATION_GRACE).and_then(|v| v.parse().ok()),
     })
@@ -301,10 +339,14 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
     for p in &spec.ports {
         let key = format!("{}/{}", p.container_port, p.protocol);
         exposed.push(key.clone());
-        port_bindings.entry(key).or_default().get_or_insert_with(Vec::new).push(DockerPortBinding {
-            host_ip: Some(p.host_ip.clone()),
-            host_port: Some(p.host_port.to_string()),
-        });
+        port_bindings
+            .entry(key)
+            .or_default()
+            .get_or_insert_with(Vec::new)
+            .push(DockerPortBinding {
+                host_ip: Some(p.host_ip.clone()),
+                host_port: Some(p.host_port.to_string()),
+            });
     }
     let host_config = HostConfig {
         network_mode,

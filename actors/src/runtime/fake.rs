@@ -34,6 +34,8 @@ pub struct FakeState {
     pub calls: Vec<String>,
     /// Next container ID number.
     next_id: u64,
+    /// How long each create takes (to test that a slow start can be cut short).
+    pub create_delay: Duration,
 }
 
 /// The fake runtime; clones share state.
@@ -93,7 +95,9 @@ impl ContainerRuntime for FakeRuntime {
         Ok(state
             .containers
             .values()
-            .filter(|c| c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node) && &c.observed.pod_uid == pod_uid)
+            .filter(|c| {
+                c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node) && &c.observed.pod_uid == pod_uid
+            })
             .map(|c| c.observed.clone())
             .collect())
     }
@@ -103,10 +107,14 @@ impl ContainerRuntime for FakeRuntime {
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        Err(RuntimeError::NotFound { what: format!("image {image}") })
+        Err(RuntimeError::NotFound {
+            what: format!("image {image}"),
+        })
     }
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
+        let delay = self.state.lock().expect("fake state").create_delay;
+        tokio::time::sleep(delay).await;
         let mut state = self.state.lock().expect("fake state");
         state.next_id += 1;
         let id = ContainerId(format!("fake{:04}", state.next_id));
@@ -144,7 +152,10 @@ impl ContainerRuntime for FakeRuntime {
     async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
         state.calls.push(format!("start {id}"));
-        let c = state.containers.get_mut(&id.0).ok_or(RuntimeError::NotFound { what: id.to_string() })?;
+        let c = state
+            .containers
+            .get_mut(&id.0)
+            .ok_or(RuntimeError::NotFound { what: id.to_string() })?;
         c.observed.state = RuntimeState::Running;
         c.observed.started_at = Some(Time(Timestamp::now()));
         if c.observed.role == dockerlet_messages::runtime::ContainerRole::Sandbox && !c.observed.host_network {

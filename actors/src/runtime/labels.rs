@@ -38,13 +38,7 @@ pub const MANAGED_IMAGE: &str = "io.dockerlet.managed";
 pub const SANDBOX_CONTAINER_NAME: &str = "POD";
 
 /// `k8s_<container>_<pod>_<namespace>_<uid>_<attempt>`.
-pub fn container_name(
-    container: &str,
-    pod: &str,
-    namespace: &str,
-    uid: &str,
-    attempt: u32,
-) -> String {
+pub fn container_name(container: &str, pod: &str, namespace: &str, uid: &str, attempt: u32) -> String {
     format!("k8s_{container}_{pod}_{namespace}_{uid}_{attempt}")
 }
 
@@ -73,7 +67,10 @@ pub struct ParsedLabels {
 pub fn parse(labels: &BTreeMap<String, String>) -> Option<ParsedLabels> {
     let pod_uid = labels.get(POD_UID)?.clone();
     let name = labels.get(CONTAINER_NAME)?.clone();
-    let role = match (labels.get(DOCKER_TYPE).map(String::as_str), labels.get(ROLE).map(String::as_str)) {
+    let role = match (
+        labels.get(DOCKER_TYPE).map(String::as_str),
+        labels.get(ROLE).map(String::as_str),
+    ) {
         (Some("podsandbox"), _) => ContainerRole::Sandbox,
         (_, Some("init")) => ContainerRole::Init,
         _ => ContainerRole::App,
@@ -98,8 +95,14 @@ mod tests {
     /// Names follow dockershim's `k8s_<container>_<pod>_<ns>_<uid>_<attempt>` scheme.
     #[test]
     fn container_names_follow_the_dockershim_scheme() {
-        assert_eq!(container_name("POD", "web-n1", "default", "abc", 0), "k8s_POD_web-n1_default_abc_0");
-        assert_eq!(container_name("app", "web-n1", "ns", "abc", 3), "k8s_app_web-n1_ns_abc_3");
+        assert_eq!(
+            container_name("POD", "web-n1", "default", "abc", 0),
+            "k8s_POD_web-n1_default_abc_0"
+        );
+        assert_eq!(
+            container_name("app", "web-n1", "ns", "abc", 3),
+            "k8s_app_web-n1_ns_abc_3"
+        );
     }
 
     /// Labels written by the agent parse back into the same identity.

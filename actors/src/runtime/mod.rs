@@ -127,15 +127,10 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     async fn ping(&self) -> Result<(), RuntimeError>;
 
     /// Cheap listing of every container of this node, all states included.
-    async fn list_node_containers(&self, node: &str)
-        -> Result<Vec<ContainerListing>, RuntimeError>;
+    async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError>;
 
     /// Every container (sandboxes included) of one pod on this node, inspected.
-    async fn inspect_pod(
-        &self,
-        node: &str,
-        pod_uid: &PodUid,
-    ) -> Result<Vec<ObservedContainer>, RuntimeError>;
+    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError>;
 
     /// Is the image present on the engine?
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;

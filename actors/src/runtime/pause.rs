@@ -55,7 +55,11 @@ mod tests {
             .unwrap()
             .map(|e| {
                 let e = e.unwrap();
-                (e.path().unwrap().display().to_string(), e.header().mode().unwrap(), e.size())
+                (
+                    e.path().unwrap().display().to_string(),
+                    e.header().mode().unwrap(),
+                    e.size(),
+                )
             })
             .collect();
         assert_eq!(entries, vec![("pause".to_string(), 0o755, PAUSE_X86_64.len() as u64)]);

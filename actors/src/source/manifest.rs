@@ -44,7 +44,9 @@ pub fn manifest_files(path: &Path) -> std::io::Result<Vec<PathBuf>> {
 
 /// Does this file name look like a manifest (and not a dot-file)?
 pub fn is_manifest_name(path: &Path) -> bool {
-    let Some(name) = path.file_name().and_then(|n| n.to_str()) else { return false };
+    let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
     !name.starts_with('.') && [".yaml", ".yml", ".json"].iter().any(|ext| name.ends_with(ext))
 }
 
@@ -56,7 +58,10 @@ pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<Man
     let files = match manifest_files(path) {
         Ok(f) => f,
         Err(e) => {
-            errors.push(ManifestError { file: path.display().to_string(), reason: format!("cannot list manifests: {e}") });
+            errors.push(ManifestError {
+                file: path.display().to_string(),
+                reason: format!("cannot list manifests: {e}"),
+            });
             return (pods, errors);
         }
     };
@@ -65,16 +70,26 @@ pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<Man
         let display = file.display().to_string();
         match read_one(&file, node_name) {
             Ok(pod) => {
-                let key = (pod.metadata.namespace.clone().unwrap_or_default(), pod.metadata.name.clone().unwrap_or_default());
+                let key = (
+                    pod.metadata.namespace.clone().unwrap_or_default(),
+                    pod.metadata.name.clone().unwrap_or_default(),
+                );
                 if let Some(first) = names.get(&key) {
                     errors.push(ManifestError {
                         file: display,
-                        reason: format!("metadata.name: Duplicate value: pod {}/{} is already defined in {first}", key.0, key.1),
+                        reason: format!(
+                            "metadata.name: Duplicate value: pod {}/{} is already defined in {first}",
+                            key.0, key.1
+                        ),
                     });
                     continue;
                 }
                 names.insert(key, display.clone());
-                pods.push(DesiredPod { uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()), pod, origin: display });
+                pods.push(DesiredPod {
+                    uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
+                    pod,
+                    origin: display,
+                });
             }
             Err(reason) => errors.push(ManifestError { file: display, reason }),
         }
@@ -86,7 +101,9 @@ pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<Man
 pub fn read_one(file: &Path, node_name: &str) -> Result<Pod, String> {
     let size = fs::metadata(file).map_err(|e| format!("cannot read: {e}"))?.len();
     if size > MAX_MANIFEST_BYTES {
-        return Err(format!("file is {size} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit"));
+        return Err(format!(
+            "file is {size} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit"
+        ));
     }
     let content = fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
     let pod = parse(file, &content)?;
@@ -112,7 +129,8 @@ pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
 fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
@@ -128,14 +146,20 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
         return Err("metadata.name: Required value: name is required".to_string());
     }
     if !is_dns_subdomain(name) {
-        return Err(format!("metadata.name: Invalid value: {name:?}: must be a lowercase RFC 1123 subdomain"));
+        return Err(format!(
+            "metadata.name: Invalid value: {name:?}: must be a lowercase RFC 1123 subdomain"
+        ));
     }
     if let Some(ns) = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
         if !is_dns_label(ns) {
-            return Err(format!("metadata.namespace: Invalid value: {ns:?}: must be a lowercase RFC 1123 label"));
+            return Err(format!(
+                "metadata.namespace: Invalid value: {ns:?}: must be a lowercase RFC 1123 label"
+            ));
         }
     }
-    let Some(spec) = &pod.spec else { return Err("spec: Required value".to_string()) };
+    let Some(spec) = &pod.spec else {
+        return Err("spec: Required value".to_string());
+    };
     if spec.containers.is_empty() {
         return Err("spec.containers: Required value: at least one container is required".to_string());
     }
@@ -148,8 +172,17 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
         return Err("spec.terminationGracePeriodSeconds: Invalid value: must be >= 0".to_string());
     }
     let mut seen = HashSet::new();
-    let init = spec.init_containers.iter().flatten().enumerate().map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
-    let apps = spec.containers.iter().enumerate().map(|(i, c)| (format!("spec.containers[{i}]"), c));
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let apps = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
     for (field, c) in init.chain(apps) {
         validate_container(&field, c)?;
         if !seen.insert(c.name.as_str()) {
@@ -161,7 +194,10 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
 
 fn validate_container(field: &str, c: &Container) -> Result<(), String> {
     if !is_dns_label(&c.name) {
-        return Err(format!("{field}.name: Invalid value: {:?}: must be a lowercase RFC 1123 label", c.name));
+        return Err(format!(
+            "{field}.name: Invalid value: {:?}: must be a lowercase RFC 1123 label",
+            c.name
+        ));
     }
     if c.image.as_deref().unwrap_or_default().trim().is_empty() {
         return Err(format!("{field}.image: Required value"));
@@ -173,10 +209,15 @@ fn validate_container(field: &str, c: &Container) -> Result<(), String> {
     }
     for (i, p) in c.ports.iter().flatten().enumerate() {
         if !(1..=65535).contains(&p.container_port) {
-            return Err(format!("{field}.ports[{i}].containerPort: Invalid value: {}: must be between 1 and 65535", p.container_port));
+            return Err(format!(
+                "{field}.ports[{i}].containerPort: Invalid value: {}: must be between 1 and 65535",
+                p.container_port
+            ));
         }
         if let Some(h) = p.host_port.filter(|h| !(0..=65535).contains(h)) {
-            return Err(format!("{field}.ports[{i}].hostPort: Invalid value: {h}: must be between 0 and 65535"));
+            return Err(format!(
+                "{field}.ports[{i}].hostPort: Invalid value: {h}: must be between 0 and 65535"
+            ));
         }
     }
     Ok(())
@@ -195,9 +236,18 @@ pub fn static_pod_uid(pod: &Pod, node_name: &str, file: &str) -> String {
 /// Kubelet's defaulting of file pods: `<name>-<node>`, namespace `default`, UID, annotations,
 /// `spec.nodeName`, the NoExecute toleration, API defaults, phase Pending.
 pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
-    let uid = pod.metadata.uid.clone().filter(|u| !u.is_empty()).unwrap_or_else(|| static_pod_uid(&pod, node_name, file));
+    let uid = pod
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| static_pod_uid(&pod, node_name, file));
     let m = &mut pod.metadata;
-    m.name = Some(format!("{}-{}", m.name.as_deref().unwrap_or_default(), node_name.to_lowercase()));
+    m.name = Some(format!(
+        "{}-{}",
+        m.name.as_deref().unwrap_or_default(),
+        node_name.to_lowercase()
+    ));
     if m.namespace.as_deref().is_none_or(str::is_empty) {
         m.namespace = Some("default".to_string());
     }
@@ -210,21 +260,33 @@ pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
     spec.restart_policy.get_or_insert_with(|| "Always".to_string());
     spec.termination_grace_period_seconds.get_or_insert(30);
     spec.dns_policy.get_or_insert_with(|| "ClusterFirst".to_string());
-    spec.scheduler_name.get_or_insert_with(|| "default-scheduler".to_string());
-    spec.tolerations
-        .get_or_insert_with(Vec::new)
-        .push(Toleration { operator: Some("Exists".to_string()), effect: Some("NoExecute".to_string()), ..Default::default() });
-    for c in spec.containers.iter_mut().chain(spec.init_containers.iter_mut().flatten()) {
+    spec.scheduler_name
+        .get_or_insert_with(|| "default-scheduler".to_string());
+    spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
+        operator: Some("Exists".to_string()),
+        effect: Some("NoExecute".to_string()),
+        ..Default::default()
+    });
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
         default_container(c);
     }
-    pod.status = Some(PodStatus { phase: Some("Pending".to_string()), ..Default::default() });
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".to_string()),
+        ..Default::default()
+    });
     pod
 }
 
 fn default_container(c: &mut Container) {
     let image = c.image.clone().unwrap_or_default();
-    c.image_pull_policy.get_or_insert_with(|| crate::pod_worker::sync::default_pull_policy(&image).to_string());
-    c.termination_message_path.get_or_insert_with(|| "/dev/termination-log".to_string());
+    c.image_pull_policy
+        .get_or_insert_with(|| crate::pod_worker::sync::default_pull_policy(&image).to_string());
+    c.termination_message_path
+        .get_or_insert_with(|| "/dev/termination-log".to_string());
     c.termination_message_policy.get_or_insert_with(|| "File".to_string());
 }
 
@@ -268,7 +330,11 @@ mod tests {
     fn only_top_level_manifest_files_are_read() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "b.yml", &GOOD.replace("web", "b"));
-        write(dir.path(), "a.json", r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}"#);
+        write(
+            dir.path(),
+            "a.json",
+            r#"{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}"#,
+        );
         write(dir.path(), ".hidden.yaml", &GOOD.replace("web", "hidden"));
         write(dir.path(), "notes.txt", "hello");
         fs::create_dir(dir.path().join("sub")).unwrap();
@@ -285,18 +351,40 @@ mod tests {
     fn bad_manifests_are_reported_and_skipped() {
         let dir = tempfile::tempdir().unwrap();
         write(dir.path(), "good.yaml", GOOD);
-        write(dir.path(), "syntax.yaml", "metadata:\n  name: x\nspec:\n  containers:\n  - name: a\n    image: [oops\n");
-        write(dir.path(), "noname.yaml", "spec:\n  containers:\n  - name: a\n    image: i:1\n");
-        write(dir.path(), "types.yaml", "metadata:\n  name: t\nspec:\n  containers:\n  - name: a\n    image: i:1\n    ports: abc\n");
+        write(
+            dir.path(),
+            "syntax.yaml",
+            "metadata:\n  name: x\nspec:\n  containers:\n  - name: a\n    image: [oops\n",
+        );
+        write(
+            dir.path(),
+            "noname.yaml",
+            "spec:\n  containers:\n  - name: a\n    image: i:1\n",
+        );
+        write(
+            dir.path(),
+            "types.yaml",
+            "metadata:\n  name: t\nspec:\n  containers:\n  - name: a\n    image: i:1\n    ports: abc\n",
+        );
         write(dir.path(), "zdup.yaml", GOOD);
         write(dir.path(), "badname.yaml", &GOOD.replace("name: app", "name: App_1"));
         let (pods, errors) = read_manifests(dir.path(), "n");
         assert_eq!(pods.len(), 1);
-        let reason = |file: &str| errors.iter().find(|e| e.file.ends_with(file)).map(|e| e.reason.clone()).unwrap();
+        let reason = |file: &str| {
+            errors
+                .iter()
+                .find(|e| e.file.ends_with(file))
+                .map(|e| e.reason.clone())
+                .unwrap()
+        };
         assert!(reason("syntax.yaml").contains("line 6"), "{}", reason("syntax.yaml"));
         assert!(reason("noname.yaml").starts_with("metadata.name: Required value"));
         assert!(reason("types.yaml").contains("line 7"), "{}", reason("types.yaml"));
-        assert!(reason("zdup.yaml").contains("already defined in"), "{}", reason("zdup.yaml"));
+        assert!(
+            reason("zdup.yaml").contains("already defined in"),
+            "{}",
+            reason("zdup.yaml")
+        );
         assert!(reason("badname.yaml").starts_with("spec.containers[0].name: Invalid value"));
     }
 

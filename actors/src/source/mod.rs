@@ -79,14 +79,26 @@ impl FileSource {
         }
         self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
         for p in &mut pods {
-            let seen = self.seen.entry(p.uid.clone()).or_insert_with(|| Timestamp::now().to_string()).clone();
-            p.pod.metadata.annotations.get_or_insert_with(Default::default).insert(manifest::CONFIG_SEEN.to_string(), seen);
+            let seen = self
+                .seen
+                .entry(p.uid.clone())
+                .or_insert_with(|| Timestamp::now().to_string())
+                .clone();
+            p.pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(manifest::CONFIG_SEEN.to_string(), seen);
         }
         let current = (pods, errors);
         if self.last_sent.as_ref() == Some(&current) {
             return;
         }
-        self.sink.do_send(SourcePodsChanged { source: "file".to_string(), pods: current.0.clone(), errors: current.1.clone() });
+        self.sink.do_send(SourcePodsChanged {
+            source: "file".to_string(),
+            pods: current.0.clone(),
+            errors: current.1.clone(),
+        });
         self.last_sent = Some(current);
     }
 
@@ -119,9 +131,16 @@ impl FileSource {
 /// dot-files do not (kubelet ignores events for names starting with a dot).
 fn is_relevant(event: &notify::Event) -> bool {
     use notify::EventKind;
-    let kind = matches!(event.kind, EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any);
+    let kind = matches!(
+        event.kind,
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any
+    );
     let dotfiles_only = !event.paths.is_empty()
-        && event.paths.iter().all(|p| p.file_name().and_then(|n| n.to_str()).is_some_and(|n| n.starts_with('.')));
+        && event.paths.iter().all(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        });
     kind && !dotfiles_only
 }
 

@@ -6,8 +6,8 @@ use std::collections::HashMap;
 
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use k8s_openapi::api::core::v1::{
-    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting,
-    ContainerStatus, HostIP, Pod, PodCondition, PodIP, PodStatus,
+    Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
+    HostIP, Pod, PodCondition, PodIP, PodStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -48,8 +48,10 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     let view = PodView::new(input.observed);
     let init_specs = spec.init_containers.clone().unwrap_or_default();
 
-    let init_statuses: Vec<ContainerStatus> =
-        init_specs.iter().map(|c| container_status(&view, c, input.waiting, true, false)).collect();
+    let init_statuses: Vec<ContainerStatus> = init_specs
+        .iter()
+        .map(|c| container_status(&view, c, input.waiting, true, false))
+        .collect();
     let initialized = init_statuses.iter().all(|s| s.ready);
     let app_statuses: Vec<ContainerStatus> = spec
         .containers
@@ -70,7 +72,12 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     let start_time = input
         .previous
         .and_then(|p| p.start_time.clone())
-        .or_else(|| view.sandboxes.iter().filter_map(|s| s.created_at.clone()).min_by_key(|t| t.0))
+        .or_else(|| {
+            view.sandboxes
+                .iter()
+                .filter_map(|s| s.created_at.clone())
+                .min_by_key(|t| t.0)
+        })
         .unwrap_or(Time(input.now));
 
     let conditions = conditions(&init_statuses, &app_statuses, &phase, sandbox_ready, input);
@@ -78,7 +85,9 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         phase: Some(phase),
         conditions: Some(conditions),
         host_ip: Some(input.host_ip.to_string()),
-        host_ips: Some(vec![HostIP { ip: input.host_ip.to_string() }]),
+        host_ips: Some(vec![HostIP {
+            ip: input.host_ip.to_string(),
+        }]),
         pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
         pod_ip,
         start_time: Some(start_time),
@@ -109,7 +118,11 @@ fn terminated(c: &ObservedContainer) -> ContainerStateTerminated {
         exit_code: c.exit_code as i32,
         reason: Some(reason.to_string()),
         message: (!c.error.is_empty()).then(|| c.error.clone()),
-        started_at: if never_ran { time(&c.created_at) } else { time(&c.started_at) },
+        started_at: if never_ran {
+            time(&c.created_at)
+        } else {
+            time(&c.started_at)
+        },
         finished_at: time(&c.finished_at).or_else(|| time(&c.created_at)),
         container_id: Some(format!("docker://{}", c.id)),
         ..Default::default()
@@ -118,7 +131,10 @@ fn terminated(c: &ObservedContainer) -> ContainerStateTerminated {
 
 fn waiting(reason: &str, message: Option<String>) -> ContainerState {
     ContainerState {
-        waiting: Some(ContainerStateWaiting { reason: Some(reason.to_string()), message }),
+        waiting: Some(ContainerStateWaiting {
+            reason: Some(reason.to_string()),
+            message,
+        }),
         ..Default::default()
     }
 }
@@ -133,28 +149,47 @@ fn container_status(
     let latest = view.latest(&spec.name);
     let previous = view.previous(&spec.name);
     let cached = reasons.get(&spec.name);
-    let default_waiting = if is_init || pod_initializing { "PodInitializing" } else { "ContainerCreating" };
+    let default_waiting = if is_init || pod_initializing {
+        "PodInitializing"
+    } else {
+        "ContainerCreating"
+    };
     let last_of = |c: Option<&ObservedContainer>| {
-        c.filter(|c| has_exited(c)).map(|c| ContainerState { terminated: Some(terminated(c)), ..Default::default() })
+        c.filter(|c| has_exited(c)).map(|c| ContainerState {
+            terminated: Some(terminated(c)),
+            ..Default::default()
+        })
     };
     let (state, last_state) = match latest {
         None => {
-            let (reason, message) = cached.map_or((default_waiting, None), |w| (w.reason.as_str(), Some(w.message.clone())));
+            let (reason, message) = cached.map_or((default_waiting, None), |w| {
+                (w.reason.as_str(), Some(w.message.clone()))
+            });
             (waiting(reason, message), None)
         }
         Some(c) if c.state == RuntimeState::Running => (
             ContainerState {
-                running: Some(ContainerStateRunning { started_at: time(&c.started_at) }),
+                running: Some(ContainerStateRunning {
+                    started_at: time(&c.started_at),
+                }),
                 ..Default::default()
             },
             last_of(previous),
         ),
         Some(c) if has_exited(c) => match cached {
             Some(w) => (waiting(&w.reason, Some(w.message.clone())), last_of(Some(c))),
-            None => (ContainerState { terminated: Some(terminated(c)), ..Default::default() }, last_of(previous)),
+            None => (
+                ContainerState {
+                    terminated: Some(terminated(c)),
+                    ..Default::default()
+                },
+                last_of(previous),
+            ),
         },
         Some(_) => {
-            let (reason, message) = cached.map_or((default_waiting, None), |w| (w.reason.as_str(), Some(w.message.clone())));
+            let (reason, message) = cached.map_or((default_waiting, None), |w| {
+                (w.reason.as_str(), Some(w.message.clone()))
+            });
             (waiting(reason, message), last_of(previous))
         }
     };
@@ -181,9 +216,18 @@ fn container_status(
 
 /// kubelet's getPhase (reference §3.5) over the generated container statuses.
 pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[ContainerStatus]) -> String {
-    let exit_of = |s: &ContainerStatus| s.state.as_ref().and_then(|st| st.terminated.as_ref()).map(|t| t.exit_code);
-    let last_exit_of =
-        |s: &ContainerStatus| s.last_state.as_ref().and_then(|st| st.terminated.as_ref()).map(|t| t.exit_code);
+    let exit_of = |s: &ContainerStatus| {
+        s.state
+            .as_ref()
+            .and_then(|st| st.terminated.as_ref())
+            .map(|t| t.exit_code)
+    };
+    let last_exit_of = |s: &ContainerStatus| {
+        s.last_state
+            .as_ref()
+            .and_then(|st| st.terminated.as_ref())
+            .map(|t| t.exit_code)
+    };
 
     let (mut pending_init, mut failed_init) = (0, 0);
     for s in init {
@@ -250,7 +294,11 @@ fn conditions(
     input: &StatusInput<'_>,
 ) -> Vec<PodCondition> {
     let not_ready = |statuses: &[ContainerStatus]| {
-        statuses.iter().filter(|s| !s.ready).map(|s| s.name.clone()).collect::<Vec<_>>()
+        statuses
+            .iter()
+            .filter(|s| !s.ready)
+            .map(|s| s.name.clone())
+            .collect::<Vec<_>>()
     };
     let succeeded = phase == "Succeeded";
     let unready_init = not_ready(init);
@@ -258,12 +306,23 @@ fn conditions(
     let initialized = match (succeeded, unready_init.is_empty()) {
         (true, _) => (true, Some("PodCompleted"), None),
         (false, true) => (true, None, None),
-        (false, false) => (false, Some("ContainersNotInitialized"), Some(format!("containers with incomplete status: [{}]", unready_init.join(" ")))),
+        (false, false) => (
+            false,
+            Some("ContainersNotInitialized"),
+            Some(format!(
+                "containers with incomplete status: [{}]",
+                unready_init.join(" ")
+            )),
+        ),
     };
     let containers_ready = match (succeeded, unready_apps.is_empty()) {
         (true, _) => (false, Some("PodCompleted"), None),
         (false, true) => (true, None, None),
-        (false, false) => (false, Some("ContainersNotReady"), Some(format!("containers with unready status: [{}]", unready_apps.join(" ")))),
+        (false, false) => (
+            false,
+            Some("ContainersNotReady"),
+            Some(format!("containers with unready status: [{}]", unready_apps.join(" "))),
+        ),
     };
     let wanted = [
         ("PodReadyToStartContainers", (sandbox_ready, None, None)),
@@ -283,7 +342,11 @@ fn conditions(
                 status: status.to_string(),
                 reason: reason.map(str::to_string),
                 message,
-                last_transition_time: Some(unchanged.and_then(|c| c.last_transition_time.clone()).unwrap_or(Time(input.now))),
+                last_transition_time: Some(
+                    unchanged
+                        .and_then(|c| c.last_transition_time.clone())
+                        .unwrap_or(Time(input.now)),
+                ),
                 ..Default::default()
             }
         })
@@ -303,9 +366,17 @@ mod tests {
     }
 
     fn pod(policy: &str, init: &[&str], apps: &[&str]) -> Pod {
-        let c = |n: &&str| Container { name: n.to_string(), image: Some("img:1".into()), ..Default::default() };
+        let c = |n: &&str| Container {
+            name: n.to_string(),
+            image: Some("img:1".into()),
+            ..Default::default()
+        };
         Pod {
-            metadata: ObjectMeta { name: Some("p".into()), uid: Some("u".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("p".into()),
+                uid: Some("u".into()),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
                 restart_policy: Some(policy.into()),
                 init_containers: (!init.is_empty()).then(|| init.iter().map(c).collect()),
@@ -342,22 +413,45 @@ mod tests {
     }
 
     fn status_of(p: &Pod, observed: &[ObservedContainer], waiting: &HashMap<String, WaitingReason>) -> PodStatus {
-        generate(&StatusInput { pod: p, observed, waiting, host_ip: "10.0.0.1", previous: None, now: at(100) })
+        generate(&StatusInput {
+            pod: p,
+            observed,
+            waiting,
+            host_ip: "10.0.0.1",
+            previous: None,
+            now: at(100),
+        })
     }
 
     fn condition(s: &PodStatus, kind: &str) -> String {
-        s.conditions.as_ref().unwrap().iter().find(|c| c.type_ == kind).unwrap().status.clone()
+        s.conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == kind)
+            .unwrap()
+            .status
+            .clone()
     }
 
     /// A running pod is Running and Ready, with the sandbox's IP.
     #[test]
     fn running_pod_is_running_and_ready() {
         let p = pod("Always", &[], &["a"]);
-        let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0), obs("a", ContainerRole::App, 0, RuntimeState::Running, 0)];
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+        ];
         let s = status_of(&p, &observed, &HashMap::new());
         assert_eq!(s.phase.as_deref(), Some("Running"));
         assert_eq!(s.pod_ip.as_deref(), Some("172.17.0.9"));
-        for kind in ["Ready", "ContainersReady", "Initialized", "PodScheduled", "PodReadyToStartContainers"] {
+        for kind in [
+            "Ready",
+            "ContainersReady",
+            "Initialized",
+            "PodScheduled",
+            "PodReadyToStartContainers",
+        ] {
             assert_eq!(condition(&s, kind), "True", "{kind}");
         }
         let cs = &s.container_statuses.unwrap()[0];
@@ -377,10 +471,18 @@ mod tests {
             ("Never", 1, "Failed"),
         ] {
             let p = pod(policy, &[], &["a"]);
-            let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Exited, 0), obs("a", ContainerRole::App, 0, RuntimeState::Exited, code)];
+            let observed = [
+                obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Exited, 0),
+                obs("a", ContainerRole::App, 0, RuntimeState::Exited, code),
+            ];
             let s = status_of(&p, &observed, &HashMap::new());
             assert_eq!(s.phase.as_deref(), Some(phase), "{policy} exit {code}");
-            let t = s.container_statuses.unwrap()[0].state.clone().unwrap().terminated.unwrap();
+            let t = s.container_statuses.unwrap()[0]
+                .state
+                .clone()
+                .unwrap()
+                .terminated
+                .unwrap();
             assert_eq!(t.reason.as_deref(), Some(if code == 0 { "Completed" } else { "Error" }));
         }
     }
@@ -389,12 +491,27 @@ mod tests {
     #[test]
     fn crash_looping_container_waits_with_last_state() {
         let p = pod("Always", &[], &["a"]);
-        let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0), obs("a", ContainerRole::App, 2, RuntimeState::Exited, 1)];
-        let waiting = HashMap::from([("a".to_string(), WaitingReason { reason: "CrashLoopBackOff".into(), message: "back-off 20s".into() })]);
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 2, RuntimeState::Exited, 1),
+        ];
+        let waiting = HashMap::from([(
+            "a".to_string(),
+            WaitingReason {
+                reason: "CrashLoopBackOff".into(),
+                message: "back-off 20s".into(),
+            },
+        )]);
         let s = status_of(&p, &observed, &waiting);
         let cs = &s.container_statuses.as_ref().unwrap()[0];
-        assert_eq!(cs.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("CrashLoopBackOff"));
-        assert_eq!(cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code, 1);
+        assert_eq!(
+            cs.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+            Some("CrashLoopBackOff")
+        );
+        assert_eq!(
+            cs.last_state.as_ref().unwrap().terminated.as_ref().unwrap().exit_code,
+            1
+        );
         assert_eq!(cs.restart_count, 2);
         assert_eq!(s.phase.as_deref(), Some("Running"));
         assert_eq!(condition(&s, "Ready"), "False");
@@ -406,12 +523,23 @@ mod tests {
     fn init_containers_gate_the_pod() {
         let p = pod("Never", &["i"], &["a"]);
         let sb = obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0);
-        let s = status_of(&p, &[sb.clone(), obs("i", ContainerRole::Init, 0, RuntimeState::Running, 0)], &HashMap::new());
+        let s = status_of(
+            &p,
+            &[sb.clone(), obs("i", ContainerRole::Init, 0, RuntimeState::Running, 0)],
+            &HashMap::new(),
+        );
         assert_eq!(s.phase.as_deref(), Some("Pending"));
         assert_eq!(condition(&s, "Initialized"), "False");
         let app = &s.container_statuses.as_ref().unwrap()[0];
-        assert_eq!(app.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(), Some("PodInitializing"));
-        let s = status_of(&p, &[sb, obs("i", ContainerRole::Init, 0, RuntimeState::Exited, 1)], &HashMap::new());
+        assert_eq!(
+            app.state.as_ref().unwrap().waiting.as_ref().unwrap().reason.as_deref(),
+            Some("PodInitializing")
+        );
+        let s = status_of(
+            &p,
+            &[sb, obs("i", ContainerRole::Init, 0, RuntimeState::Exited, 1)],
+            &HashMap::new(),
+        );
         assert_eq!(s.phase.as_deref(), Some("Failed"));
     }
 
@@ -419,8 +547,18 @@ mod tests {
     #[test]
     fn missing_image_shows_the_waiting_reason() {
         let p = pod("Always", &[], &["a"]);
-        let waiting = HashMap::from([("a".to_string(), WaitingReason { reason: "ErrImageNeverPull".into(), message: "no image".into() })]);
-        let s = status_of(&p, &[obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0)], &waiting);
+        let waiting = HashMap::from([(
+            "a".to_string(),
+            WaitingReason {
+                reason: "ErrImageNeverPull".into(),
+                message: "no image".into(),
+            },
+        )]);
+        let s = status_of(
+            &p,
+            &[obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0)],
+            &waiting,
+        );
         assert_eq!(s.phase.as_deref(), Some("Pending"));
         let st = s.container_statuses.unwrap()[0].state.clone().unwrap();
         assert_eq!(st.waiting.unwrap().reason.as_deref(), Some("ErrImageNeverPull"));
