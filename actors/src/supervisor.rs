@@ -569,7 +569,10 @@ mod tests {
             node_name: NODE.into(),
             host_ip: "10.0.0.1".into(),
             sandbox_image: "pause".into(),
-            backoff: BackoffConfig { initial: Duration::from_millis(100), max: Duration::from_millis(400) },
+            backoff: BackoffConfig {
+                initial: Duration::from_millis(100),
+                max: Duration::from_millis(400),
+            },
             sync_frequency: Duration::from_secs(60),
             node_memory_bytes: 1 << 30,
             min_oom_score_adj: -1000,
@@ -593,13 +596,21 @@ mod tests {
                 ..Default::default()
             },
             spec: Some(PodSpec {
-                containers: vec![Container { name: "app".into(), image: Some("img:1".into()), ..Default::default() }],
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("img:1".into()),
+                    ..Default::default()
+                }],
                 termination_grace_period_seconds: Some(grace),
                 ..Default::default()
             }),
             status: None,
         };
-        DesiredPod { uid: PodUid(uid.into()), pod, origin: "test".into() }
+        DesiredPod {
+            uid: PodUid(uid.into()),
+            pod,
+            origin: "test".into(),
+        }
     }
 
     fn running(runtime: &FakeRuntime) -> Vec<(String, ContainerRole)> {
@@ -629,12 +640,23 @@ mod tests {
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sup = supervisor(&runtime);
         let pods = vec![desired("web", "u1", 0)];
-        sup.do_send(SourcePodsChanged { source: "file".into(), pods, errors: vec![] });
+        sup.do_send(SourcePodsChanged {
+            source: "file".into(),
+            pods,
+            errors: vec![],
+        });
         eventually("sandbox and container running", || running(&runtime).len() == 2).await;
         let listed = sup.send(GetPods).await.unwrap();
         assert_eq!(listed[0].status.as_ref().unwrap().phase.as_deref(), Some("Running"));
-        sup.do_send(SourcePodsChanged { source: "file".into(), pods: vec![], errors: vec![] });
-        eventually("all containers removed", || runtime.state.lock().unwrap().containers.is_empty()).await;
+        sup.do_send(SourcePodsChanged {
+            source: "file".into(),
+            pods: vec![],
+            errors: vec![],
+        });
+        eventually("all containers removed", || {
+            runtime.state.lock().unwrap().containers.is_empty()
+        })
+        .await;
         assert!(sup.send(GetPods).await.unwrap().is_empty());
         let stops = runtime.calls().iter().filter(|c| c.starts_with("stop")).count();
         assert_eq!(stops, 2, "{:?}", runtime.calls());
@@ -646,13 +668,27 @@ mod tests {
     async fn panicking_actors_are_recreated_without_restarting_pods() {
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sup = supervisor(&runtime);
-        sup.do_send(SourcePodsChanged { source: "file".into(), pods: vec![desired("web", "u1", 0)], errors: vec![] });
+        sup.do_send(SourcePodsChanged {
+            source: "file".into(),
+            pods: vec![desired("web", "u1", 0)],
+            errors: vec![],
+        });
         eventually("pod running", || running(&runtime).len() == 2).await;
         let before = running(&runtime);
         let creates_before = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
 
-        sup.send(InjectFault { target: FaultTarget::PodWorker(PodUid("u1".into())) }).await.unwrap().unwrap();
-        sup.send(InjectFault { target: FaultTarget::Pleg }).await.unwrap().unwrap();
+        sup.send(InjectFault {
+            target: FaultTarget::PodWorker(PodUid("u1".into())),
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        sup.send(InjectFault {
+            target: FaultTarget::Pleg,
+        })
+        .await
+        .unwrap()
+        .unwrap();
         tokio::time::sleep(WATCHDOG_PERIOD * 4).await;
 
         let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
@@ -665,10 +701,17 @@ mod tests {
         assert_eq!(creates_after, creates_before, "{:?}", runtime.calls());
 
         // The re-created actors still work: a container that dies is restarted.
-        let app = before.iter().find(|(_, role)| *role == ContainerRole::App).unwrap().0.clone();
+        let app = before
+            .iter()
+            .find(|(_, role)| *role == ContainerRole::App)
+            .unwrap()
+            .0
+            .clone();
         runtime.exit(&app, 1);
-        eventually("app restarted", || running(&runtime).len() == 2 && !running(&runtime).iter().any(|(id, _)| id == &app))
-            .await;
+        eventually("app restarted", || {
+            running(&runtime).len() == 2 && !running(&runtime).iter().any(|(id, _)| id == &app)
+        })
+        .await;
     }
 
     /// Containers of a pod no source wants (its manifest vanished while no agent ran) are
@@ -677,7 +720,12 @@ mod tests {
     async fn orphaned_containers_are_removed_once_sources_are_ready() {
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let orphan = desired("old", "u9", 0).pod;
-        let id = runtime.create_container(crate::pod_worker::container_spec::sandbox_spec(&orphan, NODE, "pause", 0)).await.unwrap();
+        let id = runtime
+            .create_container(crate::pod_worker::container_spec::sandbox_spec(
+                &orphan, NODE, "pause", 0,
+            ))
+            .await
+            .unwrap();
         runtime.start_container(&id).await.unwrap();
         let sup = supervisor(&runtime);
         tokio::time::sleep(Duration::from_millis(300)).await;

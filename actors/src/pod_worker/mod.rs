@@ -513,9 +513,17 @@ mod tests {
 
     fn pod() -> Arc<Pod> {
         Arc::new(Pod {
-            metadata: ObjectMeta { name: Some("web".into()), uid: Some("u1".into()), ..Default::default() },
+            metadata: ObjectMeta {
+                name: Some("web".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
             spec: Some(PodSpec {
-                containers: vec![Container { name: "app".into(), image: Some("img:1".into()), ..Default::default() }],
+                containers: vec![Container {
+                    name: "app".into(),
+                    image: Some("img:1".into()),
+                    ..Default::default()
+                }],
                 ..Default::default()
             }),
             status: None,
@@ -556,8 +564,16 @@ mod tests {
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
-        assert_eq!(sink.send(Terminated).await.unwrap(), 1, "worker did not report termination");
-        assert!(!runtime.calls().iter().any(|c| c.starts_with("create k8s_app")), "{:?}", runtime.calls());
+        assert_eq!(
+            sink.send(Terminated).await.unwrap(),
+            1,
+            "worker did not report termination"
+        );
+        assert!(
+            !runtime.calls().iter().any(|c| c.starts_with("create k8s_app")),
+            "{:?}",
+            runtime.calls()
+        );
         assert!(runtime.state.lock().unwrap().containers.is_empty());
     }
 }

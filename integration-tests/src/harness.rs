@@ -1,0 +1,512 @@
+//! [`Agent`]: one dockerlet process under test, its HTTP endpoints, and its clean-up.
+
+use std::collections::hash_map::RandomState;
+use std::fs::OpenOptions;
+use std::hash::{BuildHasher, Hasher};
+use std::io::Write;
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use anyhow::{bail, Context as _};
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::List;
+use serde_json::Value;
+use tempfile::TempDir;
+
+use crate::docker::{self, Container};
+use crate::pod::{ContainerStatusExt, PodExt};
+use crate::wait::wait_until;
+use crate::{BUSYBOX_IMAGE, POD_START_TIMEOUT};
+
+/// Flags every test agent gets: short intervals so tests see changes within seconds.
+const FAST_FLAGS: &[&str] = &[
+    "--file-check-frequency",
+    "1s",
+    "--sync-frequency",
+    "5s",
+    "--crash-loop-backoff-initial",
+    "1s",
+    "--crash-loop-backoff-max",
+    "4s",
+];
+
+/// How long a freshly started agent may take to answer on its HTTP ports.
+const READY_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How many lines of the agent's log a failing test prints.
+const LOG_TAIL_LINES: usize = 200;
+
+/// The ports one agent listens on (all on 127.0.0.1).
+#[derive(Debug, Clone, Copy)]
+pub struct Ports {
+    /// `--read-only-port`: `/pods`, `/healthz`.
+    pub read_only: u16,
+    /// `--healthz-port`.
+    pub healthz: u16,
+    /// Port of `--debug-address`: `/debug/actors`, `/debug/fault`.
+    pub debug: u16,
+}
+
+/// How the agent process ended after a signal.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentExit {
+    /// Its exit status.
+    pub status: ExitStatus,
+    /// Time from the signal to the exit.
+    pub after: Duration,
+}
+
+/// One dockerlet process under test, with its node name, temporary root dir and log.
+///
+/// Dropping it kills the process and force-removes every container labelled with its node
+/// (also when the test panicked; then it first prints the tail of the agent's log and the
+/// node's containers, and keeps the temporary directory for a post-mortem).
+pub struct Agent {
+    node: String,
+    bin: PathBuf,
+    args: Vec<String>,
+    ports: Ports,
+    /// Holds `root/` (`--root-dir`) and `agent.log` (the agent's stdout and stderr).
+    work: Option<TempDir>,
+    child: Option<Child>,
+    http: ureq::Agent,
+}
+
+impl Agent {
+    /// Starts the agent on `manifest_dir` with a unique node name derived from `test_name`,
+    /// free ports, short intervals, and `extra_args`; returns once its HTTP ports answer.
+    pub fn start(test_name: &str, manifest_dir: &Path, extra_args: &[&str]) -> Agent {
+        preflight();
+        let node = unique_node_name(test_name);
+        let work = tempfile::Builder::new()
+            .prefix(&format!("dockerlet-{node}-"))
+            .tempdir()
+            .expect("cannot create the agent's temporary directory");
+        let root = work.path().join("root");
+        std::fs::create_dir_all(&root).expect("cannot create the root dir");
+        let ports = Ports {
+            read_only: free_port(),
+            healthz: free_port(),
+            debug: free_port(),
+        };
+
+        let mut args: Vec<String> = vec![
+            "--pod-manifest-path".into(),
+            manifest_dir.display().to_string(),
+            "--hostname-override".into(),
+            node.clone(),
+            "--root-dir".into(),
+            root.display().to_string(),
+            "--read-only-port".into(),
+            ports.read_only.to_string(),
+            "--address".into(),
+            "127.0.0.1".into(),
+            "--healthz-port".into(),
+            ports.healthz.to_string(),
+            "--debug-address".into(),
+            format!("127.0.0.1:{}", ports.debug),
+        ];
+        args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
+        args.extend(extra_args.iter().map(|s| s.to_string()));
+
+        let http = ureq::Agent::config_builder()
+            .timeout_global(Some(Duration::from_secs(15)))
+            .http_status_as_error(false)
+            .proxy(None)
+            // A pooled connection would be stale after an agent restart.
+            .max_idle_connections(0)
+            .build()
+            .into();
+
+        let mut agent = Agent {
+            node,
+            bin: binary(),
+            args,
+            ports,
+            work: Some(work),
+            child: None,
+            http,
+        };
+        agent.spawn();
+        agent
+    }
+
+    /// The node name (`--hostname-override`), unique to this agent.
+    pub fn node(&self) -> &str {
+        &self.node
+    }
+
+    /// The name the agent gives the static pod `manifest_name`: `<manifest_name>-<node>`.
+    pub fn pod_name(&self, manifest_name: &str) -> String {
+        format!("{manifest_name}-{}", self.node)
+    }
+
+    /// The ports it listens on.
+    pub fn ports(&self) -> Ports {
+        self.ports
+    }
+
+    /// The agent's stdout and stderr so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+    }
+
+    /// The process ID of the running agent, if it runs.
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+
+    /// Sends SIGKILL and waits for the process to be gone.
+    pub fn kill9(&mut self) {
+        let mut child = self.child.take().expect("the agent is not running");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    /// Sends SIGTERM and waits up to `timeout` for the process to exit; panics if it does not.
+    pub fn sigterm(&mut self, timeout: Duration) -> AgentExit {
+        let mut child = self.child.take().expect("the agent is not running");
+        let pid = rustix::process::Pid::from_raw(child.id() as i32).expect("valid pid");
+        let sent = Instant::now();
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("cannot send SIGTERM to the agent");
+        loop {
+            if let Some(status) = child.try_wait().expect("cannot wait for the agent") {
+                return AgentExit {
+                    status,
+                    after: sent.elapsed(),
+                };
+            }
+            if sent.elapsed() > timeout {
+                let _ = child.kill();
+                let _ = child.wait();
+                panic!("the agent did not exit within {timeout:?} of SIGTERM");
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts the agent again with the same node name, flags, ports and root dir (after
+    /// [`Agent::kill9`] or [`Agent::sigterm`]; a running agent is SIGKILLed first).
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.kill9();
+        }
+        self.spawn();
+    }
+
+    /// `GET /pods` on the read-only port.
+    pub fn try_pods(&self) -> anyhow::Result<Vec<Pod>> {
+        let url = format!("http://127.0.0.1:{}/pods", self.ports.read_only);
+        let (status, body) = self.get(&url)?;
+        if status != 200 {
+            bail!("GET {url}: {status} {body}");
+        }
+        let list: List<Pod> = serde_json::from_str(&body).with_context(|| format!("GET {url}: not a PodList"))?;
+        Ok(list.items)
+    }
+
+    /// `GET /pods`; panics on errors.
+    pub fn pods(&self) -> Vec<Pod> {
+        self.try_pods().unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// The pod from manifest pod name `manifest_name`, as `/pods` shows it now.
+    pub fn pod(&self, manifest_name: &str) -> Option<Pod> {
+        let name = self.pod_name(manifest_name);
+        self.pods().into_iter().find(|p| p.name() == name)
+    }
+
+    /// Waits until the pod from `manifest_name` satisfies `ready`, described by `what`.
+    pub fn wait_for_pod(
+        &self,
+        manifest_name: &str,
+        what: &str,
+        timeout: Duration,
+        mut ready: impl FnMut(&Pod) -> bool,
+    ) -> Pod {
+        let name = self.pod_name(manifest_name);
+        wait_until(&format!("pod {name}: {what}"), timeout, || {
+            let pods = self.try_pods().map_err(|e| format!("{e:#}"))?;
+            let pod = pods
+                .into_iter()
+                .find(|p| p.name() == name)
+                .ok_or_else(|| format!("{name} not in /pods"))?;
+            if ready(&pod) {
+                Ok(pod)
+            } else {
+                Err(pod.summary())
+            }
+        })
+    }
+
+    /// Waits until the pod is Running with every container running and ready.
+    pub fn wait_for_running(&self, manifest_name: &str) -> Pod {
+        self.wait_for_pod(manifest_name, "Running, all containers ready", POD_START_TIMEOUT, |p| {
+            let statuses = p.status.as_ref().and_then(|s| s.container_statuses.as_ref());
+            p.phase() == "Running"
+                && statuses.is_some_and(|cs| !cs.is_empty() && cs.iter().all(|c| c.is_running() && c.ready))
+        })
+    }
+
+    /// `GET /debug/actors`.
+    pub fn try_debug(&self) -> anyhow::Result<Value> {
+        let url = format!("http://127.0.0.1:{}/debug/actors", self.ports.debug);
+        let (status, body) = self.get(&url)?;
+        if status != 200 {
+            bail!("GET {url}: {status} {body}");
+        }
+        serde_json::from_str(&body).with_context(|| format!("GET {url}: not JSON: {body}"))
+    }
+
+    /// `GET /debug/actors`; panics on errors.
+    pub fn debug(&self) -> Value {
+        self.try_debug().unwrap_or_else(|e| panic!("{e:#}"))
+    }
+
+    /// The entry of `/debug/actors` with that kind and name.
+    pub fn actor(&self, kind: &str, name: &str) -> Option<Value> {
+        let debug = self.debug();
+        debug["actors"]
+            .as_array()?
+            .iter()
+            .find(|a| a["kind"] == kind && a["name"] == name)
+            .cloned()
+    }
+
+    /// The entries of `/debug/actors` of that kind.
+    pub fn actors_of_kind(&self, kind: &str) -> Vec<Value> {
+        let debug = self.debug();
+        let actors = debug["actors"].as_array().cloned().unwrap_or_default();
+        actors.into_iter().filter(|a| a["kind"] == kind).collect()
+    }
+
+    /// `events` of `/debug/actors`.
+    pub fn events(&self) -> Vec<Value> {
+        self.debug()["events"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `manifest_errors` of `/debug/actors`.
+    pub fn manifest_errors(&self) -> Vec<Value> {
+        self.debug()["manifest_errors"].as_array().cloned().unwrap_or_default()
+    }
+
+    /// `GET /healthz` on the healthz port: status code and body.
+    pub fn healthz(&self) -> anyhow::Result<(u16, String)> {
+        self.get(&format!("http://127.0.0.1:{}/healthz", self.ports.healthz))
+    }
+
+    /// `GET` any URL: status code and body.
+    pub fn get(&self, url: &str) -> anyhow::Result<(u16, String)> {
+        let mut resp = self.http.get(url).call().with_context(|| format!("GET {url}"))?;
+        let status = resp.status().as_u16();
+        let body = resp
+            .body_mut()
+            .read_to_string()
+            .with_context(|| format!("GET {url}: body"))?;
+        Ok((status, body))
+    }
+
+    /// `POST /debug/fault?<query>` (needs `--enable-fault-injection`): status code and body.
+    pub fn inject_fault(&self, query: &str) -> (u16, String) {
+        let url = format!("http://127.0.0.1:{}/debug/fault?{query}", self.ports.debug);
+        let mut resp = self
+            .http
+            .post(&url)
+            .send_empty()
+            .unwrap_or_else(|e| panic!("POST {url}: {e}"));
+        let status = resp.status().as_u16();
+        (status, resp.body_mut().read_to_string().unwrap_or_default())
+    }
+
+    /// Every Docker container labelled with this agent's node.
+    pub fn containers(&self) -> Vec<Container> {
+        docker::node_containers(&self.node)
+    }
+
+    /// The containers of the pod with that UID (sandbox included).
+    pub fn pod_containers(&self, uid: &str) -> Vec<Container> {
+        self.containers().into_iter().filter(|c| c.pod_uid() == uid).collect()
+    }
+
+    fn log_path(&self) -> PathBuf {
+        self.work.as_ref().expect("work dir").path().join("agent.log")
+    }
+
+    fn spawn(&mut self) {
+        let log_path = self.log_path();
+        let mut log = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&log_path)
+            .expect("cannot open the agent log");
+        let _ = writeln!(
+            log,
+            "==== test harness: starting {} {}",
+            self.bin.display(),
+            self.args.join(" ")
+        );
+        let stderr = log.try_clone().expect("cannot clone the log file handle");
+        let mut cmd = Command::new(&self.bin);
+        cmd.args(&self.args).stdin(Stdio::null()).stdout(log).stderr(stderr);
+        if std::env::var_os("RUST_LOG").is_none() {
+            cmd.env("RUST_LOG", "info");
+        }
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+        self.child = Some(child);
+        self.wait_until_ready();
+    }
+
+    /// Waits until `/pods` and `/debug/actors` answer; panics with the log if the agent exits.
+    fn wait_until_ready(&mut self) {
+        let start = Instant::now();
+        loop {
+            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                self.child = None;
+                panic!(
+                    "the agent exited during start-up ({status}); its log:\n{}",
+                    tail(&self.log(), LOG_TAIL_LINES)
+                );
+            }
+            let pods = self.try_pods();
+            let debug = self.try_debug();
+            match (&pods, &debug) {
+                (Ok(_), Ok(_)) => return,
+                _ if start.elapsed() > READY_TIMEOUT => panic!(
+                    "the agent did not answer within {READY_TIMEOUT:?}: /pods: {:?}, \
+                     /debug/actors: {:?}; its log:\n{}",
+                    pods.err(),
+                    debug.err(),
+                    tail(&self.log(), LOG_TAIL_LINES)
+                ),
+                _ => std::thread::sleep(Duration::from_millis(100)),
+            }
+        }
+    }
+}
+
+impl Drop for Agent {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if std::thread::panicking() {
+            let containers: Vec<String> = docker::node_containers(&self.node)
+                .iter()
+                .map(Container::summary)
+                .collect();
+            eprintln!(
+                "---- node {}: containers at failure:\n{}\n---- agent log (last {LOG_TAIL_LINES} \
+                 lines):\n{}",
+                self.node,
+                containers.join("\n"),
+                tail(&self.log(), LOG_TAIL_LINES)
+            );
+            if let Some(work) = self.work.take() {
+                eprintln!("---- agent work dir kept at {}", work.keep().display());
+            }
+        }
+        // The agent is dead, so nothing re-creates containers behind our back.
+        docker::remove_node_containers(&self.node);
+    }
+}
+
+/// The agent binary: `$DOCKERLET_BIN`, else `target/debug/dockerlet` of this workspace (or of
+/// `$CARGO_TARGET_DIR`). Panics with a hint if it is missing.
+pub fn binary() -> PathBuf {
+    let path = if let Some(bin) = std::env::var_os("DOCKERLET_BIN") {
+        PathBuf::from(bin)
+    } else {
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
+        target.join("debug/dockerlet")
+    };
+    assert!(
+        path.is_file(),
+        "the dockerlet binary is missing at {}: run `cargo build --workspace --bins` first \
+         (`make test` does), or point DOCKERLET_BIN at it",
+        path.display()
+    );
+    path
+}
+
+/// Panics early, with a hint, if Docker or the test image is missing.
+fn preflight() {
+    let info = docker::docker(&["info", "--format", "{{.ServerVersion}}"]);
+    assert!(
+        info.status.success(),
+        "Docker is not reachable (`docker info` failed: {}); run scripts/ensure-docker.sh",
+        String::from_utf8_lossy(&info.stderr).trim()
+    );
+    assert!(
+        docker::image_exists(BUSYBOX_IMAGE),
+        "the image {BUSYBOX_IMAGE} is missing; run `make image` (scripts/build-busybox-image.sh)"
+    );
+}
+
+/// `it-<test>-<8 hex>`: lowercase, at most 30 characters, unique per call.
+pub fn unique_node_name(test_name: &str) -> String {
+    let mut short: String = test_name
+        .to_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(18)
+        .collect();
+    while short.ends_with('-') {
+        short.pop();
+    }
+    format!("it-{short}-{}", random_hex())
+}
+
+/// 8 random hex digits (random seed per process, a counter and the clock).
+fn random_hex() -> String {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut hasher = RandomState::new().build_hasher();
+    hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+    hasher.write_u32(std::process::id());
+    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos());
+    format!("{:08x}", hasher.finish() as u32)
+}
+
+/// A port that was free a moment ago (bind 127.0.0.1:0, read it, release it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("cannot bind 127.0.0.1:0")
+        .port()
+}
+
+/// The last `lines` lines of `text`.
+fn tail(text: &str, lines: usize) -> String {
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Node names are lowercase, at most 30 characters, start with the test name, and differ between calls.
+    #[test]
+    fn node_names_are_short_lowercase_and_unique() {
+        let a = unique_node_name("A_Very_Long_Test_Name_That_Goes_On");
+        let b = unique_node_name("A_Very_Long_Test_Name_That_Goes_On");
+        assert_ne!(a, b);
+        for name in [&a, &b] {
+            assert!(name.len() <= 30, "{name}");
+            assert!(name.starts_with("it-a-very-long-test-n"), "{name}");
+            assert!(
+                name.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-'),
+                "{name}"
+            );
+        }
+        assert!(unique_node_name("x-").starts_with("it-x-"));
+    }
+}

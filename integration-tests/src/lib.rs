@@ -1,0 +1,43 @@
+//! End-to-end tests for dockerlet: the real agent binary against the real Docker engine.
+//!
+//! Every test starts its own agent with a unique node name, so tests are independent and run in
+//! parallel on one engine. The agent's drop guard kills the agent and removes every container
+//! labelled with its node, also when the test panics.
+//!
+//! # Layout
+//! - [`harness`]: [`Agent`] starts `target/debug/dockerlet` (or `$DOCKERLET_BIN`) with short
+//!   intervals and free ports, talks to its HTTP endpoints, signals it, and cleans up.
+//! - [`manifest`]: [`ManifestDir`] (a temporary `--pod-manifest-path`) and the YAML fixtures in
+//!   `manifests/testdata/`.
+//! - [`pod`]: [`PodExt`] and [`ContainerStatusExt`], reading a `/pods` status at a glance.
+//! - [`docker`]: the Docker CLI: containers of a node, `docker inspect`, `kill`, `exec`, and
+//!   [`DieEvents`], a `docker events` watcher for exit codes.
+//! - [`wait`]: polling with generous timeouts and a useful message on timeout.
+//!
+//! # Requirements
+//! A running Docker engine, the image `dockerlet.local/busybox:1` (`make image`) and a built
+//! agent (`cargo build --workspace --bins`). `make test` provides all three.
+
+pub mod docker;
+pub mod harness;
+pub mod manifest;
+pub mod pod;
+pub mod wait;
+
+pub use docker::{Container, DieEvents};
+pub use harness::{Agent, AgentExit, Ports};
+pub use manifest::{fixture, write_manifest, ManifestDir};
+pub use pod::{ContainerStatusExt, PodExt};
+pub use wait::{holds_for, wait_for, wait_until};
+
+use std::time::Duration;
+
+/// The image every test pod uses; built locally by `scripts/build-busybox-image.sh`.
+pub const BUSYBOX_IMAGE: &str = "dockerlet.local/busybox:1";
+
+/// How long a pod may take to reach Running (2 cores, tests in parallel, first sandbox image
+/// build).
+pub const POD_START_TIMEOUT: Duration = Duration::from_secs(90);
+
+/// How long any other expected change may take to show.
+pub const CHANGE_TIMEOUT: Duration = Duration::from_secs(60);
