@@ -1,5 +1,7 @@
 # dockerlet developer tasks. `make help` lists them.
 
+SHELL := /bin/bash
+
 NODE ?= dockerlet-dev
 CARGO ?= cargo
 # Integration tests each start an agent and containers; 4 at a time keeps a 2-core machine busy
@@ -39,7 +41,9 @@ run: docker image build
 
 test: docker image
 	$(CARGO) build --workspace --bins
-	$(CARGO) test --workspace -- --test-threads=$(TEST_THREADS)
+	@mkdir -p target
+	set -o pipefail; $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS) 2>&1 | tee target/test-output.log
+	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 
 lint:
 	$(CARGO) fmt --all -- --check
