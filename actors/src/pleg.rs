@@ -319,4 +319,41 @@ mod tests {
             ]
         );
     }
+
+    struct Nothing;
+    impl Actor for Nothing {
+        type Context = Context<Self>;
+    }
+    impl Handler<PodLifecycleEvent> for Nothing {
+        type Result = ();
+        fn handle(&mut self, _: PodLifecycleEvent, _: &mut Context<Self>) {}
+    }
+    impl Handler<RelistCompleted> for Nothing {
+        type Result = ();
+        fn handle(&mut self, _: RelistCompleted, _: &mut Context<Self>) {}
+    }
+
+    /// PLEG is healthy while relists succeed, and names the runtime as the reason once Docker
+    /// stops answering (what `/healthz` reports).
+    #[actix::test]
+    async fn health_follows_the_runtime() {
+        let runtime = crate::runtime::fake::FakeRuntime::default();
+        let sink = Nothing.start();
+        let links = PlegLinks {
+            events: sink.clone().recipient(),
+            relisted: sink.recipient(),
+        };
+        let pleg = PlegActor::new(Arc::new(runtime.clone()), "n1".into(), links, Duration::from_millis(20)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let health = pleg.send(GetHealth).await.unwrap();
+        assert!(health.healthy, "{health:?}");
+        runtime.state.lock().unwrap().unreachable = true;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let health = pleg.send(GetHealth).await.unwrap();
+        assert!(!health.healthy);
+        assert!(health.reason.unwrap().starts_with("container runtime is down"));
+        runtime.state.lock().unwrap().unreachable = false;
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(pleg.send(GetHealth).await.unwrap().healthy);
+    }
 }

@@ -33,7 +33,7 @@ use dockerlet_messages::debug::{
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
-use dockerlet_messages::worker::{PodTerminated, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
 use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -222,7 +222,7 @@ impl Supervisor {
             restarted.push(("StatusActor".to_string(), "status".to_string()));
             // The new StatusActor is empty: have every worker publish again.
             for entry in self.workers.values() {
-                entry.addr.do_send(SyncPod);
+                entry.addr.do_send(PublishStatus);
             }
         }
         if self.source.as_ref().is_some_and(|c| !c.addr.connected()) {
@@ -259,6 +259,18 @@ impl Supervisor {
             );
         }
     }
+}
+
+/// Equal but for `kubernetes.io/config.seen`, which a re-created source stamps anew.
+fn same_pod(a: &Pod, b: &Pod) -> bool {
+    let without_seen = |p: &Pod| {
+        let mut p = p.clone();
+        if let Some(annotations) = p.metadata.annotations.as_mut() {
+            annotations.remove(crate::source::manifest::CONFIG_SEEN);
+        }
+        p
+    };
+    without_seen(a) == without_seen(b)
 }
 
 fn pod_ref(pod: &Pod) -> String {
@@ -313,7 +325,7 @@ impl Handler<SourcePodsChanged> for Supervisor {
             }
         }
         for (uid, pod) in std::mem::take(&mut wanted) {
-            let changed = self.desired.get(&uid).is_none_or(|old| old.pod != pod.pod);
+            let changed = self.desired.get(&uid).is_none_or(|old| !same_pod(&old.pod, &pod.pod));
             if !changed {
                 continue;
             }
@@ -370,9 +382,11 @@ impl Handler<RelistCompleted> for Supervisor {
                 uid.to_string(),
                 "containers of a pod no source wants are being removed".to_string(),
             );
+            // Only the UID is known; the name is for logs and the debug page.
             let stand_in = Pod {
                 metadata: ObjectMeta {
                     uid: Some(uid.0.clone()),
+                    name: Some(format!("orphan-{uid}")),
                     ..Default::default()
                 },
                 ..Default::default()
@@ -699,6 +713,22 @@ mod tests {
         assert_eq!(running(&runtime), before);
         let creates_after = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
         assert_eq!(creates_after, creates_before, "{:?}", runtime.calls());
+
+        // A re-created StatusActor gets every pod's status again.
+        sup.send(InjectFault {
+            target: FaultTarget::Status,
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        tokio::time::sleep(WATCHDOG_PERIOD * 4).await;
+        let pods = sup.send(GetPods).await.unwrap();
+        assert_eq!(
+            pods.len(),
+            1,
+            "status re-published after the StatusActor was re-created"
+        );
+        assert_eq!(pods[0].status.as_ref().unwrap().phase.as_deref(), Some("Running"));
 
         // The re-created actors still work: a container that dies is restarted.
         let app = before

@@ -92,6 +92,33 @@ pub struct HostConfig {
     /// `private`, `shareable`, `container:<id>`, …
     #[serde(default)]
     pub ipc_mode: String,
+    /// Memory limit in bytes (0: none).
+    #[serde(default)]
+    pub memory: i64,
+    /// CFS quota in µs (0: none).
+    #[serde(default)]
+    pub cpu_quota: i64,
+    /// CFS period in µs (0: none).
+    #[serde(default)]
+    pub cpu_period: i64,
+    /// CPU shares (0: default).
+    #[serde(default)]
+    pub cpu_shares: i64,
+    /// Published ports: `"8080/tcp"` → host bindings.
+    #[serde(default)]
+    pub port_bindings: Option<BTreeMap<String, Option<Vec<PortBinding>>>>,
+}
+
+/// One published port of `HostConfig.PortBindings`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct PortBinding {
+    /// Host address (empty for all).
+    #[serde(default)]
+    pub host_ip: String,
+    /// Host port.
+    #[serde(default)]
+    pub host_port: String,
 }
 
 /// `NetworkSettings` of `docker inspect`.

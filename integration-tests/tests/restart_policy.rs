@@ -187,7 +187,10 @@ fn crash_loop_back_off_spaces_restarts_further_apart_up_to_the_maximum() {
             let main = agent.pod("always-exit1").and_then(|p| p.container("main").cloned());
             if main.as_ref().and_then(|c| c.waiting_reason()) == Some("CrashLoopBackOff") {
                 back_off_seen = true;
-                let waiting = main.as_ref().and_then(|c| c.state.as_ref()).and_then(|s| s.waiting.as_ref());
+                let waiting = main
+                    .as_ref()
+                    .and_then(|c| c.state.as_ref())
+                    .and_then(|s| s.waiting.as_ref());
                 if let Some(message) = waiting.and_then(|w| w.message.clone()) {
                     back_off_messages.push(message);
                 }
@@ -232,7 +235,9 @@ fn crash_loop_back_off_spaces_restarts_further_apart_up_to_the_maximum() {
     // Capped: the status names the delay being served; it reaches the 4 s maximum and never
     // doubles past it (no wall-clock bound, so load cannot make this flaky).
     assert!(
-        back_off_messages.iter().any(|m| m.starts_with("back-off 4s restarting failed container=main")),
+        back_off_messages
+            .iter()
+            .any(|m| m.starts_with("back-off 4s restarting failed container=main")),
         "the back-off reaches 4 s: {back_off_messages:?}"
     );
     assert!(

@@ -35,6 +35,13 @@ pub struct TerminatePod {
 #[rtype(result = "()")]
 pub struct SyncPod;
 
+/// Send your pod's last status again (the StatusActor was re-created and is empty).
+///
+/// Supervisor → PodWorker.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct PublishStatus;
+
 /// The worker finished terminating its pod: every container is removed.
 ///
 /// PodWorker → Supervisor, which then forgets the worker.

@@ -5,6 +5,7 @@
 //! | UpdatePod      | Supervisor | new desired spec; sync                                   |
 //! | SyncPod        | Supervisor | PLEG saw a change, or periodic resync; sync              |
 //! | TerminatePod   | Supervisor | cancel any sync in flight, stop and remove every container |
+//! | PublishStatus  | Supervisor | send the last status again (StatusActor re-created)      |
 //! | StopActor      | Supervisor | stop the actor (containers untouched)                    |
 //! | GetActorState  | Supervisor | debug snapshot                                           |
 //! | Panic          | Supervisor | test-only fault hook                                     |
@@ -29,7 +30,7 @@ use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
-use dockerlet_messages::worker::{PodTerminated, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
@@ -415,6 +416,20 @@ impl Handler<TerminatePod> for PodWorker {
         }
         self.terminating = Some(msg.grace_period);
         self.start_termination(msg.grace_period, ctx);
+    }
+}
+
+impl Handler<PublishStatus> for PodWorker {
+    type Result = ();
+
+    /// Send the last status again, unchanged.
+    fn handle(&mut self, _: PublishStatus, _: &mut Self::Context) {
+        self.handled += 1;
+        if let (Some(status), None) = (&self.last_status, self.terminating) {
+            let mut pod = (*self.pod).clone();
+            pod.status = Some(status.clone());
+            self.links.status.do_send(SetPodStatus { pod });
+        }
     }
 }
 

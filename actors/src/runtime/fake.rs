@@ -36,6 +36,8 @@ pub struct FakeState {
     next_id: u64,
     /// How long each create takes (to test that a slow start can be cut short).
     pub create_delay: Duration,
+    /// Make listing fail, as when the engine is unreachable.
+    pub unreachable: bool,
 }
 
 /// The fake runtime; clones share state.
@@ -77,6 +79,12 @@ impl ContainerRuntime for FakeRuntime {
 
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let state = self.state.lock().expect("fake state");
+        if state.unreachable {
+            return Err(RuntimeError::OperationFailed {
+                operation: "list containers".into(),
+                message: "connection refused".into(),
+            });
+        }
         Ok(state
             .containers
             .values()

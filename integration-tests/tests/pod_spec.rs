@@ -1,0 +1,155 @@
+//! How a pod spec maps onto Docker: command/args/env/workingDir, fieldRefs, resources, hostPort,
+//! hostNetwork, and a missing image.
+
+use dockerlet_integration_tests::harness::free_port;
+use dockerlet_integration_tests::{Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT};
+
+/// Command and args with `$(VAR)` expansion, env values and fieldRefs, workingDir, limits and
+/// requests, and a hostPort published on the node all reach Docker as kubelet maps them.
+#[test]
+fn the_pod_spec_maps_onto_docker_as_kubelet_maps_it() {
+    let host_port = free_port();
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "spec.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: spec
+spec:
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: web
+    image: dockerlet.local/busybox:1
+    workingDir: /var/www
+    command: ["sh", "-c"]
+    args: ["echo $(GREETING) from $(POD_NAME) > index.html && exec httpd -f -p 8080 -h ."]
+    env:
+    - name: GREETING
+      value: hi
+    - name: POD_NAME
+      valueFrom: {{fieldRef: {{fieldPath: metadata.name}}}}
+    - name: POD_NAMESPACE
+      valueFrom: {{fieldRef: {{fieldPath: metadata.namespace}}}}
+    - name: POD_UID
+      valueFrom: {{fieldRef: {{fieldPath: metadata.uid}}}}
+    - name: NODE_NAME
+      valueFrom: {{fieldRef: {{fieldPath: spec.nodeName}}}}
+    - name: POD_IP
+      valueFrom: {{fieldRef: {{fieldPath: status.podIP}}}}
+    - name: HOST_IP
+      valueFrom: {{fieldRef: {{fieldPath: status.hostIP}}}}
+    ports:
+    - containerPort: 8080
+      hostPort: {host_port}
+    resources:
+      limits: {{memory: 64Mi, cpu: 250m}}
+      requests: {{cpu: 100m}}
+"#
+        ),
+    );
+    let agent = Agent::start("pod-spec", manifests.path(), &[]);
+    let pod = agent.wait_for_running("spec");
+    let pod_name = agent.pod_name("spec");
+    let containers = agent.pod_containers(pod.uid());
+    let web = containers
+        .iter()
+        .find(|c| c.kube_name() == "web")
+        .expect("web container");
+    let sandbox = containers.iter().find(|c| c.is_sandbox()).expect("sandbox");
+
+    assert_eq!(web.env("GREETING"), Some("hi"));
+    assert_eq!(web.env("POD_NAME"), Some(pod_name.as_str()));
+    assert_eq!(web.env("POD_NAMESPACE"), Some("default"));
+    assert_eq!(web.env("POD_UID"), Some(pod.uid()));
+    assert_eq!(web.env("NODE_NAME"), Some(agent.node()));
+    assert_eq!(web.env("POD_IP"), pod.pod_ip());
+    assert_eq!(web.env("HOST_IP"), pod.host_ip());
+
+    assert_eq!(web.host_config.memory, 64 * 1024 * 1024, "limits.memory");
+    assert_eq!(web.host_config.cpu_quota, 25_000, "limits.cpu 250m → 25 ms per 100 ms");
+    assert_eq!(web.host_config.cpu_period, 100_000);
+    assert_eq!(web.host_config.cpu_shares, 102, "requests.cpu 100m → 102 shares");
+
+    let bindings = sandbox.host_config.port_bindings.clone().unwrap_or_default();
+    let published = bindings.get("8080/tcp").cloned().flatten().unwrap_or_default();
+    assert!(
+        published.iter().any(|b| b.host_port == host_port.to_string()),
+        "hostPort published on the sandbox: {bindings:?}"
+    );
+    // The page was written in workingDir with the expanded args, and is served on the hostPort.
+    let url = format!("http://127.0.0.1:{host_port}/");
+    let body = dockerlet_integration_tests::wait_for("page on the hostPort", CHANGE_TIMEOUT, || {
+        agent
+            .get(&url)
+            .ok()
+            .filter(|(code, _)| *code == 200)
+            .map(|(_, body)| body)
+    });
+    assert_eq!(body.trim(), format!("hi from {pod_name}"));
+}
+
+/// A pod whose image is missing with pullPolicy Never waits with ErrImageNeverPull and never
+/// gets its container; a host-network pod beside it runs with the node's IP.
+#[test]
+fn a_missing_image_waits_with_a_reason_and_host_network_pods_use_the_node_ip() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "missing.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: missing
+spec:
+  containers:
+  - name: app
+    image: dockerlet.local/does-not-exist:1
+    imagePullPolicy: Never
+"#,
+    );
+    manifests.write(
+        "hostnet.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: hostnet
+spec:
+  hostNetwork: true
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+    );
+    let agent = Agent::start("missing-image", manifests.path(), &[]);
+
+    let pod = agent.wait_for_pod("missing", "waiting with ErrImageNeverPull", CHANGE_TIMEOUT, |p| {
+        p.container("app").and_then(|c| c.waiting_reason()) == Some("ErrImageNeverPull")
+    });
+    assert_eq!(pod.phase(), "Pending");
+    let message = pod
+        .container("app")
+        .and_then(|c| c.state.as_ref()?.waiting.as_ref()?.message.clone());
+    assert!(
+        message
+            .as_deref()
+            .is_some_and(|m| m.contains("dockerlet.local/does-not-exist:1")),
+        "the message names the image: {message:?}"
+    );
+    assert!(
+        !agent.pod_containers(pod.uid()).iter().any(|c| c.kube_name() == "app"),
+        "no container is created for a missing image"
+    );
+
+    let hostnet = agent.wait_for_running("hostnet");
+    assert_eq!(
+        hostnet.pod_ip(),
+        hostnet.host_ip(),
+        "a host-network pod has the node's IP"
+    );
+    let containers = agent.pod_containers(hostnet.uid());
+    let sandbox = containers.iter().find(|c| c.is_sandbox()).expect("sandbox");
+    assert_eq!(sandbox.host_config.network_mode, "host");
+}
