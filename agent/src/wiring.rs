@@ -23,6 +23,9 @@ const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 /// Run the agent until a signal arrives.
 pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
+    // Docker bind mounts need an absolute host path.
+    let root_dir =
+        std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     let runtime = connect(&config.runtime_endpoint).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(config.sandbox_image.as_deref())
@@ -39,6 +42,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         sync_frequency: config.sync_frequency,
         node_memory_bytes: node_memory_bytes(),
         min_oom_score_adj: protect_from_oom_killer(),
+        root_dir,
     };
     let supervisor = Supervisor::new(
         SupervisorConfig {

@@ -134,6 +134,11 @@ impl Agent {
         agent
     }
 
+    /// The agent's `--root-dir`.
+    pub fn root_dir(&self) -> PathBuf {
+        self.work.as_ref().expect("the agent's work dir").path().join("root")
+    }
+
     /// The node name (`--hostname-override`), unique to this agent.
     pub fn node(&self) -> &str {
         &self.node

@@ -153,3 +153,81 @@ spec:
     let sandbox = containers.iter().find(|c| c.is_sandbox()).expect("sandbox");
     assert_eq!(sandbox.host_config.network_mode, "host");
 }
+
+/// Containers of a pod share an emptyDir kept under `--root-dir`; a hostPath mounted read-only
+/// shows the node's file and refuses writes; deleting the pod deletes its emptyDir.
+#[test]
+fn empty_dir_and_host_path_volumes_are_mounted_and_cleaned_up() {
+    let host = tempfile::tempdir().expect("host dir");
+    std::fs::write(host.path().join("greeting"), "from the node\n").expect("host file");
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "vols.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: vols
+spec:
+  terminationGracePeriodSeconds: 2
+  volumes:
+  - name: shared
+    emptyDir: {{}}
+  - name: node
+    hostPath: {{path: {host}, type: Directory}}
+  containers:
+  - name: writer
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "echo written > /shared/note; trap 'exit 0' TERM; sleep 3600 & wait"]
+    volumeMounts:
+    - {{name: shared, mountPath: /shared}}
+  - name: reader
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    volumeMounts:
+    - {{name: shared, mountPath: /in}}
+    - {{name: node, mountPath: /node, readOnly: true}}
+"#,
+            host = host.path().display()
+        ),
+    );
+    let agent = Agent::start("volumes", manifests.path(), &[]);
+    let pod = agent.wait_for_running("vols");
+    let uid = pod.uid().to_string();
+    let containers = agent.pod_containers(&uid);
+    let reader = containers
+        .iter()
+        .find(|c| c.kube_name() == "reader")
+        .expect("reader")
+        .id
+        .clone();
+
+    let read = |path: &str| {
+        let out = dockerlet_integration_tests::docker::exec(&reader, &["cat", path]);
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    let note = dockerlet_integration_tests::wait_for("the writer's note", CHANGE_TIMEOUT, || {
+        Some(read("/in/note")).filter(|s| !s.is_empty())
+    });
+    assert_eq!(note, "written", "the emptyDir is shared by both containers");
+    assert_eq!(
+        read("/node/greeting"),
+        "from the node",
+        "the hostPath shows the node's file"
+    );
+    let write = dockerlet_integration_tests::docker::exec(&reader, &["sh", "-c", "echo x > /node/new"]);
+    assert!(!write.status.success(), "a readOnly mount refuses writes");
+    assert!(!host.path().join("new").exists());
+
+    let pod_dir = agent.root_dir().join("pods").join(&uid);
+    let empty_dir = pod_dir.join("volumes/kubernetes.io~empty-dir/shared/note");
+    assert!(
+        empty_dir.is_file(),
+        "the emptyDir lives under --root-dir: {}",
+        empty_dir.display()
+    );
+    std::fs::remove_file(manifests.path().join("vols.yaml")).expect("remove manifest");
+    dockerlet_integration_tests::wait_for("pod directory removed", CHANGE_TIMEOUT, || {
+        (!pod_dir.exists() && agent.pod_containers(&uid).is_empty()).then_some(())
+    });
+}

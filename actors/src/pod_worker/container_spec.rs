@@ -33,6 +33,14 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A volume or volumeMount that cannot be set up.
+    #[error("{field}: {reason}")]
+    Volume {
+        /// The mount or volume.
+        field: String,
+        /// Why.
+        reason: String,
+    },
     /// A resource quantity that does not parse.
     #[error("resources.{field}: invalid quantity {value:?}")]
     BadQuantity {
@@ -58,6 +66,8 @@ pub struct PodContext<'a> {
     pub sandbox_id: &'a ContainerId,
     /// Node memory capacity in bytes (for Burstable OOM score adjustment).
     pub node_memory_bytes: i64,
+    /// `--root-dir` (absolute): emptyDir volumes live under it.
+    pub root_dir: &'a std::path::Path,
 }
 
 /// Short hex hash of a container spec; a change means "definition changed, restart it".
@@ -183,6 +193,7 @@ pub fn container_spec(
             .map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
     };
     let resources = Resources::of(container.resources.as_ref())?;
+    let binds = super::volumes::binds(ctx.root_dir, ctx.pod, container)?;
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());
     let spec = ctx.pod.spec.as_ref();
     Ok(CreateSpec {
@@ -201,6 +212,7 @@ pub fn container_spec(
         }),
         hostname: None,
         ports: Vec::new(),
+        binds,
         memory: resources.memory_limit,
         cpu_shares: Some(resources.cpu_shares()),
         cpu_quota: resources.cpu_quota(),
@@ -504,6 +516,7 @@ mod tests {
             pod_ip: "172.17.0.2",
             sandbox_id: &sandbox,
             node_memory_bytes: 1 << 30,
+            root_dir: std::path::Path::new("/tmp"),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
@@ -570,6 +583,7 @@ mod tests {
             pod_ip: "",
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
+            root_dir: std::path::Path::new("/tmp"),
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");

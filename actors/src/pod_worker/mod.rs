@@ -21,6 +21,7 @@
 pub mod container_spec;
 pub mod plan;
 pub mod sync;
+pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -63,6 +64,8 @@ pub struct PodWorkerConfig {
     /// Lowest OOM score adjustment the host lets containers have: kubelet's -998/-997 need
     /// CAP_SYS_RESOURCE, which some hosts (nested containers) withhold; values are clamped to it.
     pub min_oom_score_adj: i64,
+    /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
+    pub root_dir: std::path::PathBuf,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -554,6 +557,7 @@ mod tests {
             sync_frequency: Duration::from_secs(60),
             node_memory_bytes: 0,
             min_oom_score_adj: -1000,
+            root_dir: std::env::temp_dir(),
         })
     }
 

@@ -138,6 +138,13 @@ pub async fn terminate_pod(
             }
         };
         if remaining.is_empty() {
+            // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
+            let dir = super::volumes::pod_dir(&config.root_dir, &uid.0);
+            if let Err(e) = tokio::fs::remove_dir_all(&dir).await {
+                if e.kind() != std::io::ErrorKind::NotFound {
+                    outcome.error = Some(format!("remove {}: {e}", dir.display()));
+                }
+            }
             return outcome;
         }
         let removals = remaining.iter().map(|c| runtime.remove_container(&c.id));
@@ -274,6 +281,7 @@ impl Executor<'_> {
             pod_ip: &pod_ip,
             sandbox_id: &sandbox.id,
             node_memory_bytes: self.config.node_memory_bytes,
+            root_dir: &self.config.root_dir,
         };
         let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step) {
             Ok(mut c) => {

@@ -352,6 +352,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         network_mode,
         ipc_mode: spec.ipc_mode,
         port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
+        binds: (!spec.binds.is_empty()).then_some(spec.binds),
         memory: spec.memory,
         cpu_shares: spec.cpu_shares,
         cpu_quota: spec.cpu_quota,

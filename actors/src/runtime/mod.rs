@@ -92,6 +92,8 @@ pub struct CreateSpec {
     pub hostname: Option<String>,
     /// Ports published on the node (sandboxes only).
     pub ports: Vec<PortBinding>,
+    /// Bind mounts, `host:container[:ro]`.
+    pub binds: Vec<String>,
     /// Memory limit in bytes.
     pub memory: Option<i64>,
     /// Relative CPU weight (cgroup v1 shares).

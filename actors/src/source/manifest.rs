@@ -189,7 +189,17 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
             return Err(format!("{field}.name: Duplicate value: {:?}", c.name));
         }
     }
-    Ok(())
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        if c.restart_policy.is_some() {
+            return Err(format!(
+                "spec.initContainers[{i}].restartPolicy: Unsupported value: sidecar (restartable init) containers are not supported yet"
+            ));
+        }
+    }
+    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err("spec.ephemeralContainers: Forbidden: static pods may not have ephemeral containers".to_string());
+    }
+    crate::pod_worker::volumes::validate(pod)
 }
 
 fn validate_container(field: &str, c: &Container) -> Result<(), String> {
@@ -368,6 +378,22 @@ mod tests {
         );
         write(dir.path(), "zdup.yaml", GOOD);
         write(dir.path(), "badname.yaml", &GOOD.replace("name: app", "name: App_1"));
+        write(
+            dir.path(),
+            "cm.yaml",
+            &format!(
+                "{}  volumes:\n  - name: c\n    configMap: {{name: x}}\n",
+                GOOD.replace("web", "cm")
+            ),
+        );
+        write(
+            dir.path(),
+            "sidecar.yaml",
+            &GOOD.replace("web", "sc").replace(
+                "  containers:",
+                "  initContainers:\n  - name: s\n    image: i:1\n    restartPolicy: Always\n  containers:",
+            ),
+        );
         let (pods, errors) = read_manifests(dir.path(), "n");
         assert_eq!(pods.len(), 1);
         let reason = |file: &str| {
@@ -386,6 +412,15 @@ mod tests {
             reason("zdup.yaml")
         );
         assert!(reason("badname.yaml").starts_with("spec.containers[0].name: Invalid value"));
+        assert_eq!(
+            reason("cm.yaml"),
+            "spec.volumes[0]: static pods may not reference configmaps"
+        );
+        assert!(
+            reason("sidecar.yaml").starts_with("spec.initContainers[0].restartPolicy"),
+            "{}",
+            reason("sidecar.yaml")
+        );
     }
 
     /// Files over 10 MiB are refused without being parsed.
