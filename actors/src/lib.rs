@@ -16,6 +16,7 @@
 pub mod backoff;
 pub mod pleg;
 pub mod pod_worker;
+pub mod probe;
 pub mod runtime;
 pub mod source;
 pub mod status;

@@ -10,6 +10,8 @@
 //! | SetPodStatus, RemovePodStatus | PodWorker | forward to the StatusActor                   |
 //! | RecordEvent         | PodWorker     | keep in the debug ring buffer                          |
 //! | PodTerminated       | PodWorker     | forget the worker (or restart it if the pod came back) |
+//! | WatchContainers, ForgetPod | PodWorker | forward to the ProbeActor                       |
+//! | ProbeResultChanged  | ProbeActor    | forward to that pod's worker                           |
 //! | GetPods             | HTTP          | forward to the StatusActor                             |
 //! | GetHealth           | HTTP          | forward to the PlegActor                               |
 //! | GetDebugSnapshot    | HTTP          | ask every actor for its state                          |
@@ -31,6 +33,7 @@ use dockerlet_messages::debug::{
     InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
+use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
@@ -42,6 +45,7 @@ use serde_json::json;
 
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
+use crate::probe::{ProbeActor, ProbeLinks};
 use crate::runtime::ContainerRuntime;
 use crate::source::FileSource;
 use crate::status::StatusActor;
@@ -96,6 +100,8 @@ pub struct Supervisor {
     workers: HashMap<PodUid, WorkerEntry>,
     /// The PLEG.
     pleg: Option<Child<PlegActor>>,
+    /// The prober.
+    probe: Option<Child<ProbeActor>>,
     /// The status holder.
     status: Option<Child<StatusActor>>,
     /// The static pod source.
@@ -121,6 +127,7 @@ impl Supervisor {
             desired: BTreeMap::new(),
             workers: HashMap::new(),
             pleg: None,
+            probe: None,
             status: None,
             source: None,
             manifest_errors: Vec::new(),
@@ -143,6 +150,15 @@ impl Supervisor {
             object,
             message,
         });
+    }
+
+    fn start_probe(&self, ctx: &mut Context<Self>) -> Addr<ProbeActor> {
+        let me = ctx.address();
+        let links = ProbeLinks {
+            results: me.clone().recipient(),
+            events: me.recipient(),
+        };
+        ProbeActor::new(self.runtime.clone(), links).start()
     }
 
     fn start_pleg(&self, ctx: &mut Context<Self>) -> Addr<PlegActor> {
@@ -182,7 +198,9 @@ impl Supervisor {
             status: me.clone().recipient(),
             removed: me.clone().recipient(),
             events: me.clone().recipient(),
-            terminated: me.recipient(),
+            terminated: me.clone().recipient(),
+            watch: me.clone().recipient(),
+            forget: me.recipient(),
         };
         let worker = PodWorker::new(pod, self.runtime.clone(), self.config.worker.clone(), links);
         match terminating {
@@ -214,6 +232,17 @@ impl Supervisor {
             child.addr = addr;
             child.restarts += 1;
             restarted.push(("PlegActor".to_string(), "pleg".to_string()));
+        }
+        if self.probe.as_ref().is_some_and(|c| !c.addr.connected()) {
+            let addr = self.start_probe(ctx);
+            let child = self.probe.as_mut().expect("checked above");
+            child.addr = addr;
+            child.restarts += 1;
+            restarted.push(("ProbeActor".to_string(), "probes".to_string()));
+            // The new ProbeActor knows no container: have every worker tell it again.
+            for entry in self.workers.values() {
+                entry.addr.do_send(ResendProbeTargets);
+            }
         }
         if self.status.as_ref().is_some_and(|c| !c.addr.connected()) {
             let child = self.status.as_mut().expect("checked above");
@@ -287,6 +316,11 @@ impl Actor for Supervisor {
     fn started(&mut self, ctx: &mut Self::Context) {
         self.status = Some(Child {
             addr: StatusActor::default().start(),
+            restarts: 0,
+        });
+        let probe = self.start_probe(ctx);
+        self.probe = Some(Child {
+            addr: probe,
             restarts: 0,
         });
         let pleg = self.start_pleg(ctx);
@@ -392,6 +426,40 @@ impl Handler<RelistCompleted> for Supervisor {
                 ..Default::default()
             };
             self.add_worker(Arc::new(stand_in), Some(None), ctx);
+        }
+    }
+}
+
+impl Handler<WatchContainers> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: WatchContainers, _: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(probe) = &self.probe {
+            probe.addr.do_send(msg);
+        }
+    }
+}
+
+impl Handler<ForgetPod> for Supervisor {
+    type Result = ();
+
+    fn handle(&mut self, msg: ForgetPod, _: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(probe) = &self.probe {
+            probe.addr.do_send(msg);
+        }
+    }
+}
+
+impl Handler<ProbeResultChanged> for Supervisor {
+    type Result = ();
+
+    /// Route a probe result to its pod's worker.
+    fn handle(&mut self, msg: ProbeResultChanged, _: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(entry) = self.workers.get(&msg.pod_uid) {
+            entry.addr.do_send(msg);
         }
     }
 }
@@ -512,6 +580,9 @@ impl Handler<GetDebugSnapshot> for Supervisor {
             }),
         };
         let mut queries: Vec<futures::future::BoxFuture<'static, Option<ActorState>>> = Vec::new();
+        if let Some(c) = &self.probe {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
         if let Some(c) = &self.pleg {
             queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
         }
@@ -560,6 +631,7 @@ impl Handler<InjectFault> for Supervisor {
         tracing::warn!(target = ?msg.target, "fault injection: making an actor panic");
         match &msg.target {
             FaultTarget::Pleg => self.pleg.as_ref().map(|c| c.addr.do_send(Panic)),
+            FaultTarget::Probe => self.probe.as_ref().map(|c| c.addr.do_send(Panic)),
             FaultTarget::Status => self.status.as_ref().map(|c| c.addr.do_send(Panic)),
             FaultTarget::Source => self.source.as_ref().map(|c| c.addr.do_send(Panic)),
             FaultTarget::PodWorker(uid) => self.workers.get(uid).map(|e| e.addr.do_send(Panic)),

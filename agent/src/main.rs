@@ -35,7 +35,8 @@ fn main() -> ExitCode {
         Err(e) => {
             tracing::error!("{e:#}");
             eprintln!("error: {e:#}");
-            ExitCode::FAILURE
+            // Exit now: dropping a System whose actors never ran would start them without a runtime.
+            std::process::exit(1)
         }
     }
 }

@@ -103,6 +103,7 @@ pub async fn fault(handles: web::Data<Handles>, query: web::Query<FaultQuery>) -
         ("pleg", _) => FaultTarget::Pleg,
         ("status", _) => FaultTarget::Status,
         ("source", _) => FaultTarget::Source,
+        ("probe", _) => FaultTarget::Probe,
         ("pod", Some(uid)) => FaultTarget::PodWorker(PodUid(uid.clone())),
         (other, _) => {
             return Err(ApiError::BadRequest(format!(

@@ -73,6 +73,20 @@ pub struct Agent {
     work: Option<TempDir>,
     child: Option<Child>,
     http: ureq::Agent,
+    /// Restarts with fresh ports after a port taken by another test (see `spawn`).
+    bind_retries: u32,
+}
+
+/// How often the harness picks fresh ports when the agent could not bind one.
+const MAX_BIND_RETRIES: u32 = 5;
+
+/// Replace the value following `flag` in `args`.
+fn set_arg(args: &mut [String], flag: &str, value: String) {
+    if let Some(i) = args.iter().position(|a| a == flag) {
+        if let Some(slot) = args.get_mut(i + 1) {
+            *slot = value;
+        }
+    }
 }
 
 impl Agent {
@@ -129,6 +143,7 @@ impl Agent {
             work: Some(work),
             child: None,
             http,
+            bind_retries: 0,
         };
         agent.spawn();
         agent
@@ -288,6 +303,29 @@ impl Agent {
         actors.into_iter().filter(|a| a["kind"] == kind).collect()
     }
 
+    /// `<namespace>/<pod name>` of the pod from `manifest_name`: the `object` of its events and
+    /// the `pod` of its probes on `/debug/actors`.
+    pub fn pod_object(&self, manifest_name: &str) -> String {
+        format!("default/{}", self.pod_name(manifest_name))
+    }
+
+    /// `detail.probes` of the ProbeActor (kind `ProbeActor`, name `probes`): one entry per
+    /// probe worker; empty while the agent has no such actor.
+    pub fn probe_states(&self) -> Vec<Value> {
+        self.actor("ProbeActor", "probes")
+            .and_then(|a| a["detail"]["probes"].as_array().cloned())
+            .unwrap_or_default()
+    }
+
+    /// The ProbeActor's entry for `probe` (`liveness`, `readiness`, `startup`) of `container`
+    /// in the pod from `manifest_name`.
+    pub fn probe_state(&self, manifest_name: &str, container: &str, probe: &str) -> Option<Value> {
+        let pod = self.pod_object(manifest_name);
+        self.probe_states()
+            .into_iter()
+            .find(|p| p["pod"] == pod.as_str() && p["container"] == container && p["probe"] == probe)
+    }
+
     /// `events` of `/debug/actors`.
     pub fn events(&self) -> Vec<Value> {
         self.debug()["events"].as_array().cloned().unwrap_or_default()
@@ -363,24 +401,46 @@ impl Agent {
             .spawn()
             .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
         self.child = Some(child);
-        self.wait_until_ready();
+        let log_before = self.log().len();
+        if let Err(status) = self.wait_until_ready() {
+            let log = self.log();
+            let this_start = &log[log_before.min(log.len())..];
+            // A free port picked for this agent was taken by another test meanwhile: pick again.
+            if this_start.contains("cannot bind") && self.bind_retries < MAX_BIND_RETRIES {
+                self.bind_retries += 1;
+                self.ports = Ports {
+                    read_only: free_port(),
+                    healthz: free_port(),
+                    debug: free_port(),
+                };
+                set_arg(&mut self.args, "--read-only-port", self.ports.read_only.to_string());
+                set_arg(&mut self.args, "--healthz-port", self.ports.healthz.to_string());
+                set_arg(
+                    &mut self.args,
+                    "--debug-address",
+                    format!("127.0.0.1:{}", self.ports.debug),
+                );
+                return self.spawn();
+            }
+            panic!(
+                "the agent exited during start-up ({status}); its log:\n{}",
+                tail(&log, LOG_TAIL_LINES)
+            );
+        }
     }
 
-    /// Waits until `/pods` and `/debug/actors` answer; panics with the log if the agent exits.
-    fn wait_until_ready(&mut self) {
+    /// Waits until `/pods` and `/debug/actors` answer; returns the exit status if the agent exits.
+    fn wait_until_ready(&mut self) -> Result<(), std::process::ExitStatus> {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 self.child = None;
-                panic!(
-                    "the agent exited during start-up ({status}); its log:\n{}",
-                    tail(&self.log(), LOG_TAIL_LINES)
-                );
+                return Err(status);
             }
             let pods = self.try_pods();
             let debug = self.try_debug();
             match (&pods, &debug) {
-                (Ok(_), Ok(_)) => return,
+                (Ok(_), Ok(_)) => return Ok(()),
                 _ if start.elapsed() > READY_TIMEOUT => panic!(
                     "the agent did not answer within {READY_TIMEOUT:?}: /pods: {:?}, \
                      /debug/actors: {:?}; its log:\n{}",

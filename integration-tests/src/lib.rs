@@ -13,19 +13,30 @@
 //! - [`docker`]: the Docker CLI: containers of a node, `docker inspect`, `kill`, `exec`, and
 //!   [`DieEvents`], a `docker events` watcher for exit codes.
 //! - [`wait`]: polling with generous timeouts and a useful message on timeout.
+//! - [`events`]: [`EventLog`], every event `/debug/actors` showed during a test (the agent
+//!   keeps only the latest).
+//! - [`http_stub`]: [`HttpStub`], an HTTP server in the test process for probes and hooks
+//!   with `host: 127.0.0.1`: chosen status codes, redirects, delays; records the requests.
+//! - [`grpc_health`]: [`GrpcHealthServer`], a `grpc.health.v1` server whose status a test flips.
 //!
 //! # Requirements
 //! A running Docker engine, the image `dockerlet.local/busybox:1` (`make image`) and a built
 //! agent (`cargo build --workspace --bins`). `make test` provides all three.
 
 pub mod docker;
+pub mod events;
+pub mod grpc_health;
 pub mod harness;
+pub mod http_stub;
 pub mod manifest;
 pub mod pod;
 pub mod wait;
 
 pub use docker::{Container, DieEvents};
+pub use events::{Event, EventLog};
+pub use grpc_health::GrpcHealthServer;
 pub use harness::{Agent, AgentExit, Ports};
+pub use http_stub::{HttpStub, Reply, SeenRequest};
 pub use manifest::{fixture, write_manifest, ManifestDir};
 pub use pod::{ContainerStatusExt, PodExt};
 pub use wait::{holds_for, wait_for, wait_until};

@@ -99,6 +99,10 @@ pub trait ContainerStatusExt {
     fn running_since(&self) -> Option<Timestamp>;
     /// `state.waiting.reason`.
     fn waiting_reason(&self) -> Option<&str>;
+    /// `state.waiting.message`.
+    fn waiting_message(&self) -> Option<&str>;
+    /// True if `started` is true (running, and its startup probe, if any, succeeded).
+    fn is_started(&self) -> bool;
     /// `state.terminated`.
     fn terminated(&self) -> Option<&ContainerStateTerminated>;
     /// `lastState.terminated`.
@@ -125,6 +129,14 @@ impl ContainerStatusExt for ContainerStatus {
         self.state.as_ref()?.waiting.as_ref()?.reason.as_deref()
     }
 
+    fn waiting_message(&self) -> Option<&str> {
+        self.state.as_ref()?.waiting.as_ref()?.message.as_deref()
+    }
+
+    fn is_started(&self) -> bool {
+        self.started == Some(true)
+    }
+
     fn terminated(&self) -> Option<&ContainerStateTerminated> {
         self.state.as_ref()?.terminated.as_ref()
     }
@@ -149,8 +161,9 @@ impl ContainerStatusExt for ContainerStatus {
             .last_terminated()
             .map(|t| format!(" last=terminated({:?}, exit {})", t.reason, t.exit_code))
             .unwrap_or_default();
+        let started = self.started.map(|s| format!(" started={s}")).unwrap_or_default();
         format!(
-            "{}: {state}{last} restarts={} ready={} id={}",
+            "{}: {state}{last} restarts={} ready={}{started} id={}",
             self.name,
             self.restart_count,
             self.ready,

@@ -89,6 +89,8 @@ pub enum FaultTarget {
     Status,
     /// The static pod source.
     Source,
+    /// The ProbeActor.
+    Probe,
     /// The PodWorker of this pod.
     PodWorker(PodUid),
 }

@@ -6,6 +6,7 @@
 //! - [`source`]: pods read from a configuration source (static manifests).
 //! - [`worker`]: commands to a PodWorker and its reports back to the Supervisor.
 //! - [`pleg`]: pod lifecycle events produced by the PlegActor.
+//! - [`probe`]: what the ProbeActor watches and the results it publishes.
 //! - [`status`]: pod status written to and read from the StatusActor.
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
@@ -15,6 +16,7 @@
 pub mod debug;
 pub mod ids;
 pub mod pleg;
+pub mod probe;
 pub mod runtime;
 pub mod source;
 pub mod status;

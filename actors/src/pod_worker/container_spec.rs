@@ -33,6 +33,9 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// An invalid probe or lifecycle hook.
+    #[error("{0}")]
+    Probe(String),
     /// A volume or volumeMount that cannot be set up.
     #[error("{field}: {reason}")]
     Volume {
@@ -192,6 +195,7 @@ pub fn container_spec(
             .as_ref()
             .map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
     };
+    crate::probe::handlers::validate(container).map_err(ConfigError::Probe)?;
     let resources = Resources::of(container.resources.as_ref())?;
     let binds = super::volumes::binds(ctx.root_dir, ctx.pod, container)?;
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());

@@ -29,6 +29,11 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::probe::{
+    ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
+    WatchContainers,
+};
+use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
@@ -80,6 +85,10 @@ pub struct WorkerLinks {
     pub events: Recipient<RecordEvent>,
     /// Termination finished.
     pub terminated: Recipient<PodTerminated>,
+    /// Running containers whose probes should run.
+    pub watch: Recipient<WatchContainers>,
+    /// Stop the pod's probes.
+    pub forget: Recipient<ForgetPod>,
 }
 
 /// What the worker is doing, for the debug endpoint.
@@ -135,6 +144,13 @@ pub struct PodWorker {
     failures: u32,
     /// Until then, Docker events do not trigger a sync (a failing sync must not spin).
     error_backoff_until: Option<std::time::Instant>,
+    /// Published probe results, for status and for killing containers whose liveness or
+    /// startup probe failed.
+    probes: ProbeResults,
+    /// Docker's view after the last sync, to recompute status when a probe result changes.
+    last_observed: Vec<ObservedContainer>,
+    /// The running containers last given to the ProbeActor.
+    watched: Vec<ProbeTarget>,
     /// Messages handled.
     handled: u64,
 }
@@ -167,6 +183,9 @@ impl PodWorker {
             last_error: None,
             failures: 0,
             error_backoff_until: None,
+            probes: ProbeResults::new(),
+            last_observed: Vec::new(),
+            watched: Vec::new(),
             handled: 0,
         }
     }
@@ -221,7 +240,13 @@ impl PodWorker {
             ctx.cancel_future(timer);
         }
         self.phase = WorkerPhase::Syncing;
-        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone());
+        let failed: HashMap<ContainerId, ProbeKind> = self
+            .probes
+            .iter()
+            .filter(|((_, kind), (_, result))| *kind != ProbeKind::Readiness && *result == ProbeResult::Failure)
+            .map(|((_, kind), (id, _))| (id.clone(), *kind))
+            .collect();
+        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), failed);
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -240,10 +265,14 @@ impl PodWorker {
             self.last_error = Some(error.clone());
             tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod sync failed");
         }
-        if let Some(observed) = &outcome.observed {
-            self.note_deaths(observed);
+        if let Some(observed) = outcome.observed {
+            self.note_deaths(&observed);
             self.waiting = outcome.waiting;
-            self.publish_status(observed);
+            self.probes
+                .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
+            self.last_observed = observed;
+            self.publish_status();
+            self.watch_probes(false);
         }
         self.next_action = outcome.actions_summary;
         self.backoff_until = outcome.backoff_until;
@@ -299,11 +328,40 @@ impl PodWorker {
         self.observed_once = true;
     }
 
-    fn publish_status(&mut self, observed: &[ObservedContainer]) {
+    /// Tell the ProbeActor which containers run now (when that changed, or when asked).
+    fn watch_probes(&mut self, always: bool) {
+        if self.terminating.is_some() {
+            return;
+        }
+        let running: Vec<ProbeTarget> = self
+            .last_observed
+            .iter()
+            .filter(|c| c.role == ContainerRole::App && c.state == RuntimeState::Running)
+            .map(|c| ProbeTarget {
+                container_name: c.name.clone(),
+                container_id: c.id.clone(),
+                started_at: c.started_at.clone(),
+            })
+            .collect();
+        if !always && running == self.watched {
+            return;
+        }
+        let pod_ip = self.last_status.as_ref().and_then(|s| s.pod_ip.clone());
+        self.watched = running.clone();
+        self.links.watch.do_send(WatchContainers {
+            pod_uid: self.uid.clone(),
+            pod: self.pod.clone(),
+            pod_ip,
+            running,
+        });
+    }
+
+    fn publish_status(&mut self) {
         let status = generate(&StatusInput {
             pod: &self.pod,
-            observed,
+            observed: &self.last_observed,
             waiting: &self.waiting,
+            probes: &self.probes,
             host_ip: &self.config.host_ip,
             previous: self.last_status.as_ref(),
             now: Timestamp::now(),
@@ -337,7 +395,10 @@ impl PodWorker {
                 .map(|s| Duration::from_secs(s.max(0) as u64))
         });
         tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), grace = ?grace, "terminating pod");
-        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.uid.clone(), grace);
+        self.links.forget.do_send(ForgetPod {
+            pod_uid: self.uid.clone(),
+        });
+        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), grace);
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -419,6 +480,39 @@ impl Handler<TerminatePod> for PodWorker {
         }
         self.terminating = Some(msg.grace_period);
         self.start_termination(msg.grace_period, ctx);
+    }
+}
+
+impl Handler<ProbeResultChanged> for PodWorker {
+    type Result = ();
+
+    /// A probe result changed: readiness and startup change the status at once; a failed
+    /// liveness or startup probe makes the next sync kill the container.
+    fn handle(&mut self, msg: ProbeResultChanged, ctx: &mut Self::Context) {
+        self.handled += 1;
+        let current = self
+            .last_observed
+            .iter()
+            .any(|c| c.id == msg.container_id && c.state == RuntimeState::Running);
+        if !current || self.terminating.is_some() {
+            return;
+        }
+        self.probes
+            .insert((msg.container_name.clone(), msg.kind), (msg.container_id, msg.result));
+        self.publish_status();
+        if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
+            self.sync_now(ctx);
+        }
+    }
+}
+
+impl Handler<ResendProbeTargets> for PodWorker {
+    type Result = ();
+
+    /// The ProbeActor was re-created: give it the running containers again.
+    fn handle(&mut self, _: ResendProbeTargets, _: &mut Self::Context) {
+        self.handled += 1;
+        self.watch_probes(true);
     }
 }
 
@@ -511,6 +605,16 @@ mod tests {
         fn handle(&mut self, _: RecordEvent, _: &mut Context<Self>) {}
     }
 
+    impl Handler<WatchContainers> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: WatchContainers, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<ForgetPod> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: ForgetPod, _: &mut Context<Self>) {}
+    }
+
     impl Handler<PodTerminated> for Sink {
         type Result = ();
         fn handle(&mut self, msg: PodTerminated, _: &mut Context<Self>) {
@@ -573,6 +677,8 @@ mod tests {
             removed: sink.clone().recipient(),
             events: sink.clone().recipient(),
             terminated: sink.clone().recipient(),
+            watch: sink.clone().recipient(),
+            forget: sink.clone().recipient(),
         };
         let worker = PodWorker::new(pod(), Arc::new(runtime.clone()), config(), links).start();
         tokio::time::sleep(Duration::from_millis(100)).await;

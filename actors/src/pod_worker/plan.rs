@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
+use dockerlet_messages::probe::ProbeKind;
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -57,6 +58,8 @@ pub struct KillAction {
     pub name: String,
     /// Why (kubelet's message).
     pub reason: String,
+    /// Grace period override (a probe's `terminationGracePeriodSeconds`).
+    pub grace: Option<Duration>,
 }
 
 /// Create and start one container.
@@ -203,6 +206,18 @@ pub fn compute_pod_actions(
     now: Timestamp,
     backoff: &BackoffConfig,
 ) -> PodActions {
+    compute_pod_actions_with_probes(pod, observed, now, backoff, &HashMap::new())
+}
+
+/// [`compute_pod_actions`] with the running containers whose liveness or startup probe failed:
+/// kubelet kills them, and the restart policy and back-off apply once they are seen dead.
+pub fn compute_pod_actions_with_probes(
+    pod: &Pod,
+    observed: &[ObservedContainer],
+    now: Timestamp,
+    backoff: &BackoffConfig,
+    failed_probes: &HashMap<ContainerId, ProbeKind>,
+) -> PodActions {
     let view = PodView::new(observed);
     let spec = pod.spec.clone().unwrap_or_default();
     let policy = RestartPolicy::of(pod);
@@ -260,6 +275,25 @@ pub fn compute_pod_actions(
                         format!("Container {} definition changed, will be restarted", container.name),
                     );
                     planner.schedule_start(container, ContainerRole::App, latest);
+                } else if let Some(kind) = failed_probes.get(&c.id) {
+                    let (which, probe) = match kind {
+                        ProbeKind::Startup => ("startup", container.startup_probe.as_ref()),
+                        _ => ("liveness", container.liveness_probe.as_ref()),
+                    };
+                    let grace = probe
+                        .and_then(|p| p.termination_grace_period_seconds)
+                        .map(|s| Duration::from_secs(s.max(0) as u64));
+                    let reason = format!("Container {} failed {which} probe, will be restarted", container.name);
+                    planner.actions.kill.push(KillAction {
+                        id: c.id.clone(),
+                        name: c.name.clone(),
+                        reason,
+                        grace,
+                    });
+                    // A probe kill counts as a failure: it runs again unless the policy is Never.
+                    if policy.restarts(1) {
+                        keep += 1;
+                    }
                 } else {
                     keep += 1;
                 }
@@ -309,6 +343,7 @@ impl Planner<'_, '_> {
             id: c.id.clone(),
             name: c.name.clone(),
             reason,
+            grace: None,
         });
     }
 
@@ -597,6 +632,23 @@ mod tests {
         assert_eq!(a.kill.len(), 1);
         assert!(a.kill[0].reason.contains("definition changed"));
         assert_eq!(a.start[0].attempt, 1);
+    }
+
+    /// A failed liveness probe kills the container (restart follows when it is seen dead) and
+    /// keeps the sandbox; with restartPolicy Never the pod is done.
+    #[test]
+    fn failed_liveness_kills_the_container() {
+        let sb = sandbox(0, RuntimeState::Running);
+        let running = instance("a", ContainerRole::App, 0, RuntimeState::Running, 0);
+        let failed = HashMap::from([(running.id.clone(), ProbeKind::Liveness)]);
+        let cfg = BackoffConfig::default();
+        let observed = [sb.clone(), running.clone()];
+        let a = compute_pod_actions_with_probes(&pod("Always", &[], &["a"]), &observed, at(30), &cfg, &failed);
+        assert_eq!(a.kill.len(), 1);
+        assert_eq!(a.kill[0].reason, "Container a failed liveness probe, will be restarted");
+        assert!(a.start.is_empty() && !a.kill_pod);
+        let a = compute_pod_actions_with_probes(&pod("Never", &[], &["a"]), &observed, at(30), &cfg, &failed);
+        assert!(a.kill_pod, "nothing will run again: the sandbox goes too");
     }
 
     /// A running pod that matches its spec needs nothing.

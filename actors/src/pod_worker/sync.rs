@@ -12,10 +12,15 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use super::container_spec::{container_spec, host_network, pod_identity, sandbox_spec, PodContext};
-use super::plan::{compute_pod_actions, PodActions, StartAction};
+use super::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use super::{PodWorkerConfig, MIN_GRACE};
+use crate::probe::handlers::{self, Caller, Outcome, Target};
 use crate::runtime::{ContainerRuntime, RuntimeError};
 use crate::status::generate::WaitingReason;
+use dockerlet_messages::probe::ProbeKind;
+
+/// How long a postStart hook may take (kubelet's runtime request timeout).
+const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
@@ -47,7 +52,12 @@ pub struct TerminateOutcome {
 }
 
 /// Observe, decide, act, observe again.
-pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerConfig>, pod: Arc<Pod>) -> SyncOutcome {
+pub async fn sync_pod(
+    runtime: Arc<dyn ContainerRuntime>,
+    config: Arc<PodWorkerConfig>,
+    pod: Arc<Pod>,
+    failed_probes: HashMap<ContainerId, ProbeKind>,
+) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = SyncOutcome::default();
     let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
@@ -58,7 +68,7 @@ pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerC
             return outcome;
         }
     };
-    let actions = compute_pod_actions(&pod, &observed, Timestamp::now(), &config.backoff);
+    let actions = compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &config.backoff, &failed_probes);
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
     for b in &actions.backing_off {
@@ -84,7 +94,7 @@ pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerC
         return outcome;
     }
     let mut executor = Executor {
-        runtime: runtime.as_ref(),
+        runtime: &runtime,
         config: &config,
         pod: &pod,
         outcome: &mut outcome,
@@ -104,9 +114,10 @@ pub async fn sync_pod(runtime: Arc<dyn ContainerRuntime>, config: Arc<PodWorkerC
 pub async fn terminate_pod(
     runtime: Arc<dyn ContainerRuntime>,
     config: Arc<PodWorkerConfig>,
-    uid: PodUid,
+    pod: Arc<Pod>,
     grace: Option<Duration>,
 ) -> TerminateOutcome {
+    let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = TerminateOutcome::default();
     let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
         Ok(o) => o,
@@ -124,7 +135,7 @@ pub async fn terminate_pod(
         })
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
-    if let Err(e) = stop_all(runtime.as_ref(), &observed, grace, &mut outcome.events).await {
+    if let Err(e) = stop_all(&runtime, Some(&pod), &observed, grace, &mut outcome.events).await {
         outcome.error = Some(e.to_string());
         return outcome;
     }
@@ -156,9 +167,50 @@ pub async fn terminate_pod(
     outcome
 }
 
-/// Stop running app/init containers in parallel with `grace`, then the sandboxes.
+/// Stop one container as kubelet does: its preStop hook first, counted against the grace
+/// period; then the stop signal, and SIGKILL when what is left of the grace period runs out
+/// (never less than [`MIN_GRACE`]). Returns the result and a FailedPreStopHook event, if any.
+async fn stop_container(
+    runtime: &Arc<dyn ContainerRuntime>,
+    pod: Option<&Pod>,
+    id: &ContainerId,
+    name: &str,
+    pod_ip: Option<String>,
+    grace: Duration,
+) -> (Result<(), RuntimeError>, Option<(String, String)>) {
+    let began = std::time::Instant::now();
+    let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .find(|spec| spec.name == name)
+    });
+    let mut event = None;
+    if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
+        if let Ok(action) = handlers::hook_action("lifecycle.preStop", hook, spec) {
+            let target = Target {
+                runtime: runtime.clone(),
+                container_id: id.clone(),
+                pod_ip,
+                timeout: grace,
+            };
+            if let Outcome::Failure(message) = handlers::run(&action, &target, Caller::Lifecycle).await {
+                event = Some((
+                    "FailedPreStopHook".to_string(),
+                    format!("PreStopHook failed for container {name}: {message}"),
+                ));
+            }
+        }
+    }
+    let remaining = grace.saturating_sub(began.elapsed()).max(MIN_GRACE);
+    (runtime.stop_container(id, remaining).await, event)
+}
+
+/// Stop running app and init containers in parallel (each with its preStop hook and `grace`),
+/// then the sandboxes.
 async fn stop_all(
-    runtime: &dyn ContainerRuntime,
+    runtime: &Arc<dyn ContainerRuntime>,
+    pod: Option<&Pod>,
     observed: &[ObservedContainer],
     grace: Duration,
     events: &mut Vec<(String, String)>,
@@ -168,17 +220,35 @@ async fn stop_all(
             .iter()
             .filter(move |c| c.state == RuntimeState::Running && (c.role == ContainerRole::Sandbox) == sandbox)
     };
+    let pod_ip = sandbox_ip(observed);
     for c in running(false) {
         events.push(("Killing".to_string(), format!("Stopping container {}", c.name)));
     }
-    futures::future::try_join_all(running(false).map(|c| runtime.stop_container(&c.id, grace))).await?;
+    let stops = running(false).map(|c| stop_container(runtime, pod, &c.id, &c.name, pod_ip.clone(), grace));
+    let mut first_error = None;
+    for (result, event) in futures::future::join_all(stops).await {
+        events.extend(event);
+        if let Err(e) = result {
+            first_error.get_or_insert(e);
+        }
+    }
+    if let Some(e) = first_error {
+        return Err(e);
+    }
     futures::future::try_join_all(running(true).map(|c| runtime.stop_container(&c.id, SANDBOX_STOP_GRACE))).await?;
     Ok(())
 }
 
+fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
+    observed
+        .iter()
+        .filter(|c| c.role == ContainerRole::Sandbox)
+        .find_map(|c| c.ip.clone())
+}
+
 /// Carries out one [`PodActions`].
 struct Executor<'a> {
-    runtime: &'a dyn ContainerRuntime,
+    runtime: &'a Arc<dyn ContainerRuntime>,
     config: &'a PodWorkerConfig,
     pod: &'a Pod,
     outcome: &'a mut SyncOutcome,
@@ -194,13 +264,26 @@ impl Executor<'_> {
             .map_or(Duration::from_secs(30), |s| Duration::from_secs(s.max(0) as u64))
             .max(MIN_GRACE);
         if actions.kill_pod {
-            if let Err(e) = stop_all(self.runtime, observed, grace, &mut self.outcome.events).await {
+            if let Err(e) = stop_all(self.runtime, Some(self.pod), observed, grace, &mut self.outcome.events).await {
                 return self.fail(e);
             }
         }
         for kill in &actions.kill {
             self.outcome.events.push(("Killing".to_string(), kill.reason.clone()));
-            if let Err(e) = self.runtime.stop_container(&kill.id, grace).await {
+            let Some(c) = observed.iter().find(|c| c.id == kill.id) else {
+                continue;
+            };
+            let (result, event) = stop_container(
+                self.runtime,
+                Some(self.pod),
+                &c.id,
+                &c.name,
+                sandbox_ip(observed),
+                kill.grace.unwrap_or(grace),
+            )
+            .await;
+            self.outcome.events.extend(event);
+            if let Err(e) = result {
                 return self.fail(e);
             }
         }
@@ -298,15 +381,55 @@ impl Executor<'_> {
             .events
             .push(("Created".to_string(), format!("Created container {}", container.name)));
         match self.runtime.start_container(&id).await {
-            Ok(()) => self
-                .outcome
-                .events
-                .push(("Started".to_string(), format!("Started container {}", container.name))),
+            Ok(()) => {
+                self.outcome
+                    .events
+                    .push(("Started".to_string(), format!("Started container {}", container.name)));
+                self.post_start(container, &id, &pod_ip).await;
+            }
             Err(e) => {
                 // The container stays Created with an exit code: the next sync treats it as dead.
                 self.outcome.events.push(("Failed".to_string(), format!("Error: {e}")));
                 tracing::warn!(container = %container.name, id = %ContainerId(id.0.clone()), error = %e, "container failed to start");
             }
+        }
+    }
+
+    /// Run the postStart hook; if it fails, kill the container (kubelet's FailedPostStartHook):
+    /// the restart policy and back-off then apply.
+    async fn post_start(&mut self, container: &Container, id: &ContainerId, pod_ip: &str) {
+        let Some(hook) = container.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
+            return;
+        };
+        let Ok(action) = handlers::hook_action("lifecycle.postStart", hook, container) else {
+            return;
+        };
+        let target = Target {
+            runtime: self.runtime.clone(),
+            container_id: id.clone(),
+            pod_ip: Some(pod_ip.to_string()),
+            timeout: POST_START_TIMEOUT,
+        };
+        let Outcome::Failure(message) = handlers::run(&action, &target, Caller::Lifecycle).await else {
+            return;
+        };
+        tracing::warn!(container = %container.name, error = %message, "postStart hook failed; killing the container");
+        self.outcome.events.push((
+            "FailedPostStartHook".to_string(),
+            format!("PostStartHook failed for container {}: {message}", container.name),
+        ));
+        let grace = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.termination_grace_period_seconds)
+            .map_or(Duration::from_secs(30), |s| Duration::from_secs(s.max(0) as u64))
+            .max(MIN_GRACE);
+        let (result, event) =
+            stop_container(self.runtime, Some(self.pod), id, &container.name, target.pod_ip, grace).await;
+        self.outcome.events.extend(event);
+        if let Err(e) = result {
+            self.fail(e);
         }
     }
 

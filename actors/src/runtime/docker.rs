@@ -19,7 +19,9 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{labels, pause, ContainerRuntime, CreateSpec, NetworkMode, RuntimeError, RuntimeEvent};
+use super::{
+    labels, pause, ContainerRuntime, CreateSpec, ExecOutput, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT,
+};
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -188,8 +190,10 @@ impl ContainerRuntime for DockerRuntime {
     }
 
     async fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<(), RuntimeError> {
+        // Docker takes whole seconds: round up so a grace period is never cut short.
+        let secs = grace.as_secs() + u64::from(grace.subsec_nanos() > 0);
         let options = StopContainerOptions {
-            t: Some(grace.as_secs().min(i32::MAX as u64) as i32),
+            t: Some(secs.min(i32::MAX as u64) as i32),
             signal: None,
         };
         match self.docker.stop_container(&id.0, Some(options)).await {
@@ -217,6 +221,62 @@ impl ContainerRuntime for DockerRuntime {
                 message,
             }) if message.contains("already in progress") => Ok(()),
             Err(e) => Err(failed(&format!("remove container {id}"), e)),
+        }
+    }
+
+    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError> {
+        use bollard::exec::{CreateExecOptions, StartExecResults};
+        let options = CreateExecOptions {
+            cmd: Some(cmd),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            ..Default::default()
+        };
+        let exec = self
+            .docker
+            .create_exec(&id.0, options)
+            .await
+            .map_err(|e| failed(&format!("exec in container {id}"), e))?
+            .id;
+        let run = async {
+            let mut output = Vec::new();
+            if let StartExecResults::Attached { output: mut stream, .. } = self
+                .docker
+                .start_exec(&exec, None)
+                .await
+                .map_err(|e| failed("start exec", e))?
+            {
+                while let Some(chunk) = stream.next().await {
+                    let chunk = chunk.map_err(|e| failed("read exec output", e))?;
+                    let bytes = chunk.into_bytes();
+                    let room = EXEC_OUTPUT_LIMIT.saturating_sub(output.len());
+                    output.extend_from_slice(&bytes[..bytes.len().min(room)]);
+                }
+            }
+            let inspected = self
+                .docker
+                .inspect_exec(&exec)
+                .await
+                .map_err(|e| failed("inspect exec", e))?;
+            Ok::<_, RuntimeError>(ExecOutput {
+                exit_code: inspected.exit_code,
+                output: String::from_utf8_lossy(&output).into_owned(),
+            })
+        };
+        match tokio::time::timeout(timeout, run).await {
+            Ok(result) => result,
+            Err(_) => {
+                // Docker has no "kill exec": kill its process by the host PID Docker reports.
+                if let Ok(inspected) = self.docker.inspect_exec(&exec).await {
+                    if let (Some(pid), Some(true)) = (inspected.pid, inspected.running) {
+                        kill_process(pid);
+                    }
+                }
+                Ok(ExecOutput {
+                    exit_code: None,
+                    output: String::new(),
+                })
+            }
         }
     }
 
@@ -256,6 +316,16 @@ impl ContainerRuntime for DockerRuntime {
                 })
             })
             .boxed()
+    }
+}
+
+/// SIGKILL a process (an exec that outlived its timeout).
+fn kill_process(pid: i64) {
+    let pid = i32::try_from(pid).ok().and_then(rustix::process::Pid::from_raw);
+    if let Some(pid) = pid {
+        if let Err(e) = rustix::process::kill_process(pid, rustix::process::Signal::KILL) {
+            tracing::warn!(pid = pid.as_raw_nonzero().get(), error = %e, "cannot kill a timed-out exec");
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{labels, ContainerRuntime, CreateSpec, RuntimeError, RuntimeEvent};
+use super::{labels, ContainerRuntime, CreateSpec, ExecOutput, RuntimeError, RuntimeEvent};
 
 /// One fake container: the spec it was created from and its state.
 #[derive(Debug, Clone)]
@@ -38,6 +38,8 @@ pub struct FakeState {
     pub create_delay: Duration,
     /// Make listing fail, as when the engine is unreachable.
     pub unreachable: bool,
+    /// Exit code of every exec (0 unless a test sets it).
+    pub exec_exit_code: i64,
 }
 
 /// The fake runtime; clones share state.
@@ -190,6 +192,15 @@ impl ContainerRuntime for FakeRuntime {
         state.calls.push(format!("remove {id}"));
         state.containers.remove(&id.0);
         Ok(())
+    }
+
+    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(format!("exec {id} {}", cmd.join(" ")));
+        Ok(ExecOutput {
+            exit_code: Some(state.exec_exit_code),
+            output: String::new(),
+        })
     }
 
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {

@@ -119,6 +119,18 @@ pub struct RuntimeEvent {
     pub action: String,
 }
 
+/// What a command run in a container gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// Exit code; none when it did not finish within the timeout (it was killed).
+    pub exit_code: Option<i64>,
+    /// stdout and stderr together, at most [`EXEC_OUTPUT_LIMIT`] bytes.
+    pub output: String,
+}
+
+/// Most output kept from an exec (kubelet keeps 10 KiB of probe output).
+pub const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
+
 /// The operations dockerlet needs from a container engine.
 ///
 /// Every method is scoped by the node name where it lists: an agent only ever sees containers
@@ -151,6 +163,10 @@ pub trait ContainerRuntime: Send + Sync + 'static {
 
     /// Remove a container (forcibly, with its anonymous volumes).
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError>;
+
+    /// Run `cmd` in the running container; past `timeout` the process is killed (never leaked)
+    /// and `exit_code` is none.
+    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError>;
 
     /// Make sure the sandbox image is present, provisioning the built-in one if needed; returns
     /// the image reference to use.

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use dockerlet_messages::probe::{ProbeKind, ProbeResult, ProbeResults};
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
@@ -33,6 +34,8 @@ pub struct StatusInput<'a> {
     pub observed: &'a [ObservedContainer],
     /// Waiting reasons per container name.
     pub waiting: &'a HashMap<String, WaitingReason>,
+    /// Published probe results (readiness and startup decide `ready` and `started`).
+    pub probes: &'a ProbeResults,
     /// The node's IP.
     pub host_ip: &'a str,
     /// The last status generated, to keep transition times and the pod IP.
@@ -56,7 +59,11 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     let app_statuses: Vec<ContainerStatus> = spec
         .containers
         .iter()
-        .map(|c| container_status(&view, c, input.waiting, false, !init_specs.is_empty() && !initialized))
+        .map(|c| {
+            let mut status = container_status(&view, c, input.waiting, false, !init_specs.is_empty() && !initialized);
+            apply_probes(&mut status, c, input.probes);
+            status
+        })
         .collect();
 
     let phase = pod_phase(RestartPolicy::of(pod), &init_statuses, &app_statuses);
@@ -197,8 +204,8 @@ fn container_status(
     let ready = if is_init {
         state.terminated.as_ref().is_some_and(|t| t.exit_code == 0)
     } else {
-        // Probes arrive with the probes issue: a readiness probe keeps the container unready.
-        running && spec.readiness_probe.is_none()
+        // Probes refine this in `apply_probes`.
+        running
     };
     ContainerStatus {
         name: spec.name.clone(),
@@ -212,6 +219,27 @@ fn container_status(
         last_state: Some(last_state.unwrap_or_default()),
         ..Default::default()
     }
+}
+
+/// `started` waits for a startup probe's success, `ready` for a readiness probe's (kubelet:
+/// readiness starts false; a container not yet started is not ready).
+fn apply_probes(status: &mut ContainerStatus, spec: &Container, probes: &ProbeResults) {
+    let Some(id) = status
+        .container_id
+        .as_deref()
+        .and_then(|id| id.strip_prefix("docker://"))
+    else {
+        return;
+    };
+    let passed = |kind| {
+        probes
+            .get(&(spec.name.clone(), kind))
+            .is_some_and(|(cid, result)| cid.0 == id && *result == ProbeResult::Success)
+    };
+    let running = status.state.as_ref().is_some_and(|s| s.running.is_some());
+    let started = running && (spec.startup_probe.is_none() || passed(ProbeKind::Startup));
+    status.started = Some(started);
+    status.ready = started && (spec.readiness_probe.is_none() || passed(ProbeKind::Readiness));
 }
 
 /// kubelet's getPhase (reference §3.5) over the generated container statuses.
@@ -417,6 +445,7 @@ mod tests {
             pod: p,
             observed,
             waiting,
+            probes: &ProbeResults::new(),
             host_ip: "10.0.0.1",
             previous: None,
             now: at(100),

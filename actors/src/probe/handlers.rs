@@ -1,0 +1,578 @@
+//! Probe and lifecycle-hook handlers, all run from the agent (reference §4.3, §4.4, §3.8):
+//! httpGet and tcpSocket from the node, exec through Docker's exec API, gRPC health checks,
+//! and the `sleep` hook. [`Action`] is a validated handler; [`run`] performs it once.
+
+use std::net::IpAddr;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use dockerlet_messages::ContainerId;
+use k8s_openapi::api::core::v1::{
+    Container, ExecAction, GRPCAction, HTTPGetAction, LifecycleHandler, Probe, SleepAction, TCPSocketAction,
+};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+
+use crate::runtime::ContainerRuntime;
+
+/// Kubernetes version dockerlet reports itself compatible with (user agents, node info).
+pub const KUBE_VERSION: &str = "1.37";
+/// Most response body read from an HTTP probe or hook.
+const BODY_LIMIT: usize = 10 * 1024;
+/// Most redirects followed (same host only).
+const MAX_REDIRECTS: usize = 10;
+
+/// What one run of a handler gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Passed; the output.
+    Success(String),
+    /// Passed with a warning (a redirect to another host was not followed).
+    Warning(String),
+    /// Failed; why.
+    Failure(String),
+}
+
+impl Outcome {
+    /// Did it pass?
+    pub fn passed(&self) -> bool {
+        !matches!(self, Outcome::Failure(_))
+    }
+}
+
+/// A validated handler, ready to run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Action {
+    /// `httpGet`.
+    Http {
+        /// `http` or `https`.
+        scheme: String,
+        /// Host; none means the pod IP.
+        host: Option<String>,
+        /// Resolved port.
+        port: u16,
+        /// Path (with query).
+        path: String,
+        /// Extra headers, in order.
+        headers: Vec<(String, String)>,
+    },
+    /// `tcpSocket`.
+    Tcp {
+        /// Host; none means the pod IP.
+        host: Option<String>,
+        /// Resolved port.
+        port: u16,
+    },
+    /// `exec`.
+    Exec {
+        /// The command.
+        command: Vec<String>,
+    },
+    /// `grpc`.
+    Grpc {
+        /// Port.
+        port: u16,
+        /// Service name (empty for the server's overall health).
+        service: String,
+    },
+    /// `sleep` (hooks only).
+    Sleep {
+        /// How long.
+        seconds: u64,
+    },
+}
+
+impl Action {
+    /// The handler's name, as the API spells it.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Action::Http { .. } => "httpGet",
+            Action::Tcp { .. } => "tcpSocket",
+            Action::Exec { .. } => "exec",
+            Action::Grpc { .. } => "grpc",
+            Action::Sleep { .. } => "sleep",
+        }
+    }
+}
+
+/// Resolve a port number or a container port name.
+fn port(field: &str, port: &IntOrString, container: &Container) -> Result<u16, String> {
+    let number = match port {
+        IntOrString::Int(n) => i64::from(*n),
+        IntOrString::String(name) => match name.parse::<i64>() {
+            Ok(n) => n,
+            Err(_) => container
+                .ports
+                .iter()
+                .flatten()
+                .find(|p| p.name.as_deref() == Some(name.as_str()))
+                .map(|p| i64::from(p.container_port))
+                .ok_or_else(|| format!("{field}.port: Invalid value: {name:?}: no container port with this name"))?,
+        },
+    };
+    u16::try_from(number)
+        .ok()
+        .filter(|p| *p > 0)
+        .ok_or_else(|| format!("{field}.port: Invalid value: {number}: must be between 1 and 65535"))
+}
+
+/// The one handler of a probe or hook; exactly one must be set.
+#[allow(clippy::too_many_arguments)]
+fn action(
+    field: &str,
+    container: &Container,
+    exec: Option<&ExecAction>,
+    http: Option<&HTTPGetAction>,
+    tcp: Option<&TCPSocketAction>,
+    grpc: Option<&GRPCAction>,
+    sleep: Option<&SleepAction>,
+) -> Result<Action, String> {
+    let set = [
+        exec.is_some(),
+        http.is_some(),
+        tcp.is_some(),
+        grpc.is_some(),
+        sleep.is_some(),
+    ];
+    match set.iter().filter(|s| **s).count() {
+        0 => return Err(format!("{field}: Required value: must specify a handler type")),
+        1 => {}
+        _ => return Err(format!("{field}: Forbidden: may not specify more than 1 handler type")),
+    }
+    if let Some(e) = exec {
+        let command = e.command.clone().unwrap_or_default();
+        if command.is_empty() {
+            return Err(format!("{field}.exec.command: Required value"));
+        }
+        return Ok(Action::Exec { command });
+    }
+    if let Some(h) = http {
+        let scheme = h.scheme.as_deref().unwrap_or("HTTP").to_lowercase();
+        if scheme != "http" && scheme != "https" {
+            return Err(format!("{field}.httpGet.scheme: Unsupported value: {:?}", h.scheme));
+        }
+        let path = h
+            .path
+            .clone()
+            .filter(|p| !p.is_empty())
+            .unwrap_or_else(|| "/".to_string());
+        return Ok(Action::Http {
+            scheme,
+            host: h.host.clone().filter(|h| !h.is_empty()),
+            port: port(&format!("{field}.httpGet"), &h.port, container)?,
+            path: if path.starts_with('/') {
+                path
+            } else {
+                format!("/{path}")
+            },
+            headers: h
+                .http_headers
+                .iter()
+                .flatten()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect(),
+        });
+    }
+    if let Some(t) = tcp {
+        return Ok(Action::Tcp {
+            host: t.host.clone().filter(|h| !h.is_empty()),
+            port: port(&format!("{field}.tcpSocket"), &t.port, container)?,
+        });
+    }
+    if let Some(g) = grpc {
+        let port = u16::try_from(g.port).ok().filter(|p| *p > 0).ok_or_else(|| {
+            format!(
+                "{field}.grpc.port: Invalid value: {}: must be between 1 and 65535",
+                g.port
+            )
+        })?;
+        return Ok(Action::Grpc {
+            port,
+            service: g.service.clone().unwrap_or_default(),
+        });
+    }
+    let seconds = sleep.map_or(0, |s| s.seconds);
+    if seconds < 0 {
+        return Err(format!(
+            "{field}.sleep.seconds: Invalid value: {seconds}: must be non-negative"
+        ));
+    }
+    Ok(Action::Sleep {
+        seconds: seconds as u64,
+    })
+}
+
+/// The action of a probe, validated with its numbers (the field names the probe, e.g.
+/// `livenessProbe`).
+pub fn probe_action(field: &str, probe: &Probe, container: &Container, must_be_one: bool) -> Result<Action, String> {
+    let positive = |name: &str, value: Option<i32>| match value {
+        Some(v) if v < 1 => Err(format!("{field}.{name}: Invalid value: {v}: must be greater than 0")),
+        _ => Ok(()),
+    };
+    positive("periodSeconds", probe.period_seconds)?;
+    positive("timeoutSeconds", probe.timeout_seconds)?;
+    positive("successThreshold", probe.success_threshold)?;
+    positive("failureThreshold", probe.failure_threshold)?;
+    if probe.initial_delay_seconds.is_some_and(|d| d < 0) {
+        return Err(format!(
+            "{field}.initialDelaySeconds: Invalid value: must be non-negative"
+        ));
+    }
+    if must_be_one && probe.success_threshold.is_some_and(|s| s != 1) {
+        return Err(format!("{field}.successThreshold: Invalid value: must be 1"));
+    }
+    action(
+        field,
+        container,
+        probe.exec.as_ref(),
+        probe.http_get.as_ref(),
+        probe.tcp_socket.as_ref(),
+        probe.grpc.as_ref(),
+        None,
+    )
+}
+
+/// The action of a lifecycle hook.
+pub fn hook_action(field: &str, hook: &LifecycleHandler, container: &Container) -> Result<Action, String> {
+    action(
+        field,
+        container,
+        hook.exec.as_ref(),
+        hook.http_get.as_ref(),
+        hook.tcp_socket.as_ref(),
+        None,
+        hook.sleep.as_ref(),
+    )
+}
+
+/// Check every probe and hook of a container; the error names the field.
+pub fn validate(container: &Container) -> Result<(), String> {
+    if let Some(p) = &container.liveness_probe {
+        probe_action("livenessProbe", p, container, true)?;
+    }
+    if let Some(p) = &container.readiness_probe {
+        probe_action("readinessProbe", p, container, false)?;
+    }
+    if let Some(p) = &container.startup_probe {
+        probe_action("startupProbe", p, container, true)?;
+    }
+    if let Some(l) = &container.lifecycle {
+        if let Some(h) = &l.post_start {
+            hook_action("lifecycle.postStart", h, container)?;
+        }
+        if let Some(h) = &l.pre_stop {
+            hook_action("lifecycle.preStop", h, container)?;
+        }
+    }
+    Ok(())
+}
+
+/// Who is asking: probes and hooks use different user agents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Caller {
+    /// `kube-probe/<version>`.
+    Probe,
+    /// `kube-lifecycle/<version>`.
+    Lifecycle,
+}
+
+/// Where and how to run an action.
+#[derive(Clone)]
+pub struct Target {
+    /// Docker (exec).
+    pub runtime: Arc<dyn ContainerRuntime>,
+    /// The container.
+    pub container_id: ContainerId,
+    /// The pod IP (default host).
+    pub pod_ip: Option<String>,
+    /// Total time allowed.
+    pub timeout: Duration,
+}
+
+/// The one HTTP client of the agent's probes and hooks: no proxies, no keep-alive, no
+/// certificate verification (as kubelet), redirects followed only to the same host.
+fn http_client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        let policy = reqwest::redirect::Policy::custom(|attempt| {
+            let same_host = attempt.previous().first().and_then(|u| u.host_str()) == attempt.url().host_str();
+            if same_host && attempt.previous().len() <= MAX_REDIRECTS {
+                attempt.follow()
+            } else {
+                attempt.stop()
+            }
+        });
+        reqwest::Client::builder()
+            .danger_accept_invalid_certs(true)
+            .redirect(policy)
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("the probe HTTP client builds")
+    })
+}
+
+fn host_for(host: &Option<String>, pod_ip: &Option<String>) -> String {
+    host.clone()
+        .or_else(|| pod_ip.clone())
+        .unwrap_or_else(|| "127.0.0.1".to_string())
+}
+
+/// `[v6]` for URLs and socket addresses.
+fn bracket(host: &str) -> String {
+    match host.parse::<IpAddr>() {
+        Ok(IpAddr::V6(_)) => format!("[{host}]"),
+        _ => host.to_string(),
+    }
+}
+
+/// Run `action` once against `target`.
+pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
+    match action {
+        Action::Http {
+            scheme,
+            host,
+            port,
+            path,
+            headers,
+        } => {
+            let host = host_for(host, &target.pod_ip);
+            let url = format!("{scheme}://{}:{port}{path}", bracket(&host));
+            http_get(&url, headers, target.timeout, caller).await
+        }
+        Action::Tcp { host, port } => {
+            let addr = format!("{}:{port}", bracket(&host_for(host, &target.pod_ip)));
+            match tokio::time::timeout(target.timeout, tokio::net::TcpStream::connect(&addr)).await {
+                Ok(Ok(_)) => Outcome::Success(String::new()),
+                Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: {e}")),
+                Err(_) => Outcome::Failure(format!("dial tcp {addr}: i/o timeout")),
+            }
+        }
+        Action::Exec { command } => {
+            match target
+                .runtime
+                .exec(&target.container_id, command.clone(), target.timeout)
+                .await
+            {
+                Ok(out) => match out.exit_code {
+                    Some(0) => Outcome::Success(out.output),
+                    Some(code) => Outcome::Failure(if out.output.is_empty() {
+                        format!("command {command:?} exited with {code}")
+                    } else {
+                        out.output
+                    }),
+                    None => Outcome::Failure(format!("command {command:?} timed out after {:?}", target.timeout)),
+                },
+                Err(e) => Outcome::Failure(e.to_string()),
+            }
+        }
+        Action::Grpc { port, service } => {
+            let host = host_for(&None, &target.pod_ip);
+            match super::grpc::check(&host, *port, service, target.timeout).await {
+                Ok(message) => Outcome::Success(message),
+                Err(message) => Outcome::Failure(message),
+            }
+        }
+        Action::Sleep { seconds } => {
+            tokio::time::sleep(Duration::from_secs(*seconds).min(target.timeout)).await;
+            Outcome::Success(String::new())
+        }
+    }
+}
+
+async fn http_get(url: &str, headers: &[(String, String)], timeout: Duration, caller: Caller) -> Outcome {
+    let agent = match caller {
+        Caller::Probe => format!("kube-probe/{KUBE_VERSION}"),
+        Caller::Lifecycle => format!("kube-lifecycle/{KUBE_VERSION}"),
+    };
+    let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
+    let mut request = http_client().get(url).timeout(timeout);
+    if !has("user-agent") {
+        request = request.header(reqwest::header::USER_AGENT, agent);
+    }
+    if !has("accept") {
+        request = request.header(reqwest::header::ACCEPT, "*/*");
+    }
+    for (name, value) in headers {
+        // An empty Accept removes the header (kubelet); other headers are sent as given.
+        if name.eq_ignore_ascii_case("accept") && value.is_empty() {
+            continue;
+        }
+        request = request.header(name.as_str(), value.as_str());
+    }
+    let response = match request.send().await {
+        Ok(r) => r,
+        Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
+    };
+    let status = response.status().as_u16();
+    let body = read_limited(response).await;
+    match status {
+        300..=399 => Outcome::Warning(format!("Probe terminated redirects, Response body: {body}")),
+        200..=299 => Outcome::Success(body),
+        _ => Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")),
+    }
+}
+
+async fn read_limited(mut response: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < BODY_LIMIT {
+        match response.chunk().await {
+            Ok(Some(chunk)) => body.extend_from_slice(&chunk[..chunk.len().min(BODY_LIMIT - body.len())]),
+            _ => break,
+        }
+    }
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        text.push_str(": ");
+        text.push_str(&s.to_string());
+        source = s.source();
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ContainerPort;
+    use std::io::{Read, Write};
+
+    fn container() -> Container {
+        Container {
+            name: "c".into(),
+            ports: Some(vec![ContainerPort {
+                name: Some("http".into()),
+                container_port: 8080,
+                ..Default::default()
+            }]),
+            ..Default::default()
+        }
+    }
+
+    /// Named ports resolve against the container's ports; bad numbers and names, no handler or
+    /// two handlers, and zero periods are refused with the field named.
+    #[test]
+    fn probes_are_validated_with_the_field_named() {
+        let http = |port: IntOrString| Probe {
+            http_get: Some(HTTPGetAction {
+                port,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let c = container();
+        let a = probe_action("livenessProbe", &http(IntOrString::String("http".into())), &c, true).unwrap();
+        assert!(matches!(a, Action::Http { port: 8080, ref path, .. } if path == "/"));
+        let err = probe_action("readinessProbe", &http(IntOrString::String("nope".into())), &c, false).unwrap_err();
+        assert!(
+            err.starts_with("readinessProbe.httpGet.port: Invalid value: \"nope\""),
+            "{err}"
+        );
+        let err = probe_action("livenessProbe", &Probe::default(), &c, true).unwrap_err();
+        assert_eq!(err, "livenessProbe: Required value: must specify a handler type");
+        let mut both = http(IntOrString::Int(80));
+        both.tcp_socket = Some(TCPSocketAction {
+            port: IntOrString::Int(80),
+            ..Default::default()
+        });
+        assert!(probe_action("livenessProbe", &both, &c, true)
+            .unwrap_err()
+            .contains("more than 1 handler"));
+        let mut zero = http(IntOrString::Int(80));
+        zero.period_seconds = Some(0);
+        assert!(probe_action("livenessProbe", &zero, &c, true)
+            .unwrap_err()
+            .starts_with("livenessProbe.periodSeconds"));
+        let grpc = Probe {
+            grpc: Some(GRPCAction {
+                port: 0,
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert!(probe_action("livenessProbe", &grpc, &c, true)
+            .unwrap_err()
+            .starts_with("livenessProbe.grpc.port"));
+    }
+
+    fn serve_once(response: &'static str) -> (u16, std::thread::JoinHandle<String>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let handle = std::thread::spawn(move || {
+            let (mut stream, _) = listener.accept().unwrap();
+            let mut buf = [0u8; 4096];
+            let n = stream.read(&mut buf).unwrap();
+            stream.write_all(response.as_bytes()).unwrap();
+            String::from_utf8_lossy(&buf[..n]).into_owned()
+        });
+        (port, handle)
+    }
+
+    fn target() -> Target {
+        Target {
+            runtime: Arc::new(crate::runtime::fake::FakeRuntime::default()),
+            container_id: ContainerId("c".into()),
+            pod_ip: Some("127.0.0.1".into()),
+            timeout: Duration::from_secs(2),
+        }
+    }
+
+    fn http_action(port: u16) -> Action {
+        Action::Http {
+            scheme: "http".into(),
+            host: None,
+            port,
+            path: "/x".into(),
+            headers: vec![],
+        }
+    }
+
+    /// 2xx passes, 4xx and 5xx fail with kubelet's message, and the request carries kubelet's
+    /// User-Agent and Accept headers.
+    #[tokio::test]
+    async fn http_status_decides_and_headers_match_kubelet() {
+        let (port, seen) = serve_once("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok");
+        assert_eq!(
+            run(&http_action(port), &target(), Caller::Probe).await,
+            Outcome::Success("ok".into())
+        );
+        let request = seen.join().unwrap().to_lowercase();
+        assert!(
+            request.contains(&format!("user-agent: kube-probe/{KUBE_VERSION}")),
+            "{request}"
+        );
+        assert!(request.contains("accept: */*"), "{request}");
+        let (port, _) = serve_once("HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        assert_eq!(
+            run(&http_action(port), &target(), Caller::Probe).await,
+            Outcome::Failure("HTTP probe failed with statuscode: 500".into())
+        );
+    }
+
+    /// A redirect to another host is not followed: success with a warning.
+    #[tokio::test]
+    async fn redirect_to_another_host_is_a_warning() {
+        let (port, _) = serve_once(
+            "HTTP/1.1 302 Found\r\nLocation: http://127.0.0.2:1/\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+        );
+        let outcome = run(&http_action(port), &target(), Caller::Probe).await;
+        assert!(
+            matches!(outcome, Outcome::Warning(ref m) if m.starts_with("Probe terminated redirects")),
+            "{outcome:?}"
+        );
+    }
+
+    /// TCP passes when something listens and fails when nothing does.
+    #[tokio::test]
+    async fn tcp_connects_or_fails() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let tcp = Action::Tcp { host: None, port };
+        assert!(run(&tcp, &target(), Caller::Probe).await.passed());
+        drop(listener);
+        assert!(!run(&tcp, &target(), Caller::Probe).await.passed());
+    }
+}
