@@ -89,6 +89,35 @@ pub fn pod_identity(pod: &Pod) -> (&str, &str, &str) {
     )
 }
 
+/// Init then app containers, each with its field path (`spec.initContainers[0]`, …), for
+/// validation messages.
+pub fn containers_with_fields(
+    spec: &k8s_openapi::api::core::v1::PodSpec,
+) -> impl Iterator<Item = (String, &Container)> {
+    let init = spec
+        .init_containers
+        .iter()
+        .flatten()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
+    let apps = spec
+        .containers
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
+    init.chain(apps)
+}
+
+/// The pod's termination grace period (default 30 s), never below kubelet's 2 s minimum.
+pub fn pod_grace(pod: &Pod) -> std::time::Duration {
+    let seconds = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.termination_grace_period_seconds)
+        .unwrap_or(30);
+    std::time::Duration::from_secs(seconds.max(0) as u64).max(super::MIN_GRACE)
+}
+
 /// Does the pod use the host's network namespace?
 pub fn host_network(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)

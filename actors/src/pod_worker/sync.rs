@@ -11,7 +11,7 @@ use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use super::container_spec::{container_spec, host_network, pod_identity, sandbox_spec, PodContext};
+use super::container_spec::{container_spec, host_network, pod_grace, pod_identity, sandbox_spec, PodContext};
 use super::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use super::{PodWorkerConfig, MIN_GRACE};
 use crate::probe::handlers::{self, Caller, Outcome, Target};
@@ -256,13 +256,7 @@ struct Executor<'a> {
 
 impl Executor<'_> {
     async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
-        let grace = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .map_or(Duration::from_secs(30), |s| Duration::from_secs(s.max(0) as u64))
-            .max(MIN_GRACE);
+        let grace = pod_grace(self.pod);
         if actions.kill_pod {
             if let Err(e) = stop_all(self.runtime, Some(self.pod), observed, grace, &mut self.outcome.events).await {
                 return self.fail(e);
@@ -418,13 +412,7 @@ impl Executor<'_> {
             "FailedPostStartHook".to_string(),
             format!("PostStartHook failed for container {}: {message}", container.name),
         ));
-        let grace = self
-            .pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.termination_grace_period_seconds)
-            .map_or(Duration::from_secs(30), |s| Duration::from_secs(s.max(0) as u64))
-            .max(MIN_GRACE);
+        let grace = pod_grace(self.pod);
         let (result, event) =
             stop_container(self.runtime, Some(self.pod), id, &container.name, target.pod_ip, grace).await;
         self.outcome.events.extend(event);

@@ -75,18 +75,7 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
             return Err(format!("spec.volumes[{i}].name: Duplicate value: {:?}", v.name));
         }
     }
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
-    let apps = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
-    for (field, c) in init.chain(apps) {
+    for (field, c) in super::container_spec::containers_with_fields(spec) {
         for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
             let at = format!("{field}.volumeMounts[{j}]");
             if !volumes.iter().any(|v| v.name == m.name) {

@@ -172,18 +172,7 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
         return Err("spec.terminationGracePeriodSeconds: Invalid value: must be >= 0".to_string());
     }
     let mut seen = HashSet::new();
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
-    let apps = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
-    for (field, c) in init.chain(apps) {
+    for (field, c) in crate::pod_worker::container_spec::containers_with_fields(spec) {
         validate_container(&field, c)?;
         if !seen.insert(c.name.as_str()) {
             return Err(format!("{field}.name: Duplicate value: {:?}", c.name));
