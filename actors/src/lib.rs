@@ -14,6 +14,8 @@
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod backoff;
+pub mod kube_api;
+pub mod node_status;
 pub mod pleg;
 pub mod pod_worker;
 pub mod probe;

@@ -36,17 +36,22 @@ use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistComp
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
-use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::worker::{
+    FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
+};
 use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use crate::kube_api::KubeApi;
+use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
 use crate::probe::{ProbeActor, ProbeLinks};
 use crate::runtime::ContainerRuntime;
+use crate::source::api::ApiSource;
 use crate::source::FileSource;
 use crate::status::StatusActor;
 
@@ -70,6 +75,10 @@ pub struct SupervisorConfig {
     pub relist_period: Duration,
     /// Honour [`InjectFault`] (tests only).
     pub fault_injection: bool,
+    /// The API server, in API-server mode (`--kubeconfig`).
+    pub api: Option<KubeApi>,
+    /// Node registration and heartbeats, in API-server mode.
+    pub node_status: Option<NodeStatusConfig>,
 }
 
 /// A child actor and how often it was re-created.
@@ -106,6 +115,12 @@ pub struct Supervisor {
     status: Option<Child<StatusActor>>,
     /// The static pod source.
     source: Option<Child<FileSource>>,
+    /// Each source's latest pod set (SET semantics per source); desired is their union.
+    sources: BTreeMap<String, Vec<DesiredPod>>,
+    /// The API server source, in API-server mode.
+    api_source: Option<Child<ApiSource>>,
+    /// Node registration and heartbeats, in API-server mode.
+    node_status: Option<Child<NodeStatusActor>>,
     /// Every source has delivered once: only then may containers of unknown pods be removed
     /// (otherwise a restart would kill every pod before the manifests are read).
     sources_ready: bool,
@@ -121,7 +136,10 @@ impl Supervisor {
     /// A supervisor; children start with it.
     pub fn new(config: SupervisorConfig, runtime: Arc<dyn ContainerRuntime>) -> Self {
         Supervisor {
-            sources_ready: config.manifest_path.is_none(),
+            sources_ready: config.manifest_path.is_none() && config.api.is_none(),
+            sources: BTreeMap::new(),
+            api_source: None,
+            node_status: None,
             config,
             runtime,
             desired: BTreeMap::new(),
@@ -150,6 +168,16 @@ impl Supervisor {
             object,
             message,
         });
+    }
+
+    fn start_api_source(&self, ctx: &mut Context<Self>) -> Option<Addr<ApiSource>> {
+        let api = self.config.api.clone()?;
+        Some(ApiSource::new(api, ctx.address().recipient()).start())
+    }
+
+    fn start_node_status(&self, ctx: &mut Context<Self>) -> Option<Addr<NodeStatusActor>> {
+        let (api, config) = (self.config.api.clone()?, self.config.node_status.clone()?);
+        Some(NodeStatusActor::new(api, config, ctx.address().recipient()).start())
     }
 
     fn start_probe(&self, ctx: &mut Context<Self>) -> Addr<ProbeActor> {
@@ -233,6 +261,22 @@ impl Supervisor {
             child.restarts += 1;
             restarted.push(("PlegActor".to_string(), "pleg".to_string()));
         }
+        if self.api_source.as_ref().is_some_and(|c| !c.addr.connected()) {
+            if let Some(addr) = self.start_api_source(ctx) {
+                let child = self.api_source.as_mut().expect("checked above");
+                child.addr = addr;
+                child.restarts += 1;
+                restarted.push(("ApiSource".to_string(), "api".to_string()));
+            }
+        }
+        if self.node_status.as_ref().is_some_and(|c| !c.addr.connected()) {
+            if let Some(addr) = self.start_node_status(ctx) {
+                let child = self.node_status.as_mut().expect("checked above");
+                child.addr = addr;
+                child.restarts += 1;
+                restarted.push(("NodeStatusActor".to_string(), "node".to_string()));
+            }
+        }
         if self.probe.as_ref().is_some_and(|c| !c.addr.connected()) {
             let addr = self.start_probe(ctx);
             let child = self.probe.as_mut().expect("checked above");
@@ -246,7 +290,7 @@ impl Supervisor {
         }
         if self.status.as_ref().is_some_and(|c| !c.addr.connected()) {
             let child = self.status.as_mut().expect("checked above");
-            child.addr = StatusActor::default().start();
+            child.addr = StatusActor::new(self.config.api.clone()).start();
             child.restarts += 1;
             restarted.push(("StatusActor".to_string(), "status".to_string()));
             // The new StatusActor is empty: have every worker publish again.
@@ -315,7 +359,7 @@ impl Actor for Supervisor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.status = Some(Child {
-            addr: StatusActor::default().start(),
+            addr: StatusActor::new(self.config.api.clone()).start(),
             restarts: 0,
         });
         let probe = self.start_probe(ctx);
@@ -329,6 +373,8 @@ impl Actor for Supervisor {
             restarts: 0,
         });
         self.source = self.start_source(ctx).map(|addr| Child { addr, restarts: 0 });
+        self.api_source = self.start_api_source(ctx).map(|addr| Child { addr, restarts: 0 });
+        self.node_status = self.start_node_status(ctx).map(|addr| Child { addr, restarts: 0 });
         ctx.run_interval(WATCHDOG_PERIOD, |act, ctx| act.watchdog(ctx));
         tracing::info!(node = %self.node_name(), "supervisor started");
     }
@@ -337,12 +383,24 @@ impl Actor for Supervisor {
 impl Handler<SourcePodsChanged> for Supervisor {
     type Result = ();
 
-    /// Apply a source's full pod set.
+    /// Apply a source's full pod set; the desired pods are the union of every source's.
     fn handle(&mut self, msg: SourcePodsChanged, ctx: &mut Self::Context) {
         self.handled += 1;
-        self.sources_ready = true;
-        self.manifest_errors = msg.errors;
-        let mut wanted: BTreeMap<PodUid, DesiredPod> = msg.pods.into_iter().map(|p| (p.uid.clone(), p)).collect();
+        if msg.source == "file" {
+            self.manifest_errors = msg.errors;
+        }
+        self.sources.insert(msg.source, msg.pods);
+        let expected = [
+            self.config.manifest_path.is_some().then_some("file"),
+            self.config.api.is_some().then_some("api"),
+        ];
+        self.sources_ready = expected.iter().flatten().all(|s| self.sources.contains_key(*s));
+        let mut wanted: BTreeMap<PodUid, DesiredPod> = BTreeMap::new();
+        for pods in self.sources.values() {
+            for p in pods {
+                wanted.entry(p.uid.clone()).or_insert_with(|| p.clone());
+            }
+        }
         let gone: Vec<PodUid> = self
             .desired
             .keys()
@@ -505,10 +563,23 @@ impl Handler<PodTerminated> for Supervisor {
         if let Some(entry) = self.workers.remove(&msg.uid) {
             entry.addr.do_send(StopActor);
         }
-        if let Some(pod) = self.desired.get(&msg.uid) {
-            let pod = Arc::new(pod.pod.clone());
-            self.add_worker(pod, None, ctx);
+        let Some(desired) = self.desired.get(&msg.uid) else {
+            return;
+        };
+        let meta = &desired.pod.metadata;
+        if meta.deletion_timestamp.is_some() {
+            // Deleted in the API and now stopped: delete it for good, as kubelet does.
+            if let Some(source) = &self.api_source {
+                source.addr.do_send(FinalizePodDeletion {
+                    namespace: meta.namespace.clone().unwrap_or_else(|| "default".to_string()),
+                    name: meta.name.clone().unwrap_or_default(),
+                    uid: msg.uid.clone(),
+                });
+            }
+            return;
         }
+        let pod = Arc::new(desired.pod.clone());
+        self.add_worker(pod, None, ctx);
     }
 }
 
@@ -581,6 +652,12 @@ impl Handler<GetDebugSnapshot> for Supervisor {
         };
         let mut queries: Vec<futures::future::BoxFuture<'static, Option<ActorState>>> = Vec::new();
         if let Some(c) = &self.probe {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
+        if let Some(c) = &self.api_source {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
+        if let Some(c) = &self.node_status {
             queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
         }
         if let Some(c) = &self.pleg {
@@ -670,6 +747,8 @@ mod tests {
             file_check_frequency: Duration::from_secs(20),
             relist_period: Duration::from_millis(50),
             fault_injection: true,
+            api: None,
+            node_status: None,
         };
         Supervisor::new(config, Arc::new(runtime.clone())).start()
     }

@@ -84,6 +84,30 @@ pub struct Cli {
     #[arg(short = 'v', long = "v", value_name = "LEVEL")]
     pub verbosity: Option<u8>,
 
+    /// kubeconfig of the API server to join; without it the agent runs standalone.
+    #[arg(long, value_name = "FILE")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Register the Node with the API server [default: true].
+    #[arg(long, value_name = "BOOL")]
+    pub register_node: Option<bool>,
+
+    /// Labels added to the Node at registration (`key=value,key2=value2`).
+    #[arg(long, value_name = "LABELS", value_delimiter = ',')]
+    pub node_labels: Vec<String>,
+
+    /// How often node status is written and the lease renewed [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub node_status_update_frequency: Option<Duration>,
+
+    /// Lease duration of the node's Lease [default: 40].
+    #[arg(long, value_name = "SECONDS")]
+    pub node_lease_duration_seconds: Option<i32>,
+
+    /// The kubelet API port the Node advertises [default: 10250].
+    #[arg(long, value_name = "PORT")]
+    pub port: Option<u16>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

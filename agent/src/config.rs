@@ -45,6 +45,18 @@ pub struct AgentConfig {
     pub fault_injection: bool,
     /// Log verbosity.
     pub verbosity: u8,
+    /// `--kubeconfig`: API-server mode when set.
+    pub kubeconfig: Option<PathBuf>,
+    /// `--register-node`.
+    pub register_node: bool,
+    /// `--node-labels`.
+    pub node_labels: BTreeMap<String, String>,
+    /// `nodeStatusUpdateFrequency`.
+    pub node_status_update_frequency: Duration,
+    /// `nodeLeaseDurationSeconds`.
+    pub node_lease_duration_seconds: i32,
+    /// `--port` (advertised in the Node's daemon endpoints).
+    pub port: u16,
 }
 
 /// A setting that cannot be used.
@@ -83,6 +95,10 @@ struct FileSettings {
     debug_address: Option<SocketAddr>,
     backoff_max: Option<Duration>,
     backoff_initial: Option<Duration>,
+    register_node: Option<bool>,
+    node_status_update_frequency: Option<Duration>,
+    node_lease_duration_seconds: Option<i32>,
+    port: Option<u16>,
     present: bool,
 }
 
@@ -148,6 +164,10 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         debug_address: field(path, &mut map, "debugAddress")?,
         backoff_max: duration_field(path, &mut backoff, "maxContainerRestartPeriod")?,
         backoff_initial: duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
+        register_node: field(path, &mut map, "registerNode")?,
+        node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
+        node_lease_duration_seconds: field(path, &mut map, "nodeLeaseDurationSeconds")?,
+        port: field(path, &mut map, "port")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -258,7 +278,40 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             format!("{runtime_endpoint:?}: expected unix://, tcp:// or http://"),
         ));
     }
+    let mut node_labels = BTreeMap::new();
+    for label in cli.node_labels.iter().filter(|l| !l.is_empty()) {
+        let (key, value) = label
+            .split_once('=')
+            .ok_or_else(|| invalid("--node-labels", format!("{label:?} is not key=value")))?;
+        node_labels.insert(key.to_string(), value.to_string());
+    }
+    let node_status_update_frequency = cli
+        .node_status_update_frequency
+        .or(file.node_status_update_frequency)
+        .unwrap_or(Duration::from_secs(10));
+    if node_status_update_frequency.is_zero() {
+        return Err(invalid(
+            "--node-status-update-frequency",
+            "must be greater than 0".to_string(),
+        ));
+    }
+    let node_lease_duration_seconds = cli
+        .node_lease_duration_seconds
+        .or(file.node_lease_duration_seconds)
+        .unwrap_or(40);
+    if node_lease_duration_seconds < 1 {
+        return Err(invalid(
+            "--node-lease-duration-seconds",
+            "must be at least 1".to_string(),
+        ));
+    }
     Ok(AgentConfig {
+        kubeconfig: cli.kubeconfig.clone(),
+        register_node: cli.register_node.or(file.register_node).unwrap_or(true),
+        node_labels,
+        node_status_update_frequency,
+        node_lease_duration_seconds,
+        port: cli.port.or(file.port).unwrap_or(10250),
         node_name,
         root_dir: cli
             .root_dir

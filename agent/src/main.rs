@@ -4,10 +4,12 @@
 //! - [`cli`]: kubelet-named flags.
 //! - [`config`]: the `--config` file merged under the flags and validated.
 //! - [`wiring`]: starts Docker, the actors and the HTTP servers, in that order.
+//! - [`node`]: the Node object registered in API-server mode.
 //! - [`telemetry`]: logging setup.
 
 mod cli;
 mod config;
+mod node;
 mod telemetry;
 mod wiring;
 

@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use actix::Actor;
 use anyhow::Context as _;
+use dockerlet_actors::kube_api::KubeApi;
+use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::runtime::docker::DockerRuntime;
@@ -32,6 +34,30 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
     let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
+    let api = match &config.kubeconfig {
+        Some(path) => Some(KubeApi::connect(path, &config.node_name).await?),
+        None => None,
+    };
+    let node_status = match &api {
+        Some(_) => {
+            let facts = crate::node::NodeFacts {
+                name: config.node_name.clone(),
+                ip: host_ip.clone(),
+                labels: config.node_labels.clone(),
+                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+                memory_bytes: node_memory_bytes(),
+                docker_version: runtime.version().await.unwrap_or_default(),
+                port: config.port,
+            };
+            Some(NodeStatusConfig {
+                node: crate::node::node(&facts),
+                register: config.register_node,
+                update_frequency: config.node_status_update_frequency,
+                lease_duration_seconds: config.node_lease_duration_seconds,
+            })
+        }
+        None => None,
+    };
     tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
 
     let worker = PodWorkerConfig {
@@ -51,6 +77,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             file_check_frequency: config.file_check_frequency,
             relist_period: RELIST_PERIOD,
             fault_injection: config.fault_injection,
+            api,
+            node_status,
         },
         Arc::new(runtime),
     )

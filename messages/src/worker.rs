@@ -58,3 +58,17 @@ pub struct PodTerminated {
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct StopActor;
+
+/// A pod deleted in the API has no containers left: delete it for good (grace 0, its UID).
+///
+/// Supervisor → ApiSource.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct FinalizePodDeletion {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+    /// UID (precondition).
+    pub uid: PodUid,
+}

@@ -378,6 +378,20 @@ impl PodWorker {
         self.links.status.do_send(SetPodStatus { pod });
     }
 
+    /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
+    fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
+        if self.terminating.is_some() {
+            return;
+        }
+        let grace = self
+            .pod
+            .metadata
+            .deletion_grace_period_seconds
+            .map(|s| Duration::from_secs(s.max(0) as u64));
+        self.terminating = Some(grace);
+        self.start_termination(grace, ctx);
+    }
+
     fn start_termination(&mut self, grace: Option<Duration>, ctx: &mut Context<Self>) {
         if let Some(handle) = self.in_flight.take() {
             ctx.cancel_future(handle);
@@ -442,6 +456,7 @@ impl Actor for PodWorker {
     fn started(&mut self, ctx: &mut Self::Context) {
         match self.terminating {
             Some(grace) => self.start_termination(grace, ctx),
+            None if self.pod.metadata.deletion_timestamp.is_some() => self.terminate_deleted(ctx),
             None => self.request_sync(ctx),
         }
     }
@@ -454,6 +469,9 @@ impl Handler<UpdatePod> for PodWorker {
     fn handle(&mut self, msg: UpdatePod, ctx: &mut Self::Context) {
         self.handled += 1;
         self.pod = msg.pod;
+        if self.pod.metadata.deletion_timestamp.is_some() {
+            return self.terminate_deleted(ctx);
+        }
         self.error_backoff_until = None;
         self.sync_now(ctx);
     }

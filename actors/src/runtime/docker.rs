@@ -90,6 +90,11 @@ impl DockerRuntime {
 
 #[async_trait]
 impl ContainerRuntime for DockerRuntime {
+    async fn version(&self) -> Result<String, RuntimeError> {
+        let v = self.docker.version().await.map_err(|e| failed("version", e))?;
+        Ok(v.version.unwrap_or_default())
+    }
+
     async fn ping(&self) -> Result<(), RuntimeError> {
         self.docker.ping().await.map(|_| ()).map_err(|e| failed("ping", e))
     }

@@ -79,6 +79,10 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
+    async fn version(&self) -> Result<String, RuntimeError> {
+        Ok("fake".to_string())
+    }
+
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let state = self.state.lock().expect("fake state");
         if state.unreachable {

@@ -140,6 +140,9 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Is the engine reachable?
     async fn ping(&self) -> Result<(), RuntimeError>;
 
+    /// The engine's version (`20.10.24`), for the Node's `containerRuntimeVersion`.
+    async fn version(&self) -> Result<String, RuntimeError>;
+
     /// Cheap listing of every container of this node, all states included.
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError>;
 

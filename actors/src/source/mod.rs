@@ -10,6 +10,7 @@
 //!
 //! Sends `SourcePodsChanged` (SET semantics) to the Supervisor. Parsing lives in [`manifest`].
 
+pub mod api;
 pub mod manifest;
 
 use std::collections::HashMap;

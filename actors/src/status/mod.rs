@@ -13,36 +13,110 @@
 
 pub mod generate;
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
-use actix::{Actor, Context, Handler, MessageResult};
+use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::PodUid;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
 
-/// Holds every pod's latest status.
+use crate::kube_api::KubeApi;
+
+/// How often statuses that could not be written to the API are retried (kubelet's 10 s resync).
+const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Holds every pod's latest status, and writes the API's pods' statuses to the API server.
 #[derive(Default)]
 pub struct StatusActor {
     /// Pod (with status) by UID.
     pods: HashMap<PodUid, Pod>,
+    /// The API, in API-server mode.
+    api: Option<KubeApi>,
+    /// The status last written to the API per pod; a differing one is written again.
+    pushed: HashMap<PodUid, PodStatus>,
+    /// Pods with a write in flight (one at a time per pod; the newest status follows).
+    pushing: HashSet<PodUid>,
+    /// Writes that failed.
+    push_errors: u64,
     /// Messages handled, for the debug endpoint.
     handled: u64,
 }
 
+impl StatusActor {
+    /// A status actor; with `api`, statuses of pods from the API are written back to it.
+    pub fn new(api: Option<KubeApi>) -> Self {
+        StatusActor {
+            api,
+            ..Default::default()
+        }
+    }
+
+    fn from_api(pod: &Pod) -> bool {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::source::manifest::CONFIG_SOURCE))
+            .is_some_and(|s| s == "api")
+    }
+
+    /// Write the pod's newest status unless it is already written or a write is in flight.
+    fn push(&mut self, uid: PodUid, ctx: &mut Context<Self>) {
+        let Some(api) = self.api.clone() else { return };
+        let Some(pod) = self.pods.get(&uid).filter(|p| Self::from_api(p)) else {
+            return;
+        };
+        let Some(status) = pod.status.clone() else { return };
+        if self.pushing.contains(&uid) || self.pushed.get(&uid) == Some(&status) {
+            return;
+        }
+        self.pushing.insert(uid.clone());
+        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+        let name = pod.metadata.name.clone().unwrap_or_default();
+        let sent = status.clone();
+        let future = async move { api.patch_pod_status(&namespace, &name, &status).await };
+        ctx.spawn(future.into_actor(self).map(move |result, act, ctx| {
+            act.pushing.remove(&uid);
+            match result {
+                Ok(()) => {
+                    act.pushed.insert(uid.clone(), sent);
+                    // A newer status may have arrived meanwhile.
+                    act.push(uid, ctx);
+                }
+                Err(e) => {
+                    act.push_errors += 1;
+                    tracing::warn!(pod.uid = %uid, error = %e, "pod status write failed; retrying at the next resync");
+                }
+            }
+        }));
+    }
+}
+
 impl Actor for StatusActor {
     type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        if self.api.is_some() {
+            ctx.run_interval(RESYNC_EVERY, |act, ctx| {
+                let uids: Vec<PodUid> = act.pods.keys().cloned().collect();
+                for uid in uids {
+                    act.push(uid, ctx);
+                }
+            });
+        }
+    }
 }
 
 impl Handler<SetPodStatus> for StatusActor {
     type Result = ();
 
     /// Store the pod and its status.
-    fn handle(&mut self, msg: SetPodStatus, _: &mut Self::Context) {
+    fn handle(&mut self, msg: SetPodStatus, ctx: &mut Self::Context) {
         self.handled += 1;
         let uid = PodUid(msg.pod.metadata.uid.clone().unwrap_or_default());
-        self.pods.insert(uid, msg.pod);
+        self.pods.insert(uid.clone(), msg.pod);
+        self.push(uid, ctx);
     }
 }
 
@@ -53,6 +127,7 @@ impl Handler<RemovePodStatus> for StatusActor {
     fn handle(&mut self, msg: RemovePodStatus, _: &mut Self::Context) {
         self.handled += 1;
         self.pods.remove(&msg.uid);
+        self.pushed.remove(&msg.uid);
     }
 }
 
@@ -78,7 +153,11 @@ impl Handler<GetActorState> for StatusActor {
             messages_handled: self.handled,
             restarts: 0,
             last_error: None,
-            detail: json!({ "pods": self.pods.len() }),
+            detail: json!({
+                "pods": self.pods.len(),
+                "api_writes_in_flight": self.pushing.len(),
+                "api_write_errors": self.push_errors,
+            }),
         })
     }
 }

@@ -1,0 +1,198 @@
+//! ApiSource: the API server source (`--kubeconfig`, reference §1.3): list + watch of the pods
+//! bound to this node, re-listed with back-off on errors and expired resourceVersions.
+//!
+//! | Message / trigger    | From       | Effect                                              |
+//! |----------------------|------------|-----------------------------------------------------|
+//! | watch event          | API server | update the pod set; send it (SET semantics)         |
+//! | FinalizePodDeletion  | Supervisor | delete a terminated pod from the API (grace 0, UID) |
+//! | GetActorState        | Supervisor | debug snapshot                                      |
+//!
+//! A watch error never removes pods: the last known set stays until a new list replaces it.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
+use dockerlet_messages::source::{DesiredPod, SourcePodsChanged};
+use dockerlet_messages::worker::FinalizePodDeletion;
+use dockerlet_messages::PodUid;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use crate::kube_api::{KubeApi, PodEvent};
+use crate::source::manifest::{CONFIG_SEEN, CONFIG_SOURCE};
+
+/// Wait before watching again after the stream ended.
+const REWATCH_AFTER: Duration = Duration::from_secs(1);
+
+/// The API server source actor.
+pub struct ApiSource {
+    /// The API.
+    api: KubeApi,
+    /// Where the pod set goes.
+    sink: Recipient<SourcePodsChanged>,
+    /// The pods the API says are bound here, by UID.
+    pods: BTreeMap<PodUid, Pod>,
+    /// Pods listed during a re-list, swapped in at its end.
+    relisting: Option<BTreeMap<PodUid, Pod>>,
+    /// When each pod was first seen (`kubernetes.io/config.seen`).
+    seen: BTreeMap<PodUid, String>,
+    /// A first full list arrived.
+    synced: bool,
+    /// Watch events received.
+    events: u64,
+    /// The last watch or delete error.
+    last_error: Option<String>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl ApiSource {
+    /// A source of the pods bound to `api.node()`.
+    pub fn new(api: KubeApi, sink: Recipient<SourcePodsChanged>) -> Self {
+        ApiSource {
+            api,
+            sink,
+            pods: BTreeMap::new(),
+            relisting: None,
+            seen: BTreeMap::new(),
+            synced: false,
+            events: 0,
+            last_error: None,
+            handled: 0,
+        }
+    }
+
+    fn uid(pod: &Pod) -> PodUid {
+        PodUid(pod.metadata.uid.clone().unwrap_or_default())
+    }
+
+    fn send(&mut self) {
+        self.seen.retain(|uid, _| self.pods.contains_key(uid));
+        let pods = self
+            .pods
+            .iter()
+            .map(|(uid, pod)| {
+                let mut pod = pod.clone();
+                let seen = self
+                    .seen
+                    .entry(uid.clone())
+                    .or_insert_with(|| Timestamp::now().to_string())
+                    .clone();
+                let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
+                annotations.insert(CONFIG_SOURCE.to_string(), "api".to_string());
+                annotations.insert(CONFIG_SEEN.to_string(), seen);
+                let origin = format!(
+                    "api:{}/{}",
+                    pod.metadata.namespace.as_deref().unwrap_or("default"),
+                    pod.metadata.name.as_deref().unwrap_or_default()
+                );
+                DesiredPod {
+                    uid: uid.clone(),
+                    pod,
+                    origin,
+                }
+            })
+            .collect();
+        self.sink.do_send(SourcePodsChanged {
+            source: "api".to_string(),
+            pods,
+            errors: Vec::new(),
+        });
+    }
+
+    fn watch(&mut self, ctx: &mut Context<Self>) {
+        ctx.add_stream(self.api.watch_pods());
+    }
+}
+
+impl Actor for ApiSource {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.watch(ctx);
+    }
+}
+
+impl StreamHandler<Result<PodEvent, String>> for ApiSource {
+    /// Apply one watch event; a completed list replaces the whole set.
+    fn handle(&mut self, event: Result<PodEvent, String>, _: &mut Self::Context) {
+        self.events += 1;
+        match event {
+            Ok(PodEvent::Init) => self.relisting = Some(BTreeMap::new()),
+            Ok(PodEvent::InitApply(pod)) => {
+                if let Some(list) = self.relisting.as_mut() {
+                    list.insert(Self::uid(&pod), pod);
+                }
+            }
+            Ok(PodEvent::InitDone) => {
+                if let Some(list) = self.relisting.take() {
+                    self.pods = list;
+                }
+                self.synced = true;
+                self.last_error = None;
+                self.send();
+            }
+            Ok(PodEvent::Apply(pod)) => {
+                self.pods.insert(Self::uid(&pod), pod);
+                self.send();
+            }
+            Ok(PodEvent::Delete(pod)) => {
+                self.pods.remove(&Self::uid(&pod));
+                self.send();
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "pod watch failed; re-listing with back-off");
+                self.last_error = Some(e);
+            }
+        }
+    }
+
+    /// The watcher ends only if its stream does: watch again (the default would stop the actor).
+    fn finished(&mut self, ctx: &mut Self::Context) {
+        ctx.run_later(REWATCH_AFTER, |act, ctx| act.watch(ctx));
+    }
+}
+
+impl Handler<FinalizePodDeletion> for ApiSource {
+    type Result = ();
+
+    /// The pod's containers are gone: delete it from the API with grace 0 and its UID.
+    fn handle(&mut self, msg: FinalizePodDeletion, ctx: &mut Self::Context) {
+        self.handled += 1;
+        let api = self.api.clone();
+        let future = async move { api.delete_pod(&msg.namespace, &msg.name, &msg.uid.0).await };
+        ctx.spawn(future.into_actor(self).map(|result, act, _| {
+            if let Err(e) = result {
+                tracing::warn!(error = %e, "final pod deletion failed; the next watch event retries");
+                act.last_error = Some(e.to_string());
+            }
+        }));
+    }
+}
+
+impl Handler<GetActorState> for ApiSource {
+    type Result = MessageResult<GetActorState>;
+
+    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(ActorState {
+            kind: "ApiSource".to_string(),
+            name: "api".to_string(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: self.last_error.clone(),
+            detail: json!({ "pods": self.pods.len(), "synced": self.synced, "watch_events": self.events }),
+        })
+    }
+}
+
+impl Handler<Panic> for ApiSource {
+    type Result = ();
+
+    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
+        panic!("fault injection: ApiSource asked to panic");
+    }
+}

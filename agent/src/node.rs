@@ -1,0 +1,143 @@
+//! The Node object this agent registers: labels, addresses, capacity and nodeInfo read off the
+//! machine (reference §2.1–2.2). Conditions are added by the NodeStatusActor.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeStatus, NodeSystemInfo};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+/// Pods this node accepts (kubelet's `maxPods`).
+const MAX_PODS: u32 = 110;
+
+/// What the Node says about this machine.
+#[derive(Debug, Clone, Default)]
+pub struct NodeFacts {
+    /// Node name.
+    pub name: String,
+    /// `status.addresses` InternalIP.
+    pub ip: String,
+    /// Extra labels (`--node-labels`).
+    pub labels: BTreeMap<String, String>,
+    /// CPUs.
+    pub cpus: usize,
+    /// Memory in bytes.
+    pub memory_bytes: i64,
+    /// Docker's version.
+    pub docker_version: String,
+    /// The advertised kubelet port.
+    pub port: u16,
+}
+
+fn read(path: &str) -> String {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+fn os_image() -> String {
+    let text = read("/etc/os-release");
+    text.lines()
+        .find_map(|l| l.strip_prefix("PRETTY_NAME="))
+        .map(|v| v.trim_matches('"').to_string())
+        .unwrap_or_else(|| "Linux".to_string())
+}
+
+/// Kubernetes' name of this CPU architecture.
+pub fn arch() -> &'static str {
+    match std::env::consts::ARCH {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        other => other,
+    }
+}
+
+/// The Node to register.
+pub fn node(facts: &NodeFacts) -> Node {
+    let mut labels = BTreeMap::from([
+        ("kubernetes.io/hostname".to_string(), facts.name.clone()),
+        ("kubernetes.io/os".to_string(), "linux".to_string()),
+        ("kubernetes.io/arch".to_string(), arch().to_string()),
+        ("beta.kubernetes.io/os".to_string(), "linux".to_string()),
+        ("beta.kubernetes.io/arch".to_string(), arch().to_string()),
+    ]);
+    labels.extend(facts.labels.clone());
+    let capacity = BTreeMap::from([
+        ("cpu".to_string(), Quantity(facts.cpus.to_string())),
+        (
+            "memory".to_string(),
+            Quantity(format!("{}Ki", facts.memory_bytes / 1024)),
+        ),
+        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+    ]);
+    let uname = rustix::system::uname();
+    Node {
+        metadata: ObjectMeta {
+            name: Some(facts.name.clone()),
+            labels: Some(labels),
+            ..Default::default()
+        },
+        spec: None,
+        status: Some(NodeStatus {
+            capacity: Some(capacity.clone()),
+            allocatable: Some(capacity),
+            addresses: Some(vec![
+                NodeAddress {
+                    type_: "InternalIP".to_string(),
+                    address: facts.ip.clone(),
+                },
+                NodeAddress {
+                    type_: "Hostname".to_string(),
+                    address: facts.name.clone(),
+                },
+            ]),
+            daemon_endpoints: Some(NodeDaemonEndpoints {
+                kubelet_endpoint: Some(DaemonEndpoint {
+                    port: i32::from(facts.port),
+                }),
+            }),
+            node_info: Some(NodeSystemInfo {
+                machine_id: read("/etc/machine-id"),
+                system_uuid: read("/sys/class/dmi/id/product_uuid"),
+                boot_id: read("/proc/sys/kernel/random/boot_id"),
+                kernel_version: uname.release().to_string_lossy().into_owned(),
+                os_image: os_image(),
+                container_runtime_version: format!("docker://{}", facts.docker_version),
+                kubelet_version: format!("v{}.0-dockerlet", dockerlet_actors::probe::handlers::KUBE_VERSION),
+                kube_proxy_version: String::new(),
+                operating_system: "linux".to_string(),
+                architecture: arch().to_string(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Node carries kubelet's labels, the node's addresses, capacity and runtime version.
+    #[test]
+    fn node_describes_the_machine() {
+        let facts = NodeFacts {
+            name: "n1".into(),
+            ip: "10.0.0.1".into(),
+            labels: BTreeMap::from([("tier".into(), "edge".into())]),
+            cpus: 2,
+            memory_bytes: 4 << 30,
+            docker_version: "20.10.24".into(),
+            port: 10250,
+        };
+        let n = node(&facts);
+        let labels = n.metadata.labels.unwrap();
+        assert_eq!(labels["kubernetes.io/hostname"], "n1");
+        assert_eq!(labels["tier"], "edge");
+        let s = n.status.unwrap();
+        assert_eq!(s.capacity.as_ref().unwrap()["memory"].0, "4194304Ki");
+        assert_eq!(s.capacity.as_ref().unwrap()["pods"].0, "110");
+        assert_eq!(s.node_info.unwrap().container_runtime_version, "docker://20.10.24");
+        assert_eq!(s.addresses.unwrap()[0].address, "10.0.0.1");
+    }
+}
