@@ -107,6 +107,99 @@ impl KubeApi {
             .map_err(|e| failed(&format!("patch status of pod {namespace}/{name}"), e))
     }
 
+    /// Make sure the static pod has its mirror pod (reference §1.5): same name, namespace,
+    /// labels, annotations and spec, `kubernetes.io/config.mirror` set to the config hash, owned
+    /// by the Node; a pod in the way that is not this mirror (or is being deleted) is replaced.
+    /// Then write the static pod's status to it.
+    pub async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
+        let namespace = static_pod
+            .metadata
+            .namespace
+            .clone()
+            .unwrap_or_else(|| "default".to_string());
+        let name = static_pod.metadata.name.clone().unwrap_or_default();
+        let hash = static_pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(crate::source::manifest::CONFIG_HASH))
+            .cloned()
+            .unwrap_or_default();
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
+        let existing = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| failed(&format!("get mirror pod {namespace}/{name}"), e))?;
+        let is_ours = |p: &Pod| {
+            p.metadata.deletion_timestamp.is_none()
+                && p.metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get(crate::source::manifest::CONFIG_MIRROR))
+                    == Some(&hash)
+        };
+        match existing {
+            // Up to date: nothing to write.
+            Some(p) if is_ours(&p) && p.status == static_pod.status => return Ok(()),
+            Some(p) if is_ours(&p) => {}
+            other => {
+                if let Some(p) = other {
+                    self.delete_pod(&namespace, &name, p.metadata.uid.as_deref().unwrap_or_default())
+                        .await?;
+                }
+                let nodes: Api<Node> = Api::all(self.client.clone());
+                let node = nodes
+                    .get(&self.node)
+                    .await
+                    .map_err(|e| failed("get node for a mirror pod", e))?;
+                let mut mirror = static_pod.clone();
+                mirror.status = None;
+                let meta = &mut mirror.metadata;
+                meta.uid = None;
+                meta.resource_version = None;
+                meta.creation_timestamp = None;
+                meta.annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(crate::source::manifest::CONFIG_MIRROR.to_string(), hash);
+                meta.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                    api_version: "v1".to_string(),
+                    kind: "Node".to_string(),
+                    name: self.node.clone(),
+                    uid: node.metadata.uid.unwrap_or_default(),
+                    controller: Some(true),
+                    ..Default::default()
+                }]);
+                match api.create(&PostParams::default(), &mirror).await {
+                    Ok(_) => {}
+                    Err(kube::Error::Api(s)) if s.code == 409 => {}
+                    Err(e) => return Err(failed(&format!("create mirror pod {namespace}/{name}"), e)),
+                }
+            }
+        }
+        match &static_pod.status {
+            Some(status) => self.patch_pod_status(&namespace, &name, status).await,
+            None => Ok(()),
+        }
+    }
+
+    /// Delete the mirror pod of a static pod that is gone.
+    pub async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let Some(existing) = api.get_opt(name).await.map_err(|e| failed("get mirror pod", e))? else {
+            return Ok(());
+        };
+        let is_mirror = existing
+            .metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(crate::source::manifest::CONFIG_MIRROR));
+        if !is_mirror {
+            return Ok(());
+        }
+        self.delete_pod(namespace, name, existing.metadata.uid.as_deref().unwrap_or_default())
+            .await
+    }
+
     /// Delete a terminated pod for good (grace 0, only this UID), as kubelet does.
     pub async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);

@@ -22,7 +22,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use crate::kube_api::{KubeApi, PodEvent};
-use crate::source::manifest::{CONFIG_SEEN, CONFIG_SOURCE};
+use crate::source::manifest::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
 /// Wait before watching again after the stream ended.
 const REWATCH_AFTER: Duration = Duration::from_secs(1);
@@ -65,6 +65,14 @@ impl ApiSource {
         }
     }
 
+    /// Mirror pods are the API's copies of static pods: never run them.
+    fn is_mirror(pod: &Pod) -> bool {
+        pod.metadata
+            .annotations
+            .as_ref()
+            .is_some_and(|a| a.contains_key(CONFIG_MIRROR))
+    }
+
     fn uid(pod: &Pod) -> PodUid {
         PodUid(pod.metadata.uid.clone().unwrap_or_default())
     }
@@ -74,6 +82,7 @@ impl ApiSource {
         let pods = self
             .pods
             .iter()
+            .filter(|(_, pod)| !Self::is_mirror(pod))
             .map(|(uid, pod)| {
                 let mut pod = pod.clone();
                 let seen = self

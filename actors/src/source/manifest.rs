@@ -17,6 +17,8 @@ pub const MAX_MANIFEST_BYTES: u64 = 10 * 1024 * 1024;
 pub const CONFIG_SOURCE: &str = "kubernetes.io/config.source";
 /// `kubernetes.io/config.hash`
 pub const CONFIG_HASH: &str = "kubernetes.io/config.hash";
+/// `kubernetes.io/config.mirror`: on a mirror pod, the static pod's config hash
+pub const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
 /// `kubernetes.io/config.seen`
 pub const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
 

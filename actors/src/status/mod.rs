@@ -9,7 +9,10 @@
 //! | Panic            | Supervisor  | test-only fault hook                    |
 //!
 //! Status is computed by [`generate`] in the PodWorker (which has Docker's view at hand) and
-//! stored here; API-server mode will push it from here.
+//! stored here. In API-server mode it is written to the API: to `pods/<name>/status` for pods
+//! from the API, and to the mirror pod for static pods (created, or re-created when deleted,
+//! on the next write; deleted when the static pod goes). Writes are one at a time per pod with
+//! the newest status following, and everything not yet written is retried every 10 s.
 
 pub mod generate;
 
@@ -53,20 +56,18 @@ impl StatusActor {
         }
     }
 
-    fn from_api(pod: &Pod) -> bool {
+    fn source(pod: &Pod) -> Option<&str> {
         pod.metadata
             .annotations
-            .as_ref()
-            .and_then(|a| a.get(crate::source::manifest::CONFIG_SOURCE))
-            .is_some_and(|s| s == "api")
+            .as_ref()?
+            .get(crate::source::manifest::CONFIG_SOURCE)
+            .map(String::as_str)
     }
 
     /// Write the pod's newest status unless it is already written or a write is in flight.
     fn push(&mut self, uid: PodUid, ctx: &mut Context<Self>) {
         let Some(api) = self.api.clone() else { return };
-        let Some(pod) = self.pods.get(&uid).filter(|p| Self::from_api(p)) else {
-            return;
-        };
+        let Some(pod) = self.pods.get(&uid) else { return };
         let Some(status) = pod.status.clone() else { return };
         if self.pushing.contains(&uid) || self.pushed.get(&uid) == Some(&status) {
             return;
@@ -75,7 +76,14 @@ impl StatusActor {
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let sent = status.clone();
-        let future = async move { api.patch_pod_status(&namespace, &name, &status).await };
+        let pod = pod.clone();
+        let future = async move {
+            match Self::source(&pod) {
+                Some("api") => api.patch_pod_status(&namespace, &name, &status).await,
+                // Static pods show in the API through their mirror pod.
+                _ => api.sync_mirror_pod(&pod).await,
+            }
+        };
         ctx.spawn(future.into_actor(self).map(move |result, act, ctx| {
             act.pushing.remove(&uid);
             match result {
@@ -101,6 +109,10 @@ impl Actor for StatusActor {
             ctx.run_interval(RESYNC_EVERY, |act, ctx| {
                 let uids: Vec<PodUid> = act.pods.keys().cloned().collect();
                 for uid in uids {
+                    // A static pod's mirror may have been deleted by someone: check it each time.
+                    if act.pods.get(&uid).is_some_and(|p| Self::source(p) != Some("api")) {
+                        act.pushed.remove(&uid);
+                    }
                     act.push(uid, ctx);
                 }
             });
@@ -123,11 +135,21 @@ impl Handler<SetPodStatus> for StatusActor {
 impl Handler<RemovePodStatus> for StatusActor {
     type Result = ();
 
-    /// Forget a pod that is gone.
-    fn handle(&mut self, msg: RemovePodStatus, _: &mut Self::Context) {
+    /// Forget a pod that is gone (and delete a static pod's mirror pod).
+    fn handle(&mut self, msg: RemovePodStatus, ctx: &mut Self::Context) {
         self.handled += 1;
-        self.pods.remove(&msg.uid);
+        let gone = self.pods.remove(&msg.uid);
         self.pushed.remove(&msg.uid);
+        if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let future = async move {
+                if let Err(e) = api.delete_mirror_pod(&namespace, &name).await {
+                    tracing::warn!(error = %e, "cannot delete the mirror pod {namespace}/{name}");
+                }
+            };
+            ctx.spawn(future.into_actor(self));
+        }
     }
 }
 
