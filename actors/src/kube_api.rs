@@ -219,6 +219,67 @@ impl KubeApi {
         }
     }
 
+    /// Record an event about a pod (kubelet's event recorder): the first occurrence creates an
+    /// Event named `<pod>.<unique>`, later ones of the same `name` bump its count.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn record_pod_event(
+        &self,
+        name: &str,
+        namespace: &str,
+        pod: &str,
+        pod_uid: &str,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        count: i32,
+    ) -> Result<(), ApiError> {
+        use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let now = Time(Timestamp::now());
+        if count > 1 {
+            let patch = json!({ "count": count, "lastTimestamp": now });
+            return api
+                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+                .map_err(|e| failed("update event", e));
+        }
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                ..Default::default()
+            },
+            involved_object: ObjectReference {
+                kind: Some("Pod".to_string()),
+                api_version: Some("v1".to_string()),
+                namespace: Some(namespace.to_string()),
+                name: Some(pod.to_string()),
+                uid: Some(pod_uid.to_string()),
+                ..Default::default()
+            },
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some(kind.to_string()),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            source: Some(EventSource {
+                component: Some("kubelet".to_string()),
+                host: Some(self.node.clone()),
+            }),
+            reporting_component: Some("kubelet".to_string()),
+            reporting_instance: Some(self.node.clone()),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(failed("create event", e)),
+        }
+    }
+
     /// Create the Node unless it exists.
     pub async fn register_node(&self, node: &Node) -> Result<bool, ApiError> {
         let api: Api<Node> = Api::all(self.client.clone());

@@ -57,6 +57,9 @@ use crate::status::StatusActor;
 
 /// How often the watchdog looks for dead children.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
+/// Events written to the API per second, and at once (kubelet's eventRecordQPS, eventBurst).
+const EVENT_QPS: f64 = 50.0;
+const EVENT_BURST: f64 = 100.0;
 /// How many debug events are kept.
 const EVENT_LOG_SIZE: usize = 200;
 /// How long a child may take to answer a debug query.
@@ -128,6 +131,10 @@ pub struct Supervisor {
     manifest_errors: Vec<ManifestError>,
     /// Recent noteworthy events, newest last.
     events: VecDeque<DebugEvent>,
+    /// Event rate limit: tokens left and when they were last counted.
+    event_tokens: (f64, std::time::Instant),
+    /// Recorded events by (pod UID, reason, message): the API Event's name and its count.
+    event_counts: HashMap<(String, String, String), (String, i32)>,
     /// Messages handled.
     handled: u64,
 }
@@ -138,6 +145,8 @@ impl Supervisor {
         Supervisor {
             sources_ready: config.manifest_path.is_none() && config.api.is_none(),
             sources: BTreeMap::new(),
+            event_tokens: (EVENT_BURST, std::time::Instant::now()),
+            event_counts: HashMap::new(),
             api_source: None,
             node_status: None,
             config,
@@ -249,6 +258,59 @@ impl Supervisor {
                 pod,
             },
         );
+    }
+
+    /// Write a pod event to the API (kubelet's recorder): Warning for failures, counts for
+    /// repeats, at most [`EVENT_BURST`] at once refilling at [`EVENT_QPS`] per second.
+    fn record_in_api(&mut self, reason: &str, object: &str, message: &str, ctx: &mut Context<Self>) {
+        let Some(api) = self.config.api.clone() else { return };
+        let Some(pod) = self.desired.values().find(|p| pod_ref(&p.pod) == object) else {
+            return;
+        };
+        let now = std::time::Instant::now();
+        let refill = now.duration_since(self.event_tokens.1).as_secs_f64() * EVENT_QPS;
+        self.event_tokens = ((self.event_tokens.0 + refill).min(EVENT_BURST), now);
+        if self.event_tokens.0 < 1.0 {
+            return;
+        }
+        self.event_tokens.0 -= 1.0;
+        let meta = &pod.pod.metadata;
+        let (namespace, name, uid) = (
+            meta.namespace.clone().unwrap_or_else(|| "default".to_string()),
+            meta.name.clone().unwrap_or_default(),
+            meta.uid.clone().unwrap_or_default(),
+        );
+        let key = (uid.clone(), reason.to_string(), message.to_string());
+        self.event_counts.retain(|k, _| {
+            self.desired
+                .values()
+                .any(|p| p.pod.metadata.uid.as_deref() == Some(&k.0))
+        });
+        // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
+        let unique = format!("{name}.{:x}", Timestamp::now().as_nanosecond());
+        let entry = self.event_counts.entry(key).or_insert((unique, 0));
+        entry.1 += 1;
+        let (event_name, count) = entry.clone();
+        let warning = [
+            "BackOff",
+            "Failed",
+            "Unhealthy",
+            "FailedPostStartHook",
+            "FailedPreStopHook",
+            "ProbeWarning",
+            "FailedCreatePodSandBox",
+        ];
+        let kind = if warning.contains(&reason) { "Warning" } else { "Normal" };
+        let (reason, message) = (reason.to_string(), message.to_string());
+        let future = async move {
+            if let Err(e) = api
+                .record_pod_event(&event_name, &namespace, &name, &uid, kind, &reason, &message, count)
+                .await
+            {
+                tracing::debug!(error = %e, "cannot record event");
+            }
+        };
+        ctx.spawn(future.into_actor(self));
     }
 
     /// Re-create every child whose mailbox closed (it panicked or stopped unexpectedly).
@@ -547,10 +609,12 @@ impl Handler<RemovePodStatus> for Supervisor {
 impl Handler<RecordEvent> for Supervisor {
     type Result = ();
 
-    fn handle(&mut self, msg: RecordEvent, _: &mut Self::Context) {
+    /// Keep the event for the debug page and, in API-server mode, record it in the API.
+    fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
         self.handled += 1;
         let e = msg.event;
-        self.record(&e.reason, e.object, e.message);
+        self.record(&e.reason, e.object.clone(), e.message.clone());
+        self.record_in_api(&e.reason, &e.object, &e.message, ctx);
     }
 }
 
