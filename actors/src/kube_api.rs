@@ -280,6 +280,40 @@ impl KubeApi {
         }
     }
 
+    /// A Secret's data (decoded), or `None` if it does not exist.
+    pub async fn secret_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
+        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get secret {namespace}/{name}"), e))?;
+        Ok(secret.map(|s| {
+            let mut data: std::collections::BTreeMap<String, String> = s.string_data.unwrap_or_default();
+            for (k, v) in s.data.unwrap_or_default() {
+                data.insert(k, String::from_utf8_lossy(&v.0).into_owned());
+            }
+            data
+        }))
+    }
+
+    /// A ConfigMap's data, or `None` if it does not exist.
+    pub async fn config_map_data(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
+        let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let map = api
+            .get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get configmap {namespace}/{name}"), e))?;
+        Ok(map.map(|m| m.data.unwrap_or_default()))
+    }
+
     /// Create the Node unless it exists.
     pub async fn register_node(&self, node: &Node) -> Result<bool, ApiError> {
         let api: Api<Node> = Api::all(self.client.clone());

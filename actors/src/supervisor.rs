@@ -804,6 +804,7 @@ mod tests {
             node_memory_bytes: 1 << 30,
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
+            api: None,
         };
         let config = SupervisorConfig {
             worker: Arc::new(worker),

@@ -69,6 +69,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         node_memory_bytes: node_memory_bytes(),
         min_oom_score_adj: protect_from_oom_killer(),
         root_dir,
+        api: api.clone(),
     };
     let supervisor = Supervisor::new(
         SupervisorConfig {

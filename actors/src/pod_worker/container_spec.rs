@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::ContainerId;
-use k8s_openapi::api::core::v1::{Container, EnvVar, Pod, ResourceRequirements};
+use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use sha2::{Digest, Sha256};
 
 use crate::runtime::{labels, CreateSpec, NetworkMode, PortBinding};
@@ -71,6 +71,45 @@ pub struct PodContext<'a> {
     pub node_memory_bytes: i64,
     /// `--root-dir` (absolute): emptyDir volumes live under it.
     pub root_dir: &'a std::path::Path,
+    /// Secrets and ConfigMaps the container's env refers to, read from the API beforehand.
+    pub env_objects: &'a EnvObjects,
+}
+
+/// The data of the Secrets and ConfigMaps a container's env refers to; `None` for one that does
+/// not exist.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct EnvObjects {
+    /// Secret data by secret name.
+    pub secrets: HashMap<String, Option<BTreeMap<String, String>>>,
+    /// ConfigMap data by name.
+    pub config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
+}
+
+/// The Secrets and ConfigMaps a container's env and envFrom refer to, as (secrets, configMaps).
+pub fn env_references(container: &Container) -> (Vec<String>, Vec<String>) {
+    let mut secrets = Vec::new();
+    let mut maps = Vec::new();
+    for var in container.env.iter().flatten() {
+        if let Some(s) = var.value_from.as_ref().and_then(|v| v.secret_key_ref.as_ref()) {
+            secrets.push(s.name.clone());
+        }
+        if let Some(c) = var.value_from.as_ref().and_then(|v| v.config_map_key_ref.as_ref()) {
+            maps.push(c.name.clone());
+        }
+    }
+    for from in container.env_from.iter().flatten() {
+        if let Some(s) = &from.secret_ref {
+            secrets.push(s.name.clone());
+        }
+        if let Some(c) = &from.config_map_ref {
+            maps.push(c.name.clone());
+        }
+    }
+    secrets.sort();
+    secrets.dedup();
+    maps.sort();
+    maps.dedup();
+    (secrets, maps)
 }
 
 /// Short hex hash of a container spec; a change means "definition changed, restart it".
@@ -217,7 +256,7 @@ pub fn container_spec(
     l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
     l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());
 
-    let env = resolve_env(ctx, container.env.as_deref().unwrap_or_default())?;
+    let env = resolve_env(ctx, container)?;
     let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all = |items: &Option<Vec<String>>| {
         items
@@ -257,19 +296,77 @@ pub fn container_spec(
 }
 
 /// Env vars in order, with `$(VAR)` references to earlier ones expanded (kubelet semantics).
-fn resolve_env(ctx: &PodContext<'_>, vars: &[EnvVar]) -> Result<Vec<(String, String)>, ConfigError> {
+fn resolve_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out: Vec<(String, String)> = Vec::new();
-    for var in vars {
+    let missing = |name: &str, what: &str, object: &str| ConfigError::UnsupportedEnv {
+        name: name.to_string(),
+        reason: format!("{what} {object:?} not found"),
+    };
+    // envFrom first; explicit env entries override it (kubelet's order).
+    for from in container.env_from.iter().flatten() {
+        let prefix = from.prefix.clone().unwrap_or_default();
+        let (data, optional, what, object) = match (&from.config_map_ref, &from.secret_ref) {
+            (Some(c), _) => (
+                ctx.env_objects.config_maps.get(&c.name).cloned().flatten(),
+                c.optional,
+                "configmap",
+                &c.name,
+            ),
+            (_, Some(s)) => (
+                ctx.env_objects.secrets.get(&s.name).cloned().flatten(),
+                s.optional,
+                "secret",
+                &s.name,
+            ),
+            _ => continue,
+        };
+        match data {
+            Some(data) => out.extend(data.into_iter().map(|(k, v)| (format!("{prefix}{k}"), v))),
+            None if optional == Some(true) => {}
+            None => return Err(missing("envFrom", what, object)),
+        }
+    }
+    for var in container.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
             (_, Some(source)) => {
-                let field = source.field_ref.as_ref().ok_or_else(|| ConfigError::UnsupportedEnv {
-                    name: var.name.clone(),
-                    reason: "only valueFrom.fieldRef is supported for pods of this node".to_string(),
-                })?;
-                field_value(ctx, &field.field_path).ok_or_else(|| ConfigError::UnsupportedEnv {
-                    name: var.name.clone(),
-                    reason: format!("unsupported fieldRef.fieldPath {:?}", field.field_path),
-                })?
+                let key_ref = |objects: &HashMap<String, Option<BTreeMap<String, String>>>,
+                               what: &str,
+                               object: &str,
+                               key: &str,
+                               optional: Option<bool>| {
+                    match objects.get(object).cloned().flatten() {
+                        Some(data) => match data.get(key) {
+                            Some(v) => Ok(Some(v.clone())),
+                            None if optional == Some(true) => Ok(None),
+                            None => Err(ConfigError::UnsupportedEnv {
+                                name: var.name.clone(),
+                                reason: format!("couldn't find key {key} in {what} {object:?}"),
+                            }),
+                        },
+                        None if optional == Some(true) => Ok(None),
+                        None => Err(missing(&var.name, what, object)),
+                    }
+                };
+                if let Some(s) = &source.secret_key_ref {
+                    match key_ref(&ctx.env_objects.secrets, "secret", &s.name, &s.key, s.optional)? {
+                        Some(v) => v,
+                        None => continue,
+                    }
+                } else if let Some(c) = &source.config_map_key_ref {
+                    match key_ref(&ctx.env_objects.config_maps, "configmap", &c.name, &c.key, c.optional)? {
+                        Some(v) => v,
+                        None => continue,
+                    }
+                } else {
+                    let field = source.field_ref.as_ref().ok_or_else(|| ConfigError::UnsupportedEnv {
+                        name: var.name.clone(),
+                        reason: "only fieldRef, secretKeyRef and configMapKeyRef are supported".to_string(),
+                    })?;
+                    field_value(ctx, &field.field_path).ok_or_else(|| ConfigError::UnsupportedEnv {
+                        name: var.name.clone(),
+                        reason: format!("unsupported fieldRef.fieldPath {:?}", field.field_path),
+                    })?
+                }
             }
             (Some(v), None) => {
                 let known: HashMap<&str, &str> = out.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -471,7 +568,7 @@ pub fn parse_quantity(text: &str, milli: bool) -> Option<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{EnvVarSource, ObjectFieldSelector, PodSpec};
+    use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -550,6 +647,7 @@ mod tests {
             sandbox_id: &sandbox,
             node_memory_bytes: 1 << 30,
             root_dir: std::path::Path::new("/tmp"),
+            env_objects: &EnvObjects::default(),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
@@ -595,6 +693,71 @@ mod tests {
         assert_eq!(spec.network, Some(NetworkMode::Bridge));
     }
 
+    /// Secret and ConfigMap references resolve from the objects read beforehand (envFrom with
+    /// its prefix first, explicit env over it); a missing one is an error naming the variable.
+    #[test]
+    fn env_from_secrets_and_config_maps() {
+        use k8s_openapi::api::core::v1::{ConfigMapEnvSource, EnvFromSource, SecretKeySelector};
+        let c = Container {
+            name: "app".into(),
+            env_from: Some(vec![EnvFromSource {
+                prefix: Some("CM_".into()),
+                config_map_ref: Some(ConfigMapEnvSource {
+                    name: "cm".into(),
+                    optional: None,
+                }),
+                ..Default::default()
+            }]),
+            env: Some(vec![EnvVar {
+                name: "PASSWORD".into(),
+                value_from: Some(EnvVarSource {
+                    secret_key_ref: Some(SecretKeySelector {
+                        name: "s".into(),
+                        key: "pw".into(),
+                        optional: None,
+                    }),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        };
+        let p = pod(vec![c.clone()]);
+        let sandbox = ContainerId("sb".into());
+        let objects = EnvObjects {
+            secrets: HashMap::from([(
+                "s".to_string(),
+                Some(BTreeMap::from([("pw".to_string(), "hunter2".to_string())])),
+            )]),
+            config_maps: HashMap::from([(
+                "cm".to_string(),
+                Some(BTreeMap::from([("mode".to_string(), "fast".to_string())])),
+            )]),
+        };
+        let ctx = PodContext {
+            pod: &p,
+            node_name: "n1",
+            host_ip: "",
+            pod_ip: "",
+            sandbox_id: &sandbox,
+            node_memory_bytes: 0,
+            root_dir: std::path::Path::new("/tmp"),
+            env_objects: &objects,
+        };
+        let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap();
+        assert_eq!(
+            spec.env,
+            vec!["CM_mode=fast".to_string(), "PASSWORD=hunter2".to_string()]
+        );
+        let empty = EnvObjects::default();
+        let ctx = PodContext {
+            env_objects: &empty,
+            ..ctx
+        };
+        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
+        assert!(err.to_string().contains("configmap \"cm\" not found"), "{err}");
+    }
+
     /// An env source that needs the API server is a config error naming the variable.
     #[test]
     fn unsupported_env_sources_are_config_errors() {
@@ -617,6 +780,7 @@ mod tests {
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
             root_dir: std::path::Path::new("/tmp"),
+            env_objects: &EnvObjects::default(),
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");

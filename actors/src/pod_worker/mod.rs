@@ -71,6 +71,8 @@ pub struct PodWorkerConfig {
     pub min_oom_score_adj: i64,
     /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
     pub root_dir: std::path::PathBuf,
+    /// The API server (API-server mode): Secrets and ConfigMaps for env.
+    pub api: Option<crate::kube_api::KubeApi>,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -680,6 +682,7 @@ mod tests {
             node_memory_bytes: 0,
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
+            api: None,
         })
     }
 

@@ -11,7 +11,9 @@ use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use super::container_spec::{container_spec, host_network, pod_grace, pod_identity, sandbox_spec, PodContext};
+use super::container_spec::{
+    container_spec, env_references, host_network, pod_grace, pod_identity, sandbox_spec, EnvObjects, PodContext,
+};
 use super::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use super::{PodWorkerConfig, MIN_GRACE};
 use crate::probe::handlers::{self, Caller, Outcome, Target};
@@ -351,6 +353,10 @@ impl Executor<'_> {
         } else {
             sandbox.ip.clone().unwrap_or_default()
         };
+        let env_objects = match self.env_objects(container).await {
+            Ok(objects) => objects,
+            Err(message) => return self.wait(container, "CreateContainerConfigError", message),
+        };
         let ctx = PodContext {
             pod: self.pod,
             node_name: &self.config.node_name,
@@ -359,6 +365,7 @@ impl Executor<'_> {
             sandbox_id: &sandbox.id,
             node_memory_bytes: self.config.node_memory_bytes,
             root_dir: &self.config.root_dir,
+            env_objects: &env_objects,
         };
         let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step) {
             Ok(mut c) => {
@@ -387,6 +394,29 @@ impl Executor<'_> {
                 tracing::warn!(container = %container.name, id = %ContainerId(id.0.clone()), error = %e, "container failed to start");
             }
         }
+    }
+
+    /// Read the Secrets and ConfigMaps the container's env refers to (API-server mode only;
+    /// static pods may not reference them).
+    async fn env_objects(&self, container: &Container) -> Result<EnvObjects, String> {
+        let (secrets, maps) = env_references(container);
+        let mut objects = EnvObjects::default();
+        if secrets.is_empty() && maps.is_empty() {
+            return Ok(objects);
+        }
+        let Some(api) = &self.config.api else {
+            return Err("secrets and configmaps in env need the API server (--kubeconfig)".to_string());
+        };
+        let (_, namespace, _) = pod_identity(self.pod);
+        for name in secrets {
+            let data = api.secret_data(namespace, &name).await.map_err(|e| e.to_string())?;
+            objects.secrets.insert(name, data);
+        }
+        for name in maps {
+            let data = api.config_map_data(namespace, &name).await.map_err(|e| e.to_string())?;
+            objects.config_maps.insert(name, data);
+        }
+        Ok(objects)
     }
 
     /// Run the postStart hook; if it fails, kill the container (kubelet's FailedPostStartHook):
