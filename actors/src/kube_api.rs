@@ -97,6 +97,42 @@ impl KubeApi {
             .boxed()
     }
 
+    /// Make the API's status of a pod match `status` (kubelet is the source of truth), keeping
+    /// conditions other writers own (readiness gates and the like). Reads first, and writes
+    /// only when something differs, so it also repairs a status another writer overwrote.
+    pub async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+        const KUBELET_CONDITIONS: [&str; 5] = [
+            "PodScheduled",
+            "PodReadyToStartContainers",
+            "Initialized",
+            "ContainersReady",
+            "Ready",
+        ];
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let Some(current) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get pod {namespace}/{name}"), e))?
+        else {
+            return Ok(());
+        };
+        let mut wanted = status.clone();
+        let theirs = current.status.clone().unwrap_or_default();
+        let foreign = theirs
+            .conditions
+            .iter()
+            .flatten()
+            .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()));
+        let mut conditions = wanted.conditions.take().unwrap_or_default();
+        conditions.extend(foreign.cloned());
+        wanted.conditions = Some(conditions);
+        // Compare as the API stores it (second-precision times).
+        if serde_json::to_value(&wanted).ok() == serde_json::to_value(&theirs).ok() {
+            return Ok(());
+        }
+        self.patch_pod_status(namespace, name, &wanted).await
+    }
+
     /// Write a pod's status (the `status` subresource).
     pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);

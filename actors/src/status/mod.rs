@@ -79,7 +79,7 @@ impl StatusActor {
         let pod = pod.clone();
         let future = async move {
             match Self::source(&pod) {
-                Some("api") => api.patch_pod_status(&namespace, &name, &status).await,
+                Some("api") => api.reconcile_pod_status(&namespace, &name, &status).await,
                 // Static pods show in the API through their mirror pod.
                 _ => api.sync_mirror_pod(&pod).await,
             }
@@ -109,10 +109,9 @@ impl Actor for StatusActor {
             ctx.run_interval(RESYNC_EVERY, |act, ctx| {
                 let uids: Vec<PodUid> = act.pods.keys().cloned().collect();
                 for uid in uids {
-                    // A static pod's mirror may have been deleted by someone: check it each time.
-                    if act.pods.get(&uid).is_some_and(|p| Self::source(p) != Some("api")) {
-                        act.pushed.remove(&uid);
-                    }
+                    // Another writer may have changed the API's copy (or deleted a mirror pod):
+                    // compare with the API every time, as kubelet's status manager does.
+                    act.pushed.remove(&uid);
                     act.push(uid, ctx);
                 }
             });
