@@ -9,7 +9,7 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test lint fmt bench clean-containers
+.PHONY: help build image docker run test lint fmt bench clean-containers test-apiserver
 
 help:
 	@echo "make build             cargo build --workspace --bins"
@@ -18,8 +18,9 @@ help:
 	@echo "make test              unit + integration tests (needs Docker)"
 	@echo "make lint              rustfmt check + clippy -D warnings"
 	@echo "make fmt               rustfmt"
-	@echo "make bench             benchmarks (not yet)"
+	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
+	@echo "make test-apiserver    in-memory API server on $(APISERVER_LISTEN), kubeconfig in .run/kubeconfig"
 
 build:
 	$(CARGO) build --workspace --bins
@@ -52,11 +53,31 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-bench:
-	@echo "benchmarks arrive with issue 5"
+# Benchmarks (BENCHMARKS.md): the release agent against the real Docker engine, beside a
+# bollard-only baseline. `make bench BENCH_QUICK=1` (or `BENCH_QUICK=1 make bench`) runs fewer
+# pods and repetitions; BENCH_ONLY=p1,p2,p3,p5,p5b,p7 picks scenarios. Prints a markdown table
+# and writes target/bench/latest.json.
+BENCH_QUICK ?=
+BENCH_ONLY ?=
+
+bench: docker image
+	$(CARGO) build --release -p dockerlet -p dockerlet-bench
+	BENCH_QUICK=$(BENCH_QUICK) BENCH_ONLY=$(BENCH_ONLY) DOCKERLET_BIN=target/release/dockerlet \
+		$(CARGO) run --release -q -p dockerlet-bench
 
 # For humans: removes the containers of every dockerlet node on this engine (tests clean up
 # their own; this is for a `make run` that was killed, or a crashed test run).
 clean-containers:
 	@ids=$$(docker ps -aq --filter label=io.dockerlet.node); \
 	if [ -n "$$ids" ]; then docker rm -f $$ids; else echo "no dockerlet containers"; fi
+
+# For humans: the in-memory Kubernetes API server the tests use (a test fixture, plain HTTP),
+# to try API-server mode without a cluster. Serves until Ctrl-C; then, in another shell:
+#   kubectl --kubeconfig .run/kubeconfig get nodes
+#   ./target/debug/dockerlet --kubeconfig .run/kubeconfig --hostname-override $(NODE) --root-dir .run/root
+APISERVER_LISTEN ?= 127.0.0.1:6443
+
+test-apiserver:
+	@mkdir -p .run
+	$(CARGO) run --release -p dockerlet-integration-tests --bin test-apiserver -- \
+		--listen $(APISERVER_LISTEN) --kubeconfig-out .run/kubeconfig

@@ -1,0 +1,215 @@
+//! Errors as kube-apiserver reports them: a `v1 Status` with code, reason and message.
+
+use serde_json::{json, Value};
+
+/// A failed request, rendered as a `Status` object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// `Status.reason` (`NotFound`, `Conflict`, `Invalid`, ...).
+    pub reason: &'static str,
+    /// `Status.message`.
+    pub message: String,
+    /// `Status.details`, if any.
+    pub details: Option<Value>,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} {}: {}", self.code, self.reason, self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    fn with_details(mut self, name: &str, kind: &str) -> Self {
+        self.details = Some(json!({"name": name, "kind": kind}));
+        self
+    }
+
+    /// 404 `<plural> "<name>" not found`.
+    pub fn not_found(plural: &str, name: &str) -> Self {
+        Self::new(404, "NotFound", format!("{plural} \"{name}\" not found")).with_details(name, plural)
+    }
+
+    /// 409 `<plural> "<name>" already exists`.
+    pub fn already_exists(plural: &str, name: &str) -> Self {
+        Self::new(409, "AlreadyExists", format!("{plural} \"{name}\" already exists")).with_details(name, plural)
+    }
+
+    /// 409 Conflict for a stale `resourceVersion`.
+    pub fn conflict(plural: &str, name: &str) -> Self {
+        Self::conflict_because(
+            plural,
+            name,
+            "the object has been modified; please apply your changes to the latest version and try again",
+        )
+    }
+
+    /// 409 Conflict with a reason of its own (failed preconditions).
+    pub fn conflict_because(plural: &str, name: &str, why: &str) -> Self {
+        Self::new(
+            409,
+            "Conflict",
+            format!("Operation cannot be fulfilled on {plural} \"{name}\": {why}"),
+        )
+        .with_details(name, plural)
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 422 Invalid: `<Kind> "<name>" is invalid: <field>: <detail>`, one cause per problem.
+    pub fn invalid(kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        let joined: Vec<String> = causes.iter().map(Cause::to_string).collect();
+        let message = if joined.len() == 1 {
+            format!("{kind} \"{name}\" is invalid: {}", joined[0])
+        } else {
+            format!("{kind} \"{name}\" is invalid: [{}]", joined.join(", "))
+        };
+        let causes: Vec<Value> = causes
+            .iter()
+            .map(|c| json!({"reason": c.reason, "message": c.detail, "field": c.field}))
+            .collect();
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message,
+            details: Some(json!({"name": name, "kind": kind, "causes": causes})),
+        }
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(message: impl Into<String>) -> Self {
+        Self::new(405, "MethodNotAllowed", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 401 Unauthorized.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// 410 Expired: a watch from a resourceVersion older than the kept history.
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// An error with any code, for injected failures.
+    pub fn with_code(code: u16, message: impl Into<String>) -> Self {
+        let reason = match code {
+            400 => "BadRequest",
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            404 => "NotFound",
+            409 => "Conflict",
+            410 => "Expired",
+            422 => "Invalid",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            504 => "Timeout",
+            _ => "InternalError",
+        };
+        Self::new(code, reason, message)
+    }
+
+    /// The `Status` object.
+    pub fn status(&self) -> Value {
+        let mut status = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(details) = &self.details {
+            status["details"] = details.clone();
+        }
+        status
+    }
+}
+
+/// One field problem of a 422 Invalid.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cause {
+    /// `FieldValueRequired`, `FieldValueInvalid`, `FieldValueForbidden`, ...
+    pub reason: &'static str,
+    /// The field path (`metadata.name`, `spec.containers[0].image`).
+    pub field: String,
+    /// What is wrong, as kube-apiserver words it after the field.
+    pub detail: String,
+}
+
+impl Cause {
+    /// `<field>: Required value: <why>`.
+    pub fn required(field: impl Into<String>, why: &str) -> Self {
+        let detail = if why.is_empty() {
+            "Required value".to_string()
+        } else {
+            format!("Required value: {why}")
+        };
+        Self {
+            reason: "FieldValueRequired",
+            field: field.into(),
+            detail,
+        }
+    }
+
+    /// `<field>: Invalid value: <value>: <why>`.
+    pub fn invalid(field: impl Into<String>, value: &Value, why: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            detail: format!("Invalid value: {value}: {why}"),
+        }
+    }
+
+    /// `<field>: Forbidden: <why>`.
+    pub fn forbidden(field: impl Into<String>, why: &str) -> Self {
+        Self {
+            reason: "FieldValueForbidden",
+            field: field.into(),
+            detail: format!("Forbidden: {why}"),
+        }
+    }
+
+    /// `<field>: Unsupported value: <value>: supported values: ...`.
+    pub fn unsupported(field: impl Into<String>, value: &Value, supported: &[&str]) -> Self {
+        let quoted: Vec<String> = supported.iter().map(|s| format!("\"{s}\"")).collect();
+        Self {
+            reason: "FieldValueNotSupported",
+            field: field.into(),
+            detail: format!("Unsupported value: {value}: supported values: {}", quoted.join(", ")),
+        }
+    }
+}
+
+impl std::fmt::Display for Cause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.field, self.detail)
+    }
+}

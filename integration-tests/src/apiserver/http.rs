@@ -1,0 +1,508 @@
+//! The HTTP side: one actix-web handler that routes every request as kube-apiserver lays out its
+//! paths, and streams watches as newline-delimited JSON over chunked transfer.
+
+use super::error::ApiError;
+use super::patch::PatchType;
+use super::resources::{self, ResourceInfo};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::store::{DeleteOptions, Store, Subresource, WatchSpec, WatchStart, WriteOptions};
+use super::table::{self, OutputFormat};
+use super::validate::FieldValidation;
+use super::{Fault, RecordedRequest};
+use actix_web::http::{Method, StatusCode};
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::collections::{HashMap, VecDeque};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+use tokio::time::Instant;
+
+/// How many requests the log keeps.
+const REQUEST_LOG: usize = 10_000;
+
+/// State shared by the HTTP workers and the [`super::ApiServer`] handle.
+pub struct Shared {
+    /// The objects.
+    pub store: Mutex<Store>,
+    /// The bearer token clients must send.
+    pub token: String,
+    /// Where the server listens (for `/api`'s `serverAddressByClientCIDRs`).
+    pub addr: SocketAddr,
+    /// Recent requests, oldest first.
+    pub requests: Mutex<VecDeque<RecordedRequest>>,
+    /// Injected failures.
+    pub faults: Mutex<Vec<Fault>>,
+    /// How often a watch with `allowWatchBookmarks=true` gets a bookmark.
+    pub bookmark_interval: Duration,
+    /// Print one line per request to stderr.
+    pub log_requests: bool,
+}
+
+impl Shared {
+    /// The store, even if a panicking holder poisoned the lock.
+    pub fn store(&self) -> MutexGuard<'_, Store> {
+        self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+fn json_response(code: u16, body: &Value, warnings: &[String]) -> HttpResponse {
+    let mut builder = HttpResponse::build(StatusCode::from_u16(code).unwrap_or(StatusCode::OK));
+    builder.content_type("application/json");
+    for w in warnings {
+        builder.append_header((
+            "Warning",
+            format!("299 - {}", serde_json::to_string(w).unwrap_or_default()),
+        ));
+    }
+    builder.body(serde_json::to_vec(body).unwrap_or_default())
+}
+
+fn error_response(err: &ApiError) -> HttpResponse {
+    let mut builder = HttpResponse::build(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
+    builder.content_type("application/json");
+    if err.code == 429 || err.code == 503 {
+        builder.insert_header(("Retry-After", "1"));
+    }
+    builder.body(serde_json::to_vec(&err.status()).unwrap_or_default())
+}
+
+type Query = HashMap<String, String>;
+
+fn query_flag(q: &Query, key: &str) -> bool {
+    matches!(q.get(key).map(String::as_str), Some("true" | "1"))
+}
+
+/// Every request comes here.
+pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> HttpResponse {
+    let query: Query = web::Query::<Query>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    record(&shared, &req, &body);
+    let path = req.path().trim_end_matches('/').to_string();
+    let open = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
+    // Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
+    // send a bearer token over plain HTTP); credentials that are sent must be right.
+    if let Some(auth) = req.headers().get("Authorization") {
+        if !open && auth.to_str().ok() != Some(format!("Bearer {}", shared.token).as_str()) {
+            return error_response(&ApiError::unauthorized());
+        }
+    }
+    let response = if let Some(err) = take_fault(&shared, req.method().as_str(), &path) {
+        error_response(&err)
+    } else {
+        match route(&req, &path, &query, &body, &shared) {
+            Ok(resp) => resp,
+            Err(err) => error_response(&err),
+        }
+    };
+    if shared.log_requests {
+        let q = req.query_string();
+        let sep = if q.is_empty() { "" } else { "?" };
+        eprintln!(
+            "test-apiserver: {} {}{sep}{q} -> {}",
+            req.method(),
+            req.path(),
+            response.status().as_u16()
+        );
+    }
+    response
+}
+
+fn record(shared: &Shared, req: &HttpRequest, body: &Bytes) {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let mut log = shared.requests.lock().unwrap_or_else(|e| e.into_inner());
+    log.push_back(RecordedRequest {
+        method: req.method().to_string(),
+        path: req.path().to_string(),
+        query: req.query_string().to_string(),
+        content_type: header("Content-Type"),
+        accept: header("Accept"),
+        user_agent: header("User-Agent"),
+        body: String::from_utf8_lossy(body).into_owned(),
+    });
+    while log.len() > REQUEST_LOG {
+        log.pop_front();
+    }
+}
+
+fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
+    let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
+    let i = faults.iter().position(|f| {
+        f.remaining > 0
+            && f.method.as_deref().is_none_or(|m| m.eq_ignore_ascii_case(method))
+            && path.contains(&f.path_contains)
+    })?;
+    faults[i].remaining -= 1;
+    let code = faults[i].status;
+    faults.retain(|f| f.remaining > 0);
+    Some(ApiError::with_code(
+        code,
+        format!("injected failure {code} (test-apiserver)"),
+    ))
+}
+
+fn not_found_path() -> ApiError {
+    let mut err = ApiError::not_found("", "");
+    err.message = "the server could not find the requested resource".into();
+    err.details = None;
+    err
+}
+
+fn route(
+    req: &HttpRequest,
+    path: &str,
+    query: &Query,
+    body: &Bytes,
+    shared: &web::Data<Shared>,
+) -> Result<HttpResponse, ApiError> {
+    let ok = |v: Value| Ok(json_response(200, &v, &[]));
+    match path {
+        "/version" => return ok(resources::version()),
+        "/healthz" | "/livez" | "/readyz" => return Ok(HttpResponse::Ok().content_type("text/plain").body("ok")),
+        "/api" => return ok(resources::api_versions(&shared.addr.to_string())),
+        "/apis" => return ok(resources::api_group_list()),
+        "/openapi/v3" => return ok(resources::openapi_v3_root()),
+        _ => {}
+    }
+    if let Some(gv) = path.strip_prefix("/openapi/v3/") {
+        let (group, version) = match gv.strip_prefix("api/") {
+            Some(v) => ("", v),
+            None => gv
+                .strip_prefix("apis/")
+                .and_then(|g| g.split_once('/'))
+                .ok_or_else(not_found_path)?,
+        };
+        return resources::openapi_v3_group(group, version)
+            .map(|d| json_response(200, &d, &[]))
+            .ok_or_else(not_found_path);
+    }
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let (group, version, rest) = match segs.as_slice() {
+        ["api", version, rest @ ..] => ("", *version, rest),
+        ["apis", group] => {
+            if *group == "coordination.k8s.io" {
+                return ok(resources::api_group(group));
+            }
+            return Err(not_found_path());
+        }
+        ["apis", group, version, rest @ ..] => (*group, *version, rest),
+        _ => return Err(not_found_path()),
+    };
+    if rest.is_empty() {
+        return resources::resource_list(group, version)
+            .map(|d| json_response(200, &d, &[]))
+            .ok_or_else(not_found_path);
+    }
+    let (watch_path, rest) = match rest {
+        ["watch", rest @ ..] => (true, rest),
+        _ => (false, rest),
+    };
+    let (ns, rest) = match rest {
+        ["namespaces", ns, resource, rest @ ..] if resources::by_url(group, version, resource).is_some() => {
+            (Some(*ns), [&[*resource][..], rest].concat())
+        }
+        _ => (None, rest.to_vec()),
+    };
+    let resource = resources::by_url(group, version, rest[0]).ok_or_else(not_found_path)?;
+    if rest.len() > 3
+        || (resource.namespaced != ns.is_some() && rest.len() > 1)
+        || (!resource.namespaced && ns.is_some())
+    {
+        return Err(not_found_path());
+    }
+    let name = rest.get(1).copied();
+    let sub = match rest.get(2).copied() {
+        None => None,
+        Some("status") if resource.has_status => Some(Subresource::Status),
+        Some("binding") if resource.kind == "Pod" => None,
+        Some(_) => return Err(not_found_path()),
+    };
+    let binding = rest.get(2) == Some(&"binding");
+    let ns_str = ns.unwrap_or_default();
+    let format = OutputFormat::from_accept(
+        req.headers()
+            .get("Accept")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("application/json"),
+        query.get("includeObject").map(String::as_str),
+    );
+    let opts = || -> Result<WriteOptions, ApiError> {
+        Ok(WriteOptions {
+            field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
+            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+            field_manager: query.get("fieldManager").cloned(),
+        })
+    };
+    let content_type = req
+        .headers()
+        .get("Content-Type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let method = req.method();
+    let watch = watch_path || query_flag(query, "watch");
+    if *method == Method::GET && (name.is_none() || watch) && sub.is_none() && !binding {
+        let mut fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), resource)?;
+        if let Some(name) = name {
+            if fields.required("metadata.name").is_some_and(|n| n != name) {
+                return Err(ApiError::bad_request(
+                    "fieldSelector metadata.name doesn't match requested name",
+                ));
+            }
+            fields = FieldSelector::name(name);
+        }
+        let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
+        if watch {
+            return start_watch(shared, resource, ns, fields, labels, format, query);
+        }
+        let list = shared.store().list(resource, ns, &fields, &labels);
+        return ok(table::render_list(resource, list, &format));
+    }
+    let Some(name) = name else {
+        return match *method {
+            Method::POST => {
+                let body = parse_body(resource, content_type, body)?;
+                let (obj, warnings) = shared.store().create(resource, ns_str, body, &opts()?)?;
+                Ok(json_response(201, &obj, &warnings))
+            }
+            _ => Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({method})"
+            ))),
+        };
+    };
+    let subresource = sub.unwrap_or(Subresource::Main);
+    match *method {
+        Method::GET if !binding => {
+            let obj = shared.store().get(resource, ns_str, name)?;
+            ok(table::render_one(resource, &obj, &format))
+        }
+        Method::POST if binding => {
+            let body = parse_json(body)?;
+            let status = shared.store().bind(ns_str, name, &body)?;
+            Ok(json_response(201, &status, &[]))
+        }
+        Method::PUT if !binding => {
+            let body = parse_body(resource, content_type, body)?;
+            let (obj, warnings) = shared
+                .store()
+                .update(resource, ns_str, name, body, subresource, &opts()?)?;
+            Ok(json_response(200, &obj, &warnings))
+        }
+        Method::PATCH if !binding => {
+            let patch_type = PatchType::from_content_type(content_type)?;
+            let patch = if patch_type == PatchType::Apply {
+                parse_yaml(body)?
+            } else {
+                parse_json(body)?
+            };
+            let (obj, warnings, created) =
+                shared
+                    .store()
+                    .patch(resource, ns_str, name, patch_type, &patch, subresource, &opts()?)?;
+            Ok(json_response(if created { 201 } else { 200 }, &obj, &warnings))
+        }
+        Method::DELETE if sub.is_none() && !binding => {
+            let opts = delete_options(query, body)?;
+            let result = shared.store().delete(resource, ns_str, name, &opts)?;
+            ok(result)
+        }
+        _ => Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        ))),
+    }
+}
+
+fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
+    serde_json::from_slice(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding the request body: json: {e}")))
+}
+
+fn parse_yaml(body: &Bytes) -> Result<Value, ApiError> {
+    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
+    serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
+}
+
+fn parse_body(resource: &ResourceInfo, content_type: &str, body: &Bytes) -> Result<Value, ApiError> {
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    let parsed = match media {
+        "application/json" | "" => parse_json(body),
+        "application/yaml" => parse_yaml(body),
+        other => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, \
+                 application/yaml (got \"{other}\")"
+            )))
+        }
+    };
+    parsed.map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {}",
+            e.message,
+            kind = resource.kind,
+            version = resource.version
+        ))
+    })
+}
+
+fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError> {
+    let mut opts = DeleteOptions::default();
+    if let Some(g) = query.get("gracePeriodSeconds") {
+        opts.grace_period_seconds = Some(
+            g.parse()
+                .map_err(|_| ApiError::bad_request(format!("gracePeriodSeconds: invalid value \"{g}\"")))?,
+        );
+    }
+    opts.dry_run = query.get("dryRun").is_some_and(|d| d == "All");
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(opts);
+    }
+    let body = parse_json(body)?;
+    let decoded: k8s_openapi::apimachinery::pkg::apis::meta::v1::DeleteOptions =
+        serde_path_to_error::deserialize(body.clone())
+            .map_err(|e| ApiError::bad_request(format!("DeleteOptions: {}: {}", e.path(), e.inner())))?;
+    if let Some(g) = decoded.grace_period_seconds {
+        opts.grace_period_seconds = Some(g);
+    }
+    if let Some(pre) = decoded.preconditions {
+        opts.uid = pre.uid;
+        opts.resource_version = pre.resource_version;
+    }
+    if decoded.dry_run.is_some_and(|d| d.iter().any(|x| x == "All")) {
+        opts.dry_run = true;
+    }
+    Ok(opts)
+}
+
+fn start_watch(
+    shared: &web::Data<Shared>,
+    resource: &'static ResourceInfo,
+    ns: Option<&str>,
+    fields: FieldSelector,
+    labels: LabelSelector,
+    format: OutputFormat,
+    query: &Query,
+) -> Result<HttpResponse, ApiError> {
+    let bookmarks = query_flag(query, "allowWatchBookmarks");
+    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
+    let start = if query_flag(query, "sendInitialEvents") {
+        if query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") || !bookmarks {
+            return Err(ApiError::invalid(
+                "ListOptions",
+                "",
+                vec![super::error::Cause::forbidden(
+                    "sendInitialEvents",
+                    "sendInitialEvents is forbidden for watch unless resourceVersionMatch is NotOlderThan and \
+                     allowWatchBookmarks is true",
+                )],
+            ));
+        }
+        WatchStart::InitialEvents
+    } else if rv.is_empty() || rv == "0" {
+        WatchStart::Now
+    } else {
+        WatchStart::From(
+            rv.parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: \"{rv}\"")))?,
+        )
+    };
+    let timeout = match query.get("timeoutSeconds") {
+        Some(t) => Duration::from_secs(
+            t.parse()
+                .map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value \"{t}\"")))?,
+        ),
+        None => Duration::from_secs(1800),
+    };
+    let spec = WatchSpec {
+        resource,
+        namespace: ns.map(str::to_string),
+        fields,
+        labels,
+        format,
+        bookmarks,
+    };
+    let rx = match shared.store().watch(spec.clone(), start) {
+        Ok(rx) => rx,
+        Err(err) if err.code == 410 => {
+            // kube-apiserver answers a too-old resourceVersion on a watch with 200 and one ERROR
+            // event carrying the 410 Status (clients then re-list).
+            let line = json!({"type": "ERROR", "object": err.status()});
+            let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
+            bytes.push(b'\n');
+            return Ok(HttpResponse::Ok().content_type("application/json").body(bytes));
+        }
+        Err(err) => return Err(err),
+    };
+    let now = Instant::now();
+    let deadline = now + timeout;
+    let next_bookmark = if bookmarks {
+        now + shared.bookmark_interval
+    } else {
+        deadline + Duration::from_secs(3600)
+    };
+    let state = WatchState {
+        rx,
+        spec,
+        deadline,
+        next_bookmark,
+        interval: shared.bookmark_interval,
+        shared: shared.clone().into_inner(),
+        done: false,
+    };
+    let stream = futures::stream::unfold(state, next_chunk);
+    Ok(HttpResponse::Ok().content_type("application/json").streaming(stream))
+}
+
+struct WatchState {
+    rx: UnboundedReceiver<Bytes>,
+    spec: WatchSpec,
+    deadline: Instant,
+    next_bookmark: Instant,
+    interval: Duration,
+    shared: Arc<Shared>,
+    done: bool,
+}
+
+impl WatchState {
+    /// Everything queued, then a bookmark at the current resourceVersion, read under the store's
+    /// lock so the bookmark never overtakes an event.
+    fn flush_with_bookmark(&mut self) -> Bytes {
+        let store = self.shared.store();
+        let mut out = Vec::new();
+        while let Ok(b) = self.rx.try_recv() {
+            out.extend_from_slice(&b);
+        }
+        out.extend_from_slice(&self.spec.bookmark_line(store.resource_version(), false));
+        Bytes::from(out)
+    }
+}
+
+async fn next_chunk(mut st: WatchState) -> Option<(Result<Bytes, actix_web::Error>, WatchState)> {
+    if st.done {
+        return None;
+    }
+    tokio::select! {
+        biased;
+        msg = st.rx.recv() => msg.map(|b| (Ok(b), st)),
+        _ = tokio::time::sleep_until(st.deadline) => {
+            st.done = true;
+            if st.spec.bookmarks {
+                let b = st.flush_with_bookmark();
+                Some((Ok(b), st))
+            } else {
+                None
+            }
+        }
+        _ = tokio::time::sleep_until(st.next_bookmark) => {
+            st.next_bookmark = Instant::now() + st.interval;
+            let b = st.flush_with_bookmark();
+            Some((Ok(b), st))
+        }
+    }
+}

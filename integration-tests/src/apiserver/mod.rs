@@ -1,0 +1,434 @@
+//! [`ApiServer`]: an in-memory Kubernetes API server for testing the agent's API-server mode.
+//!
+//! It speaks the real REST protocol for what a node uses — discovery, pods (with `status` and
+//! `binding`), nodes (with `status`), events, secrets, configmaps, services, namespaces and
+//! `coordination.k8s.io/v1` leases; get, list, watch, create, update, merge / strategic-merge /
+//! JSON / apply patch and delete — with one monotonically increasing resourceVersion, 409 on a
+//! stale update, and a bounded history for watches (a watch from a resourceVersion older than
+//! the history gets kube-apiserver's ERROR event with a 410 `Expired` Status). Bodies are decoded
+//! through the k8s-openapi types, so it is no more lenient than kube-apiserver: wrong types,
+//! unknown fields and invalid values are rejected (see [`validate`]).
+//!
+//! Plain HTTP on `127.0.0.1`, bearer-token auth, served by actix-web on a thread with its own
+//! runtime, so synchronous tests use it directly. `kubectl` works against it (server-side
+//! Tables for `kubectl get`, `fieldValidation=Strict` for `kubectl create`), and so does kube-rs.
+//!
+//! It is a test fixture, never a product feature. The `test-apiserver` binary serves one by
+//! hand: `make test-apiserver`.
+
+mod error;
+mod http;
+mod patch;
+pub mod resources;
+mod selectors;
+mod store;
+mod table;
+pub mod validate;
+
+pub use error::{ApiError, Cause};
+pub use patch::PatchType;
+pub use store::{DeleteOptions, Subresource, WriteOptions, DEFAULT_HISTORY};
+
+use actix_web::{web, App, HttpServer};
+use serde_json::Value;
+use std::collections::VecDeque;
+use std::io;
+use std::net::{SocketAddr, TcpListener};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The kubectl the fixture's helpers run.
+pub const KUBECTL: &str = "/usr/bin/kubectl";
+
+/// One request the server received.
+#[derive(Debug, Clone)]
+pub struct RecordedRequest {
+    /// `GET`, `POST`, ...
+    pub method: String,
+    /// The path, without the query.
+    pub path: String,
+    /// The raw query string.
+    pub query: String,
+    /// `Content-Type`, if sent.
+    pub content_type: Option<String>,
+    /// `Accept`, if sent.
+    pub accept: Option<String>,
+    /// `User-Agent`, if sent.
+    pub user_agent: Option<String>,
+    /// The body, as text.
+    pub body: String,
+}
+
+/// An injected failure: the next `remaining` requests whose method matches (any, if `None`) and
+/// whose path contains `path_contains` are answered with `status` and a `Status` body.
+#[derive(Debug, Clone)]
+pub struct Fault {
+    /// Method to match, or any.
+    pub method: Option<String>,
+    /// Substring of the path to match.
+    pub path_contains: String,
+    /// HTTP status to answer with (429 and 503 carry `Retry-After: 1`).
+    pub status: u16,
+    /// How many more requests to fail.
+    pub remaining: usize,
+}
+
+/// Knobs for [`ApiServer::start_with`].
+#[derive(Debug, Clone)]
+pub struct ApiServerConfig {
+    /// Address to bind; port 0 picks a free one.
+    pub listen: SocketAddr,
+    /// Changes kept for watches that resume from a resourceVersion.
+    pub history: usize,
+    /// How often watches with `allowWatchBookmarks=true` get a bookmark.
+    pub bookmark_interval: Duration,
+    /// The bearer token clients must send; random if `None`.
+    pub token: Option<String>,
+    /// Print one line per request to stderr (default: if `TEST_APISERVER_LOG` is set).
+    pub log_requests: bool,
+}
+
+impl Default for ApiServerConfig {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            history: DEFAULT_HISTORY,
+            bookmark_interval: Duration::from_secs(10),
+            token: None,
+            log_requests: std::env::var_os("TEST_APISERVER_LOG").is_some(),
+        }
+    }
+}
+
+struct Running {
+    handle: actix_web::dev::ServerHandle,
+    thread: JoinHandle<()>,
+}
+
+/// An in-memory API server on `127.0.0.1`; stops when dropped.
+pub struct ApiServer {
+    shared: Arc<http::Shared>,
+    addr: SocketAddr,
+    dir: tempfile::TempDir,
+    kubeconfig: PathBuf,
+    running: Option<Running>,
+}
+
+fn random_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut token = String::new();
+    for i in 0..2u64 {
+        let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+        h.write_u64(i);
+        token.push_str(&format!("{:016x}", h.finish()));
+    }
+    token
+}
+
+fn serve(listener: TcpListener, shared: Arc<http::Shared>) -> io::Result<Running> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    let thread = std::thread::Builder::new()
+        .name("test-apiserver".into())
+        .spawn(move || {
+            let system = actix_web::rt::System::new();
+            system.block_on(async move {
+                let data = web::Data::from(shared);
+                let server = HttpServer::new(move || {
+                    App::new()
+                        .app_data(data.clone())
+                        .app_data(web::PayloadConfig::new(4 << 20))
+                        .default_service(web::to(http::dispatch))
+                })
+                .workers(2)
+                .disable_signals()
+                .shutdown_timeout(0)
+                .listen(listener);
+                let server = match server {
+                    Ok(s) => s.run(),
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let _ = tx.send(Ok(server.handle()));
+                let _ = server.await;
+            });
+        })?;
+    let handle = rx
+        .recv()
+        .map_err(|_| io::Error::other("the API server thread died while starting"))??;
+    Ok(Running { handle, thread })
+}
+
+impl ApiServer {
+    /// Starts on `127.0.0.1:<free port>` with default settings.
+    pub fn start() -> Self {
+        Self::start_with(ApiServerConfig::default()).expect("cannot start the test API server")
+    }
+
+    /// Starts with `config`.
+    pub fn start_with(config: ApiServerConfig) -> io::Result<Self> {
+        let listener = TcpListener::bind(config.listen)?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(http::Shared {
+            store: Mutex::new(store::Store::new(config.history)),
+            token: config.token.unwrap_or_else(random_token),
+            addr,
+            requests: Mutex::new(VecDeque::new()),
+            faults: Mutex::new(Vec::new()),
+            bookmark_interval: config.bookmark_interval,
+            log_requests: config.log_requests,
+        });
+        let running = serve(listener, Arc::clone(&shared))?;
+        let dir = tempfile::Builder::new().prefix("test-apiserver-").tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        let server = Self {
+            shared,
+            addr,
+            dir,
+            kubeconfig,
+            running: Some(running),
+        };
+        server.write_kubeconfig(&server.kubeconfig)?;
+        Ok(server)
+    }
+
+    /// `http://127.0.0.1:<port>`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// The bearer token clients must send.
+    pub fn token(&self) -> &str {
+        &self.shared.token
+    }
+
+    /// A kubeconfig (in a temporary directory that lives as long as the server) for kubectl,
+    /// kube-rs and `dockerlet --kubeconfig`.
+    pub fn kubeconfig_path(&self) -> &Path {
+        &self.kubeconfig
+    }
+
+    /// The temporary directory holding the kubeconfig; tests may keep other files there.
+    pub fn dir(&self) -> &Path {
+        self.dir.path()
+    }
+
+    /// The kubeconfig text: cluster `test-apiserver` at [`Self::url`], user `test-admin` with the
+    /// token, context `test-apiserver` (namespace `default`) as the current context.
+    pub fn kubeconfig(&self) -> String {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test-apiserver\n  cluster:\n    server: {url}\n\
+             users:\n- name: test-admin\n  user:\n    token: {token}\ncontexts:\n- name: test-apiserver\n  context:\n    \
+             cluster: test-apiserver\n    user: test-admin\n    namespace: default\ncurrent-context: test-apiserver\n\
+             preferences: {{}}\n",
+            url = self.url(),
+            token = self.token()
+        )
+    }
+
+    /// Writes [`Self::kubeconfig`] to `path` (creating its directory).
+    pub fn write_kubeconfig(&self, path: &Path) -> io::Result<()> {
+        if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+            std::fs::create_dir_all(parent)?;
+        }
+        std::fs::write(path, self.kubeconfig())
+    }
+
+    /// Runs `kubectl --kubeconfig <ours> <args>` (with a cache directory of its own, so
+    /// discovery is never stale across servers).
+    pub fn kubectl(&self, args: &[&str]) -> Output {
+        Command::new(KUBECTL)
+            .arg("--kubeconfig")
+            .arg(&self.kubeconfig)
+            .arg("--cache-dir")
+            .arg(self.dir.path().join("kube-cache"))
+            .args(args)
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("cannot run kubectl")
+    }
+
+    /// Like [`Self::kubectl`], but panics with its stderr unless it succeeds; returns stdout.
+    pub fn kubectl_ok(&self, args: &[&str]) -> String {
+        let out = self.kubectl(args);
+        assert!(
+            out.status.success(),
+            "kubectl {} failed ({}):\n{}{}",
+            args.join(" "),
+            out.status,
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    }
+
+    fn resource(kind: &str) -> &'static resources::ResourceInfo {
+        resources::by_name(kind).unwrap_or_else(|| panic!("the test API server does not serve {kind:?}"))
+    }
+
+    /// One object by resource (`pods`, `Pod`, `po`), namespace (ignored for cluster-scoped
+    /// resources) and name.
+    pub fn get(&self, kind: &str, ns: &str, name: &str) -> Option<Value> {
+        self.shared.store().get(Self::resource(kind), ns, name).ok()
+    }
+
+    /// Every object of a resource, in all namespaces, ordered by namespace and name.
+    pub fn list(&self, kind: &str) -> Vec<Value> {
+        self.shared.store().all(Self::resource(kind))
+    }
+
+    /// Creates an object in-process, as a POST would (validation included). The resource comes
+    /// from `apiVersion`/`kind`, the namespace from `metadata.namespace` (default `default`).
+    pub fn create(&self, obj: Value) -> Result<Value, ApiError> {
+        let api_version = obj["apiVersion"].as_str().unwrap_or("v1");
+        let kind = obj["kind"].as_str().unwrap_or_default();
+        let resource = resources::by_kind(api_version, kind)
+            .ok_or_else(|| ApiError::bad_request(format!("no resource for {api_version} {kind}")))?;
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
+        self.shared
+            .store()
+            .create(resource, &ns, obj, &WriteOptions::default())
+            .map(|(o, _)| o)
+    }
+
+    /// Applies a patch in-process, as a PATCH would.
+    pub fn patch(
+        &self,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        sub: Subresource,
+    ) -> Result<Value, ApiError> {
+        let opts = WriteOptions {
+            field_manager: Some("test".into()),
+            ..WriteOptions::default()
+        };
+        self.shared
+            .store()
+            .patch(Self::resource(kind), ns, name, patch_type, patch, sub, &opts)
+            .map(|(o, _, _)| o)
+    }
+
+    /// Deletes in-process, as a DELETE with `gracePeriodSeconds` would.
+    pub fn delete(
+        &self,
+        kind: &str,
+        ns: &str,
+        name: &str,
+        grace_period_seconds: Option<i64>,
+    ) -> Result<Value, ApiError> {
+        let opts = DeleteOptions {
+            grace_period_seconds,
+            ..DeleteOptions::default()
+        };
+        self.shared.store().delete(Self::resource(kind), ns, name, &opts)
+    }
+
+    /// The latest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.shared.store().resource_version()
+    }
+
+    /// How many watches are open.
+    pub fn watch_count(&self) -> usize {
+        self.shared.store().watch_count()
+    }
+
+    /// Ends every open watch stream (cleanly, as when an API server closes them); clients must
+    /// re-watch.
+    pub fn drop_watches(&self) {
+        self.shared.store().drop_watches();
+    }
+
+    /// Forgets the change history: a watch from any earlier resourceVersion gets 410 Expired.
+    pub fn compact_history(&self) {
+        self.shared.store().compact();
+    }
+
+    /// Answers the next `times` requests matching `method` (any if `None`) and `path_contains`
+    /// with `status`.
+    pub fn fail_requests(&self, method: Option<&str>, path_contains: &str, status: u16, times: usize) {
+        self.shared
+            .faults
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Fault {
+                method: method.map(str::to_string),
+                path_contains: path_contains.to_string(),
+                status,
+                remaining: times,
+            });
+    }
+
+    /// Every request received so far (the latest 10 000), oldest first.
+    pub fn requests(&self) -> Vec<RecordedRequest> {
+        self.shared
+            .requests
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .cloned()
+            .collect()
+    }
+
+    /// Forgets the recorded requests.
+    pub fn clear_requests(&self) {
+        self.shared.requests.lock().unwrap_or_else(|e| e.into_inner()).clear();
+    }
+
+    /// Whether it is serving.
+    pub fn is_running(&self) -> bool {
+        self.running.is_some()
+    }
+
+    /// Stops serving: watches end, connections close, the port is released. The objects stay.
+    pub fn stop(&mut self) {
+        if let Some(running) = self.running.take() {
+            self.drop_watches();
+            futures::executor::block_on(running.handle.stop(false));
+            let _ = running.thread.join();
+        }
+    }
+
+    /// Serves again on the same port, with the same objects and history (as an API server
+    /// restarted over the same etcd).
+    pub fn restart(&mut self) {
+        self.stop();
+        let deadline = Instant::now() + Duration::from_secs(10);
+        let listener = loop {
+            match TcpListener::bind(self.addr) {
+                Ok(l) => break l,
+                Err(e) if Instant::now() < deadline => {
+                    let _ = e;
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+                Err(e) => panic!("cannot bind {} again: {e}", self.addr),
+            }
+        };
+        self.running = Some(serve(listener, Arc::clone(&self.shared)).expect("cannot restart the test API server"));
+    }
+
+    /// Blocks until the server thread ends (never, unless stopped from elsewhere).
+    pub fn wait(mut self) {
+        if let Some(running) = self.running.take() {
+            let _ = running.thread.join();
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}

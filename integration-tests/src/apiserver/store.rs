@@ -1,0 +1,829 @@
+//! The object store: every object as JSON keyed by (resource, namespace, name), one global
+//! resourceVersion counter, a bounded history of changes for watches, and the open watches.
+//!
+//! Every write takes the store's lock, so a change, its history entry and its delivery to every
+//! open watch happen in resourceVersion order.
+
+use super::error::ApiError;
+use super::patch::{self, PatchType};
+use super::resources::{self, ResourceInfo};
+use super::selectors::{FieldSelector, LabelSelector};
+use super::table::{self, OutputFormat};
+use super::validate::{self, FieldValidation};
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::hash::{BuildHasher, Hasher};
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
+
+/// How many changes the history keeps for watches that resume from a resourceVersion.
+pub const DEFAULT_HISTORY: usize = 1000;
+
+type Key = (&'static str, String, String);
+
+/// A watch event type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// `ADDED`.
+    Added,
+    /// `MODIFIED`.
+    Modified,
+    /// `DELETED`.
+    Deleted,
+}
+
+impl EventType {
+    fn as_str(self) -> &'static str {
+        match self {
+            Self::Added => "ADDED",
+            Self::Modified => "MODIFIED",
+            Self::Deleted => "DELETED",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Change {
+    rv: u64,
+    resource: &'static str,
+    event: EventType,
+    object: Value,
+    old: Option<Value>,
+}
+
+/// Which subresource a write addresses.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself: `status` changes are ignored where a status subresource exists.
+    Main,
+    /// `/status`: everything but `status` (and metadata labels/annotations) is ignored.
+    Status,
+}
+
+/// Options of a create, update or patch.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+    /// `fieldManager` (required for apply).
+    pub field_manager: Option<String>,
+}
+
+/// Options of a delete (query parameters or a `DeleteOptions` body).
+#[derive(Debug, Clone, Default)]
+pub struct DeleteOptions {
+    /// `gracePeriodSeconds`.
+    pub grace_period_seconds: Option<i64>,
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// `dryRun=All`.
+    pub dry_run: bool,
+}
+
+/// What an open watch wants.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// The resource watched.
+    pub resource: &'static ResourceInfo,
+    /// Only this namespace, if set.
+    pub namespace: Option<String>,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// Objects, Tables or metadata only.
+    pub format: OutputFormat,
+    /// `allowWatchBookmarks=true`.
+    pub bookmarks: bool,
+}
+
+impl WatchSpec {
+    fn matches(&self, resource: &str, obj: &Value) -> bool {
+        resource == self.resource.plural
+            && self
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
+            && self.fields.matches(obj)
+            && self.labels.matches(obj)
+    }
+
+    fn event_line(&self, event: &str, obj: &Value) -> Bytes {
+        let object = table::render_one(self.resource, obj, &self.format);
+        line(&json!({"type": event, "object": object}))
+    }
+
+    /// A `BOOKMARK` event at `rv`.
+    pub fn bookmark_line(&self, rv: u64, initial_events_end: bool) -> Bytes {
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if initial_events_end {
+            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+        }
+        line(&json!({
+            "type": "BOOKMARK",
+            "object": {"kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata},
+        }))
+    }
+}
+
+fn line(v: &Value) -> Bytes {
+    let mut bytes = serde_json::to_vec(v).expect("JSON values serialize");
+    bytes.push(b'\n');
+    Bytes::from(bytes)
+}
+
+/// Where a new watch starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WatchStart {
+    /// `resourceVersion` unset or `0`: an `ADDED` for every current object, then live changes.
+    Now,
+    /// `sendInitialEvents=true`: as `Now`, then a bookmark marking the end of the initial events.
+    InitialEvents,
+    /// `resourceVersion=N`: every change after N from the history, then live changes.
+    From(u64),
+}
+
+struct Watcher {
+    spec: WatchSpec,
+    tx: UnboundedSender<Bytes>,
+}
+
+/// The objects, the history and the open watches.
+pub struct Store {
+    rv: u64,
+    objects: BTreeMap<Key, Value>,
+    history: VecDeque<Change>,
+    history_limit: usize,
+    /// Changes up to this resourceVersion are no longer in the history.
+    compacted: u64,
+    watchers: Vec<Watcher>,
+    uid_seed: std::collections::hash_map::RandomState,
+    uid_counter: u64,
+}
+
+/// `2024-01-02T03:04:05Z`, as `metav1.Time` serializes.
+pub fn now_rfc3339() -> String {
+    rfc3339(jiff::Timestamp::now())
+}
+
+fn rfc3339(t: jiff::Timestamp) -> String {
+    t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
+    obj["metadata"][field].as_str().unwrap_or_default()
+}
+
+impl Default for Store {
+    fn default() -> Self {
+        Self::new(DEFAULT_HISTORY)
+    }
+}
+
+impl Store {
+    /// An empty store with the four namespaces every cluster has.
+    pub fn new(history_limit: usize) -> Self {
+        let mut store = Self {
+            rv: 0,
+            objects: BTreeMap::new(),
+            history: VecDeque::new(),
+            history_limit: history_limit.max(1),
+            compacted: 0,
+            watchers: Vec::new(),
+            uid_seed: Default::default(),
+            uid_counter: 0,
+        };
+        let namespaces = resources::by_name("namespaces").expect("namespaces are served");
+        for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            store
+                .create(
+                    namespaces,
+                    "",
+                    json!({"metadata": {"name": ns}}),
+                    &WriteOptions::default(),
+                )
+                .expect("the built-in namespaces are valid");
+        }
+        store
+    }
+
+    /// The latest resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.rv
+    }
+
+    fn new_uid(&mut self) -> String {
+        self.uid_counter += 1;
+        let counter = self.uid_counter;
+        let half = |salt: u64| {
+            let mut h = self.uid_seed.build_hasher();
+            h.write_u64(counter);
+            h.write_u64(salt);
+            h.finish()
+        };
+        let (a, b) = (half(1), half(2));
+        let hex = format!("{a:016x}{b:016x}");
+        format!(
+            "{}-{}-4{}-{}{}-{}",
+            &hex[0..8],
+            &hex[8..12],
+            &hex[13..16],
+            ["8", "9", "a", "b"][(b & 3) as usize],
+            &hex[17..20],
+            &hex[20..32]
+        )
+    }
+
+    fn random_suffix(&mut self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let uid = self.new_uid().replace('-', "");
+        let n = u128::from_str_radix(&uid, 16).unwrap_or_default();
+        (0..5)
+            .map(|i| ALPHABET[((n >> (i * 8)) % ALPHABET.len() as u128) as usize] as char)
+            .collect()
+    }
+
+    fn key(resource: &'static ResourceInfo, ns: &str, name: &str) -> Key {
+        let ns = if resource.namespaced { ns } else { "" };
+        (resource.plural, ns.to_string(), name.to_string())
+    }
+
+    /// One object, or 404.
+    pub fn get(&self, resource: &'static ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        self.objects
+            .get(&Self::key(resource, ns, name))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(resource.plural, name))
+    }
+
+    /// The objects of a resource (in one namespace, or all), selected.
+    pub fn select(
+        &self,
+        resource: &'static ResourceInfo,
+        ns: Option<&str>,
+        fields: &FieldSelector,
+        labels: &LabelSelector,
+    ) -> Vec<Value> {
+        self.objects
+            .iter()
+            .filter(|((r, n, _), _)| *r == resource.plural && ns.is_none_or(|ns| n == ns))
+            .map(|(_, v)| v)
+            .filter(|v| fields.matches(v) && labels.matches(v))
+            .cloned()
+            .collect()
+    }
+
+    /// A `<Kind>List` of the selected objects at the current resourceVersion.
+    pub fn list(
+        &self,
+        resource: &'static ResourceInfo,
+        ns: Option<&str>,
+        fields: &FieldSelector,
+        labels: &LabelSelector,
+    ) -> Value {
+        json!({
+            "kind": format!("{}List", resource.kind),
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": self.select(resource, ns, fields, labels),
+        })
+    }
+
+    fn namespace_exists(&self, ns: &str) -> bool {
+        self.objects
+            .contains_key(&("namespaces", String::new(), ns.to_string()))
+    }
+
+    fn check_namespace(&self, resource: &ResourceInfo, ns: &str) -> Result<(), ApiError> {
+        if resource.namespaced && !self.namespace_exists(ns) {
+            return Err(ApiError::not_found("namespaces", ns));
+        }
+        Ok(())
+    }
+
+    /// Decodes a body and deals with unknown fields per `fieldValidation`; returns the object and
+    /// the warnings to send.
+    fn decode(resource: &ResourceInfo, body: &Value, opts: &WriteOptions) -> Result<(Value, Vec<String>), ApiError> {
+        let decoded = validate::decode(resource, body)?;
+        let mut warnings = Vec::new();
+        if !decoded.unknown.is_empty() {
+            match opts.field_validation {
+                FieldValidation::Strict => return Err(validate::unknown_fields_error(resource, &decoded.unknown)),
+                FieldValidation::Warn => {
+                    warnings.extend(decoded.unknown.iter().map(|f| format!("unknown field \"{f}\"")));
+                }
+                FieldValidation::Ignore => {}
+            }
+        }
+        Ok((decoded.object, warnings))
+    }
+
+    /// POST: creates an object in `ns` (ignored for cluster-scoped resources).
+    pub fn create(
+        &mut self,
+        resource: &'static ResourceInfo,
+        ns: &str,
+        body: Value,
+        opts: &WriteOptions,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let (mut obj, warnings) = Self::decode(resource, &body, opts)?;
+        if !meta_str(&obj, "resourceVersion").is_empty() {
+            return Err(ApiError::internal(
+                "resourceVersion should not be set on objects to be created",
+            ));
+        }
+        let body_ns = meta_str(&obj, "namespace");
+        if resource.namespaced {
+            if !body_ns.is_empty() && body_ns != ns {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            obj["metadata"]["namespace"] = json!(ns);
+        } else if let Value::Object(meta) = &mut obj["metadata"] {
+            meta.remove("namespace");
+        }
+        if meta_str(&obj, "name").is_empty() {
+            let generate = meta_str(&obj, "generateName").to_string();
+            if !generate.is_empty() {
+                let name = format!("{generate}{}", self.random_suffix());
+                obj["metadata"]["name"] = json!(name);
+            }
+        }
+        // Like kube-apiserver's PrepareForCreate: a new pod's, namespace's or service's status is
+        // the server's (Pending and its QoS class, Active, empty); a node keeps the one it sends.
+        if matches!(resource.kind, "Pod" | "Namespace" | "Service") {
+            if let Value::Object(map) = &mut obj {
+                map.remove("status");
+            }
+        }
+        validate::apply_defaults(resource.kind, &mut obj);
+        validate::validate(resource, &obj, None)?;
+        self.check_namespace(resource, ns)?;
+        let name = meta_str(&obj, "name").to_string();
+        let key = Self::key(resource, ns, &name);
+        if self.objects.contains_key(&key) {
+            return Err(ApiError::already_exists(resource.plural, &name));
+        }
+        let uid = self.new_uid();
+        let meta = obj["metadata"].as_object_mut().expect("decoded objects have metadata");
+        meta.insert("uid".into(), json!(uid));
+        meta.insert("creationTimestamp".into(), json!(now_rfc3339()));
+        meta.remove("deletionTimestamp");
+        meta.remove("deletionGracePeriodSeconds");
+        meta.remove("selfLink");
+        meta.remove("managedFields");
+        if resource.kind == "Pod" {
+            meta.insert("generation".into(), json!(1));
+        } else {
+            meta.remove("generation");
+        }
+        if opts.dry_run {
+            return Ok((obj, warnings));
+        }
+        let obj = self.commit(resource, key, EventType::Added, Some(obj), None);
+        Ok((obj, warnings))
+    }
+
+    /// PUT: replaces an object (its main resource or its status).
+    pub fn update(
+        &mut self,
+        resource: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        body: Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<(Value, Vec<String>), ApiError> {
+        let (mut new, warnings) = Self::decode(resource, &body, opts)?;
+        let body_name = meta_str(&new, "name");
+        if body_name.is_empty() {
+            new["metadata"]["name"] = json!(name);
+        } else if body_name != name {
+            return Err(ApiError::bad_request(format!(
+                "the name of the object ({body_name}) does not match the name on the URL ({name})"
+            )));
+        }
+        let body_ns = meta_str(&new, "namespace");
+        if resource.namespaced && !body_ns.is_empty() && body_ns != ns {
+            return Err(ApiError::bad_request(
+                "the namespace of the provided object does not match the namespace sent on the request",
+            ));
+        }
+        let key = Self::key(resource, ns, name);
+        let Some(old) = self.objects.get(&key).cloned() else {
+            if resource.create_on_update && sub == Subresource::Main {
+                if let Value::Object(meta) = &mut new["metadata"] {
+                    meta.remove("resourceVersion");
+                }
+                return self.create(resource, ns, new, opts);
+            }
+            return Err(ApiError::not_found(resource.plural, name));
+        };
+        self.replace(resource, key, old, new, sub, opts)
+            .map(|obj| (obj, warnings))
+    }
+
+    /// The common tail of update and patch: preconditions, what the subresource may change,
+    /// server-owned metadata, validation, defaults, then the write (skipped if nothing changed).
+    fn replace(
+        &mut self,
+        resource: &'static ResourceInfo,
+        key: Key,
+        old: Value,
+        mut new: Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<Value, ApiError> {
+        let name = key.2.clone();
+        let rv = meta_str(&new, "resourceVersion");
+        if !rv.is_empty() {
+            let parsed: u64 = rv
+                .parse()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: \"{rv}\"")))?;
+            if parsed.to_string() != meta_str(&old, "resourceVersion") {
+                return Err(ApiError::conflict(resource.plural, &name));
+            }
+        }
+        let uid = meta_str(&new, "uid");
+        if !uid.is_empty() && uid != meta_str(&old, "uid") {
+            return Err(ApiError::conflict_because(
+                resource.plural,
+                &name,
+                &format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    meta_str(&old, "uid")
+                ),
+            ));
+        }
+        if resource.namespaced {
+            new["metadata"]["namespace"] = json!(key.1);
+        }
+        for field in [
+            "uid",
+            "creationTimestamp",
+            "deletionTimestamp",
+            "deletionGracePeriodSeconds",
+            "generation",
+        ] {
+            match old["metadata"].get(field) {
+                Some(v) => new["metadata"][field] = v.clone(),
+                None => {
+                    if let Value::Object(meta) = &mut new["metadata"] {
+                        meta.remove(field);
+                    }
+                }
+            }
+        }
+        if let Value::Object(meta) = &mut new["metadata"] {
+            meta.remove("selfLink");
+            meta.remove("managedFields");
+        }
+        if resource.has_status {
+            let obj = new.as_object_mut().expect("decoded objects are objects");
+            match sub {
+                Subresource::Main => match old.get("status") {
+                    Some(status) => {
+                        obj.insert("status".into(), status.clone());
+                    }
+                    None => {
+                        obj.remove("status");
+                    }
+                },
+                Subresource::Status => {
+                    for (k, v) in old.as_object().expect("stored objects are objects") {
+                        if !matches!(k.as_str(), "status" | "metadata" | "apiVersion" | "kind") {
+                            obj.insert(k.clone(), v.clone());
+                        }
+                    }
+                    obj.retain(|k, _| {
+                        matches!(k.as_str(), "status" | "metadata" | "apiVersion" | "kind") || old.get(k).is_some()
+                    });
+                    if resource.kind == "Pod" {
+                        match old["metadata"].get("ownerReferences") {
+                            Some(refs) => new["metadata"]["ownerReferences"] = refs.clone(),
+                            None => {
+                                if let Value::Object(meta) = &mut new["metadata"] {
+                                    meta.remove("ownerReferences");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        validate::apply_defaults(resource.kind, &mut new);
+        validate::validate(resource, &new, Some(&old))?;
+        if resource.kind == "Pod" && new["spec"] != old["spec"] {
+            let generation = old["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
+            new["metadata"]["generation"] = json!(generation);
+        }
+        new["metadata"]["resourceVersion"] = old["metadata"]["resourceVersion"].clone();
+        if new == old || opts.dry_run {
+            return Ok(new);
+        }
+        let finalized = new["metadata"].get("deletionTimestamp").is_some()
+            && new["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty)
+            && new["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0;
+        if finalized {
+            return Ok(self.commit(resource, key, EventType::Deleted, Some(new), Some(old)));
+        }
+        Ok(self.commit(resource, key, EventType::Modified, Some(new), Some(old)))
+    }
+
+    /// PATCH: applies a patch to the stored object and writes the result as an update. Apply
+    /// patches create a missing object.
+    #[allow(clippy::too_many_arguments)]
+    pub fn patch(
+        &mut self,
+        resource: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        patch_type: PatchType,
+        patch: &Value,
+        sub: Subresource,
+        opts: &WriteOptions,
+    ) -> Result<(Value, Vec<String>, bool), ApiError> {
+        if patch_type == PatchType::Apply && opts.field_manager.as_deref().is_none_or(str::is_empty) {
+            return Err(ApiError::bad_request(
+                "PATCH requests with apply content type must specify fieldManager",
+            ));
+        }
+        let key = Self::key(resource, ns, name);
+        let Some(old) = self.objects.get(&key).cloned() else {
+            if patch_type == PatchType::Apply && sub == Subresource::Main {
+                if patch["apiVersion"].as_str() != Some(resource.api_version().as_str())
+                    || patch["kind"].as_str() != Some(resource.kind)
+                {
+                    return Err(ApiError::bad_request(
+                        "apply patches must set apiVersion and kind of the object",
+                    ));
+                }
+                let mut body = patch.clone();
+                if meta_str(&body, "name").is_empty() {
+                    body["metadata"]["name"] = json!(name);
+                }
+                let (obj, warnings) = self.create(resource, ns, body, opts)?;
+                return Ok((obj, warnings, true));
+            }
+            return Err(ApiError::not_found(resource.plural, name));
+        };
+        let mut patched = old.clone();
+        match patch_type {
+            PatchType::Merge => patch::merge_patch(&mut patched, patch),
+            PatchType::Strategic | PatchType::Apply => patch::strategic_merge(resource.kind, &mut patched, patch)?,
+            PatchType::Json => patch::json_patch(&mut patched, patch)?,
+        }
+        // A resourceVersion the patch does not mention is no precondition.
+        if patch_type != PatchType::Json && patch["metadata"].get("resourceVersion").is_none() {
+            if let Value::Object(meta) = &mut patched["metadata"] {
+                meta.remove("resourceVersion");
+            }
+        }
+        let (new, warnings) = Self::decode(resource, &patched, opts)?;
+        let obj = self.replace(resource, key, old, new, sub, opts)?;
+        Ok((obj, warnings, false))
+    }
+
+    /// POST pods/<name>/binding: sets `spec.nodeName` of an unbound pod.
+    pub fn bind(&mut self, ns: &str, name: &str, binding: &Value) -> Result<Value, ApiError> {
+        let pods = resources::by_name("pods").expect("pods are served");
+        let node = binding["target"]["name"].as_str().unwrap_or_default();
+        if node.is_empty() {
+            return Err(ApiError::invalid(
+                "Binding",
+                name,
+                vec![super::error::Cause::required("target.name", "")],
+            ));
+        }
+        let key = Self::key(pods, ns, name);
+        let old = self
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found("pods", name))?;
+        let bound = old["spec"]["nodeName"].as_str().unwrap_or_default();
+        if !bound.is_empty() {
+            return Err(ApiError::conflict_because(
+                "pods",
+                name,
+                &format!("pod {name} is already assigned to node \"{bound}\""),
+            ));
+        }
+        let mut new = old.clone();
+        new["spec"]["nodeName"] = json!(node);
+        self.commit(pods, key, EventType::Modified, Some(new), Some(old));
+        Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
+    }
+
+    /// DELETE. Bound, non-terminal pods with a grace period > 0 get `deletionTimestamp` and stay
+    /// until deleted with grace 0; objects with finalizers stay until the last one is removed.
+    pub fn delete(
+        &mut self,
+        resource: &'static ResourceInfo,
+        ns: &str,
+        name: &str,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let key = Self::key(resource, ns, name);
+        let old = self
+            .objects
+            .get(&key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(resource.plural, name))?;
+        if let Some(uid) = opts.uid.as_deref().filter(|u| !u.is_empty()) {
+            if uid != meta_str(&old, "uid") {
+                return Err(ApiError::conflict_because(
+                    resource.plural,
+                    name,
+                    &format!(
+                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                        meta_str(&old, "uid")
+                    ),
+                ));
+            }
+        }
+        if let Some(rv) = opts.resource_version.as_deref().filter(|r| !r.is_empty()) {
+            if rv != meta_str(&old, "resourceVersion") {
+                return Err(ApiError::conflict_because(
+                    resource.plural,
+                    name,
+                    &format!(
+                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                        meta_str(&old, "resourceVersion")
+                    ),
+                ));
+            }
+        }
+        let mut grace = 0;
+        if resource.kind == "Pod" {
+            let bound = !old["spec"]["nodeName"].as_str().unwrap_or_default().is_empty();
+            let terminal = matches!(old["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+            if bound && !terminal {
+                grace = opts
+                    .grace_period_seconds
+                    .or_else(|| old["spec"]["terminationGracePeriodSeconds"].as_i64())
+                    .unwrap_or(30);
+                if grace < 0 {
+                    grace = 1;
+                }
+            }
+        }
+        let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
+        if grace > 0 || has_finalizers {
+            if let Some(existing) = old["metadata"]["deletionGracePeriodSeconds"].as_i64() {
+                if existing <= grace {
+                    return Ok(old);
+                }
+            }
+            let mut new = old.clone();
+            let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
+            new["metadata"]["deletionTimestamp"] = json!(rfc3339(at));
+            new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
+            if opts.dry_run {
+                return Ok(new);
+            }
+            return Ok(self.commit(resource, key, EventType::Modified, Some(new), Some(old)));
+        }
+        if opts.dry_run {
+            return Ok(old);
+        }
+        if resource.kind == "Namespace" {
+            let inside: Vec<Key> = self.objects.keys().filter(|k| k.1 == name).cloned().collect();
+            for k in inside {
+                let obj = self.objects.get(&k).cloned();
+                let r = resources::by_name(k.0).expect("stored resources are served");
+                self.commit(r, k, EventType::Deleted, obj.clone(), obj);
+            }
+        }
+        let deleted = self.commit(resource, key, EventType::Deleted, Some(old.clone()), Some(old));
+        if resource.kind == "Pod" {
+            Ok(deleted)
+        } else {
+            Ok(json!({
+                "kind": "Status",
+                "apiVersion": "v1",
+                "metadata": {},
+                "status": "Success",
+                "details": {"name": name, "kind": resource.plural, "uid": meta_str(&deleted, "uid")},
+            }))
+        }
+    }
+
+    /// Writes a change: bumps the resourceVersion, stores (or removes) the object, records the
+    /// change and sends it to every watch it concerns. Returns the object as stored.
+    fn commit(
+        &mut self,
+        resource: &'static ResourceInfo,
+        key: Key,
+        event: EventType,
+        obj: Option<Value>,
+        old: Option<Value>,
+    ) -> Value {
+        self.rv += 1;
+        let mut obj = obj.or_else(|| old.clone()).expect("a change has an object");
+        obj["metadata"]["resourceVersion"] = json!(self.rv.to_string());
+        match event {
+            EventType::Deleted => {
+                self.objects.remove(&key);
+            }
+            _ => {
+                self.objects.insert(key, obj.clone());
+            }
+        }
+        let change = Change {
+            rv: self.rv,
+            resource: resource.plural,
+            event,
+            object: obj.clone(),
+            old,
+        };
+        self.watchers.retain(|w| match route(&w.spec, &change) {
+            Some((ty, o)) => w.tx.send(w.spec.event_line(ty, o)).is_ok(),
+            None => !w.tx.is_closed(),
+        });
+        self.history.push_back(change);
+        while self.history.len() > self.history_limit {
+            if let Some(dropped) = self.history.pop_front() {
+                self.compacted = dropped.rv;
+            }
+        }
+        obj
+    }
+
+    /// Opens a watch. Returns the receiving end of its event lines (the initial events already
+    /// queued), or 410 Expired when `From(rv)` is older than the history.
+    pub fn watch(&mut self, spec: WatchSpec, start: WatchStart) -> Result<UnboundedReceiver<Bytes>, ApiError> {
+        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+        match start {
+            WatchStart::Now | WatchStart::InitialEvents => {
+                let ns = spec.namespace.as_deref();
+                for obj in self.select(spec.resource, ns, &spec.fields, &spec.labels) {
+                    let _ = tx.send(spec.event_line("ADDED", &obj));
+                }
+                if start == WatchStart::InitialEvents {
+                    let _ = tx.send(spec.bookmark_line(self.rv, true));
+                }
+            }
+            WatchStart::From(rv) => {
+                if rv < self.compacted {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {rv} ({})",
+                        self.compacted + 1
+                    )));
+                }
+                for change in self.history.iter().filter(|c| c.rv > rv) {
+                    if let Some((ty, o)) = route(&spec, change) {
+                        let _ = tx.send(spec.event_line(ty, o));
+                    }
+                }
+            }
+        }
+        self.watchers.push(Watcher { spec, tx });
+        Ok(rx)
+    }
+
+    /// Ends every open watch (their streams close cleanly, as on an API server restart).
+    pub fn drop_watches(&mut self) {
+        self.watchers.clear();
+    }
+
+    /// How many watches are open.
+    pub fn watch_count(&mut self) -> usize {
+        self.watchers.retain(|w| !w.tx.is_closed());
+        self.watchers.len()
+    }
+
+    /// Forgets the history: watches from any resourceVersion before now get 410 Expired.
+    pub fn compact(&mut self) {
+        self.history.clear();
+        self.compacted = self.rv;
+    }
+
+    /// Every stored object of a resource.
+    pub fn all(&self, resource: &'static ResourceInfo) -> Vec<Value> {
+        self.select(resource, None, &FieldSelector::default(), &LabelSelector::default())
+    }
+}
+
+/// Which event (if any) a change is for one watch: an object entering the selection is
+/// `ADDED`, one leaving it `DELETED`, as kube-apiserver's watch cache reports them.
+fn route<'a>(spec: &WatchSpec, change: &'a Change) -> Option<(&'static str, &'a Value)> {
+    let is = spec.matches(change.resource, &change.object);
+    match change.event {
+        EventType::Added | EventType::Deleted => is.then_some((change.event.as_str(), &change.object)),
+        EventType::Modified => {
+            let was = change.old.as_ref().is_some_and(|o| spec.matches(change.resource, o));
+            match (was, is) {
+                (true, true) => Some(("MODIFIED", &change.object)),
+                (false, true) => Some(("ADDED", &change.object)),
+                (true, false) => Some(("DELETED", &change.object)),
+                (false, false) => None,
+            }
+        }
+    }
+}

@@ -1,0 +1,911 @@
+//! Decoding, defaulting and validation of request bodies, no more lenient than kube-apiserver.
+//!
+//! Every body is decoded into its k8s-openapi type: a wrong type is a 400 whose message names the
+//! field, and a key the type does not have is an unknown field (400 `strict decoding error`,
+//! unless the request asked for `fieldValidation=Warn` or `Ignore`). The stored object is what
+//! the type serializes back to, so unknown fields never land. Then the defaults the real server
+//! applies, and the validation rules a node agent can trip over (422 Invalid).
+
+use super::error::{ApiError, Cause};
+use super::resources::ResourceInfo;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Map, Value};
+
+/// The `fieldValidation` query parameter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum FieldValidation {
+    /// Reject unknown fields. The fixture's default: kube-apiserver's default (`Warn`) would
+    /// drop them silently, which hides agent bugs.
+    #[default]
+    Strict,
+    /// Drop unknown fields with a `Warning` header.
+    Warn,
+    /// Drop unknown fields.
+    Ignore,
+}
+
+impl FieldValidation {
+    /// From the query parameter; anything but the three values is a 400, as on the real server.
+    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+        match value {
+            None | Some("") | Some("Strict") => Ok(Self::Strict),
+            Some("Warn") => Ok(Self::Warn),
+            Some("Ignore") => Ok(Self::Ignore),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
+            ))),
+        }
+    }
+}
+
+/// A body decoded and re-encoded through its k8s-openapi type.
+pub struct Decoded {
+    /// The object as the type serializes it (unknown fields gone).
+    pub object: Value,
+    /// Paths of the fields the type does not know (`spec.containers[0].foo`).
+    pub unknown: Vec<String>,
+}
+
+fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, String> {
+    let decoded: T = serde_path_to_error::deserialize(obj.clone()).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." || path.is_empty() {
+            e.inner().to_string()
+        } else {
+            format!("{path}: {}", e.inner())
+        }
+    })?;
+    serde_json::to_value(&decoded).map_err(|e| e.to_string())
+}
+
+/// Decodes `obj` as a `resource`: fills `apiVersion`/`kind` when absent, rejects a different
+/// one, and reports wrong types as 400 BadRequest naming the field.
+pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError> {
+    let Value::Object(map) = obj else {
+        return Err(ApiError::bad_request(format!(
+            "{} in version \"{}\" cannot be handled as a {}: the body is not a JSON object",
+            resource.kind, resource.version, resource.kind
+        )));
+    };
+    let mut map = map.clone();
+    let api_version = resource.api_version();
+    match map.get("apiVersion") {
+        None | Some(Value::Null) => {
+            map.insert("apiVersion".into(), json!(api_version));
+        }
+        Some(v) if v.as_str() == Some(api_version.as_str()) => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({api_version})",
+                v.as_str().unwrap_or_default()
+            )))
+        }
+    }
+    match map.get("kind") {
+        None | Some(Value::Null) => {
+            map.insert("kind".into(), json!(resource.kind));
+        }
+        Some(v) if v.as_str() == Some(resource.kind) => {}
+        Some(v) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({}) does not match the expected kind ({})",
+                v.as_str().unwrap_or_default(),
+                resource.kind
+            )))
+        }
+    }
+    let obj = Value::Object(map);
+    use k8s_openapi::api::coordination::v1 as coordination;
+    use k8s_openapi::api::core::v1 as core;
+    let result = match resource.kind {
+        "Pod" => typed::<core::Pod>(&obj),
+        "Node" => typed::<core::Node>(&obj),
+        "Event" => typed::<core::Event>(&obj),
+        "Secret" => typed::<core::Secret>(&obj),
+        "ConfigMap" => typed::<core::ConfigMap>(&obj),
+        "Service" => typed::<core::Service>(&obj),
+        "Namespace" => typed::<core::Namespace>(&obj),
+        "Lease" => typed::<coordination::Lease>(&obj),
+        other => Err(format!("no type for {other}")),
+    };
+    let object = result.map_err(|e| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
+            kind = resource.kind,
+            version = resource.version
+        ))
+    })?;
+    let mut unknown = Vec::new();
+    find_unknown(&obj, &object, "", &mut unknown);
+    check_quantities(resource, &object)?;
+    Ok(Decoded { object, unknown })
+}
+
+/// Keys of `submitted` (with a non-null value) that `decoded` lacks.
+fn find_unknown(submitted: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+    match (submitted, decoded) {
+        (Value::Object(s), Value::Object(d)) => {
+            for (key, value) in s {
+                let sub = if path.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{path}.{key}")
+                };
+                match d.get(key) {
+                    Some(dv) => find_unknown(value, dv, &sub, out),
+                    None if value.is_null() => {}
+                    None => out.push(sub),
+                }
+            }
+        }
+        (Value::Array(s), Value::Array(d)) => {
+            for (i, (sv, dv)) in s.iter().zip(d).enumerate() {
+                find_unknown(sv, dv, &format!("{path}[{i}]"), out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// The `strict decoding error` kube-apiserver returns with `fieldValidation=Strict`.
+pub fn unknown_fields_error(resource: &ResourceInfo, unknown: &[String]) -> ApiError {
+    let fields: Vec<String> = unknown.iter().map(|f| format!("unknown field \"{f}\"")).collect();
+    ApiError::bad_request(format!(
+        "{kind} in version \"{version}\" cannot be handled as a {kind}: strict decoding error: {}",
+        fields.join(", "),
+        kind = resource.kind,
+        version = resource.version
+    ))
+}
+
+/// Parses a resource quantity (`100m`, `1Gi`, `2e3`) as kube-apiserver's regular expression
+/// `^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$` and its suffix table allow.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(split);
+    if number.is_empty() || number.matches('.').count() > 1 {
+        return None;
+    }
+    let digits = number.trim_start_matches(['+', '-']);
+    if digits.is_empty() || digits.contains(['+', '-']) || digits == "." {
+        return None;
+    }
+    let value: f64 = number.parse().ok()?;
+    let factor = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024.0,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        exp if exp.starts_with(['e', 'E']) => {
+            let e: i32 = exp[1..].parse().ok()?;
+            10f64.powi(e)
+        }
+        _ => return None,
+    };
+    Some(value * factor)
+}
+
+fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let mut maps: Vec<&Value> = Vec::new();
+    match resource.kind {
+        "Pod" => {
+            for list in ["containers", "initContainers", "ephemeralContainers"] {
+                for c in obj["spec"][list].as_array().into_iter().flatten() {
+                    maps.push(&c["resources"]["requests"]);
+                    maps.push(&c["resources"]["limits"]);
+                }
+            }
+            maps.push(&obj["spec"]["overhead"]);
+            maps.push(&obj["spec"]["resources"]["requests"]);
+            maps.push(&obj["spec"]["resources"]["limits"]);
+        }
+        "Node" => {
+            maps.push(&obj["status"]["capacity"]);
+            maps.push(&obj["status"]["allocatable"]);
+        }
+        _ => {}
+    }
+    for map in maps.into_iter().filter_map(Value::as_object) {
+        for value in map.values() {
+            let s = value.as_str().unwrap_or_default();
+            if parse_quantity(s).is_none() {
+                return Err(ApiError::bad_request(format!(
+                    "{kind} in version \"{version}\" cannot be handled as a {kind}: quantities must match the \
+                     regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (got {value})",
+                    kind = resource.kind,
+                    version = resource.version
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn set_default(obj: &mut Value, key: &str, value: Value) {
+    if let Value::Object(map) = obj {
+        if map.get(key).is_none_or(Value::is_null) {
+            map.insert(key.to_string(), value);
+        }
+    }
+}
+
+fn ensure_object<'a>(obj: &'a mut Value, key: &str) -> &'a mut Value {
+    set_default(obj, key, json!({}));
+    &mut obj[key]
+}
+
+/// Removes `null` members: kube-apiserver never stores them (Go's `omitempty`).
+fn prune_nulls(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            m.retain(|_, v| !v.is_null());
+            m.values_mut().for_each(prune_nulls);
+        }
+        Value::Array(items) => items.iter_mut().for_each(prune_nulls),
+        _ => {}
+    }
+}
+
+/// The defaults kube-apiserver applies to an object of `kind` (create and update alike).
+pub fn apply_defaults(kind: &str, obj: &mut Value) {
+    defaults_of(kind, obj);
+    prune_nulls(obj);
+}
+
+fn defaults_of(kind: &str, obj: &mut Value) {
+    match kind {
+        "Pod" => default_pod(obj),
+        "Secret" => set_default(obj, "type", json!("Opaque")),
+        "Namespace" => {
+            let name = obj["metadata"]["name"].clone();
+            let labels = ensure_object(ensure_object(obj, "metadata"), "labels");
+            set_default(labels, "kubernetes.io/metadata.name", name);
+            set_default(ensure_object(obj, "spec"), "finalizers", json!(["kubernetes"]));
+            set_default(ensure_object(obj, "status"), "phase", json!("Active"));
+        }
+        "Service" => {
+            let spec = ensure_object(obj, "spec");
+            set_default(spec, "type", json!("ClusterIP"));
+            set_default(spec, "sessionAffinity", json!("None"));
+            set_default(spec, "internalTrafficPolicy", json!("Cluster"));
+            if let Some(ports) = spec["ports"].as_array_mut() {
+                for p in ports {
+                    set_default(p, "protocol", json!("TCP"));
+                    let port = p["port"].clone();
+                    set_default(p, "targetPort", port);
+                }
+            }
+            set_default(obj, "status", json!({"loadBalancer": {}}));
+        }
+        _ => {}
+    }
+}
+
+fn default_probe(probe: &mut Value) {
+    if !probe.is_object() {
+        return;
+    }
+    set_default(probe, "timeoutSeconds", json!(1));
+    set_default(probe, "periodSeconds", json!(10));
+    set_default(probe, "successThreshold", json!(1));
+    set_default(probe, "failureThreshold", json!(3));
+    if probe["httpGet"].is_object() {
+        set_default(&mut probe["httpGet"], "path", json!("/"));
+        set_default(&mut probe["httpGet"], "scheme", json!("HTTP"));
+    }
+}
+
+fn default_container(c: &mut Value) {
+    set_default(c, "terminationMessagePath", json!("/dev/termination-log"));
+    set_default(c, "terminationMessagePolicy", json!("File"));
+    let image = c["image"].as_str().unwrap_or_default();
+    let last = image.rsplit('/').next().unwrap_or_default();
+    let tag = last
+        .split_once('@')
+        .map_or(last, |(name, _)| name)
+        .split_once(':')
+        .map(|(_, t)| t);
+    let policy = if image.contains('@') || tag.is_some_and(|t| t != "latest") {
+        "IfNotPresent"
+    } else {
+        "Always"
+    };
+    set_default(c, "imagePullPolicy", json!(policy));
+    let resources = ensure_object(c, "resources");
+    if let Some(limits) = resources["limits"].as_object().cloned() {
+        let requests = ensure_object(resources, "requests");
+        for (k, v) in limits {
+            set_default(requests, &k, v);
+        }
+    }
+    if let Some(ports) = c["ports"].as_array_mut() {
+        for p in ports {
+            set_default(p, "protocol", json!("TCP"));
+        }
+    }
+    for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+        default_probe(&mut c[probe]);
+    }
+    if let Some(env) = c["env"].as_array_mut() {
+        for e in env {
+            if e["valueFrom"]["fieldRef"].is_object() {
+                set_default(&mut e["valueFrom"]["fieldRef"], "apiVersion", json!("v1"));
+            }
+        }
+    }
+}
+
+fn default_pod(pod: &mut Value) {
+    let spec = ensure_object(pod, "spec");
+    set_default(spec, "restartPolicy", json!("Always"));
+    set_default(spec, "terminationGracePeriodSeconds", json!(30));
+    set_default(spec, "dnsPolicy", json!("ClusterFirst"));
+    set_default(spec, "schedulerName", json!("default-scheduler"));
+    set_default(spec, "securityContext", json!({}));
+    set_default(spec, "enableServiceLinks", json!(true));
+    set_default(spec, "priority", json!(0));
+    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    for list in ["containers", "initContainers", "ephemeralContainers"] {
+        if let Some(items) = spec[list].as_array_mut() {
+            items.iter_mut().for_each(default_container);
+        }
+    }
+    if let Some(volumes) = spec["volumes"].as_array_mut() {
+        for v in volumes {
+            for source in ["secret", "configMap"] {
+                if v[source].is_object() {
+                    set_default(&mut v[source], "defaultMode", json!(420));
+                }
+            }
+            if v["hostPath"].is_object() {
+                set_default(&mut v["hostPath"], "type", json!(""));
+            }
+        }
+    }
+    let qos = qos_class(&pod["spec"]);
+    let status = ensure_object(pod, "status");
+    set_default(status, "phase", json!("Pending"));
+    set_default(status, "qosClass", json!(qos));
+}
+
+/// kube-apiserver's QoS class of a pod spec (requests already defaulted from limits).
+fn qos_class(spec: &Value) -> &'static str {
+    let containers: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|l| spec[*l].as_array().into_iter().flatten())
+        .collect();
+    let mut any = false;
+    let mut guaranteed = true;
+    for c in &containers {
+        let requests = &c["resources"]["requests"];
+        let limits = &c["resources"]["limits"];
+        for res in ["cpu", "memory"] {
+            let request = requests[res].as_str().and_then(parse_quantity);
+            let limit = limits[res].as_str().and_then(parse_quantity);
+            if request.is_some() || limit.is_some() {
+                any = true;
+            }
+            match (request, limit) {
+                (Some(r), Some(l)) if (r - l).abs() < f64::EPSILON * l.abs().max(1.0) => {}
+                _ => guaranteed = false,
+            }
+        }
+    }
+    if !any {
+        "BestEffort"
+    } else if guaranteed {
+        "Guaranteed"
+    } else {
+        "Burstable"
+    }
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+const DNS_SUBDOMAIN_MSG: &str =
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' \
+     or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation \
+     is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
+
+const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', \
+     and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for \
+     validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
+
+fn is_qualified_name(s: &str) -> bool {
+    let (prefix, name) = match s.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, s),
+    };
+    if prefix.is_some_and(|p| !is_dns_subdomain(p)) {
+        return false;
+    }
+    !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric())
+}
+
+fn is_label_value(s: &str) -> bool {
+    s.is_empty()
+        || (s.len() <= 63
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric()))
+}
+
+fn validate_meta(resource: &ResourceInfo, obj: &Value, causes: &mut Vec<Cause>) {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    if name.is_empty() {
+        causes.push(Cause::required("metadata.name", "name or generateName is required"));
+    } else if resource.kind == "Namespace" {
+        if !is_dns_label(name) {
+            causes.push(Cause::invalid("metadata.name", &json!(name), DNS_LABEL_MSG));
+        }
+    } else if resource.kind == "Service" {
+        if !is_dns_label(name) || name.starts_with(|c: char| c.is_ascii_digit()) {
+            causes.push(Cause::invalid("metadata.name", &json!(name), "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"));
+        }
+    } else if !is_dns_subdomain(name) {
+        causes.push(Cause::invalid("metadata.name", &json!(name), DNS_SUBDOMAIN_MSG));
+    }
+    if let Some(labels) = obj["metadata"]["labels"].as_object() {
+        for (k, v) in labels {
+            if !is_qualified_name(k) {
+                causes.push(Cause::invalid("metadata.labels", &json!(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            }
+            if !is_label_value(v.as_str().unwrap_or_default()) {
+                causes.push(Cause::invalid(format!("metadata.labels.{k}"), v, "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            }
+        }
+    }
+    if let Some(annotations) = obj["metadata"]["annotations"].as_object() {
+        let mut size = 0;
+        for (k, v) in annotations {
+            size += k.len() + v.as_str().map_or(0, str::len);
+            if !is_qualified_name(k) {
+                causes.push(Cause::invalid("metadata.annotations", &json!(k), "name part must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"));
+            }
+        }
+        if size > 256 * 1024 {
+            causes.push(Cause {
+                reason: "FieldValueTooLong",
+                field: "metadata.annotations".into(),
+                detail: "Too long: must have at most 262144 bytes".into(),
+            });
+        }
+    }
+    if let Some(refs) = obj["metadata"]["ownerReferences"].as_array() {
+        for (i, r) in refs.iter().enumerate() {
+            for field in ["apiVersion", "kind", "name", "uid"] {
+                if r[field].as_str().is_none_or(str::is_empty) {
+                    causes.push(Cause::required(format!("metadata.ownerReferences[{i}].{field}"), ""));
+                }
+            }
+        }
+    }
+}
+
+fn validate_pod_spec(spec: &Value, causes: &mut Vec<Cause>) {
+    let containers = spec["containers"].as_array().cloned().unwrap_or_default();
+    if containers.is_empty() {
+        causes.push(Cause::required("spec.containers", ""));
+    }
+    let volumes: Vec<&str> = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    for (i, v) in volumes.iter().enumerate() {
+        if !is_dns_label(v) {
+            causes.push(Cause::invalid(
+                format!("spec.volumes[{i}].name"),
+                &json!(v),
+                DNS_LABEL_MSG,
+            ));
+        } else if volumes[..i].contains(v) {
+            causes.push(Cause {
+                reason: "FieldValueDuplicate",
+                field: format!("spec.volumes[{i}].name"),
+                detail: format!("Duplicate value: \"{v}\""),
+            });
+        }
+    }
+    let mut names: Vec<String> = Vec::new();
+    for list in ["initContainers", "containers"] {
+        for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
+            let path = format!("spec.{list}[{i}]");
+            let name = c["name"].as_str().unwrap_or_default();
+            if name.is_empty() {
+                causes.push(Cause::required(format!("{path}.name"), ""));
+            } else if !is_dns_label(name) {
+                causes.push(Cause::invalid(format!("{path}.name"), &json!(name), DNS_LABEL_MSG));
+            } else if names.iter().any(|n| n == name) {
+                causes.push(Cause {
+                    reason: "FieldValueDuplicate",
+                    field: format!("{path}.name"),
+                    detail: format!("Duplicate value: \"{name}\""),
+                });
+            }
+            names.push(name.to_string());
+            if c["image"].as_str().is_none_or(|s| s.trim().is_empty()) {
+                causes.push(Cause::required(format!("{path}.image"), ""));
+            }
+            for (j, p) in c["ports"].as_array().into_iter().flatten().enumerate() {
+                let port = p["containerPort"].as_i64().unwrap_or(0);
+                if !(1..=65535).contains(&port) {
+                    causes.push(Cause::invalid(
+                        format!("{path}.ports[{j}].containerPort"),
+                        &p["containerPort"],
+                        "must be between 1 and 65535, inclusive",
+                    ));
+                }
+            }
+            for (j, m) in c["volumeMounts"].as_array().into_iter().flatten().enumerate() {
+                let mount = m["name"].as_str().unwrap_or_default();
+                if !volumes.contains(&mount) {
+                    causes.push(Cause {
+                        reason: "FieldValueNotFound",
+                        field: format!("{path}.volumeMounts[{j}].name"),
+                        detail: format!("Not found: \"{mount}\""),
+                    });
+                }
+            }
+        }
+    }
+    let policy = &spec["restartPolicy"];
+    if !matches!(policy.as_str(), Some("Always" | "OnFailure" | "Never")) {
+        causes.push(Cause::unsupported(
+            "spec.restartPolicy",
+            policy,
+            &["Always", "OnFailure", "Never"],
+        ));
+    }
+    let dns = &spec["dnsPolicy"];
+    if !matches!(
+        dns.as_str(),
+        Some("ClusterFirstWithHostNet" | "ClusterFirst" | "Default" | "None")
+    ) {
+        causes.push(Cause::unsupported(
+            "spec.dnsPolicy",
+            dns,
+            &["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"],
+        ));
+    }
+    if spec["terminationGracePeriodSeconds"].as_i64().is_some_and(|g| g < 0) {
+        causes.push(Cause::invalid(
+            "spec.terminationGracePeriodSeconds",
+            &spec["terminationGracePeriodSeconds"],
+            "must be greater than or equal to 0",
+        ));
+    }
+}
+
+fn valid_ip(s: &str) -> bool {
+    s.parse::<std::net::IpAddr>().is_ok()
+}
+
+fn validate_ips(status: &Value, single: &str, list: &str, causes: &mut Vec<Cause>) {
+    let primary = status[single].as_str().unwrap_or_default();
+    if !primary.is_empty() && !valid_ip(primary) {
+        causes.push(Cause::invalid(
+            format!("status.{single}"),
+            &json!(primary),
+            "must be a valid IP address",
+        ));
+    }
+    let ips: Vec<&Value> = status[list].as_array().into_iter().flatten().collect();
+    for (i, ip) in ips.iter().enumerate() {
+        if !ip["ip"].as_str().is_some_and(valid_ip) {
+            causes.push(Cause::invalid(
+                format!("status.{list}[{i}].ip"),
+                &ip["ip"],
+                "must be a valid IP address",
+            ));
+        }
+    }
+    if ips.len() > 2 {
+        causes.push(Cause {
+            reason: "FieldValueTooMany",
+            field: format!("status.{list}"),
+            detail: format!("Too many: {}: must have at most 2 items", ips.len()),
+        });
+    }
+    if let Some(first) = ips.first() {
+        if first["ip"].as_str() != Some(primary) {
+            causes.push(Cause::invalid(
+                format!("status.{list}[0].ip"),
+                &first["ip"],
+                &format!("must be equal to {single}"),
+            ));
+        }
+    }
+}
+
+fn is_terminal(phase: &Value) -> bool {
+    matches!(phase.as_str(), Some("Succeeded" | "Failed"))
+}
+
+fn validate_pod_status(new: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
+    let status = &new["status"];
+    let phase = &status["phase"];
+    if !phase.is_null()
+        && !matches!(
+            phase.as_str(),
+            Some("Pending" | "Running" | "Succeeded" | "Failed" | "Unknown")
+        )
+    {
+        causes.push(Cause::unsupported(
+            "status.phase",
+            phase,
+            &["Failed", "Pending", "Running", "Succeeded", "Unknown"],
+        ));
+    }
+    if let Some(old) = old {
+        if is_terminal(&old["status"]["phase"]) && !is_terminal(phase) {
+            causes.push(Cause::forbidden(
+                "status.phase",
+                &format!(
+                    "cannot transition from a terminal phase {} to a non-terminal phase",
+                    old["status"]["phase"]
+                ),
+            ));
+        }
+    }
+    validate_ips(status, "podIP", "podIPs", causes);
+    validate_ips(status, "hostIP", "hostIPs", causes);
+    for (list, spec_list) in [
+        ("containerStatuses", "containers"),
+        ("initContainerStatuses", "initContainers"),
+    ] {
+        let spec_names: Vec<&str> = new["spec"][spec_list]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|c| c["name"].as_str())
+            .collect();
+        for (i, cs) in status[list].as_array().into_iter().flatten().enumerate() {
+            let path = format!("status.{list}[{i}]");
+            let name = cs["name"].as_str().unwrap_or_default();
+            if !spec_names.contains(&name) {
+                causes.push(Cause {
+                    reason: "FieldValueNotFound",
+                    field: format!("{path}.name"),
+                    detail: format!("Not found: \"{name}\""),
+                });
+            }
+            let states = ["waiting", "running", "terminated"]
+                .iter()
+                .filter(|s| cs["state"][**s].is_object())
+                .count();
+            if states > 1 {
+                causes.push(Cause::forbidden(
+                    format!("{path}.state"),
+                    "may not specify more than 1 state type",
+                ));
+            }
+            if cs["restartCount"].as_i64().is_some_and(|r| r < 0) {
+                causes.push(Cause::invalid(
+                    format!("{path}.restartCount"),
+                    &cs["restartCount"],
+                    "must be greater than or equal to 0",
+                ));
+            }
+            let Some(old) = old else { continue };
+            let policy = new["spec"]["restartPolicy"].as_str().unwrap_or("Always");
+            let before = old["status"][list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| o["name"].as_str() == Some(name));
+            if let Some(before) = before {
+                let terminated = &before["state"]["terminated"];
+                let stays = cs["state"]["terminated"].is_object();
+                let final_exit = match policy {
+                    "Never" => true,
+                    "OnFailure" => terminated["exitCode"].as_i64() == Some(0),
+                    _ => false,
+                };
+                if terminated.is_object() && !stays && final_exit && list == "containerStatuses" {
+                    causes.push(Cause::forbidden(
+                        format!("{path}.state"),
+                        "may not be transitioned to non-terminated state",
+                    ));
+                }
+            }
+        }
+    }
+}
+
+/// Fields of a pod spec an update may change (kube-apiserver's ValidatePodUpdate).
+fn mutable_spec_view(spec: &Value) -> Value {
+    let mut spec = spec.clone();
+    for list in ["containers", "initContainers"] {
+        if let Some(items) = spec[list].as_array_mut() {
+            for c in items {
+                if let Value::Object(m) = c {
+                    m.remove("image");
+                }
+            }
+        }
+    }
+    if let Value::Object(m) = &mut spec {
+        m.remove("activeDeadlineSeconds");
+        m.remove("tolerations");
+        m.remove("terminationGracePeriodSeconds");
+        m.remove("schedulingGates");
+    }
+    spec
+}
+
+/// 422 Invalid checks of an object about to be stored; `old` is the stored one on update.
+pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+    let mut causes = Vec::new();
+    validate_meta(resource, obj, &mut causes);
+    match resource.kind {
+        "Pod" => {
+            validate_pod_spec(&obj["spec"], &mut causes);
+            validate_pod_status(obj, old, &mut causes);
+            if let Some(old) = old {
+                if mutable_spec_view(&obj["spec"]) != mutable_spec_view(&old["spec"]) {
+                    let node_changed = obj["spec"]["nodeName"] != old["spec"]["nodeName"];
+                    causes.push(Cause::forbidden(
+                        "spec",
+                        if node_changed {
+                            "pod updates may not change fields other than `spec.containers[*].image`, \
+                             `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only \
+                             additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be \
+                             set to 1 if it was previously negative) (spec.nodeName is set only by a binding)"
+                        } else {
+                            "pod updates may not change fields other than `spec.containers[*].image`, \
+                             `spec.initContainers[*].image`, `spec.activeDeadlineSeconds`, `spec.tolerations` (only \
+                             additions to existing tolerations), `spec.terminationGracePeriodSeconds` (allow it to be \
+                             set to 1 if it was previously negative)"
+                        },
+                    ));
+                }
+            }
+        }
+        "Event" => {
+            let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+            let involved_ns = obj["involvedObject"]["namespace"].as_str().unwrap_or_default();
+            let new_style = obj["eventTime"].is_string();
+            let bad = if new_style {
+                involved_ns.is_empty() && ns != "default" && ns != "kube-system"
+            } else if involved_ns.is_empty() {
+                !ns.is_empty() && ns != "default"
+            } else {
+                involved_ns != ns
+            };
+            if new_style {
+                // Events with eventTime are "new" events: kube-apiserver requires these.
+                for field in ["reportingComponent", "reportingInstance", "action", "reason"] {
+                    if obj[field].as_str().is_none_or(str::is_empty) {
+                        causes.push(Cause::required(field, ""));
+                    }
+                }
+            }
+            if bad {
+                causes.push(Cause::invalid(
+                    "involvedObject.namespace",
+                    &json!(involved_ns),
+                    "does not match event.namespace",
+                ));
+            }
+        }
+        "Lease" => {
+            let spec = &obj["spec"];
+            if spec["leaseDurationSeconds"].as_i64().is_some_and(|d| d <= 0) {
+                causes.push(Cause::invalid(
+                    "spec.leaseDurationSeconds",
+                    &spec["leaseDurationSeconds"],
+                    "must be greater than 0",
+                ));
+            }
+            if spec["leaseTransitions"].as_i64().is_some_and(|t| t < 0) {
+                causes.push(Cause::invalid(
+                    "spec.leaseTransitions",
+                    &spec["leaseTransitions"],
+                    "must be greater than or equal to 0",
+                ));
+            }
+        }
+        "Secret" | "ConfigMap" => {
+            for field in ["data", "binaryData", "stringData"] {
+                for key in obj[field].as_object().map(Map::keys).into_iter().flatten() {
+                    let ok = !key.is_empty()
+                        && key.len() <= 253
+                        && key
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+                    if !ok {
+                        causes.push(Cause::invalid(
+                            format!("{field}[{key}]"),
+                            &json!(key),
+                            "a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
+                        ));
+                    }
+                }
+            }
+        }
+        _ => {}
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        Err(ApiError::invalid(resource.kind, name, causes))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::apiserver::resources::by_name;
+
+    /// Wrong types name the field; unknown fields are listed with their path.
+    #[test]
+    fn decode_names_fields() {
+        let pods = by_name("pods").unwrap();
+        let err = decode(
+            pods,
+            &json!({"metadata": {"name": "a"}, "spec": {"containers": [{"name": "c", "ports": [{"containerPort": "80"}]}]}}),
+        )
+        .err()
+        .unwrap();
+        assert!(
+            err.message.contains("spec.containers[0].ports[0].containerPort"),
+            "{}",
+            err.message
+        );
+        let decoded = decode(
+            pods,
+            &json!({"metadata": {"name": "a"}, "status": {"phase": "Running", "bogus": 1}}),
+        )
+        .unwrap();
+        assert_eq!(decoded.unknown, vec!["status.bogus".to_string()]);
+    }
+
+    /// Quantities follow kube-apiserver's grammar.
+    #[test]
+    fn quantities() {
+        assert_eq!(parse_quantity("100m"), Some(0.1));
+        assert_eq!(parse_quantity("1Ki"), Some(1024.0));
+        assert_eq!(parse_quantity("2e3"), Some(2000.0));
+        assert_eq!(parse_quantity("1.5"), Some(1.5));
+        assert_eq!(parse_quantity("abc"), None);
+        assert_eq!(parse_quantity("1 Gi"), None);
+        assert_eq!(parse_quantity("1GB"), None);
+    }
+}

@@ -1,0 +1,69 @@
+//! `test-apiserver`: the in-memory Kubernetes API server fixture on its own, to try dockerlet's
+//! API-server mode by hand without a cluster. Serves until killed.
+//!
+//! ```sh
+//! cargo run --release -p dockerlet-integration-tests --bin test-apiserver -- \
+//!     --listen 127.0.0.1:6443 --kubeconfig-out .run/kubeconfig
+//! kubectl --kubeconfig .run/kubeconfig get nodes
+//! dockerlet --kubeconfig .run/kubeconfig ...
+//! ```
+
+use clap::Parser;
+use dockerlet_integration_tests::apiserver::{ApiServer, ApiServerConfig, DEFAULT_HISTORY};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// An in-memory Kubernetes API server for testing (plain HTTP, bearer token).
+#[derive(Parser, Debug)]
+#[command(name = "test-apiserver", version)]
+struct Args {
+    /// Address to listen on.
+    #[arg(long, default_value = "127.0.0.1:6443")]
+    listen: SocketAddr,
+    /// Where to write a kubeconfig for kubectl and `dockerlet --kubeconfig`.
+    #[arg(long)]
+    kubeconfig_out: Option<PathBuf>,
+    /// Bearer token clients must send (random if not given).
+    #[arg(long)]
+    token: Option<String>,
+    /// Changes kept for watches that resume from a resourceVersion.
+    #[arg(long, default_value_t = DEFAULT_HISTORY)]
+    history: usize,
+    /// Seconds between bookmarks on watches that allow them.
+    #[arg(long, default_value_t = 10)]
+    bookmark_interval: u64,
+    /// Print one line per request (method, path, status) to stderr.
+    #[arg(long)]
+    log_requests: bool,
+}
+
+fn main() -> std::process::ExitCode {
+    let args = Args::parse();
+    let config = ApiServerConfig {
+        listen: args.listen,
+        history: args.history,
+        bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
+        token: args.token,
+        log_requests: args.log_requests || std::env::var_os("TEST_APISERVER_LOG").is_some(),
+    };
+    let server = match ApiServer::start_with(config) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("test-apiserver: cannot listen on {}: {e}", args.listen);
+            return std::process::ExitCode::from(1);
+        }
+    };
+    let kubeconfig = args
+        .kubeconfig_out
+        .unwrap_or_else(|| server.kubeconfig_path().to_path_buf());
+    if let Err(e) = server.write_kubeconfig(&kubeconfig) {
+        eprintln!("test-apiserver: cannot write {}: {e}", kubeconfig.display());
+        return std::process::ExitCode::from(1);
+    }
+    println!("test-apiserver: serving {} (in memory; Ctrl-C to stop)", server.url());
+    println!("  kubeconfig: {}", kubeconfig.display());
+    println!("  kubectl --kubeconfig {} get nodes", kubeconfig.display());
+    server.wait();
+    std::process::ExitCode::SUCCESS
+}

@@ -1,0 +1,398 @@
+//! API-server mode against the in-memory API server fixture, with kubectl as the client: node
+//! registration and lease, pods bound to the node, status, deletion, mirror pods, resilience.
+
+use std::time::Duration;
+
+use dockerlet_integration_tests::{wait_for, Agent, ApiServer, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use serde_json::Value;
+
+/// Flags that make heartbeats fast enough for tests.
+fn api_args(api: &ApiServer) -> Vec<String> {
+    vec![
+        "--kubeconfig".into(),
+        api.kubeconfig_path().display().to_string(),
+        "--node-status-update-frequency".into(),
+        "1s".into(),
+    ]
+}
+
+fn start(name: &str, api: &ApiServer, manifests: &ManifestDir) -> Agent {
+    let args = api_args(api);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Agent::start(name, manifests.path(), &args)
+}
+
+/// A pod manifest bound to `node`, whose container stops at once on SIGTERM.
+fn pod_yaml(name: &str, node: &str) -> String {
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+  labels: {{app: {name}}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#
+    )
+}
+
+fn kubectl_create(api: &ApiServer, yaml: &str, dir: &std::path::Path, file: &str) {
+    let path = dir.join(file);
+    std::fs::write(&path, yaml).expect("write pod manifest");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
+}
+
+fn condition(obj: &Value, kind: &str) -> Option<String> {
+    obj["status"]["conditions"]
+        .as_array()?
+        .iter()
+        .find(|c| c["type"] == kind)
+        .and_then(|c| c["status"].as_str().map(str::to_string))
+}
+
+/// The agent registers its Node (Ready, capacity, nodeInfo) and keeps renewing its Lease;
+/// kubectl shows both.
+#[test]
+fn the_agent_registers_its_node_and_renews_its_lease() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-node", &api, &manifests);
+    let node = agent.node().to_string();
+
+    let obj = wait_for("the node to be Ready", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", &node)
+            .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
+    });
+    assert_eq!(obj["metadata"]["labels"]["kubernetes.io/hostname"], node.as_str());
+    assert_eq!(obj["status"]["capacity"]["pods"], "110");
+    assert!(obj["status"]["nodeInfo"]["containerRuntimeVersion"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("docker://")));
+    let table = api.kubectl_ok(&["get", "nodes", &node]);
+    assert!(
+        table.contains(&node) && table.contains("Ready"),
+        "kubectl get nodes: {table}"
+    );
+
+    let renew = |api: &ApiServer| {
+        api.get("leases", "kube-node-lease", &node)
+            .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
+    };
+    let first = wait_for("the lease", CHANGE_TIMEOUT, || renew(&api));
+    wait_for("the lease to be renewed", CHANGE_TIMEOUT, || {
+        renew(&api).filter(|t| *t != first)
+    });
+    let leases = api.kubectl_ok(&["get", "lease", "-n", "kube-node-lease"]);
+    assert!(leases.contains(&node), "kubectl get lease: {leases}");
+}
+
+/// A pod created with kubectl and bound to the node runs on Docker and shows Running and Ready
+/// with its IP; `kubectl delete pod` stops it gracefully, removes its containers, and the agent
+/// deletes it from the API.
+#[test]
+fn a_pod_bound_to_the_node_runs_and_is_deleted_gracefully() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-pod", &api, &manifests);
+    kubectl_create(&api, &pod_yaml("hello", agent.node()), api.dir(), "hello.yaml");
+
+    let pod = wait_for("the pod Running and Ready in the API", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "hello")
+            .filter(|p| p["status"]["phase"] == "Running" && condition(p, "Ready").as_deref() == Some("True"))
+    });
+    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
+    let ip = pod["status"]["podIP"].as_str().expect("podIP").to_string();
+    let containers = agent.pod_containers(&uid);
+    let sandbox = containers.iter().find(|c| c.is_sandbox()).expect("sandbox");
+    assert_eq!(sandbox.ip(), Some(ip.as_str()), "the API's podIP is the sandbox's IP");
+    let wide = api.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    assert!(
+        wide.contains("hello") && wide.contains("Running") && wide.contains(&ip),
+        "{wide}"
+    );
+
+    api.kubectl_ok(&["delete", "pod", "hello", "--wait=false"]);
+    wait_for("the pod gone from the API", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "hello").is_none().then_some(())
+    });
+    assert!(
+        agent.pod_containers(&uid).is_empty(),
+        "containers removed before the final deletion"
+    );
+}
+
+/// A static pod gets a mirror pod; deleting the mirror re-creates it; deleting the manifest
+/// deletes the mirror.
+#[test]
+fn static_pods_get_mirror_pods() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    manifests.add_fixture("sleeper.yaml");
+    let agent = start("api-mirror", &api, &manifests);
+    let name = agent.pod_name("sleeper");
+
+    let mirror = wait_for("a Running mirror pod", POD_START_TIMEOUT, || {
+        api.get("pods", "default", &name)
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let hash = mirror["metadata"]["annotations"]["kubernetes.io/config.hash"].clone();
+    assert_eq!(mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"], hash);
+    assert_eq!(mirror["metadata"]["ownerReferences"][0]["kind"], "Node");
+    let first_uid = mirror["metadata"]["uid"].as_str().expect("uid").to_string();
+
+    api.kubectl_ok(&["delete", "pod", &name, "--wait=false"]);
+    wait_for("the mirror pod re-created", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", &name)
+            .filter(|p| p["metadata"]["uid"] != first_uid.as_str() && p["metadata"]["deletionTimestamp"].is_null())
+    });
+    let static_uid = agent
+        .pod("sleeper")
+        .map(|p| p.metadata.uid.clone().unwrap_or_default())
+        .expect("static pod");
+    assert!(
+        !agent.pod_containers(&static_uid).is_empty(),
+        "deleting the mirror does not stop the static pod"
+    );
+
+    std::fs::remove_file(manifests.path().join("sleeper.yaml")).expect("remove manifest");
+    wait_for("the mirror pod deleted", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", &name).is_none().then_some(())
+    });
+}
+
+/// Cutting the agent off the API server (watches dropped, then the server restarted) leaves
+/// pods running with no duplicate containers, and status catches up afterwards.
+#[test]
+fn losing_the_api_server_leaves_pods_running_and_status_catches_up() {
+    let mut api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-cut", &api, &manifests);
+    kubectl_create(&api, &pod_yaml("steady", agent.node()), api.dir(), "steady.yaml");
+    let pod = wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "steady")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
+    let before: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+
+    api.drop_watches();
+    api.stop();
+    std::thread::sleep(Duration::from_secs(3));
+    let during: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(during, before, "pods keep running while the API server is away");
+    api.restart();
+
+    // The restarted fixture keeps its objects; the agent's status writes resume.
+    let node = agent.node().to_string();
+    let beat = |api: &ApiServer| {
+        api.get("leases", "kube-node-lease", &node)
+            .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
+    };
+    let after_restart = wait_for("a lease renewal after the restart", CHANGE_TIMEOUT, || beat(&api));
+    wait_for("another renewal", CHANGE_TIMEOUT, || {
+        beat(&api).filter(|t| *t != after_restart)
+    });
+    let after: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(after, before, "no container was restarted or duplicated");
+    assert_eq!(
+        api.get("pods", "default", "steady")
+            .map(|p| p["status"]["phase"].clone()),
+        Some(Value::from("Running"))
+    );
+}
+
+/// Two agents with different node names on one fixture and one engine run only the pods bound
+/// to them.
+#[test]
+fn each_agent_runs_only_the_pods_bound_to_it() {
+    let api = ApiServer::start();
+    let (m1, m2) = (ManifestDir::new(), ManifestDir::new());
+    let a1 = start("api-two-a", &api, &m1);
+    let a2 = start("api-two-b", &api, &m2);
+    kubectl_create(&api, &pod_yaml("on-a", a1.node()), api.dir(), "a.yaml");
+    kubectl_create(&api, &pod_yaml("on-b", a2.node()), api.dir(), "b.yaml");
+    for (name, agent) in [("on-a", &a1), ("on-b", &a2)] {
+        let pod = wait_for("the pod Running", POD_START_TIMEOUT, || {
+            api.get("pods", "default", name)
+                .filter(|p| p["status"]["phase"] == "Running")
+        });
+        let uid = pod["metadata"]["uid"].as_str().expect("uid");
+        assert!(!agent.pod_containers(uid).is_empty(), "{name} runs on its own node");
+    }
+    let a_pods: Vec<String> = a1.containers().iter().map(|c| c.pod_name().to_string()).collect();
+    assert!(
+        a_pods.iter().all(|p| p == "on-a"),
+        "agent a runs only its pod: {a_pods:?}"
+    );
+    let b_pods: Vec<String> = a2.containers().iter().map(|c| c.pod_name().to_string()).collect();
+    assert!(
+        b_pods.iter().all(|p| p == "on-b"),
+        "agent b runs only its pod: {b_pods:?}"
+    );
+}
+
+/// The pod's lifecycle shows as Events in the API (`kubectl describe pod`): Created and Started
+/// for its container, about the pod.
+#[test]
+fn pod_lifecycle_events_reach_the_api() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-events", &api, &manifests);
+    kubectl_create(&api, &pod_yaml("eventful", agent.node()), api.dir(), "eventful.yaml");
+    let events = wait_for("Created and Started events", POD_START_TIMEOUT, || {
+        let events: Vec<Value> = api
+            .list("events")
+            .into_iter()
+            .filter(|e| e["involvedObject"]["name"] == "eventful" && e["involvedObject"]["kind"] == "Pod")
+            .collect();
+        let has = |reason: &str| events.iter().any(|e| e["reason"] == reason);
+        (has("Created") && has("Started")).then_some(events)
+    });
+    assert!(
+        events.iter().all(|e| e["source"]["host"] == agent.node()),
+        "{events:#?}"
+    );
+    let described = api.kubectl_ok(&["describe", "pod", "eventful"]);
+    assert!(
+        described.contains("Started"),
+        "kubectl describe shows the events: {described}"
+    );
+}
+
+/// Env from a Secret (secretKeyRef) and a ConfigMap (envFrom with a prefix) reaches the
+/// container; a pod whose Secret is missing waits with CreateContainerConfigError.
+#[test]
+fn env_comes_from_secrets_and_config_maps() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-env", &api, &manifests);
+    let objects = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: hunter2}\n---\n\
+                   apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n";
+    kubectl_create(&api, objects, api.dir(), "objects.yaml");
+    let node = agent.node();
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: envy
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    envFrom:
+    - prefix: CFG_
+      configMapRef: {{name: settings}}
+    env:
+    - name: PASSWORD
+      valueFrom: {{secretKeyRef: {{name: creds, key: password}}}}
+  - name: lost
+    image: dockerlet.local/busybox:1
+    command: ["sleep", "3600"]
+    env:
+    - name: TOKEN
+      valueFrom: {{secretKeyRef: {{name: missing, key: token}}}}
+"#
+    );
+    kubectl_create(&api, &yaml, api.dir(), "envy.yaml");
+    let pod = wait_for("app running and lost waiting", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "envy").filter(|p| {
+            let statuses = p["status"]["containerStatuses"].as_array().cloned().unwrap_or_default();
+            let find = |n: &str| statuses.iter().find(|c| c["name"] == n).cloned().unwrap_or_default();
+            !find("app")["state"]["running"].is_null()
+                && find("lost")["state"]["waiting"]["reason"] == "CreateContainerConfigError"
+        })
+    });
+    let uid = pod["metadata"]["uid"].as_str().expect("uid");
+    let containers = agent.pod_containers(uid);
+    let app = containers
+        .iter()
+        .find(|c| c.kube_name() == "app")
+        .expect("app container");
+    assert_eq!(app.env("PASSWORD"), Some("hunter2"));
+    assert_eq!(app.env("CFG_mode"), Some("fast"));
+    assert!(
+        !containers.iter().any(|c| c.kube_name() == "lost"),
+        "no container without its secret"
+    );
+}
+
+/// Another writer overwriting the pod's status does not win: within the 10 s resync the
+/// agent's status is back, and a condition the other writer owns is kept.
+#[test]
+fn the_agents_status_wins_over_a_stale_write_and_keeps_foreign_conditions() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let agent = start("api-conflict", &api, &manifests);
+    kubectl_create(&api, &pod_yaml("raced", agent.node()), api.dir(), "raced.yaml");
+    wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "raced")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let stale = r#"{"status":{"phase":"Pending","conditions":[{"type":"example.com/gate","status":"True"}]}}"#;
+    api.kubectl_ok(&[
+        "patch",
+        "pod",
+        "raced",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        stale,
+    ]);
+    let pod = wait_for("the agent's status restored", Duration::from_secs(45), || {
+        api.get("pods", "default", "raced")
+            .filter(|p| p["status"]["phase"] == "Running" && condition(p, "Ready").as_deref() == Some("True"))
+    });
+    assert_eq!(
+        condition(&pod, "example.com/gate").as_deref(),
+        Some("True"),
+        "the foreign condition is kept"
+    );
+}
+
+/// A SIGKILLed agent's lease stops being renewed while its containers keep running; started
+/// again, it renews the lease and adopts the containers without restarting them.
+#[test]
+fn a_killed_agent_stops_renewing_its_lease_and_adopts_its_pods_on_restart() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let mut agent = start("api-kill", &api, &manifests);
+    kubectl_create(&api, &pod_yaml("survivor", agent.node()), api.dir(), "survivor.yaml");
+    let pod = wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "survivor")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
+    let before: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+    let node = agent.node().to_string();
+    let renew = |api: &ApiServer| {
+        api.get("leases", "kube-node-lease", &node)
+            .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
+    };
+
+    agent.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    let frozen = renew(&api);
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(renew(&api), frozen, "a dead agent renews nothing");
+    let during: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(during, before, "containers keep running without the agent");
+
+    agent.restart();
+    wait_for("the lease renewed again", CHANGE_TIMEOUT, || {
+        renew(&api).filter(|t| Some(t) != frozen.as_ref())
+    });
+    wait_for("the pod Running and Ready again", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "survivor")
+            .filter(|p| condition(p, "Ready").as_deref() == Some("True"))
+    });
+    let after: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(after, before, "the restarted agent adopts the containers");
+}
