@@ -52,6 +52,7 @@ use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
 use crate::probe::{ProbeActor, ProbeLinks};
 use crate::runtime::ContainerRuntime;
 use crate::source::api::ApiSource;
+use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
 use crate::status::StatusActor;
 
@@ -80,6 +81,8 @@ pub struct SupervisorConfig {
     pub fault_injection: bool,
     /// The API server, in API-server mode (`--kubeconfig`).
     pub api: Option<KubeApi>,
+    /// Static pods from a URL (`--manifest-url`).
+    pub manifest_url: Option<HttpSourceConfig>,
     /// Node registration and heartbeats, in API-server mode.
     pub node_status: Option<NodeStatusConfig>,
 }
@@ -120,6 +123,10 @@ pub struct Supervisor {
     source: Option<Child<FileSource>>,
     /// Each source's latest pod set (SET semantics per source); desired is their union.
     sources: BTreeMap<String, Vec<DesiredPod>>,
+    /// Rejected manifests per source.
+    source_errors: BTreeMap<String, Vec<ManifestError>>,
+    /// The URL source.
+    http_source: Option<Child<HttpSource>>,
     /// The API server source, in API-server mode.
     api_source: Option<Child<ApiSource>>,
     /// Node registration and heartbeats, in API-server mode.
@@ -143,7 +150,9 @@ impl Supervisor {
     /// A supervisor; children start with it.
     pub fn new(config: SupervisorConfig, runtime: Arc<dyn ContainerRuntime>) -> Self {
         Supervisor {
-            sources_ready: config.manifest_path.is_none() && config.api.is_none(),
+            sources_ready: config.manifest_path.is_none() && config.api.is_none() && config.manifest_url.is_none(),
+            source_errors: BTreeMap::new(),
+            http_source: None,
             sources: BTreeMap::new(),
             event_tokens: (EVENT_BURST, std::time::Instant::now()),
             event_counts: HashMap::new(),
@@ -177,6 +186,11 @@ impl Supervisor {
             object,
             message,
         });
+    }
+
+    fn start_http_source(&self, ctx: &mut Context<Self>) -> Option<Addr<HttpSource>> {
+        let config = self.config.manifest_url.clone()?;
+        Some(HttpSource::new(config, self.node_name().to_string(), ctx.address().recipient()).start())
     }
 
     fn start_api_source(&self, ctx: &mut Context<Self>) -> Option<Addr<ApiSource>> {
@@ -323,6 +337,14 @@ impl Supervisor {
             child.restarts += 1;
             restarted.push(("PlegActor".to_string(), "pleg".to_string()));
         }
+        if self.http_source.as_ref().is_some_and(|c| !c.addr.connected()) {
+            if let Some(addr) = self.start_http_source(ctx) {
+                let child = self.http_source.as_mut().expect("checked above");
+                child.addr = addr;
+                child.restarts += 1;
+                restarted.push(("HttpSource".to_string(), "http".to_string()));
+            }
+        }
         if self.api_source.as_ref().is_some_and(|c| !c.addr.connected()) {
             if let Some(addr) = self.start_api_source(ctx) {
                 let child = self.api_source.as_mut().expect("checked above");
@@ -436,6 +458,7 @@ impl Actor for Supervisor {
         });
         self.source = self.start_source(ctx).map(|addr| Child { addr, restarts: 0 });
         self.api_source = self.start_api_source(ctx).map(|addr| Child { addr, restarts: 0 });
+        self.http_source = self.start_http_source(ctx).map(|addr| Child { addr, restarts: 0 });
         self.node_status = self.start_node_status(ctx).map(|addr| Child { addr, restarts: 0 });
         ctx.run_interval(WATCHDOG_PERIOD, |act, ctx| act.watchdog(ctx));
         tracing::info!(node = %self.node_name(), "supervisor started");
@@ -448,12 +471,12 @@ impl Handler<SourcePodsChanged> for Supervisor {
     /// Apply a source's full pod set; the desired pods are the union of every source's.
     fn handle(&mut self, msg: SourcePodsChanged, ctx: &mut Self::Context) {
         self.handled += 1;
-        if msg.source == "file" {
-            self.manifest_errors = msg.errors;
-        }
+        self.source_errors.insert(msg.source.clone(), msg.errors);
+        self.manifest_errors = self.source_errors.values().flatten().cloned().collect();
         self.sources.insert(msg.source, msg.pods);
         let expected = [
             self.config.manifest_path.is_some().then_some("file"),
+            self.config.manifest_url.is_some().then_some("http"),
             self.config.api.is_some().then_some("api"),
         ];
         self.sources_ready = expected.iter().flatten().all(|s| self.sources.contains_key(*s));
@@ -721,6 +744,9 @@ impl Handler<GetDebugSnapshot> for Supervisor {
         if let Some(c) = &self.api_source {
             queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
         }
+        if let Some(c) = &self.http_source {
+            queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
+        }
         if let Some(c) = &self.node_status {
             queries.push(Box::pin(ask(c.addr.clone(), c.restarts)));
         }
@@ -813,6 +839,7 @@ mod tests {
             relist_period: Duration::from_millis(50),
             fault_injection: true,
             api: None,
+            manifest_url: None,
             node_status: None,
         };
         Supervisor::new(config, Arc::new(runtime.clone())).start()

@@ -84,6 +84,18 @@ pub struct Cli {
     #[arg(short = 'v', long = "v", value_name = "LEVEL")]
     pub verbosity: Option<u8>,
 
+    /// URL to poll for static pods (one Pod or a PodList, JSON or YAML).
+    #[arg(long, value_name = "URL")]
+    pub manifest_url: Option<String>,
+
+    /// Headers for `--manifest-url` requests, `Name:value` (repeat or comma-separate).
+    #[arg(long, value_name = "HEADER", value_delimiter = ',')]
+    pub manifest_url_header: Vec<String>,
+
+    /// How often `--manifest-url` is polled [default: 20s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub http_check_frequency: Option<Duration>,
+
     /// kubeconfig of the API server to join; without it the agent runs standalone.
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dockerlet_actors::backoff::BackoffConfig;
+use dockerlet_actors::source::http::HttpSourceConfig;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -45,6 +46,8 @@ pub struct AgentConfig {
     pub fault_injection: bool,
     /// Log verbosity.
     pub verbosity: u8,
+    /// `--manifest-url`, its headers and poll period.
+    pub manifest_url: Option<HttpSourceConfig>,
     /// `--kubeconfig`: API-server mode when set.
     pub kubeconfig: Option<PathBuf>,
     /// `--register-node`.
@@ -96,6 +99,9 @@ struct FileSettings {
     backoff_max: Option<Duration>,
     backoff_initial: Option<Duration>,
     register_node: Option<bool>,
+    static_pod_url: Option<String>,
+    static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
+    http_check_frequency: Option<Duration>,
     node_status_update_frequency: Option<Duration>,
     node_lease_duration_seconds: Option<i32>,
     port: Option<u16>,
@@ -165,6 +171,9 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         backoff_max: duration_field(path, &mut backoff, "maxContainerRestartPeriod")?,
         backoff_initial: duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
         register_node: field(path, &mut map, "registerNode")?,
+        static_pod_url: field(path, &mut map, "staticPodURL")?,
+        static_pod_url_header: field(path, &mut map, "staticPodURLHeader")?,
+        http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
         node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
         node_lease_duration_seconds: field(path, &mut map, "nodeLeaseDurationSeconds")?,
         port: field(path, &mut map, "port")?,
@@ -305,7 +314,44 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             "must be at least 1".to_string(),
         ));
     }
+    let mut url_headers: Vec<(String, String)> = file
+        .static_pod_url_header
+        .unwrap_or_default()
+        .into_iter()
+        .flat_map(|(k, values)| values.into_iter().map(move |v| (k.clone(), v)))
+        .collect();
+    for header in cli.manifest_url_header.iter().filter(|h| !h.is_empty()) {
+        let (name, value) = header
+            .split_once(':')
+            .ok_or_else(|| invalid("--manifest-url-header", format!("{header:?} is not Name:value")))?;
+        url_headers.push((name.trim().to_string(), value.trim().to_string()));
+    }
+    let http_check_frequency = cli
+        .http_check_frequency
+        .or(file.http_check_frequency)
+        .unwrap_or(Duration::from_secs(20));
+    if http_check_frequency.is_zero() {
+        return Err(invalid("--http-check-frequency", "must be greater than 0".to_string()));
+    }
+    let manifest_url = cli
+        .manifest_url
+        .clone()
+        .or(file.static_pod_url)
+        .filter(|u| !u.is_empty());
+    if let Some(url) = &manifest_url {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(invalid(
+                "--manifest-url",
+                format!("{url:?}: expected an http:// or https:// URL"),
+            ));
+        }
+    }
     Ok(AgentConfig {
+        manifest_url: manifest_url.map(|url| HttpSourceConfig {
+            url,
+            headers: url_headers,
+            frequency: http_check_frequency,
+        }),
         kubeconfig: cli.kubeconfig.clone(),
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         node_labels,

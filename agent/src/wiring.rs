@@ -79,6 +79,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             relist_period: RELIST_PERIOD,
             fault_injection: config.fault_injection,
             api,
+            manifest_url: config.manifest_url.clone(),
             node_status,
         },
         Arc::new(runtime),

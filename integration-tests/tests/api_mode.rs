@@ -396,3 +396,70 @@ fn a_killed_agent_stops_renewing_its_lease_and_adopts_its_pods_on_restart() {
     let after: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
     assert_eq!(after, before, "the restarted agent adopts the containers");
 }
+
+/// Static pods from `--manifest-url` (a PodList served over HTTP, with the configured header)
+/// run like file pods, get mirror pods, and go when the URL stops listing them.
+#[test]
+fn static_pods_from_a_url_run_and_get_mirror_pods() {
+    use dockerlet_integration_tests::{HttpStub, Reply};
+    let api = ApiServer::start();
+    let stub = HttpStub::start();
+    let list = |names: &[&str]| {
+        let items: Vec<String> = names
+            .iter()
+            .map(|n| {
+                format!(
+                    r#"{{"metadata":{{"name":"{n}"}},"spec":{{"terminationGracePeriodSeconds":2,"containers":[{{"name":"app","image":"dockerlet.local/busybox:1","command":["sh","-c","trap 'exit 0' TERM; sleep 3600 & wait"]}}]}}}}"#
+                )
+            })
+            .collect();
+        Reply {
+            body: format!(
+                r#"{{"kind":"PodList","apiVersion":"v1","items":[{}]}}"#,
+                items.join(",")
+            ),
+            ..Reply::status(200)
+        }
+    };
+    stub.route("/pods", list(&["from-url"]));
+    let manifests = ManifestDir::new();
+    let mut args = api_args(&api);
+    args.extend([
+        "--manifest-url".into(),
+        stub.url("/pods"),
+        "--manifest-url-header".into(),
+        "X-Node:test".into(),
+    ]);
+    args.extend(["--http-check-frequency".into(), "1s".into()]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start("api-url", manifests.path(), &args);
+    let name = agent.pod_name("from-url");
+
+    let pod = agent.wait_for_running("from-url");
+    assert_eq!(
+        pod.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get("kubernetes.io/config.source"))
+            .map(String::as_str),
+        Some("http")
+    );
+    let mirror = wait_for("the URL pod's mirror pod", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", &name)
+    });
+    assert!(!mirror["metadata"]["annotations"]["kubernetes.io/config.mirror"].is_null());
+    assert!(
+        stub.requests_to("/pods")
+            .iter()
+            .any(|r| r.header("x-node") == Some("test")),
+        "the header is sent"
+    );
+
+    stub.route("/pods", list(&[]));
+    wait_for("the URL pod gone", CHANGE_TIMEOUT, || {
+        agent.pod("from-url").is_none().then_some(())
+    });
+    wait_for("its mirror pod deleted", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", &name).is_none().then_some(())
+    });
+}

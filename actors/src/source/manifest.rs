@@ -226,23 +226,72 @@ fn validate_container(field: &str, c: &Container) -> Result<(), String> {
 
 /// A static pod's UID: 32 hex characters from the pod's content, node name and file path
 /// (kubelet hashes the same inputs; editing the manifest gives a new UID).
-pub fn static_pod_uid(pod: &Pod, node_name: &str, file: &str) -> String {
+pub fn static_pod_uid(pod: &Pod, node_name: &str, source: StaticSource<'_>) -> String {
     let mut hasher = Sha256::new();
     hasher.update(serde_json::to_vec(pod).unwrap_or_default());
     hasher.update(format!("host:{node_name}"));
-    hasher.update(format!("file:{file}"));
+    hasher.update(match source {
+        StaticSource::File(file) => format!("file:{file}"),
+        StaticSource::Url(url) => format!("url:{url}"),
+    });
     hex::encode(&hasher.finalize()[..16])
+}
+
+/// Where a static pod came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaticSource<'a> {
+    /// A manifest file (`--pod-manifest-path`).
+    File(&'a str),
+    /// A manifest URL (`--manifest-url`).
+    Url(&'a str),
+}
+
+/// Parse the body of a manifest URL: one Pod or a PodList, JSON or YAML (kubelet's HTTP source).
+pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, String> {
+    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let value: serde_json::Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| {
+            let message = e.to_string();
+            format!(
+                "invalid YAML: {}",
+                message.lines().next().unwrap_or_default().trim_start_matches("error: ")
+            )
+        })?
+    };
+    let decode = |v: serde_json::Value| serde_json::from_value::<Pod>(v).map_err(|e| format!("invalid pod: {e}"));
+    match value.get("kind").and_then(|k| k.as_str()) {
+        Some("PodList") => value
+            .get("items")
+            .and_then(|i| i.as_array())
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(decode)
+            .collect(),
+        _ => Ok(vec![decode(value)?]),
+    }
 }
 
 /// Kubelet's defaulting of file pods: `<name>-<node>`, namespace `default`, UID, annotations,
 /// `spec.nodeName`, the NoExecute toleration, API defaults, phase Pending.
-pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
+pub fn default_static_pod(pod: Pod, node_name: &str, file: &str) -> Pod {
+    default_static_pod_from(pod, node_name, StaticSource::File(file))
+}
+
+/// [`default_static_pod`] for any static source: URL pods get `config.source: http` and no
+/// NoExecute toleration (kubelet adds it to file pods only).
+pub fn default_static_pod_from(mut pod: Pod, node_name: &str, source: StaticSource<'_>) -> Pod {
     let uid = pod
         .metadata
         .uid
         .clone()
         .filter(|u| !u.is_empty())
-        .unwrap_or_else(|| static_pod_uid(&pod, node_name, file));
+        .unwrap_or_else(|| static_pod_uid(&pod, node_name, source));
     let m = &mut pod.metadata;
     m.name = Some(format!(
         "{}-{}",
@@ -255,7 +304,11 @@ pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
     m.uid = Some(uid.clone());
     let annotations = m.annotations.get_or_insert_with(BTreeMap::new);
     annotations.insert(CONFIG_HASH.to_string(), uid);
-    annotations.insert(CONFIG_SOURCE.to_string(), "file".to_string());
+    let source_name = match source {
+        StaticSource::File(_) => "file",
+        StaticSource::Url(_) => "http",
+    };
+    annotations.insert(CONFIG_SOURCE.to_string(), source_name.to_string());
     let spec = pod.spec.get_or_insert_with(Default::default);
     spec.node_name = Some(node_name.to_string());
     spec.restart_policy.get_or_insert_with(|| "Always".to_string());
@@ -263,11 +316,13 @@ pub fn default_static_pod(mut pod: Pod, node_name: &str, file: &str) -> Pod {
     spec.dns_policy.get_or_insert_with(|| "ClusterFirst".to_string());
     spec.scheduler_name
         .get_or_insert_with(|| "default-scheduler".to_string());
-    spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
-        operator: Some("Exists".to_string()),
-        effect: Some("NoExecute".to_string()),
-        ..Default::default()
-    });
+    if source_name == "file" {
+        spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
+            operator: Some("Exists".to_string()),
+            effect: Some("NoExecute".to_string()),
+            ..Default::default()
+        });
+    }
     for c in spec
         .containers
         .iter_mut()
@@ -411,6 +466,26 @@ mod tests {
             reason("sidecar.yaml").starts_with("spec.initContainers[0].restartPolicy"),
             "{}",
             reason("sidecar.yaml")
+        );
+    }
+
+    /// A URL body may hold one Pod or a PodList, in JSON or YAML; URL pods get their own UID
+    /// input and `config.source: http`, without the file pods' NoExecute toleration.
+    #[test]
+    fn url_bodies_hold_a_pod_or_a_pod_list() {
+        let one = parse_url_body(GOOD.as_bytes()).unwrap();
+        assert_eq!(one.len(), 1);
+        let list = r#"{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}},{"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}]}"#;
+        assert_eq!(parse_url_body(list.as_bytes()).unwrap().len(), 2);
+        assert!(parse_url_body(b"").unwrap().is_empty());
+        assert!(parse_url_body(b"{not json").unwrap_err().starts_with("invalid JSON"));
+        let pod = default_static_pod_from(one[0].clone(), "n", StaticSource::Url("http://x/pods"));
+        assert_eq!(pod.metadata.annotations.as_ref().unwrap()[CONFIG_SOURCE], "http");
+        assert!(pod.spec.as_ref().unwrap().tolerations.is_none());
+        let file = default_static_pod(one[0].clone(), "n", "http://x/pods");
+        assert_ne!(
+            file.metadata.uid, pod.metadata.uid,
+            "file and URL pods hash different inputs"
         );
     }
 

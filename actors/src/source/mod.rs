@@ -11,6 +11,7 @@
 //! Sends `SourcePodsChanged` (SET semantics) to the Supervisor. Parsing lives in [`manifest`].
 
 pub mod api;
+pub mod http;
 pub mod manifest;
 
 use std::collections::HashMap;

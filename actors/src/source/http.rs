@@ -1,0 +1,214 @@
+//! HttpSource: static pods from a URL (`--manifest-url`, reference §1.2).
+//!
+//! | Trigger                     | Effect                                                   |
+//! |-----------------------------|----------------------------------------------------------|
+//! | start, every `httpCheckFrequency` | GET the URL (10 s timeout, 10 MiB); a changed body is parsed and sent |
+//! | GetActorState               | debug snapshot                                           |
+//!
+//! The body is one Pod or a PodList, in JSON or YAML; pods are defaulted as file pods are (name
+//! `<name>-<node>`, UID from content, node and URL) with `config.source: http`. A failed poll
+//! (non-200, timeout, unreadable body) keeps the pods of the last good one.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
+use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
+use dockerlet_messages::PodUid;
+use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use super::manifest::{self, StaticSource, CONFIG_SEEN, MAX_MANIFEST_BYTES};
+
+/// kubelet's HTTP source timeout.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Settings of the URL source.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HttpSourceConfig {
+    /// `--manifest-url`.
+    pub url: String,
+    /// `--manifest-url-header`.
+    pub headers: Vec<(String, String)>,
+    /// `httpCheckFrequency` (20 s).
+    pub frequency: Duration,
+}
+
+/// The URL source actor.
+pub struct HttpSource {
+    /// Settings.
+    config: HttpSourceConfig,
+    /// This node's name.
+    node_name: String,
+    /// Where the pod set goes.
+    sink: Recipient<SourcePodsChanged>,
+    /// The HTTP client.
+    client: reqwest::Client,
+    /// The last body read; an identical one is not parsed again.
+    last_body: Option<Vec<u8>>,
+    /// When each pod was first seen.
+    seen: HashMap<PodUid, String>,
+    /// A poll is in flight.
+    polling: bool,
+    /// Polls done.
+    polls: u64,
+    /// The last failure.
+    last_error: Option<String>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl HttpSource {
+    /// A source for `config.url`.
+    pub fn new(config: HttpSourceConfig, node_name: String, sink: Recipient<SourcePodsChanged>) -> Self {
+        let client = reqwest::Client::builder()
+            .timeout(REQUEST_TIMEOUT)
+            .build()
+            .expect("the HTTP client builds");
+        HttpSource {
+            config,
+            node_name,
+            sink,
+            client,
+            last_body: None,
+            seen: HashMap::new(),
+            polling: false,
+            polls: 0,
+            last_error: None,
+            handled: 0,
+        }
+    }
+
+    fn poll(&mut self, ctx: &mut Context<Self>) {
+        if self.polling {
+            return;
+        }
+        self.polling = true;
+        let mut request = self.client.get(&self.config.url);
+        for (name, value) in &self.config.headers {
+            request = request.header(name.as_str(), value.as_str());
+        }
+        let future = async move {
+            let response = request.send().await.map_err(|e| e.to_string())?;
+            let status = response.status();
+            if !status.is_success() {
+                return Err(format!("GET returned {status}"));
+            }
+            let body = response.bytes().await.map_err(|e| e.to_string())?;
+            if body.len() as u64 > MAX_MANIFEST_BYTES {
+                return Err(format!(
+                    "body is {} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit",
+                    body.len()
+                ));
+            }
+            Ok(body.to_vec())
+        };
+        ctx.spawn(future.into_actor(self).map(|result, act, _| {
+            act.polling = false;
+            act.polls += 1;
+            match result {
+                Ok(body) => act.apply(body),
+                Err(e) => {
+                    tracing::warn!(url = %act.config.url, error = %e, "manifest URL poll failed; keeping its pods");
+                    act.last_error = Some(e);
+                }
+            }
+        }));
+    }
+
+    fn apply(&mut self, body: Vec<u8>) {
+        if self.last_body.as_ref() == Some(&body) {
+            return;
+        }
+        let url = self.config.url.clone();
+        let (pods, errors) = match manifest::parse_url_body(&body) {
+            Ok(pods) => {
+                let mut valid = Vec::new();
+                let mut errors = Vec::new();
+                for pod in pods {
+                    match manifest::validate(&pod) {
+                        Ok(()) => valid.push(manifest::default_static_pod_from(
+                            pod,
+                            &self.node_name,
+                            StaticSource::Url(&url),
+                        )),
+                        Err(reason) => errors.push(ManifestError {
+                            file: url.clone(),
+                            reason,
+                        }),
+                    }
+                }
+                (valid, errors)
+            }
+            Err(reason) => {
+                // Unreadable: keep the last good pods, report the error.
+                self.last_error = Some(reason.clone());
+                tracing::error!(url = %url, reason = %reason, "invalid manifest URL body");
+                return;
+            }
+        };
+        self.last_body = Some(body);
+        self.last_error = errors.first().map(|e| e.reason.clone());
+        self.seen
+            .retain(|uid, _| pods.iter().any(|p| p.metadata.uid.as_deref() == Some(&uid.0)));
+        let pods = pods
+            .into_iter()
+            .map(|mut pod| {
+                let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+                let seen = self
+                    .seen
+                    .entry(uid.clone())
+                    .or_insert_with(|| Timestamp::now().to_string())
+                    .clone();
+                pod.metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(CONFIG_SEEN.to_string(), seen);
+                DesiredPod {
+                    uid,
+                    pod,
+                    origin: url.clone(),
+                }
+            })
+            .collect();
+        self.sink.do_send(SourcePodsChanged {
+            source: "http".to_string(),
+            pods,
+            errors,
+        });
+    }
+}
+
+impl Actor for HttpSource {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.poll(ctx);
+        ctx.run_interval(self.config.frequency, |act, ctx| act.poll(ctx));
+    }
+}
+
+impl Handler<GetActorState> for HttpSource {
+    type Result = MessageResult<GetActorState>;
+
+    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(ActorState {
+            kind: "HttpSource".to_string(),
+            name: self.config.url.clone(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: self.last_error.clone(),
+            detail: json!({ "polls": self.polls, "pods": self.seen.len() }),
+        })
+    }
+}
+
+impl Handler<Panic> for HttpSource {
+    type Result = ();
+
+    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
+        panic!("fault injection: HttpSource asked to panic");
+    }
+}
