@@ -49,11 +49,38 @@ fn failed(operation: &str, e: kube::Error) -> ApiError {
 /// A pod-list watch event (kube-runtime's watcher events).
 pub type PodEvent = watcher::Event<Pod>;
 
+/// Client-side rate limit of API requests (kubelet's kubeAPIQPS and kubeAPIBurst): a token
+/// bucket shared by every clone; a request waits for a token instead of failing.
+#[derive(Debug)]
+struct RateLimiter {
+    qps: f64,
+    burst: f64,
+    state: tokio::sync::Mutex<(f64, std::time::Instant)>,
+}
+
+impl RateLimiter {
+    async fn wait_turn(&self) {
+        let mut state = self.state.lock().await;
+        let now = std::time::Instant::now();
+        let (tokens, last) = *state;
+        let tokens = (tokens + now.duration_since(last).as_secs_f64() * self.qps).min(self.burst);
+        if tokens >= 1.0 {
+            *state = (tokens - 1.0, now);
+            return;
+        }
+        let wait = std::time::Duration::from_secs_f64((1.0 - tokens) / self.qps);
+        *state = (0.0, now + wait);
+        drop(state);
+        tokio::time::sleep(wait).await;
+    }
+}
+
 /// The node's view of the API server.
 #[derive(Clone)]
 pub struct KubeApi {
     client: kube::Client,
     node: String,
+    limiter: std::sync::Arc<RateLimiter>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -66,7 +93,7 @@ impl std::fmt::Debug for KubeApi {
 
 impl KubeApi {
     /// Connect with a kubeconfig file. Must run inside the actor system's runtime.
-    pub async fn connect(kubeconfig: &Path, node: &str) -> Result<Self, ApiError> {
+    pub async fn connect(kubeconfig: &Path, node: &str, qps: f64, burst: u32) -> Result<Self, ApiError> {
         let config_error = |message: String| ApiError::Config {
             path: kubeconfig.display().to_string(),
             message,
@@ -76,9 +103,16 @@ impl KubeApi {
             .await
             .map_err(|e| config_error(e.to_string()))?;
         let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
+        let burst = f64::from(burst.max(1));
+        let limiter = RateLimiter {
+            qps: qps.max(0.001),
+            burst,
+            state: tokio::sync::Mutex::new((burst, std::time::Instant::now())),
+        };
         Ok(KubeApi {
             client,
             node: node.to_string(),
+            limiter: std::sync::Arc::new(limiter),
         })
     }
 
@@ -101,6 +135,7 @@ impl KubeApi {
     /// conditions other writers own (readiness gates and the like). Reads first, and writes
     /// only when something differs, so it also repairs a status another writer overwrote.
     pub async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         const KUBELET_CONDITIONS: [&str; 5] = [
             "PodScheduled",
             "PodReadyToStartContainers",
@@ -135,6 +170,7 @@ impl KubeApi {
 
     /// Write a pod's status (the `status` subresource).
     pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let patch = json!({ "status": status });
         api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
@@ -148,6 +184,7 @@ impl KubeApi {
     /// by the Node; a pod in the way that is not this mirror (or is being deleted) is replaced.
     /// Then write the static pod's status to it.
     pub async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let namespace = static_pod
             .metadata
             .namespace
@@ -220,6 +257,7 @@ impl KubeApi {
 
     /// Delete the mirror pod of a static pod that is gone.
     pub async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let Some(existing) = api.get_opt(name).await.map_err(|e| failed("get mirror pod", e))? else {
             return Ok(());
@@ -238,6 +276,7 @@ impl KubeApi {
 
     /// Delete a terminated pod for good (grace 0, only this UID), as kubelet does.
     pub async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let params = DeleteParams {
             grace_period_seconds: Some(0),
@@ -269,6 +308,7 @@ impl KubeApi {
         message: &str,
         count: i32,
     ) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
@@ -322,6 +362,7 @@ impl KubeApi {
         namespace: &str,
         name: &str,
     ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), namespace);
         let secret = api
             .get_opt(name)
@@ -342,6 +383,7 @@ impl KubeApi {
         namespace: &str,
         name: &str,
     ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.client.clone(), namespace);
         let map = api
             .get_opt(name)
@@ -352,6 +394,7 @@ impl KubeApi {
 
     /// Create the Node unless it exists.
     pub async fn register_node(&self, node: &Node) -> Result<bool, ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
         if api
             .get_opt(&self.node)
@@ -370,6 +413,7 @@ impl KubeApi {
 
     /// Write the node's status.
     pub async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({ "status": status });
         api.patch_status(&self.node, &PatchParams::default(), &Patch::Strategic(&patch))
@@ -380,6 +424,7 @@ impl KubeApi {
 
     /// Create or renew the node's Lease in `kube-node-lease`.
     pub async fn renew_lease(&self, duration_seconds: i32) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
         let api: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
         let now = MicroTime(Timestamp::now());
         if api

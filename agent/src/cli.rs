@@ -100,6 +100,14 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// API requests per second (kubeAPIQPS) [default: 50].
+    #[arg(long, value_name = "QPS")]
+    pub kube_api_qps: Option<f64>,
+
+    /// API request burst (kubeAPIBurst) [default: 100].
+    #[arg(long, value_name = "N")]
+    pub kube_api_burst: Option<u32>,
+
     /// Register the Node with the API server [default: true].
     #[arg(long, value_name = "BOOL")]
     pub register_node: Option<bool>,

@@ -50,6 +50,8 @@ pub struct AgentConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// `--kubeconfig`: API-server mode when set.
     pub kubeconfig: Option<PathBuf>,
+    /// `kubeAPIQPS` and `kubeAPIBurst`.
+    pub kube_api_limits: (f64, u32),
     /// `--register-node`.
     pub register_node: bool,
     /// `--node-labels`.
@@ -99,6 +101,8 @@ struct FileSettings {
     backoff_max: Option<Duration>,
     backoff_initial: Option<Duration>,
     register_node: Option<bool>,
+    kube_api_qps: Option<f64>,
+    kube_api_burst: Option<u32>,
     static_pod_url: Option<String>,
     static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
     http_check_frequency: Option<Duration>,
@@ -171,6 +175,8 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         backoff_max: duration_field(path, &mut backoff, "maxContainerRestartPeriod")?,
         backoff_initial: duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
         register_node: field(path, &mut map, "registerNode")?,
+        kube_api_qps: field(path, &mut map, "kubeAPIQPS")?,
+        kube_api_burst: field(path, &mut map, "kubeAPIBurst")?,
         static_pod_url: field(path, &mut map, "staticPodURL")?,
         static_pod_url_header: field(path, &mut map, "staticPodURLHeader")?,
         http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
@@ -333,6 +339,13 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     if http_check_frequency.is_zero() {
         return Err(invalid("--http-check-frequency", "must be greater than 0".to_string()));
     }
+    if cli
+        .kube_api_qps
+        .or(file.kube_api_qps)
+        .is_some_and(|q| q <= 0.0 || !q.is_finite())
+    {
+        return Err(invalid("--kube-api-qps", "must be greater than 0".to_string()));
+    }
     let manifest_url = cli
         .manifest_url
         .clone()
@@ -353,6 +366,10 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             frequency: http_check_frequency,
         }),
         kubeconfig: cli.kubeconfig.clone(),
+        kube_api_limits: (
+            cli.kube_api_qps.or(file.kube_api_qps).unwrap_or(50.0),
+            cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),
+        ),
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         node_labels,
         node_status_update_frequency,

@@ -35,7 +35,10 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
     let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
     let api = match &config.kubeconfig {
-        Some(path) => Some(KubeApi::connect(path, &config.node_name).await?),
+        Some(path) => {
+            let (qps, burst) = config.kube_api_limits;
+            Some(KubeApi::connect(path, &config.node_name, qps, burst).await?)
+        }
         None => None,
     };
     let node_status = match &api {
