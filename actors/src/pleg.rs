@@ -32,6 +32,8 @@ use crate::runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// PLEG is unhealthy when no relist succeeded for this long (`genericPlegRelistThreshold`).
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+/// A second relist this long after a Docker event catches state Docker had not listed yet.
+const EVENT_RELIST_AGAIN: Duration = Duration::from_millis(50);
 /// Wait before re-subscribing to Docker's events after the stream ended.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
 
@@ -198,6 +200,9 @@ impl StreamHandler<Result<RuntimeEvent, RuntimeError>> for PlegActor {
                 self.docker_events += 1;
                 tracing::trace!(container = %e.id, action = %e.action, "docker event");
                 self.relist(ctx);
+                // Docker 20.10 sends `die` before its container list shows the exit: look again
+                // shortly, rather than at the next periodic relist a second later.
+                ctx.run_later(EVENT_RELIST_AGAIN, |act, ctx| act.relist(ctx));
             }
             Err(e) => tracing::debug!(error = %e, "docker event stream error"),
         }

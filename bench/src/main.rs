@@ -182,9 +182,13 @@ fn run() -> anyhow::Result<bool> {
         "duration_s": began.elapsed().as_secs(),
     });
     let doc = report.json(header);
+    // latest.json is this run; full.json / quick.json keep the latest of each kind.
+    let text = serde_json::to_string_pretty(&doc)? + "\n";
+    let kind = out_dir.join(if ctx.settings.quick { "quick.json" } else { "full.json" });
     let path = out_dir.join("latest.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&doc)? + "\n")
-        .with_context(|| format!("write {}", path.display()))?;
+    for p in [&kind, &path] {
+        std::fs::write(p, &text).with_context(|| format!("write {}", p.display()))?;
+    }
 
     println!(
         "\n## dockerlet bench ({}) — {date}, commit {commit}{}\n\nMachine: {} cores, {} GiB, {}; Docker {docker_version}.\n",
