@@ -55,6 +55,26 @@ pub fn is_manifest_name(path: &Path) -> bool {
 /// Read every manifest under `path` for node `node_name`. Bad files are reported, not fatal;
 /// a pod name already taken by an earlier file (lexical order) is an error for the later one.
 pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<ManifestError>) {
+    read_manifests_cached(path, node_name, &mut ManifestCache::default())
+}
+
+/// What each file gave at its last read, by path, with the modification time and size it had:
+/// a file unchanged since is not read and parsed again (re-lists run every
+/// `fileCheckFrequency`; parsing 110 manifests each time costs real CPU).
+#[derive(Debug, Default)]
+pub struct ManifestCache {
+    files: HashMap<PathBuf, CachedManifest>,
+}
+
+/// A file's modification time and size when it was read, and what it gave.
+type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Pod, String>);
+
+/// [`read_manifests`] reusing `cache` for files whose modification time and size are unchanged.
+pub fn read_manifests_cached(
+    path: &Path,
+    node_name: &str,
+    cache: &mut ManifestCache,
+) -> (Vec<DesiredPod>, Vec<ManifestError>) {
     let mut pods = Vec::new();
     let mut errors = Vec::new();
     let files = match manifest_files(path) {
@@ -68,9 +88,20 @@ pub fn read_manifests(path: &Path, node_name: &str) -> (Vec<DesiredPod>, Vec<Man
         }
     };
     let mut names: HashMap<(String, String), String> = HashMap::new();
+    cache.files.retain(|f, _| files.contains(f));
     for file in files {
         let display = file.display().to_string();
-        match read_one(&file, node_name) {
+        let stamp = fs::metadata(&file).map(|m| (m.modified().ok(), m.len())).ok();
+        let result = match (stamp, cache.files.get(&file)) {
+            (Some((mtime, len)), Some((m, l, cached))) if *m == mtime && *l == len && mtime.is_some() => cached.clone(),
+            (Some((mtime, len)), _) => {
+                let result = read_one(&file, node_name);
+                cache.files.insert(file.clone(), (mtime, len, result.clone()));
+                result
+            }
+            (None, _) => read_one(&file, node_name),
+        };
+        match result {
             Ok(pod) => {
                 let key = (
                     pod.metadata.namespace.clone().unwrap_or_default(),
@@ -487,6 +518,37 @@ mod tests {
             file.metadata.uid, pod.metadata.uid,
             "file and URL pods hash different inputs"
         );
+    }
+
+    /// A file whose modification time and size are unchanged is not parsed again; a changed
+    /// one is.
+    #[test]
+    fn unchanged_files_are_not_parsed_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("web.yaml");
+        write(dir.path(), "web.yaml", GOOD);
+        let mtime = fs::metadata(&file).unwrap().modified().unwrap();
+        let mut cache = ManifestCache::default();
+        assert_eq!(read_manifests_cached(dir.path(), "n", &mut cache).0.len(), 1);
+        // Same size and modification time, different bytes: the cached result stands.
+        write(dir.path(), "web.yaml", &"#".repeat(GOOD.len()));
+        fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        assert_eq!(read_manifests_cached(dir.path(), "n", &mut cache).0.len(), 1);
+        // A new modification time: read again (and now it is not a pod).
+        let later = mtime + std::time::Duration::from_secs(5);
+        fs::File::options()
+            .write(true)
+            .open(&file)
+            .unwrap()
+            .set_modified(later)
+            .unwrap();
+        let (pods, errors) = read_manifests_cached(dir.path(), "n", &mut cache);
+        assert!(pods.is_empty() && errors.len() == 1, "{errors:?}");
     }
 
     /// Files over 10 MiB are refused without being parsed.

@@ -45,6 +45,8 @@ pub struct FileSource {
     seen: HashMap<PodUid, String>,
     /// The last set sent; an identical re-read is not sent again.
     last_sent: Option<(Vec<DesiredPod>, Vec<ManifestError>)>,
+    /// Parsed manifests by file, reused while a file's modification time and size are unchanged.
+    cache: manifest::ManifestCache,
     /// The inotify watch; none until it could be set up (the path may not exist yet).
     watcher: Option<notify::RecommendedWatcher>,
     /// A debounced re-read is scheduled.
@@ -67,6 +69,7 @@ impl FileSource {
             sink,
             seen: HashMap::new(),
             last_sent: None,
+            cache: manifest::ManifestCache::default(),
             watcher: None,
             reread_scheduled: false,
             reads: 0,
@@ -77,10 +80,7 @@ impl FileSource {
 
     fn reread(&mut self) {
         self.reads += 1;
-        let (mut pods, errors) = manifest::read_manifests(&self.path, &self.node_name);
-        for error in &errors {
-            tracing::error!(file = %error.file, reason = %error.reason, "skipping invalid manifest");
-        }
+        let (mut pods, errors) = manifest::read_manifests_cached(&self.path, &self.node_name, &mut self.cache);
         self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
         for p in &mut pods {
             let seen = self
@@ -97,6 +97,9 @@ impl FileSource {
         let current = (pods, errors);
         if self.last_sent.as_ref() == Some(&current) {
             return;
+        }
+        for error in &current.1 {
+            tracing::error!(file = %error.file, reason = %error.reason, "skipping invalid manifest");
         }
         self.sink.do_send(SourcePodsChanged {
             source: "file".to_string(),
