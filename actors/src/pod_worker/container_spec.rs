@@ -545,6 +545,8 @@ pub fn parse_quantity(text: &str, milli: bool) -> Option<i64> {
     let value: f64 = number.parse().ok()?;
     let multiplier: f64 = match suffix {
         "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
         "m" => 1e-3,
         "k" => 1e3,
         "M" => 1e6,
@@ -598,6 +600,7 @@ mod tests {
         assert_eq!(parse_quantity("0.5", true), Some(500));
         assert_eq!(parse_quantity("2", true), Some(2000));
         assert_eq!(parse_quantity("1e3", false), Some(1000));
+        assert_eq!(parse_quantity("250000000n", true), Some(250));
         assert_eq!(parse_quantity("12x", false), None);
     }
 
