@@ -295,14 +295,11 @@ impl Supervisor {
             meta.uid.clone().unwrap_or_default(),
         );
         let key = (uid.clone(), reason.to_string(), message.to_string());
-        self.event_counts.retain(|k, _| {
-            self.desired
-                .values()
-                .any(|p| p.pod.metadata.uid.as_deref() == Some(&k.0))
-        });
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
-        let unique = format!("{name}.{:x}", Timestamp::now().as_nanosecond());
-        let entry = self.event_counts.entry(key).or_insert((unique, 0));
+        let entry = self
+            .event_counts
+            .entry(key)
+            .or_insert_with(|| (format!("{name}.{:x}", Timestamp::now().as_nanosecond()), 0));
         entry.1 += 1;
         let (event_name, count) = entry.clone();
         let warning = [
@@ -650,6 +647,8 @@ impl Handler<PodTerminated> for Supervisor {
         if let Some(entry) = self.workers.remove(&msg.uid) {
             entry.addr.do_send(StopActor);
         }
+        // The pod's event counts go with it (kept here, not scanned on every event).
+        self.event_counts.retain(|(uid, _, _), _| *uid != msg.uid.0);
         let Some(desired) = self.desired.get(&msg.uid) else {
             return;
         };
