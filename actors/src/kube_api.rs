@@ -309,7 +309,7 @@ impl KubeApi {
         count: i32,
     ) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
-        use k8s_openapi::api::core::v1::{Event, EventSource, ObjectReference};
+        use k8s_openapi::api::core::v1::{Event, ObjectReference};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
         let now = Time(Timestamp::now());
@@ -321,20 +321,54 @@ impl KubeApi {
                 .map(|_| ())
                 .map_err(|e| failed("update event", e));
         }
+        let involved = ObjectReference {
+            kind: Some("Pod".to_string()),
+            api_version: Some("v1".to_string()),
+            namespace: Some(namespace.to_string()),
+            name: Some(pod.to_string()),
+            uid: Some(pod_uid.to_string()),
+            ..Default::default()
+        };
+        self.create_event(namespace, name, involved, kind, reason, message)
+            .await
+    }
+
+    /// Record an event about this Node (`Starting`, `NodeReady`, `NodeHasSufficientMemory`, …),
+    /// in the `default` namespace as kubelet does, the node's name standing in for its UID.
+    pub async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
+        let involved = k8s_openapi::api::core::v1::ObjectReference {
+            kind: Some("Node".to_string()),
+            api_version: Some("v1".to_string()),
+            name: Some(self.node.clone()),
+            uid: Some(self.node.clone()),
+            ..Default::default()
+        };
+        let name = format!("{}.{:x}", self.node, Timestamp::now().as_nanosecond());
+        self.create_event("default", &name, involved, kind, reason, message)
+            .await
+    }
+
+    async fn create_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        involved_object: k8s_openapi::api::core::v1::ObjectReference,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        use k8s_openapi::api::core::v1::{Event, EventSource};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let now = Time(Timestamp::now());
         let event = Event {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 namespace: Some(namespace.to_string()),
                 ..Default::default()
             },
-            involved_object: ObjectReference {
-                kind: Some("Pod".to_string()),
-                api_version: Some("v1".to_string()),
-                namespace: Some(namespace.to_string()),
-                name: Some(pod.to_string()),
-                uid: Some(pod_uid.to_string()),
-                ..Default::default()
-            },
+            involved_object,
             reason: Some(reason.to_string()),
             message: Some(message.to_string()),
             type_: Some(kind.to_string()),

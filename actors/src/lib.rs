@@ -9,6 +9,8 @@
 //!   events.
 //! - [`status`]: holds every pod's status ([`status::generate`] computes it as kubelet does).
 //! - [`source`]: the static pod source (a manifest directory).
+//! - [`node_status`]: registers the Node, keeps its status and Lease fresh (API-server mode);
+//!   [`pressure`] computes its pressure conditions from eviction signals.
 //! - [`runtime`]: the [`runtime::ContainerRuntime`] trait, its Docker implementation and a fake.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
@@ -18,6 +20,7 @@ pub mod kube_api;
 pub mod node_status;
 pub mod pleg;
 pub mod pod_worker;
+pub mod pressure;
 pub mod probe;
 pub mod runtime;
 pub mod source;

@@ -2,13 +2,17 @@
 //!
 //! | Trigger                          | Effect                                                  |
 //! |----------------------------------|---------------------------------------------------------|
-//! | start, then every `nodeStatusUpdateFrequency` | register if needed, patch status, renew the lease |
+//! | start                            | event `Starting`                                        |
+//! | start, then every `nodeStatusUpdateFrequency` | register if needed; observe the eviction signals; patch status if it changed or `nodeStatusReportFrequency` passed; renew the lease; an event per condition change |
 //! | GetActorState                    | debug snapshot                                          |
 //!
-//! Ready follows the agent's health (PLEG and Docker), asked of the Supervisor each time.
+//! Ready follows the agent's health (PLEG and Docker), asked of the Supervisor each time; the
+//! pressure conditions follow the hard eviction thresholds ([`crate::pressure`]).
 //! Failed heartbeats are logged and retried at the next tick; they never stop the actor.
 
-use std::time::Duration;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
@@ -18,18 +22,113 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use crate::kube_api::KubeApi;
+use crate::pressure::{self, Pressure, PressureTracker, Thresholds};
 
 /// Settings of the node's registration and heartbeats.
 #[derive(Debug, Clone)]
 pub struct NodeStatusConfig {
-    /// The Node to register: labels, addresses, capacity, nodeInfo (conditions are added here).
+    /// The Node to register: labels, taints, addresses, capacity, nodeInfo (conditions are
+    /// added here).
     pub node: Node,
     /// Create the Node if absent (`--register-node`).
     pub register: bool,
     /// Status and lease period (`nodeStatusUpdateFrequency`, 10 s).
     pub update_frequency: Duration,
+    /// Longest time between two status writes when nothing changed (`nodeStatusReportFrequency`).
+    pub report_frequency: Duration,
     /// `nodeLeaseDurationSeconds` (40).
     pub lease_duration_seconds: i32,
+    /// Hard eviction thresholds (`evictionHard`).
+    pub eviction: Thresholds,
+    /// `evictionPressureTransitionPeriod` (5 m).
+    pub pressure_transition_period: Duration,
+    /// The agent's root directory: its filesystem is `nodefs`.
+    pub root_dir: PathBuf,
+    /// Docker's root directory: its filesystem is `imagefs` (nodefs when unknown).
+    pub image_dir: Option<PathBuf>,
+}
+
+/// One of the four conditions the kubelet owns, as it words them (reference §2.2).
+struct ConditionKind {
+    /// `type`.
+    kind: &'static str,
+    /// reason, message and event reason when the condition is True.
+    when_true: (&'static str, &'static str, &'static str),
+    /// … and when False.
+    when_false: (&'static str, &'static str, &'static str),
+}
+
+/// In kubelet's order: Ready last.
+const CONDITIONS: [ConditionKind; 4] = [
+    ConditionKind {
+        kind: "MemoryPressure",
+        when_true: (
+            "KubeletHasInsufficientMemory",
+            "kubelet has insufficient memory available",
+            "NodeHasInsufficientMemory",
+        ),
+        when_false: (
+            "KubeletHasSufficientMemory",
+            "kubelet has sufficient memory available",
+            "NodeHasSufficientMemory",
+        ),
+    },
+    ConditionKind {
+        kind: "DiskPressure",
+        when_true: (
+            "KubeletHasDiskPressure",
+            "kubelet has disk pressure",
+            "NodeHasDiskPressure",
+        ),
+        when_false: (
+            "KubeletHasNoDiskPressure",
+            "kubelet has no disk pressure",
+            "NodeHasNoDiskPressure",
+        ),
+    },
+    ConditionKind {
+        kind: "PIDPressure",
+        when_true: (
+            "KubeletHasInsufficientPID",
+            "kubelet has insufficient PID available",
+            "NodeHasInsufficientPID",
+        ),
+        when_false: (
+            "KubeletHasSufficientPID",
+            "kubelet has sufficient PID available",
+            "NodeHasSufficientPID",
+        ),
+    },
+    ConditionKind {
+        kind: "Ready",
+        when_true: ("KubeletReady", "kubelet is posting ready status", "NodeReady"),
+        when_false: ("KubeletNotReady", "", "NodeNotReady"),
+    },
+];
+
+/// What the conditions are now: each condition's value (in [`CONDITIONS`] order) and the
+/// reason the node is not ready.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Observed {
+    /// MemoryPressure, DiskPressure, PIDPressure, Ready.
+    pub values: [bool; 4],
+    /// Ready's message when False.
+    pub not_ready_reason: String,
+}
+
+impl Observed {
+    /// From the agent's health and the pressure conditions in force.
+    pub fn new(health: &Health, pressures: &[Pressure]) -> Self {
+        Observed {
+            values: [
+                pressures.contains(&Pressure::Memory),
+                pressures.contains(&Pressure::Disk),
+                pressures.contains(&Pressure::Pid),
+                health.healthy,
+            ],
+            not_ready_reason: health.reason.clone().unwrap_or_default(),
+        }
+    }
 }
 
 /// The actor.
@@ -42,12 +141,19 @@ pub struct NodeStatusActor {
     health: Recipient<GetHealth>,
     /// The Node exists (we created it or found it).
     registered: bool,
-    /// Last Ready value and when it last changed (condition transition time).
-    ready: Option<(bool, Timestamp)>,
+    /// Each condition's value and when it last changed (its transition time).
+    conditions: BTreeMap<&'static str, (bool, Timestamp)>,
+    /// Pressure conditions held for the transition period.
+    pressure: PressureTracker,
+    /// Thresholds met at the last observation: signal, observed, threshold.
+    met: Vec<(pressure::Signal, i64, i64)>,
+    /// The last status written, heartbeat times cleared, and when.
+    written: Option<(NodeStatus, Instant)>,
     /// A heartbeat is in flight.
     beating: bool,
-    /// Heartbeats that succeeded.
+    /// Heartbeats that succeeded, and status writes among them.
     heartbeats: u64,
+    status_writes: u64,
     /// The last error.
     last_error: Option<String>,
     /// Messages handled.
@@ -57,14 +163,19 @@ pub struct NodeStatusActor {
 impl NodeStatusActor {
     /// A node status actor.
     pub fn new(api: KubeApi, config: NodeStatusConfig, health: Recipient<GetHealth>) -> Self {
+        let pressure = PressureTracker::new(config.pressure_transition_period);
         NodeStatusActor {
             api,
             config,
             health,
             registered: false,
-            ready: None,
+            conditions: BTreeMap::new(),
+            pressure,
+            met: Vec::new(),
+            written: None,
             beating: false,
             heartbeats: 0,
+            status_writes: 0,
             last_error: None,
             handled: 0,
         }
@@ -83,13 +194,23 @@ impl NodeStatusActor {
             })
         };
         ctx.spawn(future.into_actor(self).then(|health, act, _| {
+            let observation = pressure::observe(&act.config.root_dir, act.config.image_dir.as_deref());
+            let met = pressure::met(&act.config.eviction, &observation);
+            let signals = |m: &[(pressure::Signal, i64, i64)]| m.iter().map(|s| s.0).collect::<Vec<_>>();
+            if signals(&met) != signals(&act.met) {
+                for (signal, observed, threshold) in &met {
+                    tracing::warn!(signal = signal.name(), observed, threshold, "eviction threshold met");
+                }
+            }
+            act.met = met;
+            let pressures = act.pressure.update(&act.met, Instant::now());
+            let observed = Observed::new(&health, &pressures);
             let now = Timestamp::now();
-            let since = match act.ready {
-                Some((was, at)) if was == health.healthy => at,
-                _ => now,
-            };
-            act.ready = Some((health.healthy, since));
-            let status = node_status(&act.config.node, &health, since, now);
+            let events = act.transitions(&observed, now);
+            let status = node_status(&act.config.node, &act.conditions, &observed, now);
+            let unchanged = act.written.as_ref().is_some_and(|(last, at)| {
+                *last == without_heartbeats(&status) && at.elapsed() < act.config.report_frequency
+            });
             let (api, register, registered, base) = (
                 act.api.clone(),
                 act.config.register,
@@ -97,23 +218,37 @@ impl NodeStatusActor {
                 act.config.node.clone(),
             );
             let lease = act.config.lease_duration_seconds;
+            let node = api.node().to_string();
+            let to_write = (!unchanged).then(|| status.clone());
             async move {
                 if register && !registered {
                     let mut node = base;
                     node.status = Some(status.clone());
                     api.register_node(&node).await?;
                 }
-                api.patch_node_status(&status).await?;
-                api.renew_lease(lease).await
+                for (kind, reason) in events {
+                    let message = format!("Node {node} status is now: {reason}");
+                    if let Err(e) = api.record_node_event(kind, reason, &message).await {
+                        tracing::debug!(error = %e, "cannot record node event");
+                    }
+                }
+                if let Some(status) = &to_write {
+                    api.patch_node_status(status).await?;
+                }
+                api.renew_lease(lease).await.map(|()| to_write)
             }
             .into_actor(act)
             .map(|result, act, _| {
                 act.beating = false;
                 match result {
-                    Ok(()) => {
+                    Ok(written) => {
                         act.registered = true;
                         act.heartbeats += 1;
                         act.last_error = None;
+                        if let Some(status) = written {
+                            act.status_writes += 1;
+                            act.written = Some((without_heartbeats(&status), Instant::now()));
+                        }
                     }
                     Err(e) => {
                         tracing::warn!(error = %e, "node heartbeat failed; retrying");
@@ -123,56 +258,75 @@ impl NodeStatusActor {
             })
         }));
     }
+
+    /// Record each condition that changed (or is seen for the first time); returns the events
+    /// to send, kubelet's `NodeReady`, `NodeHasSufficientMemory`, … (Warning for bad news).
+    fn transitions(&mut self, observed: &Observed, now: Timestamp) -> Vec<(&'static str, &'static str)> {
+        let mut events = Vec::new();
+        for (condition, &value) in CONDITIONS.iter().zip(&observed.values) {
+            if self.conditions.get(condition.kind).is_some_and(|(v, _)| *v == value) {
+                continue;
+            }
+            self.conditions.insert(condition.kind, (value, now));
+            let (_, _, event) = if value {
+                condition.when_true
+            } else {
+                condition.when_false
+            };
+            let bad = (condition.kind == "Ready") != value;
+            events.push((if bad { "Warning" } else { "Normal" }, event));
+        }
+        events
+    }
 }
 
-/// The node's status: the base (capacity, addresses, nodeInfo) plus kubelet's conditions.
-pub fn node_status(base: &Node, health: &Health, ready_since: Timestamp, now: Timestamp) -> NodeStatus {
+/// The status with every heartbeat time cleared, to tell whether anything else changed.
+fn without_heartbeats(status: &NodeStatus) -> NodeStatus {
+    let mut status = status.clone();
+    for c in status.conditions.iter_mut().flatten() {
+        c.last_heartbeat_time = None;
+    }
+    status
+}
+
+/// The node's status: the base (capacity, addresses, nodeInfo) plus kubelet's four conditions,
+/// with the transition times in `since` (now for a condition not seen before).
+pub fn node_status(
+    base: &Node,
+    since: &BTreeMap<&'static str, (bool, Timestamp)>,
+    observed: &Observed,
+    now: Timestamp,
+) -> NodeStatus {
     let mut status = base.status.clone().unwrap_or_default();
-    let condition = |kind: &str, ok: bool, reason: &str, message: String, since: Timestamp| NodeCondition {
-        type_: kind.to_string(),
-        status: if ok { "True" } else { "False" }.to_string(),
-        reason: Some(reason.to_string()),
-        message: Some(message),
-        last_heartbeat_time: Some(Time(now)),
-        last_transition_time: Some(Time(since)),
-    };
-    let start = ready_since.min(now);
-    let ready = if health.healthy {
-        condition(
-            "Ready",
-            true,
-            "KubeletReady",
-            "kubelet is posting ready status".to_string(),
-            start,
-        )
-    } else {
-        let reason = health.reason.clone().unwrap_or_default();
-        condition("Ready", false, "KubeletNotReady", reason, start)
-    };
-    status.conditions = Some(vec![
-        condition(
-            "MemoryPressure",
-            false,
-            "KubeletHasSufficientMemory",
-            "kubelet has sufficient memory available".into(),
-            start,
-        ),
-        condition(
-            "DiskPressure",
-            false,
-            "KubeletHasNoDiskPressure",
-            "kubelet has no disk pressure".into(),
-            start,
-        ),
-        condition(
-            "PIDPressure",
-            false,
-            "KubeletHasSufficientPID",
-            "kubelet has sufficient PID available".into(),
-            start,
-        ),
-        ready,
-    ]);
+    let conditions = CONDITIONS
+        .iter()
+        .zip(&observed.values)
+        .map(|(condition, &value)| {
+            let (reason, message, _) = if value {
+                condition.when_true
+            } else {
+                condition.when_false
+            };
+            let message = match message {
+                "" => observed.not_ready_reason.clone(),
+                m => m.to_string(),
+            };
+            let changed = since
+                .get(condition.kind)
+                .filter(|(v, _)| *v == value)
+                .map_or(now, |(_, at)| *at)
+                .min(now);
+            NodeCondition {
+                type_: condition.kind.to_string(),
+                status: if value { "True" } else { "False" }.to_string(),
+                reason: Some(reason.to_string()),
+                message: Some(message),
+                last_heartbeat_time: Some(Time(now)),
+                last_transition_time: Some(Time(changed)),
+            }
+        })
+        .collect();
+    status.conditions = Some(conditions);
     status
 }
 
@@ -180,6 +334,15 @@ impl Actor for NodeStatusActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
+        let api = self.api.clone();
+        ctx.spawn(
+            async move {
+                if let Err(e) = api.record_node_event("Normal", "Starting", "Starting kubelet.").await {
+                    tracing::debug!(error = %e, "cannot record node event");
+                }
+            }
+            .into_actor(self),
+        );
         self.beat(ctx);
         ctx.run_interval(self.config.update_frequency, |act, ctx| act.beat(ctx));
     }
@@ -198,8 +361,17 @@ impl Handler<GetActorState> for NodeStatusActor {
             last_error: self.last_error.clone(),
             detail: json!({
                 "registered": self.registered,
-                "ready": self.ready.map(|r| r.0),
+                "conditions": self.conditions.iter().map(|(k, (v, at))| (k.to_string(), json!({
+                    "status": if *v { "True" } else { "False" },
+                    "since": at.to_string(),
+                }))).collect::<BTreeMap<_, _>>(),
+                "thresholds_met": self.met.iter().map(|(signal, observed, threshold)| json!({
+                    "signal": signal.name(),
+                    "observed": observed,
+                    "threshold": threshold,
+                })).collect::<Vec<_>>(),
                 "heartbeats": self.heartbeats,
+                "status_writes": self.status_writes,
             }),
         })
     }
@@ -217,34 +389,72 @@ impl Handler<Panic> for NodeStatusActor {
 mod tests {
     use super::*;
 
-    /// Ready follows health, with the reason; pressure conditions are False.
+    fn condition(status: &NodeStatus, kind: &str) -> NodeCondition {
+        status
+            .conditions
+            .iter()
+            .flatten()
+            .find(|c| c.type_ == kind)
+            .unwrap()
+            .clone()
+    }
+
+    /// Ready follows health, with the reason; pressure conditions follow the thresholds; Ready
+    /// is listed last.
     #[test]
-    fn ready_follows_health() {
+    fn conditions_follow_health_and_pressure() {
         let now = Timestamp::from_second(1000).unwrap();
         let healthy = Health {
             healthy: true,
             reason: None,
         };
-        let s = node_status(&Node::default(), &healthy, now, now);
-        let ready = s
-            .conditions
-            .as_ref()
-            .unwrap()
-            .iter()
-            .find(|c| c.type_ == "Ready")
-            .unwrap()
-            .clone();
+        let s = node_status(&Node::default(), &BTreeMap::new(), &Observed::new(&healthy, &[]), now);
+        let ready = condition(&s, "Ready");
         assert_eq!(
             (ready.status.as_str(), ready.reason.as_deref()),
             ("True", Some("KubeletReady"))
         );
+        assert_eq!(s.conditions.as_ref().unwrap().last().unwrap().type_, "Ready");
+        assert_eq!(condition(&s, "MemoryPressure").status, "False");
         let sick = Health {
             healthy: false,
             reason: Some("PLEG is not healthy".into()),
         };
-        let s = node_status(&Node::default(), &sick, now, now);
-        let ready = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+        let observed = Observed::new(&sick, &[Pressure::Memory]);
+        let s = node_status(&Node::default(), &BTreeMap::new(), &observed, now);
+        let ready = condition(&s, "Ready");
         assert_eq!(ready.status, "False");
         assert_eq!(ready.message.as_deref(), Some("PLEG is not healthy"));
+        let memory = condition(&s, "MemoryPressure");
+        assert_eq!(
+            (memory.status.as_str(), memory.reason.as_deref()),
+            ("True", Some("KubeletHasInsufficientMemory"))
+        );
+        assert_eq!(condition(&s, "DiskPressure").status, "False");
+    }
+
+    /// A transition time moves only when the condition's value changes; heartbeats do not count
+    /// as a change.
+    #[test]
+    fn transition_times_move_only_on_change() {
+        let t0 = Timestamp::from_second(1000).unwrap();
+        let t1 = Timestamp::from_second(1010).unwrap();
+        let healthy = Observed::new(
+            &Health {
+                healthy: true,
+                reason: None,
+            },
+            &[],
+        );
+        let since = BTreeMap::from([("Ready", (true, t0)), ("MemoryPressure", (true, t0))]);
+        let s = node_status(&Node::default(), &since, &healthy, t1);
+        assert_eq!(condition(&s, "Ready").last_transition_time, Some(Time(t0)));
+        assert_eq!(condition(&s, "MemoryPressure").last_transition_time, Some(Time(t1)));
+        let earlier = node_status(&Node::default(), &since, &healthy, t0);
+        assert_eq!(without_heartbeats(&s).conditions.as_ref().unwrap()[3], {
+            let mut c = condition(&earlier, "Ready");
+            c.last_heartbeat_time = None;
+            c
+        });
     }
 }

@@ -128,6 +128,27 @@ pub struct Cli {
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
 
+    /// Taints the Node is registered with: `key=value:Effect` or `key:Effect`, comma-separated.
+    #[arg(long, value_name = "TAINTS", value_delimiter = ',')]
+    pub register_with_taints: Vec<String>,
+
+    /// Resources reserved for Kubernetes daemons, taken off allocatable (`cpu=200m,memory=512Mi`).
+    #[arg(long, value_name = "RESOURCES", value_delimiter = ',')]
+    pub kube_reserved: Vec<String>,
+
+    /// Resources reserved for the system, taken off allocatable (`cpu=200m,memory=512Mi`).
+    #[arg(long, value_name = "RESOURCES", value_delimiter = ',')]
+    pub system_reserved: Vec<String>,
+
+    /// Hard eviction thresholds (`memory.available<100Mi,nodefs.available<10%`); they drive the
+    /// pressure conditions and come off allocatable [default: kubelet's].
+    #[arg(long, value_name = "THRESHOLDS", value_delimiter = ',')]
+    pub eviction_hard: Vec<String>,
+
+    /// How long a pressure condition stays True after its threshold was last met [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub eviction_pressure_transition_period: Option<Duration>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

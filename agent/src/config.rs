@@ -9,7 +9,10 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use dockerlet_actors::backoff::BackoffConfig;
+use dockerlet_actors::pod_worker::container_spec::parse_quantity;
+use dockerlet_actors::pressure::Thresholds;
 use dockerlet_actors::source::http::HttpSourceConfig;
+use k8s_openapi::api::core::v1::Taint;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
@@ -62,6 +65,16 @@ pub struct AgentConfig {
     pub node_lease_duration_seconds: i32,
     /// `--port` (advertised in the Node's daemon endpoints).
     pub port: u16,
+    /// `nodeStatusReportFrequency`: longest time between two status writes with no change.
+    pub node_status_report_frequency: Duration,
+    /// `--register-with-taints`.
+    pub taints: Vec<Taint>,
+    /// `--kube-reserved` plus `--system-reserved`: cpu in millicores, the rest in units.
+    pub reserved: BTreeMap<String, i64>,
+    /// `--eviction-hard`.
+    pub eviction_hard: Thresholds,
+    /// `--eviction-pressure-transition-period`.
+    pub eviction_pressure_transition_period: Duration,
 }
 
 /// A setting that cannot be used.
@@ -109,6 +122,12 @@ struct FileSettings {
     node_status_update_frequency: Option<Duration>,
     node_lease_duration_seconds: Option<i32>,
     port: Option<u16>,
+    node_status_report_frequency: Option<Duration>,
+    register_with_taints: Option<Vec<Taint>>,
+    kube_reserved: Option<BTreeMap<String, String>>,
+    system_reserved: Option<BTreeMap<String, String>>,
+    eviction_hard: Option<BTreeMap<String, String>>,
+    eviction_pressure_transition_period: Option<Duration>,
     present: bool,
 }
 
@@ -183,6 +202,12 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
         node_lease_duration_seconds: field(path, &mut map, "nodeLeaseDurationSeconds")?,
         port: field(path, &mut map, "port")?,
+        node_status_report_frequency: duration_field(path, &mut map, "nodeStatusReportFrequency")?,
+        register_with_taints: field(path, &mut map, "registerWithTaints")?,
+        kube_reserved: field(path, &mut map, "kubeReserved")?,
+        system_reserved: field(path, &mut map, "systemReserved")?,
+        eviction_hard: field(path, &mut map, "evictionHard")?,
+        eviction_pressure_transition_period: duration_field(path, &mut map, "evictionPressureTransitionPeriod")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -320,6 +345,67 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             "must be at least 1".to_string(),
         ));
     }
+    // kubelet: the report frequency follows an explicitly set update frequency.
+    let node_status_report_frequency = file.node_status_report_frequency.unwrap_or(
+        if cli
+            .node_status_update_frequency
+            .or(file.node_status_update_frequency)
+            .is_some()
+        {
+            node_status_update_frequency
+        } else {
+            Duration::from_secs(300)
+        },
+    );
+    let taints = match cli.register_with_taints.iter().any(|t| !t.is_empty()) {
+        true => cli
+            .register_with_taints
+            .iter()
+            .filter(|t| !t.is_empty())
+            .map(|t| parse_taint(t).map_err(|reason| invalid("--register-with-taints", reason)))
+            .collect::<Result<Vec<_>, _>>()?,
+        false => file.register_with_taints.unwrap_or_default(),
+    };
+    for taint in &taints {
+        check_taint(taint).map_err(|reason| invalid("--register-with-taints", reason))?;
+    }
+    let mut reserved = BTreeMap::new();
+    for (setting, flag, from_file) in [
+        ("--kube-reserved", &cli.kube_reserved, file.kube_reserved),
+        ("--system-reserved", &cli.system_reserved, file.system_reserved),
+    ] {
+        let pairs: Vec<(String, String)> = if flag.iter().any(|r| !r.is_empty()) {
+            flag.iter()
+                .filter(|r| !r.is_empty())
+                .map(|r| {
+                    r.split_once('=')
+                        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+                        .ok_or_else(|| invalid(setting, format!("{r:?} is not resource=quantity")))
+                })
+                .collect::<Result<_, _>>()?
+        } else {
+            from_file.unwrap_or_default().into_iter().collect()
+        };
+        for (resource, quantity) in pairs {
+            if !["cpu", "memory", "ephemeral-storage", "pid"].contains(&resource.as_str()) {
+                return Err(invalid(
+                    setting,
+                    format!("{resource:?}: unknown resource (cpu, memory, ephemeral-storage, pid)"),
+                ));
+            }
+            let value = parse_quantity(&quantity, resource == "cpu")
+                .ok_or_else(|| invalid(setting, format!("{resource}={quantity}: not a quantity")))?;
+            *reserved.entry(resource).or_insert(0) += value;
+        }
+    }
+    let eviction_hard = if cli.eviction_hard.iter().any(|e| !e.is_empty()) {
+        Thresholds::parse_flag(&cli.eviction_hard).map_err(|e| invalid("--eviction-hard", e.to_string()))?
+    } else if let Some(map) = &file.eviction_hard {
+        Thresholds::parse(map.iter().map(|(k, v)| (k.as_str(), v.as_str())))
+            .map_err(|e| invalid("evictionHard", e.to_string()))?
+    } else {
+        Thresholds::default()
+    };
     let mut url_headers: Vec<(String, String)> = file
         .static_pod_url_header
         .unwrap_or_default()
@@ -375,6 +461,14 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_status_update_frequency,
         node_lease_duration_seconds,
         port: cli.port.or(file.port).unwrap_or(10250),
+        node_status_report_frequency,
+        taints,
+        reserved,
+        eviction_hard,
+        eviction_pressure_transition_period: cli
+            .eviction_pressure_transition_period
+            .or(file.eviction_pressure_transition_period)
+            .unwrap_or(Duration::from_secs(300)),
         node_name,
         root_dir: cli
             .root_dir
@@ -404,6 +498,36 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         fault_injection: cli.enable_fault_injection,
         verbosity: cli.verbosity.unwrap_or(0),
     })
+}
+
+/// A taint from kubelet's flag syntax: `key=value:Effect` or `key:Effect`.
+fn parse_taint(text: &str) -> Result<Taint, String> {
+    let (key_value, effect) = text
+        .rsplit_once(':')
+        .ok_or_else(|| format!("{text:?}: expected key=value:Effect"))?;
+    let (key, value) = match key_value.split_once('=') {
+        Some((k, v)) => (k, Some(v.to_string())),
+        None => (key_value, None),
+    };
+    Ok(Taint {
+        key: key.to_string(),
+        value,
+        effect: effect.to_string(),
+        time_added: None,
+    })
+}
+
+fn check_taint(taint: &Taint) -> Result<(), String> {
+    if taint.key.is_empty() {
+        return Err("a taint needs a key".to_string());
+    }
+    if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
+        return Err(format!(
+            "taint {}: effect {:?} is not NoSchedule, PreferNoSchedule or NoExecute",
+            taint.key, taint.effect
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -482,5 +606,79 @@ mod tests {
             .to_string();
         assert!(err.contains("--hostname-override"), "{err}");
         assert!(Cli::try_parse_from(["dockerlet", "--file-check-frequency", "xyz"]).is_err());
+        let err = build(&cli(&["--register-with-taints", "a=b:Sometimes"]), host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--register-with-taints") && err.contains("Sometimes"),
+            "{err}"
+        );
+        let err = build(&cli(&["--kube-reserved", "gpu=1"]), host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--kube-reserved") && err.contains("unknown resource"),
+            "{err}"
+        );
+        let err = build(&cli(&["--eviction-hard", "memory.available<lots"]), host)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--eviction-hard") && err.contains("memory.available"),
+            "{err}"
+        );
+    }
+
+    /// Taints, reserved resources and eviction thresholds come from flags or the file, with
+    /// kubelet's defaults.
+    #[test]
+    fn node_allocatable_settings_parse() {
+        let c = build(&cli(&[]), host).unwrap();
+        assert!(c.taints.is_empty() && c.reserved.is_empty());
+        assert_eq!(c.eviction_hard, Thresholds::default());
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+        let c = build(
+            &cli(&[
+                "--register-with-taints",
+                "dedicated=edge:NoSchedule,gpu:NoExecute",
+                "--kube-reserved",
+                "cpu=100m,memory=1Gi",
+                "--system-reserved",
+                "cpu=0.4",
+                "--eviction-hard",
+                "memory.available<1Gi",
+                "--node-status-update-frequency",
+                "2s",
+            ]),
+            host,
+        )
+        .unwrap();
+        assert_eq!(c.taints.len(), 2);
+        assert_eq!(
+            (
+                c.taints[0].key.as_str(),
+                c.taints[0].value.as_deref(),
+                c.taints[0].effect.as_str()
+            ),
+            ("dedicated", Some("edge"), "NoSchedule")
+        );
+        assert_eq!(c.taints[1].value, None);
+        assert_eq!(c.reserved["cpu"], 500);
+        assert_eq!(c.reserved["memory"], 1 << 30);
+        assert_eq!(c.eviction_hard.0.len(), 1);
+        assert_eq!(c.node_status_report_frequency, Duration::from_secs(2));
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "registerWithTaints:\n- key: a\n  effect: NoExecute\nkubeReserved:\n  memory: 512Mi\nevictionHard:\n  nodefs.available: 5%\nevictionPressureTransitionPeriod: 30s\n",
+        )
+        .unwrap();
+        let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
+        assert_eq!(c.taints[0].effect, "NoExecute");
+        assert_eq!(c.reserved["memory"], 512 << 20);
+        assert_eq!(c.eviction_hard.0.len(), 1);
+        assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(30));
     }
 }

@@ -3,7 +3,10 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeStatus, NodeSystemInfo};
+use dockerlet_actors::pressure::{Signal, Thresholds};
+use k8s_openapi::api::core::v1::{
+    DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -27,6 +30,14 @@ pub struct NodeFacts {
     pub docker_version: String,
     /// The advertised kubelet port.
     pub port: u16,
+    /// Size of the root directory's filesystem (`ephemeral-storage`), when known.
+    pub ephemeral_storage_bytes: Option<i64>,
+    /// `--register-with-taints`.
+    pub taints: Vec<Taint>,
+    /// `--kube-reserved` plus `--system-reserved`: cpu in millicores, the rest in units.
+    pub reserved: BTreeMap<String, i64>,
+    /// Hard eviction thresholds, also taken off allocatable.
+    pub eviction: Thresholds,
 }
 
 fn read(path: &str) -> String {
@@ -52,6 +63,55 @@ pub fn arch() -> &'static str {
     }
 }
 
+/// Capacity and allocatable: allocatable = capacity − kube/system-reserved − hard eviction
+/// thresholds, floored at 0 (reference §2.2).
+fn resources(facts: &NodeFacts) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+    let reserved = |name: &str| facts.reserved.get(name).copied().unwrap_or(0);
+    let threshold = |signal: Signal, capacity: i64| facts.eviction.0.get(&signal).map_or(0, |t| t.resolve(capacity));
+    let cpu_millis = facts.cpus as i64 * 1000;
+    let mut capacity = BTreeMap::from([
+        ("cpu".to_string(), millis(cpu_millis)),
+        ("memory".to_string(), bytes(facts.memory_bytes)),
+        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+    ]);
+    let mut allocatable = BTreeMap::from([
+        ("cpu".to_string(), millis(cpu_millis - reserved("cpu"))),
+        (
+            "memory".to_string(),
+            bytes(facts.memory_bytes - reserved("memory") - threshold(Signal::MemoryAvailable, facts.memory_bytes)),
+        ),
+        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+    ]);
+    if let Some(storage) = facts.ephemeral_storage_bytes {
+        capacity.insert("ephemeral-storage".to_string(), bytes(storage));
+        allocatable.insert(
+            "ephemeral-storage".to_string(),
+            bytes(storage - reserved("ephemeral-storage") - threshold(Signal::NodefsAvailable, storage)),
+        );
+    }
+    (capacity, allocatable)
+}
+
+/// A CPU quantity from millicores: whole cores when it divides.
+fn millis(m: i64) -> Quantity {
+    let m = m.max(0);
+    Quantity(if m % 1000 == 0 {
+        (m / 1000).to_string()
+    } else {
+        format!("{m}m")
+    })
+}
+
+/// A byte quantity: in Ki when it divides, as kubelet writes memory.
+fn bytes(b: i64) -> Quantity {
+    let b = b.max(0);
+    Quantity(if b % 1024 == 0 {
+        format!("{}Ki", b / 1024)
+    } else {
+        b.to_string()
+    })
+}
+
 /// The Node to register.
 pub fn node(facts: &NodeFacts) -> Node {
     let mut labels = BTreeMap::from([
@@ -62,14 +122,7 @@ pub fn node(facts: &NodeFacts) -> Node {
         ("beta.kubernetes.io/arch".to_string(), arch().to_string()),
     ]);
     labels.extend(facts.labels.clone());
-    let capacity = BTreeMap::from([
-        ("cpu".to_string(), Quantity(facts.cpus.to_string())),
-        (
-            "memory".to_string(),
-            Quantity(format!("{}Ki", facts.memory_bytes / 1024)),
-        ),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
-    ]);
+    let (capacity, allocatable) = resources(facts);
     let uname = rustix::system::uname();
     Node {
         metadata: ObjectMeta {
@@ -77,10 +130,13 @@ pub fn node(facts: &NodeFacts) -> Node {
             labels: Some(labels),
             ..Default::default()
         },
-        spec: None,
+        spec: (!facts.taints.is_empty()).then(|| NodeSpec {
+            taints: Some(facts.taints.clone()),
+            ..Default::default()
+        }),
         status: Some(NodeStatus {
-            capacity: Some(capacity.clone()),
-            allocatable: Some(capacity),
+            capacity: Some(capacity),
+            allocatable: Some(allocatable),
             addresses: Some(vec![
                 NodeAddress {
                     type_: "InternalIP".to_string(),
@@ -129,14 +185,31 @@ mod tests {
             memory_bytes: 4 << 30,
             docker_version: "20.10.24".into(),
             port: 10250,
+            ephemeral_storage_bytes: Some(100 << 30),
+            taints: vec![Taint {
+                key: "dedicated".into(),
+                value: Some("edge".into()),
+                effect: "NoSchedule".into(),
+                time_added: None,
+            }],
+            reserved: BTreeMap::from([("cpu".into(), 500), ("memory".into(), 1 << 30)]),
+            eviction: Thresholds::default(),
         };
         let n = node(&facts);
+        assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "dedicated");
         let labels = n.metadata.labels.unwrap();
         assert_eq!(labels["kubernetes.io/hostname"], "n1");
         assert_eq!(labels["tier"], "edge");
         let s = n.status.unwrap();
         assert_eq!(s.capacity.as_ref().unwrap()["memory"].0, "4194304Ki");
         assert_eq!(s.capacity.as_ref().unwrap()["pods"].0, "110");
+        assert_eq!(s.capacity.as_ref().unwrap()["ephemeral-storage"].0, "104857600Ki");
+        let allocatable = s.allocatable.as_ref().unwrap();
+        assert_eq!(allocatable["cpu"].0, "1500m");
+        // 4 Gi − 1 Gi reserved − 100 Mi eviction threshold.
+        assert_eq!(allocatable["memory"].0, format!("{}Ki", (3 << 20) - 100 * 1024));
+        // 100 Gi − 10 % (nodefs.available).
+        assert_eq!(allocatable["ephemeral-storage"].0, "94371840Ki");
         assert_eq!(s.node_info.unwrap().container_runtime_version, "docker://20.10.24");
         assert_eq!(s.addresses.unwrap()[0].address, "10.0.0.1");
     }

@@ -11,6 +11,7 @@ use dockerlet_actors::kube_api::KubeApi;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
+use dockerlet_actors::pressure::FsStats;
 use dockerlet_actors::runtime::docker::DockerRuntime;
 use dockerlet_actors::runtime::ContainerRuntime;
 use dockerlet_actors::supervisor::{Supervisor, SupervisorConfig};
@@ -51,12 +52,22 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 memory_bytes: node_memory_bytes(),
                 docker_version: runtime.version().await.unwrap_or_default(),
                 port: config.port,
+                ephemeral_storage_bytes: FsStats::of(&root_dir).map(|f| f.capacity_bytes),
+                taints: config.taints.clone(),
+                reserved: config.reserved.clone(),
+                eviction: config.eviction_hard.clone(),
             };
             Some(NodeStatusConfig {
                 node: crate::node::node(&facts),
                 register: config.register_node,
                 update_frequency: config.node_status_update_frequency,
+                report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
+                eviction: config.eviction_hard.clone(),
+                pressure_transition_period: config.eviction_pressure_transition_period,
+                root_dir: root_dir.clone(),
+                // Docker may report a path of another mount namespace (the agent in a container).
+                image_dir: runtime.root_dir().await.filter(|p| p.exists()),
             })
         }
         None => None,

@@ -91,6 +91,101 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     assert!(leases.contains(&node), "kubectl get lease: {leases}");
 }
 
+/// Bytes of a quantity as the agent writes them (`123Ki` or plain bytes).
+fn quantity_bytes(q: &Value) -> i64 {
+    let text = q.as_str().expect("a quantity");
+    match text.strip_suffix("Ki") {
+        Some(ki) => ki.parse::<i64>().expect("Ki quantity") * 1024,
+        None => text.parse().expect("byte quantity"),
+    }
+}
+
+/// The Node carries `--register-with-taints`; allocatable is capacity minus kube/system-reserved
+/// minus the hard eviction threshold; a met `memory.available` threshold makes MemoryPressure
+/// True, and the node's events (Starting, NodeHasInsufficientMemory, NodeReady) reach the API.
+#[test]
+fn the_node_reports_taints_allocatable_and_pressure() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let mut args = api_args(&api);
+    args.extend(
+        [
+            "--register-with-taints",
+            "dedicated=edge:NoSchedule",
+            "--kube-reserved",
+            "cpu=100m,memory=256Mi",
+            "--system-reserved",
+            "memory=256Mi",
+            "--eviction-hard",
+            "memory.available<99.9%,nodefs.available<10%",
+        ]
+        .map(String::from),
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start("api-pressure", manifests.path(), &args);
+    let node = agent.node().to_string();
+
+    let obj = wait_for("MemoryPressure True", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", &node)
+            .filter(|n| condition(n, "MemoryPressure").as_deref() == Some("True"))
+    });
+    assert_eq!(condition(&obj, "DiskPressure").as_deref(), Some("False"));
+    assert_eq!(
+        condition(&obj, "Ready").as_deref(),
+        Some("True"),
+        "pressure is not NotReady"
+    );
+    let taint = &obj["spec"]["taints"][0];
+    assert_eq!(
+        (&taint["key"], &taint["value"], &taint["effect"]),
+        (
+            &Value::from("dedicated"),
+            &Value::from("edge"),
+            &Value::from("NoSchedule")
+        )
+    );
+    let (capacity, allocatable) = (&obj["status"]["capacity"], &obj["status"]["allocatable"]);
+    let cpus: i64 = capacity["cpu"].as_str().unwrap().parse().unwrap();
+    assert_eq!(allocatable["cpu"], format!("{}m", cpus * 1000 - 100).as_str());
+    let memory = quantity_bytes(&capacity["memory"]);
+    let threshold = (memory as f64 * 0.999).round() as i64;
+    assert_eq!(
+        quantity_bytes(&allocatable["memory"]),
+        (memory - (512 << 20) - threshold).max(0)
+    );
+    let storage = quantity_bytes(&capacity["ephemeral-storage"]);
+    assert!(storage > 0, "ephemeral-storage capacity: {capacity}");
+    assert_eq!(
+        quantity_bytes(&allocatable["ephemeral-storage"]),
+        storage - (storage as f64 * 0.10).round() as i64,
+        "allocatable storage keeps nodefs.available<10% back"
+    );
+
+    let events = wait_for("the node's events", CHANGE_TIMEOUT, || {
+        let out = api.kubectl_ok(&["get", "events", "-n", "default", "-o", "json"]);
+        let list: Value = serde_json::from_str(&out).ok()?;
+        let reasons: Vec<String> = list["items"]
+            .as_array()?
+            .iter()
+            .filter(|e| e["involvedObject"]["kind"] == "Node" && e["involvedObject"]["name"] == node.as_str())
+            .filter_map(|e| e["reason"].as_str().map(str::to_string))
+            .collect();
+        ["Starting", "NodeHasInsufficientMemory", "NodeReady"]
+            .iter()
+            .all(|r| reasons.iter().any(|x| x == r))
+            .then_some(reasons)
+    });
+    assert!(
+        !events.iter().any(|r| r == "NodeHasSufficientMemory"),
+        "memory was never sufficient: {events:?}"
+    );
+    let described = api.kubectl_ok(&["describe", "node", &node]);
+    assert!(
+        described.contains("dedicated=edge:NoSchedule") && described.contains("KubeletHasInsufficientMemory"),
+        "kubectl describe node: {described}"
+    );
+}
+
 /// A pod created with kubectl and bound to the node runs on Docker and shows Running and Ready
 /// with its IP; `kubectl delete pod` stops it gracefully, removes its containers, and the agent
 /// deletes it from the API.
@@ -206,34 +301,83 @@ fn losing_the_api_server_leaves_pods_running_and_status_catches_up() {
     );
 }
 
-/// Two agents with different node names on one fixture and one engine run only the pods bound
-/// to them.
+fn lease_renew_time(api: &ApiServer, node: &str) -> Option<String> {
+    api.get("leases", "kube-node-lease", node)
+        .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
+}
+
+/// Three agents (three node names) on one fixture and one engine each run only the pods bound
+/// to them. A SIGKILLed agent's lease stops being renewed while its containers keep running (the
+/// others' leases go on); started again, it renews the lease and adopts its containers without
+/// restarting them.
 #[test]
-fn each_agent_runs_only_the_pods_bound_to_it() {
+fn three_agents_run_only_their_pods_and_a_killed_one_adopts_its_pods() {
     let api = ApiServer::start();
-    let (m1, m2) = (ManifestDir::new(), ManifestDir::new());
-    let a1 = start("api-two-a", &api, &m1);
-    let a2 = start("api-two-b", &api, &m2);
-    kubectl_create(&api, &pod_yaml("on-a", a1.node()), api.dir(), "a.yaml");
-    kubectl_create(&api, &pod_yaml("on-b", a2.node()), api.dir(), "b.yaml");
-    for (name, agent) in [("on-a", &a1), ("on-b", &a2)] {
+    let dirs = [ManifestDir::new(), ManifestDir::new(), ManifestDir::new()];
+    let mut agents: Vec<Agent> = ["api-three-a", "api-three-b", "api-three-c"]
+        .iter()
+        .zip(&dirs)
+        .map(|(name, dir)| start(name, &api, dir))
+        .collect();
+    let names = ["on-a", "on-b", "on-c"];
+    for (name, agent) in names.iter().zip(&agents) {
+        kubectl_create(&api, &pod_yaml(name, agent.node()), api.dir(), &format!("{name}.yaml"));
+    }
+    let mut uids = Vec::new();
+    for (name, agent) in names.iter().zip(&agents) {
         let pod = wait_for("the pod Running", POD_START_TIMEOUT, || {
             api.get("pods", "default", name)
                 .filter(|p| p["status"]["phase"] == "Running")
         });
-        let uid = pod["metadata"]["uid"].as_str().expect("uid");
-        assert!(!agent.pod_containers(uid).is_empty(), "{name} runs on its own node");
+        assert_eq!(pod["spec"]["nodeName"], agent.node());
+        let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
+        assert!(!agent.pod_containers(&uid).is_empty(), "{name} runs on its own node");
+        uids.push(uid);
     }
-    let a_pods: Vec<String> = a1.containers().iter().map(|c| c.pod_name().to_string()).collect();
-    assert!(
-        a_pods.iter().all(|p| p == "on-a"),
-        "agent a runs only its pod: {a_pods:?}"
-    );
-    let b_pods: Vec<String> = a2.containers().iter().map(|c| c.pod_name().to_string()).collect();
-    assert!(
-        b_pods.iter().all(|p| p == "on-b"),
-        "agent b runs only its pod: {b_pods:?}"
-    );
+    for (name, agent) in names.iter().zip(&agents) {
+        let pods: Vec<String> = agent.containers().iter().map(|c| c.pod_name().to_string()).collect();
+        assert!(
+            pods.iter().all(|p| p == name),
+            "{} runs only its pod: {pods:?}",
+            agent.node()
+        );
+    }
+    let wide = api.kubectl_ok(&["get", "pods", "-o", "wide"]);
+    for agent in &agents {
+        assert!(wide.contains(agent.node()), "kubectl get pods -o wide: {wide}");
+    }
+
+    let killed = &mut agents[2];
+    let node = killed.node().to_string();
+    let before: Vec<String> = killed.pod_containers(&uids[2]).iter().map(|c| c.id.clone()).collect();
+    killed.kill9();
+    std::thread::sleep(Duration::from_secs(2));
+    let frozen = lease_renew_time(&api, &node);
+    let others: Vec<Option<String>> = agents[..2].iter().map(|a| lease_renew_time(&api, a.node())).collect();
+    std::thread::sleep(Duration::from_secs(3));
+    assert_eq!(lease_renew_time(&api, &node), frozen, "a dead agent renews nothing");
+    for (agent, earlier) in agents[..2].iter().zip(&others) {
+        assert_ne!(
+            &lease_renew_time(&api, agent.node()),
+            earlier,
+            "{} keeps renewing",
+            agent.node()
+        );
+    }
+    let killed = &mut agents[2];
+    let during: Vec<String> = killed.pod_containers(&uids[2]).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(during, before, "containers keep running without the agent");
+
+    killed.restart();
+    wait_for("the lease renewed again", CHANGE_TIMEOUT, || {
+        lease_renew_time(&api, &node).filter(|t| Some(t) != frozen.as_ref())
+    });
+    wait_for("the pod Running and Ready again", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "on-c")
+            .filter(|p| condition(p, "Ready").as_deref() == Some("True"))
+    });
+    let after: Vec<String> = killed.pod_containers(&uids[2]).iter().map(|c| c.id.clone()).collect();
+    assert_eq!(after, before, "the restarted agent adopts the containers");
 }
 
 /// The pod's lifecycle shows as Events in the API (`kubectl describe pod`): Created and Started
@@ -355,46 +499,6 @@ fn the_agents_status_wins_over_a_stale_write_and_keeps_foreign_conditions() {
         Some("True"),
         "the foreign condition is kept"
     );
-}
-
-/// A SIGKILLed agent's lease stops being renewed while its containers keep running; started
-/// again, it renews the lease and adopts the containers without restarting them.
-#[test]
-fn a_killed_agent_stops_renewing_its_lease_and_adopts_its_pods_on_restart() {
-    let api = ApiServer::start();
-    let manifests = ManifestDir::new();
-    let mut agent = start("api-kill", &api, &manifests);
-    kubectl_create(&api, &pod_yaml("survivor", agent.node()), api.dir(), "survivor.yaml");
-    let pod = wait_for("the pod Running", POD_START_TIMEOUT, || {
-        api.get("pods", "default", "survivor")
-            .filter(|p| p["status"]["phase"] == "Running")
-    });
-    let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
-    let before: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
-    let node = agent.node().to_string();
-    let renew = |api: &ApiServer| {
-        api.get("leases", "kube-node-lease", &node)
-            .and_then(|l| l["spec"]["renewTime"].as_str().map(str::to_string))
-    };
-
-    agent.kill9();
-    std::thread::sleep(Duration::from_secs(2));
-    let frozen = renew(&api);
-    std::thread::sleep(Duration::from_secs(3));
-    assert_eq!(renew(&api), frozen, "a dead agent renews nothing");
-    let during: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
-    assert_eq!(during, before, "containers keep running without the agent");
-
-    agent.restart();
-    wait_for("the lease renewed again", CHANGE_TIMEOUT, || {
-        renew(&api).filter(|t| Some(t) != frozen.as_ref())
-    });
-    wait_for("the pod Running and Ready again", CHANGE_TIMEOUT, || {
-        api.get("pods", "default", "survivor")
-            .filter(|p| condition(p, "Ready").as_deref() == Some("True"))
-    });
-    let after: Vec<String> = agent.pod_containers(&uid).iter().map(|c| c.id.clone()).collect();
-    assert_eq!(after, before, "the restarted agent adopts the containers");
 }
 
 /// Static pods from `--manifest-url` (a PodList served over HTTP, with the configured header)

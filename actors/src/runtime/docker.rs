@@ -33,6 +33,12 @@ pub struct DockerRuntime {
 }
 
 impl DockerRuntime {
+    /// Docker's root directory (`DockerRootDir`): its filesystem holds images and containers.
+    pub async fn root_dir(&self) -> Option<std::path::PathBuf> {
+        let info = self.docker.info().await.ok()?;
+        info.docker_root_dir.map(std::path::PathBuf::from)
+    }
+
     /// Connect to `endpoint` (`unix:///path` or `tcp://host:port`) and negotiate the API version
     /// once; the negotiated client is kept (crate-stack §4).
     pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
