@@ -10,7 +10,9 @@ use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{
+    AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
+};
 use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use serde_json::json;
@@ -21,10 +23,10 @@ pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// An API call that failed; every caller retries on its next period.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// The kubeconfig cannot be read or used.
-    #[error("--kubeconfig {path}: {message}")]
+    /// The kubeconfig (or in-cluster config) cannot be read or used.
+    #[error("{path}: {message}")]
     Config {
-        /// The file.
+        /// `--kubeconfig <file>` or the in-cluster config.
         path: String,
         /// Why.
         message: String,
@@ -94,11 +96,79 @@ impl std::fmt::Debug for KubeApi {
 impl KubeApi {
     /// Connect with a kubeconfig file. Must run inside the actor system's runtime.
     pub async fn connect(kubeconfig: &Path, node: &str, qps: f64, burst: u32) -> Result<Self, ApiError> {
-        let config_error = |message: String| ApiError::Config {
-            path: kubeconfig.display().to_string(),
+        let source = format!("--kubeconfig {}", kubeconfig.display());
+        let file = Kubeconfig::read_from(kubeconfig).map_err(|e| ApiError::Config {
+            path: source.clone(),
+            message: e.to_string(),
+        })?;
+        Self::connect_with(file, &source, node, qps, burst).await
+    }
+
+    /// Connect as the pod this agent runs in (in-cluster config): the API server from
+    /// `KUBERNETES_SERVICE_HOST` and `KUBERNETES_SERVICE_PORT`, the CA (`ca.crt`) and token
+    /// (`token`, re-read as it rotates) of the pod's service account in `service_account_dir`.
+    pub async fn connect_in_cluster(
+        service_account_dir: &Path,
+        node: &str,
+        qps: f64,
+        burst: u32,
+    ) -> Result<Self, ApiError> {
+        let error = |message: String| ApiError::Config {
+            path: format!("in-cluster config ({})", service_account_dir.display()),
             message,
         };
-        let file = Kubeconfig::read_from(kubeconfig).map_err(|e| config_error(e.to_string()))?;
+        let env = |name: &str| {
+            std::env::var(name)
+                .ok()
+                .filter(|v| !v.is_empty())
+                .ok_or_else(|| error(format!("{name} is not set: not running in a pod?")))
+        };
+        let (host, port) = (env("KUBERNETES_SERVICE_HOST")?, env("KUBERNETES_SERVICE_PORT")?);
+        let host = if host.contains(':') { format!("[{host}]") } else { host };
+        let (ca, token) = (service_account_dir.join("ca.crt"), service_account_dir.join("token"));
+        for file in [&ca, &token] {
+            if !file.is_file() {
+                return Err(error(format!("{} is missing", file.display())));
+            }
+        }
+        let file = Kubeconfig {
+            clusters: vec![NamedCluster {
+                name: "in-cluster".to_string(),
+                cluster: Some(Cluster {
+                    server: Some(format!("https://{host}:{port}")),
+                    certificate_authority: Some(ca.display().to_string()),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            auth_infos: vec![NamedAuthInfo {
+                name: "service-account".to_string(),
+                auth_info: Some(AuthInfo {
+                    token_file: Some(token.display().to_string()),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            contexts: vec![NamedContext {
+                name: "in-cluster".to_string(),
+                context: Some(Context {
+                    cluster: "in-cluster".to_string(),
+                    user: Some("service-account".to_string()),
+                    ..Default::default()
+                }),
+                other: Default::default(),
+            }],
+            current_context: Some("in-cluster".to_string()),
+            ..Default::default()
+        };
+        Self::connect_with(file, "in-cluster config", node, qps, burst).await
+    }
+
+    async fn connect_with(file: Kubeconfig, source: &str, node: &str, qps: f64, burst: u32) -> Result<Self, ApiError> {
+        let config_error = |message: String| ApiError::Config {
+            path: source.to_string(),
+            message,
+        };
         let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
             .await
             .map_err(|e| config_error(e.to_string()))?;

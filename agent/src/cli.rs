@@ -100,6 +100,20 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// Join the cluster this agent runs in as a pod, with its service account (in-cluster
+    /// config: `KUBERNETES_SERVICE_HOST`/`_PORT` and the service account's token and CA).
+    #[arg(long, conflicts_with = "kubeconfig")]
+    pub in_cluster: bool,
+
+    /// Where the service account's `token` and `ca.crt` are for `--in-cluster`.
+    #[arg(
+        long,
+        value_name = "DIR",
+        hide = true,
+        default_value = "/var/run/secrets/kubernetes.io/serviceaccount"
+    )]
+    pub service_account_dir: PathBuf,
+
     /// API requests per second (kubeAPIQPS) [default: 50].
     #[arg(long, value_name = "QPS")]
     pub kube_api_qps: Option<f64>,

@@ -53,6 +53,8 @@ pub struct AgentConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// `--kubeconfig`: API-server mode when set.
     pub kubeconfig: Option<PathBuf>,
+    /// `--in-cluster`: API-server mode with the service account in this directory.
+    pub in_cluster: Option<PathBuf>,
     /// `kubeAPIQPS` and `kubeAPIBurst`.
     pub kube_api_limits: (f64, u32),
     /// `--register-node`.
@@ -452,6 +454,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             frequency: http_check_frequency,
         }),
         kubeconfig: cli.kubeconfig.clone(),
+        in_cluster: cli.in_cluster.then(|| cli.service_account_dir.clone()),
         kube_api_limits: (
             cli.kube_api_qps.or(file.kube_api_qps).unwrap_or(50.0),
             cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),

@@ -35,12 +35,11 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
     let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
-    let api = match &config.kubeconfig {
-        Some(path) => {
-            let (qps, burst) = config.kube_api_limits;
-            Some(KubeApi::connect(path, &config.node_name, qps, burst).await?)
-        }
-        None => None,
+    let (qps, burst) = config.kube_api_limits;
+    let api = match (&config.kubeconfig, &config.in_cluster) {
+        (Some(path), _) => Some(KubeApi::connect(path, &config.node_name, qps, burst).await?),
+        (None, Some(dir)) => Some(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?),
+        (None, None) => None,
     };
     let node_status = match &api {
         Some(_) => {

@@ -75,6 +75,8 @@ pub struct Agent {
     http: ureq::Agent,
     /// Restarts with fresh ports after a port taken by another test (see `spawn`).
     bind_retries: u32,
+    /// Environment variables set for the agent (on top of the test's).
+    env: Vec<(String, String)>,
 }
 
 /// How often the harness picks fresh ports when the agent could not bind one.
@@ -93,6 +95,11 @@ impl Agent {
     /// Starts the agent on `manifest_dir` with a unique node name derived from `test_name`,
     /// free ports, short intervals, and `extra_args`; returns once its HTTP ports answer.
     pub fn start(test_name: &str, manifest_dir: &Path, extra_args: &[&str]) -> Agent {
+        Agent::start_with_env(test_name, manifest_dir, extra_args, &[])
+    }
+
+    /// Like [`Agent::start`], with environment variables for the agent.
+    pub fn start_with_env(test_name: &str, manifest_dir: &Path, extra_args: &[&str], env: &[(&str, &str)]) -> Agent {
         preflight();
         let node = unique_node_name(test_name);
         let work = tempfile::Builder::new()
@@ -144,6 +151,7 @@ impl Agent {
             child: None,
             http,
             bind_retries: 0,
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
         };
         agent.spawn();
         agent
@@ -393,7 +401,11 @@ impl Agent {
         );
         let stderr = log.try_clone().expect("cannot clone the log file handle");
         let mut cmd = Command::new(&self.bin);
-        cmd.args(&self.args).stdin(Stdio::null()).stdout(log).stderr(stderr);
+        cmd.args(&self.args)
+            .envs(self.env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null())
+            .stdout(log)
+            .stderr(stderr);
         if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }

@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use dockerlet_integration_tests::apiserver::ApiServerConfig;
 use dockerlet_integration_tests::{wait_for, Agent, ApiServer, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
@@ -56,10 +57,15 @@ fn condition(obj: &Value, kind: &str) -> Option<String> {
 }
 
 /// The agent registers its Node (Ready, capacity, nodeInfo) and keeps renewing its Lease;
-/// kubectl shows both.
+/// kubectl shows both. The API server speaks HTTPS with a CA from the kubeconfig.
 #[test]
 fn the_agent_registers_its_node_and_renews_its_lease() {
-    let api = ApiServer::start();
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    assert!(api.url().starts_with("https://"));
     let manifests = ManifestDir::new();
     let agent = start("api-node", &api, &manifests);
     let node = agent.node().to_string();
@@ -91,6 +97,45 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     assert!(leases.contains(&node), "kubectl get lease: {leases}");
 }
 
+/// With `--in-cluster` the agent joins as a pod would: the API server from
+/// `KUBERNETES_SERVICE_HOST`/`_PORT` over HTTPS, the service account's CA and token; its node
+/// registers and a pod bound to it runs.
+#[test]
+fn in_cluster_config_uses_the_service_account() {
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    let account = api.dir().join("serviceaccount");
+    std::fs::create_dir_all(&account).expect("service account dir");
+    std::fs::write(account.join("token"), api.token()).expect("token");
+    std::fs::write(account.join("ca.crt"), api.ca_pem().expect("a CA")).expect("ca.crt");
+    let manifests = ManifestDir::new();
+    let (host, port) = (api.addr().ip().to_string(), api.addr().port().to_string());
+    let agent = Agent::start_with_env(
+        "api-in-cluster",
+        manifests.path(),
+        &[
+            "--in-cluster",
+            "--service-account-dir",
+            account.to_str().expect("utf-8 path"),
+            "--node-status-update-frequency",
+            "1s",
+        ],
+        &[("KUBERNETES_SERVICE_HOST", &host), ("KUBERNETES_SERVICE_PORT", &port)],
+    );
+    wait_for("the node to be Ready", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", agent.node())
+            .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
+    });
+    kubectl_create(&api, &pod_yaml("in-cluster", agent.node()), api.dir(), "pod.yaml");
+    wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "in-cluster")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+}
+
 /// Bytes of a quantity as the agent writes them (`123Ki` or plain bytes).
 fn quantity_bytes(q: &Value) -> i64 {
     let text = q.as_str().expect("a quantity");
@@ -117,7 +162,7 @@ fn the_node_reports_taints_allocatable_and_pressure() {
             "--system-reserved",
             "memory=256Mi",
             "--eviction-hard",
-            "memory.available<99.9%,nodefs.available<10%",
+            "memory.available<99.9%,nodefs.available<1Mi",
         ]
         .map(String::from),
     );
@@ -125,16 +170,15 @@ fn the_node_reports_taints_allocatable_and_pressure() {
     let agent = Agent::start("api-pressure", manifests.path(), &args);
     let node = agent.node().to_string();
 
-    let obj = wait_for("MemoryPressure True", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", &node)
-            .filter(|n| condition(n, "MemoryPressure").as_deref() == Some("True"))
+    // Pressure does not make the node NotReady. (This machine's disk is often over kubelet's
+    // default 10 % nodefs threshold, so the test sets its own.)
+    let obj = wait_for("MemoryPressure True and Ready", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", &node).filter(|n| {
+            condition(n, "MemoryPressure").as_deref() == Some("True")
+                && condition(n, "Ready").as_deref() == Some("True")
+        })
     });
     assert_eq!(condition(&obj, "DiskPressure").as_deref(), Some("False"));
-    assert_eq!(
-        condition(&obj, "Ready").as_deref(),
-        Some("True"),
-        "pressure is not NotReady"
-    );
     let taint = &obj["spec"]["taints"][0];
     assert_eq!(
         (&taint["key"], &taint["value"], &taint["effect"]),
@@ -157,8 +201,8 @@ fn the_node_reports_taints_allocatable_and_pressure() {
     assert!(storage > 0, "ephemeral-storage capacity: {capacity}");
     assert_eq!(
         quantity_bytes(&allocatable["ephemeral-storage"]),
-        storage - (storage as f64 * 0.10).round() as i64,
-        "allocatable storage keeps nodefs.available<10% back"
+        storage - (1 << 20),
+        "allocatable storage keeps nodefs.available<1Mi back"
     );
 
     let events = wait_for("the node's events", CHANGE_TIMEOUT, || {

@@ -9,7 +9,8 @@
 //! through the k8s-openapi types, so it is no more lenient than kube-apiserver: wrong types,
 //! unknown fields and invalid values are rejected (see [`validate`]).
 //!
-//! Plain HTTP on `127.0.0.1`, bearer-token auth, served by actix-web on a thread with its own
+//! Plain HTTP or HTTPS (a CA and certificate made up at start, the CA in the kubeconfig) on
+//! `127.0.0.1`, bearer-token auth, served by actix-web on a thread with its own
 //! runtime, so synchronous tests use it directly. `kubectl` works against it (server-side
 //! Tables for `kubectl get`, `fieldValidation=Strict` for `kubectl create`), and so does kube-rs.
 //!
@@ -89,6 +90,9 @@ pub struct ApiServerConfig {
     pub token: Option<String>,
     /// Print one line per request to stderr (default: if `TEST_APISERVER_LOG` is set).
     pub log_requests: bool,
+    /// Serve HTTPS with a certificate for `127.0.0.1` and `localhost` signed by a CA made up at
+    /// start ([`ApiServer::ca_pem`]), as a real API server does.
+    pub tls: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -99,6 +103,7 @@ impl Default for ApiServerConfig {
             bookmark_interval: Duration::from_secs(10),
             token: None,
             log_requests: std::env::var_os("TEST_APISERVER_LOG").is_some(),
+            tls: false,
         }
     }
 }
@@ -108,8 +113,47 @@ struct Running {
     thread: JoinHandle<()>,
 }
 
+/// The fixture's certificates: a CA made up at start and a server certificate it signed.
+#[derive(Clone)]
+struct Tls {
+    /// The CA certificate, PEM, for clients.
+    ca_pem: String,
+    /// The server's certificate and key.
+    server: Arc<rustls::ServerConfig>,
+}
+
+impl Tls {
+    fn new() -> io::Result<Self> {
+        let err = |e: rcgen::Error| io::Error::other(format!("cannot make certificates: {e}"));
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        ca_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test-apiserver CA");
+        let ca =
+            rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().map_err(err)?).map_err(err)?;
+        let key = rcgen::KeyPair::generate().map_err(err)?;
+        let mut params =
+            rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).map_err(err)?;
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test-apiserver");
+        let cert = params.signed_by(&key, &*ca).map_err(err)?;
+        let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let server = rustls::ServerConfig::builder()
+            .with_no_client_auth()
+            .with_single_cert(vec![cert.der().clone()], key)
+            .map_err(|e| io::Error::other(format!("cannot use the certificate: {e}")))?;
+        Ok(Tls {
+            ca_pem: ca.pem(),
+            server: Arc::new(server),
+        })
+    }
+}
+
 /// An in-memory API server on `127.0.0.1`; stops when dropped.
 pub struct ApiServer {
+    tls: Option<Tls>,
     shared: Arc<http::Shared>,
     addr: SocketAddr,
     dir: tempfile::TempDir,
@@ -128,7 +172,7 @@ fn random_token() -> String {
     token
 }
 
-fn serve(listener: TcpListener, shared: Arc<http::Shared>) -> io::Result<Running> {
+fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> io::Result<Running> {
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("test-apiserver".into())
@@ -144,8 +188,11 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>) -> io::Result<Running
                 })
                 .workers(2)
                 .disable_signals()
-                .shutdown_timeout(0)
-                .listen(listener);
+                .shutdown_timeout(0);
+                let server = match tls {
+                    Some(tls) => server.listen_rustls_0_23(listener, (*tls.server).clone()),
+                    None => server.listen(listener),
+                };
                 let server = match server {
                     Ok(s) => s.run(),
                     Err(e) => {
@@ -182,10 +229,12 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval,
             log_requests: config.log_requests,
         });
-        let running = serve(listener, Arc::clone(&shared))?;
+        let tls = config.tls.then(Tls::new).transpose()?;
+        let running = serve(listener, Arc::clone(&shared), tls.clone())?;
         let dir = tempfile::Builder::new().prefix("test-apiserver-").tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
         let server = Self {
+            tls,
             shared,
             addr,
             dir,
@@ -196,9 +245,15 @@ impl ApiServer {
         Ok(server)
     }
 
-    /// `http://127.0.0.1:<port>`.
+    /// `http://127.0.0.1:<port>`, or `https://` when serving TLS.
     pub fn url(&self) -> String {
-        format!("http://{}", self.addr)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://{}", self.addr)
+    }
+
+    /// The CA certificate (PEM) that signed the server's certificate, when serving TLS.
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.tls.as_ref().map(|t| t.ca_pem.as_str())
     }
 
     /// The address it listens on.
@@ -222,11 +277,20 @@ impl ApiServer {
         self.dir.path()
     }
 
-    /// The kubeconfig text: cluster `test-apiserver` at [`Self::url`], user `test-admin` with the
-    /// token, context `test-apiserver` (namespace `default`) as the current context.
+    /// The kubeconfig text: cluster `test-apiserver` at [`Self::url`] (with the CA when serving
+    /// TLS), user `test-admin` with the token, context `test-apiserver` (namespace `default`) as
+    /// the current context.
     pub fn kubeconfig(&self) -> String {
+        use base64::Engine as _;
+        let ca = match self.ca_pem() {
+            Some(pem) => format!(
+                "    certificate-authority-data: {}\n",
+                base64::engine::general_purpose::STANDARD.encode(pem)
+            ),
+            None => String::new(),
+        };
         format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: test-apiserver\n  cluster:\n    server: {url}\n\
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test-apiserver\n  cluster:\n{ca}    server: {url}\n\
              users:\n- name: test-admin\n  user:\n    token: {token}\ncontexts:\n- name: test-apiserver\n  context:\n    \
              cluster: test-apiserver\n    user: test-admin\n    namespace: default\ncurrent-context: test-apiserver\n\
              preferences: {{}}\n",
@@ -416,7 +480,9 @@ impl ApiServer {
                 Err(e) => panic!("cannot bind {} again: {e}", self.addr),
             }
         };
-        self.running = Some(serve(listener, Arc::clone(&self.shared)).expect("cannot restart the test API server"));
+        self.running = Some(
+            serve(listener, Arc::clone(&self.shared), self.tls.clone()).expect("cannot restart the test API server"),
+        );
     }
 
     /// Blocks until the server thread ends (never, unless stopped from elsewhere).

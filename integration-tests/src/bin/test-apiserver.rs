@@ -14,7 +14,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// An in-memory Kubernetes API server for testing (plain HTTP, bearer token).
+/// An in-memory Kubernetes API server for testing (plain HTTP or HTTPS, bearer token).
 #[derive(Parser, Debug)]
 #[command(name = "test-apiserver", version)]
 struct Args {
@@ -36,6 +36,9 @@ struct Args {
     /// Print one line per request (method, path, status) to stderr.
     #[arg(long)]
     log_requests: bool,
+    /// Serve HTTPS (a CA made up at start; the kubeconfig carries it).
+    #[arg(long)]
+    tls: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -46,6 +49,7 @@ fn main() -> std::process::ExitCode {
         bookmark_interval: Duration::from_secs(args.bookmark_interval.max(1)),
         token: args.token,
         log_requests: args.log_requests || std::env::var_os("TEST_APISERVER_LOG").is_some(),
+        tls: args.tls,
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,
