@@ -20,6 +20,19 @@ use serde_json::json;
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
+/// The pod (and container, as a fieldPath like `spec.containers{web}`) an event is about.
+#[derive(Debug, Clone, Copy)]
+pub struct PodEventRef<'a> {
+    /// Namespace.
+    pub namespace: &'a str,
+    /// Pod name.
+    pub pod: &'a str,
+    /// Pod UID.
+    pub uid: &'a str,
+    /// `spec.containers{name}` or `spec.initContainers{name}`.
+    pub field_path: Option<&'a str>,
+}
+
 /// An API call that failed; every caller retries on its next period.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
@@ -366,19 +379,17 @@ impl KubeApi {
 
     /// Record an event about a pod (kubelet's event recorder): the first occurrence creates an
     /// Event named `<pod>.<unique>`, later ones of the same `name` bump its count.
-    #[allow(clippy::too_many_arguments)]
     pub async fn record_pod_event(
         &self,
         name: &str,
-        namespace: &str,
-        pod: &str,
-        pod_uid: &str,
+        about: PodEventRef<'_>,
         kind: &str,
         reason: &str,
         message: &str,
         count: i32,
     ) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
+        let namespace = about.namespace;
         use k8s_openapi::api::core::v1::{Event, ObjectReference};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
         let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
@@ -395,8 +406,9 @@ impl KubeApi {
             kind: Some("Pod".to_string()),
             api_version: Some("v1".to_string()),
             namespace: Some(namespace.to_string()),
-            name: Some(pod.to_string()),
-            uid: Some(pod_uid.to_string()),
+            name: Some(about.pod.to_string()),
+            uid: Some(about.uid.to_string()),
+            field_path: about.field_path.map(str::to_string),
             ..Default::default()
         };
         self.create_event(namespace, name, involved, kind, reason, message)

@@ -45,7 +45,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::kube_api::KubeApi;
+use crate::kube_api::{KubeApi, PodEventRef};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
@@ -140,8 +140,8 @@ pub struct Supervisor {
     events: VecDeque<DebugEvent>,
     /// Event rate limit: tokens left and when they were last counted.
     event_tokens: (f64, std::time::Instant),
-    /// Recorded events by (pod UID, reason, message): the API Event's name and its count.
-    event_counts: HashMap<(String, String, String), (String, i32)>,
+    /// Recorded events by (pod UID, reason, message, fieldPath): the API Event's name and its count.
+    event_counts: HashMap<(String, String, String, String), (String, i32)>,
     /// Messages handled.
     handled: u64,
 }
@@ -177,15 +177,20 @@ impl Supervisor {
     }
 
     fn record(&mut self, reason: &str, object: String, message: String) {
-        if self.events.len() == EVENT_LOG_SIZE {
-            self.events.pop_front();
-        }
-        self.events.push_back(DebugEvent {
+        self.keep(DebugEvent {
             time: Timestamp::now().to_string(),
             reason: reason.to_string(),
             object,
+            container: None,
             message,
         });
+    }
+
+    fn keep(&mut self, event: DebugEvent) {
+        if self.events.len() == EVENT_LOG_SIZE {
+            self.events.pop_front();
+        }
+        self.events.push_back(event);
     }
 
     fn start_http_source(&self, ctx: &mut Context<Self>) -> Option<Addr<HttpSource>> {
@@ -276,11 +281,26 @@ impl Supervisor {
 
     /// Write a pod event to the API (kubelet's recorder): Warning for failures, counts for
     /// repeats, at most [`EVENT_BURST`] at once refilling at [`EVENT_QPS`] per second.
-    fn record_in_api(&mut self, reason: &str, object: &str, message: &str, ctx: &mut Context<Self>) {
+    fn record_in_api(&mut self, event: &DebugEvent, ctx: &mut Context<Self>) {
         let Some(api) = self.config.api.clone() else { return };
-        let Some(pod) = self.desired.values().find(|p| pod_ref(&p.pod) == object) else {
+        let (reason, message) = (event.reason.as_str(), event.message.as_str());
+        let Some(pod) = self.desired.values().find(|p| pod_ref(&p.pod) == event.object) else {
             return;
         };
+        // kubelet's container reference: `spec.containers{name}` or `spec.initContainers{name}`.
+        let field_path = event.container.as_ref().map(|name| {
+            let init = pod
+                .pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.init_containers.as_ref())
+                .is_some_and(|cs| cs.iter().any(|c| &c.name == name));
+            if init {
+                format!("spec.initContainers{{{name}}}")
+            } else {
+                format!("spec.containers{{{name}}}")
+            }
+        });
         let now = std::time::Instant::now();
         let refill = now.duration_since(self.event_tokens.1).as_secs_f64() * EVENT_QPS;
         self.event_tokens = ((self.event_tokens.0 + refill).min(EVENT_BURST), now);
@@ -294,7 +314,12 @@ impl Supervisor {
             meta.name.clone().unwrap_or_default(),
             meta.uid.clone().unwrap_or_default(),
         );
-        let key = (uid.clone(), reason.to_string(), message.to_string());
+        let key = (
+            uid.clone(),
+            reason.to_string(),
+            message.to_string(),
+            field_path.clone().unwrap_or_default(),
+        );
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
         let entry = self
             .event_counts
@@ -315,7 +340,19 @@ impl Supervisor {
         let (reason, message) = (reason.to_string(), message.to_string());
         let future = async move {
             if let Err(e) = api
-                .record_pod_event(&event_name, &namespace, &name, &uid, kind, &reason, &message, count)
+                .record_pod_event(
+                    &event_name,
+                    PodEventRef {
+                        namespace: &namespace,
+                        pod: &name,
+                        uid: &uid,
+                        field_path: field_path.as_deref(),
+                    },
+                    kind,
+                    &reason,
+                    &message,
+                    count,
+                )
                 .await
             {
                 tracing::debug!(error = %e, "cannot record event");
@@ -632,9 +669,8 @@ impl Handler<RecordEvent> for Supervisor {
     /// Keep the event for the debug page and, in API-server mode, record it in the API.
     fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
         self.handled += 1;
-        let e = msg.event;
-        self.record(&e.reason, e.object.clone(), e.message.clone());
-        self.record_in_api(&e.reason, &e.object, &e.message, ctx);
+        self.record_in_api(&msg.event, ctx);
+        self.keep(msg.event);
     }
 }
 
@@ -648,7 +684,7 @@ impl Handler<PodTerminated> for Supervisor {
             entry.addr.do_send(StopActor);
         }
         // The pod's event counts go with it (kept here, not scanned on every event).
-        self.event_counts.retain(|(uid, _, _), _| *uid != msg.uid.0);
+        self.event_counts.retain(|(uid, _, _, _), _| *uid != msg.uid.0);
         let Some(desired) = self.desired.get(&msg.uid) else {
             return;
         };

@@ -97,6 +97,54 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     assert!(leases.contains(&node), "kubectl get lease: {leases}");
 }
 
+/// Node status is written only when it changed (heartbeat times aside) or
+/// `nodeStatusReportFrequency` passed, while the Lease is renewed every
+/// `nodeStatusUpdateFrequency`.
+#[test]
+fn node_status_is_written_on_change_and_the_lease_every_period() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let config = api.dir().join("kubelet.yaml");
+    std::fs::write(
+        &config,
+        "kind: KubeletConfiguration\nnodeStatusUpdateFrequency: 500ms\nnodeStatusReportFrequency: 1h\n",
+    )
+    .expect("write config");
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start(
+        "api-report",
+        manifests.path(),
+        &[
+            "--config",
+            config.to_str().expect("utf-8 path"),
+            "--kubeconfig",
+            &kubeconfig,
+        ],
+    );
+    let node = agent.node().to_string();
+    wait_for("the node to be Ready", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", &node)
+            .filter(|n| condition(n, "Ready").as_deref() == Some("True"))
+    });
+    std::thread::sleep(Duration::from_secs(1));
+    api.clear_requests();
+    std::thread::sleep(Duration::from_secs(4));
+    let requests = api.requests();
+    let count = |path: &str, method: &str| {
+        requests
+            .iter()
+            .filter(|r| r.method == method && r.path.ends_with(path))
+            .count()
+    };
+    let status_writes = count(&format!("/nodes/{node}/status"), "PATCH");
+    let lease_writes = count(&format!("/leases/{node}"), "PUT") + count(&format!("/leases/{node}"), "PATCH");
+    assert_eq!(status_writes, 0, "nothing changed, so no status write");
+    assert!(
+        lease_writes >= 5,
+        "the lease is renewed every 500 ms: {lease_writes} renewals in 4 s"
+    );
+}
+
 /// With `--in-cluster` the agent joins as a pod would: the API server from
 /// `KUBERNETES_SERVICE_HOST`/`_PORT` over HTTPS, the service account's CA and token; its node
 /// registers and a pod bound to it runs.
@@ -425,7 +473,7 @@ fn three_agents_run_only_their_pods_and_a_killed_one_adopts_its_pods() {
 }
 
 /// The pod's lifecycle shows as Events in the API (`kubectl describe pod`): Created and Started
-/// for its container, about the pod.
+/// for its container, about the pod, with the container's fieldPath.
 #[test]
 fn pod_lifecycle_events_reach_the_api() {
     let api = ApiServer::start();
@@ -444,6 +492,11 @@ fn pod_lifecycle_events_reach_the_api() {
     assert!(
         events.iter().all(|e| e["source"]["host"] == agent.node()),
         "{events:#?}"
+    );
+    let started = events.iter().find(|e| e["reason"] == "Started").expect("Started");
+    assert_eq!(
+        started["involvedObject"]["fieldPath"], "spec.containers{app}",
+        "container events name the container: {started:#}"
     );
     let described = api.kubectl_ok(&["describe", "pod", "eventful"]);
     assert!(

@@ -53,6 +53,9 @@ pub struct DebugEvent {
     pub reason: String,
     /// The object it is about (`namespace/pod` or an actor name).
     pub object: String,
+    /// The pod's container it is about, if any (the API event's fieldPath).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
     /// Human-readable message.
     pub message: String,
 }

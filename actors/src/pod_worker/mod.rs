@@ -208,11 +208,16 @@ impl PodWorker {
     }
 
     fn record(&self, reason: &str, message: String) {
+        self.record_about(None, reason, message);
+    }
+
+    fn record_about(&self, container: Option<&str>, reason: &str, message: String) {
         self.links.events.do_send(RecordEvent {
             event: DebugEvent {
                 time: Timestamp::now().to_string(),
                 reason: reason.to_string(),
                 object: self.pod_ref(),
+                container: container.map(str::to_string),
                 message,
             },
         });
@@ -260,8 +265,8 @@ impl PodWorker {
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
         self.phase = WorkerPhase::Idle;
-        for (reason, message) in &outcome.events {
-            self.record(reason, message.clone());
+        for event in &outcome.events {
+            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
         if let Some(error) = &outcome.error {
             self.last_error = Some(error.clone());
@@ -425,8 +430,8 @@ impl PodWorker {
 
     fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        for (reason, message) in &outcome.events {
-            self.record(reason, message.clone());
+        for event in &outcome.events {
+            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
         match outcome.error {
             Some(error) => {

@@ -40,8 +40,39 @@ pub struct SyncOutcome {
     pub backoff_until: Option<Timestamp>,
     /// The first error met.
     pub error: Option<String>,
-    /// Events to record, as (reason, message).
-    pub events: Vec<(String, String)>,
+    /// Events to record.
+    pub events: Vec<WorkerEvent>,
+}
+
+/// An event to record about the pod, or about one of its containers (the event's fieldPath).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkerEvent {
+    /// Kubelet's reason (`Created`, `Killing`, …).
+    pub reason: String,
+    /// Kubelet's message.
+    pub message: String,
+    /// The container it is about, if any.
+    pub container: Option<String>,
+}
+
+impl WorkerEvent {
+    /// An event about a container.
+    pub fn container(container: &str, reason: &str, message: String) -> Self {
+        WorkerEvent {
+            reason: reason.to_string(),
+            message,
+            container: Some(container.to_string()),
+        }
+    }
+
+    /// An event about the pod as a whole.
+    pub fn pod(reason: &str, message: String) -> Self {
+        WorkerEvent {
+            reason: reason.to_string(),
+            message,
+            container: None,
+        }
+    }
 }
 
 /// What a termination did.
@@ -50,7 +81,7 @@ pub struct TerminateOutcome {
     /// Set when something could not be removed; the worker retries.
     pub error: Option<String>,
     /// Events to record.
-    pub events: Vec<(String, String)>,
+    pub events: Vec<WorkerEvent>,
 }
 
 /// Observe, decide, act, observe again.
@@ -85,8 +116,9 @@ pub async fn sync_pod(
                 ),
             },
         );
-        outcome.events.push((
-            "BackOff".to_string(),
+        outcome.events.push(WorkerEvent::container(
+            &b.name,
+            "BackOff",
             format!("Back-off restarting failed container {} in pod {name}", b.name),
         ));
     }
@@ -179,7 +211,7 @@ async fn stop_container(
     name: &str,
     pod_ip: Option<String>,
     grace: Duration,
-) -> (Result<(), RuntimeError>, Option<(String, String)>) {
+) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
         s.containers
@@ -197,8 +229,9 @@ async fn stop_container(
                 timeout: grace,
             };
             if let Outcome::Failure(message) = handlers::run(&action, &target, Caller::Lifecycle).await {
-                event = Some((
-                    "FailedPreStopHook".to_string(),
+                event = Some(WorkerEvent::container(
+                    name,
+                    "FailedPreStopHook",
                     format!("PreStopHook failed for container {name}: {message}"),
                 ));
             }
@@ -215,7 +248,7 @@ async fn stop_all(
     pod: Option<&Pod>,
     observed: &[ObservedContainer],
     grace: Duration,
-    events: &mut Vec<(String, String)>,
+    events: &mut Vec<WorkerEvent>,
 ) -> Result<(), RuntimeError> {
     let running = |sandbox: bool| {
         observed
@@ -224,7 +257,11 @@ async fn stop_all(
     };
     let pod_ip = sandbox_ip(observed);
     for c in running(false) {
-        events.push(("Killing".to_string(), format!("Stopping container {}", c.name)));
+        events.push(WorkerEvent::container(
+            &c.name,
+            "Killing",
+            format!("Stopping container {}", c.name),
+        ));
     }
     let stops = running(false).map(|c| stop_container(runtime, pod, &c.id, &c.name, pod_ip.clone(), grace));
     let mut first_error = None;
@@ -265,7 +302,9 @@ impl Executor<'_> {
             }
         }
         for kill in &actions.kill {
-            self.outcome.events.push(("Killing".to_string(), kill.reason.clone()));
+            self.outcome
+                .events
+                .push(WorkerEvent::container(&kill.name, "Killing", kill.reason.clone()));
             let Some(c) = observed.iter().find(|c| c.id == kill.id) else {
                 continue;
             };
@@ -295,8 +334,8 @@ impl Executor<'_> {
             Some(attempt) => match self.create_sandbox(attempt).await {
                 Ok(s) => s,
                 Err(e) => {
-                    self.outcome.events.push((
-                        "FailedCreatePodSandBox".to_string(),
+                    self.outcome.events.push(WorkerEvent::pod(
+                        "FailedCreatePodSandBox",
                         format!("Failed to create pod sandbox: {e}"),
                     ));
                     return self.fail(e);
@@ -378,19 +417,25 @@ impl Executor<'_> {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
         };
-        self.outcome
-            .events
-            .push(("Created".to_string(), format!("Created container {}", container.name)));
+        self.outcome.events.push(WorkerEvent::container(
+            &container.name,
+            "Created",
+            format!("Created container {}", container.name),
+        ));
         match self.runtime.start_container(&id).await {
             Ok(()) => {
-                self.outcome
-                    .events
-                    .push(("Started".to_string(), format!("Started container {}", container.name)));
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "Started",
+                    format!("Started container {}", container.name),
+                ));
                 self.post_start(container, &id, &pod_ip).await;
             }
             Err(e) => {
                 // The container stays Created with an exit code: the next sync treats it as dead.
-                self.outcome.events.push(("Failed".to_string(), format!("Error: {e}")));
+                self.outcome
+                    .events
+                    .push(WorkerEvent::container(&container.name, "Failed", format!("Error: {e}")));
                 tracing::warn!(container = %container.name, id = %ContainerId(id.0.clone()), error = %e, "container failed to start");
             }
         }
@@ -438,8 +483,9 @@ impl Executor<'_> {
             return;
         };
         tracing::warn!(container = %container.name, error = %message, "postStart hook failed; killing the container");
-        self.outcome.events.push((
-            "FailedPostStartHook".to_string(),
+        self.outcome.events.push(WorkerEvent::container(
+            &container.name,
+            "FailedPostStartHook",
             format!("PostStartHook failed for container {}: {message}", container.name),
         ));
         let grace = pod_grace(self.pod);
@@ -452,9 +498,11 @@ impl Executor<'_> {
     }
 
     fn wait(&mut self, container: &Container, reason: &str, message: String) {
-        self.outcome
-            .events
-            .push(("Failed".to_string(), format!("Error: {reason}: {message}")));
+        self.outcome.events.push(WorkerEvent::container(
+            &container.name,
+            "Failed",
+            format!("Error: {reason}: {message}"),
+        ));
         self.outcome.waiting.insert(
             container.name.clone(),
             WaitingReason {
@@ -489,9 +537,11 @@ impl Executor<'_> {
             (_, true) if policy != "Always" => Ok(()),
             _ => match self.runtime.pull_image(&image).await {
                 Ok(()) => {
-                    self.outcome
-                        .events
-                        .push(("Pulled".to_string(), format!("Successfully pulled image \"{image}\"")));
+                    self.outcome.events.push(WorkerEvent::container(
+                        &container.name,
+                        "Pulled",
+                        format!("Successfully pulled image \"{image}\""),
+                    ));
                     Ok(())
                 }
                 // Offline first: a local copy serves when the registry cannot be reached.

@@ -161,12 +161,13 @@ impl ProbeActor {
         }
     }
 
-    fn event(&self, reason: &str, pod: &str, message: String) {
+    fn event(&self, reason: &str, pod: &str, container: &str, message: String) {
         self.links.events.do_send(RecordEvent {
             event: DebugEvent {
                 time: Timestamp::now().to_string(),
                 reason: reason.to_string(),
                 object: pod.to_string(),
+                container: Some(container.to_string()),
                 message,
             },
         });
@@ -263,11 +264,13 @@ impl ProbeActor {
             Outcome::Failure(message) => self.event(
                 "Unhealthy",
                 &pod,
+                &key.container,
                 format!("{} probe failed: {message}", kind_label(key.kind)),
             ),
             Outcome::Warning(message) => self.event(
                 "ProbeWarning",
                 &pod,
+                &key.container,
                 format!("{} probe warning: {message}", kind_label(key.kind)),
             ),
             Outcome::Success(_) => {}
