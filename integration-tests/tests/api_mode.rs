@@ -512,9 +512,10 @@ fn env_comes_from_secrets_and_config_maps() {
     let api = ApiServer::start();
     let manifests = ManifestDir::new();
     let agent = start("api-env", &api, &manifests);
-    let objects = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: hunter2}\n---\n\
-                   apiVersion: v1\nkind: ConfigMap\nmetadata: {name: settings}\ndata: {mode: fast}\n";
+    // The Secret from a manifest (JSON), the ConfigMap imperatively (kubectl sends protobuf).
+    let objects = "apiVersion: v1\nkind: Secret\nmetadata: {name: creds}\nstringData: {password: hunter2}\n";
     kubectl_create(&api, objects, api.dir(), "objects.yaml");
+    api.kubectl_ok(&["create", "configmap", "settings", "--from-literal=mode=fast"]);
     let node = agent.node();
     let yaml = format!(
         r#"apiVersion: v1

@@ -1096,3 +1096,42 @@ fn kube_rs_watcher_survives_dropped_watches_expiry_and_restart() {
         assert_eq!(next().await, "Apply b", "back after a restart");
     });
 }
+
+/// Lists page with `limit` and `continue` as kube-apiserver's do (remainingItemCount included);
+/// a bad token is a 400; `kubectl get --chunk-size` walks the pages.
+#[test]
+fn lists_page_with_limit_and_continue() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    for i in 0..5 {
+        client.post(PODS, &pod(&format!("p{i}"), "n1", json!({})));
+    }
+    let (status, first) = client.get(&format!("{PODS}?limit=2"));
+    assert_eq!(status, 200);
+    assert_eq!(first["items"].as_array().map(Vec::len), Some(2));
+    assert_eq!(first["metadata"]["remainingItemCount"], 3);
+    let mut names: Vec<String> = Vec::new();
+    let mut page = first;
+    loop {
+        names.extend(
+            page["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| p["metadata"]["name"].as_str().unwrap_or_default().to_string()),
+        );
+        let Some(token) = page["metadata"]["continue"].as_str().map(str::to_string) else {
+            break;
+        };
+        let (status, next) = client.get(&format!("{PODS}?limit=2&continue={token}"));
+        assert_eq!(status, 200, "{next}");
+        page = next;
+    }
+    assert_eq!(names, ["p0", "p1", "p2", "p3", "p4"]);
+    let (status, _) = client.get(&format!("{PODS}?limit=2&continue=garbage"));
+    assert_eq!(status, 400);
+    let table = server.kubectl_ok(&["get", "pods", "--chunk-size=2", "-o", "name"]);
+    assert_eq!(table.lines().count(), 5, "kubectl get --chunk-size=2: {table}");
+    let table = server.kubectl_ok(&["get", "pods", "--chunk-size=2"]);
+    assert_eq!(table.lines().count(), 6, "a header and five rows: {table}");
+}

@@ -5,7 +5,7 @@ use super::error::ApiError;
 use super::patch::PatchType;
 use super::resources::{self, ResourceInfo};
 use super::selectors::{FieldSelector, LabelSelector};
-use super::store::{DeleteOptions, Store, Subresource, WatchSpec, WatchStart, WriteOptions};
+use super::store::{Continue, DeleteOptions, Page, Store, Subresource, WatchSpec, WatchStart, WriteOptions};
 use super::table::{self, OutputFormat};
 use super::validate::FieldValidation;
 use super::{Fault, RecordedRequest};
@@ -262,7 +262,19 @@ fn route(
         if watch {
             return start_watch(shared, resource, ns, fields, labels, format, query);
         }
-        let list = shared.store().list(resource, ns, &fields, &labels);
+        let page = Page {
+            limit: match query.get("limit").map(|l| l.parse::<i64>()) {
+                None => None,
+                Some(Ok(l)) if l > 0 => Some(l as usize),
+                Some(Ok(_)) => None,
+                Some(Err(_)) => return Err(ApiError::bad_request("limit: invalid value, expected an integer")),
+            },
+            continue_from: match query.get("continue").filter(|c| !c.is_empty()) {
+                Some(token) => Some(Continue::decode(token)?),
+                None => None,
+            },
+        };
+        let list = shared.store().list(resource, ns, &fields, &labels, &page);
         return ok(table::render_list(resource, list, &format));
     }
     let Some(name) = name else {
@@ -334,10 +346,11 @@ fn parse_body(resource: &ResourceInfo, content_type: &str, body: &Bytes) -> Resu
     let parsed = match media {
         "application/json" | "" => parse_json(body),
         "application/yaml" => parse_yaml(body),
+        super::protobuf::MEDIA_TYPE => return super::protobuf::decode(body),
         other => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the body of the request was in an unknown format - accepted media types include: application/json, \
-                 application/yaml (got \"{other}\")"
+                 application/yaml, application/vnd.kubernetes.protobuf (got \"{other}\")"
             )))
         }
     };

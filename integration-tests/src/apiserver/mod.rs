@@ -20,6 +20,7 @@
 mod error;
 mod http;
 mod patch;
+mod protobuf;
 pub mod resources;
 mod selectors;
 mod store;

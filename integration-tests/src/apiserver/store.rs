@@ -184,6 +184,53 @@ impl Default for Store {
     }
 }
 
+/// Which page of a list (`limit` and `continue`).
+#[derive(Debug, Clone, Default)]
+pub struct Page {
+    /// At most this many items (`limit`, at least 1).
+    pub limit: Option<usize>,
+    /// Where the previous page ended.
+    pub continue_from: Option<Continue>,
+}
+
+/// A `continue` token: the first page's resourceVersion and the last namespace/name served.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Continue {
+    /// The resourceVersion the list started at.
+    pub rv: u64,
+    /// The last (namespace, name) served.
+    pub after: (String, String),
+}
+
+impl Continue {
+    /// The opaque token (base64 of JSON, as kube-apiserver's).
+    pub fn encode(&self) -> String {
+        use base64::Engine as _;
+        let start = format!("{}/{}", self.after.0, self.after.1);
+        let token = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": start});
+        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
+    }
+
+    /// Read a token back; kube-apiserver's 400 message when it cannot.
+    pub fn decode(token: &str) -> Result<Self, ApiError> {
+        use base64::Engine as _;
+        let invalid = || ApiError::bad_request("continue key is not valid: the token could not be decoded");
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(token)
+            .map_err(|_| invalid())?;
+        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
+        let rv = value["rv"].as_u64().ok_or_else(invalid)?;
+        let (ns, name) = value["start"]
+            .as_str()
+            .and_then(|s| s.split_once('/'))
+            .ok_or_else(invalid)?;
+        Ok(Continue {
+            rv,
+            after: (ns.to_string(), name.to_string()),
+        })
+    }
+}
+
 impl Store {
     /// An empty store with the four namespaces every cluster has.
     pub fn new(history_limit: usize) -> Self {
@@ -277,19 +324,42 @@ impl Store {
             .collect()
     }
 
-    /// A `<Kind>List` of the selected objects at the current resourceVersion.
+    /// A `<Kind>List` of the selected objects at the current resourceVersion, one page of it
+    /// with `page.limit`: then `metadata.continue` and `remainingItemCount` tell the rest.
+    ///
+    /// Unlike kube-apiserver, later pages are read from the current objects (not a snapshot at
+    /// the first page's resourceVersion), which they report; objects are in namespace/name order.
     pub fn list(
         &self,
         resource: &'static ResourceInfo,
         ns: Option<&str>,
         fields: &FieldSelector,
         labels: &LabelSelector,
+        page: &Page,
     ) -> Value {
+        let rv = page.continue_from.as_ref().map_or(self.rv, |c| c.rv);
+        let key = |v: &Value| {
+            (
+                v["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
+                v["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            )
+        };
+        let mut items = self.select(resource, ns, fields, labels);
+        if let Some(after) = &page.continue_from {
+            items.retain(|v| key(v) > after.after);
+        }
+        let mut metadata = json!({"resourceVersion": rv.to_string()});
+        if let Some(limit) = page.limit.filter(|l| items.len() > *l) {
+            let rest = items.split_off(limit);
+            let last = key(items.last().expect("limit is at least 1"));
+            metadata["continue"] = json!(Continue { rv, after: last }.encode());
+            metadata["remainingItemCount"] = json!(rest.len());
+        }
         json!({
             "kind": format!("{}List", resource.kind),
             "apiVersion": resource.api_version(),
-            "metadata": {"resourceVersion": self.rv.to_string()},
-            "items": self.select(resource, ns, fields, labels),
+            "metadata": metadata,
+            "items": items,
         })
     }
 

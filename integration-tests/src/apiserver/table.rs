@@ -80,7 +80,13 @@ pub fn render_list(resource: &ResourceInfo, list: Value, format: &OutputFormat) 
         }
         OutputFormat::Table { include } => {
             let items = list["items"].as_array().cloned().unwrap_or_default();
-            table(resource, &items, include, list["metadata"]["resourceVersion"].as_str())
+            let mut table = table(resource, &items, include, list["metadata"]["resourceVersion"].as_str());
+            for key in ["continue", "remainingItemCount"] {
+                if !list["metadata"][key].is_null() {
+                    table["metadata"][key] = list["metadata"][key].clone();
+                }
+            }
+            table
         }
     }
 }
