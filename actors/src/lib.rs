@@ -16,6 +16,7 @@
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod backoff;
+pub mod events;
 pub mod kube_api;
 pub mod node_status;
 pub mod pleg;

@@ -45,6 +45,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use crate::events::{Correlated, EventCorrelator};
 use crate::kube_api::{KubeApi, PodEventRef};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::pleg::{PlegActor, PlegLinks};
@@ -58,9 +59,6 @@ use crate::status::StatusActor;
 
 /// How often the watchdog looks for dead children.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
-/// Events written to the API per second, and at once (kubelet's eventRecordQPS, eventBurst).
-const EVENT_QPS: f64 = 50.0;
-const EVENT_BURST: f64 = 100.0;
 /// How many debug events are kept.
 const EVENT_LOG_SIZE: usize = 200;
 /// How long a child may take to answer a debug query.
@@ -138,10 +136,8 @@ pub struct Supervisor {
     manifest_errors: Vec<ManifestError>,
     /// Recent noteworthy events, newest last.
     events: VecDeque<DebugEvent>,
-    /// Event rate limit: tokens left and when they were last counted.
-    event_tokens: (f64, std::time::Instant),
-    /// Recorded events by (pod UID, reason, message, fieldPath): the API Event's name and its count.
-    event_counts: HashMap<(String, String, String, String), (String, i32)>,
+    /// Events written to the API: counted, combined, rate-limited.
+    events_api: EventCorrelator,
     /// Messages handled.
     handled: u64,
 }
@@ -154,8 +150,7 @@ impl Supervisor {
             source_errors: BTreeMap::new(),
             http_source: None,
             sources: BTreeMap::new(),
-            event_tokens: (EVENT_BURST, std::time::Instant::now()),
-            event_counts: HashMap::new(),
+            events_api: EventCorrelator::default(),
             api_source: None,
             node_status: None,
             config,
@@ -279,8 +274,8 @@ impl Supervisor {
         );
     }
 
-    /// Write a pod event to the API (kubelet's recorder): Warning for failures, counts for
-    /// repeats, at most [`EVENT_BURST`] at once refilling at [`EVENT_QPS`] per second.
+    /// Write a pod event to the API (kubelet's recorder): Warning for failures; counted,
+    /// combined and rate-limited by the [`EventCorrelator`].
     fn record_in_api(&mut self, event: &DebugEvent, ctx: &mut Context<Self>) {
         let Some(api) = self.config.api.clone() else { return };
         let (reason, message) = (event.reason.as_str(), event.message.as_str());
@@ -301,32 +296,28 @@ impl Supervisor {
                 format!("spec.containers{{{name}}}")
             }
         });
-        let now = std::time::Instant::now();
-        let refill = now.duration_since(self.event_tokens.1).as_secs_f64() * EVENT_QPS;
-        self.event_tokens = ((self.event_tokens.0 + refill).min(EVENT_BURST), now);
-        if self.event_tokens.0 < 1.0 {
-            return;
-        }
-        self.event_tokens.0 -= 1.0;
         let meta = &pod.pod.metadata;
         let (namespace, name, uid) = (
             meta.namespace.clone().unwrap_or_else(|| "default".to_string()),
             meta.name.clone().unwrap_or_default(),
             meta.uid.clone().unwrap_or_default(),
         );
-        let key = (
-            uid.clone(),
-            reason.to_string(),
-            message.to_string(),
-            field_path.clone().unwrap_or_default(),
-        );
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
-        let entry = self
-            .event_counts
-            .entry(key)
-            .or_insert_with(|| (format!("{name}.{:x}", Timestamp::now().as_nanosecond()), 0));
-        entry.1 += 1;
-        let (event_name, count) = entry.clone();
+        let Some(Correlated {
+            name: event_name,
+            message,
+            count,
+        }) = self.events_api.observe(
+            (&uid, &name),
+            reason,
+            field_path.as_deref().unwrap_or_default(),
+            message,
+            std::time::Instant::now(),
+            || format!("{:x}", Timestamp::now().as_nanosecond()),
+        )
+        else {
+            return;
+        };
         let warning = [
             "BackOff",
             "Failed",
@@ -337,7 +328,7 @@ impl Supervisor {
             "FailedCreatePodSandBox",
         ];
         let kind = if warning.contains(&reason) { "Warning" } else { "Normal" };
-        let (reason, message) = (reason.to_string(), message.to_string());
+        let reason = reason.to_string();
         let future = async move {
             if let Err(e) = api
                 .record_pod_event(
@@ -684,7 +675,7 @@ impl Handler<PodTerminated> for Supervisor {
             entry.addr.do_send(StopActor);
         }
         // The pod's event counts go with it (kept here, not scanned on every event).
-        self.event_counts.retain(|(uid, _, _, _), _| *uid != msg.uid.0);
+        self.events_api.forget(&msg.uid.0);
         let Some(desired) = self.desired.get(&msg.uid) else {
             return;
         };
