@@ -508,23 +508,30 @@ impl KubeApi {
         Ok(map.map(|m| m.data.unwrap_or_default()))
     }
 
-    /// Create the Node unless it exists.
-    pub async fn register_node(&self, node: &Node) -> Result<bool, ApiError> {
+    /// Create the Node unless it exists; an existing Node gets this agent's labels (kubelet
+    /// reconciles its default labels the same way). Returns the Node's UID.
+    pub async fn register_node(&self, node: &Node) -> Result<String, ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
-        if api
-            .get_opt(&self.node)
-            .await
-            .map_err(|e| failed("get node", e))?
-            .is_some()
-        {
-            return Ok(false);
+        let existing = match api.get_opt(&self.node).await.map_err(|e| failed("get node", e))? {
+            Some(existing) => existing,
+            None => match api.create(&PostParams::default(), node).await {
+                Ok(created) => return Ok(created.metadata.uid.unwrap_or_default()),
+                Err(kube::Error::Api(s)) if s.code == 409 => {
+                    api.get(&self.node).await.map_err(|e| failed("get node", e))?
+                }
+                Err(e) => return Err(failed("create node", e)),
+            },
+        };
+        let labels = node.metadata.labels.clone().unwrap_or_default();
+        let current = existing.metadata.labels.clone().unwrap_or_default();
+        if labels.iter().any(|(k, v)| current.get(k) != Some(v)) {
+            let patch = json!({ "metadata": { "labels": labels } });
+            api.patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map_err(|e| failed("update node labels", e))?;
         }
-        match api.create(&PostParams::default(), node).await {
-            Ok(_) => Ok(true),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(false),
-            Err(e) => Err(failed("create node", e)),
-        }
+        Ok(existing.metadata.uid.unwrap_or_default())
     }
 
     /// Write the node's status.
@@ -539,39 +546,51 @@ impl KubeApi {
     }
 
     /// Create or renew the node's Lease in `kube-node-lease`.
-    pub async fn renew_lease(&self, duration_seconds: i32) -> Result<(), ApiError> {
+    pub async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
         let now = MicroTime(Timestamp::now());
-        if api
-            .get_opt(&self.node)
-            .await
-            .map_err(|e| failed("get lease", e))?
-            .is_none()
-        {
-            let lease = Lease {
-                metadata: ObjectMeta {
-                    name: Some(self.node.clone()),
-                    namespace: Some(LEASE_NAMESPACE.to_string()),
-                    ..Default::default()
-                },
-                spec: Some(LeaseSpec {
-                    holder_identity: Some(self.node.clone()),
-                    lease_duration_seconds: Some(duration_seconds),
-                    renew_time: Some(now),
-                    ..Default::default()
-                }),
-            };
-            return match api.create(&PostParams::default(), &lease).await {
-                Ok(_) => Ok(()),
-                Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-                Err(e) => Err(failed("create lease", e)),
-            };
+        // The lease belongs to the Node, so it goes when the Node is deleted.
+        let owner = node_uid.filter(|u| !u.is_empty()).map(|uid| {
+            vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
+                api_version: "v1".to_string(),
+                kind: "Node".to_string(),
+                name: self.node.clone(),
+                uid: uid.to_string(),
+                ..Default::default()
+            }]
+        });
+        // One request per renewal: patch, and create only when it is missing.
+        let mut patch = json!({ "spec": { "holderIdentity": self.node, "leaseDurationSeconds": duration_seconds, "renewTime": now } });
+        if let Some(owner) = &owner {
+            patch["metadata"] = json!({ "ownerReferences": owner });
         }
-        let patch = json!({ "spec": { "holderIdentity": self.node, "leaseDurationSeconds": duration_seconds, "renewTime": now } });
-        api.patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
+        match api
+            .patch(&self.node, &PatchParams::default(), &Patch::Merge(&patch))
             .await
-            .map(|_| ())
-            .map_err(|e| failed("renew lease", e))
+        {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 404 => {}
+            Err(e) => return Err(failed("renew lease", e)),
+        }
+        let lease = Lease {
+            metadata: ObjectMeta {
+                name: Some(self.node.clone()),
+                namespace: Some(LEASE_NAMESPACE.to_string()),
+                owner_references: owner,
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(self.node.clone()),
+                lease_duration_seconds: Some(duration_seconds),
+                renew_time: Some(now),
+                ..Default::default()
+            }),
+        };
+        match api.create(&PostParams::default(), &lease).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(failed("create lease", e)),
+        }
     }
 }

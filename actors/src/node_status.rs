@@ -48,6 +48,29 @@ pub struct NodeStatusConfig {
     pub image_dir: Option<PathBuf>,
 }
 
+/// First delay before retrying a failed registration.
+const REGISTER_BACKOFF_INITIAL: Duration = Duration::from_millis(100);
+/// Longest delay between registration attempts.
+const REGISTER_BACKOFF_MAX: Duration = Duration::from_secs(7);
+/// Attempts per status write or lease renewal.
+const UPDATE_ATTEMPTS: usize = 5;
+
+/// Run `attempt` up to [`UPDATE_ATTEMPTS`] times, until it succeeds.
+async fn retry<F, Fut>(mut attempt: F) -> Result<(), crate::kube_api::ApiError>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<(), crate::kube_api::ApiError>>,
+{
+    let mut result = attempt().await;
+    for _ in 1..UPDATE_ATTEMPTS {
+        if result.is_ok() {
+            break;
+        }
+        result = attempt().await;
+    }
+    result
+}
+
 /// One of the four conditions the kubelet owns, as it words them (reference §2.2).
 struct ConditionKind {
     /// `type`.
@@ -141,6 +164,10 @@ pub struct NodeStatusActor {
     health: Recipient<GetHealth>,
     /// The Node exists (we created it or found it).
     registered: bool,
+    /// The Node's UID once known (the Lease's owner).
+    node_uid: Option<String>,
+    /// Delay before retrying a failed registration (kubelet: 100 ms doubling to 7 s).
+    register_backoff: Duration,
     /// Each condition's value and when it last changed (its transition time).
     conditions: BTreeMap<&'static str, (bool, Timestamp)>,
     /// Pressure conditions held for the transition period.
@@ -169,6 +196,8 @@ impl NodeStatusActor {
             config,
             health,
             registered: false,
+            node_uid: None,
+            register_backoff: REGISTER_BACKOFF_INITIAL,
             conditions: BTreeMap::new(),
             pressure,
             met: Vec::new(),
@@ -211,38 +240,47 @@ impl NodeStatusActor {
             let unchanged = act.written.as_ref().is_some_and(|(last, at)| {
                 *last == without_heartbeats(&status) && at.elapsed() < act.config.report_frequency
             });
-            let (api, register, registered, base) = (
+            let (api, register, registered, base, known_uid) = (
                 act.api.clone(),
                 act.config.register,
                 act.registered,
                 act.config.node.clone(),
+                act.node_uid.clone(),
             );
             let lease = act.config.lease_duration_seconds;
             let node = api.node().to_string();
             let to_write = (!unchanged).then(|| status.clone());
             async move {
-                if register && !registered {
-                    let mut node = base;
-                    node.status = Some(status.clone());
-                    api.register_node(&node).await?;
-                }
+                let node_uid = match (register && !registered, known_uid) {
+                    (true, _) => {
+                        let mut node = base;
+                        node.status = Some(status.clone());
+                        Some(api.register_node(&node).await?)
+                    }
+                    (false, uid) => uid,
+                };
                 for (kind, reason) in events {
                     let message = format!("Node {node} status is now: {reason}");
                     if let Err(e) = api.record_node_event(kind, reason, &message).await {
                         tracing::debug!(error = %e, "cannot record node event");
                     }
                 }
+                // kubelet: up to five immediate attempts each (nodeStatusUpdateRetry,
+                // maxUpdateRetries), then the next period.
                 if let Some(status) = &to_write {
-                    api.patch_node_status(status).await?;
+                    retry(|| api.patch_node_status(status)).await?;
                 }
-                api.renew_lease(lease).await.map(|()| to_write)
+                retry(|| api.renew_lease(lease, node_uid.as_deref())).await?;
+                Ok::<_, crate::kube_api::ApiError>((to_write, node_uid))
             }
             .into_actor(act)
-            .map(|result, act, _| {
+            .map(|result, act, ctx| {
                 act.beating = false;
                 match result {
-                    Ok(written) => {
+                    Ok((written, node_uid)) => {
                         act.registered = true;
+                        act.node_uid = node_uid;
+                        act.register_backoff = REGISTER_BACKOFF_INITIAL;
                         act.heartbeats += 1;
                         act.last_error = None;
                         if let Some(status) = written {
@@ -253,6 +291,13 @@ impl NodeStatusActor {
                     Err(e) => {
                         tracing::warn!(error = %e, "node heartbeat failed; retrying");
                         act.last_error = Some(e.to_string());
+                        if !act.registered && act.config.register {
+                            let delay = act.register_backoff;
+                            act.register_backoff = (delay * 2).min(REGISTER_BACKOFF_MAX);
+                            if delay < act.config.update_frequency {
+                                ctx.run_later(delay, |act, ctx| act.beat(ctx));
+                            }
+                        }
                     }
                 }
             })

@@ -67,7 +67,7 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     .expect("start the API server");
     assert!(api.url().starts_with("https://"));
     let manifests = ManifestDir::new();
-    let agent = start("api-node", &api, &manifests);
+    let mut agent = start("api-node", &api, &manifests);
     let node = agent.node().to_string();
 
     let obj = wait_for("the node to be Ready", CHANGE_TIMEOUT, || {
@@ -95,6 +95,19 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     });
     let leases = api.kubectl_ok(&["get", "lease", "-n", "kube-node-lease"]);
     assert!(leases.contains(&node), "kubectl get lease: {leases}");
+    let lease = wait_for("the lease owned by the Node", CHANGE_TIMEOUT, || {
+        api.get("leases", "kube-node-lease", &node)
+            .filter(|l| l["metadata"]["ownerReferences"][0]["uid"] == obj["metadata"]["uid"])
+    });
+    assert_eq!(lease["metadata"]["ownerReferences"][0]["kind"], "Node");
+
+    // A restarted agent finds its Node and puts back the labels it owns.
+    api.kubectl_ok(&["label", "node", &node, "kubernetes.io/os-"]);
+    agent.restart();
+    wait_for("the label put back", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", &node)
+            .filter(|n| n["metadata"]["labels"]["kubernetes.io/os"] == "linux")
+    });
 }
 
 /// Node status is written only when it changed (heartbeat times aside) or
