@@ -509,14 +509,15 @@ impl KubeApi {
     }
 
     /// Create the Node unless it exists; an existing Node gets this agent's labels (kubelet
-    /// reconciles its default labels the same way). Returns the Node's UID.
-    pub async fn register_node(&self, node: &Node) -> Result<String, ApiError> {
+    /// reconciles its default labels the same way). Returns the Node's UID and, for an existing
+    /// Node, the boot ID it reported.
+    pub async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
         let existing = match api.get_opt(&self.node).await.map_err(|e| failed("get node", e))? {
             Some(existing) => existing,
             None => match api.create(&PostParams::default(), node).await {
-                Ok(created) => return Ok(created.metadata.uid.unwrap_or_default()),
+                Ok(created) => return Ok((created.metadata.uid.unwrap_or_default(), None)),
                 Err(kube::Error::Api(s)) if s.code == 409 => {
                     api.get(&self.node).await.map_err(|e| failed("get node", e))?
                 }
@@ -531,7 +532,12 @@ impl KubeApi {
                 .await
                 .map_err(|e| failed("update node labels", e))?;
         }
-        Ok(existing.metadata.uid.unwrap_or_default())
+        let boot_id = existing
+            .status
+            .and_then(|s| s.node_info)
+            .map(|i| i.boot_id)
+            .filter(|b| !b.is_empty());
+        Ok((existing.metadata.uid.unwrap_or_default(), boot_id))
     }
 
     /// Write the node's status.

@@ -249,13 +249,26 @@ impl NodeStatusActor {
             );
             let lease = act.config.lease_duration_seconds;
             let node = api.node().to_string();
+            let node_name = node.clone();
             let to_write = (!unchanged).then(|| status.clone());
             async move {
                 let node_uid = match (register && !registered, known_uid) {
                     (true, _) => {
                         let mut node = base;
                         node.status = Some(status.clone());
-                        Some(api.register_node(&node).await?)
+                        let (uid, boot_id) = api.register_node(&node).await?;
+                        let ours = status
+                            .node_info
+                            .as_ref()
+                            .map(|i| i.boot_id.as_str())
+                            .unwrap_or_default();
+                        if boot_id.is_some_and(|b| b != ours) {
+                            let message = format!("Node {node_name} has been rebooted, boot id: {ours}");
+                            if let Err(e) = api.record_node_event("Warning", "Rebooted", &message).await {
+                                tracing::debug!(error = %e, "cannot record node event");
+                            }
+                        }
+                        Some(uid)
                     }
                     (false, uid) => uid,
                 };

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use dockerlet_integration_tests::apiserver::ApiServerConfig;
+use dockerlet_integration_tests::apiserver::{ApiServerConfig, PatchType, Subresource};
 use dockerlet_integration_tests::{wait_for, Agent, ApiServer, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
@@ -101,12 +101,28 @@ fn the_agent_registers_its_node_and_renews_its_lease() {
     });
     assert_eq!(lease["metadata"]["ownerReferences"][0]["kind"], "Node");
 
-    // A restarted agent finds its Node and puts back the labels it owns.
+    // A restarted agent finds its Node and puts back the labels it owns; a Node that reported
+    // another boot ID gets a Rebooted event.
     api.kubectl_ok(&["label", "node", &node, "kubernetes.io/os-"]);
+    agent.kill9();
+    api.patch(
+        "nodes",
+        "",
+        &node,
+        PatchType::Merge,
+        &serde_json::json!({"status": {"nodeInfo": {"bootID": "an-earlier-boot"}}}),
+        Subresource::Status,
+    )
+    .expect("patch the boot ID");
     agent.restart();
     wait_for("the label put back", CHANGE_TIMEOUT, || {
         api.get("nodes", "", &node)
             .filter(|n| n["metadata"]["labels"]["kubernetes.io/os"] == "linux")
+    });
+    wait_for("a Rebooted event", CHANGE_TIMEOUT, || {
+        api.list("events")
+            .into_iter()
+            .find(|e| e["reason"] == "Rebooted" && e["involvedObject"]["name"] == node.as_str())
     });
 }
 
@@ -485,8 +501,8 @@ fn three_agents_run_only_their_pods_and_a_killed_one_adopts_its_pods() {
     assert_eq!(after, before, "the restarted agent adopts the containers");
 }
 
-/// The pod's lifecycle shows as Events in the API (`kubectl describe pod`): Created and Started
-/// for its container, about the pod, with the container's fieldPath.
+/// The pod's lifecycle shows as Events in the API (`kubectl describe pod`): Pulled, Created and
+/// Started for its container, about the pod, with the container's fieldPath.
 #[test]
 fn pod_lifecycle_events_reach_the_api() {
     let api = ApiServer::start();
@@ -500,11 +516,16 @@ fn pod_lifecycle_events_reach_the_api() {
             .filter(|e| e["involvedObject"]["name"] == "eventful" && e["involvedObject"]["kind"] == "Pod")
             .collect();
         let has = |reason: &str| events.iter().any(|e| e["reason"] == reason);
-        (has("Created") && has("Started")).then_some(events)
+        (has("Pulled") && has("Created") && has("Started")).then_some(events)
     });
     assert!(
         events.iter().all(|e| e["source"]["host"] == agent.node()),
         "{events:#?}"
+    );
+    let pulled = events.iter().find(|e| e["reason"] == "Pulled").expect("Pulled");
+    assert_eq!(
+        pulled["message"],
+        "Container image \"dockerlet.local/busybox:1\" already present on machine"
     );
     let started = events.iter().find(|e| e["reason"] == "Started").expect("Started");
     assert_eq!(

@@ -534,26 +534,61 @@ impl Executor<'_> {
                 reason: "ErrImageNeverPull".into(),
                 message: format!("Container image \"{image}\" is not present with pull policy of Never"),
             }),
-            (_, true) if policy != "Always" => Ok(()),
-            _ => match self.runtime.pull_image(&image).await {
-                Ok(()) => {
-                    self.outcome.events.push(WorkerEvent::container(
-                        &container.name,
-                        "Pulled",
-                        format!("Successfully pulled image \"{image}\""),
-                    ));
-                    Ok(())
-                }
-                // Offline first: a local copy serves when the registry cannot be reached.
-                Err(e) if present => {
-                    tracing::warn!(image = %image, error = %e, "pull failed; using the local image");
-                    Ok(())
-                }
-                Err(e) => Err(WaitingReason {
+            (_, true) if policy != "Always" => {
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "Pulled",
+                    format!("Container image \"{image}\" already present on machine"),
+                ));
+                Ok(())
+            }
+            _ => {
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "Pulling",
+                    format!("Pulling image \"{image}\""),
+                ));
+                let began = std::time::Instant::now();
+                let pulled = self.runtime.pull_image(&image).await;
+                self.pulled(container, &image, began.elapsed(), pulled, present)
+            }
+        }
+    }
+
+    /// The events and outcome of a pull.
+    fn pulled(
+        &mut self,
+        container: &Container,
+        image: &str,
+        took: std::time::Duration,
+        result: Result<(), RuntimeError>,
+        present: bool,
+    ) -> Result<(), WaitingReason> {
+        match result {
+            Ok(()) => {
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "Pulled",
+                    format!("Successfully pulled image \"{image}\" in {took:.3?}"),
+                ));
+                Ok(())
+            }
+            // Offline first: a local copy serves when the registry cannot be reached.
+            Err(e) if present => {
+                tracing::warn!(image = %image, error = %e, "pull failed; using the local image");
+                Ok(())
+            }
+            Err(e) => {
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "Failed",
+                    format!("Failed to pull image \"{image}\": {e}"),
+                ));
+                Err(WaitingReason {
                     reason: "ErrImagePull".into(),
                     message: format!("failed to pull image \"{image}\": {e}"),
-                }),
-            },
+                })
+            }
         }
     }
 }
