@@ -4,10 +4,16 @@
 //! `binding`), nodes (with `status`), events, secrets, configmaps, services, namespaces and
 //! `coordination.k8s.io/v1` leases; get, list, watch, create, update, merge / strategic-merge /
 //! JSON / apply patch and delete — with one monotonically increasing resourceVersion, 409 on a
-//! stale update, and a bounded history for watches (a watch from a resourceVersion older than
+//! stale update, lists paged with `limit`/`continue`, and a bounded history for watches (a watch from a resourceVersion older than
 //! the history gets kube-apiserver's ERROR event with a 410 `Expired` Status). Bodies are decoded
 //! through the k8s-openapi types, so it is no more lenient than kube-apiserver: wrong types,
-//! unknown fields and invalid values are rejected (see [`validate`]).
+//! unknown fields and invalid values are rejected (see [`validate`]). Bodies come as JSON, YAML,
+//! or protobuf for Secrets and ConfigMaps (what `kubectl create secret|configmap` sends).
+//!
+//! Not covered: logs, exec, attach and port-forward; admission (no defaulting of service
+//! accounts, no quota); RBAC (one bearer token may do everything); protobuf for other kinds;
+//! later list pages are read from current objects rather than a snapshot; server-side apply
+//! tracks no field managers.
 //!
 //! Plain HTTP or HTTPS (a CA and certificate made up at start, the CA in the kubeconfig) on
 //! `127.0.0.1`, bearer-token auth, served by actix-web on a thread with its own
