@@ -685,8 +685,8 @@ spec:
     assert_eq!(state["handler"], "grpc", "{state}");
 }
 
-/// Invalid probes (unknown named port, periodSeconds 0, no handler, two handlers, gRPC port 0)
-/// refuse only their container, with CreateContainerConfigError naming the field; a sibling runs.
+/// Invalid probes (unknown named port, periodSeconds 0, no handler, two handlers, gRPC port 0,
+/// a gRPC port given by name) refuse only their container, with CreateContainerConfigError naming the field; a sibling runs.
 #[test]
 fn invalid_probes_refuse_only_their_container() {
     let manifests = ManifestDir::new();
@@ -742,6 +742,15 @@ spec:
     livenessProbe:
       grpc:
         port: 0
+  - name: grpc-port-name
+    image: dockerlet.local/busybox:1
+    command: {SLEEPER}
+    ports:
+    - name: grpc
+      containerPort: 9090
+    startupProbe:
+      grpc:
+        port: grpc
 "#
         ),
     );
@@ -753,6 +762,7 @@ spec:
         ("no-handler", "livenessProbe:"),
         ("two-handlers", "readinessProbe:"),
         ("grpc-port-zero", "livenessProbe.grpc.port:"),
+        ("grpc-port-name", "startupProbe.grpc.port:"),
     ];
     let settled = |p: &Pod| -> Result<(), String> {
         let healthy = p.container("healthy").ok_or("no status for healthy")?;

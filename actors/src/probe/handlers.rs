@@ -12,6 +12,10 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+/// Stands for a gRPC probe port written as a name in a static manifest (the API type is an
+/// integer): the manifest still loads and only the probe's container is refused.
+pub const NON_NUMERIC_GRPC_PORT: i32 = i32::MIN;
+
 use crate::runtime::ContainerRuntime;
 
 /// Kubernetes version dockerlet reports itself compatible with (user agents, node info).
@@ -179,6 +183,11 @@ fn action(
         });
     }
     if let Some(g) = grpc {
+        if g.port == NON_NUMERIC_GRPC_PORT {
+            return Err(format!(
+                "{field}.grpc.port: Invalid value: a port name: gRPC probes take a port number"
+            ));
+        }
         let port = u16::try_from(g.port).ok().filter(|p| *p > 0).ok_or_else(|| {
             format!(
                 "{field}.grpc.port: Invalid value: {}: must be between 1 and 65535",

@@ -10,6 +10,8 @@ use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Toleration};
 use sha2::{Digest, Sha256};
 
+use crate::probe::handlers::NON_NUMERIC_GRPC_PORT;
+
 /// Largest manifest read (kubelet `maxConfigLength`).
 pub const MAX_MANIFEST_BYTES: u64 = 10 * 1024 * 1024;
 
@@ -147,7 +149,8 @@ pub fn read_one(file: &Path, node_name: &str) -> Result<Pod, String> {
 /// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
 pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
     let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
-    if file.extension().is_some_and(|e| e == "json") {
+    let json = file.extension().is_some_and(|e| e == "json");
+    let typed = if json {
         serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
     } else {
         serde_saphyr::from_str(text).map_err(|e| {
@@ -156,7 +159,43 @@ pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
             let first = message.lines().next().unwrap_or_default();
             format!("invalid YAML: {}", first.trim_start_matches("error: "))
         })
+    };
+    typed.or_else(|error| {
+        // A named port on a gRPC probe is a type error for the whole Pod; refuse only its
+        // container instead (the probe's validation names the field).
+        let mut value: serde_json::Value = if json {
+            serde_json::from_str(text).map_err(|_| error.clone())?
+        } else {
+            serde_saphyr::from_str(text).map_err(|_| error.clone())?
+        };
+        if !mark_named_grpc_ports(&mut value) {
+            return Err(error);
+        }
+        serde_json::from_value(value).map_err(|_| error)
+    })
+}
+
+/// Replace each gRPC probe port given as a string with [`NON_NUMERIC_GRPC_PORT`]; true if any.
+fn mark_named_grpc_ports(pod: &mut serde_json::Value) -> bool {
+    let mut marked = false;
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = pod["spec"][list].as_array_mut() else {
+            continue;
+        };
+        for container in containers {
+            for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+                let port = container
+                    .get_mut(probe)
+                    .and_then(|p| p.get_mut("grpc"))
+                    .and_then(|g| g.get_mut("port"));
+                if let Some(port) = port.filter(|p| p.is_string()) {
+                    *port = serde_json::Value::from(NON_NUMERIC_GRPC_PORT);
+                    marked = true;
+                }
+            }
+        }
     }
+    marked
 }
 
 fn is_dns_label(s: &str) -> bool {
@@ -294,7 +333,15 @@ pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, String> {
             )
         })?
     };
-    let decode = |v: serde_json::Value| serde_json::from_value::<Pod>(v).map_err(|e| format!("invalid pod: {e}"));
+    let decode = |mut v: serde_json::Value| {
+        serde_json::from_value::<Pod>(v.clone()).or_else(|e| {
+            if mark_named_grpc_ports(&mut v) {
+                serde_json::from_value::<Pod>(v).map_err(|_| format!("invalid pod: {e}"))
+            } else {
+                Err(format!("invalid pod: {e}"))
+            }
+        })
+    };
     match value.get("kind").and_then(|k| k.as_str()) {
         Some("PodList") => value
             .get("items")
@@ -549,6 +596,21 @@ mod tests {
             .unwrap();
         let (pods, errors) = read_manifests_cached(dir.path(), "n", &mut cache);
         assert!(pods.is_empty() && errors.len() == 1, "{errors:?}");
+    }
+
+    /// A gRPC probe whose port is a name loads (only that probe is marked, to refuse its
+    /// container); other type errors still fail the file with their position.
+    #[test]
+    fn a_named_grpc_probe_port_loads_and_marks_the_probe() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: g}\nspec:\n  containers:\n  - name: a\n    image: x\n    livenessProbe: {grpc: {port: grpc}}\n  - name: b\n    image: x\n";
+        let pod = parse(Path::new("g.yaml"), yaml.as_bytes()).unwrap();
+        let containers = pod.spec.unwrap().containers;
+        let probe = containers[0].liveness_probe.as_ref().unwrap();
+        assert_eq!(probe.grpc.as_ref().unwrap().port, NON_NUMERIC_GRPC_PORT);
+        assert!(containers[1].liveness_probe.is_none(), "other containers are untouched");
+        let bad = yaml.replace("image: x\n    liveness", "image: [x]\n    liveness");
+        let err = parse(Path::new("g.yaml"), bad.as_bytes()).unwrap_err();
+        assert!(err.contains("line"), "other type errors keep their position: {err}");
     }
 
     /// Files over 10 MiB are refused without being parsed.
