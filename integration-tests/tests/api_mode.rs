@@ -227,9 +227,22 @@ fn quantity_bytes(q: &Value) -> i64 {
 /// True, and the node's events (Starting, NodeHasInsufficientMemory, NodeReady) reach the API.
 #[test]
 fn the_node_reports_taints_allocatable_and_pressure() {
-    let api = ApiServer::start();
+    // HTTPS, and the agent authenticates with a client certificate from its kubeconfig.
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    let kubeconfig = api
+        .client_certificate_kubeconfig()
+        .expect("client certificate kubeconfig");
     let manifests = ManifestDir::new();
-    let mut args = api_args(&api);
+    let mut args: Vec<String> = vec![
+        "--kubeconfig".into(),
+        kubeconfig.display().to_string(),
+        "--node-status-update-frequency".into(),
+        "1s".into(),
+    ];
     args.extend(
         [
             "--register-with-taints",

@@ -1135,3 +1135,60 @@ fn lists_page_with_limit_and_continue() {
     let table = server.kubectl_ok(&["get", "pods", "--chunk-size=2"]);
     assert_eq!(table.lines().count(), 6, "a header and five rows: {table}");
 }
+
+/// Over TLS a request needs the bearer token or a client certificate the fixture's CA signed;
+/// kubectl works with either, and without credentials it is refused.
+#[test]
+fn tls_requires_a_token_or_a_client_certificate() {
+    let server = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .unwrap();
+    assert!(server.url().starts_with("https://"));
+    server.kubectl_ok(&["get", "nodes"]);
+    let kubectl = |kubeconfig: &std::path::Path| {
+        std::process::Command::new(dockerlet_integration_tests::apiserver::KUBECTL)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .args(["get", "nodes"])
+            .env_remove("KUBECONFIG")
+            .output()
+            .expect("run kubectl")
+    };
+    let with_cert = kubectl(&server.client_certificate_kubeconfig().unwrap());
+    assert!(
+        with_cert.status.success(),
+        "{}",
+        String::from_utf8_lossy(&with_cert.stderr)
+    );
+    // Without credentials (kubectl would prompt for them, so a bare TLS client asks).
+    let status_line = |auth: Option<&str>| -> String {
+        use std::io::{Read as _, Write as _};
+        let mut roots = rustls::RootCertStore::empty();
+        let pem = server.ca_pem().unwrap().as_bytes().to_vec();
+        for cert in rustls::pki_types::pem::PemObject::pem_slice_iter(&pem) {
+            roots.add(cert.unwrap()).unwrap();
+        }
+        let config = rustls::ClientConfig::builder()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        let name = rustls::pki_types::ServerName::try_from("127.0.0.1").unwrap();
+        let conn = rustls::ClientConnection::new(std::sync::Arc::new(config), name).unwrap();
+        let tcp = std::net::TcpStream::connect(server.addr()).unwrap();
+        let mut tls = rustls::StreamOwned::new(conn, tcp);
+        let auth = auth.map(|a| format!("Authorization: {a}\r\n")).unwrap_or_default();
+        write!(
+            tls,
+            "GET /api/v1/nodes HTTP/1.1\r\nHost: 127.0.0.1\r\n{auth}Connection: close\r\n\r\n"
+        )
+        .unwrap();
+        let mut response = String::new();
+        let _ = tls.read_to_string(&mut response);
+        response.lines().next().unwrap_or_default().to_string()
+    };
+    assert!(status_line(None).contains(" 401"), "anonymous: {}", status_line(None));
+    assert!(status_line(Some("Bearer wrong")).contains(" 401"));
+    let token = format!("Bearer {}", server.token());
+    assert!(status_line(Some(&token)).contains(" 200"));
+}

@@ -29,6 +29,8 @@ pub struct Shared {
     pub store: Mutex<Store>,
     /// The bearer token clients must send.
     pub token: String,
+    /// Serving TLS: requests need the token or a client certificate.
+    pub tls: bool,
     /// Where the server listens (for `/api`'s `serverAddressByClientCIDRs`).
     pub addr: SocketAddr,
     /// Recent requests, oldest first.
@@ -84,11 +86,17 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     let path = req.path().trim_end_matches('/').to_string();
     let open = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
     // Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
-    // send a bearer token over plain HTTP); credentials that are sent must be right.
-    if let Some(auth) = req.headers().get("Authorization") {
-        if !open && auth.to_str().ok() != Some(format!("Bearer {}", shared.token).as_str()) {
-            return error_response(&ApiError::unauthorized());
-        }
+    // send a bearer token over plain HTTP); credentials that are sent must be right. Over TLS a
+    // request needs the token or a client certificate the CA signed.
+    let token_ok = |auth: &actix_web::http::header::HeaderValue| {
+        auth.to_str().ok() == Some(format!("Bearer {}", shared.token).as_str())
+    };
+    let authorized = match req.headers().get("Authorization") {
+        Some(auth) => token_ok(auth),
+        None => !shared.tls || req.conn_data::<super::ClientCertificate>().is_some(),
+    };
+    if !open && !authorized {
+        return error_response(&ApiError::unauthorized());
     }
     let response = if let Some(err) = take_fault(&shared, req.method().as_str(), &path) {
         error_response(&err)

@@ -120,14 +120,21 @@ struct Running {
     thread: JoinHandle<()>,
 }
 
-/// The fixture's certificates: a CA made up at start and a server certificate it signed.
+/// The fixture's certificates: a CA made up at start, a server certificate and a client
+/// certificate (user `test-admin`) it signed.
 #[derive(Clone)]
 struct Tls {
     /// The CA certificate, PEM, for clients.
     ca_pem: String,
-    /// The server's certificate and key.
+    /// A client certificate and its key, PEM, that the server accepts instead of the token.
+    client_pem: (String, String),
+    /// The server's certificate and key; client certificates signed by the CA are verified.
     server: Arc<rustls::ServerConfig>,
 }
+
+/// Set on a connection whose client presented a certificate the CA signed.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ClientCertificate;
 
 impl Tls {
     fn new() -> io::Result<Self> {
@@ -147,12 +154,29 @@ impl Tls {
             .push(rcgen::DnType::CommonName, "test-apiserver");
         let cert = params.signed_by(&key, &*ca).map_err(err)?;
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
+        let client_key = rcgen::KeyPair::generate().map_err(err)?;
+        let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        client_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, "test-admin");
+        client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let client = client_params.signed_by(&client_key, &*ca).map_err(err)?;
+        let mut roots = rustls::RootCertStore::empty();
+        roots
+            .add(ca.der().clone())
+            .map_err(|e| io::Error::other(format!("cannot trust the CA: {e}")))?;
+        // Certificates are optional (a bearer token also authenticates) but verified when sent.
+        let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+            .allow_unauthenticated()
+            .build()
+            .map_err(|e| io::Error::other(format!("cannot verify clients: {e}")))?;
         let server = rustls::ServerConfig::builder()
-            .with_no_client_auth()
+            .with_client_cert_verifier(verifier)
             .with_single_cert(vec![cert.der().clone()], key)
             .map_err(|e| io::Error::other(format!("cannot use the certificate: {e}")))?;
         Ok(Tls {
             ca_pem: ca.pem(),
+            client_pem: (client.pem(), client_key.serialize_pem()),
             server: Arc::new(server),
         })
     }
@@ -197,7 +221,17 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> 
                 .disable_signals()
                 .shutdown_timeout(0);
                 let server = match tls {
-                    Some(tls) => server.listen_rustls_0_23(listener, (*tls.server).clone()),
+                    Some(tls) => server
+                        .on_connect(|conn, extensions| {
+                            type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
+                            let verified = conn
+                                .downcast_ref::<Tls>()
+                                .is_some_and(|tls| tls.get_ref().1.peer_certificates().is_some());
+                            if verified {
+                                extensions.insert(ClientCertificate);
+                            }
+                        })
+                        .listen_rustls_0_23(listener, (*tls.server).clone()),
                     None => server.listen(listener),
                 };
                 let server = match server {
@@ -230,6 +264,7 @@ impl ApiServer {
         let shared = Arc::new(http::Shared {
             store: Mutex::new(store::Store::new(config.history)),
             token: config.token.unwrap_or_else(random_token),
+            tls: config.tls,
             addr,
             requests: Mutex::new(VecDeque::new()),
             faults: Mutex::new(Vec::new()),
@@ -256,6 +291,30 @@ impl ApiServer {
     pub fn url(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
         format!("{scheme}://{}", self.addr)
+    }
+
+    /// A kubeconfig that authenticates with the client certificate instead of the token (TLS
+    /// only), in the server's directory.
+    pub fn client_certificate_kubeconfig(&self) -> io::Result<PathBuf> {
+        use base64::Engine as _;
+        let tls = self
+            .tls
+            .as_ref()
+            .ok_or_else(|| io::Error::other("client certificates need TLS"))?;
+        let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
+        let text = format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: test-apiserver\n  cluster:\n    \
+             certificate-authority-data: {ca}\n    server: {url}\nusers:\n- name: test-admin\n  user:\n    \
+             client-certificate-data: {cert}\n    client-key-data: {key}\ncontexts:\n- name: test-apiserver\n  \
+             context:\n    cluster: test-apiserver\n    user: test-admin\ncurrent-context: test-apiserver\n",
+            ca = b64(&tls.ca_pem),
+            url = self.url(),
+            cert = b64(&tls.client_pem.0),
+            key = b64(&tls.client_pem.1),
+        );
+        let path = self.dir.path().join("kubeconfig-client-cert");
+        std::fs::write(&path, text)?;
+        Ok(path)
     }
 
     /// The CA certificate (PEM) that signed the server's certificate, when serving TLS.

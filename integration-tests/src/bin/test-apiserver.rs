@@ -68,6 +68,12 @@ fn main() -> std::process::ExitCode {
     println!("test-apiserver: serving {} (in memory; Ctrl-C to stop)", server.url());
     println!("  kubeconfig: {}", kubeconfig.display());
     println!("  kubectl --kubeconfig {} get nodes", kubeconfig.display());
+    if args.tls {
+        match server.client_certificate_kubeconfig() {
+            Ok(path) => println!("  with a client certificate instead of the token: {}", path.display()),
+            Err(e) => eprintln!("test-apiserver: cannot write the client certificate kubeconfig: {e}"),
+        }
+    }
     server.wait();
     std::process::ExitCode::SUCCESS
 }
