@@ -7,7 +7,12 @@ set -euo pipefail
 LOG=${DOCKERD_LOG:-/tmp/dockerd.log}
 WAIT_SECS=${DOCKERD_WAIT_SECS:-60}
 
-if docker info >/dev/null 2>&1; then
+# A hung engine never answers: ask with a time limit.
+answers() {
+    timeout 10 docker info >/dev/null 2>&1
+}
+
+if answers; then
     exit 0
 fi
 
@@ -43,6 +48,36 @@ dockerd_running() {
     return 1
 }
 
+dockerd_pids() {
+    local comm
+    for comm in /proc/[0-9]*/comm; do
+        if [ "$(cat "$comm" 2>/dev/null)" = dockerd ]; then
+            basename "$(dirname "$comm")"
+        fi
+    done
+}
+
+# A dockerd that runs but does not answer within 30 s is hung (Docker 20.10 can deadlock when
+# hundreds of containers are removed at once): stop it so a fresh one can start.
+if dockerd_running; then
+    for _ in $(seq 1 3); do
+        if answers; then
+            echo "ensure-docker: docker is up" >&2
+            exit 0
+        fi
+    done
+    echo "ensure-docker: dockerd runs but does not answer; restarting it" >&2
+    as_root kill $(dockerd_pids) 2>/dev/null || true
+    for _ in $(seq 1 30); do
+        dockerd_running || break
+        sleep 1
+    done
+    if dockerd_running; then
+        as_root kill -9 $(dockerd_pids) 2>/dev/null || true
+        sleep 2
+    fi
+fi
+
 # A dockerd may be starting already (another caller, or a service manager): only start one if
 # none is running.
 if ! dockerd_running; then
@@ -52,7 +87,7 @@ if ! dockerd_running; then
 fi
 
 for _ in $(seq 1 "$WAIT_SECS"); do
-    if docker info >/dev/null 2>&1; then
+    if answers; then
         echo "ensure-docker: docker is up" >&2
         exit 0
     fi
