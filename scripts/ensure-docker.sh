@@ -60,11 +60,13 @@ dockerd_pids() {
 # A dockerd that runs but does not answer within 30 s is hung (Docker 20.10 can deadlock when
 # hundreds of containers are removed at once): stop it so a fresh one can start.
 if dockerd_running; then
-    for _ in $(seq 1 3); do
+    deadline=$((SECONDS + 30))
+    while [ "$SECONDS" -lt "$deadline" ]; do
         if answers; then
             echo "ensure-docker: docker is up" >&2
             exit 0
         fi
+        sleep 1
     done
     echo "ensure-docker: dockerd runs but does not answer; restarting it" >&2
     as_root kill $(dockerd_pids) 2>/dev/null || true
