@@ -2,6 +2,7 @@
 //! httpGet and tcpSocket from the node, exec through Docker's exec API, gRPC health checks,
 //! and the `sleep` hook. [`Action`] is a validated handler; [`run`] performs it once.
 
+use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
@@ -11,19 +12,30 @@ use k8s_openapi::api::core::v1::{
     Container, ExecAction, GRPCAction, HTTPGetAction, LifecycleHandler, Probe, SleepAction, TCPSocketAction,
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use tokio::time::Instant;
+
+use super::http;
+use crate::runtime::ContainerRuntime;
 
 /// Stands for a gRPC probe port written as a name in a static manifest (the API type is an
 /// integer): the manifest still loads and only the probe's container is refused.
 pub const NON_NUMERIC_GRPC_PORT: i32 = i32::MIN;
 
-use crate::runtime::ContainerRuntime;
+/// The Kubernetes version as a literal, for `concat!`.
+macro_rules! kube_version {
+    () => {
+        "1.37"
+    };
+}
 
 /// Kubernetes version dockerlet reports itself compatible with (user agents, node info).
-pub const KUBE_VERSION: &str = "1.37";
+pub const KUBE_VERSION: &str = kube_version!();
 /// Most response body read from an HTTP probe or hook.
 const BODY_LIMIT: usize = 10 * 1024;
 /// Most redirects followed (same host only).
 const MAX_REDIRECTS: usize = 10;
+/// Longest timeout armed (about 136 years): `Instant` arithmetic panics on overflow.
+const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// What one run of a handler gave.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -320,10 +332,8 @@ fn http_client() -> &'static reqwest::Client {
     })
 }
 
-fn host_for(host: &Option<String>, pod_ip: &Option<String>) -> String {
-    host.clone()
-        .or_else(|| pod_ip.clone())
-        .unwrap_or_else(|| "127.0.0.1".to_string())
+fn host_for<'a>(host: &'a Option<String>, pod_ip: &'a Option<String>) -> &'a str {
+    host.as_deref().or(pod_ip.as_deref()).unwrap_or("127.0.0.1")
 }
 
 /// `[v6]` for URLs and socket addresses.
@@ -345,11 +355,10 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
             headers,
         } => {
             let host = host_for(host, &target.pod_ip);
-            let url = format!("{scheme}://{}:{port}{path}", bracket(&host));
-            http_get(&url, headers, target.timeout, caller).await
+            http_get(scheme, host, *port, path, headers, target.timeout, caller).await
         }
         Action::Tcp { host, port } => {
-            let addr = format!("{}:{port}", bracket(&host_for(host, &target.pod_ip)));
+            let addr = format!("{}:{port}", bracket(host_for(host, &target.pod_ip)));
             match tokio::time::timeout(target.timeout, tokio::net::TcpStream::connect(&addr)).await {
                 Ok(Ok(_)) => Outcome::Success(String::new()),
                 Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: {e}")),
@@ -376,7 +385,7 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
         }
         Action::Grpc { port, service } => {
             let host = host_for(&None, &target.pod_ip);
-            match super::grpc::check(&host, *port, service, target.timeout).await {
+            match super::grpc::check(host, *port, service, target.timeout).await {
                 Ok(message) => Outcome::Success(message),
                 Err(message) => Outcome::Failure(message),
             }
@@ -388,11 +397,118 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
     }
 }
 
-async fn http_get(url: &str, headers: &[(String, String)], timeout: Duration, caller: Caller) -> Outcome {
-    let agent = match caller {
-        Caller::Probe => format!("kube-probe/{KUBE_VERSION}"),
-        Caller::Lifecycle => format!("kube-lifecycle/{KUBE_VERSION}"),
+/// A plain-HTTP location: where to connect and what to ask for (borrowed for the first hop).
+struct Hop<'a> {
+    host: Cow<'a, str>,
+    port: u16,
+    path: Cow<'a, str>,
+}
+
+impl Hop<'_> {
+    /// The URL, for messages and for resolving a redirect (made only when needed).
+    fn url(&self) -> String {
+        format!("http://{}{}", http::join_host_port(&self.host, self.port), self.path)
+    }
+
+    /// Where a redirect from this hop leads: None unless it is a same-host redirect that can be
+    /// followed (on no Location, a Location that does not parse, or another host, the redirect
+    /// response itself is the answer, as it was with reqwest's policy).
+    fn redirect(&self, first: &Hop, location: Option<&str>) -> Option<reqwest::Url> {
+        let next = reqwest::Url::parse(&self.url()).ok()?.join(location?).ok()?;
+        let first_host = reqwest::Url::parse(&first.url()).ok()?.host_str().map(str::to_owned);
+        (next.host_str().map(str::to_owned) == first_host).then_some(next)
+    }
+
+    fn from_url(url: &reqwest::Url) -> Hop<'static> {
+        let host = url.host_str().unwrap_or_default();
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let path = match url.query() {
+            Some(query) => format!("{}?{query}", url.path()),
+            None => url.path().to_string(),
+        };
+        Hop {
+            host: Cow::Owned(host.to_string()),
+            port: url.port_or_known_default().unwrap_or(80),
+            path: Cow::Owned(path),
+        }
+    }
+}
+
+fn user_agent(caller: Caller) -> &'static str {
+    match caller {
+        Caller::Probe => concat!("kube-probe/", kube_version!()),
+        Caller::Lifecycle => concat!("kube-lifecycle/", kube_version!()),
+    }
+}
+
+/// What kubelet makes of a response: 2xx passes, 3xx passes with a warning (a redirect that was
+/// not followed), anything else fails.
+fn http_outcome(status: u16, body: Vec<u8>) -> Outcome {
+    let body = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    match status {
+        300..=399 => Outcome::Warning(format!("Probe terminated redirects, Response body: {body}")),
+        200..=299 => Outcome::Success(body),
+        _ => Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")),
+    }
+}
+
+/// An httpGet: plain HTTP through [`http::get`], HTTPS through reqwest. Same-host redirects are
+/// followed (at most [`MAX_REDIRECTS`]), all within one `timeout`.
+async fn http_get(
+    scheme: &str,
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    timeout: Duration,
+    caller: Caller,
+) -> Outcome {
+    if scheme != "http" {
+        let url = format!("{scheme}://{}{path}", http::join_host_port(host, port));
+        return reqwest_get(&url, headers, timeout, caller).await;
+    }
+    let deadline = Instant::now() + timeout.min(MAX_TIMEOUT);
+    let first = Hop {
+        host: Cow::Borrowed(host),
+        port,
+        path: Cow::Borrowed(path),
     };
+    let mut next = None;
+    for redirects in 0.. {
+        let hop = next.as_ref().unwrap_or(&first);
+        let response = match http::Request::get(&hop.host, hop.port, &hop.path, user_agent(caller), headers) {
+            Ok(request) => http::get(&hop.host, hop.port, &request, BODY_LIMIT, deadline).await,
+            Err(e) => Err(e),
+        };
+        let response = match response {
+            Ok(r) => r,
+            Err(e) => return Outcome::Failure(format!("Get {:?}: {}", hop.url(), error_chain(&e))),
+        };
+        let followed = redirects < MAX_REDIRECTS && matches!(response.status, 301 | 302 | 303 | 307 | 308);
+        if let Some(url) = followed
+            .then(|| hop.redirect(&first, response.location.as_deref()))
+            .flatten()
+        {
+            match url.scheme() {
+                "http" => {
+                    next = Some(Hop::from_url(&url));
+                    continue;
+                }
+                "https" => {
+                    let left = deadline.saturating_duration_since(Instant::now());
+                    return reqwest_get(url.as_str(), headers, left, caller).await;
+                }
+                _ => {}
+            }
+        }
+        return http_outcome(response.status, response.body);
+    }
+    unreachable!("the redirect loop returns")
+}
+
+/// An httpGet through reqwest (HTTPS).
+async fn reqwest_get(url: &str, headers: &[(String, String)], timeout: Duration, caller: Caller) -> Outcome {
+    let agent = user_agent(caller);
     let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     let mut request = http_client().get(url).timeout(timeout);
     if !has("user-agent") {
@@ -414,14 +530,10 @@ async fn http_get(url: &str, headers: &[(String, String)], timeout: Duration, ca
     };
     let status = response.status().as_u16();
     let body = read_limited(response).await;
-    match status {
-        300..=399 => Outcome::Warning(format!("Probe terminated redirects, Response body: {body}")),
-        200..=299 => Outcome::Success(body),
-        _ => Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")),
-    }
+    http_outcome(status, body)
 }
 
-async fn read_limited(mut response: reqwest::Response) -> String {
+async fn read_limited(mut response: reqwest::Response) -> Vec<u8> {
     let mut body = Vec::new();
     while body.len() < BODY_LIMIT {
         match response.chunk().await {
@@ -429,7 +541,7 @@ async fn read_limited(mut response: reqwest::Response) -> String {
             _ => break,
         }
     }
-    String::from_utf8_lossy(&body).into_owned()
+    body
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {
@@ -570,6 +682,49 @@ mod tests {
         let outcome = run(&http_action(port), &target(), Caller::Probe).await;
         assert!(
             matches!(outcome, Outcome::Warning(ref m) if m.starts_with("Probe terminated redirects")),
+            "{outcome:?}"
+        );
+    }
+
+    /// A relative same-host redirect is followed on a new connection (with kubelet's headers
+    /// again); a refused connection fails with the URL and the dial error.
+    #[tokio::test]
+    async fn same_host_redirects_are_followed_and_errors_name_the_url() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let replies = [
+                "HTTP/1.1 302 Found\r\nLocation: /next?a=1\r\nContent-Length: 0\r\n\r\n",
+                "HTTP/1.1 200 OK\r\nContent-Length: 4\r\n\r\nhere",
+            ];
+            let mut requests = Vec::new();
+            for reply in replies {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let n = stream.read(&mut buf).unwrap();
+                stream.write_all(reply.as_bytes()).unwrap();
+                requests.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+            }
+            requests
+        });
+        assert_eq!(
+            run(&http_action(port), &target(), Caller::Lifecycle).await,
+            Outcome::Success("here".into())
+        );
+        let requests = server.join().unwrap();
+        assert!(requests[1].starts_with("GET /next?a=1 HTTP/1.1\r\n"), "{requests:?}");
+        assert!(
+            requests[1].contains(&format!("User-Agent: kube-lifecycle/{KUBE_VERSION}\r\n")),
+            "{requests:?}"
+        );
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        drop(listener);
+        let outcome = run(&http_action(port), &target(), Caller::Probe).await;
+        let expected = format!("Get \"http://127.0.0.1:{port}/x\": dial tcp 127.0.0.1:{port}: ");
+        assert!(
+            matches!(outcome, Outcome::Failure(ref m) if m.starts_with(&expected)),
             "{outcome:?}"
         );
     }

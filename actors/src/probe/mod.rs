@@ -1,5 +1,5 @@
 //! ProbeActor: runs every container's liveness, readiness and startup probes (reference §4) —
-//! one actor and one timer per probe, no thread or process per probe.
+//! one actor and one timer for all probes, no thread or process per probe.
 //!
 //! | Message            | From       | Effect                                                  |
 //! |--------------------|------------|---------------------------------------------------------|
@@ -8,6 +8,10 @@
 //! | GetActorState      | Supervisor | each probe's state and last result                      |
 //! | Panic              | Supervisor | test-only fault hook                                    |
 //! | per probe, every `periodSeconds` | self | run the handler, apply thresholds            |
+//!
+//! The probes' next runs wait in one queue behind one timer. With a timer per probe, every
+//! wake-up of the actor (a timer, or a probe's socket becoming ready) polled all of them: at
+//! 110 probes a second that cost more than the probes' own bookkeeping.
 //!
 //! Sends `ProbeResultChanged` and `RecordEvent` (Unhealthy, ProbeWarning) to the Supervisor.
 //! Semantics follow kubelet's prober worker: initial results readiness=Failure,
@@ -18,8 +22,10 @@
 
 pub mod grpc;
 pub mod handlers;
+pub mod http;
 
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,6 +37,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::json;
+use tokio::time::Instant;
 
 use crate::runtime::ContainerRuntime;
 use handlers::{Action, Caller, Outcome, Target};
@@ -87,8 +94,8 @@ struct ProbeState {
     container_id: ContainerId,
     /// The pod's IP.
     pod_ip: Option<String>,
-    /// The validated handler.
-    action: Action,
+    /// The validated handler (shared with the runs in flight).
+    action: Arc<Action>,
     /// periodSeconds.
     period: Duration,
     /// timeoutSeconds.
@@ -105,6 +112,8 @@ struct ProbeState {
     failures: u32,
     /// Stopped until a new container instance (after a liveness failure or a startup result).
     on_hold: bool,
+    /// A liveness or readiness probe of a container that has a startup probe: it waits for it.
+    gated_by_startup: bool,
     /// Timers of an older instance carry an older generation and are ignored.
     generation: u64,
     /// A run is in flight.
@@ -123,6 +132,11 @@ pub struct ProbeActor {
     links: ProbeLinks,
     /// Every probe.
     probes: BTreeMap<ProbeKey, ProbeState>,
+    /// Next runs, earliest first: when, the probe's generation, the probe. Entries of replaced
+    /// or removed probes are skipped when they come due.
+    due: BinaryHeap<Reverse<(Instant, u64, ProbeKey)>>,
+    /// The one armed timer: when it fires, and its handle.
+    timer: Option<(Instant, SpawnHandle)>,
     /// Generation counter for timers.
     next_generation: u64,
     /// Messages handled.
@@ -156,28 +170,51 @@ impl ProbeActor {
             runtime,
             links,
             probes: BTreeMap::new(),
+            due: BinaryHeap::new(),
+            timer: None,
             next_generation: 0,
             handled: 0,
         }
     }
 
-    fn event(&self, reason: &str, pod: &str, container: &str, message: String) {
-        self.links.events.do_send(RecordEvent {
-            event: DebugEvent {
-                time: Timestamp::now().to_string(),
-                reason: reason.to_string(),
-                object: pod.to_string(),
-                container: Some(container.to_string()),
-                message,
-            },
-        });
-    }
-
+    /// Queue the next run of `key` in `delay`.
     fn schedule(&mut self, key: ProbeKey, delay: Duration, ctx: &mut Context<Self>) {
         let Some(generation) = self.probes.get(&key).map(|p| p.generation) else {
             return;
         };
-        ctx.run_later(delay, move |act, ctx| act.tick(key, generation, ctx));
+        self.due.push(Reverse((Instant::now() + delay, generation, key)));
+        self.arm(ctx);
+    }
+
+    /// Make the timer fire when the earliest queued run is due.
+    fn arm(&mut self, ctx: &mut Context<Self>) {
+        let Some(Reverse((next, ..))) = self.due.peek() else {
+            return;
+        };
+        let next = *next;
+        if let Some((at, handle)) = self.timer {
+            if at <= next {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let handle = ctx.run_later(next.saturating_duration_since(Instant::now()), |act, ctx| {
+            act.timer = None;
+            act.run_due(ctx);
+        });
+        self.timer = Some((next, handle));
+    }
+
+    /// Start every run that is due, then re-arm the timer.
+    fn run_due(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        while self.due.peek().is_some_and(|Reverse((when, ..))| *when <= now) {
+            let Some(Reverse((_, generation, key))) = self.due.pop() else {
+                break;
+            };
+            self.tick(key, generation, ctx);
+        }
+        self.arm(ctx);
     }
 
     /// Startup gating: liveness and readiness wait until the startup probe succeeded.
@@ -200,7 +237,7 @@ impl ProbeActor {
             return;
         }
         let period = state.period;
-        if self.held_by_startup(&key, &state.container_id) {
+        if state.gated_by_startup && self.held_by_startup(&key, &state.container_id) {
             self.schedule(key, period, ctx);
             return;
         }
@@ -212,7 +249,7 @@ impl ProbeActor {
             pod_ip: state.pod_ip.clone(),
             timeout: state.timeout,
         };
-        let action = state.action.clone();
+        let action = Arc::clone(&state.action);
         let future = async move { handlers::run(&action, &target, Caller::Probe).await };
         ctx.spawn(
             future
@@ -228,15 +265,28 @@ impl ProbeActor {
         }
         state.running = false;
         state.runs += 1;
-        let (label, output) = match &outcome {
+        let passed = outcome.passed();
+        let event = match &outcome {
+            Outcome::Failure(message) => {
+                Some(("Unhealthy", format!("{} probe failed: {message}", kind_label(key.kind))))
+            }
+            Outcome::Warning(message) => Some((
+                "ProbeWarning",
+                format!("{} probe warning: {message}", kind_label(key.kind)),
+            )),
+            Outcome::Success(_) => None,
+        };
+        let (label, mut output) = match outcome {
             Outcome::Success(o) => ("Success", o),
             Outcome::Warning(o) => ("Warning", o),
             Outcome::Failure(o) => ("Failure", o),
         };
-        let kept: String = output.chars().take(OUTPUT_KEPT).collect();
-        state.last = Some((label, kept.clone(), Timestamp::now()));
+        if let Some((cut, _)) = output.char_indices().nth(OUTPUT_KEPT) {
+            output.truncate(cut);
+        }
+        state.last = Some((label, output, Timestamp::now()));
         let mut published = None;
-        if outcome.passed() {
+        if passed {
             state.successes += 1;
             state.failures = 0;
             if state.result != ProbeResult::Success && state.successes >= state.success_threshold {
@@ -259,28 +309,24 @@ impl ProbeActor {
         {
             state.on_hold = true;
         }
-        let (pod, container_id, period) = (state.pod.clone(), state.container_id.clone(), state.period);
-        match &outcome {
-            Outcome::Failure(message) => self.event(
-                "Unhealthy",
-                &pod,
-                &key.container,
-                format!("{} probe failed: {message}", kind_label(key.kind)),
-            ),
-            Outcome::Warning(message) => self.event(
-                "ProbeWarning",
-                &pod,
-                &key.container,
-                format!("{} probe warning: {message}", kind_label(key.kind)),
-            ),
-            Outcome::Success(_) => {}
+        let period = state.period;
+        if let Some((reason, message)) = event {
+            self.links.events.do_send(RecordEvent {
+                event: DebugEvent {
+                    time: Timestamp::now().to_string(),
+                    reason: reason.to_string(),
+                    object: state.pod.clone(),
+                    container: Some(key.container.clone()),
+                    message,
+                },
+            });
         }
         if let Some(result) = published {
-            tracing::info!(pod.uid = %key.pod_uid, pod = %pod, container = %key.container, probe = ?key.kind, result = ?result, "probe result changed");
+            tracing::info!(pod.uid = %key.pod_uid, pod = %state.pod, container = %key.container, probe = ?key.kind, result = ?result, "probe result changed");
             self.links.results.do_send(ProbeResultChanged {
                 pod_uid: key.pod_uid.clone(),
                 container_name: key.container.clone(),
-                container_id,
+                container_id: state.container_id.clone(),
                 kind: key.kind,
                 result,
             });
@@ -348,7 +394,7 @@ impl Handler<WatchContainers> for ProbeActor {
                         pod: pod_ref.clone(),
                         container_id: target.container_id.clone(),
                         pod_ip: msg.pod_ip.clone(),
-                        action,
+                        action: Arc::new(action),
                         period: seconds(probe.period_seconds, DEFAULT_PERIOD),
                         timeout: seconds(probe.timeout_seconds, DEFAULT_TIMEOUT),
                         success_threshold: probe.success_threshold.unwrap_or(DEFAULT_SUCCESS_THRESHOLD).max(1) as u32,
@@ -361,6 +407,7 @@ impl Handler<WatchContainers> for ProbeActor {
                         successes: 0,
                         failures: 0,
                         on_hold: false,
+                        gated_by_startup: kind != ProbeKind::Startup && container.startup_probe.is_some(),
                         generation: self.next_generation,
                         running: false,
                         runs: 0,

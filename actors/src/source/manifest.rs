@@ -68,6 +68,26 @@ pub struct ManifestCache {
     files: HashMap<PathBuf, CachedManifest>,
 }
 
+impl ManifestCache {
+    /// Are the manifest files under `path` exactly the cached ones, each with the modification
+    /// time and size it had when read? Then a re-read would give the same pods: the periodic
+    /// re-list only stats the files.
+    pub fn is_current(&self, path: &Path) -> bool {
+        let Ok(files) = manifest_files(path) else {
+            return false;
+        };
+        files.len() == self.files.len()
+            && files
+                .iter()
+                .all(|file| match (fs::metadata(file), self.files.get(file)) {
+                    (Ok(meta), Some((mtime, len, _))) => {
+                        mtime.is_some() && meta.modified().ok() == *mtime && meta.len() == *len
+                    }
+                    _ => false,
+                })
+    }
+}
+
 /// A file's modification time and size when it was read, and what it gave.
 type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Pod, String>);
 
@@ -90,7 +110,8 @@ pub fn read_manifests_cached(
         }
     };
     let mut names: HashMap<(String, String), String> = HashMap::new();
-    cache.files.retain(|f, _| files.contains(f));
+    let listed: HashSet<&PathBuf> = files.iter().collect();
+    cache.files.retain(|f, _| listed.contains(f));
     for file in files {
         let display = file.display().to_string();
         let stamp = fs::metadata(&file).map(|m| (m.modified().ok(), m.len())).ok();
@@ -586,6 +607,7 @@ mod tests {
             .set_modified(mtime)
             .unwrap();
         assert_eq!(read_manifests_cached(dir.path(), "n", &mut cache).0.len(), 1);
+        assert!(cache.is_current(dir.path()));
         // A new modification time: read again (and now it is not a pod).
         let later = mtime + std::time::Duration::from_secs(5);
         fs::File::options()
@@ -594,8 +616,17 @@ mod tests {
             .unwrap()
             .set_modified(later)
             .unwrap();
+        assert!(!cache.is_current(dir.path()));
         let (pods, errors) = read_manifests_cached(dir.path(), "n", &mut cache);
         assert!(pods.is_empty() && errors.len() == 1, "{errors:?}");
+        assert!(cache.is_current(dir.path()));
+        // A new file, and a file gone: not current.
+        write(dir.path(), "db.yaml", GOOD);
+        assert!(!cache.is_current(dir.path()));
+        read_manifests_cached(dir.path(), "n", &mut cache);
+        assert!(cache.is_current(dir.path()));
+        fs::remove_file(&file).unwrap();
+        assert!(!cache.is_current(dir.path()));
     }
 
     /// A gRPC probe whose port is a name loads (only that probe is marked, to refuse its

@@ -80,6 +80,10 @@ impl FileSource {
 
     fn reread(&mut self) {
         self.reads += 1;
+        // Same files, same modification times and sizes: the same set as last sent.
+        if self.last_sent.is_some() && self.cache.is_current(&self.path) {
+            return;
+        }
         let (mut pods, errors) = manifest::read_manifests_cached(&self.path, &self.node_name, &mut self.cache);
         self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
         for p in &mut pods {
