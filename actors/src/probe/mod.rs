@@ -42,6 +42,11 @@ use tokio::time::Instant;
 use crate::runtime::ContainerRuntime;
 use handlers::{Action, Caller, Outcome, Target};
 
+/// Runs are started on a grid of this grain (at most this much late), so probes due close
+/// together start in one wake-up and their sockets' events tend to arrive together: fewer
+/// wake-ups of the agent at 110 probes a second.
+const RUN_GRAIN: Duration = Duration::from_millis(20);
+
 /// Kubelet's probe defaults.
 const DEFAULT_PERIOD: i32 = 10;
 const DEFAULT_TIMEOUT: i32 = 1;
@@ -135,6 +140,8 @@ pub struct ProbeActor {
     /// Next runs, earliest first: when, the probe's generation, the probe. Entries of replaced
     /// or removed probes are skipped when they come due.
     due: BinaryHeap<Reverse<(Instant, u64, ProbeKey)>>,
+    /// Origin of the run grid ([`RUN_GRAIN`]).
+    epoch: Instant,
     /// The one armed timer: when it fires, and its handle.
     timer: Option<(Instant, SpawnHandle)>,
     /// Generation counter for timers.
@@ -171,6 +178,7 @@ impl ProbeActor {
             links,
             probes: BTreeMap::new(),
             due: BinaryHeap::new(),
+            epoch: Instant::now(),
             timer: None,
             next_generation: 0,
             handled: 0,
@@ -182,8 +190,17 @@ impl ProbeActor {
         let Some(generation) = self.probes.get(&key).map(|p| p.generation) else {
             return;
         };
-        self.due.push(Reverse((Instant::now() + delay, generation, key)));
+        self.due
+            .push(Reverse((self.on_grid(Instant::now() + delay), generation, key)));
         self.arm(ctx);
+    }
+
+    /// `at`, moved up to the next multiple of [`RUN_GRAIN`] since the actor started.
+    fn on_grid(&self, at: Instant) -> Instant {
+        let grain = RUN_GRAIN.as_nanos();
+        let since = at.saturating_duration_since(self.epoch).as_nanos();
+        let steps = since.div_ceil(grain);
+        self.epoch + Duration::from_nanos(u64::try_from(steps * grain).unwrap_or(u64::MAX))
     }
 
     /// Make the timer fire when the earliest queued run is due.
