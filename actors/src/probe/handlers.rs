@@ -620,16 +620,7 @@ mod tests {
     }
 
     fn serve_once(response: &'static str) -> (u16, std::thread::JoinHandle<String>) {
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let handle = std::thread::spawn(move || {
-            let (mut stream, _) = listener.accept().unwrap();
-            let mut buf = [0u8; 4096];
-            let n = stream.read(&mut buf).unwrap();
-            stream.write_all(response.as_bytes()).unwrap();
-            String::from_utf8_lossy(&buf[..n]).into_owned()
-        });
-        (port, handle)
+        super::http::tests::serve(vec![response.as_bytes()])
     }
 
     fn target() -> Target {

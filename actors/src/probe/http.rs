@@ -357,12 +357,13 @@ fn write_authority(out: &mut Vec<u8>, host: &str, port: u16) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use std::io::{Read, Write};
     use std::time::Duration;
 
-    fn serve(chunks: Vec<&'static [u8]>) -> (u16, std::thread::JoinHandle<String>) {
+    /// A one-connection server on loopback: answers with `chunks`, returns the request it read.
+    pub(crate) fn serve(chunks: Vec<&'static [u8]>) -> (u16, std::thread::JoinHandle<String>) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let handle = std::thread::spawn(move || {
