@@ -1,29 +1,29 @@
-//! dockerlet's actors: each subsystem of the node agent is one actix actor.
+//! dockerlet's actors: each subsystem of the node agent is one actix actor. What they decide is
+//! computed by the pure [`dockerlet_pod`]; what they touch is reached through adapters
+//! ([`dockerlet_runtime`] for Docker, [`dockerlet_kube`] for the API server, [`dockerlet_host`] for
+//! the node's files and signals).
 //!
 //! # Layout
-//! - [`supervisor`]: owns the desired pods, starts one [`pod_worker`] per pod, routes messages,
-//!   and re-creates any actor that dies (a panicking handler included).
-//! - [`pod_worker`]: makes Docker match one pod (kubelet's computePodActions in
-//!   [`pod_worker::plan`], container creation in [`pod_worker::container_spec`]).
+//! - [`supervisor`]: the actor registry and watchdog; routes messages by pod UID and re-creates
+//!   any actor that dies (a panicking handler included).
+//! - [`pod_config`]: merges the pod sources into the desired set (kubelet's `pkg/kubelet/config`).
+//! - [`recorder`]: the event recorder (the debug ring and API events).
+//! - [`pod_worker`]: makes Docker match one pod; its state machine is [`pod_worker::state`].
 //! - [`pleg`]: relists Docker every second and follows its event stream; emits pod lifecycle
 //!   events.
-//! - [`status`]: holds every pod's status ([`status::generate`] computes it as kubelet does).
-//! - [`source`]: the static pod source (a manifest directory).
-//! - [`node_status`]: registers the Node, keeps its status and Lease fresh (API-server mode);
-//!   [`pressure`] computes its pressure conditions from eviction signals.
-//! - [`runtime`]: the [`runtime::ContainerRuntime`] trait, its Docker implementation and a fake.
+//! - [`prober`]: liveness, readiness and startup probes; [`actions`] runs probe and hook handlers.
+//! - [`status`]: holds every pod's status and writes it to the API server.
+//! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
+//! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
+//! - [`pressure`]: observes the eviction signals on both kinds of node.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
-pub mod backoff;
-pub mod events;
-pub mod kube_api;
+pub mod actions;
 pub mod node_status;
 pub mod pleg;
 pub mod pod_worker;
-pub mod pressure;
-pub mod probe;
-pub mod runtime;
+pub mod prober;
 pub mod source;
 pub mod status;
 pub mod supervisor;

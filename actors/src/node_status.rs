@@ -21,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::kube_api::KubeApi;
-use crate::pressure::{self, Pressure, PressureTracker, Thresholds};
+use dockerlet_host::signals::{self, Pressure, PressureTracker, Thresholds};
+use dockerlet_kube::KubeApi;
 
 /// Settings of the node's registration and heartbeats.
 #[derive(Debug, Clone)]
@@ -56,10 +56,10 @@ const REGISTER_BACKOFF_MAX: Duration = Duration::from_secs(7);
 const UPDATE_ATTEMPTS: usize = 5;
 
 /// Run `attempt` up to [`UPDATE_ATTEMPTS`] times, until it succeeds.
-async fn retry<F, Fut>(mut attempt: F) -> Result<(), crate::kube_api::ApiError>
+async fn retry<F, Fut>(mut attempt: F) -> Result<(), dockerlet_kube::ApiError>
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<(), crate::kube_api::ApiError>>,
+    Fut: std::future::Future<Output = Result<(), dockerlet_kube::ApiError>>,
 {
     let mut result = attempt().await;
     for _ in 1..UPDATE_ATTEMPTS {
@@ -173,7 +173,7 @@ pub struct NodeStatusActor {
     /// Pressure conditions held for the transition period.
     pressure: PressureTracker,
     /// Thresholds met at the last observation: signal, observed, threshold.
-    met: Vec<(pressure::Signal, i64, i64)>,
+    met: Vec<(signals::Signal, i64, i64)>,
     /// The last status written, heartbeat times cleared, and when.
     written: Option<(NodeStatus, Instant)>,
     /// A heartbeat is in flight.
@@ -223,9 +223,9 @@ impl NodeStatusActor {
             })
         };
         ctx.spawn(future.into_actor(self).then(|health, act, _| {
-            let observation = pressure::observe(&act.config.root_dir, act.config.image_dir.as_deref());
-            let met = pressure::met(&act.config.eviction, &observation);
-            let signals = |m: &[(pressure::Signal, i64, i64)]| m.iter().map(|s| s.0).collect::<Vec<_>>();
+            let observation = signals::observe(&act.config.root_dir, act.config.image_dir.as_deref());
+            let met = signals::met(&act.config.eviction, &observation);
+            let signals = |m: &[(signals::Signal, i64, i64)]| m.iter().map(|s| s.0).collect::<Vec<_>>();
             if signals(&met) != signals(&act.met) {
                 for (signal, observed, threshold) in &met {
                     tracing::warn!(signal = signal.name(), observed, threshold, "eviction threshold met");
@@ -284,7 +284,7 @@ impl NodeStatusActor {
                     retry(|| api.patch_node_status(status)).await?;
                 }
                 retry(|| api.renew_lease(lease, node_uid.as_deref())).await?;
-                Ok::<_, crate::kube_api::ApiError>((to_write, node_uid))
+                Ok::<_, dockerlet_kube::ApiError>((to_write, node_uid))
             }
             .into_actor(act)
             .map(|result, act, ctx| {

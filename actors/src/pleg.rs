@@ -26,7 +26,7 @@ use dockerlet_messages::ContainerId;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
+use dockerlet_runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 
 /// Relist period (kubelet `genericPlegRelistPeriod`).
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -342,7 +342,7 @@ mod tests {
     /// stops answering (what `/healthz` reports).
     #[actix::test]
     async fn health_follows_the_runtime() {
-        let runtime = crate::runtime::fake::FakeRuntime::default();
+        let runtime = dockerlet_runtime::fake::FakeRuntime::default();
         let sink = Nothing.start();
         let links = PlegLinks {
             events: sink.clone().recipient(),

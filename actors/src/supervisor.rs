@@ -45,17 +45,17 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::events::{Correlated, EventCorrelator};
-use crate::kube_api::{KubeApi, PodEventRef};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
-use crate::probe::{ProbeActor, ProbeLinks};
-use crate::runtime::ContainerRuntime;
+use crate::prober::{ProbeActor, ProbeLinks};
 use crate::source::api::ApiSource;
 use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
 use crate::status::StatusActor;
+use dockerlet_kube::recorder::{Correlated, EventCorrelator};
+use dockerlet_kube::{KubeApi, PodEventRef};
+use dockerlet_runtime::ContainerRuntime;
 
 /// How often the watchdog looks for dead children.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
@@ -448,7 +448,7 @@ fn same_pod(a: &Pod, b: &Pod) -> bool {
     let without_seen = |p: &Pod| {
         let mut p = p.clone();
         if let Some(annotations) = p.metadata.annotations.as_mut() {
-            annotations.remove(crate::source::manifest::CONFIG_SEEN);
+            annotations.remove(dockerlet_pod::annotations::CONFIG_SEEN);
         }
         p
     };
@@ -836,9 +836,9 @@ impl Handler<InjectFault> for Supervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backoff::BackoffConfig;
-    use crate::runtime::fake::FakeRuntime;
     use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
+    use dockerlet_pod::backoff::BackoffConfig;
+    use dockerlet_runtime::fake::FakeRuntime;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
 
     const NODE: &str = "n1";
@@ -1021,9 +1021,7 @@ mod tests {
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let orphan = desired("old", "u9", 0).pod;
         let id = runtime
-            .create_container(crate::pod_worker::container_spec::sandbox_spec(
-                &orphan, NODE, "pause", 0,
-            ))
+            .create_container(dockerlet_pod::container::sandbox_spec(&orphan, NODE, "pause", 0))
             .await
             .unwrap();
         runtime.start_container(&id).await.unwrap();

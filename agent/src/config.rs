@@ -8,10 +8,10 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use dockerlet_actors::backoff::BackoffConfig;
-use dockerlet_actors::pod_worker::container_spec::parse_quantity;
-use dockerlet_actors::pressure::Thresholds;
 use dockerlet_actors::source::http::HttpSourceConfig;
+use dockerlet_host::signals::Thresholds;
+use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_pod::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::Taint;
 use serde::de::DeserializeOwned;
 use serde_json::Value;

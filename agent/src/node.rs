@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use dockerlet_actors::pressure::{Signal, Thresholds};
+use dockerlet_host::signals::{Signal, Thresholds};
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
@@ -159,7 +159,7 @@ pub fn node(facts: &NodeFacts) -> Node {
                 kernel_version: uname.release().to_string_lossy().into_owned(),
                 os_image: os_image(),
                 container_runtime_version: format!("docker://{}", facts.docker_version),
-                kubelet_version: format!("v{}.0-dockerlet", dockerlet_actors::probe::handlers::KUBE_VERSION),
+                kubelet_version: format!("v{}.0-dockerlet", dockerlet_pod::version::KUBE_VERSION),
                 kube_proxy_version: String::new(),
                 operating_system: "linux".to_string(),
                 architecture: arch().to_string(),

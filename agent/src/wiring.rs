@@ -7,15 +7,15 @@ use std::time::Duration;
 
 use actix::Actor;
 use anyhow::Context as _;
-use dockerlet_actors::kube_api::KubeApi;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
-use dockerlet_actors::pressure::FsStats;
-use dockerlet_actors::runtime::docker::DockerRuntime;
-use dockerlet_actors::runtime::ContainerRuntime;
 use dockerlet_actors::supervisor::{Supervisor, SupervisorConfig};
+use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
+use dockerlet_kube::KubeApi;
+use dockerlet_runtime::docker::DockerRuntime;
+use dockerlet_runtime::ContainerRuntime;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::AgentConfig;
@@ -137,7 +137,7 @@ async fn connect(endpoint: &str) -> anyhow::Result<DockerRuntime> {
         let attempt = async {
             let runtime = DockerRuntime::connect(endpoint).await?;
             runtime.ping().await?;
-            Ok::<_, dockerlet_actors::runtime::RuntimeError>(runtime)
+            Ok::<_, dockerlet_runtime::RuntimeError>(runtime)
         };
         match attempt.await {
             Ok(runtime) => return Ok(runtime),
@@ -187,12 +187,5 @@ fn protect_from_oom_killer() -> i64 {
 
 /// MemTotal from /proc/meminfo, in bytes (0 if unreadable).
 fn node_memory_bytes() -> i64 {
-    std::fs::read_to_string("/proc/meminfo")
-        .ok()
-        .and_then(|text| {
-            let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
-            let kib: i64 = line.split_whitespace().nth(1)?.parse().ok()?;
-            Some(kib * 1024)
-        })
-        .unwrap_or(0)
+    dockerlet_host::meminfo::MemInfo::read().total()
 }

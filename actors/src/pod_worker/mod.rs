@@ -18,10 +18,7 @@
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
-pub mod container_spec;
-pub mod plan;
 pub mod sync;
-pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
@@ -43,13 +40,10 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::backoff::BackoffConfig;
-use crate::runtime::ContainerRuntime;
-use crate::status::generate::{generate, StatusInput, WaitingReason};
+use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
+use dockerlet_runtime::ContainerRuntime;
 use sync::{SyncOutcome, TerminateOutcome};
-
-/// Shortest stop window kubelet allows (`minimumGracePeriodInSeconds`).
-pub const MIN_GRACE: Duration = Duration::from_secs(2);
 
 /// Settings every PodWorker shares.
 #[derive(Debug, Clone)]
@@ -72,7 +66,7 @@ pub struct PodWorkerConfig {
     /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
     pub root_dir: std::path::PathBuf,
     /// The API server (API-server mode): Secrets and ConfigMaps for env.
-    pub api: Option<crate::kube_api::KubeApi>,
+    pub api: Option<dockerlet_kube::KubeApi>,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -598,7 +592,7 @@ impl Handler<Panic> for PodWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::runtime::fake::FakeRuntime;
+    use dockerlet_runtime::fake::FakeRuntime;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 

@@ -11,15 +11,16 @@ use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
-use super::container_spec::{
-    container_spec, env_references, host_network, pod_grace, pod_identity, sandbox_spec, EnvObjects, PodContext,
-};
-use super::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
-use super::{PodWorkerConfig, MIN_GRACE};
-use crate::probe::handlers::{self, Caller, Outcome, Target};
-use crate::runtime::{ContainerRuntime, RuntimeError};
-use crate::status::generate::WaitingReason;
 use dockerlet_messages::probe::ProbeKind;
+use dockerlet_pod::container::{container_spec, env_references, sandbox_spec, ConfigError, EnvObjects, PodContext};
+use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
+use dockerlet_pod::spec::{host_network, pod_grace, pod_identity, MIN_GRACE};
+use dockerlet_pod::status::WaitingReason;
+use dockerlet_pod::volume::Mount;
+use dockerlet_runtime::{ContainerRuntime, RuntimeError};
+
+use super::PodWorkerConfig;
+use crate::actions::{self, Caller, Outcome, Target};
 
 /// How long a postStart hook may take (kubelet's runtime request timeout).
 const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -184,7 +185,7 @@ pub async fn terminate_pod(
         };
         if remaining.is_empty() {
             // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
-            let dir = super::volumes::pod_dir(&config.root_dir, &uid.0);
+            let dir = dockerlet_pod::volume::pod_dir(&config.root_dir, &uid.0);
             if let Err(e) = tokio::fs::remove_dir_all(&dir).await {
                 if e.kind() != std::io::ErrorKind::NotFound {
                     outcome.error = Some(format!("remove {}: {e}", dir.display()));
@@ -221,14 +222,14 @@ async fn stop_container(
     });
     let mut event = None;
     if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
-        if let Ok(action) = handlers::hook_action("lifecycle.preStop", hook, spec) {
+        if let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.preStop", hook, spec) {
             let target = Target {
                 runtime: runtime.clone(),
                 container_id: id.clone(),
                 pod_ip,
                 timeout: grace,
             };
-            if let Outcome::Failure(message) = handlers::run(&action, &target, Caller::Lifecycle).await {
+            if let Outcome::Failure(message) = actions::run(&action, &target, Caller::Lifecycle).await {
                 event = Some(WorkerEvent::container(
                     name,
                     "FailedPreStopHook",
@@ -396,6 +397,10 @@ impl Executor<'_> {
             Ok(objects) => objects,
             Err(message) => return self.wait(container, "CreateContainerConfigError", message),
         };
+        let mounts = match self.prepare_mounts(container).await {
+            Ok(mounts) => mounts,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        };
         let ctx = PodContext {
             pod: self.pod,
             node_name: &self.config.node_name,
@@ -403,10 +408,9 @@ impl Executor<'_> {
             pod_ip: &pod_ip,
             sandbox_id: &sandbox.id,
             node_memory_bytes: self.config.node_memory_bytes,
-            root_dir: &self.config.root_dir,
             env_objects: &env_objects,
         };
-        let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step) {
+        let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
                 c.oom_score_adj = c.oom_score_adj.map(|v| v.max(self.config.min_oom_score_adj));
                 c
@@ -441,6 +445,20 @@ impl Executor<'_> {
         }
     }
 
+    /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
+    /// directories, hostPath type checks) off the actor thread.
+    async fn prepare_mounts(&self, container: &Container) -> Result<Vec<Mount>, ConfigError> {
+        let mounts = dockerlet_pod::volume::mounts(&self.config.root_dir, self.pod, container)?;
+        tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::prepare(&mounts).map(|()| mounts))
+            .await
+            .unwrap_or_else(|e| {
+                Err(ConfigError::Volume {
+                    field: "volumeMounts".to_string(),
+                    reason: format!("volume set-up did not finish: {e}"),
+                })
+            })
+    }
+
     /// Read the Secrets and ConfigMaps the container's env refers to (API-server mode only;
     /// static pods may not reference them).
     async fn env_objects(&self, container: &Container) -> Result<EnvObjects, String> {
@@ -470,7 +488,7 @@ impl Executor<'_> {
         let Some(hook) = container.lifecycle.as_ref().and_then(|l| l.post_start.as_ref()) else {
             return;
         };
-        let Ok(action) = handlers::hook_action("lifecycle.postStart", hook, container) else {
+        let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.postStart", hook, container) else {
             return;
         };
         let target = Target {
@@ -479,7 +497,7 @@ impl Executor<'_> {
             pod_ip: Some(pod_ip.to_string()),
             timeout: POST_START_TIMEOUT,
         };
-        let Outcome::Failure(message) = handlers::run(&action, &target, Caller::Lifecycle).await else {
+        let Outcome::Failure(message) = actions::run(&action, &target, Caller::Lifecycle).await else {
             return;
         };
         tracing::warn!(container = %container.name, error = %message, "postStart hook failed; killing the container");
@@ -524,7 +542,7 @@ impl Executor<'_> {
         let policy = container
             .image_pull_policy
             .clone()
-            .unwrap_or_else(|| default_pull_policy(&image).to_string());
+            .unwrap_or_else(|| dockerlet_pod::spec::default_pull_policy(&image).to_string());
         let present = self.runtime.image_present(&image).await.map_err(|e| WaitingReason {
             reason: "ImageInspectError".into(),
             message: e.to_string(),
@@ -593,18 +611,6 @@ impl Executor<'_> {
     }
 }
 
-/// The API's default `imagePullPolicy`: Always for `:latest` or no tag, else IfNotPresent.
-pub fn default_pull_policy(image: &str) -> &'static str {
-    if image.contains('@') {
-        return "IfNotPresent";
-    }
-    let last = image.rsplit('/').next().unwrap_or(image);
-    match last.rsplit_once(':') {
-        Some((_, "latest")) | None => "Always",
-        Some(_) => "IfNotPresent",
-    }
-}
-
 fn humanize(d: Duration) -> String {
     let secs = d.as_secs();
     if secs >= 60 {
@@ -613,20 +619,5 @@ fn humanize(d: Duration) -> String {
         format!("{secs}s")
     } else {
         format!("{}ms", d.as_millis())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Pull policy defaults as the API server sets them.
-    #[test]
-    fn default_pull_policy_follows_the_api() {
-        assert_eq!(default_pull_policy("busybox"), "Always");
-        assert_eq!(default_pull_policy("busybox:latest"), "Always");
-        assert_eq!(default_pull_policy("localhost:5000/busybox"), "Always");
-        assert_eq!(default_pull_policy("localhost:5000/busybox:1"), "IfNotPresent");
-        assert_eq!(default_pull_policy("busybox@sha256:abc"), "IfNotPresent");
     }
 }

@@ -21,8 +21,8 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use crate::kube_api::{KubeApi, PodEvent};
-use crate::source::manifest::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
+use dockerlet_kube::{KubeApi, PodEvent};
+use dockerlet_pod::annotations::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
 /// Wait before watching again after the stream ended.
 const REWATCH_AFTER: Duration = Duration::from_secs(1);

@@ -19,7 +19,9 @@ use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use super::manifest::{self, StaticSource, CONFIG_SEEN, MAX_MANIFEST_BYTES};
+use dockerlet_host::manifest_dir::MAX_MANIFEST_BYTES;
+use dockerlet_pod::annotations::CONFIG_SEEN;
+use dockerlet_pod::manifest::{self, StaticSource};
 
 /// kubelet's HTTP source timeout.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);

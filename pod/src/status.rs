@@ -14,8 +14,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::pod_worker::container_spec::{host_network, qos_class};
-use crate::pod_worker::plan::{has_exited, PodView, RestartPolicy};
+use crate::plan::{has_exited, PodView, RestartPolicy};
+use crate::spec::{host_network, qos_class};
 
 /// Why a container is waiting, as the PodWorker last decided (kubelet's reasonCache).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -6,9 +6,11 @@ use std::collections::{BTreeMap, HashMap};
 use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::ContainerId;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
-use sha2::{Digest, Sha256};
 
-use crate::runtime::{labels, CreateSpec, NetworkMode, PortBinding};
+use crate::labels;
+use crate::quantity::parse_quantity;
+use crate::spec::{container_hash, host_network, pod_identity, qos_class};
+use crate::volume::Mount;
 
 /// CFS period in microseconds (kubelet's `cpuCFSQuotaPeriod` default, 100 ms).
 const CPU_PERIOD_US: i64 = 100_000;
@@ -21,6 +23,73 @@ const MAX_SHARES: i64 = 262_144;
 const SANDBOX_OOM_SCORE_ADJ: i64 = -998;
 const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;
+
+/// Which network namespace a container gets.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NetworkMode {
+    /// Docker's default bridge network (sandboxes of ordinary pods).
+    Bridge,
+    /// The host's network namespace (`hostNetwork: true`).
+    Host,
+    /// Join another container's namespace (app containers join their sandbox).
+    Container(ContainerId),
+}
+
+/// A published port: `host_ip:host_port` on the node → `container_port/protocol`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PortBinding {
+    /// Port inside the pod.
+    pub container_port: u16,
+    /// `tcp`, `udp` or `sctp`.
+    pub protocol: String,
+    /// Port on the node.
+    pub host_port: u16,
+    /// Address on the node; empty for all.
+    pub host_ip: String,
+}
+
+/// Everything needed to create one container, runtime-neutral.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CreateSpec {
+    /// Docker container name (`k8s_…`).
+    pub name: String,
+    /// Image reference.
+    pub image: String,
+    /// Replaces the image ENTRYPOINT when set (`command`).
+    pub entrypoint: Option<Vec<String>>,
+    /// Replaces the image CMD when set (`args`).
+    pub cmd: Option<Vec<String>>,
+    /// `NAME=value` pairs.
+    pub env: Vec<String>,
+    /// Working directory, when set.
+    pub working_dir: Option<String>,
+    /// Labels (identity of the container, see [`labels`]).
+    pub labels: BTreeMap<String, String>,
+    /// Network namespace.
+    pub network: Option<NetworkMode>,
+    /// IPC namespace: `shareable` for sandboxes, `container:<id>` for app containers.
+    pub ipc_mode: Option<String>,
+    /// Hostname (sandboxes only; joined containers inherit it).
+    pub hostname: Option<String>,
+    /// Ports published on the node (sandboxes only).
+    pub ports: Vec<PortBinding>,
+    /// Bind mounts, `host:container[:ro]`.
+    pub binds: Vec<String>,
+    /// Memory limit in bytes.
+    pub memory: Option<i64>,
+    /// Relative CPU weight (cgroup v1 shares).
+    pub cpu_shares: Option<i64>,
+    /// CFS quota in microseconds per period.
+    pub cpu_quota: Option<i64>,
+    /// CFS period in microseconds.
+    pub cpu_period: Option<i64>,
+    /// OOM score adjustment.
+    pub oom_score_adj: Option<i64>,
+    /// Allocate a TTY (`tty: true`).
+    pub tty: bool,
+    /// Keep stdin open (`stdin: true`).
+    pub stdin: bool,
+}
 
 /// Why a container's config could not be built (reason `CreateContainerConfigError`).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -69,8 +138,6 @@ pub struct PodContext<'a> {
     pub sandbox_id: &'a ContainerId,
     /// Node memory capacity in bytes (for Burstable OOM score adjustment).
     pub node_memory_bytes: i64,
-    /// `--root-dir` (absolute): emptyDir volumes live under it.
-    pub root_dir: &'a std::path::Path,
     /// Secrets and ConfigMaps the container's env refers to, read from the API beforehand.
     pub env_objects: &'a EnvObjects,
 }
@@ -110,56 +177,6 @@ pub fn env_references(container: &Container) -> (Vec<String>, Vec<String>) {
     maps.sort();
     maps.dedup();
     (secrets, maps)
-}
-
-/// Short hex hash of a container spec; a change means "definition changed, restart it".
-pub fn container_hash(container: &Container) -> String {
-    let json = serde_json::to_vec(container).unwrap_or_default();
-    hex::encode(&Sha256::digest(&json)[..4])
-}
-
-/// Pod name, namespace and UID.
-pub fn pod_identity(pod: &Pod) -> (&str, &str, &str) {
-    let m = &pod.metadata;
-    (
-        m.name.as_deref().unwrap_or_default(),
-        m.namespace.as_deref().unwrap_or("default"),
-        m.uid.as_deref().unwrap_or_default(),
-    )
-}
-
-/// Init then app containers, each with its field path (`spec.initContainers[0]`, …), for
-/// validation messages.
-pub fn containers_with_fields(
-    spec: &k8s_openapi::api::core::v1::PodSpec,
-) -> impl Iterator<Item = (String, &Container)> {
-    let init = spec
-        .init_containers
-        .iter()
-        .flatten()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.initContainers[{i}]"), c));
-    let apps = spec
-        .containers
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (format!("spec.containers[{i}]"), c));
-    init.chain(apps)
-}
-
-/// The pod's termination grace period (default 30 s), never below kubelet's 2 s minimum.
-pub fn pod_grace(pod: &Pod) -> std::time::Duration {
-    let seconds = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.termination_grace_period_seconds)
-        .unwrap_or(30);
-    std::time::Duration::from_secs(seconds.max(0) as u64).max(super::MIN_GRACE)
-}
-
-/// Does the pod use the host's network namespace?
-pub fn host_network(pod: &Pod) -> bool {
-    pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
 }
 
 fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) -> BTreeMap<String, String> {
@@ -244,6 +261,7 @@ pub fn container_spec(
     role: ContainerRole,
     attempt: u32,
     backoff_step: u32,
+    mounts: &[Mount],
 ) -> Result<CreateSpec, ConfigError> {
     let (name, namespace, uid) = pod_identity(ctx.pod);
     let mut l = identity_labels(ctx.pod, ctx.node_name, &container.name, attempt);
@@ -263,9 +281,9 @@ pub fn container_spec(
             .as_ref()
             .map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
     };
-    crate::probe::handlers::validate(container).map_err(ConfigError::Probe)?;
+    crate::action::validate(container).map_err(ConfigError::Probe)?;
     let resources = Resources::of(container.resources.as_ref())?;
-    let binds = super::volumes::binds(ctx.root_dir, ctx.pod, container)?;
+    let binds = mounts.iter().map(Mount::bind).collect();
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());
     let spec = ctx.pod.spec.as_ref();
     Ok(CreateSpec {
@@ -495,29 +513,6 @@ impl Resources {
     }
 }
 
-/// The pod's QoS class, as the API reports it.
-pub fn qos_class(pod: &Pod) -> &'static str {
-    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
-    let mut any = false;
-    let mut guaranteed = !containers.is_empty();
-    for c in containers {
-        let r = c.resources.as_ref();
-        let limits = r.and_then(|r| r.limits.as_ref());
-        let requests = r.and_then(|r| r.requests.as_ref());
-        for key in ["cpu", "memory"] {
-            let limit = limits.and_then(|m| m.get(key));
-            let request = requests.and_then(|m| m.get(key)).or(limit);
-            any |= limit.is_some() || request.is_some();
-            guaranteed &= limit.is_some() && request == limit;
-        }
-    }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
-    }
-}
-
 fn oom_score_adj(pod: &Pod, resources: &Resources, node_memory: i64) -> i64 {
     match qos_class(pod) {
         "Guaranteed" => GUARANTEED_OOM_SCORE_ADJ,
@@ -532,39 +527,6 @@ fn oom_score_adj(pod: &Pod, resources: &Resources, node_memory: i64) -> i64 {
             adj.clamp(3, 999)
         }
     }
-}
-
-/// Parse a Kubernetes quantity (`128Mi`, `1G`, `0.5`, `250m`, `1e3`); `milli` returns
-/// thousandths (for CPU), otherwise whole units rounded up (for bytes).
-pub fn parse_quantity(text: &str, milli: bool) -> Option<i64> {
-    let text = text.trim();
-    let split = text
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(text.len());
-    let (number, suffix) = text.split_at(split);
-    let value: f64 = number.parse().ok()?;
-    let multiplier: f64 = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        s if s.starts_with(['e', 'E']) => 10f64.powi(s[1..].parse().ok()?),
-        _ => return None,
-    };
-    let scaled = value * multiplier * if milli { 1000.0 } else { 1.0 };
-    (scaled.is_finite() && scaled >= 0.0 && scaled < i64::MAX as f64).then(|| scaled.ceil() as i64)
 }
 
 #[cfg(test)]
@@ -649,10 +611,9 @@ mod tests {
             pod_ip: "172.17.0.2",
             sandbox_id: &sandbox,
             node_memory_bytes: 1 << 30,
-            root_dir: std::path::Path::new("/tmp"),
             env_objects: &EnvObjects::default(),
         };
-        let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1).unwrap();
+        let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1, &[]).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
         assert_eq!(spec.entrypoint, Some(vec!["sh".to_string()]));
         assert_eq!(spec.cmd, Some(vec!["-c".to_string(), "echo web-n1".to_string()]));
@@ -744,10 +705,9 @@ mod tests {
             pod_ip: "",
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
-            root_dir: std::path::Path::new("/tmp"),
             env_objects: &objects,
         };
-        let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap();
+        let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
         assert_eq!(
             spec.env,
             vec!["CM_mode=fast".to_string(), "PASSWORD=hunter2".to_string()]
@@ -757,7 +717,7 @@ mod tests {
             env_objects: &empty,
             ..ctx
         };
-        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
+        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
         assert!(err.to_string().contains("configmap \"cm\" not found"), "{err}");
     }
 
@@ -782,10 +742,9 @@ mod tests {
             pod_ip: "",
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
-            root_dir: std::path::Path::new("/tmp"),
             env_objects: &EnvObjects::default(),
         };
-        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0).unwrap_err();
+        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");
     }
 }

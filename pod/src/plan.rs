@@ -11,8 +11,8 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use super::container_spec::{container_hash, host_network};
 use crate::backoff::{restart_decision, BackoffConfig, RestartDecision};
+use crate::spec::{container_hash, host_network};
 
 /// How many instances of one container are kept: the newest, and the one before it (for
 /// `lastState`). Older dead ones are removed.

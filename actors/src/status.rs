@@ -8,13 +8,11 @@
 //! | GetActorState    | Supervisor  | debug snapshot                          |
 //! | Panic            | Supervisor  | test-only fault hook                    |
 //!
-//! Status is computed by [`generate`] in the PodWorker (which has Docker's view at hand) and
+//! Status is computed by [`dockerlet_pod::status::generate`] in the PodWorker (which has Docker's view at hand) and
 //! stored here. In API-server mode it is written to the API: to `pods/<name>/status` for pods
 //! from the API, and to the mirror pod for static pods (created, or re-created when deleted,
 //! on the next write; deleted when the static pod goes). Writes are one at a time per pod with
 //! the newest status following, and everything not yet written is retried every 10 s.
-
-pub mod generate;
 
 use std::collections::{HashMap, HashSet};
 
@@ -25,7 +23,7 @@ use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
 
-use crate::kube_api::KubeApi;
+use dockerlet_kube::KubeApi;
 
 /// How often statuses that could not be written to the API are retried (kubelet's 10 s resync).
 const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -60,7 +58,7 @@ impl StatusActor {
         pod.metadata
             .annotations
             .as_ref()?
-            .get(crate::source::manifest::CONFIG_SOURCE)
+            .get(dockerlet_pod::annotations::CONFIG_SOURCE)
             .map(String::as_str)
     }
 

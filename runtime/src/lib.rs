@@ -1,16 +1,23 @@
 //! The container runtime behind a trait: actors never see bollard.
 //!
-//! [`ContainerRuntime`] is what actors call; [`docker::DockerRuntime`] implements it on the
-//! Docker Engine API through bollard, [`fake::FakeRuntime`] in memory for unit tests.
-//! [`labels`] is the Docker label and name scheme (dockershim's, reference §13) that lets any
-//! agent rebuild its view of a pod from Docker alone.
+//! # Layout
+//! - [`ContainerRuntime`]: what actors call (containers, images, exec, the event stream).
+//! - [`docker`]: [`docker::DockerRuntime`], the trait on the Docker Engine API through bollard.
+//! - [`pause`]: the built-in pause image, provisioned with `docker import`.
+//! - `fake` (feature `fake`, and this crate's tests): [`ContainerRuntime`] in memory, recording
+//!   every call as a typed [`fake::Call`].
+//!
+//! The Docker label and name scheme that lets any agent rebuild its view of a pod from Docker
+//! alone is [`dockerlet_pod::labels`]; the container spec it creates from is
+//! [`dockerlet_pod::container::CreateSpec`].
 
 pub mod docker;
+#[cfg(any(test, feature = "fake"))]
 pub mod fake;
-pub mod labels;
 pub mod pause;
 
-use std::collections::BTreeMap;
+pub use dockerlet_pod::container::{CreateSpec, NetworkMode, PortBinding};
+
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -41,73 +48,6 @@ pub enum RuntimeError {
         /// `std::env::consts::ARCH`.
         arch: &'static str,
     },
-}
-
-/// Which network namespace a container gets.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NetworkMode {
-    /// Docker's default bridge network (sandboxes of ordinary pods).
-    Bridge,
-    /// The host's network namespace (`hostNetwork: true`).
-    Host,
-    /// Join another container's namespace (app containers join their sandbox).
-    Container(ContainerId),
-}
-
-/// A published port: `host_ip:host_port` on the node → `container_port/protocol`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PortBinding {
-    /// Port inside the pod.
-    pub container_port: u16,
-    /// `tcp`, `udp` or `sctp`.
-    pub protocol: String,
-    /// Port on the node.
-    pub host_port: u16,
-    /// Address on the node; empty for all.
-    pub host_ip: String,
-}
-
-/// Everything needed to create one container, runtime-neutral.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct CreateSpec {
-    /// Docker container name (`k8s_…`).
-    pub name: String,
-    /// Image reference.
-    pub image: String,
-    /// Replaces the image ENTRYPOINT when set (`command`).
-    pub entrypoint: Option<Vec<String>>,
-    /// Replaces the image CMD when set (`args`).
-    pub cmd: Option<Vec<String>>,
-    /// `NAME=value` pairs.
-    pub env: Vec<String>,
-    /// Working directory, when set.
-    pub working_dir: Option<String>,
-    /// Labels (identity of the container, see [`labels`]).
-    pub labels: BTreeMap<String, String>,
-    /// Network namespace.
-    pub network: Option<NetworkMode>,
-    /// IPC namespace: `shareable` for sandboxes, `container:<id>` for app containers.
-    pub ipc_mode: Option<String>,
-    /// Hostname (sandboxes only; joined containers inherit it).
-    pub hostname: Option<String>,
-    /// Ports published on the node (sandboxes only).
-    pub ports: Vec<PortBinding>,
-    /// Bind mounts, `host:container[:ro]`.
-    pub binds: Vec<String>,
-    /// Memory limit in bytes.
-    pub memory: Option<i64>,
-    /// Relative CPU weight (cgroup v1 shares).
-    pub cpu_shares: Option<i64>,
-    /// CFS quota in microseconds per period.
-    pub cpu_quota: Option<i64>,
-    /// CFS period in microseconds.
-    pub cpu_period: Option<i64>,
-    /// OOM score adjustment.
-    pub oom_score_adj: Option<i64>,
-    /// Allocate a TTY (`tty: true`).
-    pub tty: bool,
-    /// Keep stdin open (`stdin: true`).
-    pub stdin: bool,
 }
 
 /// A change Docker reported on its event stream (only used to trigger a relist early).

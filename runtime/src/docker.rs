@@ -19,8 +19,10 @@ use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
+use dockerlet_pod::labels;
+
 use super::{
-    labels, pause, ContainerRuntime, CreateSpec, ExecOutput, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT,
+    pause, ContainerRuntime, CreateSpec, ExecOutput, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.

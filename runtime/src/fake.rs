@@ -12,7 +12,9 @@ use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 
-use super::{labels, ContainerRuntime, CreateSpec, ExecOutput, RuntimeError, RuntimeEvent};
+use dockerlet_pod::labels;
+
+use super::{ContainerRuntime, CreateSpec, ExecOutput, RuntimeError, RuntimeEvent};
 
 /// One fake container: the spec it was created from and its state.
 #[derive(Debug, Clone)]

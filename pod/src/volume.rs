@@ -8,7 +8,8 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
-use super::container_spec::{pod_identity, ConfigError};
+use crate::container::ConfigError;
+use crate::spec::{containers_with_fields, pod_identity};
 
 /// Where a volume's data lives on the node.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -75,7 +76,7 @@ pub fn validate(pod: &Pod) -> Result<(), String> {
             return Err(format!("spec.volumes[{i}].name: Duplicate value: {:?}", v.name));
         }
     }
-    for (field, c) in super::container_spec::containers_with_fields(spec) {
+    for (field, c) in containers_with_fields(spec) {
         for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
             let at = format!("{field}.volumeMounts[{j}]");
             if !volumes.iter().any(|v| v.name == m.name) {
@@ -113,71 +114,71 @@ fn config_error(field: String, reason: impl ToString) -> ConfigError {
     }
 }
 
-/// Create what the container's mounts need on the node and return its Docker binds
-/// (`host:container[:ro]`). hostPath `type` checks happen here, as kubelet does them at mount.
-pub fn binds(root: &Path, pod: &Pod, container: &Container) -> Result<Vec<String>, ConfigError> {
+/// One volumeMount of a container, resolved: what the node must have ready before the container
+/// is created, and the Docker bind that mounts it. Building it does no I/O; the agent prepares it
+/// on the node (`dockerlet_host::volume_dirs::prepare`, where kubelet does its hostPath type
+/// checks at mount) and then binds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Mount {
+    /// The mount, for errors (`volumeMounts[data]`).
+    pub field: String,
+    /// The volume's name.
+    pub volume: String,
+    /// Where the volume lives on the node.
+    pub source: VolumeSource,
+    /// The mount's `subPath`, checked to be relative and free of `..`.
+    pub sub_path: Option<String>,
+    /// Where it appears in the container.
+    pub container_path: String,
+    /// `readOnly: true`.
+    pub read_only: bool,
+}
+
+impl Mount {
+    /// The path on the node that is bound: the volume, or its subPath inside it.
+    pub fn host_path(&self) -> PathBuf {
+        let base = match &self.source {
+            VolumeSource::EmptyDir(dir) => dir.clone(),
+            VolumeSource::HostPath { path, .. } => path.clone(),
+        };
+        match &self.sub_path {
+            Some(sub) => base.join(sub),
+            None => base,
+        }
+    }
+
+    /// The Docker bind, `host:container[:ro]`.
+    pub fn bind(&self) -> String {
+        let read_only = if self.read_only { ":ro" } else { "" };
+        format!("{}:{}{read_only}", self.host_path().display(), self.container_path)
+    }
+}
+
+/// Resolve every volumeMount of `container` against the pod's volumes.
+pub fn mounts(root: &Path, pod: &Pod, container: &Container) -> Result<Vec<Mount>, ConfigError> {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
-    let mut binds = Vec::new();
+    let mut mounts = Vec::new();
     for m in container.volume_mounts.iter().flatten() {
         let field = format!("volumeMounts[{}]", m.name);
         let volume = volumes
             .iter()
             .find(|v| v.name == m.name)
             .ok_or_else(|| config_error(field.clone(), format!("no volume named {:?}", m.name)))?;
-        let mut host = match volume_source(root, pod, volume).map_err(|e| config_error(field.clone(), e))? {
-            VolumeSource::EmptyDir(dir) => {
-                std::fs::create_dir_all(&dir).map_err(|e| config_error(field.clone(), e))?;
-                dir
-            }
-            VolumeSource::HostPath { path, kind } => {
-                prepare_host_path(&path, &kind).map_err(|e| config_error(format!("volume {:?}", volume.name), e))?;
-                path
-            }
-        };
-        if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
+        let source = volume_source(root, pod, volume).map_err(|e| config_error(field.clone(), e))?;
+        let sub_path = m.sub_path.clone().filter(|s| !s.is_empty());
+        if let Some(sub) = &sub_path {
             check_sub_path(sub).map_err(|e| config_error(field.clone(), e))?;
-            host = host.join(sub);
-            if !host.exists() {
-                std::fs::create_dir_all(&host).map_err(|e| config_error(field.clone(), e))?;
-            }
         }
-        let read_only = if m.read_only == Some(true) { ":ro" } else { "" };
-        binds.push(format!("{}:{}{read_only}", host.display(), m.mount_path));
+        mounts.push(Mount {
+            field,
+            volume: volume.name.clone(),
+            source,
+            sub_path,
+            container_path: m.mount_path.clone(),
+            read_only: m.read_only == Some(true),
+        });
     }
-    Ok(binds)
-}
-
-/// kubelet's hostPath type checks; `…OrCreate` types create the path.
-fn prepare_host_path(path: &Path, kind: &str) -> Result<(), String> {
-    use std::os::unix::fs::FileTypeExt;
-    let meta = std::fs::metadata(path);
-    let wrong = |what: &str| Err(format!("hostPath type check failed: {} is not {what}", path.display()));
-    match kind {
-        "" => Ok(()),
-        "DirectoryOrCreate" => {
-            std::fs::create_dir_all(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
-        }
-        "FileOrCreate" => {
-            if meta.is_err() {
-                if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
-                }
-                std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
-            }
-            Ok(())
-        }
-        "Directory" if meta.as_ref().is_ok_and(|m| m.is_dir()) => Ok(()),
-        "Directory" => wrong("a directory"),
-        "File" if meta.as_ref().is_ok_and(|m| m.is_file()) => Ok(()),
-        "File" => wrong("a file"),
-        "Socket" if meta.as_ref().is_ok_and(|m| m.file_type().is_socket()) => Ok(()),
-        "Socket" => wrong("a socket"),
-        "CharDevice" if meta.as_ref().is_ok_and(|m| m.file_type().is_char_device()) => Ok(()),
-        "CharDevice" => wrong("a character device"),
-        "BlockDevice" if meta.as_ref().is_ok_and(|m| m.file_type().is_block_device()) => Ok(()),
-        "BlockDevice" => wrong("a block device"),
-        other => Err(format!("unsupported hostPath type {other:?}")),
-    }
+    Ok(mounts)
 }
 
 #[cfg(test)]
@@ -218,12 +219,10 @@ mod tests {
         }
     }
 
-    /// emptyDir lives under the pod's directory and is created on demand; hostPath binds as is,
-    /// read-only when asked; subPath joins the volume path.
+    /// emptyDir lives under the pod's directory; hostPath binds as is, read-only when asked;
+    /// subPath joins the volume path.
     #[test]
     fn mounts_become_docker_binds() {
-        let root = tempfile::tempdir().unwrap();
-        let host = tempfile::tempdir().unwrap();
         let p = pod(
             vec![
                 Volume {
@@ -234,7 +233,7 @@ mod tests {
                 Volume {
                     name: "data".into(),
                     host_path: Some(HostPathVolumeSource {
-                        path: host.path().display().to_string(),
+                        path: "/srv/data".into(),
                         type_: Some("Directory".into()),
                     }),
                     ..Default::default()
@@ -246,16 +245,22 @@ mod tests {
             ],
         );
         validate(&p).unwrap();
-        let b = binds(root.path(), &p, &p.spec.as_ref().unwrap().containers[0]).unwrap();
-        let empty = root.path().join("pods/u1/volumes/kubernetes.io~empty-dir/cache/sub");
+        let m = mounts(Path::new("/root"), &p, &p.spec.as_ref().unwrap().containers[0]).unwrap();
+        let binds: Vec<String> = m.iter().map(Mount::bind).collect();
         assert_eq!(
-            b,
+            binds,
             vec![
-                format!("{}:/cache", empty.display()),
-                format!("{}:/data:ro", host.path().display())
+                "/root/pods/u1/volumes/kubernetes.io~empty-dir/cache/sub:/cache".to_string(),
+                "/srv/data:/data:ro".to_string()
             ]
         );
-        assert!(empty.is_dir());
+        assert_eq!(
+            m[1].source,
+            VolumeSource::HostPath {
+                path: "/srv/data".into(),
+                kind: "Directory".into()
+            }
+        );
     }
 
     /// API-object volumes, unknown mounts and escaping subPaths are refused with the field.
@@ -277,22 +282,5 @@ mod tests {
         };
         let err = validate(&pod(vec![v], vec![mount("v", "/x", false, Some("../etc"))])).unwrap_err();
         assert!(err.contains("subPath") && err.contains(".."), "{err}");
-    }
-
-    /// hostPath `type: Directory` fails at mount time when the path is missing.
-    #[test]
-    fn host_path_types_are_checked() {
-        let root = tempfile::tempdir().unwrap();
-        let v = Volume {
-            name: "d".into(),
-            host_path: Some(HostPathVolumeSource {
-                path: "/nonexistent/dockerlet".into(),
-                type_: Some("Directory".into()),
-            }),
-            ..Default::default()
-        };
-        let p = pod(vec![v], vec![mount("d", "/d", false, None)]);
-        let err = binds(root.path(), &p, &p.spec.as_ref().unwrap().containers[0]).unwrap_err();
-        assert!(err.to_string().contains("is not a directory"), "{err}");
     }
 }

@@ -1,7 +1,7 @@
 //! CrashLoopBackOff, kubelet's container restart back-off (reference §3.3), derived from Docker.
 //!
 //! Kubelet keeps its back-off table in memory. dockerlet stores the step a container was started
-//! at in a label ([`crate::runtime::labels::BACKOFF_STEP`]) instead, so the back-off survives an
+//! at in a label ([`crate::labels::BACKOFF_STEP`]) instead, so the back-off survives an
 //! agent restart or a re-created PodWorker. Step 0 means "first start, no back-off entry yet";
 //! step `s ≥ 1` means the next restart waits `initial × 2^(s−1)`, capped at `max`.
 

@@ -20,10 +20,6 @@
 //! `successThreshold` successes in a row; after a liveness failure or any startup result the
 //! probe holds until a new container instance appears.
 
-pub mod grpc;
-pub mod handlers;
-pub mod http;
-
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::sync::Arc;
@@ -39,8 +35,9 @@ use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
 
-use crate::runtime::ContainerRuntime;
-use handlers::{Action, Caller, Outcome, Target};
+use crate::actions::{self, Caller, Outcome, Target};
+use dockerlet_pod::action::Action;
+use dockerlet_runtime::ContainerRuntime;
 
 /// Runs are started on a grid of this grain (at most this much late), so probes due close
 /// together start in one wake-up and their sockets' events tend to arrive together: fewer
@@ -267,7 +264,7 @@ impl ProbeActor {
             timeout: state.timeout,
         };
         let action = Arc::clone(&state.action);
-        let future = async move { handlers::run(&action, &target, Caller::Probe).await };
+        let future = async move { actions::run(&action, &target, Caller::Probe).await };
         ctx.spawn(
             future
                 .into_actor(self)
@@ -401,7 +398,9 @@ impl Handler<WatchContainers> for ProbeActor {
                     ProbeKind::Startup => "startupProbe",
                 };
                 // Invalid probes never get this far (the container is refused), but never panic.
-                let Ok(action) = handlers::probe_action(field, probe, container, kind != ProbeKind::Readiness) else {
+                let Ok(action) =
+                    dockerlet_pod::action::probe_action(field, probe, container, kind != ProbeKind::Readiness)
+                else {
                     continue;
                 };
                 self.next_generation += 1;

@@ -278,7 +278,7 @@ impl KubeApi {
             .metadata
             .annotations
             .as_ref()
-            .and_then(|a| a.get(crate::source::manifest::CONFIG_HASH))
+            .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_HASH))
             .cloned()
             .unwrap_or_default();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
@@ -291,7 +291,7 @@ impl KubeApi {
                 && p.metadata
                     .annotations
                     .as_ref()
-                    .and_then(|a| a.get(crate::source::manifest::CONFIG_MIRROR))
+                    .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_MIRROR))
                     == Some(&hash)
         };
         match existing {
@@ -316,7 +316,7 @@ impl KubeApi {
                 meta.creation_timestamp = None;
                 meta.annotations
                     .get_or_insert_with(Default::default)
-                    .insert(crate::source::manifest::CONFIG_MIRROR.to_string(), hash);
+                    .insert(dockerlet_pod::annotations::CONFIG_MIRROR.to_string(), hash);
                 meta.owner_references = Some(vec![k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference {
                     api_version: "v1".to_string(),
                     kind: "Node".to_string(),
@@ -349,7 +349,7 @@ impl KubeApi {
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(crate::source::manifest::CONFIG_MIRROR));
+            .is_some_and(|a| a.contains_key(dockerlet_pod::annotations::CONFIG_MIRROR));
         if !is_mirror {
             return Ok(());
         }

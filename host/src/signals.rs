@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::pod_worker::container_spec::parse_quantity;
+use dockerlet_pod::quantity::parse_quantity;
 
 /// An eviction signal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -235,15 +235,7 @@ impl Observation {
 /// kubelet's capacity − working set), the filesystems of `root_dir` and `image_dir`, and PIDs
 /// from `/proc/sys/kernel/pid_max` and `/proc/loadavg`.
 pub fn observe(root_dir: &Path, image_dir: Option<&Path>) -> Observation {
-    let meminfo = std::fs::read_to_string("/proc/meminfo").unwrap_or_default();
-    let kib = |key: &str| -> i64 {
-        meminfo
-            .lines()
-            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
-            .unwrap_or(0)
-            * 1024
-    };
+    let meminfo = crate::meminfo::MemInfo::read();
     let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max")
         .ok()
         .and_then(|s| s.trim().parse::<i64>().ok());
@@ -255,8 +247,8 @@ pub fn observe(root_dir: &Path, image_dir: Option<&Path>) -> Observation {
             .and_then(|(_, total)| total.parse::<i64>().ok())
     });
     Observation {
-        memory_capacity: kib("MemTotal"),
-        memory_available: kib("MemFree") + kib("Inactive(file)"),
+        memory_capacity: meminfo.total(),
+        memory_available: meminfo.bytes("MemFree") + meminfo.bytes("Inactive(file)"),
         nodefs: FsStats::of(root_dir),
         imagefs: image_dir.and_then(FsStats::of).or_else(|| FsStats::of(root_dir)),
         pids: pid_max.zip(tasks),

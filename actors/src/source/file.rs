@@ -1,0 +1,210 @@
+//! FileSource: the static pod source (`--pod-manifest-path`, reference §1.1).
+//!
+//! | Trigger                     | Effect                                             |
+//! |-----------------------------|----------------------------------------------------|
+//! | start                       | read the path, send the full set                   |
+//! | inotify change (debounced)  | re-read, send the full set if it changed           |
+//! | every `fileCheckFrequency`  | re-read (safety net), and retry the watch if it failed |
+//! | GetActorState               | debug snapshot                                     |
+//! | Panic                       | test-only fault hook                               |
+//!
+//! Sends `SourcePodsChanged` (SET semantics) to the Supervisor. Reading lives in [`dockerlet_host::manifest_dir`], parsing in [`dockerlet_pod::manifest`].
+
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
+use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
+use dockerlet_messages::PodUid;
+use k8s_openapi::jiff::Timestamp;
+use notify::{RecursiveMode, Watcher};
+use serde_json::json;
+
+/// Changes often come in bursts (an editor writes, renames, chmods): gather them briefly. Kept
+/// short because it adds straight to pod start latency (a half-written file is simply read
+/// again at its next event).
+const DEBOUNCE: Duration = Duration::from_millis(10);
+
+/// The static pod source actor.
+pub struct FileSource {
+    /// The manifest directory (or single file).
+    path: PathBuf,
+    /// This node's name (pod names and UIDs depend on it).
+    node_name: String,
+    /// Re-list period.
+    frequency: Duration,
+    /// Where the pod set goes.
+    sink: Recipient<SourcePodsChanged>,
+    /// When each pod was first seen (`kubernetes.io/config.seen`), kept stable across re-reads.
+    seen: HashMap<PodUid, String>,
+    /// The last set sent; an identical re-read is not sent again.
+    last_sent: Option<(Vec<DesiredPod>, Vec<ManifestError>)>,
+    /// Parsed manifests by file, reused while a file's modification time and size are unchanged.
+    cache: dockerlet_host::manifest_dir::ManifestCache,
+    /// The inotify watch; none until it could be set up (the path may not exist yet).
+    watcher: Option<notify::RecommendedWatcher>,
+    /// A debounced re-read is scheduled.
+    reread_scheduled: bool,
+    /// Re-reads done.
+    reads: u64,
+    /// Last watch error.
+    last_error: Option<String>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl FileSource {
+    /// A source for `path`.
+    pub fn new(path: PathBuf, node_name: String, frequency: Duration, sink: Recipient<SourcePodsChanged>) -> Self {
+        FileSource {
+            path,
+            node_name,
+            frequency,
+            sink,
+            seen: HashMap::new(),
+            last_sent: None,
+            cache: dockerlet_host::manifest_dir::ManifestCache::default(),
+            watcher: None,
+            reread_scheduled: false,
+            reads: 0,
+            last_error: None,
+            handled: 0,
+        }
+    }
+
+    fn reread(&mut self) {
+        self.reads += 1;
+        // Same files, same modification times and sizes: the same set as last sent.
+        if self.last_sent.is_some() && self.cache.is_current(&self.path) {
+            return;
+        }
+        let (mut pods, errors) =
+            dockerlet_host::manifest_dir::read_manifests_cached(&self.path, &self.node_name, &mut self.cache);
+        self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
+        for p in &mut pods {
+            let seen = self
+                .seen
+                .entry(p.uid.clone())
+                .or_insert_with(|| Timestamp::now().to_string())
+                .clone();
+            p.pod
+                .metadata
+                .annotations
+                .get_or_insert_with(Default::default)
+                .insert(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen);
+        }
+        let current = (pods, errors);
+        if self.last_sent.as_ref() == Some(&current) {
+            return;
+        }
+        for error in &current.1 {
+            tracing::error!(file = %error.file, reason = %error.reason, "skipping invalid manifest");
+        }
+        self.sink.do_send(SourcePodsChanged {
+            source: "file".to_string(),
+            pods: current.0.clone(),
+            errors: current.1.clone(),
+        });
+        self.last_sent = Some(current);
+    }
+
+    fn watch(&mut self, ctx: &mut Context<Self>) {
+        if self.watcher.is_some() {
+            return;
+        }
+        let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
+        let result = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+            if event.is_ok_and(|e| is_relevant(&e)) {
+                let _ = tx.unbounded_send(());
+            }
+        })
+        .and_then(|mut w| w.watch(&self.path, RecursiveMode::NonRecursive).map(|()| w));
+        match result {
+            Ok(w) => {
+                self.watcher = Some(w);
+                self.last_error = None;
+                ctx.add_stream(rx);
+            }
+            Err(e) => {
+                tracing::debug!(path = %self.path.display(), error = %e, "cannot watch manifest path; re-listing only");
+                self.last_error = Some(format!("watch {}: {e}", self.path.display()));
+            }
+        }
+    }
+}
+
+/// Creates, writes, chmods, removes and renames matter; reads (our own re-reads included) and
+/// dot-files do not (kubelet ignores events for names starting with a dot).
+fn is_relevant(event: &notify::Event) -> bool {
+    use notify::EventKind;
+    let kind = matches!(
+        event.kind,
+        EventKind::Create(_) | EventKind::Modify(_) | EventKind::Remove(_) | EventKind::Any
+    );
+    let dotfiles_only = !event.paths.is_empty()
+        && event.paths.iter().all(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with('.'))
+        });
+    kind && !dotfiles_only
+}
+
+impl Actor for FileSource {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.watch(ctx);
+        self.reread();
+        ctx.run_interval(self.frequency, |act, ctx| {
+            act.watch(ctx);
+            act.reread();
+        });
+    }
+}
+
+impl StreamHandler<()> for FileSource {
+    /// Something changed in the directory: re-read once things are quiet.
+    fn handle(&mut self, _: (), ctx: &mut Self::Context) {
+        self.handled += 1;
+        if std::mem::replace(&mut self.reread_scheduled, true) {
+            return;
+        }
+        ctx.run_later(DEBOUNCE, |act, _| {
+            act.reread_scheduled = false;
+            act.reread();
+        });
+    }
+
+    /// The watch ended (directory removed): fall back to re-listing until it can be set again.
+    fn finished(&mut self, _: &mut Self::Context) {
+        self.watcher = None;
+    }
+}
+
+impl Handler<GetActorState> for FileSource {
+    type Result = MessageResult<GetActorState>;
+
+    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let (pods, errors) = self.last_sent.as_ref().map_or((0, 0), |(p, e)| (p.len(), e.len()));
+        MessageResult(ActorState {
+            kind: "FileSource".to_string(),
+            name: self.path.display().to_string(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: self.last_error.clone(),
+            detail: json!({ "pods": pods, "errors": errors, "reads": self.reads, "watching": self.watcher.is_some() }),
+        })
+    }
+}
+
+impl Handler<Panic> for FileSource {
+    type Result = ();
+
+    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
+        panic!("fault injection: FileSource asked to panic");
+    }
+}

@@ -1,0 +1,29 @@
+//! Kubelet semantics over the pod spec, as pure functions: no actors, no I/O, no clock but the
+//! times handed in. Everything here is unit-tested without Docker or an API server.
+//!
+//! # Layout
+//! - [`manifest`]: parse, validate and default a static pod (kubelet's `pkg/kubelet/config`).
+//! - [`spec`]: identity, grace period, network mode, QoS class, a container's spec hash.
+//! - [`plan`]: kubelet's `computePodActions` — what to start, kill and remove next.
+//! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
+//! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares.
+//! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
+//! - [`action`]: probe and lifecycle-hook handlers, validated.
+//! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
+//! - [`backoff`]: CrashLoopBackOff.
+//! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
+//! - [`annotations`], [`quantity`], [`version`]: small shared facts.
+
+pub mod action;
+pub mod annotations;
+pub mod backoff;
+pub mod container;
+pub mod labels;
+pub mod manifest;
+pub mod plan;
+pub mod probe_state;
+pub mod quantity;
+pub mod spec;
+pub mod status;
+pub mod version;
+pub mod volume;

@@ -1,0 +1,290 @@
+//! Static pod manifests: reading a directory, parsing, validating and defaulting
+//! (reference §1.1, §1.4). Pure apart from reading the files.
+
+use std::collections::{BTreeMap, HashSet};
+use std::path::Path;
+
+use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Toleration};
+use sha2::{Digest, Sha256};
+
+use crate::action::NON_NUMERIC_GRPC_PORT;
+use crate::annotations::{CONFIG_HASH, CONFIG_SOURCE};
+use crate::spec::{containers_with_fields, default_pull_policy};
+
+/// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
+pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
+    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+    let json = file.extension().is_some_and(|e| e == "json");
+    let typed = if json {
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| {
+            // serde-saphyr adds a source snippet after the first line; the first line has it all.
+            let message = e.to_string();
+            let first = message.lines().next().unwrap_or_default();
+            format!("invalid YAML: {}", first.trim_start_matches("error: "))
+        })
+    };
+    typed.or_else(|error| {
+        // A named port on a gRPC probe is a type error for the whole Pod; refuse only its
+        // container instead (the probe's validation names the field).
+        let mut value: serde_json::Value = if json {
+            serde_json::from_str(text).map_err(|_| error.clone())?
+        } else {
+            serde_saphyr::from_str(text).map_err(|_| error.clone())?
+        };
+        if !mark_named_grpc_ports(&mut value) {
+            return Err(error);
+        }
+        serde_json::from_value(value).map_err(|_| error)
+    })
+}
+
+/// Replace each gRPC probe port given as a string with [`NON_NUMERIC_GRPC_PORT`]; true if any.
+fn mark_named_grpc_ports(pod: &mut serde_json::Value) -> bool {
+    let mut marked = false;
+    for list in ["containers", "initContainers"] {
+        let Some(containers) = pod["spec"][list].as_array_mut() else {
+            continue;
+        };
+        for container in containers {
+            for probe in ["livenessProbe", "readinessProbe", "startupProbe"] {
+                let port = container
+                    .get_mut(probe)
+                    .and_then(|p| p.get_mut("grpc"))
+                    .and_then(|g| g.get_mut("port"));
+                if let Some(port) = port.filter(|p| p.is_string()) {
+                    *port = serde_json::Value::from(NON_NUMERIC_GRPC_PORT);
+                    marked = true;
+                }
+            }
+        }
+    }
+    marked
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(is_dns_label)
+}
+
+/// The checks the API server would make that matter to this node; the error names the field.
+pub fn validate(pod: &Pod) -> Result<(), String> {
+    let name = pod.metadata.name.as_deref().unwrap_or_default();
+    if name.is_empty() {
+        return Err("metadata.name: Required value: name is required".to_string());
+    }
+    if !is_dns_subdomain(name) {
+        return Err(format!(
+            "metadata.name: Invalid value: {name:?}: must be a lowercase RFC 1123 subdomain"
+        ));
+    }
+    if let Some(ns) = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
+        if !is_dns_label(ns) {
+            return Err(format!(
+                "metadata.namespace: Invalid value: {ns:?}: must be a lowercase RFC 1123 label"
+            ));
+        }
+    }
+    let Some(spec) = &pod.spec else {
+        return Err("spec: Required value".to_string());
+    };
+    if spec.containers.is_empty() {
+        return Err("spec.containers: Required value: at least one container is required".to_string());
+    }
+    if let Some(policy) = spec.restart_policy.as_deref() {
+        if !["Always", "OnFailure", "Never"].contains(&policy) {
+            return Err(format!("spec.restartPolicy: Unsupported value: {policy:?}: supported values: \"Always\", \"OnFailure\", \"Never\""));
+        }
+    }
+    if spec.termination_grace_period_seconds.is_some_and(|g| g < 0) {
+        return Err("spec.terminationGracePeriodSeconds: Invalid value: must be >= 0".to_string());
+    }
+    let mut seen = HashSet::new();
+    for (field, c) in containers_with_fields(spec) {
+        validate_container(&field, c)?;
+        if !seen.insert(c.name.as_str()) {
+            return Err(format!("{field}.name: Duplicate value: {:?}", c.name));
+        }
+    }
+    for (i, c) in spec.init_containers.iter().flatten().enumerate() {
+        if c.restart_policy.is_some() {
+            return Err(format!(
+                "spec.initContainers[{i}].restartPolicy: Unsupported value: sidecar (restartable init) containers are not supported yet"
+            ));
+        }
+    }
+    if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Err("spec.ephemeralContainers: Forbidden: static pods may not have ephemeral containers".to_string());
+    }
+    crate::volume::validate(pod)
+}
+
+fn validate_container(field: &str, c: &Container) -> Result<(), String> {
+    if !is_dns_label(&c.name) {
+        return Err(format!(
+            "{field}.name: Invalid value: {:?}: must be a lowercase RFC 1123 label",
+            c.name
+        ));
+    }
+    if c.image.as_deref().unwrap_or_default().trim().is_empty() {
+        return Err(format!("{field}.image: Required value"));
+    }
+    if let Some(policy) = c.image_pull_policy.as_deref() {
+        if !["Always", "IfNotPresent", "Never"].contains(&policy) {
+            return Err(format!("{field}.imagePullPolicy: Unsupported value: {policy:?}"));
+        }
+    }
+    for (i, p) in c.ports.iter().flatten().enumerate() {
+        if !(1..=65535).contains(&p.container_port) {
+            return Err(format!(
+                "{field}.ports[{i}].containerPort: Invalid value: {}: must be between 1 and 65535",
+                p.container_port
+            ));
+        }
+        if let Some(h) = p.host_port.filter(|h| !(0..=65535).contains(h)) {
+            return Err(format!(
+                "{field}.ports[{i}].hostPort: Invalid value: {h}: must be between 0 and 65535"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A static pod's UID: 32 hex characters from the pod's content, node name and file path
+/// (kubelet hashes the same inputs; editing the manifest gives a new UID).
+pub fn static_pod_uid(pod: &Pod, node_name: &str, source: StaticSource<'_>) -> String {
+    let mut hasher = Sha256::new();
+    hasher.update(serde_json::to_vec(pod).unwrap_or_default());
+    hasher.update(format!("host:{node_name}"));
+    hasher.update(match source {
+        StaticSource::File(file) => format!("file:{file}"),
+        StaticSource::Url(url) => format!("url:{url}"),
+    });
+    hex::encode(&hasher.finalize()[..16])
+}
+
+/// Where a static pod came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StaticSource<'a> {
+    /// A manifest file (`--pod-manifest-path`).
+    File(&'a str),
+    /// A manifest URL (`--manifest-url`).
+    Url(&'a str),
+}
+
+/// Parse the body of a manifest URL: one Pod or a PodList, JSON or YAML (kubelet's HTTP source).
+pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, String> {
+    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+    if text.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    let value: serde_json::Value = if text.trim_start().starts_with('{') {
+        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?
+    } else {
+        serde_saphyr::from_str(text).map_err(|e| {
+            let message = e.to_string();
+            format!(
+                "invalid YAML: {}",
+                message.lines().next().unwrap_or_default().trim_start_matches("error: ")
+            )
+        })?
+    };
+    let decode = |mut v: serde_json::Value| {
+        serde_json::from_value::<Pod>(v.clone()).or_else(|e| {
+            if mark_named_grpc_ports(&mut v) {
+                serde_json::from_value::<Pod>(v).map_err(|_| format!("invalid pod: {e}"))
+            } else {
+                Err(format!("invalid pod: {e}"))
+            }
+        })
+    };
+    match value.get("kind").and_then(|k| k.as_str()) {
+        Some("PodList") => value
+            .get("items")
+            .and_then(|i| i.as_array())
+            .cloned()
+            .unwrap_or_default()
+            .into_iter()
+            .map(decode)
+            .collect(),
+        _ => Ok(vec![decode(value)?]),
+    }
+}
+
+/// Kubelet's defaulting of file pods: `<name>-<node>`, namespace `default`, UID, annotations,
+/// `spec.nodeName`, the NoExecute toleration, API defaults, phase Pending.
+pub fn default_static_pod(pod: Pod, node_name: &str, file: &str) -> Pod {
+    default_static_pod_from(pod, node_name, StaticSource::File(file))
+}
+
+/// [`default_static_pod`] for any static source: URL pods get `config.source: http` and no
+/// NoExecute toleration (kubelet adds it to file pods only).
+pub fn default_static_pod_from(mut pod: Pod, node_name: &str, source: StaticSource<'_>) -> Pod {
+    let uid = pod
+        .metadata
+        .uid
+        .clone()
+        .filter(|u| !u.is_empty())
+        .unwrap_or_else(|| static_pod_uid(&pod, node_name, source));
+    let m = &mut pod.metadata;
+    m.name = Some(format!(
+        "{}-{}",
+        m.name.as_deref().unwrap_or_default(),
+        node_name.to_lowercase()
+    ));
+    if m.namespace.as_deref().is_none_or(str::is_empty) {
+        m.namespace = Some("default".to_string());
+    }
+    m.uid = Some(uid.clone());
+    let annotations = m.annotations.get_or_insert_with(BTreeMap::new);
+    annotations.insert(CONFIG_HASH.to_string(), uid);
+    let source_name = match source {
+        StaticSource::File(_) => "file",
+        StaticSource::Url(_) => "http",
+    };
+    annotations.insert(CONFIG_SOURCE.to_string(), source_name.to_string());
+    let spec = pod.spec.get_or_insert_with(Default::default);
+    spec.node_name = Some(node_name.to_string());
+    spec.restart_policy.get_or_insert_with(|| "Always".to_string());
+    spec.termination_grace_period_seconds.get_or_insert(30);
+    spec.dns_policy.get_or_insert_with(|| "ClusterFirst".to_string());
+    spec.scheduler_name
+        .get_or_insert_with(|| "default-scheduler".to_string());
+    if source_name == "file" {
+        spec.tolerations.get_or_insert_with(Vec::new).push(Toleration {
+            operator: Some("Exists".to_string()),
+            effect: Some("NoExecute".to_string()),
+            ..Default::default()
+        });
+    }
+    for c in spec
+        .containers
+        .iter_mut()
+        .chain(spec.init_containers.iter_mut().flatten())
+    {
+        default_container(c);
+    }
+    pod.status = Some(PodStatus {
+        phase: Some("Pending".to_string()),
+        ..Default::default()
+    });
+    pod
+}
+
+fn default_container(c: &mut Container) {
+    let image = c.image.clone().unwrap_or_default();
+    c.image_pull_policy
+        .get_or_insert_with(|| default_pull_policy(&image).to_string());
+    c.termination_message_path
+        .get_or_insert_with(|| "/dev/termination-log".to_string());
+    c.termination_message_policy.get_or_insert_with(|| "File".to_string());
+}
