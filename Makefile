@@ -16,7 +16,7 @@ help:
 	@echo "make image             build the local dockerlet.local/busybox:1 image"
 	@echo "make run [NODE=name]   run the agent on manifests/ (default NODE=$(NODE))"
 	@echo "make test              unit + integration tests (needs Docker)"
-	@echo "make lint              rustfmt check + clippy -D warnings"
+	@echo "make lint              rustfmt check + crate layering + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
@@ -46,8 +46,11 @@ test: docker image
 	set -o pipefail; $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS) 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 
+# The crate dependency rule (scripts/check-layers.py) and, through actors/clippy.toml, no
+# blocking std::fs or std::thread::sleep in actor code.
 lint:
 	$(CARGO) fmt --all -- --check
+	python3 scripts/check-layers.py
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:

@@ -357,6 +357,8 @@ fn write_authority(out: &mut Vec<u8>, host: &str, port: u16) {
 }
 
 #[cfg(test)]
+// The test servers here run on threads of their own, never on the actor thread.
+#[allow(clippy::disallowed_methods)]
 pub(crate) mod tests {
     use super::*;
     use std::io::{Read, Write};

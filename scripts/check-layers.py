@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""The crate dependency rule (ARCHITECTURE.md, "Crates"), checked over `cargo metadata`.
+
+Layers, dependencies pointing one way only:
+    messages <- pod <- {runtime, kube, host} <- actors <- agent;  http <- agent
+`http` sees messages and the runtime traits, never the actors. Pure crates (`messages`, `pod`)
+and `host` must not pull in actix (pod: not tokio either), and only the adapters may use
+bollard or kube. Exits 1 naming every dependency that breaks the rule.
+"""
+import json
+import subprocess
+import sys
+
+# For each workspace crate: the workspace crates it may depend on (normal and build deps).
+ALLOWED = {
+    "dockerlet-messages": set(),
+    "dockerlet-pod": {"dockerlet-messages"},
+    "dockerlet-runtime": {"dockerlet-messages", "dockerlet-pod"},
+    "dockerlet-kube": {"dockerlet-messages", "dockerlet-pod"},
+    "dockerlet-host": {"dockerlet-messages", "dockerlet-pod"},
+    "dockerlet-actors": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host"},
+    "dockerlet-http": {"dockerlet-messages", "dockerlet-runtime"},
+    "dockerlet": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host",
+                  "dockerlet-actors", "dockerlet-http"},
+}
+# External crates a layer must not use, and why.
+BANNED = {
+    "dockerlet-messages": {"bollard": "data only", "kube": "data only", "tokio": "data only"},
+    "dockerlet-pod": {"actix": "pure: no actors", "tokio": "pure: no I/O", "bollard": "pure: no I/O",
+                      "kube": "pure: no I/O", "reqwest": "pure: no I/O", "notify": "pure: no I/O"},
+    "dockerlet-host": {"actix": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
+                       "kube": "the API is the kube crate's"},
+    "dockerlet-runtime": {"actix": "no actors below the actor layer", "kube": "the API is the kube crate's"},
+    "dockerlet-kube": {"actix": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
+    "dockerlet-actors": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
+    "dockerlet-http": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
+}
+# Test-support crates (anything not listed above) may depend on anything but the product's
+# internals they exercise through the binary; they are not checked.
+
+meta = json.loads(subprocess.check_output(["cargo", "metadata", "--format-version", "1", "--no-deps"]))
+errors = []
+for pkg in meta["packages"]:
+    name = pkg["name"]
+    if name not in ALLOWED:
+        continue
+    for dep in pkg["dependencies"]:
+        if dep["kind"] == "dev":
+            # Dev-dependencies may add test fakes of lower layers (feature "fake"), nothing more.
+            if dep["name"].startswith("dockerlet-") and dep["name"] not in ALLOWED[name] | {name}:
+                errors.append(f"{name} dev-depends on {dep['name']}, which the layering forbids")
+            continue
+        d = dep["name"]
+        if d.startswith("dockerlet-") or d == "dockerlet":
+            if d not in ALLOWED[name]:
+                errors.append(f"{name} depends on {d}: allowed are {sorted(ALLOWED[name]) or 'none'}")
+        elif d in BANNED.get(name, {}):
+            errors.append(f"{name} depends on {d}: {BANNED[name][d]}")
+for e in errors:
+    print(f"layering: {e}", file=sys.stderr)
+if errors:
+    sys.exit(1)
+print(f"layering: {len(ALLOWED)} crates follow the dependency rule")
