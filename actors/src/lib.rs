@@ -22,8 +22,12 @@
 pub mod actions;
 pub mod node_status;
 pub mod pleg;
+pub mod pod_config;
 pub mod pod_worker;
+pub mod pressure;
 pub mod prober;
+pub mod recorder;
+pub mod registry;
 pub mod source;
 pub mod status;
 pub mod supervisor;

@@ -6,22 +6,21 @@
 //! | start, then every `nodeStatusUpdateFrequency` | register if needed; observe the eviction signals; patch status if it changed or `nodeStatusReportFrequency` passed; renew the lease; an event per condition change |
 //! | GetActorState                    | debug snapshot                                          |
 //!
-//! Ready follows the agent's health (PLEG and Docker), asked of the Supervisor each time; the
-//! pressure conditions follow the hard eviction thresholds ([`crate::pressure`]).
+//! Ready follows the agent's health (PLEG and Docker) and the pressure conditions follow the
+//! PressureActor's last reading ([`crate::pressure`]), both asked of the Supervisor each time.
 //! Failed heartbeats are logged and retried at the next tick; they never stop the actor.
 
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
+use dockerlet_messages::node::{GetNodePressure, NodePressure, Pressure};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use dockerlet_host::signals::{self, Pressure, PressureTracker, Thresholds};
 use dockerlet_kube::KubeApi;
 
 /// Settings of the node's registration and heartbeats.
@@ -38,14 +37,6 @@ pub struct NodeStatusConfig {
     pub report_frequency: Duration,
     /// `nodeLeaseDurationSeconds` (40).
     pub lease_duration_seconds: i32,
-    /// Hard eviction thresholds (`evictionHard`).
-    pub eviction: Thresholds,
-    /// `evictionPressureTransitionPeriod` (5 m).
-    pub pressure_transition_period: Duration,
-    /// The agent's root directory: its filesystem is `nodefs`.
-    pub root_dir: PathBuf,
-    /// Docker's root directory: its filesystem is `imagefs` (nodefs when unknown).
-    pub image_dir: Option<PathBuf>,
 }
 
 /// First delay before retrying a failed registration.
@@ -170,10 +161,8 @@ pub struct NodeStatusActor {
     register_backoff: Duration,
     /// Each condition's value and when it last changed (its transition time).
     conditions: BTreeMap<&'static str, (bool, Timestamp)>,
-    /// Pressure conditions held for the transition period.
-    pressure: PressureTracker,
-    /// Thresholds met at the last observation: signal, observed, threshold.
-    met: Vec<(signals::Signal, i64, i64)>,
+    /// Where the pressure conditions come from.
+    pressure: Recipient<GetNodePressure>,
     /// The last status written, heartbeat times cleared, and when.
     written: Option<(NodeStatus, Instant)>,
     /// A heartbeat is in flight.
@@ -189,8 +178,12 @@ pub struct NodeStatusActor {
 
 impl NodeStatusActor {
     /// A node status actor.
-    pub fn new(api: KubeApi, config: NodeStatusConfig, health: Recipient<GetHealth>) -> Self {
-        let pressure = PressureTracker::new(config.pressure_transition_period);
+    pub fn new(
+        api: KubeApi,
+        config: NodeStatusConfig,
+        health: Recipient<GetHealth>,
+        pressure: Recipient<GetNodePressure>,
+    ) -> Self {
         NodeStatusActor {
             api,
             config,
@@ -200,7 +193,6 @@ impl NodeStatusActor {
             register_backoff: REGISTER_BACKOFF_INITIAL,
             conditions: BTreeMap::new(),
             pressure,
-            met: Vec::new(),
             written: None,
             beating: false,
             heartbeats: 0,
@@ -215,25 +207,17 @@ impl NodeStatusActor {
             return;
         }
         self.beating = true;
-        let health = self.health.clone();
+        let (health, pressure) = (self.health.clone(), self.pressure.clone());
         let future = async move {
-            health.send(GetHealth).await.unwrap_or(Health {
+            let health = health.send(GetHealth).await.unwrap_or(Health {
                 healthy: false,
                 reason: Some("agent is restarting".into()),
-            })
+            });
+            let pressure: NodePressure = pressure.send(GetNodePressure).await.unwrap_or_default();
+            (health, pressure)
         };
-        ctx.spawn(future.into_actor(self).then(|health, act, _| {
-            let observation = signals::observe(&act.config.root_dir, act.config.image_dir.as_deref());
-            let met = signals::met(&act.config.eviction, &observation);
-            let signals = |m: &[(signals::Signal, i64, i64)]| m.iter().map(|s| s.0).collect::<Vec<_>>();
-            if signals(&met) != signals(&act.met) {
-                for (signal, observed, threshold) in &met {
-                    tracing::warn!(signal = signal.name(), observed, threshold, "eviction threshold met");
-                }
-            }
-            act.met = met;
-            let pressures = act.pressure.update(&act.met, Instant::now());
-            let observed = Observed::new(&health, &pressures);
+        ctx.spawn(future.into_actor(self).then(|(health, pressure), act, _| {
+            let observed = Observed::new(&health, &pressure.conditions);
             let now = Timestamp::now();
             let events = act.transitions(&observed, now);
             let status = node_status(&act.config.node, &act.conditions, &observed, now);
@@ -423,11 +407,6 @@ impl Handler<GetActorState> for NodeStatusActor {
                     "status": if *v { "True" } else { "False" },
                     "since": at.to_string(),
                 }))).collect::<BTreeMap<_, _>>(),
-                "thresholds_met": self.met.iter().map(|(signal, observed, threshold)| json!({
-                    "signal": signal.name(),
-                    "observed": observed,
-                    "threshold": threshold,
-                })).collect::<Vec<_>>(),
                 "heartbeats": self.heartbeats,
                 "status_writes": self.status_writes,
             }),

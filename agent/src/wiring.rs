@@ -5,12 +5,12 @@ use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Actor;
 use anyhow::Context as _;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
-use dockerlet_actors::supervisor::{Supervisor, SupervisorConfig};
+use dockerlet_actors::pressure::PressureConfig;
+use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::KubeApi;
@@ -41,8 +41,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         (None, Some(dir)) => Some(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?),
         (None, None) => None,
     };
-    let node_status = match &api {
-        Some(_) => {
+    let mode = match api.clone() {
+        Some(api) => {
             let facts = crate::node::NodeFacts {
                 name: config.node_name.clone(),
                 ip: host_ip.clone(),
@@ -56,20 +56,28 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 reserved: config.reserved.clone(),
                 eviction: config.eviction_hard.clone(),
             };
-            Some(NodeStatusConfig {
+            let node = NodeStatusConfig {
                 node: crate::node::node(&facts),
                 register: config.register_node,
                 update_frequency: config.node_status_update_frequency,
                 report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
-                eviction: config.eviction_hard.clone(),
-                pressure_transition_period: config.eviction_pressure_transition_period,
-                root_dir: root_dir.clone(),
-                // Docker may report a path of another mount namespace (the agent in a container).
-                image_dir: runtime.root_dir().await.filter(|p| p.exists()),
-            })
+            };
+            Mode::Cluster {
+                api,
+                node: Box::new(node),
+            }
         }
-        None => None,
+        None => Mode::Standalone,
+    };
+    // Docker may report a path of another mount namespace (the agent in a container).
+    let image_dir = runtime.root_dir().await.filter(|p| p.exists());
+    let pressure = PressureConfig {
+        thresholds: config.eviction_hard.clone(),
+        transition_period: config.eviction_pressure_transition_period,
+        // Observed as often as the node status is written, so each heartbeat reports a fresh one.
+        period: config.node_status_update_frequency,
+        observe: PressureConfig::observe_node(root_dir.clone(), image_dir),
     };
     tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
 
@@ -84,20 +92,19 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         root_dir,
         api: api.clone(),
     };
-    let supervisor = Supervisor::new(
+    let supervisor = Supervisor::start(
         SupervisorConfig {
             worker: Arc::new(worker),
             manifest_path: config.manifest_path.clone(),
             file_check_frequency: config.file_check_frequency,
             relist_period: RELIST_PERIOD,
             fault_injection: config.fault_injection,
-            api,
+            mode,
             manifest_url: config.manifest_url.clone(),
-            node_status,
+            pressure,
         },
         Arc::new(runtime),
-    )
-    .start();
+    );
 
     let handles = Handles {
         pods: supervisor.clone().recipient(),

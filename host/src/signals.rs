@@ -66,16 +66,7 @@ impl Signal {
     }
 }
 
-/// A node pressure condition.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Pressure {
-    /// MemoryPressure.
-    Memory,
-    /// DiskPressure.
-    Disk,
-    /// PIDPressure.
-    Pid,
-}
+pub use dockerlet_messages::node::Pressure;
 
 /// A threshold's value: an absolute quantity or a share of the capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]

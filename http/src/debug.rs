@@ -100,16 +100,12 @@ pub async fn fault(handles: web::Data<Handles>, query: web::Query<FaultQuery>) -
         ));
     };
     let target = match (query.target.as_str(), &query.uid) {
-        ("pleg", _) => FaultTarget::Pleg,
-        ("status", _) => FaultTarget::Status,
-        ("source", _) => FaultTarget::Source,
-        ("probe", _) => FaultTarget::Probe,
         ("pod", Some(uid)) => FaultTarget::PodWorker(PodUid(uid.clone())),
-        (other, _) => {
-            return Err(ApiError::BadRequest(format!(
-                "unknown target {other:?} (pleg, status, source, pod&uid=)"
-            )))
-        }
+        ("pod", None) => return Err(ApiError::BadRequest("target=pod needs uid=".to_string())),
+        // The names the actors report on /debug/actors; `source` and `probe` kept for old callers.
+        ("source", _) => FaultTarget::Actor("file".to_string()),
+        ("probe", _) => FaultTarget::Actor("probes".to_string()),
+        (name, _) => FaultTarget::Actor(name.to_string()),
     };
     let result = faults
         .send(InjectFault { target })
@@ -118,7 +114,7 @@ pub async fn fault(handles: web::Data<Handles>, query: web::Query<FaultQuery>) -
             actor: "supervisor",
             reason: e.to_string(),
         })?;
-    result.map_err(ApiError::BadRequest)?;
+    result.map_err(|e| ApiError::BadRequest(e.to_string()))?;
     Ok(HttpResponse::Ok().body("ok"))
 }
 

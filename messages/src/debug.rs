@@ -86,16 +86,22 @@ pub struct GetHealth;
 /// Which actor a test wants to panic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum FaultTarget {
-    /// The PlegActor.
-    Pleg,
-    /// The StatusActor.
-    Status,
-    /// The static pod source.
-    Source,
-    /// The ProbeActor.
-    Probe,
+    /// A supervised actor, by the name it reports in its [`ActorState`] (`pleg`, `probes`,
+    /// `status`, `file`, `http`, `api`, `node`, `pressure`).
+    Actor(String),
     /// The PodWorker of this pod.
     PodWorker(PodUid),
+}
+
+/// Why a fault could not be injected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FaultError {
+    /// The agent was not started with `--enable-fault-injection`. Final.
+    #[error("fault injection is disabled")]
+    Disabled,
+    /// No running actor has that name. Final.
+    #[error("no such actor: {0:?}")]
+    NoSuchActor(FaultTarget),
 }
 
 /// Make an actor panic inside a message handler. Only honoured when the agent was started with
@@ -103,7 +109,7 @@ pub enum FaultTarget {
 ///
 /// HTTP debug server → Supervisor → the target actor (as [`Panic`]).
 #[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), String>")]
+#[rtype(result = "Result<(), FaultError>")]
 pub struct InjectFault {
     /// The actor to panic.
     pub target: FaultTarget,

@@ -8,6 +8,7 @@
 //! - [`pleg`]: pod lifecycle events produced by the PlegActor.
 //! - [`probe`]: what the ProbeActor watches and the results it publishes.
 //! - [`status`]: pod status written to and read from the StatusActor.
+//! - [`node`]: the node's pressure conditions.
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
 //! Naming: commands are imperative (`UpdatePod`), events past tense (`SourcePodsChanged`),
@@ -15,6 +16,7 @@
 
 pub mod debug;
 pub mod ids;
+pub mod node;
 pub mod pleg;
 pub mod probe;
 pub mod runtime;

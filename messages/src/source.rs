@@ -26,14 +26,43 @@ pub struct ManifestError {
     pub reason: String,
 }
 
+/// Where a pod came from: kubelet's config sources (`pkg/kubelet/types`: file, http, api).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PodSource {
+    /// A manifest directory (`--pod-manifest-path`).
+    File,
+    /// A manifest URL (`--manifest-url`).
+    Http,
+    /// The API server.
+    Api,
+}
+
+impl PodSource {
+    /// The `kubernetes.io/config.source` value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PodSource::File => "file",
+            PodSource::Http => "http",
+            PodSource::Api => "api",
+        }
+    }
+}
+
+impl std::fmt::Display for PodSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The full set of pods one source wants ("SET" semantics: pods missing from it are removed).
 ///
-/// Static pod source → Supervisor, on start, on every change seen and every re-list.
+/// FileSource, HttpSource, ApiSource → Supervisor, on start, on every change seen and every re-list.
 #[derive(Debug, Clone, Serialize, Message)]
 #[rtype(result = "()")]
 pub struct SourcePodsChanged {
-    /// Source name, as the `kubernetes.io/config.source` annotation: `file`, `http` or `api`.
-    pub source: String,
+    /// Which source.
+    pub source: PodSource,
     /// Every valid pod of the source.
     pub pods: Vec<DesiredPod>,
     /// Every manifest that was skipped, with the reason.

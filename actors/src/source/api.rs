@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
-use dockerlet_messages::source::{DesiredPod, SourcePodsChanged};
+use dockerlet_messages::source::{DesiredPod, PodSource, SourcePodsChanged};
 use dockerlet_messages::worker::FinalizePodDeletion;
 use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::Pod;
@@ -91,7 +91,7 @@ impl ApiSource {
                     .or_insert_with(|| Timestamp::now().to_string())
                     .clone();
                 let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
-                annotations.insert(CONFIG_SOURCE.to_string(), "api".to_string());
+                annotations.insert(CONFIG_SOURCE.to_string(), PodSource::Api.as_str().to_string());
                 annotations.insert(CONFIG_SEEN.to_string(), seen);
                 let origin = format!(
                     "api:{}/{}",
@@ -106,7 +106,7 @@ impl ApiSource {
             })
             .collect();
         self.sink.do_send(SourcePodsChanged {
-            source: "api".to_string(),
+            source: PodSource::Api,
             pods,
             errors: Vec::new(),
         });

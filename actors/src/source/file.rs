@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
-use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
+use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
 use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
 use notify::{RecursiveMode, Watcher};
@@ -103,7 +103,7 @@ impl FileSource {
             tracing::error!(file = %error.file, reason = %error.reason, "skipping invalid manifest");
         }
         self.sink.do_send(SourcePodsChanged {
-            source: "file".to_string(),
+            source: PodSource::File,
             pods: current.0.clone(),
             errors: current.1.clone(),
         });

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
-use dockerlet_messages::source::{DesiredPod, ManifestError, SourcePodsChanged};
+use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
 use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
@@ -175,7 +175,7 @@ impl HttpSource {
             })
             .collect();
         self.sink.do_send(SourcePodsChanged {
-            source: "http".to_string(),
+            source: PodSource::Http,
             pods,
             errors,
         });

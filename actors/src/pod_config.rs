@@ -1,0 +1,206 @@
+//! The desired pods as the union of every source's (kubelet's `pkg/kubelet/config/config.go`:
+//! each source sends its full set, "SET" semantics, and the merge tells what was added, changed
+//! and removed). Pure: the Supervisor acts on the [`Changes`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
+use dockerlet_messages::PodUid;
+use k8s_openapi::api::core::v1::Pod;
+
+/// What one source update changed in the desired set.
+#[derive(Debug, Default, PartialEq)]
+pub struct Changes {
+    /// Pods no source wants any more.
+    pub removed: Vec<DesiredPod>,
+    /// New pods, and pods whose spec changed (other than `kubernetes.io/config.seen`).
+    pub upserted: Vec<DesiredPod>,
+}
+
+/// Every source's latest set and their union.
+#[derive(Debug)]
+pub struct PodConfig {
+    /// The sources this agent was started with: only when each has delivered once may
+    /// containers of unknown pods be removed (a restarted agent would otherwise kill every pod
+    /// before reading its manifests).
+    expected: BTreeSet<PodSource>,
+    /// Each source's latest pod set.
+    sources: BTreeMap<PodSource, Vec<DesiredPod>>,
+    /// Each source's rejected manifests.
+    errors: BTreeMap<PodSource, Vec<ManifestError>>,
+    /// The union, by UID (the first source to name a UID wins).
+    desired: BTreeMap<PodUid, DesiredPod>,
+    /// `namespace/name` → UID, to find a pod by the object an event names.
+    by_name: HashMap<String, PodUid>,
+}
+
+impl PodConfig {
+    /// An empty configuration waiting for `expected`.
+    pub fn new(expected: impl IntoIterator<Item = PodSource>) -> Self {
+        PodConfig {
+            expected: expected.into_iter().collect(),
+            sources: BTreeMap::new(),
+            errors: BTreeMap::new(),
+            desired: BTreeMap::new(),
+            by_name: HashMap::new(),
+        }
+    }
+
+    /// Has every expected source delivered at least once?
+    pub fn sources_ready(&self) -> bool {
+        self.expected.iter().all(|s| self.sources.contains_key(s))
+    }
+
+    /// The desired pod with this UID.
+    pub fn get(&self, uid: &PodUid) -> Option<&DesiredPod> {
+        self.desired.get(uid)
+    }
+
+    /// Is this UID wanted by some source?
+    pub fn contains(&self, uid: &PodUid) -> bool {
+        self.desired.contains_key(uid)
+    }
+
+    /// The desired pod named `namespace/name`.
+    pub fn by_name(&self, object: &str) -> Option<&DesiredPod> {
+        self.desired.get(self.by_name.get(object)?)
+    }
+
+    /// How many pods are desired.
+    pub fn len(&self) -> usize {
+        self.desired.len()
+    }
+
+    /// Is nothing desired?
+    pub fn is_empty(&self) -> bool {
+        self.desired.is_empty()
+    }
+
+    /// Every source's rejected manifests.
+    pub fn errors(&self) -> Vec<ManifestError> {
+        self.errors.values().flatten().cloned().collect()
+    }
+
+    /// Apply one source's full set; returns what changed in the union.
+    pub fn apply(&mut self, update: SourcePodsChanged) -> Changes {
+        self.errors.insert(update.source, update.errors);
+        self.sources.insert(update.source, update.pods);
+        let mut wanted: BTreeMap<PodUid, DesiredPod> = BTreeMap::new();
+        for pods in self.sources.values() {
+            for p in pods {
+                wanted.entry(p.uid.clone()).or_insert_with(|| p.clone());
+            }
+        }
+        let mut changes = Changes::default();
+        let gone: Vec<PodUid> = self
+            .desired
+            .keys()
+            .filter(|u| !wanted.contains_key(*u))
+            .cloned()
+            .collect();
+        for uid in gone {
+            let pod = self.desired.remove(&uid).expect("listed above");
+            self.by_name.remove(&pod_ref(&pod.pod));
+            changes.removed.push(pod);
+        }
+        for (uid, pod) in wanted {
+            if self.desired.get(&uid).is_some_and(|old| same_pod(&old.pod, &pod.pod)) {
+                continue;
+            }
+            self.by_name.insert(pod_ref(&pod.pod), uid.clone());
+            self.desired.insert(uid, pod.clone());
+            changes.upserted.push(pod);
+        }
+        changes
+    }
+}
+
+/// Equal but for `kubernetes.io/config.seen`, which a re-created source stamps anew.
+pub fn same_pod(a: &Pod, b: &Pod) -> bool {
+    let without_seen = |p: &Pod| {
+        let mut p = p.clone();
+        if let Some(annotations) = p.metadata.annotations.as_mut() {
+            annotations.remove(dockerlet_pod::annotations::CONFIG_SEEN);
+        }
+        p
+    };
+    without_seen(a) == without_seen(b)
+}
+
+/// `namespace/name`, as logs and the debug page name a pod.
+pub fn pod_ref(pod: &Pod) -> String {
+    let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
+    format!("{namespace}/{name}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str, uid: &str, seen: &str) -> DesiredPod {
+        DesiredPod {
+            uid: PodUid(uid.into()),
+            pod: Pod {
+                metadata: ObjectMeta {
+                    name: Some(name.into()),
+                    namespace: Some("default".into()),
+                    uid: Some(uid.into()),
+                    annotations: Some([(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen.to_string())].into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            },
+            origin: "test".into(),
+        }
+    }
+
+    fn update(source: PodSource, pods: Vec<DesiredPod>) -> SourcePodsChanged {
+        SourcePodsChanged {
+            source,
+            pods,
+            errors: vec![],
+        }
+    }
+
+    fn uids(pods: &[DesiredPod]) -> Vec<&str> {
+        pods.iter().map(|p| p.uid.0.as_str()).collect()
+    }
+
+    /// The sources are ready only once every expected source has delivered, even an empty set.
+    #[test]
+    fn sources_are_ready_when_every_expected_source_delivered() {
+        let mut config = PodConfig::new([PodSource::File, PodSource::Api]);
+        assert!(!config.sources_ready());
+        config.apply(update(PodSource::File, vec![]));
+        assert!(!config.sources_ready(), "the API source has not delivered");
+        config.apply(update(PodSource::Api, vec![]));
+        assert!(config.sources_ready());
+        assert!(PodConfig::new([]).sources_ready(), "no source: ready at once");
+    }
+
+    /// A source's set replaces its previous one: pods it drops are removed, others' stay; a
+    /// re-stamped `config.seen` is no change; a UID two sources name is one pod.
+    #[test]
+    fn each_source_replaces_its_own_set() {
+        let mut config = PodConfig::new([PodSource::File, PodSource::Http]);
+        let c = config.apply(update(
+            PodSource::File,
+            vec![pod("a", "u1", "t0"), pod("b", "u2", "t0")],
+        ));
+        assert_eq!(uids(&c.upserted), ["u1", "u2"]);
+        let c = config.apply(update(
+            PodSource::Http,
+            vec![pod("a", "u1", "t0"), pod("c", "u3", "t0")],
+        ));
+        assert_eq!(uids(&c.upserted), ["u3"]);
+        let c = config.apply(update(PodSource::File, vec![pod("a", "u1", "t1")]));
+        assert_eq!(uids(&c.removed), ["u2"]);
+        assert!(c.upserted.is_empty(), "only config.seen changed");
+        assert_eq!(config.len(), 2);
+        assert_eq!(config.by_name("default/c").map(|p| p.uid.0.as_str()), Some("u3"));
+        assert!(config.by_name("default/b").is_none());
+        let c = config.apply(update(PodSource::Http, vec![]));
+        assert_eq!(uids(&c.removed), ["u3"], "u1 is still wanted by the file source");
+    }
+}

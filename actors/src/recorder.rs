@@ -1,0 +1,190 @@
+//! The event recorder: every noteworthy event goes to the debug page's ring buffer and, in
+//! cluster mode, to the API as a v1 Event (kubelet's `pkg/kubelet/events` reasons through
+//! client-go's recorder: counted, combined and rate-limited by
+//! [`dockerlet_kube::recorder::EventCorrelator`]). Owned by the Supervisor, which knows the pods.
+
+use std::collections::VecDeque;
+use std::future::Future;
+
+use dockerlet_kube::recorder::{Correlated, EventCorrelator};
+use dockerlet_kube::{KubeApi, PodEventRef};
+use dockerlet_messages::debug::DebugEvent;
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::Timestamp;
+
+/// How many debug events are kept.
+const EVENT_LOG_SIZE: usize = 200;
+
+/// Whether an event reports trouble (kubelet's `v1.EventTypeWarning`) or not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Routine.
+    Normal,
+    /// Something failed.
+    Warning,
+}
+
+impl EventType {
+    /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
+    pub fn of(reason: &str) -> EventType {
+        const WARNINGS: [&str; 7] = [
+            "BackOff",
+            "Failed",
+            "Unhealthy",
+            "FailedPostStartHook",
+            "FailedPreStopHook",
+            "ProbeWarning",
+            "FailedCreatePodSandBox",
+        ];
+        if WARNINGS.contains(&reason) {
+            EventType::Warning
+        } else {
+            EventType::Normal
+        }
+    }
+
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// The debug ring and, in cluster mode, the API's events.
+pub struct EventRecorder {
+    /// Recent events, newest last.
+    ring: VecDeque<DebugEvent>,
+    /// Where events go in cluster mode.
+    api: Option<KubeApi>,
+    /// Events written to the API: counted, combined, rate-limited.
+    correlator: EventCorrelator,
+}
+
+impl EventRecorder {
+    /// A recorder; with `api`, pod events are also written to the API.
+    pub fn new(api: Option<KubeApi>) -> Self {
+        EventRecorder {
+            ring: VecDeque::new(),
+            api,
+            correlator: EventCorrelator::default(),
+        }
+    }
+
+    /// Keep an event about `object` that has no pod behind it (orphans, actor restarts).
+    pub fn note(&mut self, reason: &str, object: String, message: String) {
+        self.keep(DebugEvent {
+            time: Timestamp::now().to_string(),
+            reason: reason.to_string(),
+            object,
+            container: None,
+            message,
+        });
+    }
+
+    /// Keep `event` for the debug page; for a pod in cluster mode, also return the API write to
+    /// run (`None` when rate-limited or standalone).
+    pub fn record(&mut self, event: DebugEvent, pod: Option<&Pod>) -> Option<impl Future<Output = ()> + 'static> {
+        let write = pod.and_then(|pod| self.api_write(&event, pod));
+        self.keep(event);
+        write
+    }
+
+    /// The recent events, oldest first.
+    pub fn recent(&self) -> Vec<DebugEvent> {
+        self.ring.iter().cloned().collect()
+    }
+
+    /// Drop a terminated pod's event counts (kept here, not scanned on every event).
+    pub fn forget(&mut self, uid: &str) {
+        self.correlator.forget(uid);
+    }
+
+    fn keep(&mut self, event: DebugEvent) {
+        if self.ring.len() == EVENT_LOG_SIZE {
+            self.ring.pop_front();
+        }
+        self.ring.push_back(event);
+    }
+
+    fn api_write(&mut self, event: &DebugEvent, pod: &Pod) -> Option<impl Future<Output = ()> + 'static> {
+        let api = self.api.clone()?;
+        let field_path = event.container.as_deref().map(|c| field_path(pod, c));
+        let (name, namespace, uid) = dockerlet_pod::spec::pod_identity(pod);
+        let (name, namespace, uid) = (name.to_string(), namespace.to_string(), uid.to_string());
+        // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
+        let Correlated {
+            name: event_name,
+            message,
+            count,
+        } = self.correlator.observe(
+            (&uid, &name),
+            &event.reason,
+            field_path.as_deref().unwrap_or_default(),
+            &event.message,
+            std::time::Instant::now(),
+            || format!("{:x}", Timestamp::now().as_nanosecond()),
+        )?;
+        let kind = EventType::of(&event.reason);
+        let reason = event.reason.clone();
+        Some(async move {
+            let involved = PodEventRef {
+                namespace: &namespace,
+                pod: &name,
+                uid: &uid,
+                field_path: field_path.as_deref(),
+            };
+            let written = api
+                .record_pod_event(&event_name, involved, kind.as_str(), &reason, &message, count)
+                .await;
+            if let Err(e) = written {
+                tracing::debug!(pod.uid = %uid, pod.name = %name, reason = %reason, error = %e, "cannot record event");
+            }
+        })
+    }
+}
+
+/// kubelet's container reference: `spec.containers{name}` or `spec.initContainers{name}`.
+fn field_path(pod: &Pod, container: &str) -> String {
+    let init = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.name == container));
+    if init {
+        format!("spec.initContainers{{{container}}}")
+    } else {
+        format!("spec.containers{{{container}}}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Failures are Warnings, everything else Normal, as kubelet types them.
+    #[test]
+    fn failures_are_warnings() {
+        assert_eq!(EventType::of("BackOff"), EventType::Warning);
+        assert_eq!(EventType::of("Unhealthy"), EventType::Warning);
+        assert_eq!(EventType::of("Started"), EventType::Normal);
+        assert_eq!(EventType::of("Pulled"), EventType::Normal);
+    }
+
+    /// The ring keeps the newest events only.
+    #[test]
+    fn the_ring_keeps_the_newest_events() {
+        let mut recorder = EventRecorder::new(None);
+        for i in 0..EVENT_LOG_SIZE + 5 {
+            recorder.note("Test", format!("o{i}"), String::new());
+        }
+        let recent = recorder.recent();
+        assert_eq!(recent.len(), EVENT_LOG_SIZE);
+        assert_eq!(recent[0].object, "o5");
+        assert!(
+            recorder.record(recent[0].clone(), None).is_none(),
+            "standalone: no API write"
+        );
+    }
+}
