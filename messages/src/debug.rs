@@ -86,8 +86,8 @@ pub struct GetHealth;
 /// Which actor a test wants to panic.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum FaultTarget {
-    /// A supervised actor, by the name it reports in its [`ActorState`] (`pleg`, `probes`,
-    /// `status`, `file`, `http`, `api`, `node`, `pressure`).
+    /// A supervised actor, by its name in the Supervisor's registry (`pleg`, `probes`,
+    /// `status`, `pressure`, `file`, `http`, `api`, `node`).
     Actor(String),
     /// The PodWorker of this pod.
     PodWorker(PodUid),

@@ -18,11 +18,12 @@
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
+pub mod state;
 pub mod sync;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
@@ -37,13 +38,14 @@ use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPo
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 use serde_json::json;
 
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
 use dockerlet_runtime::ContainerRuntime;
+use state::{Effect, Input, Phase, Trigger, WorkerState};
 use sync::{SyncOutcome, TerminateOutcome};
+use tracing::Instrument;
 
 /// Settings every PodWorker shares.
 #[derive(Debug, Clone)]
@@ -87,19 +89,6 @@ pub struct WorkerLinks {
     pub forget: Recipient<ForgetPod>,
 }
 
-/// What the worker is doing, for the debug endpoint.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum WorkerPhase {
-    /// Waiting for something to happen.
-    Idle,
-    /// A sync is running.
-    Syncing,
-    /// Stopping and removing the pod's containers.
-    Terminating,
-    /// Every container is gone.
-    Terminated,
-}
-
 /// The actor for one pod.
 pub struct PodWorker {
     /// The pod this worker owns.
@@ -112,14 +101,13 @@ pub struct PodWorker {
     config: Arc<PodWorkerConfig>,
     /// Where reports go.
     links: WorkerLinks,
-    /// What it is doing.
-    phase: WorkerPhase,
+    /// Where it is in its lifecycle; every transition is [`WorkerState::on`].
+    state: WorkerState,
+    /// Every log line of this pod's worker, its syncs and Docker errors included, carries the
+    /// pod's UID and name through this span.
+    span: tracing::Span,
     /// The sync or termination future in flight; cancelled by `TerminatePod`.
     in_flight: Option<SpawnHandle>,
-    /// A sync was asked for while one ran: run another when it ends.
-    dirty: bool,
-    /// Set once termination was asked for (with its grace period); never cleared.
-    terminating: Option<Option<Duration>>,
     /// The next timed sync (back-off expiry or periodic resync).
     timer: Option<SpawnHandle>,
     /// Why containers wait, from the last sync (kubelet's reasonCache).
@@ -136,10 +124,6 @@ pub struct PodWorker {
     backoff_until: Option<Timestamp>,
     /// Last error met.
     last_error: Option<String>,
-    /// Failed syncs in a row; drives the sync error back-off.
-    failures: u32,
-    /// Until then, Docker events do not trigger a sync (a failing sync must not spin).
-    error_backoff_until: Option<std::time::Instant>,
     /// Published probe results, for status and for killing containers whose liveness or
     /// startup probe failed.
     probes: ProbeResults,
@@ -152,23 +136,24 @@ pub struct PodWorker {
 }
 
 impl PodWorker {
-    /// A worker for `pod`. Call `terminate_on_start` for a pod that is only to be removed.
+    /// A worker for `pod`. Call [`PodWorker::terminating`] for a pod that is only to be removed.
     pub fn new(
         pod: Arc<Pod>,
         runtime: Arc<dyn ContainerRuntime>,
         config: Arc<PodWorkerConfig>,
         links: WorkerLinks,
     ) -> Self {
+        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %crate::pod_config::pod_ref(&pod));
         PodWorker {
-            uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
+            uid,
             pod,
             runtime,
             config,
             links,
-            phase: WorkerPhase::Idle,
+            state: WorkerState::default(),
+            span,
             in_flight: None,
-            dirty: false,
-            terminating: None,
             timer: None,
             waiting: HashMap::new(),
             last_status: None,
@@ -177,8 +162,6 @@ impl PodWorker {
             next_action: "sync".to_string(),
             backoff_until: None,
             last_error: None,
-            failures: 0,
-            error_backoff_until: None,
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
             watched: Vec::new(),
@@ -188,17 +171,34 @@ impl PodWorker {
 
     /// Start in the terminating state (an orphaned pod, or re-creation during termination).
     pub fn terminating(mut self, grace: Option<Duration>) -> Self {
-        self.terminating = Some(grace);
+        let config = self.config.clone();
+        self.state
+            .on(Input::Terminate { grace }, Instant::now(), &config.backoff);
         self
     }
 
     fn pod_ref(&self) -> String {
-        let m = &self.pod.metadata;
-        format!(
-            "{}/{}",
-            m.namespace.as_deref().unwrap_or("default"),
-            m.name.as_deref().unwrap_or_default()
-        )
+        crate::pod_config::pod_ref(&self.pod)
+    }
+
+    /// Feed `input` to the state machine and carry out what it says.
+    fn step(&mut self, input: Input, ctx: &mut Context<Self>) {
+        let effect = self.state.on(input, Instant::now(), &self.config.backoff);
+        match effect {
+            Effect::None => {}
+            Effect::StartSync => self.start_sync(ctx),
+            Effect::ScheduleNext { error } => self.schedule_next(error, ctx),
+            Effect::StartTermination { grace } => self.start_termination(grace, ctx),
+            Effect::RetryTermination { after, grace } => {
+                ctx.run_later(after, move |act, ctx| act.start_termination(grace, ctx));
+            }
+            Effect::ReportTerminated => {
+                tracing::info!("pod terminated");
+                self.next_action = "none".to_string();
+                self.links.removed.do_send(RemovePodStatus { uid: self.uid.clone() });
+                self.links.terminated.do_send(PodTerminated { uid: self.uid.clone() });
+            }
+        }
     }
 
     fn record(&self, reason: &str, message: String) {
@@ -217,37 +217,19 @@ impl PodWorker {
         });
     }
 
-    /// Run a sync now, or after the one in flight; while a failing sync backs off, only the
-    /// back-off timer (or a new spec) starts the next one.
-    fn request_sync(&mut self, ctx: &mut Context<Self>) {
-        if self
-            .error_backoff_until
-            .is_some_and(|until| std::time::Instant::now() < until)
-        {
-            return;
-        }
-        self.sync_now(ctx);
-    }
-
-    fn sync_now(&mut self, ctx: &mut Context<Self>) {
-        if self.terminating.is_some() {
-            return;
-        }
-        if self.in_flight.is_some() {
-            self.dirty = true;
-            return;
-        }
+    /// Start a sync (the state machine said so): cancel the timer, spawn the sync future.
+    fn start_sync(&mut self, ctx: &mut Context<Self>) {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        self.phase = WorkerPhase::Syncing;
         let failed: HashMap<ContainerId, ProbeKind> = self
             .probes
             .iter()
             .filter(|((_, kind), (_, result))| *kind != ProbeKind::Readiness && *result == ProbeResult::Failure)
             .map(|((_, kind), (id, _))| (id.clone(), *kind))
             .collect();
-        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), failed);
+        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), failed)
+            .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -258,13 +240,12 @@ impl PodWorker {
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        self.phase = WorkerPhase::Idle;
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
         if let Some(error) = &outcome.error {
             self.last_error = Some(error.clone());
-            tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod sync failed");
+            tracing::warn!(error = %error, "pod sync failed");
         }
         if let Some(observed) = outcome.observed {
             self.note_deaths(&observed);
@@ -277,34 +258,28 @@ impl PodWorker {
         }
         self.next_action = outcome.actions_summary;
         self.backoff_until = outcome.backoff_until;
-        if self.dirty && outcome.error.is_none() {
-            self.dirty = false;
-            self.request_sync(ctx);
-            return;
-        }
-        self.dirty = false;
-        let error_delay = if outcome.error.is_some() {
-            // kubelet re-queues a failed sync after a back-off; it grows here like CrashLoopBackOff.
-            self.failures += 1;
-            let delay = self.config.backoff.delay(self.failures);
-            self.error_backoff_until = Some(std::time::Instant::now() + delay);
-            Some(delay)
-        } else {
-            self.failures = 0;
-            self.error_backoff_until = None;
-            None
-        };
-        let now = Timestamp::now();
-        let delay = match (self.backoff_until, error_delay) {
+        self.step(
+            Input::SyncFinished {
+                ok: outcome.error.is_none(),
+            },
+            ctx,
+        );
+    }
+
+    /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
+    /// container back-off expiry, else the periodic resync.
+    fn schedule_next(&mut self, error: Option<Duration>, ctx: &mut Context<Self>) {
+        let delay = match (self.backoff_until, error) {
             (_, Some(delay)) => delay,
             (Some(until), None) => {
-                Duration::try_from(until.duration_since(now)).unwrap_or_default() + Duration::from_millis(20)
+                Duration::try_from(until.duration_since(Timestamp::now())).unwrap_or_default()
+                    + Duration::from_millis(20)
             }
             (None, None) => self.config.sync_frequency,
         };
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
             act.timer = None;
-            act.sync_now(ctx);
+            act.step(Input::Sync(Trigger::Timer), ctx);
         }));
     }
 
@@ -312,7 +287,7 @@ impl PodWorker {
     fn note_deaths(&mut self, observed: &[ObservedContainer]) {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
             if self.known_exited.insert(c.id.clone()) && self.observed_once {
-                tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), container = %c.name, exit_code = c.exit_code, "container died");
+                tracing::info!(container = %c.name, exit_code = c.exit_code, "container died");
                 self.record(
                     "ContainerDied",
                     format!(
@@ -331,7 +306,7 @@ impl PodWorker {
 
     /// Tell the ProbeActor which containers run now (when that changed, or when asked).
     fn watch_probes(&mut self, always: bool) {
-        if self.terminating.is_some() {
+        if self.state.is_terminating() {
             return;
         }
         let running: Vec<ProbeTarget> = self
@@ -371,7 +346,7 @@ impl PodWorker {
             return;
         }
         if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
-            tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
+            tracing::info!(phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
         }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status.clone());
@@ -381,16 +356,12 @@ impl PodWorker {
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
     fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
-        if self.terminating.is_some() {
-            return;
-        }
         let grace = self
             .pod
             .metadata
             .deletion_grace_period_seconds
             .map(|s| Duration::from_secs(s.max(0) as u64));
-        self.terminating = Some(grace);
-        self.start_termination(grace, ctx);
+        self.step(Input::Terminate { grace }, ctx);
     }
 
     fn start_termination(&mut self, grace: Option<Duration>, ctx: &mut Context<Self>) {
@@ -400,7 +371,6 @@ impl PodWorker {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        self.phase = WorkerPhase::Terminating;
         self.next_action = "stop and remove every container".to_string();
         let grace = grace.or_else(|| {
             self.pod
@@ -409,11 +379,12 @@ impl PodWorker {
                 .and_then(|s| s.termination_grace_period_seconds)
                 .map(|s| Duration::from_secs(s.max(0) as u64))
         });
-        tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), grace = ?grace, "terminating pod");
+        tracing::info!(grace = ?grace, "terminating pod");
         self.links.forget.do_send(ForgetPod {
             pod_uid: self.uid.clone(),
         });
-        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), grace);
+        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), grace)
+            .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -427,23 +398,26 @@ impl PodWorker {
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
-        match outcome.error {
-            Some(error) => {
-                tracing::warn!(pod.uid = %self.uid, pod = %self.pod_ref(), error = %error, "pod termination failed; retrying");
-                self.last_error = Some(error);
-                let grace = self.terminating.flatten();
-                ctx.run_later(Duration::from_secs(1), move |act, ctx| {
-                    act.start_termination(grace, ctx)
-                });
-            }
-            None => {
-                tracing::info!(pod.uid = %self.uid, pod = %self.pod_ref(), "pod terminated");
-                self.phase = WorkerPhase::Terminated;
-                self.next_action = "none".to_string();
-                self.links.removed.do_send(RemovePodStatus { uid: self.uid.clone() });
-                self.links.terminated.do_send(PodTerminated { uid: self.uid.clone() });
-            }
+        if let Some(error) = &outcome.error {
+            tracing::warn!(error = %error, "pod termination failed; retrying");
+            self.last_error = Some(error.clone());
         }
+        self.step(
+            Input::TerminationFinished {
+                ok: outcome.error.is_none(),
+            },
+            ctx,
+        );
+    }
+}
+
+/// The phase as the debug endpoint names it.
+fn phase_name(phase: Phase) -> &'static str {
+    match phase {
+        Phase::Idle => "Idle",
+        Phase::Syncing { .. } => "Syncing",
+        Phase::Terminating { .. } => "Terminating",
+        Phase::Terminated => "Terminated",
     }
 }
 
@@ -455,10 +429,11 @@ impl Actor for PodWorker {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Self::Context) {
-        match self.terminating {
-            Some(grace) => self.start_termination(grace, ctx),
-            None if self.pod.metadata.deletion_timestamp.is_some() => self.terminate_deleted(ctx),
-            None => self.request_sync(ctx),
+        let _span = self.span.clone().entered();
+        match self.state.phase() {
+            Phase::Terminating { grace } => self.start_termination(grace, ctx),
+            _ if self.pod.metadata.deletion_timestamp.is_some() => self.terminate_deleted(ctx),
+            _ => self.step(Input::Sync(Trigger::Event), ctx),
         }
     }
 }
@@ -469,12 +444,12 @@ impl Handler<UpdatePod> for PodWorker {
     /// Take the new desired spec and sync.
     fn handle(&mut self, msg: UpdatePod, ctx: &mut Self::Context) {
         self.handled += 1;
+        let _span = self.span.clone().entered();
         self.pod = msg.pod;
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
         }
-        self.error_backoff_until = None;
-        self.sync_now(ctx);
+        self.step(Input::Sync(Trigger::SpecChanged), ctx);
     }
 }
 
@@ -484,7 +459,8 @@ impl Handler<SyncPod> for PodWorker {
     /// Something changed in Docker, or it is time to resync.
     fn handle(&mut self, _: SyncPod, ctx: &mut Self::Context) {
         self.handled += 1;
-        self.request_sync(ctx);
+        let _span = self.span.clone().entered();
+        self.step(Input::Sync(Trigger::Event), ctx);
     }
 }
 
@@ -494,11 +470,13 @@ impl Handler<TerminatePod> for PodWorker {
     /// Stop everything; cuts into a sync in flight.
     fn handle(&mut self, msg: TerminatePod, ctx: &mut Self::Context) {
         self.handled += 1;
-        if self.terminating.is_some() {
-            return;
-        }
-        self.terminating = Some(msg.grace_period);
-        self.start_termination(msg.grace_period, ctx);
+        let _span = self.span.clone().entered();
+        self.step(
+            Input::Terminate {
+                grace: msg.grace_period,
+            },
+            ctx,
+        );
     }
 }
 
@@ -513,14 +491,15 @@ impl Handler<ProbeResultChanged> for PodWorker {
             .last_observed
             .iter()
             .any(|c| c.id == msg.container_id && c.state == RuntimeState::Running);
-        if !current || self.terminating.is_some() {
+        if !current || self.state.is_terminating() {
             return;
         }
+        let _span = self.span.clone().entered();
         self.probes
             .insert((msg.container_name.clone(), msg.kind), (msg.container_id, msg.result));
         self.publish_status();
         if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
-            self.sync_now(ctx);
+            self.step(Input::Sync(Trigger::ProbeFailed), ctx);
         }
     }
 }
@@ -541,7 +520,7 @@ impl Handler<PublishStatus> for PodWorker {
     /// Send the last status again, unchanged.
     fn handle(&mut self, _: PublishStatus, _: &mut Self::Context) {
         self.handled += 1;
-        if let (Some(status), None) = (&self.last_status, self.terminating) {
+        if let (Some(status), false) = (&self.last_status, self.state.is_terminating()) {
             let mut pod = (*self.pod).clone();
             pod.status = Some(status.clone());
             self.links.status.do_send(SetPodStatus { pod });
@@ -570,7 +549,7 @@ impl Handler<GetActorState> for PodWorker {
             last_error: self.last_error.clone(),
             detail: json!({
                 "pod_uid": self.uid,
-                "phase": self.phase,
+                "phase": phase_name(self.state.phase()),
                 "pod_phase": self.last_status.as_ref().and_then(|s| s.phase.clone()),
                 "next_action": self.next_action,
                 "backoff_until": self.backoff_until.map(|t| t.to_string()),

@@ -47,6 +47,10 @@ pub struct FileSource {
     watcher: Option<notify::RecommendedWatcher>,
     /// A debounced re-read is scheduled.
     reread_scheduled: bool,
+    /// A re-read runs on the blocking pool (it owns the cache meanwhile).
+    reading: bool,
+    /// A re-read was asked for while one ran: run one more.
+    read_again: bool,
     /// Re-reads done.
     reads: u64,
     /// Last watch error.
@@ -68,20 +72,59 @@ impl FileSource {
             cache: dockerlet_host::manifest_dir::ManifestCache::default(),
             watcher: None,
             reread_scheduled: false,
+            reading: false,
+            read_again: false,
             reads: 0,
             last_error: None,
             handled: 0,
         }
     }
 
-    fn reread(&mut self) {
+    /// Re-read the path on the blocking pool (file I/O never runs on the actor thread), then
+    /// send the set if it changed.
+    fn reread(&mut self, ctx: &mut Context<Self>) {
         self.reads += 1;
-        // Same files, same modification times and sizes: the same set as last sent.
-        if self.last_sent.is_some() && self.cache.is_current(&self.path) {
+        if self.reading {
+            self.read_again = true;
             return;
         }
-        let (mut pods, errors) =
-            dockerlet_host::manifest_dir::read_manifests_cached(&self.path, &self.node_name, &mut self.cache);
+        self.reading = true;
+        let (path, node) = (self.path.clone(), self.node_name.clone());
+        let mut cache = std::mem::take(&mut self.cache);
+        let unchanged_is_enough = self.last_sent.is_some();
+        let read = async move {
+            tokio::task::spawn_blocking(move || {
+                // Same files, same modification times and sizes: the same set as last sent.
+                let result = if unchanged_is_enough && cache.is_current(&path) {
+                    None
+                } else {
+                    Some(dockerlet_host::manifest_dir::read_manifests_cached(
+                        &path, &node, &mut cache,
+                    ))
+                };
+                (cache, result)
+            })
+            .await
+        };
+        ctx.spawn(read.into_actor(self).map(|joined, act, ctx| {
+            act.reading = false;
+            match joined {
+                Ok((cache, result)) => {
+                    act.cache = cache;
+                    if let Some((pods, errors)) = result {
+                        act.publish(pods, errors);
+                    }
+                }
+                Err(e) => act.last_error = Some(format!("reading {}: {e}", act.path.display())),
+            }
+            if std::mem::take(&mut act.read_again) {
+                act.reread(ctx);
+            }
+        }));
+    }
+
+    /// Stamp `config.seen` and send the set to the Supervisor if it differs from the last one.
+    fn publish(&mut self, mut pods: Vec<DesiredPod>, errors: Vec<ManifestError>) {
         self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
         for p in &mut pods {
             let seen = self
@@ -157,10 +200,10 @@ impl Actor for FileSource {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         self.watch(ctx);
-        self.reread();
+        self.reread(ctx);
         ctx.run_interval(self.frequency, |act, ctx| {
             act.watch(ctx);
-            act.reread();
+            act.reread(ctx);
         });
     }
 }
@@ -172,9 +215,9 @@ impl StreamHandler<()> for FileSource {
         if std::mem::replace(&mut self.reread_scheduled, true) {
             return;
         }
-        ctx.run_later(DEBOUNCE, |act, _| {
+        ctx.run_later(DEBOUNCE, |act, ctx| {
             act.reread_scheduled = false;
-            act.reread();
+            act.reread(ctx);
         });
     }
 
