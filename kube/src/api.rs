@@ -33,31 +33,56 @@ pub struct PodEventRef<'a> {
     pub field_path: Option<&'a str>,
 }
 
-/// An API call that failed; every caller retries on its next period.
+/// An API call that failed.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
-    /// The kubeconfig (or in-cluster config) cannot be read or used.
-    #[error("{path}: {message}")]
+    /// The kubeconfig (or in-cluster config) cannot be read or used. Final: the agent stops
+    /// with exit code 2 and this message (the problem follows in the error's chain).
+    #[error("{path}")]
     Config {
         /// `--kubeconfig <file>` or the in-cluster config.
         path: String,
         /// Why.
-        message: String,
+        #[source]
+        source: ConfigProblem,
     },
-    /// A request failed.
-    #[error("kubernetes API {operation} failed: {message}")]
+    /// A request failed. Every caller retries: at its next period (status, heartbeats, events)
+    /// or its next sync (Secrets and ConfigMaps of env).
+    #[error("kubernetes API {operation} failed: {source}")]
     RequestFailed {
         /// What was attempted.
         operation: String,
-        /// The error.
-        message: String,
+        /// kube-rs's error (the API's Status for refusals, or why it could not be reached).
+        #[source]
+        source: kube::Error,
+    },
+    /// The pod watch failed. The watcher lists again with back-off by itself.
+    #[error("watching the pods bound to this node failed: {source}")]
+    WatchFailed {
+        /// kube-runtime's error.
+        #[source]
+        source: watcher::Error,
     },
 }
 
-fn failed(operation: &str, e: kube::Error) -> ApiError {
+/// Why a kubeconfig cannot be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigProblem {
+    /// It does not read or parse, or names what is not in it.
+    #[error(transparent)]
+    Kubeconfig(#[from] kube::config::KubeconfigError),
+    /// A client cannot be built from it (TLS material, proxy, …).
+    #[error(transparent)]
+    Client(#[from] kube::Error),
+    /// Something the in-cluster config needs is absent.
+    #[error("{0}")]
+    Missing(String),
+}
+
+fn failed(operation: &str, source: kube::Error) -> ApiError {
     ApiError::RequestFailed {
         operation: operation.to_string(),
-        message: e.to_string(),
+        source,
     }
 }
 
@@ -112,7 +137,7 @@ impl KubeApi {
         let source = format!("--kubeconfig {}", kubeconfig.display());
         let file = Kubeconfig::read_from(kubeconfig).map_err(|e| ApiError::Config {
             path: source.clone(),
-            message: e.to_string(),
+            source: e.into(),
         })?;
         Self::connect_with(file, &source, node, qps, burst).await
     }
@@ -128,7 +153,7 @@ impl KubeApi {
     ) -> Result<Self, ApiError> {
         let error = |message: String| ApiError::Config {
             path: format!("in-cluster config ({})", service_account_dir.display()),
-            message,
+            source: ConfigProblem::Missing(message),
         };
         let env = |name: &str| {
             std::env::var(name)
@@ -178,14 +203,14 @@ impl KubeApi {
     }
 
     async fn connect_with(file: Kubeconfig, source: &str, node: &str, qps: f64, burst: u32) -> Result<Self, ApiError> {
-        let config_error = |message: String| ApiError::Config {
+        let config_error = |problem: ConfigProblem| ApiError::Config {
             path: source.to_string(),
-            message,
+            source: problem,
         };
         let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
             .await
-            .map_err(|e| config_error(e.to_string()))?;
-        let client = kube::Client::try_from(config).map_err(|e| config_error(e.to_string()))?;
+            .map_err(|e| config_error(e.into()))?;
+        let client = kube::Client::try_from(config).map_err(|e| config_error(e.into()))?;
         let burst = f64::from(burst.max(1));
         let limiter = RateLimiter {
             qps: qps.max(0.001),
@@ -205,12 +230,12 @@ impl KubeApi {
     }
 
     /// List + watch the pods bound to this node, re-listing with back-off on errors.
-    pub fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, String>> {
+    pub fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>> {
         let api: Api<Pod> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
         watcher(api, config)
             .default_backoff()
-            .map(|e| e.map_err(|e| e.to_string()))
+            .map(|e| e.map_err(|source| ApiError::WatchFailed { source }))
             .boxed()
     }
 

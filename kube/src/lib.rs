@@ -9,4 +9,4 @@
 pub mod api;
 pub mod recorder;
 
-pub use api::{ApiError, KubeApi, PodEvent, PodEventRef, LEASE_NAMESPACE};
+pub use api::{ApiError, ConfigProblem, KubeApi, PodEvent, PodEventRef, LEASE_NAMESPACE};

@@ -350,9 +350,9 @@ fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
         } => RuntimeError::NotFound {
             what: format!("{operation}: {message}"),
         },
-        other => RuntimeError::OperationFailed {
+        other => RuntimeError::EngineFailed {
             operation: operation.to_string(),
-            message: other.to_string(),
+            source: other,
         },
     }
 }

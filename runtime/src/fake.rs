@@ -88,9 +88,12 @@ impl ContainerRuntime for FakeRuntime {
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let state = self.state.lock().expect("fake state");
         if state.unreachable {
-            return Err(RuntimeError::OperationFailed {
+            return Err(RuntimeError::EngineFailed {
                 operation: "list containers".into(),
-                message: "connection refused".into(),
+                source: bollard::errors::Error::DockerResponseServerError {
+                    status_code: 503,
+                    message: "connection refused".into(),
+                },
             });
         }
         Ok(state
@@ -134,9 +137,9 @@ impl ContainerRuntime for FakeRuntime {
         let mut state = self.state.lock().expect("fake state");
         state.next_id += 1;
         let id = ContainerId(format!("fake{:04}", state.next_id));
-        let parsed = labels::parse(&spec.labels).ok_or(RuntimeError::OperationFailed {
+        let parsed = labels::parse(&spec.labels).ok_or_else(|| RuntimeError::Unlabelled {
             operation: "create".into(),
-            message: "missing labels".into(),
+            name: spec.name.clone(),
         })?;
         let observed = ObservedContainer {
             id: id.clone(),

@@ -25,24 +25,45 @@ use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::BoxStream;
 
-/// Errors from the container runtime. All are retried by the caller's next sync.
+/// Errors from the container runtime.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {
-    /// The engine could not be reached or answered with an error.
-    #[error("docker {operation} failed: {message}")]
-    OperationFailed {
+    /// The engine could not be reached or answered with an error. Retried by the caller's next
+    /// sync (the PodWorker's error back-off) or the PLEG's next relist.
+    #[error("docker {operation} failed: {source}")]
+    EngineFailed {
         /// What was attempted (`create container k8s_…`).
         operation: String,
-        /// Docker's answer.
-        message: String,
+        /// bollard's error: the engine's answer, or why it could not be reached.
+        #[source]
+        source: bollard::errors::Error,
     },
-    /// The object does not exist (container or image).
+    /// Local work for the engine failed (building the pause image's archive). Retried at the
+    /// next start.
+    #[error("{operation} failed: {source}")]
+    IoFailed {
+        /// What was attempted.
+        operation: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A container dockerlet did not label as a pod container. Not retried: the spec is wrong.
+    #[error("{operation}: container {name} has no pod labels")]
+    Unlabelled {
+        /// What was attempted.
+        operation: String,
+        /// The container's name.
+        name: String,
+    },
+    /// The object does not exist (container or image). The caller decides: a sync observes
+    /// again, a pull reports the image missing.
     #[error("{what} not found")]
     NotFound {
         /// The missing object.
         what: String,
     },
-    /// The embedded pause image cannot run on this CPU architecture.
+    /// The embedded pause image cannot run on this CPU architecture. Final: the agent stops.
     #[error("no built-in pause image for architecture {arch}; set --pod-infra-container-image")]
     UnsupportedArch {
         /// `std::env::consts::ARCH`.

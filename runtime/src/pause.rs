@@ -31,9 +31,9 @@ pub fn rootfs_tar() -> Result<Vec<u8>, RuntimeError> {
     header.set_mode(0o755);
     header.set_mtime(0);
     header.set_cksum();
-    let io_error = |e: std::io::Error| RuntimeError::OperationFailed {
+    let io_error = |source: std::io::Error| RuntimeError::IoFailed {
         operation: "build pause image".to_string(),
-        message: e.to_string(),
+        source,
     };
     builder.append_data(&mut header, "pause", binary).map_err(io_error)?;
     let mut out = builder.into_inner().map_err(io_error)?;

@@ -243,9 +243,11 @@ impl PodWorker {
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
-        if let Some(error) = &outcome.error {
-            self.last_error = Some(error.clone());
+        for error in &outcome.errors {
             tracing::warn!(error = %error, "pod sync failed");
+        }
+        if !outcome.errors.is_empty() {
+            self.last_error = Some(join_errors(&outcome.errors));
         }
         if let Some(observed) = outcome.observed {
             self.note_deaths(&observed);
@@ -260,7 +262,7 @@ impl PodWorker {
         self.backoff_until = outcome.backoff_until;
         self.step(
             Input::SyncFinished {
-                ok: outcome.error.is_none(),
+                ok: outcome.errors.is_empty(),
             },
             ctx,
         );
@@ -398,17 +400,24 @@ impl PodWorker {
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
-        if let Some(error) = &outcome.error {
+        for error in &outcome.errors {
             tracing::warn!(error = %error, "pod termination failed; retrying");
-            self.last_error = Some(error.clone());
+        }
+        if !outcome.errors.is_empty() {
+            self.last_error = Some(join_errors(&outcome.errors));
         }
         self.step(
             Input::TerminationFinished {
-                ok: outcome.error.is_none(),
+                ok: outcome.errors.is_empty(),
             },
             ctx,
         );
     }
+}
+
+/// Every error of a sync, for the debug endpoint's `last_error`.
+fn join_errors(errors: &[sync::SyncError]) -> String {
+    errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
 /// The phase as the debug endpoint names it.

@@ -28,6 +28,24 @@ const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// Why a sync or a termination did not finish. The worker retries: a sync after its error
+/// back-off, a termination a second later.
+#[derive(Debug, thiserror::Error)]
+pub enum SyncError {
+    /// Docker failed (unreachable, or refused an operation).
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The pod's directory (its emptyDir volumes) could not be removed.
+    #[error("remove {}: {source}", path.display())]
+    RemovePodDir {
+        /// `<root-dir>/pods/<uid>`.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
 /// What a sync did and saw.
 #[derive(Debug, Default)]
 pub struct SyncOutcome {
@@ -39,8 +57,8 @@ pub struct SyncOutcome {
     pub actions_summary: String,
     /// Earliest back-off expiry.
     pub backoff_until: Option<Timestamp>,
-    /// The first error met.
-    pub error: Option<String>,
+    /// Every error met; none means the sync finished.
+    pub errors: Vec<SyncError>,
     /// Events to record.
     pub events: Vec<WorkerEvent>,
 }
@@ -79,8 +97,8 @@ impl WorkerEvent {
 /// What a termination did.
 #[derive(Debug, Default)]
 pub struct TerminateOutcome {
-    /// Set when something could not be removed; the worker retries.
-    pub error: Option<String>,
+    /// Every failure met while stopping and removing; the worker retries while any.
+    pub errors: Vec<SyncError>,
     /// Events to record.
     pub events: Vec<WorkerEvent>,
 }
@@ -97,7 +115,7 @@ pub async fn sync_pod(
     let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
         Ok(o) => o,
         Err(e) => {
-            outcome.error = Some(e.to_string());
+            outcome.errors.push(e.into());
             outcome.actions_summary = "retry: docker unreachable".to_string();
             return outcome;
         }
@@ -137,9 +155,7 @@ pub async fn sync_pod(
     executor.run(&actions, &observed).await;
     match runtime.inspect_pod(&config.node_name, &uid).await {
         Ok(o) => outcome.observed = Some(o),
-        Err(e) => {
-            outcome.error.get_or_insert(e.to_string());
-        }
+        Err(e) => outcome.errors.push(e.into()),
     }
     outcome
 }
@@ -157,7 +173,7 @@ pub async fn terminate_pod(
     let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
         Ok(o) => o,
         Err(e) => {
-            outcome.error = Some(e.to_string());
+            outcome.errors.push(e.into());
             return outcome;
         }
     };
@@ -170,8 +186,8 @@ pub async fn terminate_pod(
         })
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
-    if let Err(e) = stop_all(&runtime, Some(&pod), &observed, grace, &mut outcome.events).await {
-        outcome.error = Some(e.to_string());
+    if let Err(errors) = stop_all(&runtime, Some(&pod), &observed, grace, &mut outcome.events).await {
+        outcome.errors.extend(errors.into_iter().map(SyncError::from));
         return outcome;
     }
     // List again: a create that was in flight when termination began may have landed since.
@@ -179,23 +195,28 @@ pub async fn terminate_pod(
         let remaining = match runtime.inspect_pod(&config.node_name, &uid).await {
             Ok(o) => o,
             Err(e) => {
-                outcome.error = Some(e.to_string());
+                outcome.errors.push(e.into());
                 return outcome;
             }
         };
         if remaining.is_empty() {
             // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
             let dir = dockerlet_pod::volume::pod_dir(&config.root_dir, &uid.0);
-            if let Err(e) = tokio::fs::remove_dir_all(&dir).await {
-                if e.kind() != std::io::ErrorKind::NotFound {
-                    outcome.error = Some(format!("remove {}: {e}", dir.display()));
+            if let Err(source) = tokio::fs::remove_dir_all(&dir).await {
+                if source.kind() != std::io::ErrorKind::NotFound {
+                    outcome.errors.push(SyncError::RemovePodDir { path: dir, source });
                 }
             }
             return outcome;
         }
         let removals = remaining.iter().map(|c| runtime.remove_container(&c.id));
-        if let Err(e) = futures::future::try_join_all(removals).await {
-            outcome.error = Some(e.to_string());
+        let failed: Vec<SyncError> = futures::future::join_all(removals)
+            .await
+            .into_iter()
+            .filter_map(|r| r.err().map(SyncError::from))
+            .collect();
+        if !failed.is_empty() {
+            outcome.errors.extend(failed);
             return outcome;
         }
     }
@@ -250,7 +271,7 @@ async fn stop_all(
     observed: &[ObservedContainer],
     grace: Duration,
     events: &mut Vec<WorkerEvent>,
-) -> Result<(), RuntimeError> {
+) -> Result<(), Vec<RuntimeError>> {
     let running = |sandbox: bool| {
         observed
             .iter()
@@ -265,18 +286,26 @@ async fn stop_all(
         ));
     }
     let stops = running(false).map(|c| stop_container(runtime, pod, &c.id, &c.name, pod_ip.clone(), grace));
-    let mut first_error = None;
+    let mut errors = Vec::new();
     for (result, event) in futures::future::join_all(stops).await {
         events.extend(event);
-        if let Err(e) = result {
-            first_error.get_or_insert(e);
-        }
+        errors.extend(result.err());
     }
-    if let Some(e) = first_error {
-        return Err(e);
+    if !errors.is_empty() {
+        return Err(errors);
     }
-    futures::future::try_join_all(running(true).map(|c| runtime.stop_container(&c.id, SANDBOX_STOP_GRACE))).await?;
-    Ok(())
+    let sandboxes = running(true).map(|c| runtime.stop_container(&c.id, SANDBOX_STOP_GRACE));
+    errors.extend(
+        futures::future::join_all(sandboxes)
+            .await
+            .into_iter()
+            .filter_map(Result::err),
+    );
+    if errors.is_empty() {
+        Ok(())
+    } else {
+        Err(errors)
+    }
 }
 
 fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
@@ -298,8 +327,10 @@ impl Executor<'_> {
     async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
         let grace = pod_grace(self.pod);
         if actions.kill_pod {
-            if let Err(e) = stop_all(self.runtime, Some(self.pod), observed, grace, &mut self.outcome.events).await {
-                return self.fail(e);
+            if let Err(errors) = stop_all(self.runtime, Some(self.pod), observed, grace, &mut self.outcome.events).await
+            {
+                self.outcome.errors.extend(errors.into_iter().map(SyncError::from));
+                return;
             }
         }
         for kill in &actions.kill {
@@ -356,7 +387,7 @@ impl Executor<'_> {
     }
 
     fn fail(&mut self, error: RuntimeError) {
-        self.outcome.error.get_or_insert(error.to_string());
+        self.outcome.errors.push(error.into());
     }
 
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {

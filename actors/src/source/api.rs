@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use dockerlet_kube::{KubeApi, PodEvent};
+use dockerlet_kube::{ApiError, KubeApi, PodEvent};
 use dockerlet_pod::annotations::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
 /// Wait before watching again after the stream ended.
@@ -125,9 +125,9 @@ impl Actor for ApiSource {
     }
 }
 
-impl StreamHandler<Result<PodEvent, String>> for ApiSource {
+impl StreamHandler<Result<PodEvent, ApiError>> for ApiSource {
     /// Apply one watch event; a completed list replaces the whole set.
-    fn handle(&mut self, event: Result<PodEvent, String>, _: &mut Self::Context) {
+    fn handle(&mut self, event: Result<PodEvent, ApiError>, _: &mut Self::Context) {
         self.events += 1;
         match event {
             Ok(PodEvent::Init) => self.relisting = Some(BTreeMap::new()),
@@ -154,7 +154,7 @@ impl StreamHandler<Result<PodEvent, String>> for ApiSource {
             }
             Err(e) => {
                 tracing::warn!(error = %e, "pod watch failed; re-listing with back-off");
-                self.last_error = Some(e);
+                self.last_error = Some(e.to_string());
             }
         }
     }
