@@ -5,10 +5,12 @@
 use std::collections::{HashMap, HashSet};
 use std::fs;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use dockerlet_messages::source::{DesiredPod, ManifestError};
 use dockerlet_messages::PodUid;
-use dockerlet_pod::manifest::{default_static_pod, parse, validate};
+use dockerlet_pod::field::FieldError;
+use dockerlet_pod::manifest::{default_static_pod, parse, validate, InvalidManifest};
 use k8s_openapi::api::core::v1::Pod;
 
 /// Largest manifest read (kubelet `maxConfigLength`).
@@ -79,7 +81,7 @@ impl ManifestCache {
 }
 
 /// A file's modification time and size when it was read, and what it gave.
-type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Pod, String>);
+type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Pod, ManifestFileError>);
 
 /// [`read_manifests`] reusing `cache` for files whose modification time and size are unchanged.
 pub fn read_manifests_cached(
@@ -137,21 +139,46 @@ pub fn read_manifests_cached(
                     origin: display,
                 });
             }
-            Err(reason) => errors.push(ManifestError { file: display, reason }),
+            Err(e) => errors.push(ManifestError {
+                file: display,
+                reason: e.to_string(),
+            }),
         }
     }
     (pods, errors)
 }
 
-/// Read, parse, validate and default one manifest file; the error is the reason.
-pub fn read_one(file: &Path, node_name: &str) -> Result<Pod, String> {
-    let size = fs::metadata(file).map_err(|e| format!("cannot read: {e}"))?.len();
-    if size > MAX_MANIFEST_BYTES {
-        return Err(format!(
-            "file is {size} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit"
-        ));
+/// Why one manifest file gave no pod. Not retried until the file changes (the re-list notices).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum ManifestFileError {
+    /// The file cannot be read.
+    #[error("cannot read: {0}")]
+    Read(#[source] Arc<std::io::Error>),
+    /// Larger than kubelet's `maxConfigLength`.
+    #[error("file is {size} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit")]
+    TooLarge {
+        /// Its size in bytes.
+        size: u64,
+    },
+    /// It does not parse or validate.
+    #[error(transparent)]
+    Invalid(#[from] InvalidManifest),
+}
+
+impl From<FieldError> for ManifestFileError {
+    fn from(e: FieldError) -> Self {
+        ManifestFileError::Invalid(e.into())
     }
-    let content = fs::read(file).map_err(|e| format!("cannot read: {e}"))?;
+}
+
+/// Read, parse, validate and default one manifest file.
+pub fn read_one(file: &Path, node_name: &str) -> Result<Pod, ManifestFileError> {
+    let read = |e: std::io::Error| ManifestFileError::Read(Arc::new(e));
+    let size = fs::metadata(file).map_err(read)?.len();
+    if size > MAX_MANIFEST_BYTES {
+        return Err(ManifestFileError::TooLarge { size });
+    }
+    let content = fs::read(file).map_err(read)?;
     let pod = parse(file, &content)?;
     validate(&pod)?;
     Ok(default_static_pod(pod, node_name, &file.display().to_string()))
@@ -292,7 +319,10 @@ mod tests {
         let list = r#"{"kind":"PodList","apiVersion":"v1","items":[{"metadata":{"name":"a"},"spec":{"containers":[{"name":"c","image":"i:1"}]}},{"metadata":{"name":"b"},"spec":{"containers":[{"name":"c","image":"i:1"}]}}]}"#;
         assert_eq!(parse_url_body(list.as_bytes()).unwrap().len(), 2);
         assert!(parse_url_body(b"").unwrap().is_empty());
-        assert!(parse_url_body(b"{not json").unwrap_err().starts_with("invalid JSON"));
+        assert!(parse_url_body(b"{not json")
+            .unwrap_err()
+            .to_string()
+            .starts_with("invalid JSON"));
         let pod = default_static_pod_from(one[0].clone(), "n", StaticSource::Url("http://x/pods"));
         assert_eq!(pod.metadata.annotations.as_ref().unwrap()[CONFIG_SOURCE], "http");
         assert!(pod.spec.as_ref().unwrap().tolerations.is_none());
@@ -355,7 +385,7 @@ mod tests {
         assert_eq!(probe.grpc.as_ref().unwrap().port, NON_NUMERIC_GRPC_PORT);
         assert!(containers[1].liveness_probe.is_none(), "other containers are untouched");
         let bad = yaml.replace("image: x\n    liveness", "image: [x]\n    liveness");
-        let err = parse(Path::new("g.yaml"), bad.as_bytes()).unwrap_err();
+        let err = parse(Path::new("g.yaml"), bad.as_bytes()).unwrap_err().to_string();
         assert!(err.contains("line"), "other type errors keep their position: {err}");
     }
 

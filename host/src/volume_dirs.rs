@@ -36,22 +36,54 @@ pub fn prepare(mounts: &[Mount]) -> Result<(), ConfigError> {
     Ok(())
 }
 
+/// Why a hostPath cannot be mounted. Retried at the container's next start attempt.
+#[derive(Debug, thiserror::Error)]
+pub enum HostPathError {
+    /// The path exists but is not of the `type` asked for (or does not exist).
+    #[error("hostPath type check failed: {} is not {what}", path.display())]
+    WrongType {
+        /// The path.
+        path: std::path::PathBuf,
+        /// `a directory`, `a file`, …
+        what: &'static str,
+    },
+    /// A `…OrCreate` path could not be created.
+    #[error("cannot create {}: {source}", path.display())]
+    CreateFailed {
+        /// The path.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A `type` kubelet does not know.
+    #[error("unsupported hostPath type {0:?}")]
+    UnsupportedType(String),
+}
+
 /// kubelet's hostPath type checks; `…OrCreate` types create the path.
-fn prepare_host_path(path: &Path, kind: &str) -> Result<(), String> {
+fn prepare_host_path(path: &Path, kind: &str) -> Result<(), HostPathError> {
     use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path);
-    let wrong = |what: &str| Err(format!("hostPath type check failed: {} is not {what}", path.display()));
+    let wrong = |what: &'static str| {
+        Err(HostPathError::WrongType {
+            path: path.to_path_buf(),
+            what,
+        })
+    };
+    let create_failed = |at: &Path| {
+        let at = at.to_path_buf();
+        move |source| HostPathError::CreateFailed { path: at, source }
+    };
     match kind {
         "" => Ok(()),
-        "DirectoryOrCreate" => {
-            std::fs::create_dir_all(path).map_err(|e| format!("cannot create {}: {e}", path.display()))
-        }
+        "DirectoryOrCreate" => std::fs::create_dir_all(path).map_err(create_failed(path)),
         "FileOrCreate" => {
             if meta.is_err() {
                 if let Some(parent) = path.parent() {
-                    std::fs::create_dir_all(parent).map_err(|e| e.to_string())?;
+                    std::fs::create_dir_all(parent).map_err(create_failed(parent))?;
                 }
-                std::fs::File::create(path).map_err(|e| format!("cannot create {}: {e}", path.display()))?;
+                std::fs::File::create(path).map_err(create_failed(path))?;
             }
             Ok(())
         }
@@ -65,7 +97,7 @@ fn prepare_host_path(path: &Path, kind: &str) -> Result<(), String> {
         "CharDevice" => wrong("a character device"),
         "BlockDevice" if meta.as_ref().is_ok_and(|m| m.file_type().is_block_device()) => Ok(()),
         "BlockDevice" => wrong("a block device"),
-        other => Err(format!("unsupported hostPath type {other:?}")),
+        other => Err(HostPathError::UnsupportedType(other.to_string())),
     }
 }
 

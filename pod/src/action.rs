@@ -7,6 +7,8 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 
+use crate::field::FieldError;
+
 /// Stands for a gRPC probe port written as a name in a static manifest (the API type is an
 /// integer): the manifest still loads and only the probe's container is refused.
 pub const NON_NUMERIC_GRPC_PORT: i32 = i32::MIN;
@@ -67,7 +69,7 @@ impl Action {
 }
 
 /// Resolve a port number or a container port name.
-fn port(field: &str, port: &IntOrString, container: &Container) -> Result<u16, String> {
+fn port(field: &str, port: &IntOrString, container: &Container) -> Result<u16, FieldError> {
     let number = match port {
         IntOrString::Int(n) => i64::from(*n),
         IntOrString::String(name) => match name.parse::<i64>() {
@@ -78,13 +80,20 @@ fn port(field: &str, port: &IntOrString, container: &Container) -> Result<u16, S
                 .flatten()
                 .find(|p| p.name.as_deref() == Some(name.as_str()))
                 .map(|p| i64::from(p.container_port))
-                .ok_or_else(|| format!("{field}.port: Invalid value: {name:?}: no container port with this name"))?,
+                .ok_or_else(|| {
+                    FieldError::invalid(
+                        format!("{field}.port"),
+                        format!("{name:?}: no container port with this name"),
+                    )
+                })?,
         },
     };
-    u16::try_from(number)
-        .ok()
-        .filter(|p| *p > 0)
-        .ok_or_else(|| format!("{field}.port: Invalid value: {number}: must be between 1 and 65535"))
+    u16::try_from(number).ok().filter(|p| *p > 0).ok_or_else(|| {
+        FieldError::invalid(
+            format!("{field}.port"),
+            format!("{number}: must be between 1 and 65535"),
+        )
+    })
 }
 
 /// The one handler of a probe or hook; exactly one must be set.
@@ -97,7 +106,7 @@ fn action(
     tcp: Option<&TCPSocketAction>,
     grpc: Option<&GRPCAction>,
     sleep: Option<&SleepAction>,
-) -> Result<Action, String> {
+) -> Result<Action, FieldError> {
     let set = [
         exec.is_some(),
         http.is_some(),
@@ -106,21 +115,24 @@ fn action(
         sleep.is_some(),
     ];
     match set.iter().filter(|s| **s).count() {
-        0 => return Err(format!("{field}: Required value: must specify a handler type")),
+        0 => return Err(FieldError::required(field, "must specify a handler type")),
         1 => {}
-        _ => return Err(format!("{field}: Forbidden: may not specify more than 1 handler type")),
+        _ => return Err(FieldError::forbidden(field, "may not specify more than 1 handler type")),
     }
     if let Some(e) = exec {
         let command = e.command.clone().unwrap_or_default();
         if command.is_empty() {
-            return Err(format!("{field}.exec.command: Required value"));
+            return Err(FieldError::required(format!("{field}.exec.command"), ""));
         }
         return Ok(Action::Exec { command });
     }
     if let Some(h) = http {
         let scheme = h.scheme.as_deref().unwrap_or("HTTP").to_lowercase();
         if scheme != "http" && scheme != "https" {
-            return Err(format!("{field}.httpGet.scheme: Unsupported value: {:?}", h.scheme));
+            return Err(FieldError::unsupported(
+                format!("{field}.httpGet.scheme"),
+                format!("{:?}", h.scheme),
+            ));
         }
         let path = h
             .path
@@ -152,14 +164,15 @@ fn action(
     }
     if let Some(g) = grpc {
         if g.port == NON_NUMERIC_GRPC_PORT {
-            return Err(format!(
-                "{field}.grpc.port: Invalid value: a port name: gRPC probes take a port number"
+            return Err(FieldError::invalid(
+                format!("{field}.grpc.port"),
+                "a port name: gRPC probes take a port number",
             ));
         }
         let port = u16::try_from(g.port).ok().filter(|p| *p > 0).ok_or_else(|| {
-            format!(
-                "{field}.grpc.port: Invalid value: {}: must be between 1 and 65535",
-                g.port
+            FieldError::invalid(
+                format!("{field}.grpc.port"),
+                format!("{}: must be between 1 and 65535", g.port),
             )
         })?;
         return Ok(Action::Grpc {
@@ -169,8 +182,9 @@ fn action(
     }
     let seconds = sleep.map_or(0, |s| s.seconds);
     if seconds < 0 {
-        return Err(format!(
-            "{field}.sleep.seconds: Invalid value: {seconds}: must be non-negative"
+        return Err(FieldError::invalid(
+            format!("{field}.sleep.seconds"),
+            format!("{seconds}: must be non-negative"),
         ));
     }
     Ok(Action::Sleep {
@@ -180,9 +194,17 @@ fn action(
 
 /// The action of a probe, validated with its numbers (the field names the probe, e.g.
 /// `livenessProbe`).
-pub fn probe_action(field: &str, probe: &Probe, container: &Container, must_be_one: bool) -> Result<Action, String> {
+pub fn probe_action(
+    field: &str,
+    probe: &Probe,
+    container: &Container,
+    must_be_one: bool,
+) -> Result<Action, FieldError> {
     let positive = |name: &str, value: Option<i32>| match value {
-        Some(v) if v < 1 => Err(format!("{field}.{name}: Invalid value: {v}: must be greater than 0")),
+        Some(v) if v < 1 => Err(FieldError::invalid(
+            format!("{field}.{name}"),
+            format!("{v}: must be greater than 0"),
+        )),
         _ => Ok(()),
     };
     positive("periodSeconds", probe.period_seconds)?;
@@ -190,12 +212,13 @@ pub fn probe_action(field: &str, probe: &Probe, container: &Container, must_be_o
     positive("successThreshold", probe.success_threshold)?;
     positive("failureThreshold", probe.failure_threshold)?;
     if probe.initial_delay_seconds.is_some_and(|d| d < 0) {
-        return Err(format!(
-            "{field}.initialDelaySeconds: Invalid value: must be non-negative"
+        return Err(FieldError::invalid(
+            format!("{field}.initialDelaySeconds"),
+            "must be non-negative",
         ));
     }
     if must_be_one && probe.success_threshold.is_some_and(|s| s != 1) {
-        return Err(format!("{field}.successThreshold: Invalid value: must be 1"));
+        return Err(FieldError::invalid(format!("{field}.successThreshold"), "must be 1"));
     }
     action(
         field,
@@ -209,7 +232,7 @@ pub fn probe_action(field: &str, probe: &Probe, container: &Container, must_be_o
 }
 
 /// The action of a lifecycle hook.
-pub fn hook_action(field: &str, hook: &LifecycleHandler, container: &Container) -> Result<Action, String> {
+pub fn hook_action(field: &str, hook: &LifecycleHandler, container: &Container) -> Result<Action, FieldError> {
     action(
         field,
         container,
@@ -222,7 +245,7 @@ pub fn hook_action(field: &str, hook: &LifecycleHandler, container: &Container) 
 }
 
 /// Check every probe and hook of a container; the error names the field.
-pub fn validate(container: &Container) -> Result<(), String> {
+pub fn validate(container: &Container) -> Result<(), FieldError> {
     if let Some(p) = &container.liveness_probe {
         probe_action("livenessProbe", p, container, true)?;
     }
@@ -274,12 +297,16 @@ mod tests {
         let c = container();
         let a = probe_action("livenessProbe", &http(IntOrString::String("http".into())), &c, true).unwrap();
         assert!(matches!(a, Action::Http { port: 8080, ref path, .. } if path == "/"));
-        let err = probe_action("readinessProbe", &http(IntOrString::String("nope".into())), &c, false).unwrap_err();
+        let err = probe_action("readinessProbe", &http(IntOrString::String("nope".into())), &c, false)
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("readinessProbe.httpGet.port: Invalid value: \"nope\""),
             "{err}"
         );
-        let err = probe_action("livenessProbe", &Probe::default(), &c, true).unwrap_err();
+        let err = probe_action("livenessProbe", &Probe::default(), &c, true)
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "livenessProbe: Required value: must specify a handler type");
         let mut both = http(IntOrString::Int(80));
         both.tcp_socket = Some(TCPSocketAction {
@@ -288,11 +315,13 @@ mod tests {
         });
         assert!(probe_action("livenessProbe", &both, &c, true)
             .unwrap_err()
+            .to_string()
             .contains("more than 1 handler"));
         let mut zero = http(IntOrString::Int(80));
         zero.period_seconds = Some(0);
         assert!(probe_action("livenessProbe", &zero, &c, true)
             .unwrap_err()
+            .to_string()
             .starts_with("livenessProbe.periodSeconds"));
         let grpc = Probe {
             grpc: Some(GRPCAction {
@@ -303,6 +332,7 @@ mod tests {
         };
         assert!(probe_action("livenessProbe", &grpc, &c, true)
             .unwrap_err()
+            .to_string()
             .starts_with("livenessProbe.grpc.port"));
     }
 }

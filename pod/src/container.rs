@@ -103,8 +103,8 @@ pub enum ConfigError {
         reason: String,
     },
     /// An invalid probe or lifecycle hook.
-    #[error("{0}")]
-    Probe(String),
+    #[error(transparent)]
+    Probe(#[from] crate::field::FieldError),
     /// A volume or volumeMount that cannot be set up.
     #[error("{field}: {reason}")]
     Volume {
@@ -281,7 +281,7 @@ pub fn container_spec(
             .as_ref()
             .map(|v| v.iter().map(|s| expand(s, &env_map)).collect::<Vec<_>>())
     };
-    crate::action::validate(container).map_err(ConfigError::Probe)?;
+    crate::action::validate(container)?;
     let resources = Resources::of(container.resources.as_ref())?;
     let binds = mounts.iter().map(Mount::bind).collect();
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());

@@ -12,12 +12,14 @@
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
 //! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
+//! - [`field`]: field errors, printed as the API server prints them.
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
 pub mod action;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
+pub mod field;
 pub mod labels;
 pub mod manifest;
 pub mod plan;

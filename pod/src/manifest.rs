@@ -3,26 +3,53 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Container, Pod, PodStatus, Toleration};
 use sha2::{Digest, Sha256};
 
 use crate::action::NON_NUMERIC_GRPC_PORT;
 use crate::annotations::{CONFIG_HASH, CONFIG_SOURCE};
+use crate::field::FieldError;
 use crate::spec::{containers_with_fields, default_pull_policy};
 
+/// Why a manifest was refused. Not retried until the file (or URL body) changes.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum InvalidManifest {
+    /// The bytes are not UTF-8.
+    #[error("not UTF-8: {0}")]
+    NotUtf8(#[source] std::str::Utf8Error),
+    /// JSON that does not parse as a Pod.
+    #[error("invalid JSON: {0}")]
+    Json(#[source] Arc<serde_json::Error>),
+    /// YAML that does not parse as a Pod: line, column and what was expected.
+    #[error("invalid YAML: {message}")]
+    Yaml {
+        /// serde-saphyr's first line (it adds a source snippet after it).
+        message: String,
+    },
+    /// A field the API server would refuse, or this node cannot honour.
+    #[error(transparent)]
+    Field(#[from] FieldError),
+    /// A URL body that is neither a Pod nor a PodList.
+    #[error("{0}")]
+    NotAPod(String),
+}
+
 /// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
-pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, String> {
-    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
+    let text = std::str::from_utf8(content).map_err(InvalidManifest::NotUtf8)?;
     let json = file.extension().is_some_and(|e| e == "json");
     let typed = if json {
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))
+        serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))
     } else {
         serde_saphyr::from_str(text).map_err(|e| {
             // serde-saphyr adds a source snippet after the first line; the first line has it all.
             let message = e.to_string();
             let first = message.lines().next().unwrap_or_default();
-            format!("invalid YAML: {}", first.trim_start_matches("error: "))
+            InvalidManifest::Yaml {
+                message: first.trim_start_matches("error: ").to_string(),
+            }
         })
     };
     typed.or_else(|error| {
@@ -77,82 +104,101 @@ fn is_dns_subdomain(s: &str) -> bool {
 }
 
 /// The checks the API server would make that matter to this node; the error names the field.
-pub fn validate(pod: &Pod) -> Result<(), String> {
+pub fn validate(pod: &Pod) -> Result<(), FieldError> {
     let name = pod.metadata.name.as_deref().unwrap_or_default();
     if name.is_empty() {
-        return Err("metadata.name: Required value: name is required".to_string());
+        return Err(FieldError::required("metadata.name", "name is required"));
     }
     if !is_dns_subdomain(name) {
-        return Err(format!(
-            "metadata.name: Invalid value: {name:?}: must be a lowercase RFC 1123 subdomain"
+        return Err(FieldError::invalid(
+            "metadata.name",
+            format!("{name:?}: must be a lowercase RFC 1123 subdomain"),
         ));
     }
     if let Some(ns) = pod.metadata.namespace.as_deref().filter(|n| !n.is_empty()) {
         if !is_dns_label(ns) {
-            return Err(format!(
-                "metadata.namespace: Invalid value: {ns:?}: must be a lowercase RFC 1123 label"
+            return Err(FieldError::invalid(
+                "metadata.namespace",
+                format!("{ns:?}: must be a lowercase RFC 1123 label"),
             ));
         }
     }
     let Some(spec) = &pod.spec else {
-        return Err("spec: Required value".to_string());
+        return Err(FieldError::required("spec", ""));
     };
     if spec.containers.is_empty() {
-        return Err("spec.containers: Required value: at least one container is required".to_string());
+        return Err(FieldError::required(
+            "spec.containers",
+            "at least one container is required",
+        ));
     }
     if let Some(policy) = spec.restart_policy.as_deref() {
         if !["Always", "OnFailure", "Never"].contains(&policy) {
-            return Err(format!("spec.restartPolicy: Unsupported value: {policy:?}: supported values: \"Always\", \"OnFailure\", \"Never\""));
+            return Err(FieldError::unsupported(
+                "spec.restartPolicy",
+                format!("{policy:?}: supported values: \"Always\", \"OnFailure\", \"Never\""),
+            ));
         }
     }
     if spec.termination_grace_period_seconds.is_some_and(|g| g < 0) {
-        return Err("spec.terminationGracePeriodSeconds: Invalid value: must be >= 0".to_string());
+        return Err(FieldError::invalid(
+            "spec.terminationGracePeriodSeconds",
+            "must be >= 0",
+        ));
     }
     let mut seen = HashSet::new();
     for (field, c) in containers_with_fields(spec) {
         validate_container(&field, c)?;
         if !seen.insert(c.name.as_str()) {
-            return Err(format!("{field}.name: Duplicate value: {:?}", c.name));
+            return Err(FieldError::duplicate(format!("{field}.name"), format!("{:?}", c.name)));
         }
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
         if c.restart_policy.is_some() {
-            return Err(format!(
-                "spec.initContainers[{i}].restartPolicy: Unsupported value: sidecar (restartable init) containers are not supported yet"
+            return Err(FieldError::unsupported(
+                format!("spec.initContainers[{i}].restartPolicy"),
+                "sidecar (restartable init) containers are not supported yet",
             ));
         }
     }
     if spec.ephemeral_containers.as_ref().is_some_and(|e| !e.is_empty()) {
-        return Err("spec.ephemeralContainers: Forbidden: static pods may not have ephemeral containers".to_string());
+        return Err(FieldError::forbidden(
+            "spec.ephemeralContainers",
+            "static pods may not have ephemeral containers",
+        ));
     }
     crate::volume::validate(pod)
 }
 
-fn validate_container(field: &str, c: &Container) -> Result<(), String> {
+fn validate_container(field: &str, c: &Container) -> Result<(), FieldError> {
     if !is_dns_label(&c.name) {
-        return Err(format!(
-            "{field}.name: Invalid value: {:?}: must be a lowercase RFC 1123 label",
-            c.name
+        return Err(FieldError::invalid(
+            format!("{field}.name"),
+            format!("{:?}: must be a lowercase RFC 1123 label", c.name),
         ));
     }
     if c.image.as_deref().unwrap_or_default().trim().is_empty() {
-        return Err(format!("{field}.image: Required value"));
+        return Err(FieldError::required(format!("{field}.image"), ""));
     }
     if let Some(policy) = c.image_pull_policy.as_deref() {
         if !["Always", "IfNotPresent", "Never"].contains(&policy) {
-            return Err(format!("{field}.imagePullPolicy: Unsupported value: {policy:?}"));
+            return Err(FieldError::unsupported(
+                format!("{field}.imagePullPolicy"),
+                format!("{policy:?}"),
+            ));
         }
     }
     for (i, p) in c.ports.iter().flatten().enumerate() {
         if !(1..=65535).contains(&p.container_port) {
-            return Err(format!(
-                "{field}.ports[{i}].containerPort: Invalid value: {}: must be between 1 and 65535",
-                p.container_port
+            return Err(FieldError::invalid(
+                format!("{field}.ports[{i}].containerPort"),
+                format!("{}: must be between 1 and 65535", p.container_port),
             ));
         }
         if let Some(h) = p.host_port.filter(|h| !(0..=65535).contains(h)) {
-            return Err(format!(
-                "{field}.ports[{i}].hostPort: Invalid value: {h}: must be between 0 and 65535"
+            return Err(FieldError::invalid(
+                format!("{field}.ports[{i}].hostPort"),
+                format!("{h}: must be between 0 and 65535"),
             ));
         }
     }
@@ -182,28 +228,33 @@ pub enum StaticSource<'a> {
 }
 
 /// Parse the body of a manifest URL: one Pod or a PodList, JSON or YAML (kubelet's HTTP source).
-pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, String> {
-    let text = std::str::from_utf8(content).map_err(|e| format!("not UTF-8: {e}"))?;
+pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, InvalidManifest> {
+    let text = std::str::from_utf8(content).map_err(InvalidManifest::NotUtf8)?;
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
     let value: serde_json::Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| format!("invalid JSON: {e}"))?
+        serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?
     } else {
         serde_saphyr::from_str(text).map_err(|e| {
             let message = e.to_string();
-            format!(
-                "invalid YAML: {}",
-                message.lines().next().unwrap_or_default().trim_start_matches("error: ")
-            )
+            InvalidManifest::Yaml {
+                message: message
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start_matches("error: ")
+                    .to_string(),
+            }
         })?
     };
     let decode = |mut v: serde_json::Value| {
         serde_json::from_value::<Pod>(v.clone()).or_else(|e| {
+            let invalid = || InvalidManifest::NotAPod(format!("invalid pod: {e}"));
             if mark_named_grpc_ports(&mut v) {
-                serde_json::from_value::<Pod>(v).map_err(|_| format!("invalid pod: {e}"))
+                serde_json::from_value::<Pod>(v).map_err(|_| invalid())
             } else {
-                Err(format!("invalid pod: {e}"))
+                Err(invalid())
             }
         })
     };

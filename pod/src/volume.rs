@@ -9,6 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
 use crate::container::ConfigError;
+use crate::field::FieldError;
 use crate::spec::{containers_with_fields, pod_identity};
 
 /// Where a volume's data lives on the node.
@@ -31,7 +32,7 @@ pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
 }
 
 /// Resolve one volume of `pod`; the error says why it cannot be used.
-pub fn volume_source(root: &Path, pod: &Pod, volume: &Volume) -> Result<VolumeSource, String> {
+pub fn volume_source(root: &Path, pod: &Pod, volume: &Volume) -> Result<VolumeSource, FieldError> {
     let (_, _, uid) = pod_identity(pod);
     if volume.empty_dir.is_some() {
         let dir = pod_dir(root, uid)
@@ -43,9 +44,9 @@ pub fn volume_source(root: &Path, pod: &Pod, volume: &Volume) -> Result<VolumeSo
     if let Some(host) = &volume.host_path {
         let path = PathBuf::from(&host.path);
         if !path.is_absolute() {
-            return Err(format!(
-                "hostPath.path: Invalid value: {:?}: must be an absolute path",
-                host.path
+            return Err(FieldError::invalid(
+                "hostPath.path",
+                format!("{:?}: must be an absolute path", host.path),
             ));
         }
         return Ok(VolumeSource::HostPath {
@@ -61,35 +62,42 @@ pub fn volume_source(root: &Path, pod: &Pod, volume: &Volume) -> Result<VolumeSo
         (volume.ephemeral.is_some(), "ephemeral volume claims"),
     ];
     if let Some((_, what)) = api_reference.iter().find(|(set, _)| *set) {
-        return Err(format!("static pods may not reference {what}"));
+        return Err(FieldError::refused("", format!("static pods may not reference {what}")));
     }
-    Err("only emptyDir and hostPath volumes are supported on this node".to_string())
+    Err(FieldError::refused(
+        "",
+        "only emptyDir and hostPath volumes are supported on this node",
+    ))
 }
 
 /// Check a pod's volumes and every volumeMount; the error names the field.
-pub fn validate(pod: &Pod) -> Result<(), String> {
+pub fn validate(pod: &Pod) -> Result<(), FieldError> {
     let Some(spec) = &pod.spec else { return Ok(()) };
     let volumes = spec.volumes.as_deref().unwrap_or_default();
     for (i, v) in volumes.iter().enumerate() {
-        volume_source(Path::new("/"), pod, v).map_err(|e| format!("spec.volumes[{i}]: {e}"))?;
+        volume_source(Path::new("/"), pod, v).map_err(|e| e.under(&format!("spec.volumes[{i}]")))?;
         if volumes[..i].iter().any(|o| o.name == v.name) {
-            return Err(format!("spec.volumes[{i}].name: Duplicate value: {:?}", v.name));
+            return Err(FieldError::duplicate(
+                format!("spec.volumes[{i}].name"),
+                format!("{:?}", v.name),
+            ));
         }
     }
     for (field, c) in containers_with_fields(spec) {
         for (j, m) in c.volume_mounts.iter().flatten().enumerate() {
             let at = format!("{field}.volumeMounts[{j}]");
             if !volumes.iter().any(|v| v.name == m.name) {
-                return Err(format!("{at}.name: Not found: {:?}", m.name));
+                return Err(FieldError::not_found(format!("{at}.name"), format!("{:?}", m.name)));
             }
             if !m.mount_path.starts_with('/') {
-                return Err(format!(
-                    "{at}.mountPath: Invalid value: {:?}: must be an absolute path",
-                    m.mount_path
+                return Err(FieldError::invalid(
+                    format!("{at}.mountPath"),
+                    format!("{:?}: must be an absolute path", m.mount_path),
                 ));
             }
             if let Some(sub) = m.sub_path.as_deref().filter(|s| !s.is_empty()) {
-                check_sub_path(sub).map_err(|e| format!("{at}.subPath: Invalid value: {sub:?}: {e}"))?;
+                check_sub_path(sub)
+                    .map_err(|e| FieldError::invalid(format!("{at}.subPath"), format!("{sub:?}: {e}")))?;
             }
         }
     }
@@ -271,16 +279,20 @@ mod tests {
             config_map: Some(ConfigMapVolumeSource::default()),
             ..Default::default()
         };
-        let err = validate(&pod(vec![cm], vec![])).unwrap_err();
+        let err = validate(&pod(vec![cm], vec![])).unwrap_err().to_string();
         assert_eq!(err, "spec.volumes[0]: static pods may not reference configmaps");
-        let err = validate(&pod(vec![], vec![mount("nope", "/x", false, None)])).unwrap_err();
+        let err = validate(&pod(vec![], vec![mount("nope", "/x", false, None)]))
+            .unwrap_err()
+            .to_string();
         assert_eq!(err, "spec.containers[0].volumeMounts[0].name: Not found: \"nope\"");
         let v = Volume {
             name: "v".into(),
             empty_dir: Some(EmptyDirVolumeSource::default()),
             ..Default::default()
         };
-        let err = validate(&pod(vec![v], vec![mount("v", "/x", false, Some("../etc"))])).unwrap_err();
+        let err = validate(&pod(vec![v], vec![mount("v", "/x", false, Some("../etc"))]))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("subPath") && err.contains(".."), "{err}");
     }
 }

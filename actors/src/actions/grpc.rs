@@ -14,22 +14,68 @@ use tonic_health::pb::health_client::HealthClient;
 use tonic_health::pb::HealthCheckRequest;
 
 /// The user agent kubelet sends on probes (`kube-probe/<major>.<minor>`); tonic appends its own token.
-const USER_AGENT: &str = "kube-probe/1.37";
+const USER_AGENT: &str = dockerlet_pod::version::PROBE_USER_AGENT;
 
 /// Longest timeout actually armed (about 136 years): larger values would overflow `Instant` arithmetic or
 /// tonic's `grpc-timeout` encoding, both of which panic.
 const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 
+/// Why a gRPC health check failed: the probe's failure, printed in kubelet's wording.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GrpcCheckFailed {
+    /// The endpoint is malformed or the connection was refused.
+    #[error("error: failed to connect service at {addr:?}: {chain}")]
+    Connect {
+        /// `host:port`.
+        addr: String,
+        /// tonic's error and its sources.
+        chain: String,
+    },
+    /// No connection within the probe's timeout.
+    #[error("timeout: failed to connect service {addr:?} within {timeout:?}")]
+    ConnectTimeout {
+        /// `host:port`.
+        addr: String,
+        /// The probe's timeout.
+        timeout: Duration,
+    },
+    /// The call failed with a gRPC status.
+    #[error("rpc error: code = {code:?} desc = {message}")]
+    Rpc {
+        /// The status code.
+        code: tonic::Code,
+        /// Its message.
+        message: String,
+    },
+    /// The call ran past the deadline.
+    #[error(
+        "rpc error: code = {:?} desc = context deadline exceeded",
+        tonic::Code::DeadlineExceeded
+    )]
+    DeadlineExceeded,
+    /// The server answered, but not SERVING (the status as the server named it).
+    #[error("service unhealthy (responded with {0})")]
+    Unhealthy(String),
+}
+
 /// Kubelet's gRPC probe: `grpc.health.v1.Health/Check` on `host:port` (plain HTTP/2, no TLS),
-/// `service` may be empty. Ok(message) when the answer is SERVING; Err(message) otherwise.
-pub async fn check(host: &str, port: u16, service: &str, timeout: std::time::Duration) -> Result<String, String> {
+/// `service` may be empty. Ok(message) when the answer is SERVING.
+pub async fn check(
+    host: &str,
+    port: u16,
+    service: &str,
+    timeout: std::time::Duration,
+) -> Result<String, GrpcCheckFailed> {
     let armed = timeout.min(MAX_TIMEOUT);
     let deadline = Instant::now() + armed;
     let addr = join_host_port(host, port);
 
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))
         .and_then(|e| e.user_agent(USER_AGENT))
-        .map_err(|e| format!("error: failed to connect service at {addr:?}: {}", error_chain(&e)))?
+        .map_err(|e| GrpcCheckFailed::Connect {
+            addr: addr.clone(),
+            chain: error_chain(&e),
+        })?
         .connect_timeout(armed)
         .timeout(armed);
 
@@ -37,13 +83,13 @@ pub async fn check(host: &str, port: u16, service: &str, timeout: std::time::Dur
         // A connection that only completes at the deadline leaves no time for the call: a connect timeout.
         Ok(Ok(channel)) if Instant::now() < deadline => channel,
         Ok(Err(e)) if Instant::now() < deadline => {
-            return Err(format!(
-                "error: failed to connect service at {addr:?}: {}",
-                error_chain(&e)
-            ));
+            return Err(GrpcCheckFailed::Connect {
+                addr,
+                chain: error_chain(&e),
+            });
         }
         // Our deadline fired, or the connect timeout (same length) did, or connecting used up the time.
-        Ok(_) | Err(_) => return Err(connect_timeout_message(&addr, timeout)),
+        Ok(_) | Err(_) => return Err(GrpcCheckFailed::ConnectTimeout { addr, timeout }),
     };
 
     let mut client = HealthClient::new(channel);
@@ -56,20 +102,19 @@ pub async fn check(host: &str, port: u16, service: &str, timeout: std::time::Dur
     let response = match tokio::time::timeout_at(deadline, client.check(request)).await {
         Ok(Ok(response)) => response.into_inner(),
         Ok(Err(status)) if Instant::now() < deadline => {
-            return Err(format!(
-                "rpc error: code = {:?} desc = {}",
-                status.code(),
-                status.message()
-            ));
+            return Err(GrpcCheckFailed::Rpc {
+                code: status.code(),
+                message: status.message().to_string(),
+            });
         }
         // Our deadline or the channel's per-request timeout (reported as Cancelled) expired.
-        Ok(Err(_)) | Err(_) => return Err(deadline_exceeded_message()),
+        Ok(Err(_)) | Err(_) => return Err(GrpcCheckFailed::DeadlineExceeded),
     };
 
     match ServingStatus::try_from(response.status) {
         Ok(ServingStatus::Serving) => Ok("service healthy".to_string()),
-        Ok(other) => Err(format!("service unhealthy (responded with {:?})", other.as_str_name())),
-        Err(_) => Err(format!("service unhealthy (responded with \"{}\")", response.status)),
+        Ok(other) => Err(GrpcCheckFailed::Unhealthy(format!("{:?}", other.as_str_name()))),
+        Err(_) => Err(GrpcCheckFailed::Unhealthy(format!("\"{}\"", response.status))),
     }
 }
 
@@ -80,19 +125,6 @@ fn join_host_port(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
-}
-
-/// Kubelet's message when the connection is not established within the probe timeout.
-fn connect_timeout_message(addr: &str, timeout: Duration) -> String {
-    format!("timeout: failed to connect service {addr:?} within {timeout:?}")
-}
-
-/// grpc-go's rendering of a call that ran past its deadline.
-fn deadline_exceeded_message() -> String {
-    format!(
-        "rpc error: code = {:?} desc = context deadline exceeded",
-        tonic::Code::DeadlineExceeded
-    )
 }
 
 /// An error and its sources joined with ": " (tonic's transport error alone only says "transport error").
@@ -138,6 +170,7 @@ mod tests {
         tokio::time::timeout(HANG_GUARD, check("127.0.0.1", port, service, timeout))
             .await
             .expect("check did not return within the hang guard")
+            .map_err(|e| e.to_string())
     }
 
     /// The overall server status (empty service name) SERVING is a success.

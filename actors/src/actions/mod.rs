@@ -141,7 +141,7 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
             let host = host_for(&None, &target.pod_ip);
             match grpc::check(host, *port, service, target.timeout).await {
                 Ok(message) => Outcome::Success(message),
-                Err(message) => Outcome::Failure(message),
+                Err(failed) => Outcome::Failure(failed.to_string()),
             }
         }
         Action::Sleep { seconds } => {

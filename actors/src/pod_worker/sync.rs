@@ -46,6 +46,18 @@ pub enum SyncError {
     },
 }
 
+/// Why the Secrets and ConfigMaps a container's env refers to could not be read; the container
+/// waits with CreateContainerConfigError and the next sync tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum EnvObjectsError {
+    /// A standalone node has no API server to read them from.
+    #[error("secrets and configmaps in env need the API server (--kubeconfig)")]
+    NeedsApiServer,
+    /// The API server could not be asked.
+    #[error(transparent)]
+    Api(#[from] dockerlet_kube::ApiError),
+}
+
 /// What a sync did and saw.
 #[derive(Debug, Default)]
 pub struct SyncOutcome {
@@ -426,7 +438,7 @@ impl Executor<'_> {
         };
         let env_objects = match self.env_objects(container).await {
             Ok(objects) => objects,
-            Err(message) => return self.wait(container, "CreateContainerConfigError", message),
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
         let mounts = match self.prepare_mounts(container).await {
             Ok(mounts) => mounts,
@@ -492,22 +504,22 @@ impl Executor<'_> {
 
     /// Read the Secrets and ConfigMaps the container's env refers to (API-server mode only;
     /// static pods may not reference them).
-    async fn env_objects(&self, container: &Container) -> Result<EnvObjects, String> {
+    async fn env_objects(&self, container: &Container) -> Result<EnvObjects, EnvObjectsError> {
         let (secrets, maps) = env_references(container);
         let mut objects = EnvObjects::default();
         if secrets.is_empty() && maps.is_empty() {
             return Ok(objects);
         }
         let Some(api) = &self.config.api else {
-            return Err("secrets and configmaps in env need the API server (--kubeconfig)".to_string());
+            return Err(EnvObjectsError::NeedsApiServer);
         };
         let (_, namespace, _) = pod_identity(self.pod);
         for name in secrets {
-            let data = api.secret_data(namespace, &name).await.map_err(|e| e.to_string())?;
+            let data = api.secret_data(namespace, &name).await?;
             objects.secrets.insert(name, data);
         }
         for name in maps {
-            let data = api.config_map_data(namespace, &name).await.map_err(|e| e.to_string())?;
+            let data = api.config_map_data(namespace, &name).await?;
             objects.config_maps.insert(name, data);
         }
         Ok(objects)

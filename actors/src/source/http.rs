@@ -135,18 +135,18 @@ impl HttpSource {
                             &self.node_name,
                             StaticSource::Url(&url),
                         )),
-                        Err(reason) => errors.push(ManifestError {
+                        Err(e) => errors.push(ManifestError {
                             file: url.clone(),
-                            reason,
+                            reason: e.to_string(),
                         }),
                     }
                 }
                 (valid, errors)
             }
-            Err(reason) => {
+            Err(e) => {
                 // Unreadable: keep the last good pods, report the error.
-                self.last_error = Some(reason.clone());
-                tracing::error!(url = %url, reason = %reason, "invalid manifest URL body");
+                self.last_error = Some(e.to_string());
+                tracing::error!(url = %url, error = %e, "invalid manifest URL body");
                 return;
             }
         };
