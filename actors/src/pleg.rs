@@ -342,6 +342,7 @@ mod tests {
     /// stops answering (what `/healthz` reports).
     #[actix::test]
     async fn health_follows_the_runtime() {
+        tokio::time::pause();
         let runtime = dockerlet_runtime::fake::FakeRuntime::default();
         let sink = Nothing.start();
         let links = PlegLinks {

@@ -198,6 +198,7 @@ mod tests {
     /// reports none.
     #[actix::test]
     async fn pressure_follows_the_thresholds() {
+        tokio::time::pause();
         let short = PressureActor::new(config(50 << 20)).start();
         let roomy = PressureActor::new(config(4 << 30)).start();
         tokio::time::sleep(Duration::from_millis(100)).await;

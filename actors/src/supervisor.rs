@@ -750,6 +750,7 @@ mod tests {
     /// and removes everything.
     #[actix::test]
     async fn pods_follow_their_source() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sup = supervisor(&runtime);
         let pods = vec![desired("web", "u1", 0)];
@@ -779,6 +780,7 @@ mod tests {
     /// restarted and the debug snapshot counts the restarts.
     #[actix::test]
     async fn panicking_actors_are_recreated_without_restarting_pods() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sup = supervisor(&runtime);
         sup.do_send(SourcePodsChanged {
@@ -856,6 +858,7 @@ mod tests {
     /// no agent ran) are removed at the first relist.
     #[actix::test]
     async fn orphaned_containers_are_removed_once_sources_are_ready() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         orphan_container(&runtime).await;
         let sup = supervisor(&runtime);
@@ -868,6 +871,7 @@ mod tests {
     /// through many relists until every source has delivered, then goes.
     #[actix::test]
     async fn orphans_are_kept_until_every_source_has_delivered() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         orphan_container(&runtime).await;
         let mut config = config();
@@ -902,6 +906,7 @@ mod tests {
     /// reports MemoryPressure on /debug/actors and to GetNodePressure.
     #[actix::test]
     async fn standalone_node_observes_pressure() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let mut config = config();
         config.pressure = observing(50 << 20);

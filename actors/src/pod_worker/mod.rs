@@ -677,6 +677,7 @@ mod tests {
     /// never created, and the worker reports the pod terminated.
     #[actix::test]
     async fn termination_cuts_into_a_slow_start() {
+        tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         runtime.state.lock().unwrap().create_delay = Duration::from_secs(2);
         let sink = Sink::default().start();
