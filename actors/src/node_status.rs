@@ -1,4 +1,4 @@
-//! NodeStatusActor: registers the Node, keeps its status and its Lease fresh (reference §2).
+//! NodeStatusActor: registers the Node, keeps its status and its Lease fresh (kubelet's `pkg/kubelet/kubelet_node_status.go`, `pkg/kubelet/nodestatus/setters.go`).
 //!
 //! | Trigger                          | Effect                                                  |
 //! |----------------------------------|---------------------------------------------------------|
@@ -62,7 +62,7 @@ where
     result
 }
 
-/// One of the four conditions the kubelet owns, as it words them (reference §2.2).
+/// One of the four conditions the kubelet owns, as it words them (`pkg/kubelet/nodestatus/setters.go`).
 struct ConditionKind {
     /// `type`.
     kind: &'static str,

@@ -1,4 +1,4 @@
-//! PlegActor: the Pod Lifecycle Event Generator (reference §5). Keeps the agent's view of Docker
+//! PlegActor: the Pod Lifecycle Event Generator (kubelet's `pkg/kubelet/pleg/generic.go`). Keeps the agent's view of Docker
 //! current and tells the Supervisor which pods changed.
 //!
 //! | Message / trigger      | From       | Effect                                          |

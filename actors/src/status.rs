@@ -22,6 +22,7 @@ use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::PodUid;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
+use tracing::Instrument;
 
 use dockerlet_kube::KubeApi;
 
@@ -75,13 +76,15 @@ impl StatusActor {
         let name = pod.metadata.name.clone().unwrap_or_default();
         let sent = status.clone();
         let pod = pod.clone();
+        let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %format!("{namespace}/{name}"));
         let future = async move {
             match Self::source(&pod) {
                 Some("api") => api.reconcile_pod_status(&namespace, &name, &status).await,
                 // Static pods show in the API through their mirror pod.
                 _ => api.sync_mirror_pod(&pod).await,
             }
-        };
+        }
+        .instrument(span);
         ctx.spawn(future.into_actor(self).map(move |result, act, ctx| {
             act.pushing.remove(&uid);
             match result {
@@ -140,11 +143,13 @@ impl Handler<RemovePodStatus> for StatusActor {
         if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
             let name = pod.metadata.name.clone().unwrap_or_default();
+            let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
             let future = async move {
                 if let Err(e) = api.delete_mirror_pod(&namespace, &name).await {
-                    tracing::warn!(error = %e, "cannot delete the mirror pod {namespace}/{name}");
+                    tracing::warn!(error = %e, "cannot delete the mirror pod");
                 }
-            };
+            }
+            .instrument(span);
             ctx.spawn(future.into_actor(self));
         }
     }

@@ -1,5 +1,5 @@
 //! The Node object this agent registers: labels, addresses, capacity and nodeInfo read off the
-//! machine (reference §2.1–2.2). Conditions are added by the NodeStatusActor.
+//! machine (kubelet's `pkg/kubelet/kubelet_node_status.go`, `pkg/kubelet/nodestatus/setters.go`). Conditions are added by the NodeStatusActor.
 
 use std::collections::BTreeMap;
 
@@ -64,7 +64,7 @@ pub fn arch() -> &'static str {
 }
 
 /// Capacity and allocatable: allocatable = capacity − kube/system-reserved − hard eviction
-/// thresholds, floored at 0 (reference §2.2).
+/// thresholds, floored at 0 (`pkg/kubelet/cm/node_container_manager_linux.go`: GetNodeAllocatableAbsolute).
 fn resources(facts: &NodeFacts) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
     let reserved = |name: &str| facts.reserved.get(name).copied().unwrap_or(0);
     let threshold = |signal: Signal, capacity: i64| facts.eviction.0.get(&signal).map_or(0, |t| t.resolve(capacity));

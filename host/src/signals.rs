@@ -1,4 +1,4 @@
-//! Eviction signals, hard thresholds and the node's pressure conditions (reference §7).
+//! Eviction signals, hard thresholds and the node's pressure conditions (kubelet's `pkg/kubelet/eviction/helpers.go`, `api/types.go`).
 //!
 //! The NodeStatusActor observes the signals at each heartbeat ([`observe`]), checks them against
 //! the hard thresholds (`evictionHard`, kubelet's defaults when unset) and reports

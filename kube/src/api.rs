@@ -287,7 +287,7 @@ impl KubeApi {
             .map_err(|e| failed(&format!("patch status of pod {namespace}/{name}"), e))
     }
 
-    /// Make sure the static pod has its mirror pod (reference §1.5): same name, namespace,
+    /// Make sure the static pod has its mirror pod (`pkg/kubelet/pod/mirror_client.go`): same name, namespace,
     /// labels, annotations and spec, `kubernetes.io/config.mirror` set to the config hash, owned
     /// by the Node; a pod in the way that is not this mirror (or is being deleted) is replaced.
     /// Then write the static pod's status to it.

@@ -1,4 +1,4 @@
-//! Kubelet's event correlator for events written to the API (reference §6): a token bucket
+//! Kubelet's event correlator for events written to the API (client-go `tools/record/events_cache.go`): a token bucket
 //! (eventRecordQPS 50, burst 100), identical events folded into one Event with a count, and
 //! similar ones — same object, container and reason, different messages — combined once ten
 //! distinct messages were seen within ten minutes.

@@ -1,4 +1,4 @@
-//! CrashLoopBackOff, kubelet's container restart back-off (reference §3.3), derived from Docker.
+//! CrashLoopBackOff, kubelet's container restart back-off (`pkg/kubelet/kuberuntime/kuberuntime_manager.go` doBackOff, client-go `util/flowcontrol/backoff.go`), derived from Docker.
 //!
 //! Kubelet keeps its back-off table in memory. dockerlet stores the step a container was started
 //! at in a label ([`crate::labels::BACKOFF_STEP`]) instead, so the back-off survives an

@@ -1,5 +1,5 @@
-//! From a pod spec to Docker [`CreateSpec`]s: the sandbox and each container (reference §13.3,
-//! §13.4). Pure functions; errors here become a container's `CreateContainerConfigError`.
+//! From a pod spec to Docker [`CreateSpec`]s: the sandbox and each container (dockershim's
+//! `docker_sandbox.go` and `docker_container.go`, kept by cri-dockerd). Pure functions; errors here become a container's `CreateContainerConfigError`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -19,7 +19,7 @@ const MIN_CPU_QUOTA_US: i64 = 1_000;
 /// CPU shares bounds (cgroup v1).
 const MIN_SHARES: i64 = 2;
 const MAX_SHARES: i64 = 262_144;
-/// OOM score adjustments (reference §13.4).
+/// OOM score adjustments (`pkg/kubelet/qos/policy.go`).
 const SANDBOX_OOM_SCORE_ADJ: i64 = -998;
 const GUARANTEED_OOM_SCORE_ADJ: i64 = -997;
 const BESTEFFORT_OOM_SCORE_ADJ: i64 = 1000;

@@ -1,4 +1,4 @@
-//! Docker names and labels of pod containers (dockershim's scheme, reference §13.1–13.2), and
+//! Docker names and labels of pod containers (dockershim's `naming.go` and `pkg/kubelet/kuberuntime/labels.go`), and
 //! their parsing back into [`ObservedContainer`] fields.
 
 use std::collections::BTreeMap;

@@ -1,5 +1,5 @@
-//! Static pod manifests: reading a directory, parsing, validating and defaulting
-//! (reference §1.1, §1.4). Pure apart from reading the files.
+//! Static pod manifests: parsing, validating and defaulting (kubelet's
+//! `pkg/kubelet/config/common.go`). Pure: reading the files is `dockerlet_host::manifest_dir`.
 
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;

@@ -1,4 +1,4 @@
-//! kubelet's computePodActions (reference §3.2) as one pure function: given the desired pod and
+//! kubelet's computePodActions (`pkg/kubelet/kuberuntime/kuberuntime_manager.go`) as one pure function: given the desired pod and
 //! what Docker runs, decide what to kill, remove, create and start.
 
 use std::collections::HashMap;

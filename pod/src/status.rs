@@ -1,4 +1,4 @@
-//! Pod status as kubelet computes it (reference §3.4–3.6): container states and reasons, phase
+//! Pod status as kubelet computes it (`pkg/kubelet/kubelet_pods.go` generateAPIPodStatus, `pkg/kubelet/status/generate.go`): container states and reasons, phase
 //! (getPhase) and conditions. Pure functions of the pod, what Docker runs, and the worker's
 //! waiting reasons.
 
@@ -242,7 +242,7 @@ fn apply_probes(status: &mut ContainerStatus, spec: &Container, probes: &ProbeRe
     status.ready = started && (spec.readiness_probe.is_none() || passed(ProbeKind::Readiness));
 }
 
-/// kubelet's getPhase (reference §3.5) over the generated container statuses.
+/// kubelet's getPhase (`pkg/kubelet/kubelet_pods.go`) over the generated container statuses.
 pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[ContainerStatus]) -> String {
     let exit_of = |s: &ContainerStatus| {
         s.state

@@ -42,7 +42,7 @@ impl DockerRuntime {
     }
 
     /// Connect to `endpoint` (`unix:///path` or `tcp://host:port`) and negotiate the API version
-    /// once; the negotiated client is kept (crate-stack §4).
+    /// once; the negotiated client is kept (bollard 0.21 against Docker 20.10's API 1.41 needs it).
     pub async fn connect(endpoint: &str) -> Result<Self, RuntimeError> {
         let version = bollard::API_DEFAULT_VERSION;
         let docker = if let Some(path) = endpoint.strip_prefix("unix://") {

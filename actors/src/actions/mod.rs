@@ -1,4 +1,4 @@
-//! Probe and lifecycle-hook handlers, all run from the agent (reference §4.3, §4.4, §3.8):
+//! Probe and lifecycle-hook handlers, all run from the agent (kubelet's `pkg/probe/{http,tcp,exec,grpc}` and `pkg/kubelet/lifecycle/handlers.go`):
 //! httpGet and tcpSocket from the node, exec through Docker's exec API, gRPC health checks,
 //! and the `sleep` hook. [`Action`] is a validated handler; [`run`] performs it once.
 

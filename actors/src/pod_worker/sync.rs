@@ -483,7 +483,7 @@ impl Executor<'_> {
                 self.outcome
                     .events
                     .push(WorkerEvent::container(&container.name, "Failed", format!("Error: {e}")));
-                tracing::warn!(container = %container.name, id = %ContainerId(id.0.clone()), error = %e, "container failed to start");
+                tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
             }
         }
     }

@@ -1,4 +1,4 @@
-//! ApiSource: the API server source (`--kubeconfig`, reference §1.3): list + watch of the pods
+//! ApiSource: the API server source (`--kubeconfig`, kubelet's `pkg/kubelet/config/apiserver.go`): list + watch of the pods
 //! bound to this node, re-listed with back-off on errors and expired resourceVersions.
 //!
 //! | Message / trigger    | From       | Effect                                              |

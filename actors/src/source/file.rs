@@ -1,4 +1,4 @@
-//! FileSource: the static pod source (`--pod-manifest-path`, reference §1.1).
+//! FileSource: the static pod source (`--pod-manifest-path`, kubelet's `pkg/kubelet/config/file.go`).
 //!
 //! | Trigger                     | Effect                                             |
 //! |-----------------------------|----------------------------------------------------|

@@ -1,4 +1,4 @@
-//! HttpSource: static pods from a URL (`--manifest-url`, reference §1.2).
+//! HttpSource: static pods from a URL (`--manifest-url`, kubelet's `pkg/kubelet/config/http.go`).
 //!
 //! | Trigger                     | Effect                                                   |
 //! |-----------------------------|----------------------------------------------------------|
