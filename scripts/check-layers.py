@@ -61,3 +61,57 @@ for e in errors:
 if errors:
     sys.exit(1)
 print(f"layering: {len(ALLOWED)} crates follow the dependency rule")
+
+
+def module_cycles(crate_dir):
+    """Cycles among the top-level modules of one crate, from `crate::<module>` paths."""
+    import os
+    import re
+
+    src = os.path.join(crate_dir, "src")
+    modules = {}
+    for entry in os.listdir(src):
+        path = os.path.join(src, entry)
+        name = entry[:-3] if entry.endswith(".rs") else entry
+        if name in ("lib", "main", "bin"):
+            continue
+        files = [path] if entry.endswith(".rs") else [
+            os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs if f.endswith(".rs")]
+        modules.setdefault(name, []).extend(files)
+    edges = {m: set() for m in modules}
+    for m, files in modules.items():
+        for f in files:
+            text = open(f).read()
+            # Test modules may use anything; only production code counts.
+            text = text.split("#[cfg(test)]\nmod tests")[0]
+            for target in re.findall(r"\bcrate::([a-z_][a-z0-9_]*)", text):
+                if target in modules and target != m:
+                    edges[m].add(target)
+    cycles, state = [], {}
+
+    def visit(m, stack):
+        state[m] = "open"
+        for t in sorted(edges[m]):
+            if state.get(t) == "open":
+                cycles.append(stack[stack.index(t):] + [t])
+            elif t not in state:
+                visit(t, stack + [t])
+        state[m] = "done"
+
+    for m in sorted(modules):
+        if m not in state:
+            visit(m, [m])
+    return cycles
+
+
+cycle_errors = []
+for pkg in meta["packages"]:
+    if pkg["name"] in ALLOWED:
+        import os
+        for cycle in module_cycles(os.path.dirname(pkg["manifest_path"])):
+            cycle_errors.append(f"{pkg['name']}: modules import each other in a circle: {' -> '.join(cycle)}")
+for e in cycle_errors:
+    print(f"layering: {e}", file=sys.stderr)
+if cycle_errors:
+    sys.exit(1)
+print("layering: no module of a product crate imports another in a circle")

@@ -4,11 +4,10 @@
 
 use std::path::Path;
 
-use dockerlet_pod::container::ConfigError;
-use dockerlet_pod::volume::{Mount, VolumeSource};
+use dockerlet_pod::volume::{Mount, VolumeError, VolumeSource};
 
-fn config_error(field: String, reason: impl ToString) -> ConfigError {
-    ConfigError::Volume {
+fn config_error(field: String, reason: impl ToString) -> VolumeError {
+    VolumeError {
         field,
         reason: reason.to_string(),
     }
@@ -16,7 +15,7 @@ fn config_error(field: String, reason: impl ToString) -> ConfigError {
 
 /// Create what `mounts` need on the node: emptyDir directories, `…OrCreate` hostPaths and missing
 /// subPath directories; hostPath `type` checks happen here, as kubelet does them at mount.
-pub fn prepare(mounts: &[Mount]) -> Result<(), ConfigError> {
+pub fn prepare(mounts: &[Mount]) -> Result<(), VolumeError> {
     for m in mounts {
         match &m.source {
             VolumeSource::EmptyDir(dir) => {

@@ -1,5 +1,6 @@
 //! From a pod spec to Docker [`CreateSpec`]s: the sandbox and each container (dockershim's
-//! `docker_sandbox.go` and `docker_container.go`, kept by cri-dockerd). Pure functions; errors here become a container's `CreateContainerConfigError`.
+//! `docker_sandbox.go` and `docker_container.go`, kept by cri-dockerd). Pure functions; errors
+//! here become a container's `CreateContainerConfigError`.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -106,13 +107,8 @@ pub enum ConfigError {
     #[error(transparent)]
     Probe(#[from] crate::field::FieldError),
     /// A volume or volumeMount that cannot be set up.
-    #[error("{field}: {reason}")]
-    Volume {
-        /// The mount or volume.
-        field: String,
-        /// Why.
-        reason: String,
-    },
+    #[error(transparent)]
+    Volume(#[from] crate::volume::VolumeError),
     /// A resource quantity that does not parse.
     #[error("resources.{field}: invalid quantity {value:?}")]
     BadQuantity {

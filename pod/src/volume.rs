@@ -8,7 +8,6 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume};
 
-use crate::container::ConfigError;
 use crate::field::FieldError;
 use crate::spec::{containers_with_fields, pod_identity};
 
@@ -115,8 +114,19 @@ fn check_sub_path(sub: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
-fn config_error(field: String, reason: impl ToString) -> ConfigError {
-    ConfigError::Volume {
+/// A volume or volumeMount that cannot be set up for a container (reason
+/// `CreateContainerConfigError`). Retried at the container's next start attempt.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {reason}")]
+pub struct VolumeError {
+    /// The mount or volume (`volumeMounts[data]`, `volume "data"`).
+    pub field: String,
+    /// Why.
+    pub reason: String,
+}
+
+fn config_error(field: String, reason: impl ToString) -> VolumeError {
+    VolumeError {
         field,
         reason: reason.to_string(),
     }
@@ -163,7 +173,7 @@ impl Mount {
 }
 
 /// Resolve every volumeMount of `container` against the pod's volumes.
-pub fn mounts(root: &Path, pod: &Pod, container: &Container) -> Result<Vec<Mount>, ConfigError> {
+pub fn mounts(root: &Path, pod: &Pod, container: &Container) -> Result<Vec<Mount>, VolumeError> {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
     let mut mounts = Vec::new();
     for m in container.volume_mounts.iter().flatten() {

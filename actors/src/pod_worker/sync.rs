@@ -12,11 +12,11 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_messages::probe::ProbeKind;
-use dockerlet_pod::container::{container_spec, env_references, sandbox_spec, ConfigError, EnvObjects, PodContext};
+use dockerlet_pod::container::{container_spec, env_references, sandbox_spec, EnvObjects, PodContext};
 use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use dockerlet_pod::spec::{host_network, pod_grace, pod_identity, MIN_GRACE};
 use dockerlet_pod::status::WaitingReason;
-use dockerlet_pod::volume::Mount;
+use dockerlet_pod::volume::{Mount, VolumeError};
 use dockerlet_runtime::{ContainerRuntime, RuntimeError};
 
 use super::PodWorkerConfig;
@@ -490,12 +490,12 @@ impl Executor<'_> {
 
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
     /// directories, hostPath type checks) off the actor thread.
-    async fn prepare_mounts(&self, container: &Container) -> Result<Vec<Mount>, ConfigError> {
+    async fn prepare_mounts(&self, container: &Container) -> Result<Vec<Mount>, VolumeError> {
         let mounts = dockerlet_pod::volume::mounts(&self.config.root_dir, self.pod, container)?;
         tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::prepare(&mounts).map(|()| mounts))
             .await
             .unwrap_or_else(|e| {
-                Err(ConfigError::Volume {
+                Err(VolumeError {
                     field: "volumeMounts".to_string(),
                     reason: format!("volume set-up did not finish: {e}"),
                 })
