@@ -33,6 +33,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use crate::actions::{self, Caller, Outcome, Target};
 use dockerlet_pod::action::Action;
@@ -107,10 +108,48 @@ struct ProbeWorker {
 }
 
 impl ProbeWorker {
+    /// A worker for a new container instance, and what to do first.
+    fn start(
+        key: &ProbeKey,
+        probe: &Probe,
+        action: Action,
+        instance: &Instance,
+        waits_for_startup: bool,
+        generation: u64,
+    ) -> (Self, Next) {
+        let ran_for = running_for(instance.target);
+        let mut state = ProbeState::new(key.kind, ProbeConfig::from_probe(probe));
+        let next = state
+            .on(Input::NewInstance {
+                now: ran_for,
+                waits_for_startup,
+            })
+            .next;
+        let container_id = instance.target.container_id.clone();
+        tracing::debug!(container_id = %container_id, running_for = ?ran_for, waits_for_startup, "probe started");
+        let worker = ProbeWorker {
+            pod: instance.pod.to_string(),
+            container_id,
+            pod_ip: instance.msg.pod_ip.clone(),
+            action: Arc::new(action),
+            state,
+            created: (Instant::now(), ran_for),
+            generation,
+            runs: 0,
+            last: None,
+        };
+        (worker, next)
+    }
+
     /// Time since the container started, at `now`.
     fn since_start(&self, now: Instant) -> Duration {
         let (at, ran_for) = self.created;
         ran_for + now.saturating_duration_since(at)
+    }
+
+    /// See [`probe_span`].
+    fn span(&self, key: &ProbeKey) -> Span {
+        probe_span(key, &self.pod)
     }
 
     /// Keep a run's outcome for the debug page; the event it calls for, if any.
@@ -220,6 +259,17 @@ fn pod_ref(pod: &Pod) -> String {
     )
 }
 
+/// The span of one probe's runs, results and start: `pod.uid`, `pod.name`, `container`, `probe`.
+fn probe_span(key: &ProbeKey, pod: &str) -> Span {
+    tracing::info_span!(
+        "probe",
+        pod.uid = %key.pod_uid,
+        pod.name = %pod,
+        container = %key.container,
+        probe = kind_label(key.kind)
+    )
+}
+
 /// How long a container has been running, by the wall clock (Docker's `startedAt`).
 fn running_for(target: &ProbeTarget) -> Duration {
     target
@@ -314,6 +364,8 @@ impl ProbeActor {
         if worker.generation != generation {
             return;
         }
+        let span = worker.span(&key);
+        let _entered = span.enter();
         let now = worker.since_start(Instant::now());
         let next = worker.state.on(Input::Due { now }).next;
         self.follow(key, next, ctx);
@@ -330,7 +382,9 @@ impl ProbeActor {
             timeout: worker.state.config().timeout,
         };
         let action = Arc::clone(&worker.action);
-        let future = async move { actions::run(&action, &target, Caller::Probe).await };
+        let span = worker.span(&key);
+        tracing::trace!(parent: &span, handler = action.name(), "probe run started");
+        let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
         ctx.spawn(
             future
                 .into_actor(self)
@@ -346,12 +400,13 @@ impl ProbeActor {
         if worker.generation != generation {
             return;
         }
+        let span = worker.span(&key);
+        let _entered = span.enter();
         worker.runs += 1;
         let now = worker.since_start(Instant::now());
-        let effect = worker.state.on(Input::Finished {
-            now,
-            outcome: run_outcome(&outcome),
-        });
+        let verdict = run_outcome(&outcome);
+        let effect = worker.state.on(Input::Finished { now, outcome: verdict });
+        tracing::debug!(outcome = ?verdict, "probe run finished");
         if let Some((reason, message)) = worker.remember(key.kind, outcome) {
             self.send_event(&key, reason, message);
         }
@@ -362,7 +417,7 @@ impl ProbeActor {
     fn apply(&mut self, key: ProbeKey, effect: Effect, ctx: &mut Context<Self>) {
         let Some(worker) = self.probes.get(&key) else { return };
         if let Some(result) = effect.changed {
-            tracing::info!(pod.uid = %key.pod_uid, pod = %worker.pod, container = %key.container, probe = ?key.kind, result = ?result, "probe result changed");
+            tracing::info!(result = ?result, on_hold = worker.state.on_hold(), "probe result changed");
             self.links.results.do_send(ProbeResultChanged {
                 pod_uid: key.pod_uid.clone(),
                 container_name: key.container.clone(),
@@ -390,6 +445,8 @@ impl ProbeActor {
                 continue;
             };
             if worker.container_id == *container_id {
+                let _entered = worker.span(&key).entered();
+                tracing::debug!("startup probe succeeded: this probe may run");
                 let next = worker.state.on(Input::StartupSucceeded).next;
                 self.follow(key, next, ctx);
             }
@@ -445,35 +502,21 @@ impl ProbeActor {
 
     /// Start a probe of a new container instance (replacing the older instance's).
     fn start_probe(&mut self, key: ProbeKey, probe: &Probe, instance: &Instance, ctx: &mut Context<Self>) {
+        let _entered = probe_span(&key, instance.pod).entered();
         let must_be_one = key.kind != ProbeKind::Readiness;
         // Invalid probes never get this far (the container is refused), but never panic.
-        let Ok(action) =
-            dockerlet_pod::action::probe_action(field_of(key.kind), probe, instance.container, must_be_one)
-        else {
-            return;
-        };
-        let container_id = instance.target.container_id.clone();
-        let ran_for = running_for(instance.target);
-        let waits_for_startup = key.kind != ProbeKind::Startup && self.startup_pending(&key, &container_id);
-        let mut state = ProbeState::new(key.kind, ProbeConfig::from_probe(probe));
-        let next = state
-            .on(Input::NewInstance {
-                now: ran_for,
-                waits_for_startup,
-            })
-            .next;
+        let action =
+            match dockerlet_pod::action::probe_action(field_of(key.kind), probe, instance.container, must_be_one) {
+                Ok(action) => action,
+                Err(error) => {
+                    tracing::warn!(%error, "probe not started: invalid handler");
+                    return;
+                }
+            };
+        let waits_for_startup =
+            key.kind != ProbeKind::Startup && self.startup_pending(&key, &instance.target.container_id);
         self.next_generation += 1;
-        let worker = ProbeWorker {
-            pod: instance.pod.to_string(),
-            container_id,
-            pod_ip: instance.msg.pod_ip.clone(),
-            action: Arc::new(action),
-            state,
-            created: (Instant::now(), ran_for),
-            generation: self.next_generation,
-            runs: 0,
-            last: None,
-        };
+        let (worker, next) = ProbeWorker::start(&key, probe, action, instance, waits_for_startup, self.next_generation);
         self.probes.insert(key.clone(), worker);
         self.follow(key, next, ctx);
     }
@@ -490,6 +533,7 @@ impl Handler<WatchContainers> for ProbeActor {
     fn handle(&mut self, msg: WatchContainers, ctx: &mut Self::Context) {
         self.handled += 1;
         let pod = pod_ref(&msg.pod);
+        let _entered = tracing::info_span!("watch_containers", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
         let containers: HashMap<&str, &Container> = msg
             .pod
             .spec
@@ -520,7 +564,16 @@ impl Handler<ForgetPod> for ProbeActor {
     /// Stop every probe of a pod.
     fn handle(&mut self, msg: ForgetPod, _: &mut Self::Context) {
         self.handled += 1;
+        let pod = self
+            .probes
+            .iter()
+            .find(|(key, _)| key.pod_uid == msg.pod_uid)
+            .map(|(_, worker)| worker.pod.clone())
+            .unwrap_or_default();
+        let _entered = tracing::info_span!("forget_pod", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
+        let before = self.probes.len();
         self.probes.retain(|key, _| key.pod_uid != msg.pod_uid);
+        tracing::debug!(probes = before - self.probes.len(), "probes stopped");
     }
 }
 
