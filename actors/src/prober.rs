@@ -1,5 +1,6 @@
-//! ProbeActor: runs every container's liveness, readiness and startup probes (reference §4) —
-//! one actor and one timer for all probes, no thread or process per probe.
+//! ProbeActor: runs every container's liveness, readiness and startup probes — kubelet's
+//! prober manager and workers (`pkg/kubelet/prober/prober_manager.go`, `worker.go`) as one
+//! actor and one timer for all probes, no thread or process per probe.
 //!
 //! | Message            | From       | Effect                                                  |
 //! |--------------------|------------|---------------------------------------------------------|
@@ -14,11 +15,9 @@
 //! 110 probes a second that cost more than the probes' own bookkeeping.
 //!
 //! Sends `ProbeResultChanged` and `RecordEvent` (Unhealthy, ProbeWarning) to the Supervisor.
-//! Semantics follow kubelet's prober worker: initial results readiness=Failure,
-//! liveness=Success, startup=Unknown; nothing runs before `initialDelaySeconds`; until the
-//! startup probe succeeds only it runs; a result changes after `failureThreshold` failures or
-//! `successThreshold` successes in a row; after a liveness failure or any startup result the
-//! probe holds until a new container instance appears.
+//! What a probe does next — thresholds, initial delay, startup gating, the hold after a
+//! liveness failure or a startup result — is decided by [`dockerlet_pod::probe_state`]; this
+//! actor keeps the timer and the queue, runs the handlers and sends the messages.
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap, HashMap};
@@ -27,16 +26,18 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
-use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, WatchContainers};
+use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
+use tracing::{Instrument, Span};
 
 use crate::actions::{self, Caller, Outcome, Target};
 use dockerlet_pod::action::Action;
+use dockerlet_pod::probe_state::{Effect, Input, Next, ProbeConfig, ProbeState, RunOutcome};
 use dockerlet_runtime::ContainerRuntime;
 
 /// Runs are started on a grid of this grain (at most this much late), so probes due close
@@ -44,11 +45,6 @@ use dockerlet_runtime::ContainerRuntime;
 /// wake-ups of the agent at 110 probes a second.
 const RUN_GRAIN: Duration = Duration::from_millis(20);
 
-/// Kubelet's probe defaults.
-const DEFAULT_PERIOD: i32 = 10;
-const DEFAULT_TIMEOUT: i32 = 1;
-const DEFAULT_FAILURE_THRESHOLD: i32 = 3;
-const DEFAULT_SUCCESS_THRESHOLD: i32 = 1;
 /// Longest output kept for the debug page.
 const OUTPUT_KEPT: usize = 512;
 
@@ -88,42 +84,116 @@ struct ProbeView {
     on_hold: bool,
 }
 
-/// A probe's schedule, counters and cached result.
-struct ProbeState {
+/// A probe of one container instance: its state machine and what running it takes.
+struct ProbeWorker {
     /// `namespace/name`, for events and the debug page.
     pod: String,
-    /// The container instance probed; a new instance replaces this state.
+    /// The container instance probed; a new instance replaces this worker.
     container_id: ContainerId,
     /// The pod's IP.
     pod_ip: Option<String>,
     /// The validated handler (shared with the runs in flight).
     action: Arc<Action>,
-    /// periodSeconds.
-    period: Duration,
-    /// timeoutSeconds.
-    timeout: Duration,
-    /// successThreshold.
-    success_threshold: u32,
-    /// failureThreshold.
-    failure_threshold: u32,
-    /// The published result.
-    result: ProbeResult,
-    /// Consecutive successes.
-    successes: u32,
-    /// Consecutive failures.
-    failures: u32,
-    /// Stopped until a new container instance (after a liveness failure or a startup result).
-    on_hold: bool,
-    /// A liveness or readiness probe of a container that has a startup probe: it waits for it.
-    gated_by_startup: bool,
+    /// Thresholds, counts, result, hold and startup gating.
+    state: ProbeState,
+    /// When this worker was created, and how long the container had been running then: the
+    /// state machine's times count from the container's start.
+    created: (Instant, Duration),
     /// Timers of an older instance carry an older generation and are ignored.
     generation: u64,
-    /// A run is in flight.
-    running: bool,
     /// Runs so far.
     runs: u64,
     /// Last outcome and output, and when.
     last: Option<(&'static str, String, Timestamp)>,
+}
+
+impl ProbeWorker {
+    /// A worker for a new container instance, and what to do first.
+    fn start(
+        key: &ProbeKey,
+        probe: &Probe,
+        action: Action,
+        instance: &Instance,
+        waits_for_startup: bool,
+        generation: u64,
+    ) -> (Self, Next) {
+        let ran_for = running_for(instance.target);
+        let mut state = ProbeState::new(key.kind, ProbeConfig::from_probe(probe));
+        let next = state
+            .on(Input::NewInstance {
+                now: ran_for,
+                waits_for_startup,
+            })
+            .next;
+        let container_id = instance.target.container_id.clone();
+        tracing::debug!(container_id = %container_id, running_for = ?ran_for, waits_for_startup, "probe started");
+        let worker = ProbeWorker {
+            pod: instance.pod.to_string(),
+            container_id,
+            pod_ip: instance.msg.pod_ip.clone(),
+            action: Arc::new(action),
+            state,
+            created: (Instant::now(), ran_for),
+            generation,
+            runs: 0,
+            last: None,
+        };
+        (worker, next)
+    }
+
+    /// Time since the container started, at `now`.
+    fn since_start(&self, now: Instant) -> Duration {
+        let (at, ran_for) = self.created;
+        ran_for + now.saturating_duration_since(at)
+    }
+
+    /// See [`probe_span`].
+    fn span(&self, key: &ProbeKey) -> Span {
+        probe_span(key, &self.pod)
+    }
+
+    /// Keep a run's outcome for the debug page; the event it calls for, if any.
+    fn remember(&mut self, kind: ProbeKind, outcome: Outcome) -> Option<(&'static str, String)> {
+        let (label, event, mut output) = match outcome {
+            Outcome::Success(o) => ("Success", None, o),
+            Outcome::Warning(o) => ("Warning", Some(("ProbeWarning", "warning")), o),
+            Outcome::Failure(o) => ("Failure", Some(("Unhealthy", "failed")), o),
+        };
+        let event = event.map(|(reason, what)| (reason, format!("{} probe {what}: {output}", kind_label(kind))));
+        if let Some((cut, _)) = output.char_indices().nth(OUTPUT_KEPT) {
+            output.truncate(cut);
+        }
+        self.last = Some((label, output, Timestamp::now()));
+        event
+    }
+
+    fn view(&self, key: &ProbeKey) -> ProbeView {
+        ProbeView {
+            pod_uid: key.pod_uid.clone(),
+            pod: self.pod.clone(),
+            container: key.container.clone(),
+            probe: key.kind,
+            handler: self.action.name(),
+            container_id: self.container_id.clone(),
+            result: self.state.result(),
+            last_outcome: self.last.as_ref().map(|l| l.0),
+            last_output: self.last.as_ref().map(|l| l.1.clone()).unwrap_or_default(),
+            last_run: self.last.as_ref().map(|l| l.2.to_string()),
+            successes: self.state.successes(),
+            failures: self.state.failures(),
+            runs: self.runs,
+            on_hold: self.state.on_hold(),
+        }
+    }
+}
+
+/// A running container instance of a `WatchContainers`, and its pod.
+struct Instance<'a> {
+    msg: &'a WatchContainers,
+    /// `namespace/name`.
+    pod: &'a str,
+    container: &'a Container,
+    target: &'a ProbeTarget,
 }
 
 /// The probe actor.
@@ -133,7 +203,7 @@ pub struct ProbeActor {
     /// Where results and events go.
     links: ProbeLinks,
     /// Every probe.
-    probes: BTreeMap<ProbeKey, ProbeState>,
+    probes: BTreeMap<ProbeKey, ProbeWorker>,
     /// Next runs, earliest first: when, the probe's generation, the probe. Entries of replaced
     /// or removed probes are skipped when they come due.
     due: BinaryHeap<Reverse<(Instant, u64, ProbeKey)>>,
@@ -163,8 +233,50 @@ fn probe_of(container: &Container, kind: ProbeKind) -> Option<&Probe> {
     }
 }
 
-fn seconds(value: Option<i32>, default: i32) -> Duration {
-    Duration::from_secs(value.unwrap_or(default).max(1) as u64)
+/// The probe's field in the container spec, for validation errors.
+fn field_of(kind: ProbeKind) -> &'static str {
+    match kind {
+        ProbeKind::Liveness => "livenessProbe",
+        ProbeKind::Readiness => "readinessProbe",
+        ProbeKind::Startup => "startupProbe",
+    }
+}
+
+fn run_outcome(outcome: &Outcome) -> RunOutcome {
+    match outcome {
+        Outcome::Success(_) => RunOutcome::Success,
+        Outcome::Warning(_) => RunOutcome::Warning,
+        Outcome::Failure(_) => RunOutcome::Failure,
+    }
+}
+
+/// `namespace/name` of a pod.
+fn pod_ref(pod: &Pod) -> String {
+    format!(
+        "{}/{}",
+        pod.metadata.namespace.as_deref().unwrap_or("default"),
+        pod.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The span of one probe's runs, results and start: `pod.uid`, `pod.name`, `container`, `probe`.
+fn probe_span(key: &ProbeKey, pod: &str) -> Span {
+    tracing::info_span!(
+        "probe",
+        pod.uid = %key.pod_uid,
+        pod.name = %pod,
+        container = %key.container,
+        probe = kind_label(key.kind)
+    )
+}
+
+/// How long a container has been running, by the wall clock (Docker's `startedAt`).
+fn running_for(target: &ProbeTarget) -> Duration {
+    target
+        .started_at
+        .as_ref()
+        .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t.0)).ok())
+        .unwrap_or_default()
 }
 
 impl ProbeActor {
@@ -231,40 +343,48 @@ impl ProbeActor {
         self.arm(ctx);
     }
 
-    /// Startup gating: liveness and readiness wait until the startup probe succeeded.
-    fn held_by_startup(&self, key: &ProbeKey, container_id: &ContainerId) -> bool {
-        if key.kind == ProbeKind::Startup {
-            return false;
+    /// Do what the state machine said next: nothing, run now, or queue a run.
+    fn follow(&mut self, key: ProbeKey, next: Next, ctx: &mut Context<Self>) {
+        match next {
+            Next::Nothing => {}
+            Next::Run => self.start_run(key, ctx),
+            Next::DueAt(at) => {
+                let Some(worker) = self.probes.get(&key) else { return };
+                let delay = at.saturating_sub(worker.since_start(Instant::now()));
+                self.schedule(key, delay, ctx);
+            }
         }
-        let startup = ProbeKey {
-            kind: ProbeKind::Startup,
-            ..key.clone()
-        };
-        self.probes
-            .get(&startup)
-            .is_some_and(|s| s.container_id == *container_id && s.result != ProbeResult::Success)
     }
 
+    /// A queued run came due.
     fn tick(&mut self, key: ProbeKey, generation: u64, ctx: &mut Context<Self>) {
-        let Some(state) = self.probes.get(&key) else { return };
-        if state.generation != generation || state.on_hold || state.running {
+        let Some(worker) = self.probes.get_mut(&key) else {
+            return;
+        };
+        if worker.generation != generation {
             return;
         }
-        let period = state.period;
-        if state.gated_by_startup && self.held_by_startup(&key, &state.container_id) {
-            self.schedule(key, period, ctx);
-            return;
-        }
-        let state = self.probes.get_mut(&key).expect("checked above");
-        state.running = true;
+        let span = worker.span(&key);
+        let _entered = span.enter();
+        let now = worker.since_start(Instant::now());
+        let next = worker.state.on(Input::Due { now }).next;
+        self.follow(key, next, ctx);
+    }
+
+    /// Run the probe's handler; its outcome comes back to [`Self::record`].
+    fn start_run(&mut self, key: ProbeKey, ctx: &mut Context<Self>) {
+        let Some(worker) = self.probes.get(&key) else { return };
+        let generation = worker.generation;
         let target = Target {
             runtime: self.runtime.clone(),
-            container_id: state.container_id.clone(),
-            pod_ip: state.pod_ip.clone(),
-            timeout: state.timeout,
+            container_id: worker.container_id.clone(),
+            pod_ip: worker.pod_ip.clone(),
+            timeout: worker.state.config().timeout,
         };
-        let action = Arc::clone(&state.action);
-        let future = async move { actions::run(&action, &target, Caller::Probe).await };
+        let action = Arc::clone(&worker.action);
+        let span = worker.span(&key);
+        tracing::trace!(parent: &span, handler = action.name(), "probe run started");
+        let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
         ctx.spawn(
             future
                 .into_actor(self)
@@ -272,80 +392,133 @@ impl ProbeActor {
         );
     }
 
+    /// A run finished: feed the state machine, send the event and the result change it calls for.
     fn record(&mut self, key: ProbeKey, generation: u64, outcome: Outcome, ctx: &mut Context<Self>) {
-        let Some(state) = self.probes.get_mut(&key) else { return };
-        if state.generation != generation {
+        let Some(worker) = self.probes.get_mut(&key) else {
+            return;
+        };
+        if worker.generation != generation {
             return;
         }
-        state.running = false;
-        state.runs += 1;
-        let passed = outcome.passed();
-        let event = match &outcome {
-            Outcome::Failure(message) => {
-                Some(("Unhealthy", format!("{} probe failed: {message}", kind_label(key.kind))))
-            }
-            Outcome::Warning(message) => Some((
-                "ProbeWarning",
-                format!("{} probe warning: {message}", kind_label(key.kind)),
-            )),
-            Outcome::Success(_) => None,
-        };
-        let (label, mut output) = match outcome {
-            Outcome::Success(o) => ("Success", o),
-            Outcome::Warning(o) => ("Warning", o),
-            Outcome::Failure(o) => ("Failure", o),
-        };
-        if let Some((cut, _)) = output.char_indices().nth(OUTPUT_KEPT) {
-            output.truncate(cut);
+        let span = worker.span(&key);
+        let _entered = span.enter();
+        worker.runs += 1;
+        let now = worker.since_start(Instant::now());
+        let verdict = run_outcome(&outcome);
+        let effect = worker.state.on(Input::Finished { now, outcome: verdict });
+        tracing::debug!(outcome = ?verdict, "probe run finished");
+        if let Some((reason, message)) = worker.remember(key.kind, outcome) {
+            self.send_event(&key, reason, message);
         }
-        state.last = Some((label, output, Timestamp::now()));
-        let mut published = None;
-        if passed {
-            state.successes += 1;
-            state.failures = 0;
-            if state.result != ProbeResult::Success && state.successes >= state.success_threshold {
-                state.result = ProbeResult::Success;
-                published = Some(ProbeResult::Success);
-            }
-        } else {
-            state.failures += 1;
-            state.successes = 0;
-            if state.result != ProbeResult::Failure && state.failures >= state.failure_threshold {
-                state.result = ProbeResult::Failure;
-                published = Some(ProbeResult::Failure);
-            }
-        }
-        // Kubelet holds a liveness probe after a failure and a startup probe after any result,
-        // until a new container instance appears.
-        if published.is_some()
-            && (key.kind == ProbeKind::Startup
-                || published == Some(ProbeResult::Failure) && key.kind == ProbeKind::Liveness)
-        {
-            state.on_hold = true;
-        }
-        let period = state.period;
-        if let Some((reason, message)) = event {
-            self.links.events.do_send(RecordEvent {
-                event: DebugEvent {
-                    time: Timestamp::now().to_string(),
-                    reason: reason.to_string(),
-                    object: state.pod.clone(),
-                    container: Some(key.container.clone()),
-                    message,
-                },
-            });
-        }
-        if let Some(result) = published {
-            tracing::info!(pod.uid = %key.pod_uid, pod = %state.pod, container = %key.container, probe = ?key.kind, result = ?result, "probe result changed");
+        self.apply(key, effect, ctx);
+    }
+
+    /// Publish a changed result, open the startup gate, queue what comes next.
+    fn apply(&mut self, key: ProbeKey, effect: Effect, ctx: &mut Context<Self>) {
+        let Some(worker) = self.probes.get(&key) else { return };
+        if let Some(result) = effect.changed {
+            tracing::info!(result = ?result, on_hold = worker.state.on_hold(), "probe result changed");
             self.links.results.do_send(ProbeResultChanged {
                 pod_uid: key.pod_uid.clone(),
                 container_name: key.container.clone(),
-                container_id: state.container_id.clone(),
+                container_id: worker.container_id.clone(),
                 kind: key.kind,
                 result,
             });
         }
-        self.schedule(key, period, ctx);
+        if effect.started {
+            let container_id = worker.container_id.clone();
+            self.startup_succeeded(&key, &container_id, ctx);
+        }
+        self.follow(key, effect.next, ctx);
+    }
+
+    /// The startup probe `startup` of `container_id` succeeded: its liveness and readiness
+    /// probes may run.
+    fn startup_succeeded(&mut self, startup: &ProbeKey, container_id: &ContainerId, ctx: &mut Context<Self>) {
+        for kind in [ProbeKind::Liveness, ProbeKind::Readiness] {
+            let key = ProbeKey {
+                kind,
+                ..startup.clone()
+            };
+            let Some(worker) = self.probes.get_mut(&key) else {
+                continue;
+            };
+            if worker.container_id == *container_id {
+                let _entered = worker.span(&key).entered();
+                tracing::debug!("startup probe succeeded: this probe may run");
+                let next = worker.state.on(Input::StartupSucceeded).next;
+                self.follow(key, next, ctx);
+            }
+        }
+    }
+
+    fn send_event(&self, key: &ProbeKey, reason: &str, message: String) {
+        let Some(worker) = self.probes.get(key) else { return };
+        self.links.events.do_send(RecordEvent {
+            event: DebugEvent {
+                time: Timestamp::now().to_string(),
+                reason: reason.to_string(),
+                object: worker.pod.clone(),
+                container: Some(key.container.clone()),
+                message,
+            },
+        });
+    }
+
+    /// Does the startup probe of this instance of `key`'s container still have to succeed?
+    fn startup_pending(&self, key: &ProbeKey, container_id: &ContainerId) -> bool {
+        let startup = ProbeKey {
+            kind: ProbeKind::Startup,
+            ..key.clone()
+        };
+        self.probes
+            .get(&startup)
+            .is_some_and(|s| s.container_id == *container_id && s.state.result() != ProbeResult::Success)
+    }
+
+    /// Watch the probes of one running container; the probes it has.
+    fn watch_container(&mut self, instance: &Instance, ctx: &mut Context<Self>) -> Vec<ProbeKey> {
+        let mut keys = Vec::new();
+        for kind in [ProbeKind::Startup, ProbeKind::Liveness, ProbeKind::Readiness] {
+            let Some(probe) = probe_of(instance.container, kind) else {
+                continue;
+            };
+            let key = ProbeKey {
+                pod_uid: instance.msg.pod_uid.clone(),
+                container: instance.target.container_name.clone(),
+                kind,
+            };
+            keys.push(key.clone());
+            match self.probes.get_mut(&key) {
+                Some(existing) if existing.container_id == instance.target.container_id => {
+                    existing.pod_ip.clone_from(&instance.msg.pod_ip);
+                }
+                _ => self.start_probe(key, probe, instance, ctx),
+            }
+        }
+        keys
+    }
+
+    /// Start a probe of a new container instance (replacing the older instance's).
+    fn start_probe(&mut self, key: ProbeKey, probe: &Probe, instance: &Instance, ctx: &mut Context<Self>) {
+        let _entered = probe_span(&key, instance.pod).entered();
+        let must_be_one = key.kind != ProbeKind::Readiness;
+        // Invalid probes never get this far (the container is refused), but never panic.
+        let action =
+            match dockerlet_pod::action::probe_action(field_of(key.kind), probe, instance.container, must_be_one) {
+                Ok(action) => action,
+                Err(error) => {
+                    tracing::warn!(%error, "probe not started: invalid handler");
+                    return;
+                }
+            };
+        let waits_for_startup =
+            key.kind != ProbeKind::Startup && self.startup_pending(&key, &instance.target.container_id);
+        self.next_generation += 1;
+        let (worker, next) = ProbeWorker::start(&key, probe, action, instance, waits_for_startup, self.next_generation);
+        self.probes.insert(key.clone(), worker);
+        self.follow(key, next, ctx);
     }
 }
 
@@ -359,13 +532,10 @@ impl Handler<WatchContainers> for ProbeActor {
     /// Start probes of new container instances; stop those of instances no longer running.
     fn handle(&mut self, msg: WatchContainers, ctx: &mut Self::Context) {
         self.handled += 1;
-        let pod: &Pod = &msg.pod;
-        let pod_ref = format!(
-            "{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        );
-        let containers: HashMap<&str, &Container> = pod
+        let pod = pod_ref(&msg.pod);
+        let _entered = tracing::info_span!("watch_containers", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
+        let containers: HashMap<&str, &Container> = msg
+            .pod
             .spec
             .iter()
             .flat_map(|s| s.containers.iter())
@@ -373,70 +543,14 @@ impl Handler<WatchContainers> for ProbeActor {
             .collect();
         let mut wanted = Vec::new();
         for target in &msg.running {
-            let Some(container) = containers.get(target.container_name.as_str()) else {
-                continue;
-            };
-            for kind in [ProbeKind::Startup, ProbeKind::Liveness, ProbeKind::Readiness] {
-                let Some(probe) = probe_of(container, kind) else {
-                    continue;
+            if let Some(container) = containers.get(target.container_name.as_str()) {
+                let instance = Instance {
+                    msg: &msg,
+                    pod: &pod,
+                    container,
+                    target,
                 };
-                let key = ProbeKey {
-                    pod_uid: msg.pod_uid.clone(),
-                    container: target.container_name.clone(),
-                    kind,
-                };
-                wanted.push(key.clone());
-                if let Some(existing) = self.probes.get_mut(&key) {
-                    if existing.container_id == target.container_id {
-                        existing.pod_ip.clone_from(&msg.pod_ip);
-                        continue;
-                    }
-                }
-                let field = match kind {
-                    ProbeKind::Liveness => "livenessProbe",
-                    ProbeKind::Readiness => "readinessProbe",
-                    ProbeKind::Startup => "startupProbe",
-                };
-                // Invalid probes never get this far (the container is refused), but never panic.
-                let Ok(action) =
-                    dockerlet_pod::action::probe_action(field, probe, container, kind != ProbeKind::Readiness)
-                else {
-                    continue;
-                };
-                self.next_generation += 1;
-                self.probes.insert(
-                    key.clone(),
-                    ProbeState {
-                        pod: pod_ref.clone(),
-                        container_id: target.container_id.clone(),
-                        pod_ip: msg.pod_ip.clone(),
-                        action: Arc::new(action),
-                        period: seconds(probe.period_seconds, DEFAULT_PERIOD),
-                        timeout: seconds(probe.timeout_seconds, DEFAULT_TIMEOUT),
-                        success_threshold: probe.success_threshold.unwrap_or(DEFAULT_SUCCESS_THRESHOLD).max(1) as u32,
-                        failure_threshold: probe.failure_threshold.unwrap_or(DEFAULT_FAILURE_THRESHOLD).max(1) as u32,
-                        result: match kind {
-                            ProbeKind::Readiness => ProbeResult::Failure,
-                            ProbeKind::Liveness => ProbeResult::Success,
-                            ProbeKind::Startup => ProbeResult::Unknown,
-                        },
-                        successes: 0,
-                        failures: 0,
-                        on_hold: false,
-                        gated_by_startup: kind != ProbeKind::Startup && container.startup_probe.is_some(),
-                        generation: self.next_generation,
-                        running: false,
-                        runs: 0,
-                        last: None,
-                    },
-                );
-                let initial_delay = Duration::from_secs(probe.initial_delay_seconds.unwrap_or(0).max(0) as u64);
-                let ran_for = target
-                    .started_at
-                    .as_ref()
-                    .and_then(|t| Duration::try_from(Timestamp::now().duration_since(t.0)).ok())
-                    .unwrap_or_default();
-                self.schedule(key, initial_delay.saturating_sub(ran_for), ctx);
+                wanted.extend(self.watch_container(&instance, ctx));
             }
         }
         self.probes
@@ -450,7 +564,16 @@ impl Handler<ForgetPod> for ProbeActor {
     /// Stop every probe of a pod.
     fn handle(&mut self, msg: ForgetPod, _: &mut Self::Context) {
         self.handled += 1;
+        let pod = self
+            .probes
+            .iter()
+            .find(|(key, _)| key.pod_uid == msg.pod_uid)
+            .map(|(_, worker)| worker.pod.clone())
+            .unwrap_or_default();
+        let _entered = tracing::info_span!("forget_pod", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
+        let before = self.probes.len();
         self.probes.retain(|key, _| key.pod_uid != msg.pod_uid);
+        tracing::debug!(probes = before - self.probes.len(), "probes stopped");
     }
 }
 
@@ -459,26 +582,7 @@ impl Handler<GetActorState> for ProbeActor {
 
     fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        let probes: Vec<ProbeView> = self
-            .probes
-            .iter()
-            .map(|(key, s)| ProbeView {
-                pod_uid: key.pod_uid.clone(),
-                pod: s.pod.clone(),
-                container: key.container.clone(),
-                probe: key.kind,
-                handler: s.action.name(),
-                container_id: s.container_id.clone(),
-                result: s.result,
-                last_outcome: s.last.as_ref().map(|l| l.0),
-                last_output: s.last.as_ref().map(|l| l.1.clone()).unwrap_or_default(),
-                last_run: s.last.as_ref().map(|l| l.2.to_string()),
-                successes: s.successes,
-                failures: s.failures,
-                runs: s.runs,
-                on_hold: s.on_hold,
-            })
-            .collect();
+        let probes: Vec<ProbeView> = self.probes.iter().map(|(key, w)| w.view(key)).collect();
         MessageResult(ActorState {
             kind: "ProbeActor".to_string(),
             name: "probes".to_string(),
