@@ -21,7 +21,9 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use dockerlet_kube::KubeApi;
+use std::sync::Arc;
+
+use dockerlet_kube::KubeClient;
 
 /// Settings of the node's registration and heartbeats.
 #[derive(Debug, Clone)]
@@ -148,7 +150,7 @@ impl Observed {
 /// The actor.
 pub struct NodeStatusActor {
     /// The API.
-    api: KubeApi,
+    api: Arc<dyn KubeClient>,
     /// Settings.
     config: NodeStatusConfig,
     /// Where health comes from.
@@ -179,7 +181,7 @@ pub struct NodeStatusActor {
 impl NodeStatusActor {
     /// A node status actor.
     pub fn new(
-        api: KubeApi,
+        api: Arc<dyn KubeClient>,
         config: NodeStatusConfig,
         health: Recipient<GetHealth>,
         pressure: Recipient<GetNodePressure>,
@@ -493,5 +495,93 @@ mod tests {
             c.last_heartbeat_time = None;
             c
         });
+    }
+
+    /// Health and pressure for a NodeStatusActor under test.
+    struct Node0 {
+        pressure: Vec<Pressure>,
+    }
+
+    impl Actor for Node0 {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<GetHealth> for Node0 {
+        type Result = MessageResult<GetHealth>;
+        fn handle(&mut self, _: GetHealth, _: &mut Context<Self>) -> Self::Result {
+            MessageResult(Health {
+                healthy: true,
+                reason: None,
+            })
+        }
+    }
+
+    impl Handler<GetNodePressure> for Node0 {
+        type Result = MessageResult<GetNodePressure>;
+        fn handle(&mut self, _: GetNodePressure, _: &mut Context<Self>) -> Self::Result {
+            MessageResult(NodePressure {
+                conditions: self.pressure.clone(),
+                met: vec![],
+            })
+        }
+    }
+
+    /// A heartbeat registers the Node, writes its status with the pressure the PressureActor
+    /// reports, renews the Lease owned by the Node, and records Starting and the condition
+    /// events; an unchanged status is not written again before the report frequency.
+    #[actix::test]
+    async fn heartbeats_register_write_status_and_renew_the_lease() {
+        use dockerlet_kube::fake::{FakeKube, KubeCall};
+        tokio::time::pause();
+        let api = FakeKube::new("n1");
+        let sources = Node0 {
+            pressure: vec![Pressure::Memory],
+        }
+        .start();
+        let config = NodeStatusConfig {
+            node: Node::default(),
+            register: true,
+            update_frequency: Duration::from_secs(10),
+            report_frequency: Duration::from_secs(300),
+            lease_duration_seconds: 40,
+        };
+        let actor = NodeStatusActor::new(
+            Arc::new(api.clone()),
+            config,
+            sources.clone().recipient(),
+            sources.recipient(),
+        );
+        let _addr = actor.start();
+        tokio::time::sleep(Duration::from_secs(25)).await;
+        let calls = api.calls();
+        assert!(
+            calls.iter().any(|c| matches!(c, KubeCall::NodeRegistered(_))),
+            "{calls:?}"
+        );
+        let statuses: Vec<&NodeStatus> = calls
+            .iter()
+            .filter_map(|c| match c {
+                KubeCall::NodeStatus(s) => Some(s.as_ref()),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(statuses.len(), 1, "three beats, one status write: {calls:?}");
+        assert_eq!(condition(statuses[0], "MemoryPressure").status, "True");
+        let leases = calls
+            .iter()
+            .filter(|c| **c == KubeCall::LeaseRenewed(Some("uid-of-n1".into())))
+            .count();
+        assert_eq!(leases, 3, "a lease renewal per beat, owned by the Node: {calls:?}");
+        let reasons: Vec<&str> = calls
+            .iter()
+            .filter_map(|c| match c {
+                KubeCall::NodeEvent { reason, .. } => Some(reason.as_str()),
+                _ => None,
+            })
+            .collect();
+        assert!(
+            reasons.contains(&"Starting") && reasons.contains(&"NodeHasInsufficientMemory"),
+            "{reasons:?}"
+        );
     }
 }

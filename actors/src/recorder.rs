@@ -7,7 +7,9 @@ use std::collections::VecDeque;
 use std::future::Future;
 
 use dockerlet_kube::recorder::{Correlated, EventCorrelator};
-use dockerlet_kube::{KubeApi, PodEventRef};
+use std::sync::Arc;
+
+use dockerlet_kube::{KubeClient, PodEventRef};
 use dockerlet_messages::debug::DebugEvent;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
@@ -57,14 +59,14 @@ pub struct EventRecorder {
     /// Recent events, newest last.
     ring: VecDeque<DebugEvent>,
     /// Where events go in cluster mode.
-    api: Option<KubeApi>,
+    api: Option<Arc<dyn KubeClient>>,
     /// Events written to the API: counted, combined, rate-limited.
     correlator: EventCorrelator,
 }
 
 impl EventRecorder {
     /// A recorder; with `api`, pod events are also written to the API.
-    pub fn new(api: Option<KubeApi>) -> Self {
+    pub fn new(api: Option<Arc<dyn KubeClient>>) -> Self {
         EventRecorder {
             ring: VecDeque::new(),
             api,

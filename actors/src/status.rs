@@ -24,7 +24,9 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
 use tracing::Instrument;
 
-use dockerlet_kube::KubeApi;
+use std::sync::Arc;
+
+use dockerlet_kube::KubeClient;
 
 /// How often statuses that could not be written to the API are retried (kubelet's 10 s resync).
 const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
@@ -35,7 +37,7 @@ pub struct StatusActor {
     /// Pod (with status) by UID.
     pods: HashMap<PodUid, Pod>,
     /// The API, in API-server mode.
-    api: Option<KubeApi>,
+    api: Option<Arc<dyn KubeClient>>,
     /// The status last written to the API per pod; a differing one is written again.
     pushed: HashMap<PodUid, PodStatus>,
     /// Pods with a write in flight (one at a time per pod; the newest status follows).
@@ -48,7 +50,7 @@ pub struct StatusActor {
 
 impl StatusActor {
     /// A status actor; with `api`, statuses of pods from the API are written back to it.
-    pub fn new(api: Option<KubeApi>) -> Self {
+    pub fn new(api: Option<Arc<dyn KubeClient>>) -> Self {
         StatusActor {
             api,
             ..Default::default()
@@ -191,5 +193,73 @@ impl Handler<Panic> for StatusActor {
 
     fn handle(&mut self, _: Panic, _: &mut Self::Context) {
         panic!("fault injection: StatusActor asked to panic");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_kube::fake::{FakeKube, KubeCall};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    fn pod(name: &str, uid: &str, source: &str, phase: &str) -> Pod {
+        Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                annotations: Some(
+                    [(
+                        dockerlet_pod::annotations::CONFIG_SOURCE.to_string(),
+                        source.to_string(),
+                    )]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            spec: None,
+            status: Some(PodStatus {
+                phase: Some(phase.into()),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// An API pod's status goes to its status subresource, a static pod's to its mirror pod; a
+    /// static pod that goes takes its mirror pod with it; /pods lists what is held.
+    #[actix::test]
+    async fn statuses_go_to_the_pod_or_its_mirror() {
+        let api = FakeKube::new("n1");
+        let status = StatusActor::new(Some(Arc::new(api.clone()))).start();
+        status.do_send(SetPodStatus {
+            pod: pod("web", "u1", "api", "Running"),
+        });
+        status.do_send(SetPodStatus {
+            pod: pod("static-n1", "u2", "file", "Pending"),
+        });
+        assert_eq!(status.send(GetPods).await.unwrap().len(), 2);
+        status.do_send(RemovePodStatus {
+            uid: PodUid("u2".into()),
+        });
+        let listed = status.send(GetPods).await.unwrap();
+        assert_eq!(listed.len(), 1);
+        for _ in 0..50 {
+            if api.calls().len() >= 3 {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        let calls = api.calls();
+        assert!(calls.iter().any(|c| matches!(c, KubeCall::PodStatus { pod, status } if pod == "default/web" && status.phase.as_deref() == Some("Running"))), "{calls:?}");
+        assert!(
+            calls
+                .iter()
+                .any(|c| matches!(c, KubeCall::MirrorPod(p) if p.metadata.name.as_deref() == Some("static-n1"))),
+            "{calls:?}"
+        );
+        assert!(
+            calls.contains(&KubeCall::MirrorPodDeleted("default/static-n1".into())),
+            "{calls:?}"
+        );
     }
 }

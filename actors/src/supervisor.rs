@@ -30,7 +30,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_kube::KubeApi;
+use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, InjectFault, Panic,
     RecordEvent,
@@ -73,7 +73,7 @@ pub enum Mode {
     /// A node of the cluster behind `api` (`--kubeconfig` or `--in-cluster`).
     Cluster {
         /// The API server.
-        api: KubeApi,
+        api: Arc<dyn KubeClient>,
         /// Registration and heartbeats of the Node (boxed: the Node object is large).
         node: Box<NodeStatusConfig>,
     },
@@ -81,7 +81,7 @@ pub enum Mode {
 
 impl Mode {
     /// The API server, in cluster mode.
-    pub fn api(&self) -> Option<&KubeApi> {
+    pub fn api(&self) -> Option<&Arc<dyn KubeClient>> {
         match self {
             Mode::Standalone => None,
             Mode::Cluster { api, .. } => Some(api),

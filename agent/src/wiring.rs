@@ -13,7 +13,7 @@ use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
-use dockerlet_kube::KubeApi;
+use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::ContainerRuntime;
 use tokio::signal::unix::{signal, SignalKind};
@@ -37,8 +37,12 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
     let (qps, burst) = config.kube_api_limits;
     let api = match (&config.kubeconfig, &config.in_cluster) {
-        (Some(path), _) => Some(KubeApi::connect(path, &config.node_name, qps, burst).await?),
-        (None, Some(dir)) => Some(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?),
+        (Some(path), _) => {
+            Some(Arc::new(KubeApi::connect(path, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>)
+        }
+        (None, Some(dir)) => Some(
+            Arc::new(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>,
+        ),
         (None, None) => None,
     };
     let mode = match api.clone() {

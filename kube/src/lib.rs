@@ -1,12 +1,20 @@
 //! The Kubernetes API as dockerlet uses it, through kube-rs: actors never import `kube`.
 //!
 //! # Layout
-//! - [`api`]: [`KubeApi`], the client: pods bound to this node (list + watch), pod status, mirror
-//!   pods, the Node and its Lease, events, Secrets and ConfigMaps; a client-side rate limit.
+//! - [`client`]: [`KubeClient`], what the actors ask of the API server, as a trait.
+//! - [`api`]: [`KubeApi`], its implementation on kube-rs: pods bound to this node (list + watch),
+//!   pod status, mirror pods, the Node and its Lease, events, Secrets and ConfigMaps; a
+//!   client-side rate limit.
+//! - `fake` (feature `fake`, and this crate's tests): `FakeKube`, [`KubeClient`] in memory,
+//!   recording every write as a typed `KubeCall`.
 //! - [`recorder`]: kubelet's event correlator (client-go `tools/record/events_cache.go`): rate
 //!   limit, counts, combining similar events. Pure.
 
 pub mod api;
+pub mod client;
+#[cfg(any(test, feature = "fake"))]
+pub mod fake;
 pub mod recorder;
 
 pub use api::{ApiError, ConfigProblem, KubeApi, PodEvent, PodEventRef, LEASE_NAMESPACE};
+pub use client::KubeClient;

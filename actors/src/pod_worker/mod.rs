@@ -68,7 +68,7 @@ pub struct PodWorkerConfig {
     /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
     pub root_dir: std::path::PathBuf,
     /// The API server (API-server mode): Secrets and ConfigMaps for env.
-    pub api: Option<dockerlet_kube::KubeApi>,
+    pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests

@@ -21,7 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
-use dockerlet_kube::{ApiError, KubeApi, PodEvent};
+use dockerlet_kube::{ApiError, KubeClient, PodEvent};
 use dockerlet_pod::annotations::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
 
 /// Wait before watching again after the stream ended.
@@ -30,7 +30,7 @@ const REWATCH_AFTER: Duration = Duration::from_secs(1);
 /// The API server source actor.
 pub struct ApiSource {
     /// The API.
-    api: KubeApi,
+    api: std::sync::Arc<dyn KubeClient>,
     /// Where the pod set goes.
     sink: Recipient<SourcePodsChanged>,
     /// The pods the API says are bound here, by UID.
@@ -51,7 +51,7 @@ pub struct ApiSource {
 
 impl ApiSource {
     /// A source of the pods bound to `api.node()`.
-    pub fn new(api: KubeApi, sink: Recipient<SourcePodsChanged>) -> Self {
+    pub fn new(api: std::sync::Arc<dyn KubeClient>, sink: Recipient<SourcePodsChanged>) -> Self {
         ApiSource {
             api,
             sink,

@@ -1,0 +1,125 @@
+//! [`KubeClient`]: what the actors ask of the API server, as a trait, so they can be tested
+//! against the in-memory `FakeKube` (module `fake`) and never see kube-rs. [`crate::KubeApi`] implements it.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use futures::stream::BoxStream;
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+
+use crate::api::{ApiError, KubeApi, PodEvent, PodEventRef};
+
+/// The API server as this node uses it. Every method is scoped to this node (its name is
+/// [`KubeClient::node`]) or to the pods bound to it.
+#[async_trait]
+pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
+    /// The node name.
+    fn node(&self) -> &str;
+
+    /// List + watch the pods bound to this node, re-listing with back-off on errors.
+    fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>>;
+
+    /// Write an API pod's status unless the API already has it (kubelet's status manager).
+    async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError>;
+
+    /// Make sure a static pod has its mirror pod, with this status.
+    async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError>;
+
+    /// Delete a static pod's mirror pod (the static pod is gone).
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError>;
+
+    /// Delete a pod for good (grace 0, UID precondition) once it has stopped here.
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError>;
+
+    /// Record an event about a pod; `count` > 1 bumps an earlier one of the same `name`.
+    async fn record_pod_event(
+        &self,
+        name: &str,
+        about: PodEventRef<'_>,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        count: i32,
+    ) -> Result<(), ApiError>;
+
+    /// Record an event about this Node.
+    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError>;
+
+    /// A Secret's data, decoded; `None` when it does not exist.
+    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError>;
+
+    /// A ConfigMap's data; `None` when it does not exist.
+    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError>;
+
+    /// Create the Node, or reconcile its labels; returns its UID and the boot ID it had.
+    async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError>;
+
+    /// Patch the Node's status.
+    async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError>;
+
+    /// Renew (or create) the node's Lease in `kube-node-lease`, owned by the Node.
+    async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError>;
+}
+
+#[async_trait]
+impl KubeClient for KubeApi {
+    fn node(&self) -> &str {
+        KubeApi::node(self)
+    }
+
+    fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>> {
+        KubeApi::watch_pods(self)
+    }
+
+    async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+        KubeApi::reconcile_pod_status(self, namespace, name, status).await
+    }
+
+    async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
+        KubeApi::sync_mirror_pod(self, static_pod).await
+    }
+
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+        KubeApi::delete_mirror_pod(self, namespace, name).await
+    }
+
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
+        KubeApi::delete_pod(self, namespace, name, uid).await
+    }
+
+    async fn record_pod_event(
+        &self,
+        name: &str,
+        about: PodEventRef<'_>,
+        kind: &str,
+        reason: &str,
+        message: &str,
+        count: i32,
+    ) -> Result<(), ApiError> {
+        KubeApi::record_pod_event(self, name, about, kind, reason, message, count).await
+    }
+
+    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
+        KubeApi::record_node_event(self, kind, reason, message).await
+    }
+
+    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+        KubeApi::secret_data(self, namespace, name).await
+    }
+
+    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+        KubeApi::config_map_data(self, namespace, name).await
+    }
+
+    async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {
+        KubeApi::register_node(self, node).await
+    }
+
+    async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError> {
+        KubeApi::patch_node_status(self, status).await
+    }
+
+    async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
+        KubeApi::renew_lease(self, duration_seconds, node_uid).await
+    }
+}
