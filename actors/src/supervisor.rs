@@ -645,6 +645,7 @@ mod tests {
     use dockerlet_messages::source::DesiredPod;
     use dockerlet_pod::backoff::BackoffConfig;
     use dockerlet_runtime::fake::FakeRuntime;
+    use dockerlet_runtime::Containers;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
 
     const NODE: &str = "n1";

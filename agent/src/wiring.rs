@@ -15,7 +15,7 @@ use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_runtime::docker::DockerRuntime;
-use dockerlet_runtime::ContainerRuntime;
+use dockerlet_runtime::{ContainerRuntime, Images};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::AgentConfig;

@@ -22,7 +22,8 @@ use k8s_openapi::jiff::Timestamp;
 use dockerlet_pod::labels;
 
 use super::{
-    pause, ContainerRuntime, CreateSpec, ExecOutput, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT,
+    pause, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, NetworkMode, RuntimeError, RuntimeEvent,
+    EXEC_OUTPUT_LIMIT,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
@@ -98,15 +99,18 @@ impl DockerRuntime {
 
 #[async_trait]
 impl ContainerRuntime for DockerRuntime {
-    async fn version(&self) -> Result<String, RuntimeError> {
-        let v = self.docker.version().await.map_err(|e| failed("version", e))?;
-        Ok(v.version.unwrap_or_default())
-    }
-
     async fn ping(&self) -> Result<(), RuntimeError> {
         self.docker.ping().await.map(|_| ()).map_err(|e| failed("ping", e))
     }
 
+    async fn version(&self) -> Result<String, RuntimeError> {
+        let v = self.docker.version().await.map_err(|e| failed("version", e))?;
+        Ok(v.version.unwrap_or_default())
+    }
+}
+
+#[async_trait]
+impl Containers for DockerRuntime {
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let summaries = self.list(vec![format!("{}={node}", labels::NODE)]).await?;
         Ok(summaries
@@ -152,27 +156,6 @@ impl ContainerRuntime for DockerRuntime {
         });
         let observed = futures::future::try_join_all(inspections).await?;
         Ok(observed.into_iter().flatten().collect())
-    }
-
-    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
-        match self.docker.inspect_image(image).await {
-            Ok(_) => Ok(true),
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
-            Err(e) => Err(failed(&format!("inspect image {image}"), e)),
-        }
-    }
-
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        let options = CreateImageOptions {
-            from_image: Some(image.to_string()),
-            ..Default::default()
-        };
-        self.docker
-            .create_image(Some(options), None, None)
-            .try_collect::<Vec<_>>()
-            .await
-            .map(|_| ())
-            .map_err(|e| failed(&format!("pull image {image}"), e))
     }
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
@@ -237,6 +220,71 @@ impl ContainerRuntime for DockerRuntime {
         }
     }
 
+    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        let filters = HashMap::from([
+            ("type".to_string(), vec!["container".to_string()]),
+            ("label".to_string(), vec![format!("{}={node}", labels::NODE)]),
+        ]);
+        let options = EventsOptions {
+            filters: Some(filters),
+            ..Default::default()
+        };
+        self.docker
+            .events(Some(options))
+            .map(|event| {
+                let event = event.map_err(|e| failed("events", e))?;
+                Ok(RuntimeEvent {
+                    id: ContainerId(event.actor.and_then(|a| a.id).unwrap_or_default()),
+                    action: event.action.unwrap_or_default(),
+                })
+            })
+            .boxed()
+    }
+}
+
+#[async_trait]
+impl Images for DockerRuntime {
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        match self.docker.inspect_image(image).await {
+            Ok(_) => Ok(true),
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
+            Err(e) => Err(failed(&format!("inspect image {image}"), e)),
+        }
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        let options = CreateImageOptions {
+            from_image: Some(image.to_string()),
+            ..Default::default()
+        };
+        self.docker
+            .create_image(Some(options), None, None)
+            .try_collect::<Vec<_>>()
+            .await
+            .map(|_| ())
+            .map_err(|e| failed(&format!("pull image {image}"), e))
+    }
+
+    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+        match configured {
+            Some(image) => {
+                if !self.image_present(image).await? {
+                    self.pull_image(image).await?;
+                }
+                Ok(image.to_string())
+            }
+            None => {
+                if !self.image_present(pause::IMAGE).await? {
+                    self.import_pause_image().await?;
+                }
+                Ok(pause::IMAGE.to_string())
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Exec for DockerRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError> {
         use bollard::exec::{CreateExecOptions, StartExecResults};
         let options = CreateExecOptions {
@@ -291,44 +339,6 @@ impl ContainerRuntime for DockerRuntime {
                 })
             }
         }
-    }
-
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
-        match configured {
-            Some(image) => {
-                if !self.image_present(image).await? {
-                    self.pull_image(image).await?;
-                }
-                Ok(image.to_string())
-            }
-            None => {
-                if !self.image_present(pause::IMAGE).await? {
-                    self.import_pause_image().await?;
-                }
-                Ok(pause::IMAGE.to_string())
-            }
-        }
-    }
-
-    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
-        let filters = HashMap::from([
-            ("type".to_string(), vec!["container".to_string()]),
-            ("label".to_string(), vec![format!("{}={node}", labels::NODE)]),
-        ]);
-        let options = EventsOptions {
-            filters: Some(filters),
-            ..Default::default()
-        };
-        self.docker
-            .events(Some(options))
-            .map(|event| {
-                let event = event.map_err(|e| failed("events", e))?;
-                Ok(RuntimeEvent {
-                    id: ContainerId(event.actor.and_then(|a| a.id).unwrap_or_default()),
-                    action: event.action.unwrap_or_default(),
-                })
-            })
-            .boxed()
     }
 }
 

@@ -14,7 +14,7 @@ use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_pod::labels;
 
-use super::{ContainerRuntime, CreateSpec, ExecOutput, RuntimeError, RuntimeEvent};
+use super::{ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RuntimeError, RuntimeEvent};
 
 /// One fake container: the spec it was created from and its state.
 #[derive(Debug, Clone)]
@@ -84,7 +84,10 @@ impl ContainerRuntime for FakeRuntime {
     async fn version(&self) -> Result<String, RuntimeError> {
         Ok("fake".to_string())
     }
+}
 
+#[async_trait]
+impl Containers for FakeRuntime {
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let state = self.state.lock().expect("fake state");
         if state.unreachable {
@@ -119,16 +122,6 @@ impl ContainerRuntime for FakeRuntime {
             })
             .map(|c| c.observed.clone())
             .collect())
-    }
-
-    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
-        Ok(self.state.lock().expect("fake state").images.iter().any(|i| i == image))
-    }
-
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        Err(RuntimeError::NotFound {
-            what: format!("image {image}"),
-        })
     }
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
@@ -203,6 +196,30 @@ impl ContainerRuntime for FakeRuntime {
         Ok(())
     }
 
+    fn events(&self, _node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        futures::stream::pending().boxed()
+    }
+}
+
+#[async_trait]
+impl Images for FakeRuntime {
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        Ok(self.state.lock().expect("fake state").images.iter().any(|i| i == image))
+    }
+
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        Err(RuntimeError::NotFound {
+            what: format!("image {image}"),
+        })
+    }
+
+    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+        Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
+    }
+}
+
+#[async_trait]
+impl Exec for FakeRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
         state.calls.push(format!("exec {id} {}", cmd.join(" ")));
@@ -210,13 +227,5 @@ impl ContainerRuntime for FakeRuntime {
             exit_code: Some(state.exec_exit_code),
             output: String::new(),
         })
-    }
-
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
-        Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
-    }
-
-    fn events(&self, _node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
-        futures::stream::pending().boxed()
     }
 }

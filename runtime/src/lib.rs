@@ -1,7 +1,8 @@
 //! The container runtime behind a trait: actors never see bollard.
 //!
 //! # Layout
-//! - [`ContainerRuntime`]: what actors call (containers, images, exec, the event stream).
+//! - [`ContainerRuntime`]: what actors call: [`Containers`] (with the event stream), [`Images`],
+//!   [`Exec`].
 //! - [`docker`]: [`docker::DockerRuntime`], the trait on the Docker Engine API through bollard.
 //! - [`pause`]: the built-in pause image, provisioned with `docker import`.
 //! - `fake` (feature `fake`, and this crate's tests): [`ContainerRuntime`] in memory, recording
@@ -92,29 +93,29 @@ pub struct ExecOutput {
 /// Most output kept from an exec (kubelet keeps 10 KiB of probe output).
 pub const EXEC_OUTPUT_LIMIT: usize = 10 * 1024;
 
-/// The operations dockerlet needs from a container engine.
+/// A container engine as dockerlet needs it: [`Containers`], [`Images`] and [`Exec`], plus the
+/// engine's own liveness and version. Streaming (logs, attach, interactive exec) and stats get
+/// traits of their own when the kubelet API and the stats collector need them.
 ///
 /// Every method is scoped by the node name where it lists: an agent only ever sees containers
 /// labelled with its own node, so several agents can share one engine.
 #[async_trait]
-pub trait ContainerRuntime: Send + Sync + 'static {
+pub trait ContainerRuntime: Containers + Images + Exec + 'static {
     /// Is the engine reachable?
     async fn ping(&self) -> Result<(), RuntimeError>;
 
     /// The engine's version (`20.10.24`), for the Node's `containerRuntimeVersion`.
     async fn version(&self) -> Result<String, RuntimeError>;
+}
 
+/// The containers of this node's pods.
+#[async_trait]
+pub trait Containers: Send + Sync {
     /// Cheap listing of every container of this node, all states included.
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError>;
 
     /// Every container (sandboxes included) of one pod on this node, inspected.
     async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError>;
-
-    /// Is the image present on the engine?
-    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;
-
-    /// Pull the image from its registry.
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
 
     /// Create (but not start) a container; returns its ID.
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError>;
@@ -128,14 +129,28 @@ pub trait ContainerRuntime: Send + Sync + 'static {
     /// Remove a container (forcibly, with its anonymous volumes).
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError>;
 
-    /// Run `cmd` in the running container; past `timeout` the process is killed (never leaked)
-    /// and `exit_code` is none.
-    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError>;
+    /// The engine's event stream for this node's containers.
+    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
+}
+
+/// The engine's images.
+#[async_trait]
+pub trait Images: Send + Sync {
+    /// Is the image present on the engine?
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;
+
+    /// Pull the image from its registry.
+    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
 
     /// Make sure the sandbox image is present, provisioning the built-in one if needed; returns
     /// the image reference to use.
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError>;
+}
 
-    /// Docker's event stream for this node's containers.
-    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
+/// Commands run in containers (probes and hooks).
+#[async_trait]
+pub trait Exec: Send + Sync {
+    /// Run `cmd` in the running container; past `timeout` the process is killed (never leaked)
+    /// and `exit_code` is none.
+    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError>;
 }
