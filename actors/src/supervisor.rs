@@ -644,7 +644,7 @@ mod tests {
     use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
     use dockerlet_messages::source::DesiredPod;
     use dockerlet_pod::backoff::BackoffConfig;
-    use dockerlet_runtime::fake::FakeRuntime;
+    use dockerlet_runtime::fake::{Call, FakeRuntime};
     use dockerlet_runtime::Containers;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
 
@@ -773,7 +773,7 @@ mod tests {
         })
         .await;
         assert!(sup.send(GetPods).await.unwrap().is_empty());
-        let stops = runtime.calls().iter().filter(|c| c.starts_with("stop")).count();
+        let stops = runtime.calls().iter().filter(|c| matches!(c, Call::Stop(_))).count();
         assert_eq!(stops, 2, "{:?}", runtime.calls());
     }
 
@@ -791,7 +791,7 @@ mod tests {
         });
         eventually("pod running", || running(&runtime).len() == 2).await;
         let before = running(&runtime);
-        let creates_before = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
+        let creates_before = runtime.calls().iter().filter(|c| matches!(c, Call::Create(_))).count();
 
         sup.send(InjectFault {
             target: FaultTarget::PodWorker(PodUid("u1".into())),
@@ -813,7 +813,7 @@ mod tests {
         assert_eq!(restarts("PlegActor"), Some(1));
         assert!(snapshot.events.iter().any(|e| e.reason == "ActorRestarted"));
         assert_eq!(running(&runtime), before);
-        let creates_after = runtime.calls().iter().filter(|c| c.starts_with("create")).count();
+        let creates_after = runtime.calls().iter().filter(|c| matches!(c, Call::Create(_))).count();
         assert_eq!(creates_after, creates_before, "{:?}", runtime.calls());
 
         // A re-created StatusActor gets every pod's status again.

@@ -16,6 +16,21 @@ use dockerlet_pod::labels;
 
 use super::{ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RuntimeError, RuntimeEvent};
 
+/// A call that changes something, as the fake saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Call {
+    /// `create_container`, with the container's name (`k8s_…`).
+    Create(String),
+    /// `start_container`.
+    Start(ContainerId),
+    /// `stop_container`.
+    Stop(ContainerId),
+    /// `remove_container`.
+    Remove(ContainerId),
+    /// `exec`, with the command.
+    Exec(ContainerId, Vec<String>),
+}
+
 /// One fake container: the spec it was created from and its state.
 #[derive(Debug, Clone)]
 pub struct FakeContainer {
@@ -32,8 +47,8 @@ pub struct FakeState {
     pub containers: BTreeMap<String, FakeContainer>,
     /// Images present.
     pub images: Vec<String>,
-    /// Calls made, in order (`create k8s_…`, `start <id>`, `stop <id>`, `remove <id>`).
-    pub calls: Vec<String>,
+    /// Calls that change something, in order.
+    pub calls: Vec<Call>,
     /// Next container ID number.
     next_id: u64,
     /// How long each create takes (to test that a slow start can be cut short).
@@ -70,7 +85,7 @@ impl FakeRuntime {
     }
 
     /// The calls made so far.
-    pub fn calls(&self) -> Vec<String> {
+    pub fn calls(&self) -> Vec<Call> {
         self.state.lock().expect("fake state").calls.clone()
     }
 }
@@ -156,14 +171,14 @@ impl Containers for FakeRuntime {
             host_network: parsed.host_network,
             pod_grace_seconds: spec.labels.get(labels::TERMINATION_GRACE).and_then(|g| g.parse().ok()),
         };
-        state.calls.push(format!("create {}", spec.name));
+        state.calls.push(Call::Create(spec.name.clone()));
         state.containers.insert(id.0.clone(), FakeContainer { spec, observed });
         Ok(id)
     }
 
     async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(format!("start {id}"));
+        state.calls.push(Call::Start(id.clone()));
         let c = state
             .containers
             .get_mut(&id.0)
@@ -178,7 +193,7 @@ impl Containers for FakeRuntime {
 
     async fn stop_container(&self, id: &ContainerId, _grace: Duration) -> Result<(), RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(format!("stop {id}"));
+        state.calls.push(Call::Stop(id.clone()));
         if let Some(c) = state.containers.get_mut(&id.0) {
             if c.observed.state == RuntimeState::Running {
                 c.observed.state = RuntimeState::Exited;
@@ -191,7 +206,7 @@ impl Containers for FakeRuntime {
 
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(format!("remove {id}"));
+        state.calls.push(Call::Remove(id.clone()));
         state.containers.remove(&id.0);
         Ok(())
     }
@@ -222,7 +237,7 @@ impl Images for FakeRuntime {
 impl Exec for FakeRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(format!("exec {id} {}", cmd.join(" ")));
+        state.calls.push(Call::Exec(id.clone(), cmd.clone()));
         Ok(ExecOutput {
             exit_code: Some(state.exec_exit_code),
             output: String::new(),

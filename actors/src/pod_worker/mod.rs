@@ -580,7 +580,7 @@ impl Handler<Panic> for PodWorker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dockerlet_runtime::fake::FakeRuntime;
+    use dockerlet_runtime::fake::{Call, FakeRuntime};
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -704,7 +704,10 @@ mod tests {
             "worker did not report termination"
         );
         assert!(
-            !runtime.calls().iter().any(|c| c.starts_with("create k8s_app")),
+            !runtime
+                .calls()
+                .iter()
+                .any(|c| matches!(c, Call::Create(name) if name.starts_with("k8s_app"))),
             "{:?}",
             runtime.calls()
         );
