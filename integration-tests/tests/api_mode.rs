@@ -553,7 +553,8 @@ fn pod_lifecycle_events_reach_the_api() {
 }
 
 /// Env from a Secret (secretKeyRef) and a ConfigMap (envFrom with a prefix) reaches the
-/// container; a pod whose Secret is missing waits with CreateContainerConfigError.
+/// container; a pod whose Secret is missing waits with CreateContainerConfigError; a Secret
+/// changed later reaches containers started later (the agent's watch-backed cache follows it).
 #[test]
 fn env_comes_from_secrets_and_config_maps() {
     let api = ApiServer::start();
@@ -611,6 +612,48 @@ spec:
         !containers.iter().any(|c| c.kube_name() == "lost"),
         "no container without its secret"
     );
+
+    // The Secret changes: a container started afterwards gets the new value, read from the
+    // object's watch (the agent's cache follows the change).
+    api.kubectl_ok(&[
+        "patch",
+        "secret",
+        "creds",
+        "--type=merge",
+        "-p",
+        r#"{"stringData":{"password":"correct-horse"}}"#,
+    ]);
+    let later = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: envy-later
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 2
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    env:
+    - name: PASSWORD
+      valueFrom: {{secretKeyRef: {{name: creds, key: password}}}}
+"#
+    );
+    // The watch event reaches the agent long before the pod's sandbox is up (kubectl's own start,
+    // the pod's watch event, the sync and a Docker create come first).
+    kubectl_create(&api, &later, api.dir(), "envy-later.yaml");
+    let pod = wait_for("envy-later running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "envy-later")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let uid = pod["metadata"]["uid"].as_str().expect("uid");
+    let app = agent
+        .pod_containers(uid)
+        .into_iter()
+        .find(|c| c.kube_name() == "app")
+        .expect("app container");
+    assert_eq!(app.env("PASSWORD"), Some("correct-horse"));
 }
 
 /// Another writer overwriting the pod's status does not win: within the 10 s resync the

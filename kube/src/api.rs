@@ -6,7 +6,7 @@ use std::path::Path;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -16,6 +16,8 @@ use kube::config::{
 use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use serde_json::json;
+
+use crate::objects::ObjectCache;
 
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
@@ -121,6 +123,10 @@ pub struct KubeApi {
     client: kube::Client,
     node: String,
     limiter: std::sync::Arc<RateLimiter>,
+    /// Secrets the pods' env refers to, each behind its own watch.
+    secrets: std::sync::Arc<ObjectCache<Secret>>,
+    /// ConfigMaps likewise.
+    config_maps: std::sync::Arc<ObjectCache<ConfigMap>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -218,6 +224,8 @@ impl KubeApi {
             state: tokio::sync::Mutex::new((burst, std::time::Instant::now())),
         };
         Ok(KubeApi {
+            secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
+            config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -497,18 +505,23 @@ impl KubeApi {
         }
     }
 
-    /// A Secret's data (decoded), or `None` if it does not exist.
+    /// A Secret's data (decoded), or `None` if it does not exist: from the object's watch, or
+    /// with a GET while the watch has not listed.
     pub async fn secret_data(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        self.limiter.wait_turn().await;
-        let api: Api<k8s_openapi::api::core::v1::Secret> = Api::namespaced(self.client.clone(), namespace);
-        let secret = api
-            .get_opt(name)
-            .await
-            .map_err(|e| failed(&format!("get secret {namespace}/{name}"), e))?;
+        let secret = match self.secrets.get(namespace, name).await {
+            Some(cached) => cached.map(|s| (*s).clone()),
+            None => {
+                self.limiter.wait_turn().await;
+                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+                api.get_opt(name)
+                    .await
+                    .map_err(|e| failed(&format!("get secret {namespace}/{name}"), e))?
+            }
+        };
         Ok(secret.map(|s| {
             let mut data: std::collections::BTreeMap<String, String> = s.string_data.unwrap_or_default();
             for (k, v) in s.data.unwrap_or_default() {
@@ -518,18 +531,23 @@ impl KubeApi {
         }))
     }
 
-    /// A ConfigMap's data, or `None` if it does not exist.
+    /// A ConfigMap's data, or `None` if it does not exist: from the object's watch, or with a
+    /// GET while the watch has not listed.
     pub async fn config_map_data(
         &self,
         namespace: &str,
         name: &str,
     ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        self.limiter.wait_turn().await;
-        let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-        let map = api
-            .get_opt(name)
-            .await
-            .map_err(|e| failed(&format!("get configmap {namespace}/{name}"), e))?;
+        let map = match self.config_maps.get(namespace, name).await {
+            Some(cached) => cached.map(|m| (*m).clone()),
+            None => {
+                self.limiter.wait_turn().await;
+                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+                api.get_opt(name)
+                    .await
+                    .map_err(|e| failed(&format!("get configmap {namespace}/{name}"), e))?
+            }
+        };
         Ok(map.map(|m| m.data.unwrap_or_default()))
     }
 

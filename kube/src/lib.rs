@@ -7,6 +7,8 @@
 //!   client-side rate limit.
 //! - `fake` (feature `fake`, and this crate's tests): `FakeKube`, [`KubeClient`] in memory,
 //!   recording every write as a typed `KubeCall`.
+//! - [`objects`]: a watch-backed cache of the Secrets and ConfigMaps the pods refer to, one
+//!   watch per object (kubelet's watch-based manager).
 //! - [`recorder`]: kubelet's event correlator (client-go `tools/record/events_cache.go`): rate
 //!   limit, counts, combining similar events. Pure.
 
@@ -14,6 +16,7 @@ pub mod api;
 pub mod client;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod objects;
 pub mod recorder;
 
 pub use api::{ApiError, ConfigProblem, KubeApi, PodEvent, PodEventRef, LEASE_NAMESPACE};
