@@ -3,7 +3,8 @@
 
 use std::collections::BTreeMap;
 
-use dockerlet_messages::runtime::ContainerRole;
+use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
+use dockerlet_messages::{ContainerId, PodUid};
 
 /// `io.kubernetes.pod.name`
 pub const POD_NAME: &str = "io.kubernetes.pod.name";
@@ -61,6 +62,37 @@ pub struct ParsedLabels {
     pub sandbox_id: Option<String>,
     /// Sandbox on the host network.
     pub host_network: bool,
+    /// The pod's termination grace period, as the creating agent wrote it.
+    pub pod_grace_seconds: Option<i64>,
+}
+
+impl ParsedLabels {
+    /// The container `id` with this identity, in `state`, from `image`; the caller fills in what
+    /// the runtime reports besides (exit code, times, IP, …).
+    pub fn observed(self, id: ContainerId, state: RuntimeState, image: String) -> ObservedContainer {
+        ObservedContainer {
+            id,
+            pod_uid: PodUid(self.pod_uid),
+            name: self.name,
+            role: self.role,
+            attempt: self.attempt,
+            spec_hash: self.spec_hash,
+            backoff_step: self.backoff_step,
+            sandbox_id: self.sandbox_id.map(ContainerId),
+            state,
+            exit_code: 0,
+            oom_killed: false,
+            error: String::new(),
+            created_at: None,
+            started_at: None,
+            finished_at: None,
+            image,
+            image_id: String::new(),
+            ip: None,
+            host_network: self.host_network,
+            pod_grace_seconds: self.pod_grace_seconds,
+        }
+    }
 }
 
 /// Parse the identity labels; `None` when the container is not a dockerlet pod container.
@@ -85,6 +117,7 @@ pub fn parse(labels: &BTreeMap<String, String>) -> Option<ParsedLabels> {
         backoff_step: number(BACKOFF_STEP),
         sandbox_id: labels.get(SANDBOX_ID).cloned(),
         host_network: labels.get(HOST_NETWORK).is_some_and(|v| v == "true"),
+        pod_grace_seconds: labels.get(TERMINATION_GRACE).and_then(|v| v.parse().ok()),
     })
 }
 

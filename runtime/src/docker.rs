@@ -393,31 +393,19 @@ fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
             .find_map(|e| e.ip_address.filter(|ip| !ip.is_empty()))
     });
     let created_at = response.created.as_deref().and_then(|c| docker_time(Some(c)));
+    let id = ContainerId(response.id.unwrap_or_default());
+    let sandbox = parsed.role == ContainerRole::Sandbox;
+    let image = config.image.unwrap_or_default();
     Some(ObservedContainer {
-        id: ContainerId(response.id.unwrap_or_default()),
-        pod_uid: PodUid(parsed.pod_uid),
-        name: parsed.name,
-        role: parsed.role,
-        attempt: parsed.attempt,
-        spec_hash: parsed.spec_hash,
-        backoff_step: parsed.backoff_step,
-        sandbox_id: parsed.sandbox_id.map(ContainerId),
-        state: runtime_state,
         exit_code: state.exit_code.unwrap_or_default(),
         oom_killed: state.oom_killed.unwrap_or_default(),
         error: state.error.unwrap_or_default(),
         created_at,
         started_at: docker_time(state.started_at.as_deref()),
         finished_at: docker_time(state.finished_at.as_deref()),
-        image: config.image.unwrap_or_default(),
         image_id: response.image.unwrap_or_default(),
-        ip: if parsed.role == ContainerRole::Sandbox {
-            ip
-        } else {
-            None
-        },
-        host_network: parsed.host_network,
-        pod_grace_seconds: l.get(labels::TERMINATION_GRACE).and_then(|v| v.parse().ok()),
+        ip: if sandbox { ip } else { None },
+        ..parsed.observed(id, runtime_state, image)
     })
 }
 

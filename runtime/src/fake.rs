@@ -150,26 +150,9 @@ impl Containers for FakeRuntime {
             name: spec.name.clone(),
         })?;
         let observed = ObservedContainer {
-            id: id.clone(),
-            pod_uid: PodUid(parsed.pod_uid),
-            name: parsed.name,
-            role: parsed.role,
-            attempt: parsed.attempt,
-            spec_hash: parsed.spec_hash,
-            backoff_step: parsed.backoff_step,
-            sandbox_id: parsed.sandbox_id.map(ContainerId),
-            state: RuntimeState::Created,
-            exit_code: 0,
-            oom_killed: false,
-            error: String::new(),
             created_at: Some(Time(Timestamp::now())),
-            started_at: None,
-            finished_at: None,
-            image: spec.image.clone(),
             image_id: "sha256:fake".into(),
-            ip: None,
-            host_network: parsed.host_network,
-            pod_grace_seconds: spec.labels.get(labels::TERMINATION_GRACE).and_then(|g| g.parse().ok()),
+            ..parsed.observed(id.clone(), RuntimeState::Created, spec.image.clone())
         };
         state.calls.push(Call::Create(spec.name.clone()));
         state.containers.insert(id.0.clone(), FakeContainer { spec, observed });
