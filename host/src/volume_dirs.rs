@@ -103,41 +103,9 @@ fn prepare_host_path(path: &Path, kind: &str) -> Result<(), HostPathError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dockerlet_pod::testing::{mount, pod};
     use dockerlet_pod::volume::mounts;
-    use k8s_openapi::api::core::v1::{
-        Container, EmptyDirVolumeSource, HostPathVolumeSource, Pod, PodSpec, Volume, VolumeMount,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn pod(volumes: Vec<Volume>, mounts: Vec<VolumeMount>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                volumes: Some(volumes),
-                containers: vec![Container {
-                    name: "c".into(),
-                    volume_mounts: Some(mounts),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
-
-    fn mount(name: &str, path: &str, read_only: bool, sub: Option<&str>) -> VolumeMount {
-        VolumeMount {
-            name: name.into(),
-            mount_path: path.into(),
-            read_only: Some(read_only),
-            sub_path: sub.map(str::to_string),
-            ..Default::default()
-        }
-    }
+    use k8s_openapi::api::core::v1::{EmptyDirVolumeSource, HostPathVolumeSource, Volume};
 
     /// emptyDir directories and subPaths are created on demand.
     #[test]

@@ -27,5 +27,7 @@ pub mod probe_state;
 pub mod quantity;
 pub mod spec;
 pub mod status;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod version;
 pub mod volume;

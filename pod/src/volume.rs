@@ -202,40 +202,8 @@ pub fn mounts(root: &Path, pod: &Pod, container: &Container) -> Result<Vec<Mount
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::core::v1::{
-        ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource, PodSpec, VolumeMount,
-    };
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    fn pod(volumes: Vec<Volume>, mounts: Vec<VolumeMount>) -> Pod {
-        Pod {
-            metadata: ObjectMeta {
-                name: Some("p".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                volumes: Some(volumes),
-                containers: vec![Container {
-                    name: "c".into(),
-                    volume_mounts: Some(mounts),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        }
-    }
-
-    fn mount(name: &str, path: &str, read_only: bool, sub: Option<&str>) -> VolumeMount {
-        VolumeMount {
-            name: name.into(),
-            mount_path: path.into(),
-            read_only: Some(read_only),
-            sub_path: sub.map(str::to_string),
-            ..Default::default()
-        }
-    }
+    use crate::testing::{mount, pod};
+    use k8s_openapi::api::core::v1::{ConfigMapVolumeSource, EmptyDirVolumeSource, HostPathVolumeSource};
 
     /// emptyDir lives under the pod's directory; hostPath binds as is, read-only when asked;
     /// subPath joins the volume path.
