@@ -5,7 +5,7 @@
 //! # Layout
 //! - [`signals`]: eviction signals (`memory.available`, `nodefs.available`, …), thresholds and
 //!   the pressure conditions they raise (kubelet's `pkg/kubelet/eviction`).
-//! - [`meminfo`]: `/proc/meminfo`.
+//! - [`meminfo`]: memory figures from `/proc/meminfo`.
 //! - [`manifest_dir`]: a static pod manifest directory (kubelet's `pkg/kubelet/config/file.go`).
 //! - [`volume_dirs`]: emptyDir and hostPath directories a container's mounts need.
 

@@ -10,7 +10,7 @@
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
-//! - [`backoff`]: CrashLoopBackOff.
+//! - [`backoff`]: CrashLoopBackOff delays.
 //! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
