@@ -872,7 +872,7 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::by_name;
+    use crate::resources::by_name;
 
     /// Wrong types name the field; unknown fields are listed with their path.
     #[test]
