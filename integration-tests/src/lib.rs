@@ -6,7 +6,9 @@
 //!
 //! # Layout
 //! - [`harness`]: [`Agent`] starts `target/debug/dockerlet` (or `$DOCKERLET_BIN`) with short
-//!   intervals and free ports, talks to its HTTP endpoints, signals it, and cleans up.
+//!   intervals and free ports, talks to its HTTP endpoints, signals it, and cleans up;
+//!   [`AgentOptions`] start it with another binary, log directory or node prefix, or the
+//!   agent's own intervals (the bench's release agent).
 //! - [`manifest`]: [`ManifestDir`] (a temporary `--pod-manifest-path`) and the YAML fixtures in
 //!   `manifests/testdata/`.
 //! - [`pod`]: [`PodExt`] and [`ContainerStatusExt`], reading a `/pods` status at a glance.
@@ -38,7 +40,7 @@ pub mod wait;
 pub use docker::{Container, DieEvents};
 pub use events::{Event, EventLog};
 pub use grpc_health::GrpcHealthServer;
-pub use harness::{Agent, AgentExit, Ports};
+pub use harness::{Agent, AgentExit, AgentOptions, Ports};
 pub use http_stub::{HttpStub, Reply, SeenRequest};
 pub use manifest::{fixture, write_manifest, ManifestDir};
 pub use pod::{ContainerStatusExt, PodExt};
