@@ -82,5 +82,5 @@ APISERVER_LISTEN ?= 127.0.0.1:6443
 
 test-apiserver:
 	@mkdir -p .run
-	$(CARGO) run --release -p dockerlet-integration-tests --bin test-apiserver -- \
+	$(CARGO) run --release -p dockerlet-fake-apiserver --bin test-apiserver -- \
 		--listen $(APISERVER_LISTEN) --kubeconfig-out .run/kubeconfig

@@ -1,181 +1,91 @@
-//! [`BenchAgent`]: one release `dockerlet` process on a manifest directory, started as the
-//! integration harness starts it, with its own node name, free ports and clean-up.
+//! [`BenchAgent`]: one release `dockerlet` process on a manifest directory, started by the
+//! integration harness ([`Agent`]) with its own node name, free ports and clean-up, but the
+//! agent's own intervals and log filter.
 
-use std::collections::hash_map::RandomState;
-use std::fs::File;
-use std::hash::{BuildHasher, Hasher};
-use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::path::Path;
 
 use anyhow::{bail, Context as _};
+use dockerlet_integration_tests::{Agent, AgentOptions, ManifestDir};
 use serde_json::Value;
-use tempfile::TempDir;
 
 use crate::engine::{self, NODE_LABEL};
 
-/// How long a fresh agent may take to answer on its ports.
-const READY_TIMEOUT: Duration = Duration::from_secs(60);
-
 /// One agent under measurement. Dropping it kills the process and force-removes every container
-/// labelled with its node (also on panic).
+/// labelled with its node (the harness does; also on panic), and Ctrl-C does the same.
 pub struct BenchAgent {
-    node: String,
-    child: Option<Child>,
-    manifests: TempDir,
-    /// Holds `root/` (`--root-dir`).
-    _work: TempDir,
-    read_only: u16,
-    healthz: u16,
-    http: ureq::Agent,
-    log: PathBuf,
-    _cleanup: engine::Cleanup,
+    /// Dropped first: kills the agent, then removes its containers.
+    agent: Agent,
+    manifests: ManifestDir,
+    _interrupt: engine::OnInterrupt,
 }
 
 impl BenchAgent {
     /// Starts `bin` for scenario `scenario` (the node is `bench-<scenario>-<8 hex>`), logging to
-    /// `log_dir/<node>.log`, with `extra` flags; returns once `/pods` and `/healthz` answer.
+    /// `log_dir/<node>.log`, with `--file-check-frequency 1s` and `extra` flags and everything
+    /// else at the agent's defaults; returns once `/pods`, `/debug/actors` and `/healthz` answer.
     pub fn start(bin: &Path, scenario: &str, log_dir: &Path, extra: &[&str]) -> anyhow::Result<Self> {
-        let node = format!("bench-{scenario}-{}", random_hex());
-        let cleanup = engine::Cleanup::new(format!("{NODE_LABEL}={node}"));
-        let manifests = tempfile::Builder::new()
-            .prefix("dockerlet-bench-manifests-")
-            .tempdir()?;
-        let work = tempfile::Builder::new().prefix("dockerlet-bench-root-").tempdir()?;
-        let root = work.path().join("root");
-        std::fs::create_dir_all(&root)?;
-        std::fs::create_dir_all(log_dir)?;
-        let log = log_dir.join(format!("{node}.log"));
-        let http = ureq::Agent::config_builder()
-            .timeout_global(Some(Duration::from_secs(30)))
-            .http_status_as_error(false)
-            .proxy(None)
-            .build()
-            .into();
-        let mut agent = BenchAgent {
-            node,
-            child: None,
-            manifests,
-            _work: work,
-            read_only: 0,
-            healthz: 0,
-            http,
-            log,
-            _cleanup: cleanup,
+        let manifests = ManifestDir::new();
+        let mut args = vec!["--file-check-frequency", "1s"];
+        args.extend_from_slice(extra);
+        let options = AgentOptions {
+            node_prefix: Some("bench".into()),
+            bin: Some(bin.to_path_buf()),
+            agent_intervals: true,
+            log_dir: Some(log_dir.to_path_buf()),
+            default_log_filter: true,
+            wait_healthy: true,
+            ..AgentOptions::default()
         };
-        // A port picked free may be taken by a concurrent test before the agent binds it: retry.
-        for attempt in 0..5 {
-            agent.read_only = free_port()?;
-            agent.healthz = free_port()?;
-            let debug = free_port()?;
-            let out = File::create(&agent.log).with_context(|| format!("create {}", agent.log.display()))?;
-            let err = out.try_clone()?;
-            let mut cmd = Command::new(bin);
-            cmd.args(["--pod-manifest-path", &agent.manifests.path().display().to_string()])
-                .args(["--hostname-override", &agent.node])
-                .args(["--root-dir", &root.display().to_string()])
-                .args(["--read-only-port", &agent.read_only.to_string()])
-                .args(["--address", "127.0.0.1"])
-                .args(["--healthz-port", &agent.healthz.to_string()])
-                .args(["--debug-address", &format!("127.0.0.1:{debug}")])
-                .args(["--file-check-frequency", "1s"])
-                .args(extra)
-                // The agent's own default log level, whatever the caller's environment says.
-                .env_remove("RUST_LOG")
-                .stdin(Stdio::null())
-                .stdout(out)
-                .stderr(err);
-            let child = cmd.spawn().with_context(|| format!("start {}", bin.display()))?;
-            engine::register_pid(child.id());
-            agent.child = Some(child);
-            match agent.wait_ready() {
-                Ok(()) => return Ok(agent),
-                Err(e) if attempt < 4 && agent.log_text().contains("cannot bind") => {
-                    eprintln!("  (agent could not bind a port, retrying: {e:#})");
-                    agent.stop();
-                }
-                Err(e) => return Err(e),
-            }
+        let agent = Agent::try_start_with(scenario, manifests.path(), &args, options)?;
+        if let Some(pid) = agent.pid() {
+            engine::register_pid(pid);
         }
-        bail!("the agent could not bind its ports")
-    }
-
-    fn wait_ready(&mut self) -> anyhow::Result<()> {
-        let began = Instant::now();
-        loop {
-            if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
-                bail!(
-                    "the agent exited during start-up ({status}); log: {}",
-                    self.log.display()
-                );
-            }
-            let pods = self.get(&format!("http://127.0.0.1:{}/pods", self.read_only));
-            let health = self.get(&self.healthz_url());
-            if matches!((&pods, &health), (Ok((200, _)), Ok((200, _)))) {
-                return Ok(());
-            }
-            if began.elapsed() > READY_TIMEOUT {
-                bail!(
-                    "the agent did not answer within {READY_TIMEOUT:?} (/pods: {pods:?}, /healthz: {health:?}); log: {}",
-                    self.log.display()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
+        let interrupt = engine::OnInterrupt::new(format!("{NODE_LABEL}={}", agent.node()));
+        Ok(BenchAgent {
+            agent,
+            manifests,
+            _interrupt: interrupt,
+        })
     }
 
     /// `io.dockerlet.node=<node>`.
     pub fn label(&self) -> String {
-        format!("{NODE_LABEL}={}", self.node)
+        format!("{NODE_LABEL}={}", self.agent.node())
     }
 
     /// The name the agent gives the static pod `name`.
     pub fn pod_name(&self, name: &str) -> String {
-        format!("{name}-{}", self.node)
+        self.agent.pod_name(name)
     }
 
     /// The agent's PID while it runs.
     pub fn pid(&self) -> Option<u32> {
-        self.child.as_ref().map(Child::id)
-    }
-
-    /// The manifest directory.
-    pub fn manifest_dir(&self) -> &Path {
-        self.manifests.path()
+        self.agent.pid()
     }
 
     /// Writes manifest `file` atomically (a dot-file renamed into place: never half-read).
-    pub fn write_manifest(&self, file: &str, yaml: &str) -> anyhow::Result<()> {
-        let tmp = self.manifest_dir().join(format!(".{file}.tmp"));
-        std::fs::write(&tmp, yaml).with_context(|| format!("write {}", tmp.display()))?;
-        std::fs::rename(&tmp, self.manifest_dir().join(file)).with_context(|| format!("rename to {file}"))
+    pub fn write_manifest(&self, file: &str, yaml: &str) {
+        self.manifests.write(file, yaml);
     }
 
     /// Deletes manifest `file`.
-    pub fn remove_manifest(&self, file: &str) -> anyhow::Result<()> {
-        std::fs::remove_file(self.manifest_dir().join(file)).with_context(|| format!("remove {file}"))
+    pub fn remove_manifest(&self, file: &str) {
+        self.manifests.remove(file);
     }
 
     /// `http://127.0.0.1:<healthz port>/healthz`.
     pub fn healthz_url(&self) -> String {
-        format!("http://127.0.0.1:{}/healthz", self.healthz)
+        format!("http://127.0.0.1:{}/healthz", self.agent.ports().healthz)
     }
 
     /// A URL on the read-only port.
     pub fn read_only_url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.read_only)
+        format!("http://127.0.0.1:{}{path}", self.agent.ports().read_only)
     }
 
     /// `GET url`: status and body.
     pub fn get(&self, url: &str) -> anyhow::Result<(u16, String)> {
-        let mut resp = self.http.get(url).call().with_context(|| format!("GET {url}"))?;
-        let status = resp.status().as_u16();
-        let body = resp
-            .body_mut()
-            .read_to_string()
-            .with_context(|| format!("GET {url}: body"))?;
-        Ok((status, body))
+        self.agent.get(url)
     }
 
     /// `GET /pods`: the `items`.
@@ -191,26 +101,21 @@ impl BenchAgent {
 
     /// Path of the agent's log.
     pub fn log_path(&self) -> &Path {
-        &self.log
-    }
-
-    fn log_text(&self) -> String {
-        std::fs::read_to_string(&self.log).unwrap_or_default()
+        self.agent.log_path()
     }
 
     /// SIGKILLs the agent (its containers keep running, as after a crash).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
-            engine::unregister_pid(child.id());
+        if let Some(pid) = self.agent.pid() {
+            self.agent.kill9();
+            engine::unregister_pid(pid);
         }
     }
 }
 
 impl Drop for BenchAgent {
     fn drop(&mut self) {
-        // Kill first, so nothing re-creates containers; `_cleanup` then removes them.
+        // Forget the PID for Ctrl-C; the harness's drop then removes the containers.
         self.stop();
     }
 }
@@ -255,19 +160,6 @@ pub fn count_pods(items: &[Value], prefix: &str) -> PodCounts {
         }
     }
     c
-}
-
-/// A port that was free a moment ago.
-fn free_port() -> anyhow::Result<u16> {
-    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
-}
-
-/// 8 random hex digits.
-pub fn random_hex() -> String {
-    let mut hasher = RandomState::new().build_hasher();
-    hasher.write_u32(std::process::id());
-    hasher.write_u128(SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| d.as_nanos()));
-    format!("{:08x}", hasher.finish() as u32)
 }
 
 #[cfg(test)]

@@ -120,23 +120,44 @@ pub fn remove_labelled_cli(label: &str) {
         .status();
 }
 
+/// Removes the containers labelled `label` on Ctrl-C while it lives; dropped, it only forgets
+/// them (for containers something else removes on drop: an agent's, by the harness).
+pub struct OnInterrupt {
+    label: String,
+}
+
+impl OnInterrupt {
+    /// Guards `label` (`key=value`).
+    pub fn new(label: String) -> Self {
+        register(Registered::Label(label.clone()));
+        OnInterrupt { label }
+    }
+}
+
+impl Drop for OnInterrupt {
+    fn drop(&mut self) {
+        unregister(&Registered::Label(self.label.clone()));
+    }
+}
+
 /// Removes the containers labelled `label` when dropped (also on panic), and on Ctrl-C.
 pub struct Cleanup {
-    label: String,
+    interrupt: OnInterrupt,
 }
 
 impl Cleanup {
     /// Guards `label` (`key=value`).
     pub fn new(label: String) -> Self {
-        register(Registered::Label(label.clone()));
-        Cleanup { label }
+        Cleanup {
+            interrupt: OnInterrupt::new(label),
+        }
     }
 }
 
 impl Drop for Cleanup {
     fn drop(&mut self) {
-        remove_labelled_cli(&self.label);
-        unregister(&Registered::Label(self.label.clone()));
+        // Then `interrupt` forgets the label.
+        remove_labelled_cli(&self.interrupt.label);
     }
 }
 

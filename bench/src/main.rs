@@ -12,7 +12,7 @@
 //!
 //! # Layout
 //! - [`scenarios`]: the scenarios P1 to P7.
-//! - [`agent`]: one agent process under measurement.
+//! - [`agent`]: one agent process under measurement, started by the integration harness.
 //! - [`engine`]: bollard, the event watcher, the baseline, clean-up.
 //! - [`sys`]: CPU and RSS from `/proc`.
 //! - [`load`]: HTTP timing and the paced load generator.
@@ -32,6 +32,7 @@ use std::process::{Command, ExitCode};
 use std::time::Instant;
 
 use anyhow::{bail, Context as _};
+use dockerlet_integration_tests::harness::random_hex;
 use serde_json::json;
 
 use report::Report;
@@ -118,7 +119,7 @@ fn run() -> anyhow::Result<bool> {
         docker,
         bin,
         log_dir,
-        run: format!("bench-{}", agent::random_hex()),
+        run: format!("bench-{}", random_hex()),
         settings,
     };
     if !ctx.rt.block_on(engine::image_exists(&ctx.docker, engine::PAUSE_IMAGE)) {

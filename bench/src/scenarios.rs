@@ -6,10 +6,11 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
 use bollard::Docker;
+use dockerlet_integration_tests::harness::random_hex;
 use serde_json::json;
 use tokio::runtime::Runtime;
 
-use crate::agent::{count_pods, random_hex, BenchAgent};
+use crate::agent::{count_pods, BenchAgent};
 use crate::engine::{self, distinct, now_nanos, BaselineLabels, Cleanup, Event, Watcher, POD_NAME_LABEL};
 use crate::load;
 use crate::pods::{self, Probes};
@@ -177,7 +178,7 @@ fn burst_agent(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, f64, Vec<Steps>, Cpu
     let t0 = now_nanos();
     let began = Instant::now();
     for (file, yaml) in &manifests {
-        agent.write_manifest(file, yaml)?;
+        agent.write_manifest(file, yaml);
     }
     let timeout = Duration::from_secs(120 + 3 * n as u64);
     let (mut on_docker, mut on_pods) = (None, None);
@@ -379,11 +380,11 @@ fn single_agent(ctx: &Ctx, agent: &BenchAgent, watcher: &Watcher, i: usize) -> a
     let file = format!("{name}.yaml");
     let yaml = pods::pod(&name, pods::SLEEP_TRAP_CMD, None);
     let t0 = now_nanos();
-    agent.write_manifest(&file, &yaml)?;
+    agent.write_manifest(&file, &yaml);
     let steps = watcher.wait(&format!("{full} running"), Duration::from_secs(60), |events| {
         pod_steps(events, &full, t0)
     })?;
-    agent.remove_manifest(&file)?;
+    agent.remove_manifest(&file);
     let label = format!("{POD_NAME_LABEL}={full}");
     let began = Instant::now();
     while !ctx
@@ -557,7 +558,7 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
     )?;
     let watcher = Watcher::start(&ctx.rt, &ctx.docker, &agent.label());
     let full = agent.pod_name("p3");
-    agent.write_manifest("p3.yaml", &pods::pod("p3", pods::SLEEP_CMD, None))?;
+    agent.write_manifest("p3.yaml", &pods::pod("p3", pods::SLEEP_CMD, None));
     let main_start = |events: &[Event], not: &[String]| {
         events
             .iter()
@@ -758,7 +759,7 @@ fn steady_pods(agent: &BenchAgent, prefix: &str, n: usize, probes: Probes) -> an
         agent.write_manifest(
             &format!("{name}.yaml"),
             &pods::pod(&name, pods::HTTPD_CMD, Some(probes)),
-        )?;
+        );
     }
     let timeout = Duration::from_secs(180 + 3 * n as u64);
     let mut all_running_at: Option<Instant> = None;

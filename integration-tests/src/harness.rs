@@ -10,7 +10,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use anyhow::{bail, Context as _};
+use anyhow::{anyhow, bail, ensure, Context as _};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::List;
 use serde_json::Value;
@@ -77,6 +77,12 @@ pub struct Agent {
     bind_retries: u32,
     /// Environment variables set for the agent (on top of the test's).
     env: Vec<(String, String)>,
+    /// The agent's stdout and stderr: `agent.log` in the work dir, or `<log dir>/<node>.log`.
+    log_path: PathBuf,
+    /// `RUST_LOG` removed, for the agent's own default filter (else `info` unless set).
+    default_log_filter: bool,
+    /// Start-up also waits for `/healthz` to answer 200.
+    wait_healthy: bool,
 }
 
 /// How often the harness picks fresh ports when the agent could not bind one.
@@ -95,19 +101,57 @@ impl Agent {
     /// Starts the agent on `manifest_dir` with a unique node name derived from `test_name`,
     /// free ports, short intervals, and `extra_args`; returns once its HTTP ports answer.
     pub fn start(test_name: &str, manifest_dir: &Path, extra_args: &[&str]) -> Agent {
-        Agent::start_with_env(test_name, manifest_dir, extra_args, &[])
+        Agent::start_with(test_name, manifest_dir, extra_args, AgentOptions::default())
     }
 
     /// Like [`Agent::start`], with environment variables for the agent.
     pub fn start_with_env(test_name: &str, manifest_dir: &Path, extra_args: &[&str], env: &[(&str, &str)]) -> Agent {
+        let options = AgentOptions {
+            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            ..AgentOptions::default()
+        };
+        Agent::start_with(test_name, manifest_dir, extra_args, options)
+    }
+
+    /// Like [`Agent::start`], started as `options` say. Panics if it cannot start (the agent's
+    /// drop then prints its log tail and containers, as on any test failure).
+    pub fn start_with(name: &str, manifest_dir: &Path, extra_args: &[&str], options: AgentOptions) -> Agent {
         preflight();
-        let node = unique_node_name(test_name);
+        let mut agent = Agent::new(name, manifest_dir, extra_args, options).unwrap_or_else(|e| panic!("{e:#}"));
+        agent.spawn();
+        agent
+    }
+
+    /// Like [`Agent::start_with`], with an error instead of a panic (its process killed and its
+    /// containers removed).
+    pub fn try_start_with(
+        name: &str,
+        manifest_dir: &Path,
+        extra_args: &[&str],
+        options: AgentOptions,
+    ) -> anyhow::Result<Agent> {
+        check_preflight()?;
+        let mut agent = Agent::new(name, manifest_dir, extra_args, options)?;
+        agent.try_spawn()?;
+        Ok(agent)
+    }
+
+    /// The agent, not started: node name, temporary root dir, log, free ports and flags.
+    fn new(name: &str, manifest_dir: &Path, extra_args: &[&str], options: AgentOptions) -> anyhow::Result<Agent> {
+        let node = unique_name(options.node_prefix.as_deref().unwrap_or("it"), name);
         let work = tempfile::Builder::new()
             .prefix(&format!("dockerlet-{node}-"))
             .tempdir()
-            .expect("cannot create the agent's temporary directory");
+            .context("cannot create the agent's temporary directory")?;
         let root = work.path().join("root");
-        std::fs::create_dir_all(&root).expect("cannot create the root dir");
+        std::fs::create_dir_all(&root).context("cannot create the root dir")?;
+        let log_path = match &options.log_dir {
+            Some(dir) => {
+                std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+                dir.join(format!("{node}.log"))
+            }
+            None => work.path().join("agent.log"),
+        };
         let ports = Ports {
             read_only: free_port(),
             healthz: free_port(),
@@ -130,7 +174,9 @@ impl Agent {
             "--debug-address".into(),
             format!("127.0.0.1:{}", ports.debug),
         ];
-        args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
+        if !options.agent_intervals {
+            args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
+        }
         args.extend(extra_args.iter().map(|s| s.to_string()));
 
         let http = ureq::Agent::config_builder()
@@ -142,19 +188,24 @@ impl Agent {
             .build()
             .into();
 
-        let mut agent = Agent {
+        let bin = match options.bin {
+            Some(bin) => bin,
+            None => try_binary()?,
+        };
+        Ok(Agent {
             node,
-            bin: binary(),
+            bin,
             args,
             ports,
             work: Some(work),
             child: None,
             http,
             bind_retries: 0,
-            env: env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
-        };
-        agent.spawn();
-        agent
+            env: options.env,
+            log_path,
+            default_log_filter: options.default_log_filter,
+            wait_healthy: options.wait_healthy,
+        })
     }
 
     /// The agent's `--root-dir`.
@@ -179,7 +230,7 @@ impl Agent {
 
     /// The agent's stdout and stderr so far.
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.log_path()).unwrap_or_default()
+        std::fs::read_to_string(&self.log_path).unwrap_or_default()
     }
 
     /// The process ID of the running agent, if it runs.
@@ -382,39 +433,49 @@ impl Agent {
         self.containers().into_iter().filter(|c| c.pod_uid() == uid).collect()
     }
 
-    fn log_path(&self) -> PathBuf {
-        self.work.as_ref().expect("work dir").path().join("agent.log")
+    /// The file holding the agent's stdout and stderr.
+    pub fn log_path(&self) -> &Path {
+        &self.log_path
     }
 
+    /// Starts the process and waits until it is ready; panics if it does not get there (the
+    /// agent is alive meanwhile, so its drop prints the diagnostics).
     fn spawn(&mut self) {
-        let log_path = self.log_path();
+        if let Err(e) = self.try_spawn() {
+            panic!("{e:#}");
+        }
+    }
+
+    fn try_spawn(&mut self) -> anyhow::Result<()> {
         let mut log = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&log_path)
-            .expect("cannot open the agent log");
+            .open(&self.log_path)
+            .context("cannot open the agent log")?;
         let _ = writeln!(
             log,
             "==== test harness: starting {} {}",
             self.bin.display(),
             self.args.join(" ")
         );
-        let stderr = log.try_clone().expect("cannot clone the log file handle");
+        let stderr = log.try_clone().context("cannot clone the log file handle")?;
         let mut cmd = Command::new(&self.bin);
         cmd.args(&self.args)
             .envs(self.env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::null())
             .stdout(log)
             .stderr(stderr);
-        if std::env::var_os("RUST_LOG").is_none() {
+        if self.default_log_filter {
+            cmd.env_remove("RUST_LOG");
+        } else if std::env::var_os("RUST_LOG").is_none() {
             cmd.env("RUST_LOG", "info");
         }
         let child = cmd
             .spawn()
-            .unwrap_or_else(|e| panic!("cannot start {}: {e}", self.bin.display()));
+            .map_err(|e| anyhow!("cannot start {}: {e}", self.bin.display()))?;
         self.child = Some(child);
         let log_before = self.log().len();
-        if let Err(status) = self.wait_until_ready() {
+        if let Startup::Exited(status) = self.wait_until_ready()? {
             let log = self.log();
             let this_start = &log[log_before.min(log.len())..];
             // A free port picked for this agent was taken by another test meanwhile: pick again.
@@ -432,38 +493,51 @@ impl Agent {
                     "--debug-address",
                     format!("127.0.0.1:{}", self.ports.debug),
                 );
-                return self.spawn();
+                return self.try_spawn();
             }
-            panic!(
+            bail!(
                 "the agent exited during start-up ({status}); its log:\n{}",
                 tail(&log, LOG_TAIL_LINES)
             );
         }
+        Ok(())
     }
 
-    /// Waits until `/pods` and `/debug/actors` answer; returns the exit status if the agent exits.
-    fn wait_until_ready(&mut self) -> Result<(), std::process::ExitStatus> {
+    /// Waits until `/pods` and `/debug/actors` answer (and `/healthz` says 200, if asked to);
+    /// tells whether the agent exited instead, fails after [`READY_TIMEOUT`].
+    fn wait_until_ready(&mut self) -> anyhow::Result<Startup> {
         let start = Instant::now();
         loop {
             if let Some(status) = self.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
                 self.child = None;
-                return Err(status);
+                return Ok(Startup::Exited(status));
             }
             let pods = self.try_pods();
             let debug = self.try_debug();
+            let health = self.wait_healthy.then(|| self.healthz());
+            let healthy = health.as_ref().is_none_or(|h| matches!(h, Ok((200, _))));
             match (&pods, &debug) {
-                (Ok(_), Ok(_)) => return Ok(()),
-                _ if start.elapsed() > READY_TIMEOUT => panic!(
+                (Ok(_), Ok(_)) if healthy => return Ok(Startup::Ready),
+                _ if start.elapsed() > READY_TIMEOUT => bail!(
                     "the agent did not answer within {READY_TIMEOUT:?}: /pods: {:?}, \
-                     /debug/actors: {:?}; its log:\n{}",
+                     /debug/actors: {:?}{}; its log:\n{}",
                     pods.err(),
                     debug.err(),
+                    health.map_or(String::new(), |h| format!(", /healthz: {h:?}")),
                     tail(&self.log(), LOG_TAIL_LINES)
                 ),
                 _ => std::thread::sleep(Duration::from_millis(100)),
             }
         }
     }
+}
+
+/// How a start-up ended, short of the timeout.
+enum Startup {
+    /// The ports answer.
+    Ready,
+    /// The process exited first.
+    Exited(ExitStatus),
 }
 
 impl Drop for Agent {
@@ -493,9 +567,36 @@ impl Drop for Agent {
     }
 }
 
+/// How [`Agent::start_with`] starts an agent, beyond its flags. The default is how
+/// [`Agent::start`] starts one for a test; the bench changes the rest for its release agent.
+#[derive(Debug, Clone, Default)]
+pub struct AgentOptions {
+    /// The node name is `<node_prefix>-<name>-<8 hex>` ([`unique_name`]); `None`: `it`.
+    pub node_prefix: Option<String>,
+    /// The binary to run; `None`: [`binary`].
+    pub bin: Option<PathBuf>,
+    /// Environment variables for the agent, on top of the caller's.
+    pub env: Vec<(String, String)>,
+    /// The agent's own intervals: none of the short ones tests get before their flags
+    /// (`--file-check-frequency 1s`, `--sync-frequency 5s`, a 1–4 s crash-loop back-off).
+    pub agent_intervals: bool,
+    /// Log to `<log_dir>/<node>.log` (created if missing); `None`: `agent.log` in the agent's
+    /// temporary directory.
+    pub log_dir: Option<PathBuf>,
+    /// Remove `RUST_LOG` from the agent's environment, for its own default filter (else the
+    /// caller's `RUST_LOG`, or `info`).
+    pub default_log_filter: bool,
+    /// Start-up also waits for `/healthz` on the healthz port to answer 200.
+    pub wait_healthy: bool,
+}
+
 /// The agent binary: `$DOCKERLET_BIN`, else `target/debug/dockerlet` of this workspace (or of
 /// `$CARGO_TARGET_DIR`). Panics with a hint if it is missing.
 pub fn binary() -> PathBuf {
+    try_binary().unwrap_or_else(|e| panic!("{e:#}"))
+}
+
+fn try_binary() -> anyhow::Result<PathBuf> {
     let path = if let Some(bin) = std::env::var_os("DOCKERLET_BIN") {
         PathBuf::from(bin)
     } else {
@@ -504,32 +605,45 @@ pub fn binary() -> PathBuf {
             .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"));
         target.join("debug/dockerlet")
     };
-    assert!(
+    ensure!(
         path.is_file(),
         "the dockerlet binary is missing at {}: run `cargo build --workspace --bins` first \
          (`make test` does), or point DOCKERLET_BIN at it",
         path.display()
     );
-    path
+    Ok(path)
 }
 
 /// Panics early, with a hint, if Docker or the test image is missing.
 fn preflight() {
+    if let Err(e) = check_preflight() {
+        panic!("{e:#}");
+    }
+}
+
+fn check_preflight() -> anyhow::Result<()> {
     let info = docker::docker(&["info", "--format", "{{.ServerVersion}}"]);
-    assert!(
+    ensure!(
         info.status.success(),
         "Docker is not reachable (`docker info` failed: {}); run scripts/ensure-docker.sh",
         String::from_utf8_lossy(&info.stderr).trim()
     );
-    assert!(
+    ensure!(
         docker::image_exists(BUSYBOX_IMAGE),
         "the image {BUSYBOX_IMAGE} is missing; run `make image` (scripts/build-busybox-image.sh)"
     );
+    Ok(())
 }
 
 /// `it-<test>-<8 hex>`: lowercase, at most 30 characters, unique per call.
 pub fn unique_node_name(test_name: &str) -> String {
-    let mut short: String = test_name
+    unique_name("it", test_name)
+}
+
+/// `<prefix>-<name>-<8 hex>`: `name` lowercased, cut to 18 characters, anything but ASCII
+/// letters and digits made `-`; unique per call.
+pub fn unique_name(prefix: &str, name: &str) -> String {
+    let mut short: String = name
         .to_lowercase()
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
@@ -538,11 +652,11 @@ pub fn unique_node_name(test_name: &str) -> String {
     while short.ends_with('-') {
         short.pop();
     }
-    format!("it-{short}-{}", random_hex())
+    format!("{prefix}-{short}-{}", random_hex())
 }
 
 /// 8 random hex digits (random seed per process, a counter and the clock).
-fn random_hex() -> String {
+pub fn random_hex() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let mut hasher = RandomState::new().build_hasher();
     hasher.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));

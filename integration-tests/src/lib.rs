@@ -6,7 +6,9 @@
 //!
 //! # Layout
 //! - [`harness`]: [`Agent`] starts `target/debug/dockerlet` (or `$DOCKERLET_BIN`) with short
-//!   intervals and free ports, talks to its HTTP endpoints, signals it, and cleans up.
+//!   intervals and free ports, talks to its HTTP endpoints, signals it, and cleans up;
+//!   [`AgentOptions`] start it with another binary, log directory or node prefix, or the
+//!   agent's own intervals (the bench's release agent).
 //! - [`manifest`]: [`ManifestDir`] (a temporary `--pod-manifest-path`) and the YAML fixtures in
 //!   `manifests/testdata/`.
 //! - [`pod`]: [`PodExt`] and [`ContainerStatusExt`], reading a `/pods` status at a glance.
@@ -18,15 +20,14 @@
 //! - [`http_stub`]: [`HttpStub`], an HTTP server in the test process for probes and hooks
 //!   with `host: 127.0.0.1`: chosen status codes, redirects, delays; records the requests.
 //! - [`grpc_health`]: [`GrpcHealthServer`], a `grpc.health.v1` server whose status a test flips.
-//! - [`apiserver`]: [`ApiServer`], an in-memory Kubernetes API server (discovery, pods, nodes,
-//!   leases, events, secrets, configmaps; watches; kubectl and kube-rs work against it) for the
-//!   agent's API-server mode; also served on its own by the `test-apiserver` binary.
+//!
+//! The API-server mode tests use the in-memory Kubernetes API server of the crate
+//! `dockerlet-fake-apiserver` (`fake-apiserver/`), a dev-dependency.
 //!
 //! # Requirements
 //! A running Docker engine, the image `dockerlet.local/busybox:1` (`make image`) and a built
 //! agent (`cargo build --workspace --bins`). `make test` provides all three.
 
-pub mod apiserver;
 pub mod docker;
 pub mod events;
 pub mod grpc_health;
@@ -36,11 +37,10 @@ pub mod manifest;
 pub mod pod;
 pub mod wait;
 
-pub use apiserver::ApiServer;
 pub use docker::{Container, DieEvents};
 pub use events::{Event, EventLog};
 pub use grpc_health::GrpcHealthServer;
-pub use harness::{Agent, AgentExit, Ports};
+pub use harness::{Agent, AgentExit, AgentOptions, Ports};
 pub use http_stub::{HttpStub, Reply, SeenRequest};
 pub use manifest::{fixture, write_manifest, ManifestDir};
 pub use pod::{ContainerStatusExt, PodExt};

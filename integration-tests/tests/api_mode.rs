@@ -3,8 +3,8 @@
 
 use std::time::Duration;
 
-use dockerlet_integration_tests::apiserver::{ApiServerConfig, PatchType, Subresource};
-use dockerlet_integration_tests::{wait_for, Agent, ApiServer, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresource};
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
 /// Flags that make heartbeats fast enough for tests.

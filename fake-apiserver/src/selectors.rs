@@ -203,7 +203,7 @@ fn field_value(obj: &Value, field: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::by_name;
+    use crate::resources::by_name;
     use serde_json::json;
 
     /// Label terms of every form match as kube-apiserver matches them.

@@ -8,6 +8,7 @@
 
 use super::error::{ApiError, Cause};
 use super::resources::ResourceInfo;
+use dockerlet_pod::quantity::quantity_value;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Map, Value};
@@ -159,48 +160,6 @@ pub fn unknown_fields_error(resource: &ResourceInfo, unknown: &[String]) -> ApiE
     ))
 }
 
-/// Parses a resource quantity (`100m`, `1Gi`, `2e3`) as kube-apiserver's regular expression
-/// `^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$` and its suffix table allow.
-pub fn parse_quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '+' || c == '-'))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(split);
-    if number.is_empty() || number.matches('.').count() > 1 {
-        return None;
-    }
-    let digits = number.trim_start_matches(['+', '-']);
-    if digits.is_empty() || digits.contains(['+', '-']) || digits == "." {
-        return None;
-    }
-    let value: f64 = number.parse().ok()?;
-    let factor = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024.0,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        exp if exp.starts_with(['e', 'E']) => {
-            let e: i32 = exp[1..].parse().ok()?;
-            10f64.powi(e)
-        }
-        _ => return None,
-    };
-    Some(value * factor)
-}
-
 fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     let mut maps: Vec<&Value> = Vec::new();
     match resource.kind {
@@ -224,7 +183,7 @@ fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError
     for map in maps.into_iter().filter_map(Value::as_object) {
         for value in map.values() {
             let s = value.as_str().unwrap_or_default();
-            if parse_quantity(s).is_none() {
+            if quantity_value(s).is_none() {
                 return Err(ApiError::bad_request(format!(
                     "{kind} in version \"{version}\" cannot be handled as a {kind}: quantities must match the \
                      regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (got {value})",
@@ -396,8 +355,8 @@ fn qos_class(spec: &Value) -> &'static str {
         let requests = &c["resources"]["requests"];
         let limits = &c["resources"]["limits"];
         for res in ["cpu", "memory"] {
-            let request = requests[res].as_str().and_then(parse_quantity);
-            let limit = limits[res].as_str().and_then(parse_quantity);
+            let request = requests[res].as_str().and_then(quantity_value);
+            let limit = limits[res].as_str().and_then(quantity_value);
             if request.is_some() || limit.is_some() {
                 any = true;
             }
@@ -872,7 +831,7 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::apiserver::resources::by_name;
+    use crate::resources::by_name;
 
     /// Wrong types name the field; unknown fields are listed with their path.
     #[test]
@@ -895,17 +854,5 @@ mod tests {
         )
         .unwrap();
         assert_eq!(decoded.unknown, vec!["status.bogus".to_string()]);
-    }
-
-    /// Quantities follow kube-apiserver's grammar.
-    #[test]
-    fn quantities() {
-        assert_eq!(parse_quantity("100m"), Some(0.1));
-        assert_eq!(parse_quantity("1Ki"), Some(1024.0));
-        assert_eq!(parse_quantity("2e3"), Some(2000.0));
-        assert_eq!(parse_quantity("1.5"), Some(1.5));
-        assert_eq!(parse_quantity("abc"), None);
-        assert_eq!(parse_quantity("1 Gi"), None);
-        assert_eq!(parse_quantity("1GB"), None);
     }
 }

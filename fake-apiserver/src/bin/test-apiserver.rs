@@ -2,14 +2,14 @@
 //! API-server mode by hand without a cluster. Serves until killed.
 //!
 //! ```sh
-//! cargo run --release -p dockerlet-integration-tests --bin test-apiserver -- \
+//! cargo run --release -p dockerlet-fake-apiserver --bin test-apiserver -- \
 //!     --listen 127.0.0.1:6443 --kubeconfig-out .run/kubeconfig
 //! kubectl --kubeconfig .run/kubeconfig get nodes
 //! dockerlet --kubeconfig .run/kubeconfig ...
 //! ```
 
 use clap::Parser;
-use dockerlet_integration_tests::apiserver::{ApiServer, ApiServerConfig, DEFAULT_HISTORY};
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, DEFAULT_HISTORY};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -1,9 +1,8 @@
-//! The in-memory API server fixture (`dockerlet_integration_tests::apiserver`) against raw HTTP,
+//! The in-memory API server fixture (`dockerlet_fake_apiserver`) against raw HTTP,
 //! kubectl and kube-rs: what the agent's API-server mode relies on must behave as on
 //! kube-apiserver. No Docker needed.
 
-use dockerlet_integration_tests::apiserver::{ApiServerConfig, PatchType, Subresource};
-use dockerlet_integration_tests::ApiServer;
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresource};
 use serde_json::{json, Value};
 use std::io::{BufRead, BufReader};
 use std::sync::mpsc;
@@ -1148,7 +1147,7 @@ fn tls_requires_a_token_or_a_client_certificate() {
     assert!(server.url().starts_with("https://"));
     server.kubectl_ok(&["get", "nodes"]);
     let kubectl = |kubeconfig: &std::path::Path| {
-        std::process::Command::new(dockerlet_integration_tests::apiserver::KUBECTL)
+        std::process::Command::new(dockerlet_fake_apiserver::KUBECTL)
             .arg("--kubeconfig")
             .arg(kubeconfig)
             .args(["get", "nodes"])
