@@ -4,8 +4,9 @@
 //! the node authorizer lets a node watch), and every later lookup reads the cache, so a container
 //! start asks the API server nothing.
 //!
-//! An object whose watch has not listed within [`SYNC_TIMEOUT`] (the API refuses the watch, or
-//! is slow) is read with a plain GET instead, so a lookup never waits longer than that. Watches
+//! An object whose watch has not listed within [`SYNC_TIMEOUT`] of its first lookup (the API
+//! refuses the watch, or is slow) is read with a plain GET instead, then and on every lookup
+//! until the watch has listed. Watches
 //! live as long as the cache; dropping them when no pod refers to the object any more comes with
 //! the volume plugins.
 
@@ -15,7 +16,7 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use kube::api::Api;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{watcher, WatchStreamExt};
@@ -63,12 +64,12 @@ where
         }
     }
 
-    /// The object's store, starting its watch on first use.
-    fn store(&self, namespace: &str, name: &str) -> Store<K> {
+    /// The object's store, starting its watch on first use (then `true`).
+    fn store(&self, namespace: &str, name: &str) -> (Store<K>, bool) {
         let mut watched = self.watched.lock().expect("object cache lock");
         let key = (namespace.to_string(), name.to_string());
         if let Some((store, _)) = watched.get(&key) {
-            return store.clone();
+            return (store.clone(), false);
         }
         let (reader, writer) = reflector::store::<K>();
         let api: Api<K> = Api::namespaced(self.client.clone(), namespace);
@@ -76,17 +77,21 @@ where
         let stream = watcher(api, config).default_backoff().reflect(writer);
         let task = tokio::spawn(stream.for_each(|_| std::future::ready(())));
         watched.insert(key, (reader.clone(), task.abort_handle()));
-        reader
+        (reader, true)
     }
 
     /// The object from its watch: `Some(None)` when it does not exist, `None` when the watch has
-    /// not listed within [`SYNC_TIMEOUT`] (the caller then reads it directly).
+    /// not listed (the caller then reads it directly). Only the lookup that starts a watch waits
+    /// for its list, at most [`SYNC_TIMEOUT`]; a watch the API keeps refusing costs later lookups
+    /// nothing but the GET.
     pub async fn get(&self, namespace: &str, name: &str) -> Option<Option<Arc<K>>> {
-        let store = self.store(namespace, name);
-        tokio::time::timeout(SYNC_TIMEOUT, store.wait_until_ready())
-            .await
-            .ok()?
-            .ok()?;
+        let (store, started) = self.store(namespace, name);
+        let ready = if started {
+            tokio::time::timeout(SYNC_TIMEOUT, store.wait_until_ready()).await.ok()
+        } else {
+            store.wait_until_ready().now_or_never()
+        };
+        ready?.ok()?;
         Some(store.get(&ObjectRef::new(name).within(namespace)))
     }
 
