@@ -66,6 +66,9 @@ pub struct PressureActor {
     observing: bool,
     /// Observations done.
     observations: u64,
+    /// Queries that came before the first observation: answered by it, so the Node's first
+    /// status never reports pressure nobody has looked at yet.
+    waiting: Vec<futures::channel::oneshot::Sender<NodePressure>>,
     /// Messages handled.
     handled: u64,
 }
@@ -79,6 +82,7 @@ impl PressureActor {
             current: NodePressure::default(),
             observing: false,
             observations: 0,
+            waiting: Vec::new(),
             handled: 0,
         }
     }
@@ -95,6 +99,9 @@ impl PressureActor {
             match reading {
                 Ok(observation) => act.apply(&observation, Instant::now()),
                 Err(e) => tracing::warn!(error = %e, "reading the eviction signals failed"),
+            }
+            for waiting in act.waiting.drain(..) {
+                let _ = waiting.send(act.current.clone());
             }
         }));
     }
@@ -137,11 +144,18 @@ impl Actor for PressureActor {
 }
 
 impl Handler<GetNodePressure> for PressureActor {
-    type Result = MessageResult<GetNodePressure>;
+    type Result = ResponseFuture<NodePressure>;
 
+    /// The last reading; before the first one, the first one.
     fn handle(&mut self, _: GetNodePressure, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        MessageResult(self.current.clone())
+        if self.observations > 0 {
+            let current = self.current.clone();
+            return Box::pin(async move { current });
+        }
+        let (answer, answered) = futures::channel::oneshot::channel();
+        self.waiting.push(answer);
+        Box::pin(async move { answered.await.unwrap_or_default() })
     }
 }
 
@@ -192,6 +206,23 @@ mod tests {
                 pids: None,
             }),
         }
+    }
+
+    /// A query that arrives before the first reading is answered by it, not with "no pressure"
+    /// (the Node's first status would otherwise claim sufficient memory).
+    #[actix::test]
+    async fn the_first_query_waits_for_the_first_reading() {
+        let mut slow = config(50 << 20);
+        let observe = slow.observe.clone();
+        slow.observe = Arc::new(move || {
+            // On the blocking pool, never the actor thread.
+            #[allow(clippy::disallowed_methods)]
+            std::thread::sleep(Duration::from_millis(100));
+            observe()
+        });
+        let actor = PressureActor::new(slow).start();
+        let p = actor.send(GetNodePressure).await.unwrap();
+        assert_eq!(p.conditions, vec![Pressure::Memory]);
     }
 
     /// A node short of memory reports MemoryPressure with the threshold met; one with room
