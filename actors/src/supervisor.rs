@@ -324,12 +324,12 @@ impl Supervisor {
     fn watchdog(&mut self, ctx: &mut Context<Self>) {
         let mut restarted: Vec<(&'static str, String)> = Vec::new();
         for child in self.children.registry.restart_dead() {
-            for entry in self.workers.values() {
-                match child.after {
-                    AfterRestart::Nothing => {}
-                    AfterRestart::ResendProbeTargets => entry.addr.do_send(ResendProbeTargets),
-                    AfterRestart::PublishStatus => entry.addr.do_send(PublishStatus),
-                }
+            // The new instance starts empty: every worker tells it again what it needs.
+            let workers = self.workers.values();
+            match child.after {
+                AfterRestart::Nothing => {}
+                AfterRestart::ResendProbeTargets => workers.for_each(|w| w.addr.do_send(ResendProbeTargets)),
+                AfterRestart::PublishStatus => workers.for_each(|w| w.addr.do_send(PublishStatus)),
             }
             restarted.push((child.kind, child.name.to_string()));
         }

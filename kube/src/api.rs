@@ -1,6 +1,6 @@
 //! The Kubernetes API for API-server mode, through kube-rs: the node's pods (list + watch),
-//! pod status, final pod deletion, the Node object and its Lease. Actors use [`KubeApi`] and
-//! never import kube themselves.
+//! pod status, final pod deletion, the Node object and its Lease. [`KubeApi`] implements
+//! [`KubeClient`]; actors see only the trait and never import kube themselves.
 
 use std::path::Path;
 
@@ -17,69 +17,14 @@ use kube::runtime::watcher;
 use kube::runtime::WatchStreamExt;
 use serde_json::json;
 
+use async_trait::async_trait;
+
+use crate::client::KubeClient;
 use crate::objects::ObjectCache;
+use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
-
-/// The pod (and container, as a fieldPath like `spec.containers{web}`) an event is about.
-#[derive(Debug, Clone, Copy)]
-pub struct PodEventRef<'a> {
-    /// Namespace.
-    pub namespace: &'a str,
-    /// Pod name.
-    pub pod: &'a str,
-    /// Pod UID.
-    pub uid: &'a str,
-    /// `spec.containers{name}` or `spec.initContainers{name}`.
-    pub field_path: Option<&'a str>,
-}
-
-/// An API call that failed.
-#[derive(Debug, thiserror::Error)]
-pub enum ApiError {
-    /// The kubeconfig (or in-cluster config) cannot be read or used. Final: the agent stops
-    /// with exit code 2 and this message (the problem follows in the error's chain).
-    #[error("{path}")]
-    Config {
-        /// `--kubeconfig <file>` or the in-cluster config.
-        path: String,
-        /// Why.
-        #[source]
-        source: ConfigProblem,
-    },
-    /// A request failed. Every caller retries: at its next period (status, heartbeats, events)
-    /// or its next sync (Secrets and ConfigMaps of env).
-    #[error("kubernetes API {operation} failed: {source}")]
-    RequestFailed {
-        /// What was attempted.
-        operation: String,
-        /// kube-rs's error (the API's Status for refusals, or why it could not be reached).
-        #[source]
-        source: kube::Error,
-    },
-    /// The pod watch failed. The watcher lists again with back-off by itself.
-    #[error("watching the pods bound to this node failed: {source}")]
-    WatchFailed {
-        /// kube-runtime's error.
-        #[source]
-        source: watcher::Error,
-    },
-}
-
-/// Why a kubeconfig cannot be used.
-#[derive(Debug, thiserror::Error)]
-pub enum ConfigProblem {
-    /// It does not read or parse, or names what is not in it.
-    #[error(transparent)]
-    Kubeconfig(#[from] kube::config::KubeconfigError),
-    /// A client cannot be built from it (TLS material, proxy, …).
-    #[error(transparent)]
-    Client(#[from] kube::Error),
-    /// Something the in-cluster config needs is absent.
-    #[error("{0}")]
-    Missing(String),
-}
 
 fn failed(operation: &str, source: kube::Error) -> ApiError {
     ApiError::RequestFailed {
@@ -87,9 +32,6 @@ fn failed(operation: &str, source: kube::Error) -> ApiError {
         source,
     }
 }
-
-/// A pod-list watch event (kube-runtime's watcher events).
-pub type PodEvent = watcher::Event<Pod>;
 
 /// Client-side rate limit of API requests (kubelet's kubeAPIQPS and kubeAPIBurst): a token
 /// bucket shared by every clone; a request waits for a token instead of failing.
@@ -232,13 +174,68 @@ impl KubeApi {
         })
     }
 
+    /// Write a pod's status (the `status` subresource).
+    pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+        self.limiter.wait_turn().await;
+        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
+        let patch = json!({ "status": status });
+        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .map(|_| ())
+            .map_err(|e| failed(&format!("patch status of pod {namespace}/{name}"), e))
+    }
+
+    async fn create_event(
+        &self,
+        namespace: &str,
+        name: &str,
+        involved_object: k8s_openapi::api::core::v1::ObjectReference,
+        kind: &str,
+        reason: &str,
+        message: &str,
+    ) -> Result<(), ApiError> {
+        use k8s_openapi::api::core::v1::{Event, EventSource};
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
+        let now = Time(Timestamp::now());
+        let event = Event {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                ..Default::default()
+            },
+            involved_object,
+            reason: Some(reason.to_string()),
+            message: Some(message.to_string()),
+            type_: Some(kind.to_string()),
+            count: Some(1),
+            first_timestamp: Some(now.clone()),
+            last_timestamp: Some(now),
+            source: Some(EventSource {
+                component: Some("kubelet".to_string()),
+                host: Some(self.node.clone()),
+            }),
+            reporting_component: Some("kubelet".to_string()),
+            reporting_instance: Some(self.node.clone()),
+            ..Default::default()
+        };
+        match api.create(&PostParams::default(), &event).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
+            Err(e) => Err(failed("create event", e)),
+        }
+    }
+}
+
+#[async_trait]
+impl KubeClient for KubeApi {
     /// The node name.
-    pub fn node(&self) -> &str {
+    fn node(&self) -> &str {
         &self.node
     }
 
     /// List + watch the pods bound to this node, re-listing with back-off on errors.
-    pub fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>> {
+    fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>> {
         let api: Api<Pod> = Api::all(self.client.clone());
         let config = watcher::Config::default().fields(&format!("spec.nodeName={}", self.node));
         watcher(api, config)
@@ -250,7 +247,7 @@ impl KubeApi {
     /// Make the API's status of a pod match `status` (kubelet is the source of truth), keeping
     /// conditions other writers own (readiness gates and the like). Reads first, and writes
     /// only when something differs, so it also repairs a status another writer overwrote.
-    pub async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
+    async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         const KUBELET_CONDITIONS: [&str; 5] = [
             "PodScheduled",
@@ -284,22 +281,11 @@ impl KubeApi {
         self.patch_pod_status(namespace, name, &wanted).await
     }
 
-    /// Write a pod's status (the `status` subresource).
-    pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
-        self.limiter.wait_turn().await;
-        let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let patch = json!({ "status": status });
-        api.patch_status(name, &PatchParams::default(), &Patch::Merge(&patch))
-            .await
-            .map(|_| ())
-            .map_err(|e| failed(&format!("patch status of pod {namespace}/{name}"), e))
-    }
-
     /// Make sure the static pod has its mirror pod (`pkg/kubelet/pod/mirror_client.go`): same name, namespace,
     /// labels, annotations and spec, `kubernetes.io/config.mirror` set to the config hash, owned
     /// by the Node; a pod in the way that is not this mirror (or is being deleted) is replaced.
     /// Then write the static pod's status to it.
-    pub async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
+    async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let namespace = static_pod
             .metadata
@@ -372,7 +358,7 @@ impl KubeApi {
     }
 
     /// Delete the mirror pod of a static pod that is gone.
-    pub async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let Some(existing) = api.get_opt(name).await.map_err(|e| failed("get mirror pod", e))? else {
@@ -391,7 +377,7 @@ impl KubeApi {
     }
 
     /// Delete a terminated pod for good (grace 0, only this UID), as kubelet does.
-    pub async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
+    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let params = DeleteParams {
@@ -412,7 +398,7 @@ impl KubeApi {
 
     /// Record an event about a pod (kubelet's event recorder): the first occurrence creates an
     /// Event named `<pod>.<unique>`, later ones of the same `name` bump its count.
-    pub async fn record_pod_event(
+    async fn record_pod_event(
         &self,
         name: &str,
         about: PodEventRef<'_>,
@@ -450,7 +436,7 @@ impl KubeApi {
 
     /// Record an event about this Node (`Starting`, `NodeReady`, `NodeHasSufficientMemory`, …),
     /// in the `default` namespace as kubelet does, the node's name standing in for its UID.
-    pub async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
+    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let involved = k8s_openapi::api::core::v1::ObjectReference {
             kind: Some("Node".to_string()),
@@ -464,50 +450,9 @@ impl KubeApi {
             .await
     }
 
-    async fn create_event(
-        &self,
-        namespace: &str,
-        name: &str,
-        involved_object: k8s_openapi::api::core::v1::ObjectReference,
-        kind: &str,
-        reason: &str,
-        message: &str,
-    ) -> Result<(), ApiError> {
-        use k8s_openapi::api::core::v1::{Event, EventSource};
-        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-        let api: Api<Event> = Api::namespaced(self.client.clone(), namespace);
-        let now = Time(Timestamp::now());
-        let event = Event {
-            metadata: ObjectMeta {
-                name: Some(name.to_string()),
-                namespace: Some(namespace.to_string()),
-                ..Default::default()
-            },
-            involved_object,
-            reason: Some(reason.to_string()),
-            message: Some(message.to_string()),
-            type_: Some(kind.to_string()),
-            count: Some(1),
-            first_timestamp: Some(now.clone()),
-            last_timestamp: Some(now),
-            source: Some(EventSource {
-                component: Some("kubelet".to_string()),
-                host: Some(self.node.clone()),
-            }),
-            reporting_component: Some("kubelet".to_string()),
-            reporting_instance: Some(self.node.clone()),
-            ..Default::default()
-        };
-        match api.create(&PostParams::default(), &event).await {
-            Ok(_) => Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
-            Err(e) => Err(failed("create event", e)),
-        }
-    }
-
     /// A Secret's data (decoded), or `None` if it does not exist: from the object's watch, or
     /// with a GET while the watch has not listed.
-    pub async fn secret_data(
+    async fn secret_data(
         &self,
         namespace: &str,
         name: &str,
@@ -533,7 +478,7 @@ impl KubeApi {
 
     /// A ConfigMap's data, or `None` if it does not exist: from the object's watch, or with a
     /// GET while the watch has not listed.
-    pub async fn config_map_data(
+    async fn config_map_data(
         &self,
         namespace: &str,
         name: &str,
@@ -554,7 +499,7 @@ impl KubeApi {
     /// Create the Node unless it exists; an existing Node gets this agent's labels (kubelet
     /// reconciles its default labels the same way). Returns the Node's UID and, for an existing
     /// Node, the boot ID it reported.
-    pub async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {
+    async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
         let existing = match api.get_opt(&self.node).await.map_err(|e| failed("get node", e))? {
@@ -584,7 +529,7 @@ impl KubeApi {
     }
 
     /// Write the node's status.
-    pub async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError> {
+    async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Node> = Api::all(self.client.clone());
         let patch = json!({ "status": status });
@@ -595,7 +540,7 @@ impl KubeApi {
     }
 
     /// Create or renew the node's Lease in `kube-node-lease`.
-    pub async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
+    async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Lease> = Api::namespaced(self.client.clone(), LEASE_NAMESPACE);
         let now = MicroTime(Timestamp::now());

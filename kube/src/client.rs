@@ -1,5 +1,6 @@
 //! [`KubeClient`]: what the actors ask of the API server, as a trait, so they can be tested
-//! against the in-memory `FakeKube` (module `fake`) and never see kube-rs. [`crate::KubeApi`] implements it.
+//! against the in-memory `FakeKube` (module `fake`) and never see kube-rs. `KubeApi` (module
+//! `api`) implements it on kube-rs.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,7 @@ use async_trait::async_trait;
 use futures::stream::BoxStream;
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
 
-use crate::api::{ApiError, KubeApi, PodEvent, PodEventRef};
+use crate::types::{ApiError, PodEvent, PodEventRef};
 
 /// The API server as this node uses it. Every method is scoped to this node (its name is
 /// [`KubeClient::node`]) or to the pods bound to it.
@@ -59,67 +60,4 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
 
     /// Renew (or create) the node's Lease in `kube-node-lease`, owned by the Node.
     async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError>;
-}
-
-#[async_trait]
-impl KubeClient for KubeApi {
-    fn node(&self) -> &str {
-        KubeApi::node(self)
-    }
-
-    fn watch_pods(&self) -> BoxStream<'static, Result<PodEvent, ApiError>> {
-        KubeApi::watch_pods(self)
-    }
-
-    async fn reconcile_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
-        KubeApi::reconcile_pod_status(self, namespace, name, status).await
-    }
-
-    async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
-        KubeApi::sync_mirror_pod(self, static_pod).await
-    }
-
-    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
-        KubeApi::delete_mirror_pod(self, namespace, name).await
-    }
-
-    async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError> {
-        KubeApi::delete_pod(self, namespace, name, uid).await
-    }
-
-    async fn record_pod_event(
-        &self,
-        name: &str,
-        about: PodEventRef<'_>,
-        kind: &str,
-        reason: &str,
-        message: &str,
-        count: i32,
-    ) -> Result<(), ApiError> {
-        KubeApi::record_pod_event(self, name, about, kind, reason, message, count).await
-    }
-
-    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
-        KubeApi::record_node_event(self, kind, reason, message).await
-    }
-
-    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
-        KubeApi::secret_data(self, namespace, name).await
-    }
-
-    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
-        KubeApi::config_map_data(self, namespace, name).await
-    }
-
-    async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {
-        KubeApi::register_node(self, node).await
-    }
-
-    async fn patch_node_status(&self, status: &NodeStatus) -> Result<(), ApiError> {
-        KubeApi::patch_node_status(self, status).await
-    }
-
-    async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
-        KubeApi::renew_lease(self, duration_seconds, node_uid).await
-    }
 }

@@ -10,8 +10,8 @@ use futures::channel::mpsc;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
 
-use crate::api::{ApiError, PodEvent, PodEventRef};
 use crate::client::KubeClient;
+use crate::types::{ApiError, PodEvent, PodEventRef};
 
 /// One write the agent made.
 #[derive(Debug, Clone, PartialEq)]

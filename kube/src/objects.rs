@@ -94,11 +94,6 @@ where
         ready?.ok()?;
         Some(store.get(&ObjectRef::new(name).within(namespace)))
     }
-
-    /// How many objects are watched.
-    pub fn watched(&self) -> usize {
-        self.watched.lock().map(|w| w.len()).unwrap_or_default()
-    }
 }
 
 impl<K> Drop for ObjectCache<K>
