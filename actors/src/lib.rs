@@ -22,6 +22,7 @@
 pub mod actions;
 pub mod node_status;
 pub mod pleg;
+pub mod pod_cache;
 pub mod pod_config;
 pub mod pod_worker;
 pub mod pressure;

@@ -1,20 +1,23 @@
-//! PlegActor: the Pod Lifecycle Event Generator (kubelet's `pkg/kubelet/pleg/generic.go`). Keeps the agent's view of Docker
-//! current and tells the Supervisor which pods changed.
+//! PlegActor: the Pod Lifecycle Event Generator (kubelet's `pkg/kubelet/pleg/generic.go`). Keeps
+//! the [`PodCache`] current and tells the Supervisor which pods changed.
 //!
 //! | Message / trigger      | From       | Effect                                          |
 //! |------------------------|------------|-------------------------------------------------|
 //! | every `relist_period`  | self       | relist (the safety net)                          |
-//! | Docker event           | Docker     | relist now (low latency)                         |
+//! | Docker `die` event     | Docker     | inspect that container only, update the cache    |
+//! | Docker `destroy` event | Docker     | drop that container from the cache               |
 //! | GetHealth              | Supervisor | healthy unless no relist succeeded for 3 min or the last one failed |
-//! | GetActorState          | Supervisor | debug snapshot (relist time and duration)        |
+//! | GetActorState          | Supervisor | debug snapshot (relist time and duration, cache counts) |
 //! | Panic                  | Supervisor | test-only fault hook                             |
 //!
-//! Sends `PodLifecycleEvent` and `RelistCompleted` to the Supervisor. A relist compares every
-//! container's state with the previous relist: running → ContainerStarted, exited →
+//! Sends `PodLifecycleEvent` and `RelistCompleted` to the Supervisor. A relist lists every
+//! container of the node (one cheap `GET /containers/json`), inspects only those whose state
+//! differs from the cache or that the cache does not know, and drops what is gone. Every state
+//! change it or an event makes becomes a lifecycle event: running → ContainerStarted, exited →
 //! ContainerDied, gone → ContainerRemoved (after ContainerDied if it was not exited), anything
-//! else → ContainerChanged.
+//! else → ContainerChanged. What a PodWorker writes to the cache itself (after its own actions)
+//! makes no event: the worker already knows.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -23,19 +26,22 @@ use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Pa
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, RuntimeState};
 use dockerlet_messages::ContainerId;
+use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use dockerlet_runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 
+use crate::pod_cache::{Change, PodCache};
+
 /// Relist period (kubelet `genericPlegRelistPeriod`).
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// PLEG is unhealthy when no relist succeeded for this long (`genericPlegRelistThreshold`).
 pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
-/// A second relist this long after a Docker event catches state Docker had not listed yet.
-const EVENT_RELIST_AGAIN: Duration = Duration::from_millis(50);
 /// Wait before re-subscribing to Docker's events after the stream ended.
 const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+/// Inspects a relist runs at once (a restarted agent inspects every container once).
+const RELIST_INSPECTS: usize = 8;
 
 /// Where PLEG sends what it finds.
 #[derive(Clone)]
@@ -50,18 +56,16 @@ pub struct PlegLinks {
 pub struct PlegActor {
     /// Docker.
     runtime: Arc<dyn ContainerRuntime>,
+    /// Every container's last observed state; outlives this actor.
+    cache: Arc<PodCache>,
     /// Only containers labelled with this node are seen.
     node_name: String,
     /// Where events go.
     links: PlegLinks,
     /// Relist period.
     period: Duration,
-    /// Each container's state at the previous relist.
-    previous: HashMap<ContainerId, ContainerListing>,
     /// A relist is running.
     relisting: bool,
-    /// Another relist was asked for while one ran.
-    relist_pending: bool,
     /// When the actor started (health before the first relist).
     started: Instant,
     /// Last successful relist: when, and wall-clock time for the debug page.
@@ -70,6 +74,8 @@ pub struct PlegActor {
     last_duration: Option<Duration>,
     /// Relists completed.
     relists: u64,
+    /// Containers inspected (by relists and for events).
+    inspects: u64,
     /// Docker events received.
     docker_events: u64,
     /// Error of the last relist, cleared by a successful one.
@@ -78,21 +84,37 @@ pub struct PlegActor {
     handled: u64,
 }
 
+/// What one relist found.
+struct Relisted {
+    /// When the listing was asked for.
+    began: Instant,
+    /// Changes it made to the cache.
+    changes: Vec<Change>,
+    /// Containers inspected.
+    inspected: u64,
+}
+
 impl PlegActor {
-    /// A PLEG for `node_name` relisting every `period`.
-    pub fn new(runtime: Arc<dyn ContainerRuntime>, node_name: String, links: PlegLinks, period: Duration) -> Self {
+    /// A PLEG for `node_name` relisting every `period` into `cache`.
+    pub fn new(
+        runtime: Arc<dyn ContainerRuntime>,
+        cache: Arc<PodCache>,
+        node_name: String,
+        links: PlegLinks,
+        period: Duration,
+    ) -> Self {
         PlegActor {
             runtime,
+            cache,
             node_name,
             links,
             period,
-            previous: HashMap::new(),
             relisting: false,
-            relist_pending: false,
             started: Instant::now(),
             last_relist: None,
             last_duration: None,
             relists: 0,
+            inspects: 0,
             docker_events: 0,
             last_error: None,
             handled: 0,
@@ -101,85 +123,134 @@ impl PlegActor {
 
     fn relist(&mut self, ctx: &mut Context<Self>) {
         if self.relisting {
-            self.relist_pending = true;
-            return;
+            return; // the next tick relists again
         }
         self.relisting = true;
-        let runtime = self.runtime.clone();
-        let node = self.node_name.clone();
-        let began = Instant::now();
-        let future = async move { runtime.list_node_containers(&node).await };
-        ctx.spawn(future.into_actor(self).map(move |result, act, ctx| {
+        let (runtime, cache, node) = (self.runtime.clone(), self.cache.clone(), self.node_name.clone());
+        let future = relist(runtime, cache, node);
+        ctx.spawn(future.into_actor(self).map(move |result, act, _| {
             act.relisting = false;
-            act.relist_done(result, began);
-            if std::mem::take(&mut act.relist_pending) {
-                act.relist(ctx);
-            }
+            act.relist_done(result);
         }));
     }
 
-    fn relist_done(&mut self, result: Result<Vec<ContainerListing>, RuntimeError>, began: Instant) {
-        let listing = match result {
-            Ok(l) => l,
+    fn relist_done(&mut self, result: Result<Relisted, RuntimeError>) {
+        let relisted = match result {
+            Ok(r) => r,
             Err(e) => {
                 tracing::warn!(error = %e, "PLEG relist failed");
                 self.last_error = Some(e.to_string());
                 return;
             }
         };
-        let current: HashMap<ContainerId, ContainerListing> = listing.into_iter().map(|c| (c.id.clone(), c)).collect();
-        for event in diff(&self.previous, &current) {
-            tracing::debug!(pod.uid = %event.pod_uid, container = %event.container_name, kind = ?event.kind, "pod lifecycle event");
-            self.links.events.do_send(event);
-        }
-        let pods: BTreeSet<_> = current.values().map(|c| c.pod_uid.clone()).collect();
-        self.previous = current;
-        self.links.relisted.do_send(RelistCompleted { pods });
-        self.last_duration = Some(began.elapsed());
+        self.inspects += relisted.inspected;
+        self.emit(relisted.changes);
+        self.links.relisted.do_send(RelistCompleted {
+            pods: self.cache.pods(),
+        });
+        self.last_duration = Some(relisted.began.elapsed());
         self.last_relist = Some((Instant::now(), Timestamp::now()));
         self.last_error = None;
         self.relists += 1;
     }
 
+    /// Tell the Supervisor of every state change.
+    fn emit(&self, changes: Vec<Change>) {
+        for change in changes {
+            for event in lifecycle_events(&change) {
+                tracing::debug!(pod.uid = %event.pod_uid, container = %event.container_name, kind = ?event.kind, "pod lifecycle event");
+                self.links.events.do_send(event);
+            }
+        }
+    }
+
     fn subscribe(&mut self, ctx: &mut Context<Self>) {
         ctx.add_stream(self.runtime.events(&self.node_name));
     }
+
+    /// A container died: inspect it (once) unless the cache already knows it exited.
+    fn died(&mut self, id: ContainerId, ctx: &mut Context<Self>) {
+        if self.cache.state_of(&id) == Some(RuntimeState::Exited) {
+            return;
+        }
+        self.inspects += 1;
+        let (runtime, cache) = (self.runtime.clone(), self.cache.clone());
+        let future = async move { observe(&*runtime, &cache, id).await };
+        ctx.spawn(future.into_actor(self).map(|result, act, _| match result {
+            Ok(change) => act.emit(change.into_iter().collect()),
+            // The next relist inspects it.
+            Err(e) => tracing::debug!(error = %e, "inspect after a die event failed"),
+        }));
+    }
 }
 
-/// Lifecycle events between two relists.
-pub fn diff(
-    previous: &HashMap<ContainerId, ContainerListing>,
-    current: &HashMap<ContainerId, ContainerListing>,
-) -> Vec<PodLifecycleEvent> {
-    let event = |c: &ContainerListing, kind| PodLifecycleEvent {
-        pod_uid: c.pod_uid.clone(),
-        container_id: c.id.clone(),
-        container_name: c.name.clone(),
+/// List, inspect what changed, drop what is gone; then the cache is fresh as of the listing.
+async fn relist(
+    runtime: Arc<dyn ContainerRuntime>,
+    cache: Arc<PodCache>,
+    node: String,
+) -> Result<Relisted, RuntimeError> {
+    let began = Instant::now();
+    let listing: Vec<ContainerListing> = runtime.list_node_containers(&node).await?;
+    let plan = cache.plan(&listing, began);
+    let mut changes: Vec<Change> = plan.gone.iter().filter_map(|id| cache.remove(id, began)).collect();
+    let inspected = plan.inspect.len() as u64;
+    let results: Vec<Result<Option<Change>, RuntimeError>> = futures::stream::iter(plan.inspect)
+        .map(|id| observe(&*runtime, &cache, id))
+        .buffer_unordered(RELIST_INSPECTS)
+        .collect()
+        .await;
+    let mut failed = None;
+    for result in results {
+        match result {
+            Ok(change) => changes.extend(change),
+            Err(e) => failed = Some(e),
+        }
+    }
+    // kubelet: a pod whose inspect failed is inspected again at the next relist, and this one
+    // does not count as complete.
+    if let Some(e) = failed {
+        return Err(e);
+    }
+    cache.relisted(began);
+    Ok(Relisted {
+        began,
+        changes,
+        inspected,
+    })
+}
+
+/// Inspect one container into the cache; the change it made, if any.
+async fn observe(
+    runtime: &dyn ContainerRuntime,
+    cache: &PodCache,
+    id: ContainerId,
+) -> Result<Option<Change>, RuntimeError> {
+    let stamp = Instant::now();
+    Ok(match runtime.inspect_container(&id).await? {
+        Some(observed) => cache.put(observed, stamp),
+        None => cache.remove(&id, stamp),
+    })
+}
+
+/// The lifecycle events of one state change (kubelet's `generateEvents`).
+pub fn lifecycle_events(change: &Change) -> Vec<PodLifecycleEvent> {
+    let event = |kind| PodLifecycleEvent {
+        pod_uid: change.pod_uid.clone(),
+        container_id: change.id.clone(),
+        container_name: change.name.clone(),
         kind,
     };
-    let mut events = Vec::new();
-    for (id, now) in current {
-        let before = previous.get(id).map(|c| c.state);
-        if before == Some(now.state) {
-            continue;
-        }
-        let kind = match now.state {
-            RuntimeState::Running => LifecycleEventKind::ContainerStarted,
-            RuntimeState::Exited => LifecycleEventKind::ContainerDied,
-            RuntimeState::Created | RuntimeState::Unknown => LifecycleEventKind::ContainerChanged,
-        };
-        events.push(event(now, kind));
+    match change.after {
+        Some(RuntimeState::Running) => vec![event(LifecycleEventKind::ContainerStarted)],
+        Some(RuntimeState::Exited) => vec![event(LifecycleEventKind::ContainerDied)],
+        Some(RuntimeState::Created | RuntimeState::Unknown) => vec![event(LifecycleEventKind::ContainerChanged)],
+        None if change.before == Some(RuntimeState::Exited) => vec![event(LifecycleEventKind::ContainerRemoved)],
+        None => vec![
+            event(LifecycleEventKind::ContainerDied),
+            event(LifecycleEventKind::ContainerRemoved),
+        ],
     }
-    for (id, gone) in previous {
-        if current.contains_key(id) {
-            continue;
-        }
-        if gone.state != RuntimeState::Exited {
-            events.push(event(gone, LifecycleEventKind::ContainerDied));
-        }
-        events.push(event(gone, LifecycleEventKind::ContainerRemoved));
-    }
-    events
 }
 
 impl Actor for PlegActor {
@@ -193,16 +264,20 @@ impl Actor for PlegActor {
 }
 
 impl StreamHandler<Result<RuntimeEvent, RuntimeError>> for PlegActor {
-    /// A Docker event: relist now rather than at the next tick.
+    /// A Docker event: a death is inspected at once, a removal dropped from the cache.
     fn handle(&mut self, event: Result<RuntimeEvent, RuntimeError>, ctx: &mut Self::Context) {
         match event {
             Ok(e) => {
                 self.docker_events += 1;
                 tracing::trace!(container = %e.id, action = %e.action, "docker event");
-                self.relist(ctx);
-                // Docker 20.10 sends `die` before its container list shows the exit: look again
-                // shortly, rather than at the next periodic relist a second later.
-                ctx.run_later(EVENT_RELIST_AGAIN, |act, ctx| act.relist(ctx));
+                match e.action.as_str() {
+                    "die" => self.died(e.id, ctx),
+                    "destroy" => {
+                        let change = self.cache.remove(&e.id, Instant::now());
+                        self.emit(change.into_iter().collect());
+                    }
+                    _ => {}
+                }
             }
             Err(e) => tracing::debug!(error = %e, "docker event stream error"),
         }
@@ -260,8 +335,9 @@ impl Handler<GetActorState> for PlegActor {
                 "last_relist": self.last_relist.map(|(_, t)| t.to_string()),
                 "last_relist_duration_ms": self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
                 "relists": self.relists,
+                "inspects": self.inspects,
                 "docker_events": self.docker_events,
-                "containers": self.previous.len(),
+                "cache": self.cache.summary(),
             }),
         })
     }
@@ -279,63 +355,127 @@ impl Handler<Panic> for PlegActor {
 mod tests {
     use super::*;
     use dockerlet_messages::PodUid;
+    use dockerlet_runtime::fake::{Call, FakeRuntime};
+    use dockerlet_runtime::{Containers, CreateSpec};
 
-    fn listing(id: &str, state: RuntimeState) -> (ContainerId, ContainerListing) {
-        let c = ContainerListing {
-            id: ContainerId(id.into()),
+    fn change(before: Option<RuntimeState>, after: Option<RuntimeState>) -> Change {
+        Change {
             pod_uid: PodUid("p".into()),
+            id: ContainerId("c".into()),
             name: "app".into(),
-            state,
-        };
-        (c.id.clone(), c)
+            before,
+            after,
+        }
     }
 
-    fn kinds(events: Vec<PodLifecycleEvent>) -> Vec<(String, LifecycleEventKind)> {
-        let mut v: Vec<_> = events.into_iter().map(|e| (e.container_id.0, e.kind)).collect();
-        v.sort_by(|a, b| a.0.cmp(&b.0).then(format!("{:?}", a.1).cmp(&format!("{:?}", b.1))));
-        v
+    fn kinds(change: Change) -> Vec<LifecycleEventKind> {
+        lifecycle_events(&change).into_iter().map(|e| e.kind).collect()
     }
 
-    /// State changes between relists map to kubelet's lifecycle events.
+    /// State changes map to kubelet's lifecycle events.
     #[test]
-    fn relist_diff_emits_kubelet_events() {
-        let before = HashMap::from([
-            listing("a", RuntimeState::Running),
-            listing("b", RuntimeState::Running),
-            listing("c", RuntimeState::Exited),
-            listing("d", RuntimeState::Running),
-        ]);
-        let after = HashMap::from([
-            listing("a", RuntimeState::Exited),
-            listing("d", RuntimeState::Running),
-            listing("e", RuntimeState::Running),
-            listing("f", RuntimeState::Created),
-        ]);
+    fn changes_become_kubelet_events() {
         use LifecycleEventKind::*;
+        use RuntimeState::*;
+        assert_eq!(kinds(change(None, Some(Running))), vec![ContainerStarted]);
+        assert_eq!(kinds(change(Some(Running), Some(Exited))), vec![ContainerDied]);
+        assert_eq!(kinds(change(None, Some(Created))), vec![ContainerChanged]);
+        assert_eq!(kinds(change(Some(Exited), None)), vec![ContainerRemoved]);
         assert_eq!(
-            kinds(diff(&before, &after)),
-            vec![
-                ("a".to_string(), ContainerDied),
-                ("b".to_string(), ContainerDied),
-                ("b".to_string(), ContainerRemoved),
-                ("c".to_string(), ContainerRemoved),
-                ("e".to_string(), ContainerStarted),
-                ("f".to_string(), ContainerChanged),
-            ]
+            kinds(change(Some(Running), None)),
+            vec![ContainerDied, ContainerRemoved]
         );
     }
 
-    struct Nothing;
-    impl Actor for Nothing {
+    /// Collects lifecycle events.
+    #[derive(Default)]
+    struct Sink(Vec<PodLifecycleEvent>);
+    impl Actor for Sink {
         type Context = Context<Self>;
     }
-    impl Handler<PodLifecycleEvent> for Nothing {
+    impl Handler<PodLifecycleEvent> for Sink {
         type Result = ();
-        fn handle(&mut self, _: PodLifecycleEvent, _: &mut Context<Self>) {}
+        fn handle(&mut self, e: PodLifecycleEvent, _: &mut Context<Self>) {
+            self.0.push(e);
+        }
     }
-    impl Handler<RelistCompleted> for Nothing {
+    impl Handler<RelistCompleted> for Sink {
         type Result = ();
         fn handle(&mut self, _: RelistCompleted, _: &mut Context<Self>) {}
+    }
+    struct Take;
+    impl Message for Take {
+        type Result = Vec<(String, LifecycleEventKind)>;
+    }
+    impl Handler<Take> for Sink {
+        type Result = MessageResult<Take>;
+        fn handle(&mut self, _: Take, _: &mut Context<Self>) -> Self::Result {
+            MessageResult(self.0.drain(..).map(|e| (e.container_id.0, e.kind)).collect())
+        }
+    }
+
+    fn start(runtime: &FakeRuntime, cache: &Arc<PodCache>, period: Duration) -> (Addr<PlegActor>, Addr<Sink>) {
+        let sink = Sink::default().start();
+        let links = PlegLinks {
+            events: sink.clone().recipient(),
+            relisted: sink.clone().recipient(),
+        };
+        let pleg = PlegActor::new(Arc::new(runtime.clone()), cache.clone(), "n1".into(), links, period).start();
+        (pleg, sink)
+    }
+
+    fn spec(name: &str) -> CreateSpec {
+        let labels = [
+            (dockerlet_pod::labels::NODE, "n1"),
+            (dockerlet_pod::labels::POD_UID, "p"),
+            (dockerlet_pod::labels::CONTAINER_NAME, name),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        CreateSpec {
+            name: format!("k8s_{name}"),
+            labels,
+            ..Default::default()
+        }
+    }
+
+    /// A relist inspects only what changed: a steady node costs one list per relist and no
+    /// inspect; a new container is inspected once and reported; a death too; a removal needs no
+    /// inspect.
+    #[actix::test]
+    async fn relists_inspect_only_what_changed() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::default();
+        let id = runtime.create_container(spec("app")).await.unwrap();
+        runtime.start_container(&id).await.unwrap();
+        runtime.clear_calls();
+        let cache = Arc::new(PodCache::default());
+        let (pleg, sink) = start(&runtime, &cache, Duration::from_millis(100));
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let inspects = |r: &FakeRuntime| r.calls().iter().filter(|c| matches!(c, Call::Inspect(_))).count();
+        assert_eq!(inspects(&runtime), 1, "{:?}", runtime.calls());
+        assert!(runtime.calls().iter().filter(|c| **c == Call::List).count() >= 3);
+        assert_eq!(
+            sink.send(Take).await.unwrap(),
+            vec![(id.0.clone(), LifecycleEventKind::ContainerStarted)]
+        );
+        runtime.exit(&id.0, 1);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(inspects(&runtime), 2);
+        assert_eq!(
+            sink.send(Take).await.unwrap(),
+            vec![(id.0.clone(), LifecycleEventKind::ContainerDied)]
+        );
+        runtime.remove_container(&id).await.unwrap();
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(inspects(&runtime), 2);
+        assert_eq!(
+            sink.send(Take).await.unwrap(),
+            vec![(id.0.clone(), LifecycleEventKind::ContainerRemoved)]
+        );
+        assert!(cache.pods().is_empty());
+        drop(pleg);
     }
 
     /// PLEG is healthy while relists succeed, and names the runtime as the reason once Docker
@@ -343,13 +483,9 @@ mod tests {
     #[actix::test]
     async fn health_follows_the_runtime() {
         tokio::time::pause();
-        let runtime = dockerlet_runtime::fake::FakeRuntime::default();
-        let sink = Nothing.start();
-        let links = PlegLinks {
-            events: sink.clone().recipient(),
-            relisted: sink.recipient(),
-        };
-        let pleg = PlegActor::new(Arc::new(runtime.clone()), "n1".into(), links, Duration::from_millis(20)).start();
+        let runtime = FakeRuntime::default();
+        let cache = Arc::new(PodCache::default());
+        let (pleg, _sink) = start(&runtime, &cache, Duration::from_millis(20));
         tokio::time::sleep(Duration::from_millis(100)).await;
         let health = pleg.send(GetHealth).await.unwrap();
         assert!(health.healthy, "{health:?}");

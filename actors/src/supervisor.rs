@@ -51,8 +51,9 @@ use serde_json::json;
 
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::pleg::{PlegActor, PlegLinks};
+use crate::pod_cache::PodCache;
 use crate::pod_config::{pod_ref, PodConfig};
-use crate::pod_worker::{PodWorker, PodWorkerConfig, WorkerLinks};
+use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
 use crate::pressure::{PressureActor, PressureConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
@@ -137,7 +138,12 @@ struct Children {
 impl Children {
     /// The actor graph: every child of the Supervisor, in start order. Adding a subsystem is one
     /// `Child::start` here and its `registry.add`.
-    fn start(config: &SupervisorConfig, runtime: &Arc<dyn ContainerRuntime>, me: Addr<Supervisor>) -> Self {
+    fn start(
+        config: &SupervisorConfig,
+        runtime: &Arc<dyn ContainerRuntime>,
+        cache: &Arc<PodCache>,
+        me: Addr<Supervisor>,
+    ) -> Self {
         let node = config.worker.node_name.clone();
         let api = config.mode.api().cloned();
         let status = {
@@ -157,13 +163,14 @@ impl Children {
             })
         };
         let pleg = {
-            let (runtime, me, node, period) = (runtime.clone(), me.clone(), node.clone(), config.relist_period);
+            let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
+            let (node, period) = (node.clone(), config.relist_period);
             Child::start("PlegActor", "pleg", AfterRestart::Nothing, move || {
                 let links = PlegLinks {
                     events: me.clone().recipient(),
                     relisted: me.clone().recipient(),
                 };
-                PlegActor::new(runtime.clone(), node.clone(), links, period).start()
+                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period).start()
             })
         };
         let pressure = {
@@ -251,8 +258,8 @@ struct Termination {
 pub struct Supervisor {
     /// Settings.
     config: SupervisorConfig,
-    /// Docker, handed to every worker.
-    runtime: Arc<dyn ContainerRuntime>,
+    /// Docker, the pod cache the PLEG fills, and the worker settings, handed to every worker.
+    sync: SyncContext,
     /// The desired pods, merged from every source.
     pods: PodConfig,
     /// One worker per pod UID (desired pods, and pods being terminated).
@@ -269,7 +276,13 @@ impl Supervisor {
     /// Start the supervisor; its children start with it.
     pub fn start(config: SupervisorConfig, runtime: Arc<dyn ContainerRuntime>) -> Addr<Supervisor> {
         Supervisor::create(|ctx| {
-            let children = Children::start(&config, &runtime, ctx.address());
+            let cache = Arc::new(PodCache::default());
+            let children = Children::start(&config, &runtime, &cache, ctx.address());
+            let sync = SyncContext {
+                runtime,
+                cache,
+                config: config.worker.clone(),
+            };
             Supervisor {
                 pods: PodConfig::new(config.sources()),
                 recorder: EventRecorder::new(config.mode.api().cloned()),
@@ -277,7 +290,7 @@ impl Supervisor {
                 children,
                 handled: 0,
                 config,
-                runtime,
+                sync,
             }
         })
     }
@@ -301,7 +314,7 @@ impl Supervisor {
             watch: me.clone().recipient(),
             forget: me.recipient(),
         };
-        let worker = PodWorker::new(pod, self.runtime.clone(), self.config.worker.clone(), links);
+        let worker = PodWorker::new(pod, self.sync.clone(), links);
         match termination {
             Some(t) => worker.terminating(t.grace).start(),
             None => worker.start(),

@@ -1,6 +1,7 @@
 //! [`ContainerRuntime`] on the Docker Engine API, through bollard.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -23,7 +24,7 @@ use dockerlet_pod::labels;
 
 use super::{
     pause, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, NetworkMode, RuntimeError, RuntimeEvent,
-    EXEC_OUTPUT_LIMIT,
+    EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
@@ -33,6 +34,9 @@ const REQUEST_TIMEOUT_SECS: u64 = 120;
 #[derive(Clone)]
 pub struct DockerRuntime {
     docker: Docker,
+    /// Images known to be present (by the reference containers name them with): inspected or
+    /// pulled once, forgotten when a create finds the image gone.
+    images_present: Arc<Mutex<HashSet<String>>>,
 }
 
 impl DockerRuntime {
@@ -58,7 +62,10 @@ impl DockerRuntime {
             .negotiate_version()
             .await
             .map_err(|e| failed("negotiate API version", e))?;
-        Ok(DockerRuntime { docker })
+        Ok(DockerRuntime {
+            docker,
+            images_present: Arc::default(),
+        })
     }
 
     async fn list(&self, label_filters: Vec<String>) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
@@ -72,6 +79,12 @@ impl DockerRuntime {
             .list_containers(Some(options))
             .await
             .map_err(|e| failed("list containers", e))
+    }
+
+    fn known_images(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.images_present
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     async fn import_pause_image(&self) -> Result<(), RuntimeError> {
@@ -113,49 +126,26 @@ impl ContainerRuntime for DockerRuntime {
 impl Containers for DockerRuntime {
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
         let summaries = self.list(vec![format!("{}={node}", labels::NODE)]).await?;
-        Ok(summaries
-            .into_iter()
-            .filter_map(|s| {
-                let l: BTreeMap<_, _> = s.labels.unwrap_or_default().into_iter().collect();
-                let parsed = labels::parse(&l)?;
-                Some(ContainerListing {
-                    id: ContainerId(s.id?),
-                    pod_uid: PodUid(parsed.pod_uid),
-                    name: parsed.name,
-                    state: match s.state {
-                        Some(ContainerSummaryStateEnum::CREATED) => RuntimeState::Created,
-                        Some(
-                            ContainerSummaryStateEnum::RUNNING
-                            | ContainerSummaryStateEnum::PAUSED
-                            | ContainerSummaryStateEnum::RESTARTING,
-                        ) => RuntimeState::Running,
-                        Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD) => {
-                            RuntimeState::Exited
-                        }
-                        _ => RuntimeState::Unknown,
-                    },
-                })
-            })
-            .collect())
+        Ok(summaries.into_iter().filter_map(listing).collect())
     }
 
-    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError> {
+    async fn list_pod_containers(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ContainerListing>, RuntimeError> {
         let summaries = self
             .list(vec![
                 format!("{}={node}", labels::NODE),
                 format!("{}={pod_uid}", labels::POD_UID),
             ])
             .await?;
-        let inspections = summaries.into_iter().filter_map(|s| s.id).map(|id| async move {
-            match self.docker.inspect_container(&id, None).await {
-                Ok(response) => Ok(observe(response)),
-                // Removed between list and inspect: it is simply gone.
-                Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
-                Err(e) => Err(failed(&format!("inspect container {id}"), e)),
-            }
-        });
-        let observed = futures::future::try_join_all(inspections).await?;
-        Ok(observed.into_iter().flatten().collect())
+        Ok(summaries.into_iter().filter_map(listing).collect())
+    }
+
+    async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
+        match self.docker.inspect_container(&id.0, None).await {
+            Ok(response) => Ok(observe(response)),
+            // Removed meanwhile: it is simply gone.
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+            Err(e) => Err(failed(&format!("inspect container {id}"), e)),
+        }
     }
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
@@ -164,6 +154,7 @@ impl Containers for DockerRuntime {
             name: Some(name.clone()),
             ..Default::default()
         };
+        let image = spec.image.clone();
         let body = create_body(spec);
         let created = match self.docker.create_container(Some(options.clone()), body.clone()).await {
             // A dead container holds the name (an earlier agent crashed mid-way): remove it, retry.
@@ -173,9 +164,17 @@ impl Containers for DockerRuntime {
             }
             other => other,
         };
-        created
-            .map(|r| ContainerId(r.id))
-            .map_err(|e| failed(&format!("create container {name}"), e))
+        match created {
+            Ok(r) => Ok(ContainerId(r.id)),
+            Err(e) => {
+                if matches!(&e, bollard::errors::Error::DockerResponseServerError { status_code: 404, message } if message.contains("image"))
+                {
+                    // Removed behind our back: the next sync inspects (and pulls) again.
+                    self.known_images().remove(&image);
+                }
+                Err(failed(&format!("create container {name}"), e))
+            }
+        }
     }
 
     async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
@@ -223,6 +222,10 @@ impl Containers for DockerRuntime {
     fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
         let filters = HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
+            (
+                "event".to_string(),
+                WATCHED_EVENTS.iter().map(|e| e.to_string()).collect(),
+            ),
             ("label".to_string(), vec![format!("{}={node}", labels::NODE)]),
         ]);
         let options = EventsOptions {
@@ -245,8 +248,14 @@ impl Containers for DockerRuntime {
 #[async_trait]
 impl Images for DockerRuntime {
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        if self.known_images().contains(image) {
+            return Ok(true);
+        }
         match self.docker.inspect_image(image).await {
-            Ok(_) => Ok(true),
+            Ok(_) => {
+                self.known_images().insert(image.to_string());
+                Ok(true)
+            }
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
             Err(e) => Err(failed(&format!("inspect image {image}"), e)),
         }
@@ -261,8 +270,9 @@ impl Images for DockerRuntime {
             .create_image(Some(options), None, None)
             .try_collect::<Vec<_>>()
             .await
-            .map(|_| ())
-            .map_err(|e| failed(&format!("pull image {image}"), e))
+            .map_err(|e| failed(&format!("pull image {image}"), e))?;
+        self.known_images().insert(image.to_string());
+        Ok(())
     }
 
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
@@ -365,6 +375,27 @@ fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
             source: other,
         },
     }
+}
+
+/// One line of `docker ps -a` as a [`ContainerListing`]; `None` if it is not a pod container.
+fn listing(s: bollard::models::ContainerSummary) -> Option<ContainerListing> {
+    let l: BTreeMap<_, _> = s.labels.unwrap_or_default().into_iter().collect();
+    let parsed = labels::parse(&l)?;
+    Some(ContainerListing {
+        id: ContainerId(s.id?),
+        pod_uid: PodUid(parsed.pod_uid),
+        name: parsed.name,
+        state: match s.state {
+            Some(ContainerSummaryStateEnum::CREATED) => RuntimeState::Created,
+            Some(
+                ContainerSummaryStateEnum::RUNNING
+                | ContainerSummaryStateEnum::PAUSED
+                | ContainerSummaryStateEnum::RESTARTING,
+            ) => RuntimeState::Running,
+            Some(ContainerSummaryStateEnum::EXITED | ContainerSummaryStateEnum::DEAD) => RuntimeState::Exited,
+            _ => RuntimeState::Unknown,
+        },
+    })
 }
 
 /// Docker's zero time (`0001-01-01T00:00:00Z`) means "never".

@@ -16,9 +16,17 @@ use dockerlet_pod::labels;
 
 use super::{ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RuntimeError, RuntimeEvent};
 
-/// A call that changes something, as the fake saw it.
+/// A call, as the fake saw it: one per Docker Engine API request the real runtime would make.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Call {
+    /// `list_node_containers` or `list_pod_containers` (one `GET /containers/json`).
+    List,
+    /// `inspect_container`.
+    Inspect(ContainerId),
+    /// `image_present` that asked the engine (the remembered ones do not).
+    InspectImage(String),
+    /// `pull_image`.
+    Pull(String),
     /// `create_container`, with the container's name (`k8s_…`).
     Create(String),
     /// `start_container`.
@@ -43,6 +51,8 @@ pub struct FakeContainer {
 /// Shared state of a [`FakeRuntime`].
 #[derive(Debug, Default)]
 pub struct FakeState {
+    /// Images known present, as the Docker runtime remembers them.
+    known_images: std::collections::BTreeSet<String>,
     /// Containers by ID.
     pub containers: BTreeMap<String, FakeContainer>,
     /// Images present.
@@ -57,6 +67,8 @@ pub struct FakeState {
     pub unreachable: bool,
     /// Exit code of every exec (0 unless a test sets it).
     pub exec_exit_code: i64,
+    /// Make inspects fail (listing still works).
+    pub inspect_fails: bool,
 }
 
 /// The fake runtime; clones share state.
@@ -88,6 +100,43 @@ impl FakeRuntime {
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().expect("fake state").calls.clone()
     }
+
+    /// Forget every call made so far.
+    pub fn clear_calls(&self) {
+        self.state.lock().expect("fake state").calls.clear();
+    }
+}
+
+impl FakeState {
+    fn unreachable(&self, operation: &str) -> Result<(), RuntimeError> {
+        if !self.unreachable {
+            return Ok(());
+        }
+        Err(RuntimeError::EngineFailed {
+            operation: operation.into(),
+            source: bollard::errors::Error::DockerResponseServerError {
+                status_code: 503,
+                message: "connection refused".into(),
+            },
+        })
+    }
+
+    fn listing(&self, keep: impl Fn(&FakeContainer) -> bool) -> Vec<ContainerListing> {
+        self.containers
+            .values()
+            .filter(|c| keep(c))
+            .map(|c| ContainerListing {
+                id: c.observed.id.clone(),
+                pod_uid: c.observed.pod_uid.clone(),
+                name: c.observed.name.clone(),
+                state: c.observed.state,
+            })
+            .collect()
+    }
+}
+
+fn on_node(c: &FakeContainer, node: &str) -> bool {
+    c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node)
 }
 
 #[async_trait]
@@ -104,39 +153,33 @@ impl ContainerRuntime for FakeRuntime {
 #[async_trait]
 impl Containers for FakeRuntime {
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
-        let state = self.state.lock().expect("fake state");
-        if state.unreachable {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::List);
+        state.unreachable("list containers")?;
+        Ok(state.listing(|c| on_node(c, node)))
+    }
+
+    async fn list_pod_containers(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ContainerListing>, RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::List);
+        state.unreachable("list containers")?;
+        Ok(state.listing(|c| on_node(c, node) && &c.observed.pod_uid == pod_uid))
+    }
+
+    async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::Inspect(id.clone()));
+        state.unreachable("inspect container")?;
+        if state.inspect_fails {
             return Err(RuntimeError::EngineFailed {
-                operation: "list containers".into(),
+                operation: format!("inspect container {id}"),
                 source: bollard::errors::Error::DockerResponseServerError {
-                    status_code: 503,
-                    message: "connection refused".into(),
+                    status_code: 500,
+                    message: "inspect refused".into(),
                 },
             });
         }
-        Ok(state
-            .containers
-            .values()
-            .filter(|c| c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node))
-            .map(|c| ContainerListing {
-                id: c.observed.id.clone(),
-                pod_uid: c.observed.pod_uid.clone(),
-                name: c.observed.name.clone(),
-                state: c.observed.state,
-            })
-            .collect())
-    }
-
-    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError> {
-        let state = self.state.lock().expect("fake state");
-        Ok(state
-            .containers
-            .values()
-            .filter(|c| {
-                c.spec.labels.get(labels::NODE).map(String::as_str) == Some(node) && &c.observed.pod_uid == pod_uid
-            })
-            .map(|c| c.observed.clone())
-            .collect())
+        Ok(state.containers.get(&id.0).map(|c| c.observed.clone()))
     }
 
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
@@ -202,10 +245,24 @@ impl Containers for FakeRuntime {
 #[async_trait]
 impl Images for FakeRuntime {
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
-        Ok(self.state.lock().expect("fake state").images.iter().any(|i| i == image))
+        let mut state = self.state.lock().expect("fake state");
+        if state.known_images.contains(image) {
+            return Ok(true);
+        }
+        state.calls.push(Call::InspectImage(image.to_string()));
+        let present = state.images.iter().any(|i| i == image);
+        if present {
+            state.known_images.insert(image.to_string());
+        }
+        Ok(present)
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+        self.state
+            .lock()
+            .expect("fake state")
+            .calls
+            .push(Call::Pull(image.to_string()));
         Err(RuntimeError::NotFound {
             what: format!("image {image}"),
         })

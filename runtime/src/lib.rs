@@ -72,7 +72,12 @@ pub enum RuntimeError {
     },
 }
 
-/// A change Docker reported on its event stream (only used to trigger a relist early).
+/// The Docker events the PLEG is told of: a container died (its own exit, a kill, the OOM
+/// killer), or it was removed. Starts and creates are the agent's own doing and are observed by
+/// whoever did them; exec, attach and the rest change nothing the PLEG keeps.
+pub const WATCHED_EVENTS: &[&str] = &["die", "destroy"];
+
+/// A change Docker reported on its event stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RuntimeEvent {
     /// The container.
@@ -114,8 +119,12 @@ pub trait Containers: Send + Sync {
     /// Cheap listing of every container of this node, all states included.
     async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError>;
 
-    /// Every container (sandboxes included) of one pod on this node, inspected.
-    async fn inspect_pod(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ObservedContainer>, RuntimeError>;
+    /// Cheap listing of one pod's containers on this node (a termination's last check that
+    /// nothing it did not know of is left).
+    async fn list_pod_containers(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ContainerListing>, RuntimeError>;
+
+    /// One container, inspected; none when it is gone or is not a pod container.
+    async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError>;
 
     /// Create (but not start) a container; returns its ID.
     async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError>;
@@ -129,14 +138,17 @@ pub trait Containers: Send + Sync {
     /// Remove a container (forcibly, with its anonymous volumes).
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError>;
 
-    /// The engine's event stream for this node's containers.
+    /// The engine's event stream for this node's containers: only the changes nobody asked for
+    /// ([`WATCHED_EVENTS`]); what the agent itself does it observes itself.
     fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>>;
 }
 
 /// The engine's images.
 #[async_trait]
 pub trait Images: Send + Sync {
-    /// Is the image present on the engine?
+    /// Is the image present on the engine? Known presence is remembered (the image manager's
+    /// cache): a pull adds to it, and a create that finds the image gone removes it, so an image
+    /// is inspected once, not at every container start.
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;
 
     /// Pull the image from its registry.

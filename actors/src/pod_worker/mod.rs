@@ -13,8 +13,10 @@
 //!
 //! Sends `SetPodStatus`, `RemovePodStatus`, `RecordEvent` and `PodTerminated` to the Supervisor.
 //!
-//! A sync runs as a spawned future ([`sync::sync_pod`]): observe Docker, decide with the pure
-//! [`plan::compute_pod_actions`], act, observe again. The mailbox stays open meanwhile, so a
+//! A sync runs as a spawned future ([`sync::sync_pod`]): read the pod's containers from the
+//! [`PodCache`](crate::pod_cache::PodCache) (no Docker call), decide with the pure
+//! `plan::compute_pod_actions`, act, and inspect each container it acted on into the cache, so
+//! the next sync sees its own work. The mailbox stays open meanwhile, so a
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
@@ -42,8 +44,8 @@ use serde_json::json;
 
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
-use dockerlet_runtime::ContainerRuntime;
 use state::{Effect, Input, Phase, Trigger, WorkerState};
+pub use sync::SyncContext;
 use sync::{SyncOutcome, TerminateOutcome};
 use tracing::Instrument;
 
@@ -95,10 +97,11 @@ pub struct PodWorker {
     uid: PodUid,
     /// The desired pod; replaced by `UpdatePod`.
     pod: Arc<Pod>,
-    /// Docker.
-    runtime: Arc<dyn ContainerRuntime>,
-    /// Shared settings.
-    config: Arc<PodWorkerConfig>,
+    /// Docker, the pod cache and the shared settings.
+    sync: SyncContext,
+    /// The end of the last action whose result this worker could not observe (a failed inspect,
+    /// a cancelled sync): the next sync reads the cache only once a relist after it completed.
+    newer_than: Option<Instant>,
     /// Where reports go.
     links: WorkerLinks,
     /// Where it is in its lifecycle; every transition is [`WorkerState::on`].
@@ -137,19 +140,14 @@ pub struct PodWorker {
 
 impl PodWorker {
     /// A worker for `pod`. Call [`PodWorker::terminating`] for a pod that is only to be removed.
-    pub fn new(
-        pod: Arc<Pod>,
-        runtime: Arc<dyn ContainerRuntime>,
-        config: Arc<PodWorkerConfig>,
-        links: WorkerLinks,
-    ) -> Self {
+    pub fn new(pod: Arc<Pod>, sync: SyncContext, links: WorkerLinks) -> Self {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
         let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %crate::pod_config::pod_ref(&pod));
         PodWorker {
             uid,
             pod,
-            runtime,
-            config,
+            sync,
+            newer_than: None,
             links,
             state: WorkerState::default(),
             span,
@@ -171,7 +169,7 @@ impl PodWorker {
 
     /// Start in the terminating state (an orphaned pod, or re-creation during termination).
     pub fn terminating(mut self, grace: Option<Duration>) -> Self {
-        let config = self.config.clone();
+        let config = self.sync.config.clone();
         self.state
             .on(Input::Terminate { grace }, Instant::now(), &config.backoff);
         self
@@ -183,7 +181,7 @@ impl PodWorker {
 
     /// Feed `input` to the state machine and carry out what it says.
     fn step(&mut self, input: Input, ctx: &mut Context<Self>) {
-        let effect = self.state.on(input, Instant::now(), &self.config.backoff);
+        let effect = self.state.on(input, Instant::now(), &self.sync.config.backoff);
         match effect {
             Effect::None => {}
             Effect::StartSync => self.start_sync(ctx),
@@ -228,8 +226,8 @@ impl PodWorker {
             .filter(|((_, kind), (_, result))| *kind != ProbeKind::Readiness && *result == ProbeResult::Failure)
             .map(|((_, kind), (id, _))| (id.clone(), *kind))
             .collect();
-        let future = sync::sync_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), failed)
-            .instrument(self.span.clone());
+        let future =
+            sync::sync_pod(self.sync.clone(), self.pod.clone(), failed, self.newer_than).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -240,6 +238,7 @@ impl PodWorker {
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
+        self.newer_than = outcome.unobserved;
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
@@ -277,7 +276,7 @@ impl PodWorker {
                 Duration::try_from(until.duration_since(Timestamp::now())).unwrap_or_default()
                     + Duration::from_millis(20)
             }
-            (None, None) => self.config.sync_frequency,
+            (None, None) => self.sync.config.sync_frequency,
         };
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
             act.timer = None;
@@ -340,7 +339,7 @@ impl PodWorker {
             observed: &self.last_observed,
             waiting: &self.waiting,
             probes: &self.probes,
-            host_ip: &self.config.host_ip,
+            host_ip: &self.sync.config.host_ip,
             previous: self.last_status.as_ref(),
             now: Timestamp::now(),
         });
@@ -369,6 +368,8 @@ impl PodWorker {
     fn start_termination(&mut self, grace: Option<Duration>, ctx: &mut Context<Self>) {
         if let Some(handle) = self.in_flight.take() {
             ctx.cancel_future(handle);
+            // What the cancelled sync did, nobody observed.
+            self.newer_than = Some(Instant::now());
         }
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
@@ -385,8 +386,7 @@ impl PodWorker {
         self.links.forget.do_send(ForgetPod {
             pod_uid: self.uid.clone(),
         });
-        let future = sync::terminate_pod(self.runtime.clone(), self.config.clone(), self.pod.clone(), grace)
-            .instrument(self.span.clone());
+        let future = sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -581,6 +581,7 @@ impl Handler<Panic> for PodWorker {
 mod tests {
     use super::*;
     use dockerlet_runtime::fake::{Call, FakeRuntime};
+    use dockerlet_runtime::Containers;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -626,6 +627,17 @@ mod tests {
         type Result = ();
         fn handle(&mut self, msg: PodTerminated, _: &mut Context<Self>) {
             self.terminated.push(msg.uid);
+        }
+    }
+
+    struct Statuses;
+    impl Message for Statuses {
+        type Result = Vec<Pod>;
+    }
+    impl Handler<Statuses> for Sink {
+        type Result = MessageResult<Statuses>;
+        fn handle(&mut self, _: Statuses, _: &mut Context<Self>) -> Self::Result {
+            MessageResult(self.statuses.clone())
         }
     }
 
@@ -689,7 +701,14 @@ mod tests {
             watch: sink.clone().recipient(),
             forget: sink.clone().recipient(),
         };
-        let worker = PodWorker::new(pod(), Arc::new(runtime.clone()), config(), links).start();
+        let cache = Arc::new(crate::pod_cache::PodCache::default());
+        cache.relisted(Instant::now());
+        let sync = SyncContext {
+            runtime: Arc::new(runtime.clone()),
+            cache,
+            config: config(),
+        };
+        let worker = PodWorker::new(pod(), sync, links).start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         worker.do_send(TerminatePod { grace_period: None });
         for _ in 0..100 {
@@ -712,5 +731,138 @@ mod tests {
             runtime.calls()
         );
         assert!(runtime.state.lock().unwrap().containers.is_empty());
+    }
+
+    fn links(sink: &Addr<Sink>) -> WorkerLinks {
+        WorkerLinks {
+            status: sink.clone().recipient(),
+            removed: sink.clone().recipient(),
+            events: sink.clone().recipient(),
+            terminated: sink.clone().recipient(),
+            watch: sink.clone().recipient(),
+            forget: sink.clone().recipient(),
+        }
+    }
+
+    /// A cache as after the first relist of an empty node, and the sync context around it.
+    fn relisted(runtime: &FakeRuntime) -> SyncContext {
+        let cache = Arc::new(crate::pod_cache::PodCache::default());
+        cache.relisted(Instant::now());
+        SyncContext {
+            runtime: Arc::new(runtime.clone()),
+            cache,
+            config: config(),
+        }
+    }
+
+    fn named(name: &str, uid: &str) -> Arc<Pod> {
+        let mut pod = (*pod()).clone();
+        pod.metadata.name = Some(name.into());
+        pod.metadata.uid = Some(uid.into());
+        Arc::new(pod)
+    }
+
+    fn count(runtime: &FakeRuntime, pred: impl Fn(&Call) -> bool) -> usize {
+        runtime.calls().iter().filter(|c| pred(c)).count()
+    }
+
+    /// The Docker API calls of a pod start, counted: create and start each of the sandbox and
+    /// the app, one inspect of each (the sandbox's gives the pod IP), the image inspected only
+    /// for the first pod that uses it, and no listing at all. A sync right after sees the
+    /// worker's own containers without asking Docker (no PLEG runs here) and does nothing.
+    #[actix::test]
+    async fn a_pod_start_costs_six_calls_and_the_next_sync_none() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sync = relisted(&runtime);
+        let sink = Sink::default().start();
+        let first = PodWorker::new(named("one", "u1"), sync.clone(), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            runtime.calls(),
+            vec![
+                Call::Create("k8s_POD_one_default_u1_0".into()),
+                Call::Start(ContainerId("fake0001".into())),
+                Call::Inspect(ContainerId("fake0001".into())),
+                Call::InspectImage("img:1".into()),
+                Call::Create("k8s_app_one_default_u1_0".into()),
+                Call::Start(ContainerId("fake0002".into())),
+                Call::Inspect(ContainerId("fake0002".into())),
+            ]
+        );
+        runtime.clear_calls();
+        first.do_send(SyncPod);
+        first.do_send(SyncPod);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(runtime.calls(), vec![], "a sync after the start asked Docker again");
+        let _second = PodWorker::new(named("two", "u2"), sync, links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(count(&runtime, |c| matches!(c, Call::InspectImage(_))), 0);
+        assert_eq!(runtime.calls().len(), 6, "{:?}", runtime.calls());
+        let statuses = sink.send(Statuses).await.unwrap();
+        let running = |name: &str| {
+            statuses.iter().any(|p| {
+                p.metadata.name.as_deref() == Some(name)
+                    && p.status
+                        .as_ref()
+                        .and_then(|s| s.container_statuses.as_ref())
+                        .is_some_and(|cs| cs.iter().all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some())))
+            })
+        };
+        assert!(running("one") && running("two"), "{statuses:?}");
+    }
+
+    /// An action whose result the worker could not observe (the inspect after the start
+    /// failed) makes the next sync wait for a relist after it, rather than decide on state that
+    /// predates it (and create the container a second time).
+    #[actix::test]
+    async fn never_decides_on_state_older_than_its_last_action() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        runtime.state.lock().unwrap().inspect_fails = true;
+        let sync = relisted(&runtime);
+        let sink = Sink::default().start();
+        let worker = PodWorker::new(pod(), sync.clone(), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        // The sandbox was created and started, but its inspect failed: nothing more.
+        assert_eq!(
+            count(&runtime, |c| matches!(c, Call::Create(_))),
+            1,
+            "{:?}",
+            runtime.calls()
+        );
+        runtime.state.lock().unwrap().inspect_fails = false;
+        // The sync after the error back-off (10 s) waits: no relist came after the action.
+        worker.do_send(SyncPod);
+        tokio::time::sleep(Duration::from_secs(12)).await;
+        assert_eq!(
+            count(&runtime, |c| matches!(c, Call::Create(_))),
+            1,
+            "{:?}",
+            runtime.calls()
+        );
+        // A relist after the action lets it go on, with the sandbox it made.
+        let listing = runtime.list_node_containers("n1").await.unwrap();
+        let at = Instant::now();
+        for id in sync.cache.plan(&listing, at).inspect {
+            let observed = runtime.inspect_container(&id).await.unwrap().unwrap();
+            sync.cache.put(observed, at);
+        }
+        sync.cache.relisted(at);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let creates: Vec<_> = runtime
+            .calls()
+            .into_iter()
+            .filter_map(|c| match c {
+                Call::Create(name) => Some(name),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(
+            creates,
+            vec!["k8s_POD_web_default_u1_0", "k8s_app_web_default_u1_0"],
+            "{:?}",
+            runtime.calls()
+        );
     }
 }

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
@@ -21,12 +21,17 @@ use dockerlet_runtime::{ContainerRuntime, RuntimeError};
 
 use super::PodWorkerConfig;
 use crate::actions::{self, Caller, Outcome, Target};
+use crate::pod_cache::{NotRefreshed, PodCache};
 
 /// How long a postStart hook may take (kubelet's runtime request timeout).
 const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
+
+/// How long a sync waits for the pod cache to be refreshed before it gives up (and retries
+/// after its error back-off): far more than a relist takes, unless Docker does not answer.
+const CACHE_WAIT: Duration = Duration::from_secs(10);
 
 /// Why a sync or a termination did not finish. The worker retries: a sync after its error
 /// back-off, a termination a second later.
@@ -35,6 +40,9 @@ pub enum SyncError {
     /// Docker failed (unreachable, or refused an operation).
     #[error(transparent)]
     Runtime(#[from] RuntimeError),
+    /// The pod cache was not refreshed in time (the PLEG cannot relist).
+    #[error(transparent)]
+    CacheNotRefreshed(#[from] NotRefreshed),
     /// The pod's directory (its emptyDir volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {
@@ -73,6 +81,50 @@ pub struct SyncOutcome {
     pub errors: Vec<SyncError>,
     /// Events to record.
     pub events: Vec<WorkerEvent>,
+    /// When the last action whose result could not be observed (its inspect failed) ended: the
+    /// next sync must read state from a relist after it.
+    pub unobserved: Option<Instant>,
+}
+
+/// The shared things a sync or a termination works with.
+#[derive(Clone)]
+pub struct SyncContext {
+    /// Docker.
+    pub runtime: Arc<dyn ContainerRuntime>,
+    /// The pod cache the PLEG fills; a sync reads it and writes what it observes itself.
+    pub cache: Arc<PodCache>,
+    /// The worker's settings.
+    pub config: Arc<PodWorkerConfig>,
+}
+
+impl SyncContext {
+    /// Inspect `id` into the cache after an action on it. Returns what was seen; none if it is
+    /// gone or could not be inspected (then `unobserved` says since when).
+    async fn observe(&self, id: &ContainerId, unobserved: &mut Option<Instant>) -> Option<ObservedContainer> {
+        let stamp = Instant::now();
+        match self.runtime.inspect_container(id).await {
+            Ok(Some(observed)) => {
+                self.cache.put(observed.clone(), stamp);
+                Some(observed)
+            }
+            Ok(None) => {
+                self.cache.remove(id, stamp);
+                None
+            }
+            Err(e) => {
+                tracing::warn!(container = %id, error = %e, "cannot observe a container after acting on it");
+                *unobserved = Some(Instant::now());
+                None
+            }
+        }
+    }
+
+    /// Remove a container and forget it.
+    async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        self.runtime.remove_container(id).await?;
+        self.cache.remove(id, Instant::now());
+        Ok(())
+    }
 }
 
 /// An event to record about the pod, or about one of its containers (the event's fieldPath).
@@ -115,24 +167,27 @@ pub struct TerminateOutcome {
     pub events: Vec<WorkerEvent>,
 }
 
-/// Observe, decide, act, observe again.
+/// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
+/// decide, act — observing each container acted on, so the cache holds the result.
 pub async fn sync_pod(
-    runtime: Arc<dyn ContainerRuntime>,
-    config: Arc<PodWorkerConfig>,
+    sync: SyncContext,
     pod: Arc<Pod>,
     failed_probes: HashMap<ContainerId, ProbeKind>,
+    newer_than: Option<Instant>,
 ) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = SyncOutcome::default();
-    let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
+    let observed = match sync.cache.get_newer_than(&uid, newer_than, CACHE_WAIT).await {
         Ok(o) => o,
         Err(e) => {
             outcome.errors.push(e.into());
-            outcome.actions_summary = "retry: docker unreachable".to_string();
+            outcome.actions_summary = "retry: pod cache not refreshed (docker unreachable?)".to_string();
+            outcome.unobserved = newer_than;
             return outcome;
         }
     };
-    let actions = compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &config.backoff, &failed_probes);
+    let actions =
+        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &failed_probes);
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
     for b in &actions.backing_off {
@@ -159,30 +214,22 @@ pub async fn sync_pod(
         return outcome;
     }
     let mut executor = Executor {
-        runtime: &runtime,
-        config: &config,
+        sync: &sync,
         pod: &pod,
         outcome: &mut outcome,
     };
     executor.run(&actions, &observed).await;
-    match runtime.inspect_pod(&config.node_name, &uid).await {
-        Ok(o) => outcome.observed = Some(o),
-        Err(e) => outcome.errors.push(e.into()),
-    }
+    outcome.observed = sync.cache.pod(&uid);
     outcome
 }
 
 /// Stop every container of the pod (app and init first, with the grace period; then the
-/// sandbox) and remove them all.
-pub async fn terminate_pod(
-    runtime: Arc<dyn ContainerRuntime>,
-    config: Arc<PodWorkerConfig>,
-    pod: Arc<Pod>,
-    grace: Option<Duration>,
-) -> TerminateOutcome {
+/// sandbox) and remove them all; then make sure with Docker that none is left (a create that
+/// was in flight when termination began may have landed since).
+pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Duration>) -> TerminateOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = TerminateOutcome::default();
-    let observed = match runtime.inspect_pod(&config.node_name, &uid).await {
+    let observed = match sync.cache.get_newer_than(&uid, None, CACHE_WAIT).await {
         Ok(o) => o,
         Err(e) => {
             outcome.errors.push(e.into());
@@ -198,30 +245,13 @@ pub async fn terminate_pod(
         })
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
-    if let Err(errors) = stop_all(&runtime, Some(&pod), &observed, grace, &mut outcome.events).await {
+    if let Err(errors) = stop_all(&sync, Some(&pod), &observed, grace, Settle::No, &mut outcome.events).await {
         outcome.errors.extend(errors.into_iter().map(SyncError::from));
         return outcome;
     }
-    // List again: a create that was in flight when termination began may have landed since.
+    let mut remaining: Vec<ContainerId> = observed.into_iter().map(|c| c.id).collect();
     for _ in 0..3 {
-        let remaining = match runtime.inspect_pod(&config.node_name, &uid).await {
-            Ok(o) => o,
-            Err(e) => {
-                outcome.errors.push(e.into());
-                return outcome;
-            }
-        };
-        if remaining.is_empty() {
-            // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
-            let dir = dockerlet_pod::volume::pod_dir(&config.root_dir, &uid.0);
-            if let Err(source) = tokio::fs::remove_dir_all(&dir).await {
-                if source.kind() != std::io::ErrorKind::NotFound {
-                    outcome.errors.push(SyncError::RemovePodDir { path: dir, source });
-                }
-            }
-            return outcome;
-        }
-        let removals = remaining.iter().map(|c| runtime.remove_container(&c.id));
+        let removals = remaining.iter().map(|id| sync.remove(id));
         let failed: Vec<SyncError> = futures::future::join_all(removals)
             .await
             .into_iter()
@@ -231,21 +261,49 @@ pub async fn terminate_pod(
             outcome.errors.extend(failed);
             return outcome;
         }
+        remaining = match sync.runtime.list_pod_containers(&sync.config.node_name, &uid).await {
+            Ok(listing) => listing.into_iter().map(|c| c.id).collect(),
+            Err(e) => {
+                outcome.errors.push(e.into());
+                return outcome;
+            }
+        };
+        if remaining.is_empty() {
+            // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
+            let dir = dockerlet_pod::volume::pod_dir(&sync.config.root_dir, &uid.0);
+            if let Err(source) = tokio::fs::remove_dir_all(&dir).await {
+                if source.kind() != std::io::ErrorKind::NotFound {
+                    outcome.errors.push(SyncError::RemovePodDir { path: dir, source });
+                }
+            }
+            return outcome;
+        }
     }
     outcome
+}
+
+/// Whether a stop is followed by an observation of the stopped container (not when it is
+/// removed right after).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Settle {
+    /// Put its exited state into the cache (unless the PLEG's `die` already did).
+    Observe,
+    /// It is about to be removed.
+    No,
 }
 
 /// Stop one container as kubelet does: its preStop hook first, counted against the grace
 /// period; then the stop signal, and SIGKILL when what is left of the grace period runs out
 /// (never less than [`MIN_GRACE`]). Returns the result and a FailedPreStopHook event, if any.
 async fn stop_container(
-    runtime: &Arc<dyn ContainerRuntime>,
+    sync: &SyncContext,
     pod: Option<&Pod>,
-    id: &ContainerId,
-    name: &str,
-    pod_ip: Option<String>,
+    stop: StopTarget<'_>,
     grace: Duration,
+    settle: Settle,
+    unobserved: &mut Option<Instant>,
 ) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
+    let StopTarget { id, name, pod_ip } = stop;
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
         s.containers
@@ -257,7 +315,7 @@ async fn stop_container(
     if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
         if let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.preStop", hook, spec) {
             let target = Target {
-                runtime: runtime.clone(),
+                runtime: sync.runtime.clone(),
                 container_id: id.clone(),
                 pod_ip,
                 timeout: grace,
@@ -272,16 +330,30 @@ async fn stop_container(
         }
     }
     let remaining = grace.saturating_sub(began.elapsed()).max(MIN_GRACE);
-    (runtime.stop_container(id, remaining).await, event)
+    let result = sync.runtime.stop_container(id, remaining).await;
+    // An exited container never runs again: if the PLEG's `die` already put it, it is known.
+    if result.is_ok() && settle == Settle::Observe && sync.cache.state_of(id) != Some(RuntimeState::Exited) {
+        sync.observe(id, unobserved).await;
+    }
+    (result, event)
+}
+
+/// The container a stop is for.
+struct StopTarget<'a> {
+    id: &'a ContainerId,
+    name: &'a str,
+    /// For an httpGet preStop hook.
+    pod_ip: Option<String>,
 }
 
 /// Stop running app and init containers in parallel (each with its preStop hook and `grace`),
 /// then the sandboxes.
 async fn stop_all(
-    runtime: &Arc<dyn ContainerRuntime>,
+    sync: &SyncContext,
     pod: Option<&Pod>,
     observed: &[ObservedContainer],
     grace: Duration,
+    settle: Settle,
     events: &mut Vec<WorkerEvent>,
 ) -> Result<(), Vec<RuntimeError>> {
     let running = |sandbox: bool| {
@@ -297,7 +369,18 @@ async fn stop_all(
             format!("Stopping container {}", c.name),
         ));
     }
-    let stops = running(false).map(|c| stop_container(runtime, pod, &c.id, &c.name, pod_ip.clone(), grace));
+    let stops = running(false).map(|c| {
+        let pod_ip = pod_ip.clone();
+        async move {
+            let target = StopTarget {
+                id: &c.id,
+                name: &c.name,
+                pod_ip,
+            };
+            let mut unobserved = None;
+            stop_container(sync, pod, target, grace, settle, &mut unobserved).await
+        }
+    });
     let mut errors = Vec::new();
     for (result, event) in futures::future::join_all(stops).await {
         events.extend(event);
@@ -306,7 +389,13 @@ async fn stop_all(
     if !errors.is_empty() {
         return Err(errors);
     }
-    let sandboxes = running(true).map(|c| runtime.stop_container(&c.id, SANDBOX_STOP_GRACE));
+    let sandboxes = running(true).map(|c| async move {
+        sync.runtime.stop_container(&c.id, SANDBOX_STOP_GRACE).await?;
+        if settle == Settle::Observe {
+            sync.observe(&c.id, &mut None).await;
+        }
+        Ok::<_, RuntimeError>(())
+    });
     errors.extend(
         futures::future::join_all(sandboxes)
             .await
@@ -329,8 +418,7 @@ fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
 
 /// Carries out one [`PodActions`].
 struct Executor<'a> {
-    runtime: &'a Arc<dyn ContainerRuntime>,
-    config: &'a PodWorkerConfig,
+    sync: &'a SyncContext,
     pod: &'a Pod,
     outcome: &'a mut SyncOutcome,
 }
@@ -339,8 +427,8 @@ impl Executor<'_> {
     async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
         let grace = pod_grace(self.pod);
         if actions.kill_pod {
-            if let Err(errors) = stop_all(self.runtime, Some(self.pod), observed, grace, &mut self.outcome.events).await
-            {
+            let events = &mut self.outcome.events;
+            if let Err(errors) = stop_all(self.sync, Some(self.pod), observed, grace, Settle::Observe, events).await {
                 self.outcome.errors.extend(errors.into_iter().map(SyncError::from));
                 return;
             }
@@ -352,22 +440,22 @@ impl Executor<'_> {
             let Some(c) = observed.iter().find(|c| c.id == kill.id) else {
                 continue;
             };
-            let (result, event) = stop_container(
-                self.runtime,
-                Some(self.pod),
-                &c.id,
-                &c.name,
-                sandbox_ip(observed),
-                kill.grace.unwrap_or(grace),
-            )
-            .await;
+            let target = StopTarget {
+                id: &c.id,
+                name: &c.name,
+                pod_ip: sandbox_ip(observed),
+            };
+            let grace = kill.grace.unwrap_or(grace);
+            let unobserved = &mut self.outcome.unobserved;
+            let (result, event) =
+                stop_container(self.sync, Some(self.pod), target, grace, Settle::Observe, unobserved).await;
             self.outcome.events.extend(event);
             if let Err(e) = result {
                 return self.fail(e);
             }
         }
         for id in &actions.remove {
-            if let Err(e) = self.runtime.remove_container(id).await {
+            if let Err(e) = self.sync.remove(id).await {
                 tracing::warn!(container = %id, error = %e, "could not remove dead container");
             }
         }
@@ -402,20 +490,23 @@ impl Executor<'_> {
         self.outcome.errors.push(error.into());
     }
 
+    /// Create and start the sandbox; its one inspect gives the pod IP.
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {
-        let mut spec = sandbox_spec(self.pod, &self.config.node_name, &self.config.sandbox_image, attempt);
-        spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(self.config.min_oom_score_adj));
-        let id = self.runtime.create_container(spec).await?;
-        if let Err(e) = self.runtime.start_container(&id).await {
+        let config = &self.sync.config;
+        let mut spec = sandbox_spec(self.pod, &config.node_name, &config.sandbox_image, attempt);
+        spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
+        let id = self.sync.runtime.create_container(spec).await?;
+        if let Err(e) = self.sync.runtime.start_container(&id).await {
             // A sandbox that cannot start is of no use; the next sync makes a new attempt.
-            let _ = self.runtime.remove_container(&id).await;
+            let _ = self.sync.remove(&id).await;
             return Err(e);
         }
-        let uid = PodUid(self.pod.metadata.uid.clone().unwrap_or_default());
-        let observed = self.runtime.inspect_pod(&self.config.node_name, &uid).await?;
-        observed.into_iter().find(|c| c.id == id).ok_or(RuntimeError::NotFound {
-            what: format!("sandbox {id}"),
-        })
+        self.sync
+            .observe(&id, &mut self.outcome.unobserved)
+            .await
+            .ok_or(RuntimeError::NotFound {
+                what: format!("sandbox {id}"),
+            })
     }
 
     async fn start_container(&mut self, start: &StartAction, sandbox: &ObservedContainer) {
@@ -431,8 +522,9 @@ impl Executor<'_> {
             self.outcome.waiting.insert(container.name.clone(), reason);
             return;
         }
+        let config = &self.sync.config;
         let pod_ip = if host_network(self.pod) {
-            self.config.host_ip.clone()
+            config.host_ip.clone()
         } else {
             sandbox.ip.clone().unwrap_or_default()
         };
@@ -444,23 +536,24 @@ impl Executor<'_> {
             Ok(mounts) => mounts,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
+        let config = &self.sync.config;
         let ctx = PodContext {
             pod: self.pod,
-            node_name: &self.config.node_name,
-            host_ip: &self.config.host_ip,
+            node_name: &config.node_name,
+            host_ip: &config.host_ip,
             pod_ip: &pod_ip,
             sandbox_id: &sandbox.id,
-            node_memory_bytes: self.config.node_memory_bytes,
+            node_memory_bytes: config.node_memory_bytes,
             env_objects: &env_objects,
         };
         let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
-                c.oom_score_adj = c.oom_score_adj.map(|v| v.max(self.config.min_oom_score_adj));
+                c.oom_score_adj = c.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
                 c
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        let id = match self.runtime.create_container(create).await {
+        let id = match self.sync.runtime.create_container(create).await {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
         };
@@ -469,7 +562,10 @@ impl Executor<'_> {
             "Created",
             format!("Created container {}", container.name),
         ));
-        match self.runtime.start_container(&id).await {
+        let started = self.sync.runtime.start_container(&id).await;
+        // One inspect, started or not: the cache (and so the status) holds the result.
+        self.sync.observe(&id, &mut self.outcome.unobserved).await;
+        match started {
             Ok(()) => {
                 self.outcome.events.push(WorkerEvent::container(
                     &container.name,
@@ -491,7 +587,7 @@ impl Executor<'_> {
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
     /// directories, hostPath type checks) off the actor thread.
     async fn prepare_mounts(&self, container: &Container) -> Result<Vec<Mount>, VolumeError> {
-        let mounts = dockerlet_pod::volume::mounts(&self.config.root_dir, self.pod, container)?;
+        let mounts = dockerlet_pod::volume::mounts(&self.sync.config.root_dir, self.pod, container)?;
         tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::prepare(&mounts).map(|()| mounts))
             .await
             .unwrap_or_else(|e| {
@@ -510,7 +606,7 @@ impl Executor<'_> {
         if secrets.is_empty() && maps.is_empty() {
             return Ok(objects);
         }
-        let Some(api) = &self.config.api else {
+        let Some(api) = &self.sync.config.api else {
             return Err(EnvObjectsError::NeedsApiServer);
         };
         let (_, namespace, _) = pod_identity(self.pod);
@@ -535,7 +631,7 @@ impl Executor<'_> {
             return;
         };
         let target = Target {
-            runtime: self.runtime.clone(),
+            runtime: self.sync.runtime.clone(),
             container_id: id.clone(),
             pod_ip: Some(pod_ip.to_string()),
             timeout: POST_START_TIMEOUT,
@@ -550,8 +646,13 @@ impl Executor<'_> {
             format!("PostStartHook failed for container {}: {message}", container.name),
         ));
         let grace = pod_grace(self.pod);
-        let (result, event) =
-            stop_container(self.runtime, Some(self.pod), id, &container.name, target.pod_ip, grace).await;
+        let stop = StopTarget {
+            id,
+            name: &container.name,
+            pod_ip: target.pod_ip,
+        };
+        let unobserved = &mut self.outcome.unobserved;
+        let (result, event) = stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;
         self.outcome.events.extend(event);
         if let Err(e) = result {
             self.fail(e);
@@ -586,10 +687,15 @@ impl Executor<'_> {
             .image_pull_policy
             .clone()
             .unwrap_or_else(|| dockerlet_pod::spec::default_pull_policy(&image).to_string());
-        let present = self.runtime.image_present(&image).await.map_err(|e| WaitingReason {
-            reason: "ImageInspectError".into(),
-            message: e.to_string(),
-        })?;
+        let present = self
+            .sync
+            .runtime
+            .image_present(&image)
+            .await
+            .map_err(|e| WaitingReason {
+                reason: "ImageInspectError".into(),
+                message: e.to_string(),
+            })?;
         match (policy.as_str(), present) {
             ("Never", false) => Err(WaitingReason {
                 reason: "ErrImageNeverPull".into(),
@@ -610,7 +716,7 @@ impl Executor<'_> {
                     format!("Pulling image \"{image}\""),
                 ));
                 let began = std::time::Instant::now();
-                let pulled = self.runtime.pull_image(&image).await;
+                let pulled = self.sync.runtime.pull_image(&image).await;
                 self.pulled(container, &image, began.elapsed(), pulled, present)
             }
         }
