@@ -20,7 +20,7 @@
 //! actor keeps the timer and the queue, runs the handlers and sends the messages.
 
 use std::cmp::Reverse;
-use std::collections::{BTreeMap, BinaryHeap, HashMap};
+use std::collections::{BTreeMap, BinaryHeap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -44,6 +44,11 @@ use dockerlet_runtime::ContainerRuntime;
 /// together start in one wake-up and their sockets' events tend to arrive together: fewer
 /// wake-ups of the agent at 110 probes a second.
 const RUN_GRAIN: Duration = Duration::from_millis(20);
+
+/// Exec probes started in one grain at most (150 a second): each costs the engine about 45 ms
+/// of CPU (dockerd, containerd, the shim and runc; BENCHMARKS.md, P5b), so a node's exec probes
+/// due together are spread over the following grains rather than all fired at once.
+const EXEC_RUNS_PER_GRAIN: usize = 3;
 
 /// Longest output kept for the debug page.
 const OUTPUT_KEPT: usize = 512;
@@ -207,6 +212,11 @@ pub struct ProbeActor {
     /// Next runs, earliest first: when, the probe's generation, the probe. Entries of replaced
     /// or removed probes are skipped when they come due.
     due: BinaryHeap<Reverse<(Instant, u64, ProbeKey)>>,
+    /// Exec runs the state machines asked for, not started yet: at most
+    /// [`EXEC_RUNS_PER_GRAIN`] start per wake-up. With each its probe's generation.
+    exec_ready: VecDeque<(u64, ProbeKey)>,
+    /// When the next exec runs of `exec_ready` start.
+    exec_at: Option<Instant>,
     /// Origin of the run grid ([`RUN_GRAIN`]).
     epoch: Instant,
     /// The one armed timer: when it fires, and its handle.
@@ -287,6 +297,8 @@ impl ProbeActor {
             links,
             probes: BTreeMap::new(),
             due: BinaryHeap::new(),
+            exec_ready: VecDeque::new(),
+            exec_at: None,
             epoch: Instant::now(),
             timer: None,
             next_generation: 0,
@@ -314,10 +326,10 @@ impl ProbeActor {
 
     /// Make the timer fire when the earliest queued run is due.
     fn arm(&mut self, ctx: &mut Context<Self>) {
-        let Some(Reverse((next, ..))) = self.due.peek() else {
+        let due = self.due.peek().map(|Reverse((at, ..))| *at);
+        let Some(next) = due.into_iter().chain(self.exec_at).min() else {
             return;
         };
-        let next = *next;
         if let Some((at, handle)) = self.timer {
             if at <= next {
                 return;
@@ -331,7 +343,8 @@ impl ProbeActor {
         self.timer = Some((next, handle));
     }
 
-    /// Start every run that is due, then re-arm the timer.
+    /// Start every run that is due, and at most [`EXEC_RUNS_PER_GRAIN`] exec runs (the rest
+    /// wait for the next grain); then re-arm the timer.
     fn run_due(&mut self, ctx: &mut Context<Self>) {
         let now = Instant::now();
         while self.due.peek().is_some_and(|Reverse((when, ..))| *when <= now) {
@@ -340,13 +353,50 @@ impl ProbeActor {
             };
             self.tick(key, generation, ctx);
         }
+        if self.exec_at.is_some_and(|at| at <= now) {
+            let mut started = 0;
+            while started < EXEC_RUNS_PER_GRAIN {
+                let Some((generation, key)) = self.exec_ready.pop_front() else {
+                    break;
+                };
+                if self.probes.get(&key).is_some_and(|w| w.generation == generation) {
+                    self.start_run(key, ctx);
+                    started += 1;
+                }
+            }
+            self.exec_at = (!self.exec_ready.is_empty()).then(|| self.on_grid(now + RUN_GRAIN));
+            if !self.exec_ready.is_empty() {
+                tracing::trace!(waiting = self.exec_ready.len(), "exec probes spread to the next grain");
+            }
+        }
         self.arm(ctx);
+    }
+
+    /// Queue an exec run the state machine asked for; it starts at the next wake-up with room.
+    fn queue_exec(&mut self, key: ProbeKey, ctx: &mut Context<Self>) {
+        let Some(generation) = self.probes.get(&key).map(|w| w.generation) else {
+            return;
+        };
+        self.exec_ready.push_back((generation, key));
+        if self.exec_at.is_none() {
+            self.exec_at = Some(self.on_grid(Instant::now()));
+            self.arm(ctx);
+        }
+    }
+
+    /// Is `key` an exec probe?
+    fn is_exec(&self, key: &ProbeKey) -> bool {
+        self.probes
+            .get(key)
+            .is_some_and(|w| matches!(*w.action, dockerlet_pod::action::Action::Exec { .. }))
     }
 
     /// Do what the state machine said next: nothing, run now, or queue a run.
     fn follow(&mut self, key: ProbeKey, next: Next, ctx: &mut Context<Self>) {
         match next {
             Next::Nothing => {}
+            // Exec probes wait their turn, so that many due at once are spread.
+            Next::Run if self.is_exec(&key) => self.queue_exec(key, ctx),
             Next::Run => self.start_run(key, ctx),
             Next::DueAt(at) => {
                 let Some(worker) = self.probes.get(&key) else { return };
@@ -599,5 +649,92 @@ impl Handler<Panic> for ProbeActor {
 
     fn handle(&mut self, _: Panic, _: &mut Self::Context) {
         panic!("fault injection: ProbeActor asked to panic");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_messages::PodUid;
+    use dockerlet_runtime::fake::FakeRuntime;
+    use k8s_openapi::api::core::v1::{ExecAction, PodSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    struct Sink;
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+    impl Handler<ProbeResultChanged> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: ProbeResultChanged, _: &mut Context<Self>) {}
+    }
+    impl Handler<RecordEvent> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: RecordEvent, _: &mut Context<Self>) {}
+    }
+
+    fn watch(i: usize) -> WatchContainers {
+        let container = Container {
+            name: "app".into(),
+            liveness_probe: Some(Probe {
+                exec: Some(ExecAction {
+                    command: Some(vec!["true".into()]),
+                }),
+                period_seconds: Some(1),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        WatchContainers {
+            pod_uid: PodUid(format!("u{i}")),
+            pod: Arc::new(Pod {
+                metadata: ObjectMeta {
+                    name: Some(format!("p{i}")),
+                    uid: Some(format!("u{i}")),
+                    ..Default::default()
+                },
+                spec: Some(PodSpec {
+                    containers: vec![container],
+                    ..Default::default()
+                }),
+                status: None,
+            }),
+            pod_ip: None,
+            running: vec![ProbeTarget {
+                container_name: "app".into(),
+                container_id: ContainerId(format!("c{i}")),
+                started_at: None,
+            }],
+        }
+    }
+
+    /// Ten exec probes due at the same instant start at most three a wake-up, a grain apart —
+    /// at their first run and at every period after.
+    #[actix::test]
+    async fn exec_probes_due_together_are_spread() {
+        let runtime = FakeRuntime::default();
+        let sink = Sink.start();
+        let links = ProbeLinks {
+            results: sink.clone().recipient(),
+            events: sink.recipient(),
+        };
+        let prober = ProbeActor::new(Arc::new(runtime.clone()), links).start();
+        for i in 0..10 {
+            prober.do_send(watch(i));
+        }
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let times = runtime.state.lock().unwrap().exec_times.clone();
+        assert_eq!(times.len(), 20, "two runs of each of ten probes");
+        // Runs of one wake-up are microseconds apart; wake-ups are a grain (20 ms) apart.
+        let mut bursts = vec![1];
+        for pair in times.windows(2) {
+            if pair[1].duration_since(pair[0]) > Duration::from_millis(10) {
+                bursts.push(1);
+            } else {
+                *bursts.last_mut().unwrap() += 1;
+            }
+        }
+        assert!(bursts.iter().all(|b| *b <= EXEC_RUNS_PER_GRAIN), "{bursts:?}");
+        assert_eq!(bursts.len(), 8, "{bursts:?}");
     }
 }

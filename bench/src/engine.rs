@@ -238,14 +238,16 @@ impl Watcher {
     /// Subscribes to events of containers with `label` (`key=value`). The subscription asks for
     /// the last second too, so nothing is lost while it connects.
     pub fn start(rt: &Runtime, docker: &Docker, label: &str) -> Self {
+        Self::start_for(rt, docker, label, &["create", "start", "die", "destroy"])
+    }
+
+    /// Like [`Watcher::start`], for the events `actions` (`exec_die` …).
+    pub fn start_for(rt: &Runtime, docker: &Docker, label: &str, actions: &[&str]) -> Self {
         let since = (now_nanos() / 1_000_000_000 - 1).to_string();
         let filters = HashMap::from([
             ("type".to_string(), vec!["container".to_string()]),
             ("label".to_string(), vec![label.to_string()]),
-            (
-                "event".to_string(),
-                ["create", "start", "die", "destroy"].map(String::from).to_vec(),
-            ),
+            ("event".to_string(), actions.iter().map(|a| a.to_string()).collect()),
         ]);
         let options = EventsOptions {
             since: Some(since),

@@ -3,7 +3,7 @@
 //! Runs the release agent (`target/release/dockerlet`, or `$DOCKERLET_BIN`) against the real
 //! Docker engine, each scenario beside its baseline where it has one, prints a markdown table
 //! and writes the same figures as JSON to `target/bench/latest.json`. `BENCH_QUICK=1` runs fewer
-//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p2,p3,p5,p5b,p7` picks scenarios.
+//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p2,p3,p5,p5b,p7,c1` picks scenarios.
 //! What each scenario measures is described in `BENCHMARKS.md`.
 //!
 //! Every container the bench creates is removed again: agents' containers by their node label,
@@ -19,9 +19,11 @@
 //! - [`stats`], [`report`], [`pods`].
 
 mod agent;
+mod calls;
 mod engine;
 mod load;
 mod pods;
+mod proxy;
 mod report;
 mod scenarios;
 mod stats;
@@ -144,7 +146,7 @@ fn run() -> anyhow::Result<bool> {
 
     let mut report = Report::default();
     type Scenario = fn(&Ctx, &mut Report) -> anyhow::Result<()>;
-    let scenarios: [(&str, &str, Scenario); 5] = [
+    let scenarios: [(&str, &str, Scenario); 6] = [
         ("p1", "P1 burst start", scenarios::burst),
         ("p2", "P2 single pod latency", scenarios::single),
         ("p3", "P3 restart latency", scenarios::restart),
@@ -158,6 +160,7 @@ fn run() -> anyhow::Result<bool> {
             "P5b steady state, httpGet readiness + exec liveness",
             scenarios::steady_exec,
         ),
+        ("c1", "C1 Docker API calls", calls::api_calls),
     ];
     for (key, title, scenario) in scenarios {
         // P7 runs inside the steady-state scenario; `BENCH_ONLY=p7` runs that one.

@@ -69,6 +69,8 @@ pub struct FakeState {
     pub exec_exit_code: i64,
     /// Make inspects fail (listing still works).
     pub inspect_fails: bool,
+    /// When each exec was called.
+    pub exec_times: Vec<std::time::Instant>,
 }
 
 /// The fake runtime; clones share state.
@@ -278,6 +280,7 @@ impl Exec for FakeRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
         state.calls.push(Call::Exec(id.clone(), cmd.clone()));
+        state.exec_times.push(std::time::Instant::now());
         Ok(ExecOutput {
             exit_code: Some(state.exec_exit_code),
             output: String::new(),
