@@ -43,6 +43,19 @@ pub struct Change {
     pub after: Option<RuntimeState>,
 }
 
+impl Change {
+    /// A container whose state stayed what it was, but whose details changed.
+    pub fn unchanged(c: &ObservedContainer) -> Self {
+        Change {
+            pod_uid: c.pod_uid.clone(),
+            id: c.id.clone(),
+            name: c.name.clone(),
+            before: Some(c.state),
+            after: Some(c.state),
+        }
+    }
+}
+
 /// What a relist's listing differs in from the cache.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct RelistPlan {
@@ -57,7 +70,13 @@ struct Entry {
     observed: ObservedContainer,
     /// When the inspect that gave `observed` was issued.
     stamp: Instant,
+    /// A worker is acting on the container and will put what it observes: until then a relist
+    /// leaves it alone (no inspect of its own). Lapses by itself if the worker never does.
+    claimed_until: Option<Instant>,
 }
+
+/// How long a worker's claim on a container it acts on holds at most.
+const CLAIM: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
 struct Inner {
@@ -98,6 +117,27 @@ impl PodCache {
     /// Take an observation whose inspect was issued at `stamp`. Returns the state change it
     /// makes, if any; an observation older than what the cache holds is dropped.
     pub fn put(&self, observed: ObservedContainer, stamp: Instant) -> Option<Change> {
+        self.write(observed, stamp, None)
+    }
+
+    /// Put what a worker knows of a container it just created (from its labels) and is now
+    /// starting; the worker puts the inspect after the start. Meanwhile relists do not inspect it.
+    pub fn claim(&self, observed: ObservedContainer, stamp: Instant) {
+        self.write(observed, stamp, Some(stamp + CLAIM));
+    }
+
+    /// The worker cannot observe the container it claimed: the next relist inspects it.
+    pub fn unclaim(&self, id: &ContainerId) {
+        let mut inner = self.lock();
+        let Some(uid) = inner.pod_of.get(id).cloned() else {
+            return;
+        };
+        if let Some(entry) = inner.pods.get_mut(&uid).and_then(|pod| pod.get_mut(id)) {
+            entry.claimed_until = None;
+        }
+    }
+
+    fn write(&self, observed: ObservedContainer, stamp: Instant, claimed_until: Option<Instant>) -> Option<Change> {
         let mut inner = self.lock();
         if inner.removed.get(&observed.id).is_some_and(|at| *at >= stamp) {
             return None;
@@ -117,7 +157,14 @@ impl PodCache {
             before,
             after: Some(observed.state),
         };
-        pod.insert(observed.id.clone(), Entry { observed, stamp });
+        pod.insert(
+            observed.id.clone(),
+            Entry {
+                observed,
+                stamp,
+                claimed_until,
+            },
+        );
         (change.before != change.after).then_some(change)
     }
 
@@ -154,7 +201,11 @@ impl PodCache {
             .iter()
             .filter(|l| match known(&l.id) {
                 None => inner.removed.get(&l.id).is_none_or(|at| *at < listed),
-                Some(entry) => entry.observed.state != l.state && entry.stamp < listed,
+                Some(entry) => {
+                    entry.observed.state != l.state
+                        && entry.stamp < listed
+                        && entry.claimed_until.is_none_or(|until| until <= listed)
+                }
             })
             .map(|l| l.id.clone())
             .collect();
@@ -210,6 +261,13 @@ impl PodCache {
                 return Err(NotRefreshed { waited: limit });
             }
         }
+    }
+
+    /// One container as the cache knows it.
+    pub fn container(&self, id: &ContainerId) -> Option<ObservedContainer> {
+        let inner = self.lock();
+        let uid = inner.pod_of.get(id)?;
+        Some(inner.pods.get(uid)?.get(id)?.observed.clone())
     }
 
     /// The state of one container, if known.
@@ -385,16 +443,26 @@ mod tests {
             container("newer", RuntimeState::Exited),
             listed_at + Duration::from_millis(1),
         );
+        // Claimed by a worker that is starting them: left to it, unless it gives up.
+        cache.claim(container("starting", RuntimeState::Created), t0);
+        cache.claim(container("given-up", RuntimeState::Created), t0);
+        cache.unclaim(&ContainerId("given-up".into()));
         let listing = [
             listed("same", RuntimeState::Running),
             listed("died", RuntimeState::Exited),
             listed("new", RuntimeState::Created),
             listed("newer", RuntimeState::Running),
+            listed("starting", RuntimeState::Running),
+            listed("given-up", RuntimeState::Running),
         ];
         let plan = cache.plan(&listing, listed_at);
         assert_eq!(
             plan.inspect,
-            vec![ContainerId("died".into()), ContainerId("new".into())]
+            vec![
+                ContainerId("died".into()),
+                ContainerId("new".into()),
+                ContainerId("given-up".into())
+            ]
         );
         assert_eq!(plan.gone, vec![ContainerId("gone".into())]);
     }

@@ -236,9 +236,19 @@ impl Containers for DockerRuntime {
             .events(Some(options))
             .map(|event| {
                 let event = event.map_err(|e| failed("events", e))?;
+                let actor = event.actor.unwrap_or_default();
+                let exit_code = actor
+                    .attributes
+                    .as_ref()
+                    .and_then(|a| a.get("exitCode"))
+                    .and_then(|c| c.parse().ok());
                 Ok(RuntimeEvent {
-                    id: ContainerId(event.actor.and_then(|a| a.id).unwrap_or_default()),
+                    id: ContainerId(actor.id.unwrap_or_default()),
                     action: event.action.unwrap_or_default(),
+                    exit_code,
+                    time: event
+                        .time_nano
+                        .and_then(|ns| Timestamp::from_nanosecond(i128::from(ns)).ok()),
                 })
             })
             .boxed()

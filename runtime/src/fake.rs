@@ -71,6 +71,8 @@ pub struct FakeState {
     pub inspect_fails: bool,
     /// When each exec was called.
     pub exec_times: Vec<std::time::Instant>,
+    /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
+    events: Vec<futures::channel::mpsc::UnboundedSender<Result<RuntimeEvent, RuntimeError>>>,
 }
 
 /// The fake runtime; clones share state.
@@ -101,6 +103,12 @@ impl FakeRuntime {
     /// The calls made so far.
     pub fn calls(&self) -> Vec<Call> {
         self.state.lock().expect("fake state").calls.clone()
+    }
+
+    /// Send `event` on every event stream handed out.
+    pub fn emit(&self, event: RuntimeEvent) {
+        let mut state = self.state.lock().expect("fake state");
+        state.events.retain(|tx| tx.unbounded_send(Ok(event.clone())).is_ok());
     }
 
     /// Forget every call made so far.
@@ -240,7 +248,10 @@ impl Containers for FakeRuntime {
     }
 
     fn events(&self, _node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
-        futures::stream::pending().boxed()
+        let (tx, rx) = futures::channel::mpsc::unbounded();
+        self.state.lock().expect("fake state").events.push(tx);
+        // Like Docker's, the stream stays open.
+        rx.chain(futures::stream::pending()).boxed()
     }
 }
 

@@ -72,10 +72,11 @@ pub enum RuntimeError {
     },
 }
 
-/// The Docker events the PLEG is told of: a container died (its own exit, a kill, the OOM
-/// killer), or it was removed. Starts and creates are the agent's own doing and are observed by
+/// The Docker events the PLEG is told of: the OOM killer struck (Docker sends `oom` just before
+/// that container's `die`), a container died (its own exit, a kill, the OOM killer), or it was
+/// removed. Starts and creates are the agent's own doing and are observed by
 /// whoever did them; exec, attach and the rest change nothing the PLEG keeps.
-pub const WATCHED_EVENTS: &[&str] = &["die", "destroy"];
+pub const WATCHED_EVENTS: &[&str] = &["oom", "die", "destroy"];
 
 /// A change Docker reported on its event stream.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -84,6 +85,10 @@ pub struct RuntimeEvent {
     pub id: ContainerId,
     /// Docker's action (`start`, `die`, `oom`, `destroy`, …).
     pub action: String,
+    /// The exit code a `die` event carries.
+    pub exit_code: Option<i64>,
+    /// When Docker saw it happen.
+    pub time: Option<k8s_openapi::jiff::Timestamp>,
 }
 
 /// What a command run in a container gave.

@@ -113,10 +113,26 @@ impl SyncContext {
             }
             Err(e) => {
                 tracing::warn!(container = %id, error = %e, "cannot observe a container after acting on it");
+                self.cache.unclaim(id);
                 *unobserved = Some(Instant::now());
                 None
             }
         }
+    }
+
+    /// Create a container and claim it in the cache (what its labels say; the relists leave it
+    /// to this worker, which observes it after the start).
+    async fn create(&self, spec: dockerlet_pod::container::CreateSpec) -> Result<ContainerId, RuntimeError> {
+        let known = dockerlet_pod::labels::parse(&spec.labels);
+        let image = spec.image.clone();
+        let id = self.runtime.create_container(spec).await?;
+        if let Some(parsed) = known {
+            self.cache.claim(
+                parsed.observed(id.clone(), RuntimeState::Created, image),
+                Instant::now(),
+            );
+        }
+        Ok(id)
     }
 
     /// Remove a container and forget it.
@@ -495,7 +511,7 @@ impl Executor<'_> {
         let config = &self.sync.config;
         let mut spec = sandbox_spec(self.pod, &config.node_name, &config.sandbox_image, attempt);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
-        let id = self.sync.runtime.create_container(spec).await?;
+        let id = self.sync.create(spec).await?;
         if let Err(e) = self.sync.runtime.start_container(&id).await {
             // A sandbox that cannot start is of no use; the next sync makes a new attempt.
             let _ = self.sync.remove(&id).await;
@@ -553,7 +569,7 @@ impl Executor<'_> {
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        let id = match self.sync.runtime.create_container(create).await {
+        let id = match self.sync.create(create).await {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
         };
