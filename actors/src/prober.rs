@@ -50,6 +50,13 @@ const RUN_GRAIN: Duration = Duration::from_millis(20);
 /// due together are spread over the following grains rather than all fired at once.
 const EXEC_RUNS_PER_GRAIN: usize = 3;
 
+/// Exec probes running at once at most. Past what the engine can run (about 40 a second on
+/// 2 cores) more at once only make each slower, until they time out and a healthy container is
+/// killed for it — and its restart costs the engine more. Beyond this many, runs wait in the
+/// agent: a probe then runs less often than its period asks (as a kubelet probe whose run
+/// outlasts its period does), but never fails because the engine was busy.
+const EXEC_IN_FLIGHT: usize = 4;
+
 /// Longest output kept for the debug page.
 const OUTPUT_KEPT: usize = 512;
 
@@ -217,6 +224,8 @@ pub struct ProbeActor {
     exec_ready: VecDeque<(u64, ProbeKey)>,
     /// When the next exec runs of `exec_ready` start.
     exec_at: Option<Instant>,
+    /// Exec runs in flight.
+    exec_running: usize,
     /// Origin of the run grid ([`RUN_GRAIN`]).
     epoch: Instant,
     /// The one armed timer: when it fires, and its handle.
@@ -299,6 +308,7 @@ impl ProbeActor {
             due: BinaryHeap::new(),
             exec_ready: VecDeque::new(),
             exec_at: None,
+            exec_running: 0,
             epoch: Instant::now(),
             timer: None,
             next_generation: 0,
@@ -355,7 +365,7 @@ impl ProbeActor {
         }
         if self.exec_at.is_some_and(|at| at <= now) {
             let mut started = 0;
-            while started < EXEC_RUNS_PER_GRAIN {
+            while started < EXEC_RUNS_PER_GRAIN && self.exec_running < EXEC_IN_FLIGHT {
                 let Some((generation, key)) = self.exec_ready.pop_front() else {
                     break;
                 };
@@ -364,12 +374,23 @@ impl ProbeActor {
                     started += 1;
                 }
             }
-            self.exec_at = (!self.exec_ready.is_empty()).then(|| self.on_grid(now + RUN_GRAIN));
+            // With all slots taken, the next finished exec run re-arms.
+            let room = self.exec_running < EXEC_IN_FLIGHT;
+            self.exec_at = (!self.exec_ready.is_empty() && room).then(|| self.on_grid(now + RUN_GRAIN));
             if !self.exec_ready.is_empty() {
                 tracing::trace!(waiting = self.exec_ready.len(), "exec probes spread to the next grain");
             }
         }
         self.arm(ctx);
+    }
+
+    /// An exec run ended: its slot is free for the next one waiting.
+    fn exec_finished(&mut self, ctx: &mut Context<Self>) {
+        self.exec_running = self.exec_running.saturating_sub(1);
+        if !self.exec_ready.is_empty() && self.exec_at.is_none() {
+            self.exec_at = Some(self.on_grid(Instant::now()));
+            self.arm(ctx);
+        }
     }
 
     /// Queue an exec run the state machine asked for; it starts at the next wake-up with room.
@@ -432,14 +453,17 @@ impl ProbeActor {
             timeout: worker.state.config().timeout,
         };
         let action = Arc::clone(&worker.action);
+        let exec = matches!(*action, dockerlet_pod::action::Action::Exec { .. });
+        self.exec_running += usize::from(exec);
         let span = worker.span(&key);
         tracing::trace!(parent: &span, handler = action.name(), "probe run started");
         let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
-        ctx.spawn(
-            future
-                .into_actor(self)
-                .map(move |outcome, act, ctx| act.record(key, generation, outcome, ctx)),
-        );
+        ctx.spawn(future.into_actor(self).map(move |outcome, act, ctx| {
+            if exec {
+                act.exec_finished(ctx);
+            }
+            act.record(key, generation, outcome, ctx);
+        }));
     }
 
     /// A run finished: feed the state machine, send the event and the result change it calls for.
@@ -706,6 +730,31 @@ mod tests {
                 started_at: None,
             }],
         }
+    }
+
+    /// However many exec probes are due, no more than [`EXEC_IN_FLIGHT`] run at once; the rest
+    /// wait and run when a slot frees, and none fails for waiting.
+    #[actix::test]
+    async fn exec_probes_beyond_the_limit_wait_for_a_slot() {
+        let runtime = FakeRuntime::default();
+        runtime.state.lock().unwrap().exec_delay = Duration::from_millis(100);
+        let sink = Sink.start();
+        let links = ProbeLinks {
+            results: sink.clone().recipient(),
+            events: sink.recipient(),
+        };
+        let prober = ProbeActor::new(Arc::new(runtime.clone()), links).start();
+        for i in 0..12 {
+            prober.do_send(watch(i));
+        }
+        tokio::time::sleep(Duration::from_millis(900)).await;
+        let state = runtime.state.lock().unwrap();
+        assert_eq!(state.exec_running.1, EXEC_IN_FLIGHT, "most execs at once");
+        assert!(
+            state.exec_times.len() >= 12,
+            "every probe ran: {}",
+            state.exec_times.len()
+        );
     }
 
     /// Ten exec probes due at the same instant start at most three a wake-up, a grain apart —

@@ -71,6 +71,10 @@ pub struct FakeState {
     pub inspect_fails: bool,
     /// When each exec was called.
     pub exec_times: Vec<std::time::Instant>,
+    /// How long each exec takes.
+    pub exec_delay: Duration,
+    /// Execs running now, and the most that ever ran at once.
+    pub exec_running: (usize, usize),
     /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
     events: Vec<futures::channel::mpsc::UnboundedSender<Result<RuntimeEvent, RuntimeError>>>,
 }
@@ -289,9 +293,17 @@ impl Images for FakeRuntime {
 #[async_trait]
 impl Exec for FakeRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
+        let delay = {
+            let mut state = self.state.lock().expect("fake state");
+            state.calls.push(Call::Exec(id.clone(), cmd.clone()));
+            state.exec_times.push(std::time::Instant::now());
+            state.exec_running.0 += 1;
+            state.exec_running.1 = state.exec_running.1.max(state.exec_running.0);
+            state.exec_delay
+        };
+        tokio::time::sleep(delay).await;
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(Call::Exec(id.clone(), cmd.clone()));
-        state.exec_times.push(std::time::Instant::now());
+        state.exec_running.0 -= 1;
         Ok(ExecOutput {
             exit_code: Some(state.exec_exit_code),
             output: String::new(),

@@ -470,11 +470,17 @@ impl Executor<'_> {
                 return self.fail(e);
             }
         }
+        self.start_all(actions, observed).await;
+        // Dead instances go after the restart, which should not wait for them.
         for id in &actions.remove {
             if let Err(e) = self.sync.remove(id).await {
                 tracing::warn!(container = %id, error = %e, "could not remove dead container");
             }
         }
+    }
+
+    /// The sandbox, if it needs one, then every container to start.
+    async fn start_all(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
         if actions.start.is_empty() {
             return;
         }
