@@ -22,6 +22,8 @@ pub type Counts = BTreeMap<String, u64>;
 pub struct DockerProxy {
     path: PathBuf,
     counts: Arc<Mutex<Counts>>,
+    /// Every request seen: its folded line and when its line ended (ns since the epoch).
+    log: Arc<Mutex<Vec<(String, i64)>>>,
     accept: tokio::task::JoinHandle<()>,
 }
 
@@ -36,18 +38,24 @@ impl DockerProxy {
             .block_on(async { UnixListener::bind(&path) })
             .with_context(|| format!("bind {}", path.display()))?;
         let counts = Arc::new(Mutex::new(Counts::new()));
-        let (up, shared) = (upstream.to_path_buf(), counts.clone());
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (up, shared, shared_log) = (upstream.to_path_buf(), counts.clone(), log.clone());
         let accept = rt.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (up, counts) = (up.clone(), shared.clone());
+                let (up, counts, log) = (up.clone(), shared.clone(), shared_log.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = UnixStream::connect(&up).await {
-                        forward(client, server, counts).await;
+                        forward(client, server, counts, log).await;
                     }
                 });
             }
         });
-        Ok(DockerProxy { path, counts, accept })
+        Ok(DockerProxy {
+            path,
+            counts,
+            log,
+            accept,
+        })
     }
 
     /// `unix://<socket>`, for `--container-runtime-endpoint`.
@@ -58,6 +66,12 @@ impl DockerProxy {
     /// The socket path.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// When each request of kind `line` (`POST /containers/create`) was sent, ns since the epoch.
+    pub fn times(&self, line: &str) -> Vec<i64> {
+        let log = self.log.lock().expect("proxy log");
+        log.iter().filter(|(l, _)| l == line).map(|(_, t)| *t).collect()
     }
 
     /// The counts so far.
@@ -74,7 +88,12 @@ impl Drop for DockerProxy {
 }
 
 /// Copy both ways; count the requests going up.
-async fn forward(client: UnixStream, server: UnixStream, counts: Arc<Mutex<Counts>>) {
+async fn forward(
+    client: UnixStream,
+    server: UnixStream,
+    counts: Arc<Mutex<Counts>>,
+    log: Arc<Mutex<Vec<(String, i64)>>>,
+) {
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let up = async {
@@ -87,9 +106,12 @@ async fn forward(client: UnixStream, server: UnixStream, counts: Arc<Mutex<Count
             };
             let found = scanner.feed(&buf[..n]);
             if !found.is_empty() {
+                let now = crate::engine::now_nanos();
                 let mut counts = counts.lock().expect("proxy counts");
+                let mut log = log.lock().expect("proxy log");
                 for line in found {
-                    *counts.entry(line).or_default() += 1;
+                    *counts.entry(line.clone()).or_default() += 1;
+                    log.push((line, now));
                 }
             }
             if server_write.write_all(&buf[..n]).await.is_err() {

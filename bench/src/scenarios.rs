@@ -571,6 +571,10 @@ pub fn single(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
 /// reset between kills as kubelet resets it — the container ran for 2 × the maximum back-off —
 /// with the maximum shortened to 500 ms so that takes 1 s, not 10 min.
 pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
+    // The agent talks to Docker through the counting proxy: its create request is the restart
+    // issued; Docker's `create` event comes when dockerd has done the create.
+    let proxy = crate::proxy::DockerProxy::start(&ctx.rt, std::path::Path::new("/var/run/docker.sock"))?;
+    let endpoint = proxy.endpoint();
     let agent = ctx.start_agent(
         "p3",
         &[
@@ -578,6 +582,8 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             "500ms",
             "--crash-loop-backoff-max",
             "500ms",
+            "--container-runtime-endpoint",
+            &endpoint,
         ],
     )?;
     let watcher = Watcher::start(&ctx.rt, &ctx.docker, &agent.label());
@@ -592,6 +598,7 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
     let (mut id, mut started) = watcher.wait("p3 running", Duration::from_secs(60), |e| main_start(e, &[]))?;
     let mut old: Vec<String> = Vec::new();
     let (mut to_create, mut to_start, mut from_kill) = (Vec::new(), Vec::new(), Vec::new());
+    let mut to_issue = Vec::new();
     let reset_after = 1_300_000_000; // 2 × 500 ms, and a margin
     for k in 0..ctx.settings.kills {
         let wait = started + reset_after - now_nanos();
@@ -617,6 +624,13 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             .iter()
             .find(|e| e.id == new_id && e.action == "create")
             .map_or(new_start, |e| e.time_nano);
+        let issued = proxy
+            .times("POST /containers/create")
+            .into_iter()
+            .filter(|t| *t >= died)
+            .min()
+            .unwrap_or(created);
+        to_issue.push(since(died, issued));
         to_create.push(since(died, created));
         to_start.push(since(died, new_start));
         from_kill.push(since(kill_at, new_start));
@@ -625,12 +639,20 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
     drop(watcher);
     let restarts = agent.pods().ok().map(|items| count_pods(&items, "p3-").restarts);
     ctx.finish_agent(agent)?;
-    let (c, s, f) = (Samples::new(to_create), Samples::new(to_start), Samples::new(from_kill));
+    let (i, c, s, f) = (
+        Samples::new(to_issue),
+        Samples::new(to_create),
+        Samples::new(to_start),
+        Samples::new(from_kill),
+    );
+    let (i50, i99) = i.p50_p99().unzip();
     let (c50, c99) = c.p50_p99().unzip();
     let (s50, s99) = s.p50_p99().unzip();
     let (f50, f99) = f.p50_p99().unzip();
     eprintln!(
-        "  P3: die → restart issued p50 {} p99 {}; die → started p50 {} p99 {}",
+        "  P3: die → restart issued p50 {} p99 {}; → created p50 {} p99 {}; → started p50 {} p99 {}",
+        ms(i50),
+        ms(i99),
         ms(c50),
         ms(c99),
         ms(s50),
@@ -640,14 +662,20 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         "P3",
         "P3",
         &format!(
-            "die → restart issued (new container created), p50 / p99 ({} kills)",
-            c.len()
+            "die → restart issued (the agent's create request), p50 / p99 ({} kills)",
+            i.len()
         ),
-        format!("{} / {}", ms(c50), ms(c99)),
+        format!("{} / {}", ms(i50), ms(i99)),
         String::new(),
         "p99 ≤ 20 ms",
-        c99.map(|v| v * 1000.0),
+        i99.map(|v| v * 1000.0),
         20.0,
+    );
+    report.row(
+        "P3",
+        "die → new container created (Docker's create event), p50 / p99",
+        format!("{} / {}", ms(c50), ms(c99)),
+        String::new(),
     );
     report.row(
         "P3",
@@ -665,6 +693,7 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         "p3_restart",
         json!({
             "die_to_started": s.json_ms(),
+            "die_to_issued": i.json_ms(),
             "die_to_created": c.json_ms(),
             "kill_to_started": f.json_ms(),
             "restart_count_reported": restarts,

@@ -125,6 +125,7 @@ impl SyncContext {
     async fn create(&self, spec: dockerlet_pod::container::CreateSpec) -> Result<ContainerId, RuntimeError> {
         let known = dockerlet_pod::labels::parse(&spec.labels);
         let image = spec.image.clone();
+        tracing::debug!(name = %spec.name, "creating container");
         let id = self.runtime.create_container(spec).await?;
         if let Some(parsed) = known {
             self.cache.claim(
