@@ -305,31 +305,17 @@ fn snapshot(inner: &Inner, uid: &PodUid) -> Vec<ObservedContainer> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dockerlet_messages::runtime::ContainerRole;
 
     fn container(id: &str, state: RuntimeState) -> ObservedContainer {
-        ObservedContainer {
-            id: ContainerId(id.into()),
-            pod_uid: PodUid("p".into()),
-            name: "app".into(),
-            role: ContainerRole::App,
-            attempt: 0,
-            spec_hash: String::new(),
-            backoff_step: 0,
-            sandbox_id: None,
-            state,
-            exit_code: 0,
-            oom_killed: false,
-            error: String::new(),
-            created_at: None,
-            started_at: None,
-            finished_at: None,
-            image: String::new(),
-            image_id: String::new(),
-            ip: None,
-            host_network: false,
-            pod_grace_seconds: None,
-        }
+        let labels = [
+            (dockerlet_pod::labels::POD_UID, "p"),
+            (dockerlet_pod::labels::CONTAINER_NAME, "app"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let parsed = dockerlet_pod::labels::parse(&labels).expect("pod labels");
+        parsed.observed(ContainerId(id.into()), state, String::new())
     }
 
     fn listed(id: &str, state: RuntimeState) -> ContainerListing {

@@ -9,6 +9,7 @@
 
 mod cli;
 mod config;
+mod memory;
 mod node;
 mod telemetry;
 mod wiring;
@@ -22,6 +23,7 @@ fn hostname() -> String {
 }
 
 fn main() -> ExitCode {
+    memory::limit_arenas();
     let cli = cli::Cli::parse();
     telemetry::init(cli.verbosity.unwrap_or(0));
     let config = match config::build(&cli, hostname) {

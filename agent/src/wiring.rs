@@ -110,6 +110,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         Arc::new(runtime),
     );
 
+    crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
+
     let handles = Handles {
         pods: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),

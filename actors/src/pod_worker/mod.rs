@@ -693,22 +693,7 @@ mod tests {
         let runtime = FakeRuntime::with_images(&["img:1"]);
         runtime.state.lock().unwrap().create_delay = Duration::from_secs(2);
         let sink = Sink::default().start();
-        let links = WorkerLinks {
-            status: sink.clone().recipient(),
-            removed: sink.clone().recipient(),
-            events: sink.clone().recipient(),
-            terminated: sink.clone().recipient(),
-            watch: sink.clone().recipient(),
-            forget: sink.clone().recipient(),
-        };
-        let cache = Arc::new(crate::pod_cache::PodCache::default());
-        cache.relisted(Instant::now());
-        let sync = SyncContext {
-            runtime: Arc::new(runtime.clone()),
-            cache,
-            config: config(),
-        };
-        let worker = PodWorker::new(pod(), sync, links).start();
+        let worker = PodWorker::new(pod(), relisted(&runtime), links(&sink)).start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         worker.do_send(TerminatePod { grace_period: None });
         for _ in 0..100 {
