@@ -732,21 +732,27 @@ mod tests {
         }
     }
 
-    /// However many exec probes are due, no more than [`EXEC_IN_FLIGHT`] run at once; the rest
-    /// wait and run when a slot frees, and none fails for waiting.
-    #[actix::test]
-    async fn exec_probes_beyond_the_limit_wait_for_a_slot() {
-        let runtime = FakeRuntime::default();
-        runtime.state.lock().unwrap().exec_delay = Duration::from_millis(100);
+    /// A ProbeActor on `runtime` watching `pods` pods with one exec liveness probe each.
+    fn watching(runtime: &FakeRuntime, pods: usize) -> Addr<ProbeActor> {
         let sink = Sink.start();
         let links = ProbeLinks {
             results: sink.clone().recipient(),
             events: sink.recipient(),
         };
         let prober = ProbeActor::new(Arc::new(runtime.clone()), links).start();
-        for i in 0..12 {
+        for i in 0..pods {
             prober.do_send(watch(i));
         }
+        prober
+    }
+
+    /// However many exec probes are due, no more than [`EXEC_IN_FLIGHT`] run at once; the rest
+    /// wait and run when a slot frees, and none fails for waiting.
+    #[actix::test]
+    async fn exec_probes_beyond_the_limit_wait_for_a_slot() {
+        let runtime = FakeRuntime::default();
+        runtime.state.lock().unwrap().exec_delay = Duration::from_millis(100);
+        let _prober = watching(&runtime, 12);
         tokio::time::sleep(Duration::from_millis(900)).await;
         let state = runtime.state.lock().unwrap();
         assert_eq!(state.exec_running.1, EXEC_IN_FLIGHT, "most execs at once");
@@ -762,15 +768,7 @@ mod tests {
     #[actix::test]
     async fn exec_probes_due_together_are_spread() {
         let runtime = FakeRuntime::default();
-        let sink = Sink.start();
-        let links = ProbeLinks {
-            results: sink.clone().recipient(),
-            events: sink.recipient(),
-        };
-        let prober = ProbeActor::new(Arc::new(runtime.clone()), links).start();
-        for i in 0..10 {
-            prober.do_send(watch(i));
-        }
+        let _prober = watching(&runtime, 10);
         tokio::time::sleep(Duration::from_millis(1500)).await;
         let times = runtime.state.lock().unwrap().exec_times.clone();
         assert_eq!(times.len(), 20, "two runs of each of ten probes");
