@@ -35,7 +35,7 @@ use serde_json::json;
 
 use dockerlet_runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 
-use crate::pod_cache::{Change, PodCache};
+use crate::pod_cache::{refresh, Change, PodCache, Refreshed};
 
 /// Relist period (kubelet `genericPlegRelistPeriod`).
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
@@ -200,17 +200,10 @@ impl PlegActor {
         self.inspects += 1;
         let (runtime, cache) = (self.runtime.clone(), self.cache.clone());
         let future = async move {
-            let stamp = Instant::now();
-            let observed = runtime.inspect_container(&id).await?;
-            Ok::<_, RuntimeError>(match observed {
-                Some(o) => {
-                    let refined = provisional.as_ref().is_some_and(|p| *p != o);
-                    let change = cache.put(o.clone(), stamp);
-                    // Nothing but details changed: still tell the worker (OOMKilled, exit time).
-                    change.or_else(|| refined.then(|| Change::unchanged(&o)))
-                }
-                None => cache.remove(&id, stamp),
-            })
+            let Refreshed { observed, change } = refresh(&*runtime, &cache, &id).await?;
+            // Nothing but details changed: still tell the worker (OOMKilled, exit time).
+            let refined = observed.filter(|o| provisional.as_ref().is_some_and(|p| p != o));
+            Ok::<_, RuntimeError>(change.or_else(|| refined.map(|o| Change::unchanged(&o))))
         };
         ctx.spawn(future.into_actor(self).map(|result, act, _| match result {
             Ok(change) => act.emit(change.into_iter().collect()),
@@ -262,11 +255,7 @@ async fn observe(
     cache: &PodCache,
     id: ContainerId,
 ) -> Result<Option<Change>, RuntimeError> {
-    let stamp = Instant::now();
-    Ok(match runtime.inspect_container(&id).await? {
-        Some(observed) => cache.put(observed, stamp),
-        None => cache.remove(&id, stamp),
-    })
+    Ok(refresh(runtime, cache, &id).await?.change)
 }
 
 /// The lifecycle events of one state change (kubelet's `generateEvents`).

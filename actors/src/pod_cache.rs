@@ -294,6 +294,32 @@ impl PodCache {
     }
 }
 
+/// What one [`refresh`] saw and did.
+#[derive(Debug)]
+pub struct Refreshed {
+    /// Docker's answer; none if the container is gone (or no pod container).
+    pub observed: Option<ObservedContainer>,
+    /// The state change it made to the cache, if any.
+    pub change: Option<Change>,
+}
+
+/// Inspect `id` into `cache` — put what Docker says, stamped with the instant the inspect was
+/// issued, or drop the container if Docker no longer has it. The PLEG and the workers both
+/// observe this way.
+pub async fn refresh(
+    runtime: &dyn dockerlet_runtime::ContainerRuntime,
+    cache: &PodCache,
+    id: &ContainerId,
+) -> Result<Refreshed, dockerlet_runtime::RuntimeError> {
+    let stamp = Instant::now();
+    let observed = runtime.inspect_container(id).await?;
+    let change = match &observed {
+        Some(o) => cache.put(o.clone(), stamp),
+        None => cache.remove(id, stamp),
+    };
+    Ok(Refreshed { observed, change })
+}
+
 fn snapshot(inner: &Inner, uid: &PodUid) -> Vec<ObservedContainer> {
     inner
         .pods

@@ -290,6 +290,11 @@ fn probe_span(key: &ProbeKey, pod: &str) -> Span {
 }
 
 /// How long a container has been running, by the wall clock (Docker's `startedAt`).
+/// Exec probes are the engine's costly ones: they are spread and limited.
+fn is_exec(action: &Action) -> bool {
+    matches!(action, Action::Exec { .. })
+}
+
 fn running_for(target: &ProbeTarget) -> Duration {
     target
         .started_at
@@ -407,9 +412,7 @@ impl ProbeActor {
 
     /// Is `key` an exec probe?
     fn is_exec(&self, key: &ProbeKey) -> bool {
-        self.probes
-            .get(key)
-            .is_some_and(|w| matches!(*w.action, dockerlet_pod::action::Action::Exec { .. }))
+        self.probes.get(key).is_some_and(|w| is_exec(&w.action))
     }
 
     /// Do what the state machine said next: nothing, run now, or queue a run.
@@ -453,7 +456,7 @@ impl ProbeActor {
             timeout: worker.state.config().timeout,
         };
         let action = Arc::clone(&worker.action);
-        let exec = matches!(*action, dockerlet_pod::action::Action::Exec { .. });
+        let exec = is_exec(&action);
         self.exec_running += usize::from(exec);
         let span = worker.span(&key);
         tracing::trace!(parent: &span, handler = action.name(), "probe run started");

@@ -101,16 +101,8 @@ impl SyncContext {
     /// Inspect `id` into the cache after an action on it. Returns what was seen; none if it is
     /// gone or could not be inspected (then `unobserved` says since when).
     async fn observe(&self, id: &ContainerId, unobserved: &mut Option<Instant>) -> Option<ObservedContainer> {
-        let stamp = Instant::now();
-        match self.runtime.inspect_container(id).await {
-            Ok(Some(observed)) => {
-                self.cache.put(observed.clone(), stamp);
-                Some(observed)
-            }
-            Ok(None) => {
-                self.cache.remove(id, stamp);
-                None
-            }
+        match crate::pod_cache::refresh(&*self.runtime, &self.cache, id).await {
+            Ok(refreshed) => refreshed.observed,
             Err(e) => {
                 tracing::warn!(container = %id, error = %e, "cannot observe a container after acting on it");
                 self.cache.unclaim(id);
