@@ -3,10 +3,12 @@
 //! [`KubeClient`]; actors see only the trait and never import kube themselves.
 
 use std::path::Path;
+use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -21,6 +23,7 @@ use async_trait::async_trait;
 
 use crate::client::KubeClient;
 use crate::objects::ObjectCache;
+use crate::tokens::{ServiceAccountToken, TokenCache, TokenRequestFor};
 use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
 /// Namespace of node leases.
@@ -69,6 +72,8 @@ pub struct KubeApi {
     secrets: std::sync::Arc<ObjectCache<Secret>>,
     /// ConfigMaps likewise.
     config_maps: std::sync::Arc<ObjectCache<ConfigMap>>,
+    /// Service-account tokens of projected volumes, until they need a refresh.
+    tokens: std::sync::Arc<TokenCache>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -168,6 +173,7 @@ impl KubeApi {
         Ok(KubeApi {
             secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
             config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
+            tokens: std::sync::Arc::default(),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -450,50 +456,77 @@ impl KubeClient for KubeApi {
             .await
     }
 
-    /// A Secret's data (decoded), or `None` if it does not exist: from the object's watch, or
-    /// with a GET while the watch has not listed.
-    async fn secret_data(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        let secret = match self.secrets.get(namespace, name).await {
-            Some(cached) => cached.map(|s| (*s).clone()),
-            None => {
-                self.limiter.wait_turn().await;
-                let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(name)
-                    .await
-                    .map_err(|e| failed(&format!("get secret {namespace}/{name}"), e))?
-            }
-        };
-        Ok(secret.map(|s| {
-            let mut data: std::collections::BTreeMap<String, String> = s.string_data.unwrap_or_default();
-            for (k, v) in s.data.unwrap_or_default() {
-                data.insert(k, String::from_utf8_lossy(&v.0).into_owned());
-            }
-            data
-        }))
+    /// A Secret, or `None` if it does not exist: from the object's watch, or with a GET while
+    /// the watch has not listed.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ApiError> {
+        if let Some(cached) = self.secrets.get(namespace, name).await {
+            return Ok(cached);
+        }
+        self.limiter.wait_turn().await;
+        let api: Api<Secret> = Api::namespaced(self.client.clone(), namespace);
+        let secret = api
+            .get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get secret {namespace}/{name}"), e))?;
+        Ok(secret.map(Arc::new))
     }
 
-    /// A ConfigMap's data, or `None` if it does not exist: from the object's watch, or with a
-    /// GET while the watch has not listed.
-    async fn config_map_data(
-        &self,
-        namespace: &str,
-        name: &str,
-    ) -> Result<Option<std::collections::BTreeMap<String, String>>, ApiError> {
-        let map = match self.config_maps.get(namespace, name).await {
-            Some(cached) => cached.map(|m| (*m).clone()),
-            None => {
-                self.limiter.wait_turn().await;
-                let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
-                api.get_opt(name)
-                    .await
-                    .map_err(|e| failed(&format!("get configmap {namespace}/{name}"), e))?
-            }
+    /// A ConfigMap, or `None` if it does not exist: from the object's watch, or with a GET
+    /// while the watch has not listed.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, ApiError> {
+        if let Some(cached) = self.config_maps.get(namespace, name).await {
+            return Ok(cached);
+        }
+        self.limiter.wait_turn().await;
+        let api: Api<ConfigMap> = Api::namespaced(self.client.clone(), namespace);
+        let map = api
+            .get_opt(name)
+            .await
+            .map_err(|e| failed(&format!("get configmap {namespace}/{name}"), e))?;
+        Ok(map.map(Arc::new))
+    }
+
+    /// A token from the cache, or a TokenRequest bound to the pod when it has none fresh.
+    async fn service_account_token(&self, request: &TokenRequestFor) -> Result<ServiceAccountToken, ApiError> {
+        if let Some(token) = self.tokens.fresh(request, Timestamp::now()) {
+            return Ok(token);
+        }
+        self.limiter.wait_turn().await;
+        let api: Api<ServiceAccount> = Api::namespaced(self.client.clone(), &request.namespace);
+        let body = TokenRequest {
+            spec: Some(TokenRequestSpec {
+                audiences: Some(request.audiences.clone()).filter(|a| !a.is_empty()),
+                expiration_seconds: Some(request.expiration_seconds),
+                bound_object_ref: Some(BoundObjectReference {
+                    api_version: Some("v1".to_string()),
+                    kind: Some("Pod".to_string()),
+                    name: Some(request.pod_name.clone()),
+                    uid: Some(request.pod_uid.clone()),
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
         };
-        Ok(map.map(|m| m.data.unwrap_or_default()))
+        let operation = || {
+            format!(
+                "request token for serviceaccount {}/{}",
+                request.namespace, request.service_account
+            )
+        };
+        let issued = api
+            .create_token_request(&request.service_account, &PostParams::default(), &body)
+            .await
+            .map_err(|e| failed(&operation(), e))?;
+        let status = issued.status.unwrap_or_default();
+        let (Some(token), Some(expires)) = (status.token, status.expiration_timestamp) else {
+            return Err(ApiError::BadResponse {
+                operation: operation(),
+                reason: "the TokenRequest's status has no token or expirationTimestamp".to_string(),
+            });
+        };
+        let token = ServiceAccountToken { token, expires: expires.0 };
+        self.tokens.put(request.clone(), token.clone());
+        Ok(token)
     }
 
     /// Create the Node unless it exists; an existing Node gets this agent's labels (kubelet

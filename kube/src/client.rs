@@ -3,11 +3,13 @@
 //! `api`) implements it on kube-rs.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret};
 
+use crate::tokens::{ServiceAccountToken, TokenRequestFor};
 use crate::types::{ApiError, PodEvent, PodEventRef};
 
 /// The API server as this node uses it. Every method is scoped to this node (its name is
@@ -46,11 +48,29 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// Record an event about this Node.
     async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError>;
 
-    /// A Secret's data, decoded; `None` when it does not exist.
-    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError>;
+    /// A Secret, from the watch-backed cache; `None` when it does not exist.
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ApiError>;
 
-    /// A ConfigMap's data; `None` when it does not exist.
-    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError>;
+    /// A ConfigMap, from the watch-backed cache; `None` when it does not exist.
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, ApiError>;
+
+    /// A service-account token bound to a pod (TokenRequest), served from memory until it needs
+    /// a refresh.
+    async fn service_account_token(&self, request: &TokenRequestFor) -> Result<ServiceAccountToken, ApiError>;
+
+    /// A Secret's data as text (env vars), `stringData` under `data`; `None` when it does not
+    /// exist.
+    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+        Ok(self.secret(namespace, name).await?.map(|s| secret_strings(&s)))
+    }
+
+    /// A ConfigMap's `data`; `None` when it does not exist.
+    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+        Ok(self
+            .config_map(namespace, name)
+            .await?
+            .map(|m| m.data.clone().unwrap_or_default()))
+    }
 
     /// Create the Node, or reconcile its labels; returns its UID and the boot ID it had.
     async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError>;
@@ -60,4 +80,14 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
 
     /// Renew (or create) the node's Lease in `kube-node-lease`, owned by the Node.
     async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError>;
+}
+
+/// A Secret's values as text: `data` decoded (invalid UTF-8 replaced, as Go's string conversion
+/// does not do but env vars need), `stringData` where `data` lacks the key.
+pub fn secret_strings(secret: &Secret) -> BTreeMap<String, String> {
+    let mut out: BTreeMap<String, String> = secret.string_data.clone().unwrap_or_default();
+    for (k, v) in secret.data.iter().flatten() {
+        out.insert(k.clone(), String::from_utf8_lossy(&v.0).into_owned());
+    }
+    out
 }

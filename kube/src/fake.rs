@@ -5,12 +5,16 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::ByteString;
+
 use async_trait::async_trait;
 use futures::channel::mpsc;
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
 
 use crate::client::KubeClient;
+use crate::tokens::{ServiceAccountToken, TokenRequestFor};
 use crate::types::{ApiError, PodEvent, PodEventRef};
 
 /// One write the agent made.
@@ -58,6 +62,8 @@ pub enum KubeCall {
     NodeStatus(Box<NodeStatus>),
     /// `renew_lease`, with the owner's UID.
     LeaseRenewed(Option<String>),
+    /// `service_account_token`, with what was asked.
+    TokenRequested(TokenRequestFor),
 }
 
 /// What the fake holds.
@@ -69,6 +75,11 @@ pub struct FakeKubeState {
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
     /// ConfigMaps' data by `namespace/name`.
     pub config_maps: BTreeMap<String, BTreeMap<String, String>>,
+    /// ConfigMaps' binaryData by `namespace/name` (for ConfigMaps also in `config_maps`).
+    pub binary_data: BTreeMap<String, BTreeMap<String, Vec<u8>>>,
+    /// Tokens issued so far (each `service_account_token` call issues a new one,
+    /// `token-<n>`, valid for the requested lifetime).
+    pub tokens_issued: u32,
     /// The boot ID `register_node` reports for an existing Node.
     pub boot_id: Option<String>,
     /// Where the pod watch's events come from (taken by the first `watch_pods`).
@@ -179,19 +190,47 @@ impl KubeClient for FakeKube {
         Ok(())
     }
 
-    async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
-        Ok(self
-            .state
-            .lock()
-            .expect("fake state")
-            .secrets
-            .get(&format!("{namespace}/{name}"))
-            .cloned())
+    async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ApiError> {
+        let state = self.state.lock().expect("fake state");
+        Ok(state.secrets.get(&format!("{namespace}/{name}")).map(|data| {
+            Arc::new(Secret {
+                data: Some(
+                    data.iter()
+                        .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))
+                        .collect(),
+                ),
+                ..Default::default()
+            })
+        }))
     }
 
-    async fn config_map_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {
+    async fn config_map(&self, namespace: &str, name: &str) -> Result<Option<Arc<ConfigMap>>, ApiError> {
         let state = self.state.lock().expect("fake state");
-        Ok(state.config_maps.get(&format!("{namespace}/{name}")).cloned())
+        let key = format!("{namespace}/{name}");
+        Ok(state.config_maps.get(&key).map(|data| {
+            let binary = state.binary_data.get(&key).map(|b| {
+                b.iter()
+                    .map(|(k, v)| (k.clone(), ByteString(v.clone())))
+                    .collect()
+            });
+            Arc::new(ConfigMap {
+                data: Some(data.clone()),
+                binary_data: binary,
+                ..Default::default()
+            })
+        }))
+    }
+
+    async fn service_account_token(&self, request: &TokenRequestFor) -> Result<ServiceAccountToken, ApiError> {
+        self.record(KubeCall::TokenRequested(request.clone()));
+        let mut state = self.state.lock().expect("fake state");
+        state.tokens_issued += 1;
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        Ok(ServiceAccountToken {
+            token: format!("token-{}", state.tokens_issued),
+            expires: k8s_openapi::jiff::Timestamp::from_second(now + request.expiration_seconds)
+                .unwrap_or_else(|_| k8s_openapi::jiff::Timestamp::now()),
+        })
     }
 
     async fn register_node(&self, node: &Node) -> Result<(String, Option<String>), ApiError> {

@@ -10,6 +10,8 @@
 //! - [`objects`]: a watch-backed cache of the Secrets and ConfigMaps the pods refer to, one
 //!   watch per object (kubelet's watch-based manager).
 //! - [`types`]: what the trait speaks in — event references, watch events, [`ApiError`].
+//! - [`tokens`]: service-account tokens for projected volumes, requested through TokenRequest
+//!   and kept until 80 % of their lifetime has passed (kubelet's token manager).
 //! - [`recorder`]: kubelet's event correlator (client-go `tools/record/events_cache.go`): rate
 //!   limit, counts, combining similar events. Pure.
 
@@ -19,8 +21,10 @@ pub mod client;
 pub mod fake;
 pub mod objects;
 pub mod recorder;
+pub mod tokens;
 pub mod types;
 
 pub use api::{KubeApi, LEASE_NAMESPACE};
-pub use client::KubeClient;
+pub use client::{secret_strings, KubeClient};
+pub use tokens::{ServiceAccountToken, TokenRequestFor};
 pub use types::{ApiError, ConfigProblem, PodEvent, PodEventRef};

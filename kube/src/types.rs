@@ -39,6 +39,15 @@ pub enum ApiError {
         #[source]
         source: kube::Error,
     },
+    /// The API server answered, but not with what the request asks for. Retried like
+    /// [`ApiError::RequestFailed`].
+    #[error("kubernetes API {operation}: {reason}")]
+    BadResponse {
+        /// What was attempted.
+        operation: String,
+        /// What was wrong with the answer.
+        reason: String,
+    },
     /// The pod watch failed. The watcher lists again with back-off by itself.
     #[error("watching the pods bound to this node failed: {source}")]
     WatchFailed {
