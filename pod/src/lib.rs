@@ -19,6 +19,7 @@ pub mod action;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
+pub mod deadline;
 pub mod field;
 pub mod labels;
 pub mod manifest;

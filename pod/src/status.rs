@@ -42,6 +42,9 @@ pub struct StatusInput<'a> {
     pub previous: Option<&'a PodStatus>,
     /// Now.
     pub now: Timestamp,
+    /// Set when the node failed the pod (`activeDeadlineSeconds` passed): phase Failed with
+    /// this reason and message, whatever its containers say.
+    pub failure: Option<&'a crate::deadline::PodFailure>,
 }
 
 /// Compute the pod's status.
@@ -66,7 +69,10 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         })
         .collect();
 
-    let phase = pod_phase(RestartPolicy::of(pod), &init_statuses, &app_statuses);
+    let phase = match input.failure {
+        Some(_) => "Failed".to_string(),
+        None => pod_phase(RestartPolicy::of(pod), &init_statuses, &app_statuses),
+    };
     let sandbox_ready = view.sandbox().is_some_and(|s| s.state == RuntimeState::Running);
     let host_net = host_network(pod);
     let pod_ip = if host_net {
@@ -101,6 +107,8 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         qos_class: Some(qos_class(pod).to_string()),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(app_statuses),
+        reason: input.failure.map(|f| f.reason.clone()),
+        message: input.failure.map(|f| f.message.clone()),
         ..Default::default()
     }
 }
@@ -449,6 +457,7 @@ mod tests {
             host_ip: "10.0.0.1",
             previous: None,
             now: at(100),
+            failure: None,
         })
     }
 

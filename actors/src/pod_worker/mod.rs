@@ -43,6 +43,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_pod::deadline::PodFailure;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
 pub use sync::SyncContext;
@@ -134,6 +135,9 @@ pub struct PodWorker {
     last_observed: Vec<ObservedContainer>,
     /// The running containers last given to the ProbeActor.
     watched: Vec<ProbeTarget>,
+    /// Set once the node failed the pod (its `activeDeadlineSeconds` passed): its containers
+    /// are stopped and never started again, and its phase is Failed.
+    failure: Option<PodFailure>,
     /// Messages handled.
     handled: u64,
 }
@@ -163,6 +167,7 @@ impl PodWorker {
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
             watched: Vec::new(),
+            failure: None,
             handled: 0,
         }
     }
@@ -226,14 +231,36 @@ impl PodWorker {
             .filter(|((_, kind), (_, result))| *kind != ProbeKind::Readiness && *result == ProbeResult::Failure)
             .map(|((_, kind), (id, _))| (id.clone(), *kind))
             .collect();
-        let future =
-            sync::sync_pod(self.sync.clone(), self.pod.clone(), failed, self.newer_than).instrument(self.span.clone());
+        self.check_deadline();
+        let stop_only = self.failure.is_some();
+        let future = sync::sync_pod(self.sync.clone(), self.pod.clone(), failed, self.newer_than, stop_only)
+            .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
                 .map(|outcome, act, ctx| act.sync_finished(outcome, ctx)),
         );
         self.in_flight = Some(handle);
+    }
+
+    /// When the pod started on this node (its status's `startTime`), once it has a status.
+    fn start_time(&self) -> Option<Timestamp> {
+        self.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
+    }
+
+    /// Fail the pod once its `activeDeadlineSeconds` has passed (kubelet's active deadline
+    /// handler): an event, and from now on syncs only stop its containers.
+    fn check_deadline(&mut self) {
+        if self.failure.is_some() {
+            return;
+        }
+        let Some(started) = self.start_time() else { return };
+        if dockerlet_pod::deadline::exceeded(&self.pod, started, Timestamp::now()) {
+            let failure = PodFailure::deadline_exceeded();
+            tracing::info!(reason = %failure.reason, "pod failed: active deadline exceeded");
+            self.record(&failure.reason, failure.message.clone());
+            self.failure = Some(failure);
+        }
     }
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
@@ -278,6 +305,13 @@ impl PodWorker {
             }
             (None, None) => self.sync.config.sync_frequency,
         };
+        // Wake at the pod's active deadline, if it comes first.
+        let deadline = self
+            .start_time()
+            .filter(|_| self.failure.is_none())
+            .and_then(|started| dockerlet_pod::deadline::deadline(&self.pod, started))
+            .map(|d| Duration::try_from(d.duration_since(Timestamp::now())).unwrap_or_default());
+        let delay = deadline.map_or(delay, |d| delay.min(d + Duration::from_millis(20)));
         self.timer = Some(ctx.run_later(delay, |act, ctx| {
             act.timer = None;
             act.step(Input::Sync(Trigger::Timer), ctx);
@@ -342,6 +376,7 @@ impl PodWorker {
             host_ip: &self.sync.config.host_ip,
             previous: self.last_status.as_ref(),
             now: Timestamp::now(),
+            failure: self.failure.as_ref(),
         });
         if self.last_status.as_ref() == Some(&status) {
             return;

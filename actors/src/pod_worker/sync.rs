@@ -177,12 +177,14 @@ pub struct TerminateOutcome {
 }
 
 /// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
-/// decide, act — observing each container acted on, so the cache holds the result.
+/// decide, act — observing each container acted on, so the cache holds the result. With
+/// `stop_only` (the node failed the pod) the only action is stopping whatever still runs.
 pub async fn sync_pod(
     sync: SyncContext,
     pod: Arc<Pod>,
     failed_probes: HashMap<ContainerId, ProbeKind>,
     newer_than: Option<Instant>,
+    stop_only: bool,
 ) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = SyncOutcome::default();
@@ -195,8 +197,14 @@ pub async fn sync_pod(
             return outcome;
         }
     };
-    let actions =
-        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &failed_probes);
+    let actions = if stop_only {
+        PodActions {
+            kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
+            ..PodActions::default()
+        }
+    } else {
+        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &failed_probes)
+    };
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
     for b in &actions.backing_off {

@@ -1,0 +1,98 @@
+//! `activeDeadlineSeconds`: a pod active longer than its deadline is failed by the node (phase
+//! Failed, reason DeadlineExceeded, kubelet's message) and its containers stop; raising the
+//! deadline of a running API pod (upstream `pods.go` "should allow activeDeadlineSeconds to be
+//! updated") takes effect.
+
+use dockerlet_fake_apiserver::ApiServer;
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+
+const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+/// A static pod with a 3 s deadline runs, then is Failed with DeadlineExceeded; its containers
+/// are stopped and not restarted (restartPolicy Always notwithstanding).
+#[test]
+fn a_static_pod_past_its_deadline_fails_and_stops() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "deadline.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: deadline}
+spec:
+  activeDeadlineSeconds: 3
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+    );
+    let agent = Agent::start("deadline-static", manifests.path(), &[]);
+    let running = agent.wait_for_running("deadline");
+    let failed = agent.wait_for_pod("deadline", "Failed with DeadlineExceeded", CHANGE_TIMEOUT, |p| {
+        p.phase() == "Failed"
+    });
+    let status = failed.status.clone().unwrap_or_default();
+    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"), "{}", failed.summary());
+    assert_eq!(status.message.as_deref(), Some(MESSAGE));
+    let uid = running.uid().to_string();
+    wait_for("every container of the pod stopped", CHANGE_TIMEOUT, || {
+        let containers = agent.pod_containers(&uid);
+        containers.iter().all(|c| !c.state.running).then_some(())
+    });
+    let events = agent.events();
+    assert!(
+        events.iter().any(|e| e["reason"] == "DeadlineExceeded" && e["message"] == MESSAGE),
+        "a DeadlineExceeded event: {events:?}"
+    );
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    let after = agent.pod("deadline").expect("pod");
+    assert_eq!(after.phase(), "Failed", "stays Failed: {}", after.summary());
+    assert!(
+        agent.pod_containers(&uid).iter().all(|c| !c.state.running),
+        "nothing restarted after the deadline"
+    );
+}
+
+/// An API pod without a deadline runs; setting `activeDeadlineSeconds: 5` on it fails it with
+/// reason DeadlineExceeded, as the upstream conformance test checks.
+#[test]
+fn setting_the_deadline_of_a_running_api_pod_fails_it() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start("deadline-api", manifests.path(), &["--kubeconfig", &kubeconfig]);
+    let path = api.dir().join("pod.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: pod-update-activedeadlineseconds}}
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+            node = agent.node()
+        ),
+    )
+    .expect("write pod");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
+    let name = "pod-update-activedeadlineseconds";
+    wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", name)
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    api.kubectl_ok(&["patch", "pod", name, "-p", r#"{"spec":{"activeDeadlineSeconds":5}}"#]);
+    let pod = wait_for("the pod Failed", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", name)
+            .filter(|p| p["status"]["phase"] == "Failed")
+    });
+    assert_eq!(pod["status"]["reason"], "DeadlineExceeded", "{pod}");
+    assert_eq!(pod["status"]["message"], MESSAGE);
+}

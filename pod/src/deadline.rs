@@ -1,0 +1,71 @@
+//! `activeDeadlineSeconds` (kubelet's `pkg/kubelet/active_deadline.go`): a pod active on the node
+//! longer than its deadline, counted from its `status.startTime`, is failed — phase Failed,
+//! reason `DeadlineExceeded` — and its containers are stopped.
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+
+/// The pod status `reason` of a pod past its deadline.
+pub const REASON: &str = "DeadlineExceeded";
+
+/// The pod status `message` (and event) of a pod past its deadline, as kubelet words it.
+pub const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
+
+/// Why the node failed a pod: its status's `reason` and `message`, with phase Failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodFailure {
+    /// `DeadlineExceeded`, …
+    pub reason: String,
+    /// kubelet's message.
+    pub message: String,
+}
+
+impl PodFailure {
+    /// The failure of a pod past its `activeDeadlineSeconds`.
+    pub fn deadline_exceeded() -> Self {
+        PodFailure {
+            reason: REASON.to_string(),
+            message: MESSAGE.to_string(),
+        }
+    }
+}
+
+/// When the pod's deadline passes, given when it started on this node; `None` without
+/// `activeDeadlineSeconds`.
+pub fn deadline(pod: &Pod, started: Timestamp) -> Option<Timestamp> {
+    let seconds = pod.spec.as_ref()?.active_deadline_seconds?;
+    started.checked_add(SignedDuration::from_secs(seconds.max(0))).ok()
+}
+
+/// Whether the pod has been active longer than its deadline at `now`.
+pub fn exceeded(pod: &Pod, started: Timestamp, now: Timestamp) -> bool {
+    deadline(pod, started).is_some_and(|d| now >= d)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::PodSpec;
+
+    fn pod(deadline: Option<i64>) -> Pod {
+        Pod {
+            spec: Some(PodSpec {
+                active_deadline_seconds: deadline,
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// The deadline counts from the start; no `activeDeadlineSeconds`, no deadline.
+    #[test]
+    fn counts_from_the_start_time() {
+        let start = Timestamp::from_second(1_000).unwrap();
+        let at = |s| Timestamp::from_second(1_000 + s).unwrap();
+        assert!(!exceeded(&pod(Some(5)), start, at(4)));
+        assert!(exceeded(&pod(Some(5)), start, at(5)));
+        assert_eq!(deadline(&pod(Some(5)), start), Some(at(5)));
+        assert!(!exceeded(&pod(None), start, at(1_000_000)));
+        assert_eq!(deadline(&pod(None), start), None);
+    }
+}
