@@ -142,6 +142,20 @@ impl Handler<RemovePodStatus> for StatusActor {
         self.handled += 1;
         let gone = self.pods.remove(&msg.uid);
         self.pushed.remove(&msg.uid);
+        if let (Some(api), Some(pod)) = (self.api.clone(), msg.final_status) {
+            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
+            let name = pod.metadata.name.clone().unwrap_or_default();
+            let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
+            let future = async move {
+                let status = pod.status.unwrap_or_default();
+                if let Err(e) = api.reconcile_pod_status(&namespace, &name, &status).await {
+                    tracing::warn!(error = %e, "cannot write the final status of a deleted pod");
+                }
+            }
+            .instrument(span);
+            ctx.spawn(future.into_actor(self));
+            return;
+        }
         if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -239,6 +253,7 @@ mod tests {
         });
         assert_eq!(status.send(GetPods).await.unwrap().len(), 2);
         status.do_send(RemovePodStatus {
+            final_status: None,
             uid: PodUid("u2".into()),
         });
         let listed = status.send(GetPods).await.unwrap();

@@ -24,7 +24,7 @@
 //! re-created actor is reachable at once; re-created actors rebuild their state from Docker (a
 //! PodWorker's first sync reads the pod's containers, PLEG's first relist reads them all).
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -264,6 +264,10 @@ pub struct Supervisor {
     pods: PodConfig,
     /// One worker per pod UID (desired pods, and pods being terminated).
     workers: HashMap<PodUid, WorkerEntry>,
+    /// API pods deleted and stopped here, still in the API (kept by finalizers, or the final
+    /// deletion not through yet): they are done on this node and get no worker again — a watch
+    /// event about one only repeats the final deletion.
+    finished: HashSet<PodUid>,
     /// Every other child.
     children: Children,
     /// The debug ring and API events.
@@ -287,12 +291,26 @@ impl Supervisor {
                 pods: PodConfig::new(config.sources()),
                 recorder: EventRecorder::new(config.mode.api().cloned()),
                 workers: HashMap::new(),
+                finished: HashSet::new(),
                 children,
                 handled: 0,
                 config,
                 sync,
             }
         })
+    }
+
+    /// Delete a stopped API pod for good (grace 0, its UID as precondition).
+    fn finalize_deletion(&self, pod: &Pod, uid: PodUid) {
+        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
+        let finalize = FinalizePodDeletion {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            uid,
+        };
+        if let Some(source) = &self.children.api_source {
+            source.do_send(finalize);
+        }
     }
 
     fn node_name(&self) -> &str {
@@ -391,6 +409,7 @@ impl Handler<SourcePodsChanged> for Supervisor {
             let span = tracing::info_span!("pod", pod.uid = %pod.uid, pod.name = %pod_ref(&pod.pod));
             let _enter = span.enter();
             tracing::info!(origin = %pod.origin, "pod removed from its source");
+            self.finished.remove(&pod.uid);
             self.recorder
                 .note("PodRemoved", pod_ref(&pod.pod), format!("removed from {}", pod.origin));
             if let Some(entry) = self.workers.get_mut(&pod.uid) {
@@ -407,6 +426,7 @@ impl Handler<SourcePodsChanged> for Supervisor {
                 }
                 // Still terminating an earlier incarnation: PodTerminated starts it again.
                 Some(_) => {}
+                None if self.finished.contains(&pod.uid) => self.finalize_deletion(&pod.pod, pod.uid.clone()),
                 None => {
                     let span = tracing::info_span!("pod", pod.uid = %pod.uid, pod.name = %pod_ref(&pod.pod));
                     span.in_scope(|| tracing::info!(origin = %pod.origin, "pod added"));
@@ -532,15 +552,9 @@ impl Handler<PodTerminated> for Supervisor {
         };
         if desired.pod.metadata.deletion_timestamp.is_some() {
             // Deleted in the API and now stopped: delete it for good, as kubelet does.
-            let (name, namespace, _) = dockerlet_pod::spec::pod_identity(&desired.pod);
-            let finalize = FinalizePodDeletion {
-                namespace: namespace.to_string(),
-                name: name.to_string(),
-                uid: msg.uid.clone(),
-            };
-            if let Some(source) = &self.children.api_source {
-                source.do_send(finalize);
-            }
+            let pod = desired.pod.clone();
+            self.finished.insert(msg.uid.clone());
+            self.finalize_deletion(&pod, msg.uid);
             return;
         }
         let pod = Arc::new(desired.pod.clone());

@@ -23,6 +23,10 @@ pub struct SetPodStatus {
 pub struct RemovePodStatus {
     /// The pod.
     pub uid: PodUid,
+    /// For an API pod deleted while it ran: the pod with its final status (every container
+    /// terminated, phase Failed unless it Succeeded), written once more before it is forgotten,
+    /// so a pod kept by finalizers shows how it ended, as kubelet's status manager does.
+    pub final_status: Option<k8s_openapi::api::core::v1::Pod>,
 }
 
 /// Every pod this node runs, with status, in name order.

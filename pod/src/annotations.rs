@@ -12,3 +12,15 @@ pub const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
 
 /// `kubernetes.io/config.seen`
 pub const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
+
+/// The `kubernetes.io/config.source` of a pod from the API server.
+pub const SOURCE_API: &str = "api";
+
+/// Where the pod came from (`kubernetes.io/config.source`: `file`, `http` or `api`).
+pub fn source(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
+    pod.metadata
+        .annotations
+        .as_ref()?
+        .get(CONFIG_SOURCE)
+        .map(String::as_str)
+}

@@ -135,6 +135,8 @@ pub struct PodWorker {
     last_observed: Vec<ObservedContainer>,
     /// The running containers last given to the ProbeActor.
     watched: Vec<ProbeTarget>,
+    /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
+    final_status: Option<Pod>,
     /// Set once the node failed the pod (its `activeDeadlineSeconds` passed): its containers
     /// are stopped and never started again, and its phase is Failed.
     failure: Option<PodFailure>,
@@ -168,6 +170,7 @@ impl PodWorker {
             last_observed: Vec::new(),
             watched: Vec::new(),
             failure: None,
+            final_status: None,
             handled: 0,
         }
     }
@@ -198,7 +201,10 @@ impl PodWorker {
             Effect::ReportTerminated => {
                 tracing::info!("pod terminated");
                 self.next_action = "none".to_string();
-                self.links.removed.do_send(RemovePodStatus { uid: self.uid.clone() });
+                self.links.removed.do_send(RemovePodStatus {
+                    uid: self.uid.clone(),
+                    final_status: self.final_status.take(),
+                });
                 self.links.terminated.do_send(PodTerminated { uid: self.uid.clone() });
             }
         }
@@ -241,6 +247,27 @@ impl PodWorker {
                 .map(|outcome, act, ctx| act.sync_finished(outcome, ctx)),
         );
         self.in_flight = Some(handle);
+    }
+
+    /// The pod with its final status, from its containers as they stopped: phase Failed unless
+    /// it Succeeded (kubelet's status manager on TerminatePod).
+    fn final_status_of(&self, stopped: &[ObservedContainer]) -> Pod {
+        let mut status = generate(&StatusInput {
+            pod: &self.pod,
+            observed: stopped,
+            waiting: &HashMap::new(),
+            probes: &ProbeResults::new(),
+            host_ip: &self.sync.config.host_ip,
+            previous: self.last_status.as_ref(),
+            now: Timestamp::now(),
+            failure: self.failure.as_ref(),
+        });
+        if status.phase.as_deref() != Some("Succeeded") {
+            status.phase = Some("Failed".to_string());
+        }
+        let mut pod = (*self.pod).clone();
+        pod.status = Some(status);
+        pod
     }
 
     /// When the pod started on this node (its status's `startTime`), once it has a status.
@@ -440,6 +467,9 @@ impl PodWorker {
         }
         if !outcome.errors.is_empty() {
             self.last_error = Some(join_errors(&outcome.errors));
+        }
+        if let Some(stopped) = outcome.stopped.filter(|_| outcome.errors.is_empty()) {
+            self.final_status = Some(self.final_status_of(&stopped));
         }
         self.step(
             Input::TerminationFinished {

@@ -174,6 +174,9 @@ pub struct TerminateOutcome {
     pub errors: Vec<SyncError>,
     /// Events to record.
     pub events: Vec<WorkerEvent>,
+    /// For an API pod deleted while it ran: its containers as they were once stopped, before
+    /// they were removed — what its final status is made of.
+    pub stopped: Option<Vec<ObservedContainer>>,
 }
 
 /// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
@@ -262,9 +265,16 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
         })
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
-    if let Err(errors) = stop_all(&sync, Some(&pod), &observed, grace, Settle::No, &mut outcome.events).await {
+    // An API pod deleted while it ran reports how its containers ended before it goes.
+    let deleted_api_pod = pod.metadata.deletion_timestamp.is_some()
+        && dockerlet_pod::annotations::source(&pod) == Some(dockerlet_pod::annotations::SOURCE_API);
+    let settle = if deleted_api_pod { Settle::Observe } else { Settle::No };
+    if let Err(errors) = stop_all(&sync, Some(&pod), &observed, grace, settle, &mut outcome.events).await {
         outcome.errors.extend(errors.into_iter().map(SyncError::from));
         return outcome;
+    }
+    if deleted_api_pod {
+        outcome.stopped = sync.cache.pod(&uid);
     }
     let mut remaining: Vec<ContainerId> = observed.into_iter().map(|c| c.id).collect();
     for _ in 0..3 {

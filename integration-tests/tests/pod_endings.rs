@@ -1,7 +1,9 @@
-//! `activeDeadlineSeconds`: a pod active longer than its deadline is failed by the node (phase
-//! Failed, reason DeadlineExceeded, kubelet's message) and its containers stop; raising the
-//! deadline of a running API pod (upstream `pods.go` "should allow activeDeadlineSeconds to be
-//! updated") takes effect.
+//! How pods end besides their containers exiting. `activeDeadlineSeconds`: a pod active longer
+//! than its deadline is failed by the node (phase Failed, reason DeadlineExceeded, kubelet's
+//! message) and its containers stop; setting the deadline of a running API pod (upstream
+//! `pods.go` "should allow activeDeadlineSeconds to be updated") takes effect. Deletion: an API
+//! pod kept by a finalizer after the node is done with it shows phase Failed with its
+//! containers terminated, as kubelet's status manager leaves it.
 
 use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT};
@@ -95,4 +97,55 @@ spec:
     });
     assert_eq!(pod["status"]["reason"], "DeadlineExceeded", "{pod}");
     assert_eq!(pod["status"]["message"], MESSAGE);
+}
+
+/// A running API pod with a finalizer, deleted: the agent stops it and deletes it (grace 0);
+/// the finalizer keeps the object, whose final status says Failed with every container
+/// terminated (exit code and reason from Docker).
+#[test]
+fn a_deleted_pod_kept_by_a_finalizer_ends_failed() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start("ending-finalizer", manifests.path(), &["--kubeconfig", &kubeconfig]);
+    let path = api.dir().join("pod.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: kept
+  finalizers: [example.com/keep]
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+            node = agent.node()
+        ),
+    )
+    .expect("write pod");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
+    let running = wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "kept")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    let uid = running["metadata"]["uid"].as_str().expect("uid").to_string();
+    api.kubectl_ok(&["delete", "pod", "kept", "--wait=false"]);
+    let ended = wait_for("the kept pod Failed", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "kept")
+            .filter(|p| p["status"]["phase"] == "Failed")
+    });
+    assert!(!ended["metadata"]["deletionTimestamp"].is_null(), "{ended}");
+    let state = &ended["status"]["containerStatuses"][0]["state"]["terminated"];
+    assert_eq!(state["exitCode"], 0, "the container ended on SIGTERM: {ended}");
+    assert_eq!(state["reason"], "Completed", "{ended}");
+    wait_for("the containers removed", CHANGE_TIMEOUT, || {
+        agent.pod_containers(&uid).is_empty().then_some(())
+    });
 }
