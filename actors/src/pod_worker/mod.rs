@@ -22,6 +22,7 @@
 
 pub mod state;
 pub mod sync;
+pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

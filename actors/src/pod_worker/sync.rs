@@ -29,6 +29,10 @@ const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// How soon a pod whose volumes could not be set up is synced again (kubelet's volume
+/// reconciler retries within seconds; the pod's error back-off would grow to minutes).
+const VOLUME_RETRY: Duration = Duration::from_secs(2);
+
 /// How long a sync waits for the pod cache to be refreshed before it gives up (and retries
 /// after its error back-off): far more than a relist takes, unless Docker does not answer.
 const CACHE_WAIT: Duration = Duration::from_secs(10);
@@ -200,6 +204,27 @@ pub async fn sync_pod(
             return outcome;
         }
     };
+    if !stop_only {
+        let failures = super::volumes::set_up(&sync, &pod).await;
+        if !failures.is_empty() {
+            for f in &failures {
+                tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
+                outcome.events.push(WorkerEvent::pod("FailedMount", f.to_string()));
+            }
+            // Containers that run already keep their mounts (kubelet only fails the refresh);
+            // a pod none of whose containers was ever created waits for its volumes.
+            let started = observed.iter().any(|c| c.role != ContainerRole::Sandbox);
+            if !started {
+                outcome.actions_summary = format!(
+                    "wait for volumes: {}",
+                    failures.iter().map(|f| f.volume.as_str()).collect::<Vec<_>>().join(", ")
+                );
+                outcome.backoff_until = Timestamp::now().checked_add(VOLUME_RETRY).ok();
+                outcome.observed = Some(observed);
+                return outcome;
+            }
+        }
+    }
     let actions = if stop_only {
         PodActions {
             kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
