@@ -712,6 +712,7 @@ mod tests {
             },
             sync_frequency: Duration::from_secs(60),
             node_memory_bytes: 1 << 30,
+            allocatable: Default::default(),
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,

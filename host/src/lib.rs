@@ -7,9 +7,15 @@
 //!   the pressure conditions they raise (kubelet's `pkg/kubelet/eviction`).
 //! - [`meminfo`]: the node's memory, read from `/proc/meminfo`.
 //! - [`manifest_dir`]: a static pod manifest directory (kubelet's `pkg/kubelet/config/file.go`).
-//! - [`volume_dirs`]: emptyDir and hostPath directories a container's mounts need.
+//! - [`volume_dirs`]: the directories a container's mounts need (emptyDir on disk or tmpfs,
+//!   hostPath checks, subPath binds) and the removal of a pod's directory with its mounts.
+//! - [`atomic_writer`]: kubelet's AtomicWriter, the files of configMap, secret, downwardAPI and
+//!   projected volumes swapped in with one rename.
+//! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 
+pub mod atomic_writer;
 pub mod manifest_dir;
 pub mod meminfo;
+pub mod ownership;
 pub mod signals;
 pub mod volume_dirs;

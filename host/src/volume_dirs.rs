@@ -1,10 +1,22 @@
 //! Volume directories on the node: what a container's mounts need before it is created
-//! (kubelet's `pkg/volume/emptydir` and `pkg/volume/hostpath` SetUp). Blocking file I/O: actors
-//! call [`prepare`] on `spawn_blocking`.
+//! (kubelet's `pkg/volume/emptydir` and `pkg/volume/hostpath` SetUp, the directories of the
+//! atomic-writer volumes, subPath binds) and the removal of a pod's directory with every mount
+//! under it. Blocking file I/O: actors call these on `spawn_blocking`.
+//!
+//! Mounts (tmpfs, subPath binds) are made in the agent's mount namespace; Docker sees them when it
+//! shares that namespace (or mount propagation from it), as kubelet needs of its runtime.
 
-use std::path::Path;
+use std::ffi::CString;
+use std::io::ErrorKind;
+use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::fs::{MetadataExt, PermissionsExt};
+use std::path::{Component, Path, PathBuf};
 
-use dockerlet_pod::volume::{Mount, VolumeError, VolumeSource};
+use dockerlet_pod::volume::{AtomicKind, Medium, Mount, Ownership, SubPath, VolumeError, VolumeSource};
+use rustix::fs::{Mode, OFlags};
+use rustix::mount::{MountFlags, UnmountFlags};
+
+use crate::ownership::set_volume_ownership;
 
 fn config_error(field: String, reason: impl ToString) -> VolumeError {
     VolumeError {
@@ -13,24 +25,320 @@ fn config_error(field: String, reason: impl ToString) -> VolumeError {
     }
 }
 
-/// Create what `mounts` need on the node: emptyDir directories, `…OrCreate` hostPaths and missing
-/// subPath directories; hostPath `type` checks happen here, as kubelet does them at mount.
-pub fn prepare(mounts: &[Mount]) -> Result<(), VolumeError> {
+/// Create what `mounts` need on the node: emptyDir directories (mode 0777; a tmpfs for
+/// `medium: Memory`; the pod's fsGroup applied), the directories of configMap, secret,
+/// downwardAPI and projected volumes (secret and projected ones on tmpfs, as kubelet keeps
+/// secrets off disk), `…OrCreate` hostPaths, and subPaths: created inside their volume when
+/// missing, resolved through symlinks, refused when they resolve outside the volume, and bound at
+/// [`SubPath::bind_at`] so the container gets the path that was checked. hostPath `type` checks
+/// happen here, as kubelet does them at mount.
+pub fn prepare(mounts: &[Mount], ownership: Option<Ownership>) -> Result<(), VolumeError> {
     for m in mounts {
+        let volume_field = || format!("volume {:?}", m.volume);
         match &m.source {
-            VolumeSource::EmptyDir(dir) => {
-                std::fs::create_dir_all(dir).map_err(|e| config_error(m.field.clone(), e))?;
+            VolumeSource::EmptyDir { dir, medium, mode } => {
+                set_up_empty_dir(dir, *medium, *mode, ownership).map_err(|e| config_error(volume_field(), e))?;
+            }
+            VolumeSource::Atomic { dir, kind } => {
+                set_up_atomic_dir(dir, *kind).map_err(|e| config_error(volume_field(), e))?;
             }
             VolumeSource::HostPath { path, kind } => {
-                prepare_host_path(path, kind).map_err(|e| config_error(format!("volume {:?}", m.volume), e))?;
+                prepare_host_path(path, kind).map_err(|e| config_error(volume_field(), e))?;
             }
         }
-        if m.sub_path.is_some() {
-            let host = m.host_path();
-            if !host.exists() {
-                std::fs::create_dir_all(&host).map_err(|e| config_error(m.field.clone(), e))?;
-            }
+        if let Some(sub) = &m.sub_path {
+            bind_sub_path(m.source.path(), sub).map_err(|e| config_error(m.field.clone(), e))?;
         }
+    }
+    Ok(())
+}
+
+/// Why a volume directory could not be set up or removed. Retried at the container's next start
+/// attempt (set-up) or the pod's next teardown attempt (removal).
+#[derive(Debug, thiserror::Error)]
+pub enum VolumeDirError {
+    /// A file operation failed.
+    #[error("cannot {op} {}: {source}", path.display())]
+    Io {
+        /// `create directory`, `mount tmpfs on`, `unmount`, …
+        op: &'static str,
+        /// The path.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// fsGroup ownership could not be applied.
+    #[error(transparent)]
+    Ownership(#[from] crate::ownership::OwnershipError),
+    /// A subPath that resolves outside its volume (kubelet's CVE-2017-1002101 check).
+    #[error("subPath {sub:?} resolves to {}, outside of the volume {}", resolved.display(), volume.display())]
+    SubPathOutsideVolume {
+        /// The subPath.
+        sub: String,
+        /// Where it resolves.
+        resolved: PathBuf,
+        /// The volume's directory.
+        volume: PathBuf,
+    },
+    /// Mounts under the pod's directory are still there after unmounting: nothing is removed,
+    /// so no file behind a bind mount is deleted.
+    #[error("still mounted under the pod's directory: {0:?}")]
+    StillMounted(Vec<PathBuf>),
+}
+
+fn io_error(op: &'static str, path: &Path) -> impl FnOnce(std::io::Error) -> VolumeDirError {
+    let path = path.to_path_buf();
+    move |source| VolumeDirError::Io { op, path, source }
+}
+
+/// kubelet's emptyDir SetUp: the directory with `mode` (0777 unless the spec says; set
+/// explicitly, whatever the agent's umask), a tmpfs on it for `Memory` (once: an existing tmpfs
+/// mount is kept; its root keeps tmpfs's 1777), then the fsGroup (kubelet passes no
+/// fsGroupChangePolicy).
+pub fn set_up_empty_dir(
+    dir: &Path,
+    medium: Medium,
+    mode: u32,
+    ownership: Option<Ownership>,
+) -> Result<(), VolumeDirError> {
+    std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+    let meta = std::fs::symlink_metadata(dir).map_err(io_error("inspect", dir))?;
+    if meta.mode() & 0o7777 != mode {
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_error("chmod", dir))?;
+    }
+    if let Medium::Memory { size_limit } = medium {
+        mount_tmpfs(dir, size_limit)?;
+    }
+    if let Some(o) = &ownership {
+        set_volume_ownership(dir, o, false)?;
+    }
+    Ok(())
+}
+
+/// The directory of a configMap, secret, downwardAPI or projected volume (kubelet wraps them in an
+/// emptyDir: on disk for configMap and downwardAPI, tmpfs for secret and projected); its files
+/// come from `atomic_writer::write`.
+pub fn set_up_atomic_dir(dir: &Path, kind: AtomicKind) -> Result<(), VolumeDirError> {
+    std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
+    if matches!(kind, AtomicKind::Secret | AtomicKind::Projected) {
+        mount_tmpfs(dir, None)?;
+    }
+    Ok(())
+}
+
+/// Mount a tmpfs (`size=` when given) on `dir`, unless one is already mounted there.
+fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), VolumeDirError> {
+    if mount_points()
+        .map_err(io_error("read mounts of", dir))?
+        .iter()
+        .any(|m| m.path == dir && m.fs_type == "tmpfs")
+    {
+        return Ok(());
+    }
+    let data = size.map(|s| CString::new(format!("size={s}")).unwrap_or_default());
+    rustix::mount::mount("tmpfs", dir, "tmpfs", MountFlags::empty(), data.as_deref())
+        .map_err(|e| io_error("mount tmpfs on", dir)(e.into()))
+}
+
+/// One line of `/proc/self/mountinfo`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct MountPoint {
+    path: PathBuf,
+    fs_type: String,
+}
+
+/// The mounts of this process's mount namespace.
+fn mount_points() -> std::io::Result<Vec<MountPoint>> {
+    let text = std::fs::read_to_string("/proc/self/mountinfo")?;
+    Ok(text.lines().filter_map(parse_mountinfo_line).collect())
+}
+
+/// `36 35 98:0 /mnt1 /mnt2 rw,noatime master:1 - ext3 /dev/root rw` → (`/mnt2`, `ext3`); the
+/// mount point's `\040`-style escapes decoded.
+fn parse_mountinfo_line(line: &str) -> Option<MountPoint> {
+    let mut fields = line.split(' ');
+    let path = fields.nth(4)?;
+    let fs_type = fields.skip_while(|f| *f != "-").nth(1)?;
+    Some(MountPoint {
+        path: PathBuf::from(unescape_octal(path)),
+        fs_type: fs_type.to_string(),
+    })
+}
+
+fn unescape_octal(s: &str) -> String {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && i + 3 < bytes.len() && bytes[i + 1..i + 4].iter().all(|b| (b'0'..=b'7').contains(b)) {
+            let v = (bytes[i + 1] - b'0') * 64 + (bytes[i + 2] - b'0') * 8 + (bytes[i + 3] - b'0');
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Remove a pod's directory: first unmount everything mounted under it (tmpfs emptyDirs and
+/// secret volumes, subPath binds), deepest first, then remove it. If a mount stays, nothing is
+/// removed. A missing directory is no error.
+pub fn remove_pod_dir(dir: &Path) -> Result<(), VolumeDirError> {
+    let dir = match std::fs::canonicalize(dir) {
+        Ok(d) => d,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("resolve", dir)(e)),
+    };
+    let under = |d: &Path| -> Result<Vec<PathBuf>, VolumeDirError> {
+        let mut paths: Vec<PathBuf> = mount_points()
+            .map_err(io_error("read mounts of", d))?
+            .into_iter()
+            .map(|m| m.path)
+            .filter(|p| p.starts_with(d))
+            .collect();
+        paths.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+        paths.dedup();
+        Ok(paths)
+    };
+    for path in under(&dir)? {
+        // A mount stacked twice on one point needs two unmounts; the loop below checks.
+        while rustix::mount::unmount(&path, UnmountFlags::empty()).is_ok() {}
+    }
+    let left = under(&dir)?;
+    if !left.is_empty() {
+        for path in &left {
+            let _ = rustix::mount::unmount(path, UnmountFlags::DETACH);
+        }
+        let left = under(&dir)?;
+        if !left.is_empty() {
+            return Err(VolumeDirError::StillMounted(left));
+        }
+    }
+    match std::fs::remove_dir_all(&dir) {
+        Err(e) if e.kind() != ErrorKind::NotFound => Err(io_error("remove", &dir)(e)),
+        _ => Ok(()),
+    }
+}
+
+/// kubelet's subPath preparation (`pkg/volume/util/subpath/subpath_linux.go`): create a missing
+/// subPath inside the volume (directories with the volume's mode), resolve it through symlinks,
+/// refuse it when it leaves the volume, open the result component by component without following
+/// symlinks, and bind that open file at `sub.bind_at`.
+pub fn bind_sub_path(volume: &Path, sub: &SubPath) -> Result<(), VolumeDirError> {
+    let base = std::fs::canonicalize(volume).map_err(io_error("resolve", volume))?;
+    let wanted = base.join(&sub.path);
+    if std::fs::symlink_metadata(&wanted).is_err() {
+        safe_make_dir(&base, &sub.path)?;
+    }
+    let resolved = std::fs::canonicalize(&wanted).map_err(io_error("resolve", &wanted))?;
+    let relative = resolved
+        .strip_prefix(&base)
+        .map_err(|_| VolumeDirError::SubPathOutsideVolume {
+            sub: sub.path.clone(),
+            resolved: resolved.clone(),
+            volume: base.clone(),
+        })?
+        .to_path_buf();
+    let fd = open_no_follow(&base, &relative)?;
+    let is_dir = rustix::fs::fstat(&fd)
+        .map(|st| rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Directory)
+        .map_err(|e| io_error("inspect", &resolved)(e.into()))?;
+    let target = &sub.bind_at;
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(io_error("create directory", parent))?;
+    }
+    // A bind left by an earlier start of the container goes; this start binds what it checked.
+    while mount_points()
+        .map_err(io_error("read mounts of", target))?
+        .iter()
+        .any(|m| m.path == *target)
+    {
+        rustix::mount::unmount(target, UnmountFlags::DETACH).map_err(|e| io_error("unmount", target)(e.into()))?;
+    }
+    match std::fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() == is_dir && !m.file_type().is_symlink() => {}
+        Ok(m) => {
+            if m.is_dir() {
+                std::fs::remove_dir(target)
+            } else {
+                std::fs::remove_file(target)
+            }
+            .map_err(io_error("remove", target))?;
+            create_target(target, is_dir)?;
+        }
+        Err(_) => create_target(target, is_dir)?,
+    }
+    let proc_path = format!("/proc/self/fd/{}", fd.as_raw_fd());
+    rustix::mount::mount_bind(proc_path.as_str(), target).map_err(|e| io_error("bind subPath at", target)(e.into()))
+}
+
+fn create_target(target: &Path, dir: bool) -> Result<(), VolumeDirError> {
+    if dir {
+        std::fs::create_dir(target).map_err(io_error("create directory", target))
+    } else {
+        std::fs::File::create(target)
+            .map(drop)
+            .map_err(io_error("create file", target))
+    }
+}
+
+/// Open `base/relative` one component at a time, never following a symlink (`O_PATH|O_NOFOLLOW`):
+/// a symlink swapped in after the path was resolved fails the open instead of leading out.
+fn open_no_follow(base: &Path, relative: &Path) -> Result<OwnedFd, VolumeDirError> {
+    let flags = OFlags::PATH | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open(base, flags | OFlags::DIRECTORY, Mode::empty())
+        .map_err(|e| io_error("open", base)(e.into()))?;
+    let mut at = base.to_path_buf();
+    for c in relative.components() {
+        let Component::Normal(name) = c else { continue };
+        at.push(name);
+        let next = rustix::fs::openat(&fd, name, flags, Mode::empty()).map_err(|e| io_error("open", &at)(e.into()))?;
+        let st = rustix::fs::fstat(&next).map_err(|e| io_error("inspect", &at)(e.into()))?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
+            return Err(io_error("open", &at)(std::io::Error::other("is a symlink (changed while resolving)")));
+        }
+        fd = next;
+    }
+    Ok(fd)
+}
+
+/// kubelet's `SafeMakeDir`: create `sub` inside `base`, the existing part resolved and checked
+/// to stay inside, each new directory created with `mkdirat` under an open parent (no symlink
+/// followed) and given the volume's mode.
+fn safe_make_dir(base: &Path, sub: &str) -> Result<(), VolumeDirError> {
+    let mode = std::fs::metadata(base).map_err(io_error("inspect", base))?.mode() & 0o7777;
+    let components: Vec<&str> = sub.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
+    // The longest existing prefix, resolved.
+    let mut existing = 0;
+    while existing < components.len() && std::fs::symlink_metadata(base.join(components[..=existing].join("/"))).is_ok() {
+        existing += 1;
+    }
+    let prefix = base.join(components[..existing].join("/"));
+    let resolved = std::fs::canonicalize(&prefix).map_err(io_error("resolve", &prefix))?;
+    let relative = resolved.strip_prefix(base).map_err(|_| VolumeDirError::SubPathOutsideVolume {
+        sub: sub.to_string(),
+        resolved: resolved.clone(),
+        volume: base.to_path_buf(),
+    })?;
+    let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    let mut fd = rustix::fs::open(base, dir_flags, Mode::empty()).map_err(|e| io_error("open", base)(e.into()))?;
+    let mut at = base.to_path_buf();
+    for c in relative.components() {
+        let Component::Normal(name) = c else { continue };
+        at.push(name);
+        fd = rustix::fs::openat(&fd, name, dir_flags, Mode::empty()).map_err(|e| io_error("open", &at)(e.into()))?;
+    }
+    for name in &components[existing..] {
+        at.push(name);
+        match rustix::fs::mkdirat(&fd, *name, Mode::from_raw_mode(mode & 0o777)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(io_error("create directory", &at)(e.into())),
+        }
+        fd = rustix::fs::openat(&fd, *name, dir_flags, Mode::empty()).map_err(|e| io_error("open", &at)(e.into()))?;
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(mode)).map_err(|e| io_error("chmod", &at)(e.into()))?;
     }
     Ok(())
 }
@@ -117,12 +425,17 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("cache", "/cache", false, Some("sub"))]);
-        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0]).unwrap();
-        prepare(&m).unwrap();
-        assert!(root
-            .path()
-            .join("pods/u1/volumes/kubernetes.io~empty-dir/cache/sub")
-            .is_dir());
+        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        if let Err(e) = prepare(&m, None) {
+            assert!(!rustix::process::geteuid().is_root(), "{e}");
+            eprintln!("skipped: subPath binds need root: {e}");
+            return;
+        }
+        let dir = root.path().join("pods/u1/volumes/kubernetes.io~empty-dir/cache");
+        assert!(dir.join("sub").is_dir());
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o7777, 0o777);
+        remove_pod_dir(&root.path().join("pods/u1")).unwrap();
+        assert!(!root.path().join("pods/u1").exists());
     }
 
     /// hostPath `type: Directory` fails at mount time when the path is missing.
@@ -138,7 +451,8 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("d", "/d", false, None)]);
-        let err = prepare(&mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0]).unwrap()).unwrap_err();
+        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        let err = prepare(&m, None).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
     }
 }

@@ -11,6 +11,7 @@ use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 use crate::labels;
 use crate::quantity::parse_quantity;
 use crate::spec::{container_hash, host_network, pod_identity, qos_class};
+use crate::resource::{container_resource_value, resource_value, Allocatable};
 use crate::volume::Mount;
 
 /// CFS period in microseconds (kubelet's `cpuCFSQuotaPeriod` default, 100 ms).
@@ -136,6 +137,8 @@ pub struct PodContext<'a> {
     pub node_memory_bytes: i64,
     /// Secrets and ConfigMaps the container's env refers to, read from the API beforehand.
     pub env_objects: &'a EnvObjects,
+    /// The node's allocatable resources: env `resourceFieldRef` limits default to them.
+    pub allocatable: &'a Allocatable,
 }
 
 /// The data of the Secrets and ConfigMaps a container's env refers to; `None` for one that does
@@ -270,7 +273,7 @@ pub fn container_spec(
     l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
     l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());
 
-    let env = resolve_env(ctx, container)?;
+    let env = container_env(ctx, container)?;
     let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let expand_all = |items: &Option<Vec<String>>| {
         items
@@ -309,8 +312,9 @@ pub fn container_spec(
     })
 }
 
-/// Env vars in order, with `$(VAR)` references to earlier ones expanded (kubelet semantics).
-fn resolve_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(String, String)>, ConfigError> {
+/// The container's env vars in order, with `$(VAR)` references to earlier ones expanded (kubelet's
+/// `makeEnvironmentVariables`); also what `subPathExpr` expands with.
+pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(String, String)>, ConfigError> {
     let mut out: Vec<(String, String)> = Vec::new();
     let missing = |name: &str, what: &str, object: &str| ConfigError::UnsupportedEnv {
         name: name.to_string(),
@@ -371,10 +375,21 @@ fn resolve_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(Strin
                         Some(v) => v,
                         None => continue,
                     }
+                } else if let Some(r) = &source.resource_field_ref {
+                    // containerName defaults to the container itself.
+                    let value = match r.container_name.as_deref().filter(|n| !n.is_empty()) {
+                        Some(name) => resource_value(ctx.pod, name, r, ctx.allocatable),
+                        None => container_resource_value(container, r, ctx.allocatable),
+                    };
+                    value.map_err(|e| ConfigError::UnsupportedEnv {
+                        name: var.name.clone(),
+                        reason: e.to_string(),
+                    })?
                 } else {
                     let field = source.field_ref.as_ref().ok_or_else(|| ConfigError::UnsupportedEnv {
                         name: var.name.clone(),
-                        reason: "only fieldRef, secretKeyRef and configMapKeyRef are supported".to_string(),
+                        reason: "only fieldRef, resourceFieldRef, secretKeyRef and configMapKeyRef are supported"
+                            .to_string(),
                     })?;
                     field_value(ctx, &field.field_path).ok_or_else(|| ConfigError::UnsupportedEnv {
                         name: var.name.clone(),
@@ -421,6 +436,11 @@ fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
 
 /// Kubelet's `$(VAR)` expansion: known names are replaced, `$$` escapes, the rest is kept.
 pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
+    expand_with(input, |name| env.get(name).map(|v| v.to_string()))
+}
+
+/// [`expand`] with a lookup: `lookup(name)` gives a variable's value, `None` keeps `$(name)`.
+pub fn expand_with(input: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> String {
     let mut out = String::with_capacity(input.len());
     let mut rest = input;
     while let Some(pos) = rest.find('$') {
@@ -433,8 +453,8 @@ pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
             match inner.find(')') {
                 Some(end) => {
                     let name = &inner[..end];
-                    match env.get(name) {
-                        Some(v) => out.push_str(v),
+                    match lookup(name) {
+                        Some(v) => out.push_str(&v),
                         None => {
                             out.push_str("$(");
                             out.push_str(name);
@@ -608,6 +628,7 @@ mod tests {
             sandbox_id: &sandbox,
             node_memory_bytes: 1 << 30,
             env_objects: &EnvObjects::default(),
+            allocatable: &Allocatable::default(),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1, &[]).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
@@ -702,6 +723,7 @@ mod tests {
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
             env_objects: &objects,
+            allocatable: &Allocatable::default(),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
         assert_eq!(
@@ -739,6 +761,7 @@ mod tests {
             sandbox_id: &sandbox,
             node_memory_bytes: 0,
             env_objects: &EnvObjects::default(),
+            allocatable: &Allocatable::default(),
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");

@@ -6,7 +6,9 @@
 //! - [`spec`]: identity, grace period, network mode, QoS class, a container's spec hash.
 //! - [`plan`]: kubelet's `computePodActions` — what to start, kill and remove next.
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
-//! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares.
+//! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares; what
+//!   configMap, secret, downwardAPI and projected volumes contain ([`volume::payload`]).
+//! - [`resource`]: container resource values for the downward API (env and volumes).
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
@@ -26,6 +28,7 @@ pub mod manifest;
 pub mod plan;
 pub mod probe_state;
 pub mod quantity;
+pub mod resource;
 pub mod spec;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]

@@ -167,7 +167,7 @@ pub fn validate(pod: &Pod) -> Result<(), FieldError> {
             "static pods may not have ephemeral containers",
         ));
     }
-    crate::volume::validate(pod)
+    crate::volume::validate_static(pod)
 }
 
 fn validate_container(field: &str, c: &Container) -> Result<(), FieldError> {

@@ -66,6 +66,9 @@ pub struct PodWorkerConfig {
     pub sync_frequency: Duration,
     /// Node memory in bytes (OOM score adjustment of Burstable pods).
     pub node_memory_bytes: i64,
+    /// The node's allocatable resources: what downward API `resourceFieldRef` limits default to
+    /// and what bounds a `medium: Memory` emptyDir.
+    pub allocatable: dockerlet_pod::resource::Allocatable,
     /// Lowest OOM score adjustment the host lets containers have: kubelet's -998/-997 need
     /// CAP_SYS_RESOURCE, which some hosts (nested containers) withhold; values are clamped to it.
     pub min_oom_score_adj: i64,
@@ -745,6 +748,7 @@ mod tests {
             backoff: BackoffConfig::default(),
             sync_frequency: Duration::from_secs(60),
             node_memory_bytes: 0,
+            allocatable: Default::default(),
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_messages::probe::ProbeKind;
-use dockerlet_pod::container::{container_spec, env_references, sandbox_spec, EnvObjects, PodContext};
+use dockerlet_pod::container::{container_env, container_spec, env_references, sandbox_spec, EnvObjects, PodContext};
 use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use dockerlet_pod::spec::{host_network, pod_grace, pod_identity, MIN_GRACE};
 use dockerlet_pod::status::WaitingReason;
@@ -47,14 +47,14 @@ pub enum SyncError {
     /// The pod cache was not refreshed in time (the PLEG cannot relist).
     #[error(transparent)]
     CacheNotRefreshed(#[from] NotRefreshed),
-    /// The pod's directory (its emptyDir volumes) could not be removed.
+    /// The pod's directory (its volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {
         /// `<root-dir>/pods/<uid>`.
         path: std::path::PathBuf,
         /// Why.
         #[source]
-        source: std::io::Error,
+        source: dockerlet_host::volume_dirs::VolumeDirError,
     },
 }
 
@@ -321,12 +321,24 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
             }
         };
         if remaining.is_empty() {
-            // The pod's directory (emptyDir volumes) goes with it, as in kubelet.
+            // The pod's directory (its volumes) goes with it, as in kubelet: every mount under it
+            // (tmpfs, subPath binds) unmounted first.
             let dir = dockerlet_pod::volume::pod_dir(&sync.config.root_dir, &uid.0);
-            if let Err(source) = tokio::fs::remove_dir_all(&dir).await {
-                if source.kind() != std::io::ErrorKind::NotFound {
-                    outcome.errors.push(SyncError::RemovePodDir { path: dir, source });
-                }
+            let removal = {
+                let dir = dir.clone();
+                tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::remove_pod_dir(&dir)).await
+            };
+            match removal {
+                Ok(Ok(())) => {}
+                Ok(Err(source)) => outcome.errors.push(SyncError::RemovePodDir { path: dir, source }),
+                Err(e) => outcome.errors.push(SyncError::RemovePodDir {
+                    path: dir,
+                    source: dockerlet_host::volume_dirs::VolumeDirError::Io {
+                        op: "finish removing",
+                        path: std::path::PathBuf::new(),
+                        source: std::io::Error::other(e.to_string()),
+                    },
+                }),
             }
             return outcome;
         }
@@ -590,10 +602,6 @@ impl Executor<'_> {
             Ok(objects) => objects,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        let mounts = match self.prepare_mounts(container).await {
-            Ok(mounts) => mounts,
-            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
-        };
         let config = &self.sync.config;
         let ctx = PodContext {
             pod: self.pod,
@@ -603,6 +611,16 @@ impl Executor<'_> {
             sandbox_id: &sandbox.id,
             node_memory_bytes: config.node_memory_bytes,
             env_objects: &env_objects,
+            allocatable: &config.allocatable,
+        };
+        // The env first: subPathExpr expands with it.
+        let env = match container_env(&ctx, container) {
+            Ok(env) => env,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        };
+        let mounts = match self.prepare_mounts(container, &env).await {
+            Ok(mounts) => mounts,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
         let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
@@ -643,10 +661,13 @@ impl Executor<'_> {
     }
 
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
-    /// directories, hostPath type checks) off the actor thread.
-    async fn prepare_mounts(&self, container: &Container) -> Result<Vec<Mount>, VolumeError> {
-        let mounts = dockerlet_pod::volume::mounts(&self.sync.config.root_dir, self.pod, container)?;
-        tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::prepare(&mounts).map(|()| mounts))
+    /// directories and tmpfs, volume directories, hostPath type checks, subPath binds) off the
+    /// actor thread.
+    async fn prepare_mounts(&self, container: &Container, env: &[(String, String)]) -> Result<Vec<Mount>, VolumeError> {
+        let config = &self.sync.config;
+        let mounts = dockerlet_pod::volume::mounts(&config.root_dir, self.pod, container, env, &config.allocatable)?;
+        let ownership = dockerlet_pod::volume::ownership(self.pod);
+        tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::prepare(&mounts, ownership).map(|()| mounts))
             .await
             .unwrap_or_else(|e| {
                 Err(VolumeError {
