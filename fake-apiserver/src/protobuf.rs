@@ -64,6 +64,28 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
                 (!binary.is_empty()).then_some(Value::Object(binary)),
             );
         }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            // What `kubectl create token` sends.
+            let t = k8s_pb::api::authentication::v1::TokenRequest::decode(raw.as_slice()).map_err(bad)?;
+            object.insert("metadata".into(), metadata(t.metadata.unwrap_or_default()));
+            let spec = t.spec.unwrap_or_default();
+            let mut out = Map::new();
+            put(
+                &mut out,
+                "audiences",
+                (!spec.audiences.is_empty()).then(|| json!(spec.audiences)),
+            );
+            put(&mut out, "expirationSeconds", spec.expiration_seconds.map(Value::from));
+            if let Some(r) = spec.bound_object_ref {
+                let mut reference = Map::new();
+                put(&mut reference, "kind", r.kind.map(Value::from));
+                put(&mut reference, "apiVersion", r.api_version.map(Value::from));
+                put(&mut reference, "name", r.name.map(Value::from));
+                put(&mut reference, "uid", r.u_id.map(Value::from));
+                out.insert("boundObjectRef".into(), Value::Object(reference));
+            }
+            object.insert("spec".into(), Value::Object(out));
+        }
         _ => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the test API server cannot decode {api_version} {kind} from protobuf; send application/json"
