@@ -92,6 +92,16 @@ impl ApiError {
         }
     }
 
+    /// 403 Forbidden, as admission plugins refuse: `<plural> "<name>" is forbidden: <why>`.
+    pub fn forbidden(plural: &str, name: &str, why: &str) -> Self {
+        let message = if name.is_empty() {
+            format!("{plural} is forbidden: {why}")
+        } else {
+            format!("{plural} \"{name}\" is forbidden: {why}")
+        };
+        Self::new(403, "Forbidden", message).with_details(name, plural)
+    }
+
     /// 405 MethodNotAllowed.
     pub fn method_not_allowed(message: impl Into<String>) -> Self {
         Self::new(405, "MethodNotAllowed", message)

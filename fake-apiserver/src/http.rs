@@ -27,6 +27,10 @@ const REQUEST_LOG: usize = 10_000;
 pub struct Shared {
     /// The objects.
     pub store: Mutex<Store>,
+    /// Signs and verifies service account tokens.
+    pub issuer: super::token::Issuer,
+    /// The tokens issued, oldest first.
+    pub issued: Mutex<Vec<super::token::IssuedToken>>,
     /// The bearer token clients must send.
     pub token: String,
     /// Serving TLS: requests need the token or a client certificate.
@@ -88,8 +92,18 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     // Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
     // send a bearer token over plain HTTP); credentials that are sent must be right. Over TLS a
     // request needs the token or a client certificate the CA signed.
+    // Service account tokens it issued authenticate too, as on kube-apiserver (when they are
+    // for its own audience and still valid); there is no RBAC, so they may do everything.
     let token_ok = |auth: &actix_web::http::header::HeaderValue| {
-        auth.to_str().ok() == Some(format!("Bearer {}", shared.token).as_str())
+        let Some(bearer) = auth.to_str().ok().and_then(|a| a.strip_prefix("Bearer ")) else {
+            return false;
+        };
+        bearer == shared.token
+            || (bearer.contains('.')
+                && shared
+                    .issuer
+                    .verify(&shared.store(), bearer)
+                    .is_ok_and(|c| c.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER)))
     };
     let authorized = match req.headers().get("Authorization") {
         Some(auth) => token_ok(auth),
@@ -231,9 +245,38 @@ fn route(
         None => None,
         Some("status") if resource.has_status => Some(Subresource::Status),
         Some("binding") if resource.kind == "Pod" => None,
+        Some("token") if resource.kind == "ServiceAccount" => None,
         Some(_) => return Err(not_found_path()),
     };
     let binding = rest.get(2) == Some(&"binding");
+    let token = rest.get(2) == Some(&"token");
+    if token {
+        if *req.method() != Method::POST {
+            return Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({})",
+                req.method()
+            )));
+        }
+        let opts = WriteOptions {
+            field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
+            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
+            field_manager: query.get("fieldManager").cloned(),
+        };
+        let content_type = req
+            .headers()
+            .get("Content-Type")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or_default();
+        let body = parse_body(resource, content_type, body)?;
+        let name = rest.get(1).copied().unwrap_or_default();
+        let jti = shared.store().new_uid();
+        let (answer, warnings, issued) = {
+            let store = shared.store();
+            super::token::token_request(&store, &shared.issuer, ns.unwrap_or_default(), name, &body, &opts, jti)?
+        };
+        shared.issued.lock().unwrap_or_else(|e| e.into_inner()).push(issued);
+        return Ok(json_response(201, &answer, &warnings));
+    }
     let ns_str = ns.unwrap_or_default();
     let format = OutputFormat::from_accept(
         req.headers()

@@ -23,6 +23,7 @@
 //! It is a test fixture, never a product feature. The `test-apiserver` binary serves one by
 //! hand: `make test-apiserver`.
 
+pub mod cluster;
 mod error;
 mod http;
 mod patch;
@@ -31,11 +32,13 @@ pub mod resources;
 mod selectors;
 mod store;
 mod table;
+pub mod token;
 pub mod validate;
 
 pub use error::{ApiError, Cause};
 pub use patch::PatchType;
 pub use store::{DeleteOptions, Subresource, WriteOptions, DEFAULT_HISTORY};
+pub use token::{IssuedToken, KubernetesClaims, ObjectRef, ServiceAccountClaims, TokenError};
 
 use actix_web::{web, App, HttpServer};
 use serde_json::Value;
@@ -100,6 +103,11 @@ pub struct ApiServerConfig {
     /// Serve HTTPS with a certificate for `127.0.0.1` and `localhost` signed by a CA made up at
     /// start ([`ApiServer::ca_pem`]), as a real API server does.
     pub tls: bool,
+    /// Run the ServiceAccount admission plugin on pod create, as a real cluster does: a pod
+    /// gets `serviceAccountName: default` and the `kube-api-access-<5>` projected volume
+    /// mounted in its containers. Default true; off only for tests of agents that cannot
+    /// mount those volumes.
+    pub service_account_admission: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -111,6 +119,7 @@ impl Default for ApiServerConfig {
             token: None,
             log_requests: std::env::var_os("TEST_APISERVER_LOG").is_some(),
             tls: false,
+            service_account_admission: true,
         }
     }
 }
@@ -261,8 +270,17 @@ impl ApiServer {
     pub fn start_with(config: ApiServerConfig) -> io::Result<Self> {
         let listener = TcpListener::bind(config.listen)?;
         let addr = listener.local_addr()?;
+        // The CA exists in plain HTTP mode too: every namespace's kube-root-ca.crt publishes it.
+        let certificates = Tls::new()?;
+        let cluster = cluster::ClusterConfig {
+            service_account_admission: config.service_account_admission,
+            root_ca_pem: certificates.ca_pem.clone(),
+            port: addr.port(),
+        };
         let shared = Arc::new(http::Shared {
-            store: Mutex::new(store::Store::new(config.history)),
+            store: Mutex::new(store::Store::new(config.history, cluster)),
+            issuer: token::Issuer::new()?,
+            issued: Mutex::new(Vec::new()),
             token: config.token.unwrap_or_else(random_token),
             tls: config.tls,
             addr,
@@ -271,7 +289,7 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval,
             log_requests: config.log_requests,
         });
-        let tls = config.tls.then(Tls::new).transpose()?;
+        let tls = config.tls.then_some(certificates.clone());
         let running = serve(listener, Arc::clone(&shared), tls.clone())?;
         let dir = tempfile::Builder::new().prefix("test-apiserver-").tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
@@ -320,6 +338,27 @@ impl ApiServer {
     /// The CA certificate (PEM) that signed the server's certificate, when serving TLS.
     pub fn ca_pem(&self) -> Option<&str> {
         self.tls.as_ref().map(|t| t.ca_pem.as_str())
+    }
+
+    /// The cluster's CA certificate (PEM), as every namespace's `kube-root-ca.crt` carries it
+    /// (made up at start in plain HTTP mode too; the one that signs the server's certificate
+    /// with TLS).
+    pub fn root_ca_pem(&self) -> String {
+        self.shared.store().root_ca_pem().to_string()
+    }
+
+    /// Verifies a service account token as kube-apiserver's authenticator does (signature,
+    /// issuer, expiry, and that the service account and the pod, secret or node it is bound
+    /// to still exist with the same UIDs) and returns its claims. Audiences are not checked:
+    /// they are in the claims.
+    pub fn verify_service_account_token(&self, token: &str) -> Result<ServiceAccountClaims, TokenError> {
+        let store = self.shared.store();
+        self.shared.issuer.verify(&store, token.trim())
+    }
+
+    /// Every token issued through TokenRequest so far, oldest first.
+    pub fn issued_tokens(&self) -> Vec<IssuedToken> {
+        self.shared.issued.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// The address it listens on.

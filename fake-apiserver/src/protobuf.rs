@@ -64,6 +64,64 @@ pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
                 (!binary.is_empty()).then_some(Value::Object(binary)),
             );
         }
+        ("v1", "ServiceAccount") => {
+            // `kubectl create serviceaccount`.
+            let a = k8s_pb::api::core::v1::ServiceAccount::decode(raw.as_slice()).map_err(bad)?;
+            object.insert("metadata".into(), metadata(a.metadata.unwrap_or_default()));
+            put(
+                &mut object,
+                "automountServiceAccountToken",
+                a.automount_service_account_token.map(Value::from),
+            );
+            let names = |refs: Vec<Option<String>>| -> Option<Value> {
+                let refs: Vec<Value> = refs
+                    .into_iter()
+                    .map(|n| json!({"name": n.unwrap_or_default()}))
+                    .collect();
+                (!refs.is_empty()).then(|| Value::from(refs))
+            };
+            put(
+                &mut object,
+                "imagePullSecrets",
+                names(a.image_pull_secrets.into_iter().map(|r| r.name).collect()),
+            );
+            put(
+                &mut object,
+                "secrets",
+                names(a.secrets.into_iter().map(|r| r.name).collect()),
+            );
+        }
+        ("v1", "Namespace") => {
+            // `kubectl create namespace`.
+            let n = k8s_pb::api::core::v1::Namespace::decode(raw.as_slice()).map_err(bad)?;
+            object.insert("metadata".into(), metadata(n.metadata.unwrap_or_default()));
+            let finalizers = n.spec.map(|s| s.finalizers).unwrap_or_default();
+            if !finalizers.is_empty() {
+                object.insert("spec".into(), json!({"finalizers": finalizers}));
+            }
+        }
+        ("authentication.k8s.io/v1", "TokenRequest") => {
+            // What `kubectl create token` sends.
+            let t = k8s_pb::api::authentication::v1::TokenRequest::decode(raw.as_slice()).map_err(bad)?;
+            object.insert("metadata".into(), metadata(t.metadata.unwrap_or_default()));
+            let spec = t.spec.unwrap_or_default();
+            let mut out = Map::new();
+            put(
+                &mut out,
+                "audiences",
+                (!spec.audiences.is_empty()).then(|| json!(spec.audiences)),
+            );
+            put(&mut out, "expirationSeconds", spec.expiration_seconds.map(Value::from));
+            if let Some(r) = spec.bound_object_ref {
+                let mut reference = Map::new();
+                put(&mut reference, "kind", r.kind.map(Value::from));
+                put(&mut reference, "apiVersion", r.api_version.map(Value::from));
+                put(&mut reference, "name", r.name.map(Value::from));
+                put(&mut reference, "uid", r.u_id.map(Value::from));
+                out.insert("boundObjectRef".into(), Value::Object(reference));
+            }
+            object.insert("spec".into(), Value::Object(out));
+        }
         _ => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the test API server cannot decode {api_version} {kind} from protobuf; send application/json"

@@ -160,6 +160,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
     ResourceInfo {
         group: "",
         version: "v1",
+        plural: "serviceaccounts",
+        singular: "serviceaccount",
+        kind: "ServiceAccount",
+        namespaced: true,
+        short_names: &["sa"],
+        has_status: false,
+        field_labels: &[],
+        create_on_update: false,
+    },
+    ResourceInfo {
+        group: "",
+        version: "v1",
         plural: "namespaces",
         singular: "namespace",
         kind: "Namespace",
@@ -233,6 +245,17 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "namespaced": r.namespaced,
                 "kind": r.kind,
                 "verbs": ["get", "patch", "update"],
+            }));
+        }
+        if r.plural == "serviceaccounts" {
+            resources.push(json!({
+                "name": "serviceaccounts/token",
+                "singularName": "",
+                "namespaced": true,
+                "group": "authentication.k8s.io",
+                "version": "v1",
+                "kind": "TokenRequest",
+                "verbs": ["create"],
             }));
         }
         if r.plural == "pods" {

@@ -4,6 +4,7 @@
 //! Every write takes the store's lock, so a change, its history entry and its delivery to every
 //! open watch happen in resourceVersion order.
 
+use super::cluster::{self, ClusterConfig};
 use super::error::ApiError;
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceInfo};
@@ -163,6 +164,7 @@ pub struct Store {
     watchers: Vec<Watcher>,
     uid_seed: std::collections::hash_map::RandomState,
     uid_counter: u64,
+    cluster: ClusterConfig,
 }
 
 /// `2024-01-02T03:04:05Z`, as `metav1.Time` serializes.
@@ -180,7 +182,7 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
 
 impl Default for Store {
     fn default() -> Self {
-        Self::new(DEFAULT_HISTORY)
+        Self::new(DEFAULT_HISTORY, ClusterConfig::default())
     }
 }
 
@@ -232,8 +234,9 @@ impl Continue {
 }
 
 impl Store {
-    /// An empty store with the four namespaces every cluster has.
-    pub fn new(history_limit: usize) -> Self {
+    /// A store with what every cluster has: the four namespaces (each with its `default`
+    /// ServiceAccount and `kube-root-ca.crt`) and the `kubernetes` Service.
+    pub fn new(history_limit: usize, cluster: ClusterConfig) -> Self {
         let mut store = Self {
             rv: 0,
             objects: BTreeMap::new(),
@@ -243,6 +246,7 @@ impl Store {
             watchers: Vec::new(),
             uid_seed: Default::default(),
             uid_counter: 0,
+            cluster,
         };
         let namespaces = resources::by_name("namespaces").expect("namespaces are served");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -255,7 +259,43 @@ impl Store {
                 )
                 .expect("the built-in namespaces are valid");
         }
+        let services = resources::by_name("services").expect("services are served");
+        let kubernetes = cluster::kubernetes_service(store.cluster.port);
         store
+            .create(services, "default", kubernetes, &WriteOptions::default())
+            .expect("the kubernetes Service is valid");
+        store
+    }
+
+    /// The CA certificate (PEM) the `kube-root-ca.crt` ConfigMaps publish.
+    pub fn root_ca_pem(&self) -> &str {
+        &self.cluster.root_ca_pem
+    }
+
+    /// The `default` ServiceAccount and `kube-root-ca.crt` of a new namespace, as the
+    /// controllers create them (at once here).
+    fn populate_namespace(&mut self, ns: &str) {
+        let accounts = resources::by_name("serviceaccounts").expect("served");
+        let config_maps = resources::by_name("configmaps").expect("served");
+        let objects = [
+            (accounts, cluster::default_service_account(ns)),
+            (config_maps, cluster::root_ca_config_map(ns, &self.cluster.root_ca_pem)),
+        ];
+        for (resource, obj) in objects {
+            let name = meta_str(&obj, "name").to_string();
+            if !self.objects.contains_key(&Self::key(resource, ns, &name)) {
+                self.create(resource, ns, obj, &WriteOptions::default())
+                    .expect("a namespace's own objects are valid");
+            }
+        }
+    }
+
+    fn random_u64(&mut self) -> u64 {
+        self.uid_counter += 1;
+        let mut h = self.uid_seed.build_hasher();
+        h.write_u64(self.uid_counter);
+        h.write_u64(3);
+        h.finish()
     }
 
     /// The latest resourceVersion.
@@ -263,7 +303,7 @@ impl Store {
         self.rv
     }
 
-    fn new_uid(&mut self) -> String {
+    pub(crate) fn new_uid(&mut self) -> String {
         self.uid_counter += 1;
         let counter = self.uid_counter;
         let half = |salt: u64| {
@@ -417,6 +457,11 @@ impl Store {
         } else if let Value::Object(meta) = &mut obj["metadata"] {
             meta.remove("namespace");
         }
+        // Admission sees the name before generation (its errors name the generateName).
+        let admission_name = match meta_str(&obj, "name") {
+            "" => meta_str(&obj, "generateName").to_string(),
+            name => name.to_string(),
+        };
         if meta_str(&obj, "name").is_empty() {
             let generate = meta_str(&obj, "generateName").to_string();
             if !generate.is_empty() {
@@ -432,8 +477,21 @@ impl Store {
             }
         }
         validate::apply_defaults(resource.kind, &mut obj);
-        validate::validate(resource, &obj, None)?;
+        // As on kube-apiserver: the namespace lifecycle and the mutating admission plugins run
+        // before validation.
         self.check_namespace(resource, ns)?;
+        match resource.kind {
+            "Pod" if self.cluster.service_account_admission => {
+                let suffix = self.random_suffix();
+                cluster::admit_pod(self, ns, &admission_name, &mut obj, &suffix)?;
+            }
+            "Service" => {
+                let mut randoms: Vec<u64> = (0..64).map(|_| self.random_u64()).collect();
+                cluster::allocate_service(self, &mut obj, None, || randoms.pop().unwrap_or(7))?;
+            }
+            _ => {}
+        }
+        validate::validate(resource, &obj, None)?;
         let name = meta_str(&obj, "name").to_string();
         let key = Self::key(resource, ns, &name);
         if self.objects.contains_key(&key) {
@@ -456,6 +514,9 @@ impl Store {
             return Ok((obj, warnings));
         }
         let obj = self.commit(resource, key, EventType::Added, Some(obj), None);
+        if resource.kind == "Namespace" {
+            self.populate_namespace(&name);
+        }
         Ok((obj, warnings))
     }
 
@@ -587,6 +648,10 @@ impl Store {
             }
         }
         validate::apply_defaults(resource.kind, &mut new);
+        if resource.kind == "Service" {
+            let mut randoms: Vec<u64> = (0..64).map(|_| self.random_u64()).collect();
+            cluster::allocate_service(self, &mut new, Some(&old), || randoms.pop().unwrap_or(7))?;
+        }
         validate::validate(resource, &new, Some(&old))?;
         if resource.kind == "Pod" && new["spec"] != old["spec"] {
             let generation = old["metadata"]["generation"].as_i64().unwrap_or(1) + 1;
@@ -771,6 +836,12 @@ impl Store {
             }
         }
         let deleted = self.commit(resource, key, EventType::Deleted, Some(old.clone()), Some(old));
+        // The service account and root CA controllers put back what they keep in a namespace.
+        let kept = (resource.kind == "ServiceAccount" && name == cluster::DEFAULT_SERVICE_ACCOUNT)
+            || (resource.kind == "ConfigMap" && name == cluster::ROOT_CA_CONFIG_MAP);
+        if kept && self.namespace_exists(ns) {
+            self.populate_namespace(ns);
+        }
         if resource.kind == "Pod" {
             Ok(deleted)
         } else {

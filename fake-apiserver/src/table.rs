@@ -321,6 +321,73 @@ fn event_row(ev: &Value) -> Vec<Value> {
     ]
 }
 
+/// kubectl's service row: type, ClusterIP, external IPs, `port[:nodePort]/protocol`, age and
+/// the selector (`<none>` where empty).
+fn service_row(svc: &Value) -> Vec<Value> {
+    let spec = &svc["spec"];
+    let svc_type = spec["type"].as_str().unwrap_or("ClusterIP");
+    let mut external: Vec<String> = spec["externalIPs"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|ip| ip.as_str().map(str::to_string))
+        .collect();
+    match svc_type {
+        "LoadBalancer" => {
+            for ingress in svc["status"]["loadBalancer"]["ingress"]
+                .as_array()
+                .into_iter()
+                .flatten()
+            {
+                for key in ["ip", "hostname"] {
+                    if let Some(v) = ingress[key].as_str().filter(|v| !v.is_empty()) {
+                        external.push(v.to_string());
+                    }
+                }
+            }
+            if external.is_empty() {
+                external.push("<pending>".into());
+            }
+        }
+        "ExternalName" => external = vec![spec["externalName"].as_str().unwrap_or_default().to_string()],
+        _ => {}
+    }
+    let ports: Vec<String> = spec["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let protocol = p["protocol"].as_str().unwrap_or("TCP");
+            match p["nodePort"].as_i64() {
+                Some(node) => format!("{}:{node}/{protocol}", p["port"]),
+                None => format!("{}/{protocol}", p["port"]),
+            }
+        })
+        .collect();
+    let selector: Vec<String> = spec["selector"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+        .collect();
+    let none_if_empty = |v: Vec<String>, sep: &str| {
+        if v.is_empty() {
+            "<none>".to_string()
+        } else {
+            v.join(sep)
+        }
+    };
+    vec![
+        svc["metadata"]["name"].clone(),
+        json!(svc_type),
+        json!(spec["clusterIP"].as_str().filter(|s| !s.is_empty()).unwrap_or("<none>")),
+        json!(none_if_empty(external, ",")),
+        json!(none_if_empty(ports, ",")),
+        json!(age_since(&svc["metadata"]["creationTimestamp"])),
+        json!(none_if_empty(selector, ",")),
+    ]
+}
+
 fn data_count(obj: &Value) -> usize {
     obj["data"].as_object().map_or(0, |m| m.len()) + obj["binaryData"].as_object().map_or(0, |m| m.len())
 }
@@ -481,6 +548,39 @@ fn columns_and_row(resource: &ResourceInfo) -> (Vec<Value>, RowFn) {
                     json!(age_since(&s["metadata"]["creationTimestamp"])),
                 ]
             },
+        ),
+        "ServiceAccount" => (
+            vec![
+                name,
+                column(
+                    "Secrets",
+                    "string",
+                    "",
+                    0,
+                    "Secrets is a list of the secrets in the same namespace that pods running using this \
+                     ServiceAccount are allowed to use.",
+                ),
+                age,
+            ],
+            |a| {
+                vec![
+                    a["metadata"]["name"].clone(),
+                    json!(a["secrets"].as_array().map_or(0, Vec::len)),
+                    json!(age_since(&a["metadata"]["creationTimestamp"])),
+                ]
+            },
+        ),
+        "Service" => (
+            vec![
+                name,
+                column("Type", "string", "", 0, "The type of the service"),
+                column("Cluster-IP", "string", "", 0, "The cluster IP of the service"),
+                column("External-IP", "string", "", 0, "The external IP of the service"),
+                column("Port(s)", "string", "", 0, "The ports of the service"),
+                age,
+                column("Selector", "string", "", 1, "The selector of the service"),
+            ],
+            service_row,
         ),
         _ => (vec![name, age], |o| {
             vec![

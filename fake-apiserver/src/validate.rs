@@ -48,7 +48,7 @@ pub struct Decoded {
     pub unknown: Vec<String>,
 }
 
-fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, String> {
+pub(crate) fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, String> {
     let decoded: T = serde_path_to_error::deserialize(obj.clone()).map_err(|e| {
         let path = e.path().to_string();
         if path == "." || path.is_empty() {
@@ -107,6 +107,7 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
         "ConfigMap" => typed::<core::ConfigMap>(&obj),
         "Service" => typed::<core::Service>(&obj),
         "Namespace" => typed::<core::Namespace>(&obj),
+        "ServiceAccount" => typed::<core::ServiceAccount>(&obj),
         "Lease" => typed::<coordination::Lease>(&obj),
         other => Err(format!("no type for {other}")),
     };
@@ -124,7 +125,7 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
 }
 
 /// Keys of `submitted` (with a non-null value) that `decoded` lacks.
-fn find_unknown(submitted: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
+pub(crate) fn find_unknown(submitted: &Value, decoded: &Value, path: &str, out: &mut Vec<String>) {
     match (submitted, decoded) {
         (Value::Object(s), Value::Object(d)) => {
             for (key, value) in s {
@@ -320,6 +321,20 @@ fn default_pod(pod: &mut Value) {
     set_default(spec, "enableServiceLinks", json!(true));
     set_default(spec, "priority", json!(0));
     set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    // The deprecated `serviceAccount` is an alias: `serviceAccountName` wins, and the stored
+    // object carries both (the v1 <-> internal conversion).
+    let deprecated = spec["serviceAccount"].as_str().unwrap_or_default().to_string();
+    if spec["serviceAccountName"].as_str().is_none_or(str::is_empty) && !deprecated.is_empty() {
+        spec["serviceAccountName"] = json!(deprecated);
+    }
+    match spec["serviceAccountName"].as_str().filter(|s| !s.is_empty()) {
+        Some(name) => spec["serviceAccount"] = json!(name),
+        None => {
+            if let Value::Object(m) = spec {
+                m.remove("serviceAccount");
+            }
+        }
+    }
     for list in ["containers", "initContainers", "ephemeralContainers"] {
         if let Some(items) = spec[list].as_array_mut() {
             items.iter_mut().for_each(default_container);
@@ -335,12 +350,36 @@ fn default_pod(pod: &mut Value) {
             if v["hostPath"].is_object() {
                 set_default(&mut v["hostPath"], "type", json!(""));
             }
+            if v["downwardAPI"].is_object() {
+                set_default(&mut v["downwardAPI"], "defaultMode", json!(420));
+                default_field_refs(&mut v["downwardAPI"]["items"]);
+            }
+            if v["projected"].is_object() {
+                set_default(&mut v["projected"], "defaultMode", json!(420));
+                for source in v["projected"]["sources"].as_array_mut().into_iter().flatten() {
+                    if source["serviceAccountToken"].is_object() {
+                        set_default(&mut source["serviceAccountToken"], "expirationSeconds", json!(3600));
+                    }
+                    if source["downwardAPI"].is_object() {
+                        default_field_refs(&mut source["downwardAPI"]["items"]);
+                    }
+                }
+            }
         }
     }
     let qos = qos_class(&pod["spec"]);
     let status = ensure_object(pod, "status");
     set_default(status, "phase", json!("Pending"));
     set_default(status, "qosClass", json!(qos));
+}
+
+/// `fieldRef.apiVersion` defaults to `v1` in downward API items.
+fn default_field_refs(items: &mut Value) {
+    for item in items.as_array_mut().into_iter().flatten() {
+        if item["fieldRef"].is_object() {
+            set_default(&mut item["fieldRef"], "apiVersion", json!("v1"));
+        }
+    }
 }
 
 /// kube-apiserver's QoS class of a pod spec (requests already defaulted from limits).

@@ -39,6 +39,10 @@ struct Args {
     /// Serve HTTPS (a CA made up at start; the kubeconfig carries it).
     #[arg(long)]
     tls: bool,
+    /// Do not run the ServiceAccount admission plugin (no default service account, no
+    /// kube-api-access volume on new pods).
+    #[arg(long)]
+    no_service_account_admission: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -50,6 +54,7 @@ fn main() -> std::process::ExitCode {
         token: args.token,
         log_requests: args.log_requests || std::env::var_os("TEST_APISERVER_LOG").is_some(),
         tls: args.tls,
+        service_account_admission: !args.no_service_account_admission,
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,
