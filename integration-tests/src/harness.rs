@@ -546,6 +546,11 @@ impl Drop for Agent {
             let _ = child.kill();
             let _ = child.wait();
         }
+        // A killed agent leaves the tmpfs and subPath mounts of its pods' volumes; they go with
+        // the agent, so nothing of a test stays mounted on the machine.
+        if let Some(work) = &self.work {
+            unmount_under(work.path());
+        }
         if std::thread::panicking() {
             let containers: Vec<String> = docker::node_containers(&self.node)
                 .iter()
@@ -564,6 +569,23 @@ impl Drop for Agent {
         }
         // The agent is dead, so nothing re-creates containers behind our back.
         docker::remove_node_containers(&self.node);
+    }
+}
+
+/// Lazily unmount every mount point under `dir`, deepest first.
+fn unmount_under(dir: &Path) {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
+        return;
+    };
+    let prefix = dir.display().to_string();
+    let mut points: Vec<&str> = info
+        .lines()
+        .filter_map(|l| l.split(' ').nth(4))
+        .filter(|p| p.starts_with(&prefix))
+        .collect();
+    points.sort_by_key(|p| std::cmp::Reverse(p.len()));
+    for p in points {
+        let _ = std::process::Command::new("umount").args(["-l", p]).status();
     }
 }
 

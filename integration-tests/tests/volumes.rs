@@ -447,7 +447,7 @@ spec:
   containers:
   - name: app
     image: dockerlet.local/busybox:1
-    command: ["sh", "-c", "cat /etc/needed/data-1; ls /etc/maybe | wc -l; sleep 3600"]
+    command: ["sh", "-c", "echo needed=$(cat /etc/needed/data-1); echo maybe=$(ls /etc/maybe | wc -l); sleep 3600"]
     volumeMounts:
     - {{name: needed, mountPath: /etc/needed}}
     - {{name: maybe, mountPath: /etc/maybe}}
@@ -476,5 +476,5 @@ spec:
         "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: not-yet}\ndata: {data-1: here}\n",
         "not-yet.yaml",
     );
-    wait_output(&agent, &uid, "app", &["here\n0\n"], CHANGE_TIMEOUT);
+    wait_output(&agent, &uid, "app", &["needed=here", "maybe=0"], CHANGE_TIMEOUT);
 }

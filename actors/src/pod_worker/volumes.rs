@@ -38,7 +38,7 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
     let atomic: Vec<_> = volumes
         .iter()
         .filter_map(|v| match volume_source(&sync.config.root_dir, pod, v) {
-            Ok(VolumeSource::Atomic { dir, .. }) => Some((v, dir)),
+            Ok(VolumeSource::Atomic { dir, kind }) => Some((v, dir, kind)),
             _ => None,
         })
         .collect();
@@ -52,7 +52,7 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
             // Without the objects no volume can be judged; report each once.
             return atomic
                 .iter()
-                .map(|(v, _)| MountFailed {
+                .map(|(v, _, _)| MountFailed {
                     volume: v.name.clone(),
                     reason: e.to_string(),
                 })
@@ -61,9 +61,9 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
     };
     let owner = ownership(pod);
     let mut writes = Vec::new();
-    for (volume, dir) in atomic {
+    for (volume, dir, kind) in atomic {
         match payload(pod, volume, &objects, &sync.config.allocatable) {
-            Ok(files) => writes.push((volume.name.clone(), dir, files)),
+            Ok(files) => writes.push((volume.name.clone(), dir, kind, files)),
             Err(e) => failures.push(MountFailed {
                 volume: volume.name.clone(),
                 reason: e.reason,
@@ -73,13 +73,12 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
     let written = tokio::task::spawn_blocking(move || {
         writes
             .into_iter()
-            .filter_map(|(name, dir, files)| {
-                dockerlet_host::atomic_writer::write(&dir, &files, owner)
-                    .err()
-                    .map(|e| MountFailed {
-                        volume: name,
-                        reason: e.to_string(),
-                    })
+            .filter_map(|(name, dir, kind, files)| {
+                // The directory first (secret and projected ones on tmpfs), then its files.
+                let written = dockerlet_host::volume_dirs::set_up_atomic_dir(&dir, kind)
+                    .map_err(|e| e.to_string())
+                    .and_then(|()| dockerlet_host::atomic_writer::write(&dir, &files, owner).map_err(|e| e.to_string()));
+                written.err().map(|reason| MountFailed { volume: name, reason })
             })
             .collect::<Vec<_>>()
     })
