@@ -61,7 +61,7 @@ mod tests {
     #[test]
     fn counts_from_the_start_time() {
         let start = Timestamp::from_second(1_000).unwrap();
-        let at = |s| Timestamp::from_second(1_000 + s).unwrap();
+        let at = |s: i64| Timestamp::from_second(1_000 + s).unwrap();
         assert!(!exceeded(&pod(Some(5)), start, at(4)));
         assert!(exceeded(&pod(Some(5)), start, at(5)));
         assert_eq!(deadline(&pod(Some(5)), start), Some(at(5)));
