@@ -198,6 +198,23 @@ fn a_pod_gets_the_default_service_account_and_the_kube_api_access_volume() {
     assert!(second_name.starts_with("kube-api-access-") && second_name != name);
     server.kubectl_ok(&["label", "pod", "web", "tier=front"]);
     assert_eq!(server.get("pods", "default", "web").expect("web")["spec"], pod["spec"]);
+    // Ephemeral containers cannot come with the pod (so none needs the mount).
+    let ephemeral = json!({
+        "metadata": {"name": "debug"},
+        "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "ephemeralContainers": [{"name": "e", "image": "i"}],
+        },
+    });
+    let (code, status) = post(&server, "/api/v1/namespaces/default/pods", &ephemeral);
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (
+            422,
+            Some("Pod \"debug\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create")
+        ),
+        "{status}"
+    );
 }
 
 /// `automountServiceAccountToken: false` on the pod, or on its account with the pod silent,
