@@ -395,7 +395,8 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     assert!((expires.as_second() - (before + 3607)).abs() <= 2, "{expires}");
     let header = jwt_part(&token, 0);
     assert_eq!(header["alg"], "ES256");
-    assert!(header["kid"].as_str().is_some_and(|k| !k.is_empty()), "{header}");
+    assert!(header["kid"].as_str().is_some_and(|k| k.len() == 43), "{header}");
+    assert!(header.get("typ").is_none(), "{header}");
     let claims = server.verify_service_account_token(&token).expect("the token verifies");
     assert_eq!(claims.iss, ISSUER);
     assert_eq!(claims.sub, "system:serviceaccount:default:default");
@@ -420,6 +421,43 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     let bound_node = k.node.as_ref().expect("node claim");
     assert_eq!((bound_node.name.as_str(), bound_node.uid.clone()), ("n1", uid(&node)));
     assert!(k.secret.is_none());
+    // The issuer's discovery document and key set name this key (P-256 coordinates, 32 bytes).
+    let (code, discovery) = send(
+        &server,
+        "GET",
+        "/.well-known/openid-configuration",
+        None,
+        server.token(),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(discovery["issuer"], ISSUER);
+    assert_eq!(discovery["jwks_uri"], format!("{}/openid/v1/jwks", server.url()));
+    assert_eq!(discovery["id_token_signing_alg_values_supported"], json!(["ES256"]));
+    let (code, jwks) = send(&server, "GET", "/openid/v1/jwks", None, server.token());
+    assert_eq!(code, 200, "{jwks}");
+    let key = &jwks["keys"][0];
+    assert_eq!(
+        (key["kty"].as_str(), key["crv"].as_str(), key["alg"].as_str()),
+        (Some("EC"), Some("P-256"), Some("ES256"))
+    );
+    assert_eq!(key["kid"], header["kid"]);
+    for coordinate in ["x", "y"] {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(key[coordinate].as_str().expect("coordinate"))
+            .expect("base64url");
+        assert_eq!(bytes.len(), 32, "{key}");
+    }
+    // A relying party that knows only the key set verifies the token.
+    let decoding =
+        jsonwebtoken::DecodingKey::from_ec_components(key["x"].as_str().unwrap(), key["y"].as_str().unwrap())
+            .expect("the JWKS key");
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_audience(&[ISSUER]);
+    validation.set_issuer(&[ISSUER]);
+    let relied: Value = jsonwebtoken::decode(&token, &decoding, &validation)
+        .expect("verifies with the published key")
+        .claims;
+    assert_eq!(relied["sub"], "system:serviceaccount:default:default");
     let payload = jwt_part(&token, 1);
     assert_eq!(payload["kubernetes.io"]["pod"], json!({"name": "p", "uid": uid(&pod)}));
     let issued = server.issued_tokens();
