@@ -509,6 +509,22 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     server.delete("pods", "default", "p", Some(0)).expect("delete");
     let err = server.verify_service_account_token(&token).expect_err("invalidated");
     assert_eq!(err.to_string(), "service account token has been invalidated");
+    // The account deleted (and put back by its controller with a new UID) invalidates the rest.
+    server
+        .delete("serviceaccounts", "default", "default", None)
+        .expect("delete");
+    let renewed = server.get("serviceaccounts", "default", "default").expect("put back");
+    let err = server
+        .verify_service_account_token(vault["status"]["token"].as_str().unwrap())
+        .expect_err("the account was replaced");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "service account UID ({}) does not match claim ({})",
+            uid(&renewed),
+            uid(&sa)
+        )
+    );
     // kubectl create token (which sends protobuf) gets one too.
     let printed = server.kubectl_ok(&["create", "token", "default", "--duration=10m"]);
     let claims = server
