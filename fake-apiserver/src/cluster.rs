@@ -331,13 +331,17 @@ fn allocation_error(svc: &Value, ip: &str, why: String) -> ApiError {
 /// policy, a ClusterIP from [`SERVICE_CIDR`] (`clusterIP` and `clusterIPs`) unless headless
 /// (`None`) or `ExternalName`, a provided IP checked against the range and the other Services,
 /// node ports for NodePort and LoadBalancer Services. An update keeps what was allocated.
-/// `random` draws the next random number.
-pub fn allocate_service(
-    store: &Store,
-    svc: &mut Value,
-    old: Option<&Value>,
-    mut random: impl FnMut() -> u64,
-) -> Result<(), ApiError> {
+/// `seed` is random: each allocation takes the first free value from a point it picks.
+pub fn allocate_service(store: &Store, svc: &mut Value, old: Option<&Value>, seed: u64) -> Result<(), ApiError> {
+    let mut seed = seed;
+    let mut random = move || {
+        // splitmix64: a new start for each allocation.
+        seed = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = seed;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    };
     let services = resources::by_name("services").expect("served");
     let ns = svc["metadata"]["namespace"].as_str().unwrap_or_default().to_string();
     let name = svc["metadata"]["name"].as_str().unwrap_or_default().to_string();
@@ -420,12 +424,11 @@ pub fn allocate_service(
             .collect();
         if ips.is_empty() {
             let span = u64::from(CIDR_SIZE - 1 - STATIC_BAND);
-            let offset = loop {
-                let offset = STATIC_BAND + (random() % span) as u32;
-                if !used.contains(&offset) {
-                    break offset;
-                }
-            };
+            let start = random() % span;
+            let offset = (0..span)
+                .map(|i| STATIC_BAND + ((start + i) % span) as u32)
+                .find(|o| !used.contains(o))
+                .ok_or_else(|| ApiError::internal("failed to allocate a serviceIP: range is full"))?;
             ips.push(ip_of(offset));
         } else if old.is_none_or(|o| cluster_ips(o) != ips) {
             let ip = ips[0].clone();
@@ -468,16 +471,45 @@ pub fn allocate_service(
                 used.insert(port);
             } else if allocate {
                 let span = (NODE_PORTS.end() - NODE_PORTS.start() + 1) as u64;
-                let port = loop {
-                    let port = NODE_PORTS.start() + (random() % span) as i64;
-                    if !used.contains(&port) {
-                        break port;
-                    }
-                };
+                let start = random() % span;
+                let port = (0..span)
+                    .map(|i| NODE_PORTS.start() + ((start + i) % span) as i64)
+                    .find(|p| !used.contains(p))
+                    .ok_or_else(|| ApiError::internal("failed to allocate a nodePort: range is full"))?;
                 used.insert(port);
                 p["nodePort"] = json!(port);
             }
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::WriteOptions;
+
+    /// Many Services get distinct ClusterIPs inside the range (never the kubernetes Service's)
+    /// and distinct node ports.
+    #[test]
+    fn allocations_are_unique_and_in_range() {
+        let mut store = Store::new(10, ClusterConfig::default());
+        let services = resources::by_name("services").expect("served");
+        let mut ips = BTreeSet::new();
+        let mut ports = BTreeSet::new();
+        for i in 0..300 {
+            let svc =
+                json!({"metadata": {"name": format!("s{i}")}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}});
+            let (svc, _) = store
+                .create(services, "default", svc, &WriteOptions::default())
+                .expect("allocated");
+            let ip = svc["spec"]["clusterIP"].as_str().expect("clusterIP").to_string();
+            let offset = offset_of(&ip).expect("in 10.96.0.0/12");
+            assert!(offset >= STATIC_BAND, "{ip} is above the static band");
+            assert!(ips.insert(ip.clone()), "{ip} given twice");
+            let port = svc["spec"]["ports"][0]["nodePort"].as_i64().expect("nodePort");
+            assert!(NODE_PORTS.contains(&port) && ports.insert(port), "{port}");
+        }
+        assert!(!ips.contains(KUBERNETES_SERVICE_IP));
+    }
 }

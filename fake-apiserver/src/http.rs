@@ -192,6 +192,15 @@ fn route(
         "/api" => return ok(resources::api_versions(&shared.addr.to_string())),
         "/apis" => return ok(resources::api_group_list()),
         "/openapi/v3" => return ok(resources::openapi_v3_root()),
+        "/.well-known/openid-configuration" => {
+            let scheme = if shared.tls { "https" } else { "http" };
+            let url = format!("{scheme}://{}", shared.addr);
+            return ok(shared.issuer.openid_configuration(&url));
+        }
+        "/openid/v1/jwks" => {
+            let body = serde_json::to_vec(&shared.issuer.jwks()).unwrap_or_default();
+            return Ok(HttpResponse::Ok().content_type("application/jwk-set+json").body(body));
+        }
         _ => {}
     }
     if let Some(gv) = path.strip_prefix("/openapi/v3/") {

@@ -1,7 +1,8 @@
 //! [`ApiServer`]: an in-memory Kubernetes API server for testing the agent's API-server mode.
 //!
 //! It speaks the real REST protocol for what a node uses — discovery, pods (with `status` and
-//! `binding`), nodes (with `status`), events, secrets, configmaps, services, namespaces and
+//! `binding`), nodes (with `status`), events, secrets, configmaps, services, serviceaccounts
+//! (with `token`), namespaces and
 //! `coordination.k8s.io/v1` leases; get, list, watch, create, update, merge / strategic-merge /
 //! JSON / apply patch and delete — with one monotonically increasing resourceVersion, 409 on a
 //! stale update, lists paged with `limit`/`continue`, and a bounded history for watches (a watch from a resourceVersion older than
@@ -10,10 +11,19 @@
 //! unknown fields and invalid values are rejected (see [`validate`]). Bodies come as JSON, YAML,
 //! or protobuf for Secrets and ConfigMaps (what `kubectl create secret|configmap` sends).
 //!
-//! Not covered: logs, exec, attach and port-forward; admission (no defaulting of service
-//! accounts, no quota); RBAC (one bearer token may do everything); protobuf for other kinds;
-//! later list pages are read from current objects rather than a snapshot; server-side apply
-//! tracks no field managers.
+//! As a real cluster ([`cluster`], [`token`]): every namespace has a `default` ServiceAccount
+//! and the `kube-root-ca.crt` ConfigMap (the CA made up at start, in plain HTTP mode too);
+//! `default` has the `kubernetes` Service at 10.96.0.1; Services get ClusterIPs from
+//! 10.96.0.0/12 and node ports; the ServiceAccount admission plugin defaults a pod's account,
+//! refuses a missing one and adds the `kube-api-access-<5>` projected volume and its mounts
+//! (`ApiServerConfig::service_account_admission`, default on); `serviceaccounts/<name>/token`
+//! answers TokenRequests with ES256 JWTs carrying upstream's claims, which also authenticate
+//! to the server ([`ApiServer::verify_service_account_token`], [`ApiServer::issued_tokens`]).
+//!
+//! Not covered: logs, exec, attach and port-forward; other admission (no quota, limit ranges,
+//! webhooks); RBAC (any credential may do everything); protobuf for other kinds; later list
+//! pages are read from current objects rather than a snapshot; server-side apply tracks no
+//! field managers.
 //!
 //! Plain HTTP or HTTPS (a CA and certificate made up at start, the CA in the kubeconfig) on
 //! `127.0.0.1`, bearer-token auth, served by actix-web on a thread with its own

@@ -486,8 +486,8 @@ impl Store {
                 cluster::admit_pod(self, ns, &admission_name, &mut obj, &suffix)?;
             }
             "Service" => {
-                let mut randoms: Vec<u64> = (0..64).map(|_| self.random_u64()).collect();
-                cluster::allocate_service(self, &mut obj, None, || randoms.pop().unwrap_or(7))?;
+                let seed = self.random_u64();
+                cluster::allocate_service(self, &mut obj, None, seed)?;
             }
             _ => {}
         }
@@ -649,8 +649,8 @@ impl Store {
         }
         validate::apply_defaults(resource.kind, &mut new);
         if resource.kind == "Service" {
-            let mut randoms: Vec<u64> = (0..64).map(|_| self.random_u64()).collect();
-            cluster::allocate_service(self, &mut new, Some(&old), || randoms.pop().unwrap_or(7))?;
+            let seed = self.random_u64();
+            cluster::allocate_service(self, &mut new, Some(&old), seed)?;
         }
         validate::validate(resource, &new, Some(&old))?;
         if resource.kind == "Pod" && new["spec"] != old["spec"] {

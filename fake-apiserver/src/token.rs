@@ -112,6 +112,8 @@ pub(crate) struct Issuer {
     encoding: EncodingKey,
     decoding: DecodingKey,
     kid: String,
+    /// The public key's point, uncompressed (`04 || x || y`), for the JWKS.
+    point: Vec<u8>,
 }
 
 impl Issuer {
@@ -127,11 +129,45 @@ impl Issuer {
             encoding: EncodingKey::from_ec_der(&key.serialize_der()),
             decoding: DecodingKey::from_ec_der(key.public_key_raw()),
             kid,
+            point: key.public_key_raw().to_vec(),
         })
     }
 
+    /// `/.well-known/openid-configuration`, as kube-apiserver serves it for its issuer, with
+    /// the key set at `<server url>/openid/v1/jwks` (its default: the external address).
+    pub(crate) fn openid_configuration(&self, server_url: &str) -> Value {
+        json!({
+            "issuer": SERVICE_ACCOUNT_ISSUER,
+            "jwks_uri": format!("{server_url}/openid/v1/jwks"),
+            "response_types_supported": ["id_token"],
+            "subject_types_supported": ["public"],
+            "id_token_signing_alg_values_supported": ["ES256"],
+        })
+    }
+
+    /// `/openid/v1/jwks`: the signing key's public half.
+    pub(crate) fn jwks(&self) -> Value {
+        let b64 = |b: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(b);
+        let (x, y) = self
+            .point
+            .get(1..)
+            .unwrap_or_default()
+            .split_at(32.min(self.point.len().saturating_sub(1)));
+        json!({"keys": [{
+            "use": "sig",
+            "kty": "EC",
+            "kid": self.kid,
+            "crv": "P-256",
+            "alg": "ES256",
+            "x": b64(x),
+            "y": b64(y),
+        }]})
+    }
+
     fn sign(&self, claims: &ServiceAccountClaims) -> Result<String, ApiError> {
+        // As kube-apiserver's signer writes it: `alg` and `kid`, no `typ`.
         let mut header = Header::new(Algorithm::ES256);
+        header.typ = None;
         header.kid = Some(self.kid.clone());
         jsonwebtoken::encode(&header, claims, &self.encoding)
             .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))

@@ -775,6 +775,15 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
         "Pod" => {
             validate_pod_spec(&obj["spec"], &mut causes);
             validate_pod_status(obj, old, &mut causes);
+            // ValidatePodCreate: ephemeral containers come only through their subresource (which
+            // is also why the ServiceAccount plugin never mounts its volume in them).
+            if old.is_none()
+                && obj["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .is_some_and(|e| !e.is_empty())
+            {
+                causes.push(Cause::forbidden("spec.ephemeralContainers", "cannot be set on create"));
+            }
             if let Some(old) = old {
                 if mutable_spec_view(&obj["spec"]) != mutable_spec_view(&old["spec"]) {
                     let node_changed = obj["spec"]["nodeName"] != old["spec"]["nodeName"];

@@ -198,6 +198,23 @@ fn a_pod_gets_the_default_service_account_and_the_kube_api_access_volume() {
     assert!(second_name.starts_with("kube-api-access-") && second_name != name);
     server.kubectl_ok(&["label", "pod", "web", "tier=front"]);
     assert_eq!(server.get("pods", "default", "web").expect("web")["spec"], pod["spec"]);
+    // Ephemeral containers cannot come with the pod (so none needs the mount).
+    let ephemeral = json!({
+        "metadata": {"name": "debug"},
+        "spec": {
+            "containers": [{"name": "c", "image": "i"}],
+            "ephemeralContainers": [{"name": "e", "image": "i"}],
+        },
+    });
+    let (code, status) = post(&server, "/api/v1/namespaces/default/pods", &ephemeral);
+    assert_eq!(
+        (code, status["message"].as_str()),
+        (
+            422,
+            Some("Pod \"debug\" is invalid: spec.ephemeralContainers: Forbidden: cannot be set on create")
+        ),
+        "{status}"
+    );
 }
 
 /// `automountServiceAccountToken: false` on the pod, or on its account with the pod silent,
@@ -378,7 +395,8 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     assert!((expires.as_second() - (before + 3607)).abs() <= 2, "{expires}");
     let header = jwt_part(&token, 0);
     assert_eq!(header["alg"], "ES256");
-    assert!(header["kid"].as_str().is_some_and(|k| !k.is_empty()), "{header}");
+    assert!(header["kid"].as_str().is_some_and(|k| k.len() == 43), "{header}");
+    assert!(header.get("typ").is_none(), "{header}");
     let claims = server.verify_service_account_token(&token).expect("the token verifies");
     assert_eq!(claims.iss, ISSUER);
     assert_eq!(claims.sub, "system:serviceaccount:default:default");
@@ -403,6 +421,43 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     let bound_node = k.node.as_ref().expect("node claim");
     assert_eq!((bound_node.name.as_str(), bound_node.uid.clone()), ("n1", uid(&node)));
     assert!(k.secret.is_none());
+    // The issuer's discovery document and key set name this key (P-256 coordinates, 32 bytes).
+    let (code, discovery) = send(
+        &server,
+        "GET",
+        "/.well-known/openid-configuration",
+        None,
+        server.token(),
+    );
+    assert_eq!(code, 200);
+    assert_eq!(discovery["issuer"], ISSUER);
+    assert_eq!(discovery["jwks_uri"], format!("{}/openid/v1/jwks", server.url()));
+    assert_eq!(discovery["id_token_signing_alg_values_supported"], json!(["ES256"]));
+    let (code, jwks) = send(&server, "GET", "/openid/v1/jwks", None, server.token());
+    assert_eq!(code, 200, "{jwks}");
+    let key = &jwks["keys"][0];
+    assert_eq!(
+        (key["kty"].as_str(), key["crv"].as_str(), key["alg"].as_str()),
+        (Some("EC"), Some("P-256"), Some("ES256"))
+    );
+    assert_eq!(key["kid"], header["kid"]);
+    for coordinate in ["x", "y"] {
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(key[coordinate].as_str().expect("coordinate"))
+            .expect("base64url");
+        assert_eq!(bytes.len(), 32, "{key}");
+    }
+    // A relying party that knows only the key set verifies the token.
+    let decoding =
+        jsonwebtoken::DecodingKey::from_ec_components(key["x"].as_str().unwrap(), key["y"].as_str().unwrap())
+            .expect("the JWKS key");
+    let mut validation = jsonwebtoken::Validation::new(jsonwebtoken::Algorithm::ES256);
+    validation.set_audience(&[ISSUER]);
+    validation.set_issuer(&[ISSUER]);
+    let relied: Value = jsonwebtoken::decode(&token, &decoding, &validation)
+        .expect("verifies with the published key")
+        .claims;
+    assert_eq!(relied["sub"], "system:serviceaccount:default:default");
     let payload = jwt_part(&token, 1);
     assert_eq!(payload["kubernetes.io"]["pod"], json!({"name": "p", "uid": uid(&pod)}));
     let issued = server.issued_tokens();
@@ -454,6 +509,22 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     server.delete("pods", "default", "p", Some(0)).expect("delete");
     let err = server.verify_service_account_token(&token).expect_err("invalidated");
     assert_eq!(err.to_string(), "service account token has been invalidated");
+    // The account deleted (and put back by its controller with a new UID) invalidates the rest.
+    server
+        .delete("serviceaccounts", "default", "default", None)
+        .expect("delete");
+    let renewed = server.get("serviceaccounts", "default", "default").expect("put back");
+    let err = server
+        .verify_service_account_token(vault["status"]["token"].as_str().unwrap())
+        .expect_err("the account was replaced");
+    assert_eq!(
+        err.to_string(),
+        format!(
+            "service account UID ({}) does not match claim ({})",
+            uid(&renewed),
+            uid(&sa)
+        )
+    );
     // kubectl create token (which sends protobuf) gets one too.
     let printed = server.kubectl_ok(&["create", "token", "default", "--duration=10m"]);
     let claims = server
