@@ -7,6 +7,9 @@
 //! - [`plan`]: kubelet's `computePodActions` — what to start, kill and remove next.
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
 //! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares.
+//! - [`dns`]: the pod's resolv.conf (dnsPolicy, dnsConfig, the cluster DNS, kubelet's limits).
+//! - [`hosts`]: the pod's hostname, FQDN and managed `/etc/hosts`.
+//! - [`envvars`]: service link environment variables.
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
@@ -19,7 +22,10 @@ pub mod action;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
+pub mod dns;
+pub mod envvars;
 pub mod field;
+pub mod hosts;
 pub mod labels;
 pub mod manifest;
 pub mod plan;
