@@ -8,8 +8,10 @@
 //! - [`meminfo`]: the node's memory, read from `/proc/meminfo`.
 //! - [`manifest_dir`]: a static pod manifest directory (kubelet's `pkg/kubelet/config/file.go`).
 //! - [`volume_dirs`]: emptyDir and hostPath directories a container's mounts need.
+//! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
 
 pub mod manifest_dir;
 pub mod meminfo;
+pub mod pod_files;
 pub mod signals;
 pub mod volume_dirs;

@@ -21,6 +21,7 @@ use async_trait::async_trait;
 
 use crate::client::KubeClient;
 use crate::objects::ObjectCache;
+use crate::services::ServiceCache;
 use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
 /// Namespace of node leases.
@@ -69,6 +70,8 @@ pub struct KubeApi {
     secrets: std::sync::Arc<ObjectCache<Secret>>,
     /// ConfigMaps likewise.
     config_maps: std::sync::Arc<ObjectCache<ConfigMap>>,
+    /// Every Service, from one watch started at connect (kubelet's service informer).
+    services: std::sync::Arc<ServiceCache>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -168,6 +171,7 @@ impl KubeApi {
         Ok(KubeApi {
             secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
             config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
+            services: std::sync::Arc::new(ServiceCache::start(client.clone())),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -586,5 +590,10 @@ impl KubeClient for KubeApi {
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => Err(failed("create lease", e)),
         }
+    }
+
+    /// From the Service watch started at connect; no request.
+    async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<k8s_openapi::api::core::v1::Service>>, ApiError> {
+        self.services.services(wait).await
     }
 }

@@ -9,6 +9,7 @@
 //!   recording every write as a typed `KubeCall`.
 //! - [`objects`]: a watch-backed cache of the Secrets and ConfigMaps the pods refer to, one
 //!   watch per object (kubelet's watch-based manager).
+//! - [`services`]: every Service of the cluster from one watch (service link env vars).
 //! - [`types`]: what the trait speaks in — event references, watch events, [`ApiError`].
 //! - [`recorder`]: kubelet's event correlator (client-go `tools/record/events_cache.go`): rate
 //!   limit, counts, combining similar events. Pure.
@@ -19,6 +20,7 @@ pub mod client;
 pub mod fake;
 pub mod objects;
 pub mod recorder;
+pub mod services;
 pub mod types;
 
 pub use api::{KubeApi, LEASE_NAMESPACE};

@@ -69,8 +69,11 @@ pub struct PodWorkerConfig {
     pub min_oom_score_adj: i64,
     /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
     pub root_dir: std::path::PathBuf,
-    /// The API server (API-server mode): Secrets and ConfigMaps for env.
+    /// The API server (API-server mode): Secrets and ConfigMaps for env, Services for the
+    /// service link variables.
     pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
+    /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`: the pods' DNS and FQDNs.
+    pub dns: dockerlet_pod::dns::ClusterDns,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -682,6 +685,7 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            dns: Default::default(),
         })
     }
 
