@@ -176,7 +176,7 @@ pub struct Cli {
     /// The resolver configuration pods' DNS starts from (`resolvConf`); "" for none
     /// [default: /etc/resolv.conf].
     #[arg(long, value_name = "FILE")]
-    pub resolv_conf: Option<PathBuf>,
+    pub resolv_conf: Option<String>,
 
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]

@@ -545,6 +545,7 @@ fn dns_settings(
     let resolv_conf = cli
         .resolv_conf
         .clone()
+        .map(PathBuf::from)
         .or(file_resolv_conf)
         .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf"));
     Ok(ClusterDns {
