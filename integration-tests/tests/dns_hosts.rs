@@ -66,7 +66,8 @@ fn logs(id: &str) -> String {
 
 /// ClusterFirst (unset or explicit), Default, hostNetwork with ClusterFirst (= Default) and
 /// ClusterFirstWithHostNet, None with dnsConfig, and dnsConfig merged into ClusterFirst past the
-/// nameserver limit (DNSConfigForming): each pod's `/etc/resolv.conf`, line by line.
+/// nameserver and search-path limits (DNSConfigForming): each pod's `/etc/resolv.conf`, line
+/// by line. A static pod with an unknown dnsPolicy is refused, naming the field.
 #[test]
 fn resolv_conf_follows_the_dns_policy_and_dns_config() {
     let dir = tempfile::tempdir().expect("temp dir");
@@ -103,6 +104,17 @@ fn resolv_conf_follows_the_dns_policy_and_dns_config() {
             &one,
         ),
     );
+    let extra: Vec<String> = (0..30).map(|i| format!("s{i}.example")).collect();
+    manifests.write(
+        "searches.yaml",
+        &pod(
+            "searches",
+            &format!("  dnsConfig:\n    searches: [{}]\n", extra.join(", ")),
+            &one,
+        ),
+    );
+    // The API server's validation, for a static pod: refused, naming the field.
+    manifests.write("bad.yaml", &pod("bad", "  dnsPolicy: Cluster\n", &one));
     let resolv = node_file.display().to_string();
     let agent = Agent::start(
         "dns-policy",
@@ -134,6 +146,39 @@ fn resolv_conf_follows_the_dns_policy_and_dns_config() {
         let c = container_of(&agent, manifest, "app");
         assert_eq!(cat(&c, "/etc/resolv.conf"), expected, "pod {manifest}");
     }
+    // 3 cluster domains, the node's and 30 more: cut to 32, the last ones dropped.
+    let mut applied = vec![
+        "default.svc.cluster.local".to_string(),
+        "svc.cluster.local".to_string(),
+        "cluster.local".to_string(),
+        "corp.example".to_string(),
+    ];
+    applied.extend(extra[..28].iter().cloned());
+    let c = container_of(&agent, "searches", "app");
+    assert_eq!(
+        cat(&c, "/etc/resolv.conf"),
+        format!("nameserver 10.96.0.10\nsearch {}\noptions ndots:5\n", applied.join(" "))
+    );
+    events.wait_for(&agent.pod_object("searches"), "DNSConfigForming", CHANGE_TIMEOUT, |m| {
+        m == format!(
+            "Search Line limits were exceeded, some search paths have been omitted, the applied search line is: {}",
+            applied.join(" ")
+        )
+    });
+    let errors = wait_until("an error for bad.yaml", CHANGE_TIMEOUT, || {
+        let errors = agent.manifest_errors();
+        match errors
+            .iter()
+            .find(|e| e["file"].as_str().is_some_and(|f| f.ends_with("bad.yaml")))
+        {
+            Some(e) => Ok(e["reason"].as_str().unwrap_or_default().to_string()),
+            None => Err(format!("{errors:?}")),
+        }
+    });
+    assert!(
+        errors.contains("spec.dnsPolicy: Unsupported value: \"Cluster\""),
+        "the error names the field: {errors}"
+    );
     events.wait_for(&agent.pod_object("many"), "DNSConfigForming", CHANGE_TIMEOUT, |m| {
         m == "Nameserver limits were exceeded, some nameservers have been omitted, the applied nameserver line is: 10.96.0.10 1.1.1.1 2.2.2.2"
     });

@@ -7,8 +7,9 @@
 use std::net::IpAddr;
 use std::path::PathBuf;
 
-use k8s_openapi::api::core::v1::{Pod, PodDNSConfigOption};
+use k8s_openapi::api::core::v1::{Pod, PodDNSConfigOption, PodSpec};
 
+use crate::field::FieldError;
 use crate::spec::{host_network, pod_identity};
 
 /// Most nameservers a resolver reads (`validation.MaxDNSNameservers`).
@@ -236,6 +237,118 @@ pub fn pod_dns(pod: &Pod, cluster: &ClusterDns, host: &ResolvConf, node_ips: &[I
         resolv_conf: conf,
         events,
     }
+}
+
+/// The API server's checks of `dnsPolicy`, `dnsConfig`, `hostAliases`, `hostname` and
+/// `subdomain` (`ValidatePodSpec`), for static pods; the error names the field.
+pub fn validate(spec: &PodSpec) -> Result<(), FieldError> {
+    const POLICIES: [&str; 4] = ["ClusterFirst", "ClusterFirstWithHostNet", "Default", "None"];
+    let policy = spec.dns_policy.as_deref().unwrap_or("ClusterFirst");
+    if !POLICIES.contains(&policy) {
+        return Err(FieldError::unsupported(
+            "spec.dnsPolicy",
+            format!(
+                "{policy:?}: supported values: \"ClusterFirst\", \"ClusterFirstWithHostNet\", \"Default\", \"None\""
+            ),
+        ));
+    }
+    let config = spec.dns_config.as_ref();
+    if policy == "None" {
+        let Some(config) = config else {
+            return Err(FieldError::required(
+                "spec.dnsConfig",
+                "must provide `dnsConfig` when `dnsPolicy` is None",
+            ));
+        };
+        if config.nameservers.as_ref().is_none_or(Vec::is_empty) {
+            return Err(FieldError::required(
+                "spec.dnsConfig.nameservers",
+                "must provide at least one DNS nameserver when `dnsPolicy` is None",
+            ));
+        }
+    }
+    if let Some(config) = config {
+        let servers = config.nameservers.as_deref().unwrap_or_default();
+        if servers.len() > MAX_NAMESERVERS {
+            return Err(FieldError::invalid(
+                "spec.dnsConfig.nameservers",
+                format!("{servers:?}: must not have more than {MAX_NAMESERVERS} nameservers"),
+            ));
+        }
+        for (i, server) in servers.iter().enumerate() {
+            if server.parse::<IpAddr>().is_err() {
+                return Err(FieldError::invalid(
+                    format!("spec.dnsConfig.nameservers[{i}]"),
+                    format!("{server:?}: must be a valid IP address"),
+                ));
+            }
+        }
+        let searches = config.searches.as_deref().unwrap_or_default();
+        if searches.len() > MAX_SEARCH_PATHS {
+            return Err(FieldError::invalid(
+                "spec.dnsConfig.searches",
+                format!("must not have more than {MAX_SEARCH_PATHS} search paths"),
+            ));
+        }
+        if searches.join(" ").len() > MAX_SEARCH_CHARS {
+            return Err(FieldError::invalid(
+                "spec.dnsConfig.searches",
+                format!("must not have more than {MAX_SEARCH_CHARS} characters (including spaces) in the search list"),
+            ));
+        }
+        for (i, search) in searches.iter().enumerate() {
+            let domain = search.strip_suffix('.').unwrap_or(search);
+            if search != "." && !is_dns_subdomain(domain) {
+                return Err(FieldError::invalid(
+                    format!("spec.dnsConfig.searches[{i}]"),
+                    format!("{search:?}: must be a lowercase RFC 1123 subdomain"),
+                ));
+            }
+        }
+        for (i, option) in config.options.iter().flatten().enumerate() {
+            if option.name.as_deref().is_none_or(str::is_empty) {
+                return Err(FieldError::required(format!("spec.dnsConfig.options[{i}].name"), ""));
+            }
+        }
+    }
+    for (i, alias) in spec.host_aliases.iter().flatten().enumerate() {
+        if alias.ip.parse::<IpAddr>().is_err() {
+            return Err(FieldError::invalid(
+                format!("spec.hostAliases[{i}].ip"),
+                format!("{:?}: must be a valid IP address", alias.ip),
+            ));
+        }
+        for (j, name) in alias.hostnames.iter().flatten().enumerate() {
+            if !is_dns_subdomain(name) {
+                return Err(FieldError::invalid(
+                    format!("spec.hostAliases[{i}].hostnames[{j}]"),
+                    format!("{name:?}: must be a lowercase RFC 1123 subdomain"),
+                ));
+            }
+        }
+    }
+    for (field, value) in [("spec.hostname", &spec.hostname), ("spec.subdomain", &spec.subdomain)] {
+        if let Some(v) = value.as_deref().filter(|v| !v.is_empty() && !is_dns_label(v)) {
+            return Err(FieldError::invalid(
+                field,
+                format!("{v:?}: must be a lowercase RFC 1123 label"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn is_dns_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+fn is_dns_subdomain(s: &str) -> bool {
+    s.len() <= MAX_SEARCH_PATH_LEN && s.split('.').all(is_dns_label)
 }
 
 /// `<ns>.svc.<domain> svc.<domain> <domain>` and then the node's, without duplicates.
@@ -513,6 +626,49 @@ mod tests {
         assert!(dns.events[0]
             .message
             .starts_with("Search Line limits were exceeded, some search paths have been omitted, the applied search line is: d0.example d1.example"));
+    }
+
+    /// Static pods get the API server's checks: the policy, None without nameservers, too many
+    /// nameservers, a bad IP, a bad host alias, a hostname that is not a label.
+    #[test]
+    fn validation_names_the_field() {
+        let spec = |policy: &str, config: Option<PodDNSConfig>| PodSpec {
+            dns_policy: Some(policy.into()),
+            dns_config: config,
+            ..Default::default()
+        };
+        assert!(validate(&spec("ClusterFirst", None)).is_ok());
+        let err = |s: PodSpec| validate(&s).unwrap_err().to_string();
+        assert!(err(spec("Cluster", None)).starts_with("spec.dnsPolicy: Unsupported value: \"Cluster\""));
+        assert!(err(spec("None", None)).starts_with("spec.dnsConfig: Required value"));
+        assert!(
+            err(spec("None", Some(PodDNSConfig::default()))).starts_with("spec.dnsConfig.nameservers: Required value")
+        );
+        let servers = |list: &[&str]| {
+            Some(PodDNSConfig {
+                nameservers: Some(list.iter().map(|s| s.to_string()).collect()),
+                ..Default::default()
+            })
+        };
+        assert!(validate(&spec("None", servers(&["1.1.1.1"]))).is_ok());
+        assert!(
+            err(spec("None", servers(&["1.1.1.1", "2.2.2.2", "3.3.3.3", "4.4.4.4"])))
+                .contains("must not have more than 3 nameservers")
+        );
+        assert!(err(spec("Default", servers(&["one"]))).starts_with("spec.dnsConfig.nameservers[0]: Invalid value"));
+        let aliased = PodSpec {
+            host_aliases: Some(vec![k8s_openapi::api::core::v1::HostAlias {
+                ip: "not-an-ip".into(),
+                hostnames: Some(vec!["foo".into()]),
+            }]),
+            ..Default::default()
+        };
+        assert!(err(aliased).starts_with("spec.hostAliases[0].ip: Invalid value"));
+        let named = PodSpec {
+            hostname: Some("Bad_Name".into()),
+            ..Default::default()
+        };
+        assert!(err(named).starts_with("spec.hostname: Invalid value"));
     }
 
     /// With --resolv-conf "" a Default pod resolves through loopback only, with search ".".
