@@ -560,6 +560,9 @@ impl Executor<'_> {
     async fn write_resolv_conf(&self) -> Result<Vec<WorkerEvent>, SyncError> {
         let config = self.sync.config.clone();
         let pod = self.pod.clone();
+        let (_, _, uid) = pod_identity(self.pod);
+        let path = hosts::resolv_conf_path(&config.root_dir, uid);
+        let target = path.clone();
         let task = tokio::task::spawn_blocking(move || {
             let host = match &config.dns.resolv_conf {
                 Some(path) => {
@@ -572,17 +575,13 @@ impl Executor<'_> {
             };
             let node_ips: Vec<std::net::IpAddr> = config.host_ip.parse().into_iter().collect();
             let dns = pod_dns(&pod, &config.dns, &host, &node_ips);
-            let (_, _, uid) = pod_identity(&pod);
-            pod_files::write_pod_file(
-                &hosts::resolv_conf_path(&config.root_dir, uid),
-                &dns.resolv_conf.render(),
-            )?;
+            pod_files::write_pod_file(&target, &dns.resolv_conf.render())?;
             Ok::<_, SyncError>(dns.events)
         });
         let events = task.await.map_err(|e| {
             SyncError::from(PodFileError {
                 what: "write",
-                path: "resolv.conf".into(),
+                path,
                 source: std::io::Error::other(e),
             })
         })??;
