@@ -869,7 +869,9 @@ mod tests {
         use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
         let dir = tempfile::tempdir().unwrap();
         let node_resolv = dir.path().join("resolv.conf");
-        std::fs::write(&node_resolv, "nameserver 192.168.0.53\nsearch corp.example\n").unwrap();
+        tokio::fs::write(&node_resolv, "nameserver 192.168.0.53\nsearch corp.example\n")
+            .await
+            .unwrap();
         let api = FakeKube::new("n1");
         api.state.lock().unwrap().services = Some(vec![Service {
             metadata: ObjectMeta {
@@ -943,10 +945,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            std::fs::read_to_string(pod_dir.join("resolv.conf")).unwrap(),
+            tokio::fs::read_to_string(pod_dir.join("resolv.conf")).await.unwrap(),
             "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local corp.example\noptions ndots:5\n"
         );
-        let hosts = std::fs::read_to_string(pod_dir.join("etc-hosts")).unwrap();
+        let hosts = tokio::fs::read_to_string(pod_dir.join("etc-hosts")).await.unwrap();
         assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n"), "{hosts}");
         assert!(hosts.ends_with("\tweb\n"), "{hosts}");
         let sandbox = spec_of("k8s_POD_web_default_u9_0").expect("the sandbox");
