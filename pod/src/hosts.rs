@@ -92,7 +92,9 @@ impl PodHostname {
             hostname = h.to_string();
         }
         if hostname.len() > HOSTNAME_MAX_LEN {
-            let cut = hostname[..HOSTNAME_MAX_LEN].trim_end_matches(['-', '.']).to_string();
+            // kubelet cuts bytes; names are ASCII once validated, and chars never split one.
+            let cut: String = hostname.chars().take(HOSTNAME_MAX_LEN).collect();
+            let cut = cut.trim_end_matches(['-', '.']).to_string();
             if cut.is_empty() {
                 return Err(HostnameError::Empty {
                     pod: name.to_string(),
