@@ -29,7 +29,7 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 8] = [
+        const WARNINGS: [&str; 10] = [
             "BackOff",
             "FailedMount",
             "Failed",
@@ -38,6 +38,8 @@ impl EventType {
             "FailedPreStopHook",
             "ProbeWarning",
             "FailedCreatePodSandBox",
+            "DNSConfigForming",
+            "MissingClusterDNS",
         ];
         if WARNINGS.contains(&reason) {
             EventType::Warning

@@ -163,6 +163,21 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub eviction_pressure_transition_period: Option<Duration>,
 
+    /// DNS server IPs of the cluster (`clusterDNS`, comma-separated), the only nameservers of
+    /// ClusterFirst pods; without them such pods fall back to Default (MissingClusterDNS event).
+    #[arg(long, value_name = "IPS", value_delimiter = ',')]
+    pub cluster_dns: Vec<String>,
+
+    /// The cluster's DNS domain (`clusterDomain`, e.g. `cluster.local`): pods' search path and
+    /// FQDNs.
+    #[arg(long, value_name = "DOMAIN")]
+    pub cluster_domain: Option<String>,
+
+    /// The resolver configuration pods' DNS starts from (`resolvConf`); "" for none
+    /// [default: /etc/resolv.conf].
+    #[arg(long, value_name = "FILE")]
+    pub resolv_conf: Option<String>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use dockerlet_actors::source::http::HttpSourceConfig;
 use dockerlet_host::signals::Thresholds;
 use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_pod::dns::ClusterDns;
 use dockerlet_pod::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::Taint;
 use serde::de::DeserializeOwned;
@@ -77,6 +78,8 @@ pub struct AgentConfig {
     pub eviction_hard: Thresholds,
     /// `--eviction-pressure-transition-period`.
     pub eviction_pressure_transition_period: Duration,
+    /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
+    pub dns: ClusterDns,
 }
 
 /// A setting that cannot be used.
@@ -130,6 +133,9 @@ struct FileSettings {
     system_reserved: Option<BTreeMap<String, String>>,
     eviction_hard: Option<BTreeMap<String, String>>,
     eviction_pressure_transition_period: Option<Duration>,
+    cluster_dns: Option<Vec<String>>,
+    cluster_domain: Option<String>,
+    resolv_conf: Option<PathBuf>,
     present: bool,
 }
 
@@ -210,6 +216,9 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         system_reserved: field(path, &mut map, "systemReserved")?,
         eviction_hard: field(path, &mut map, "evictionHard")?,
         eviction_pressure_transition_period: duration_field(path, &mut map, "evictionPressureTransitionPeriod")?,
+        cluster_dns: field(path, &mut map, "clusterDNS")?,
+        cluster_domain: field(path, &mut map, "clusterDomain")?,
+        resolv_conf: field(path, &mut map, "resolvConf")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -447,7 +456,9 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             ));
         }
     }
+    let dns = dns_settings(cli, (file.cluster_dns, file.cluster_domain, file.resolv_conf), &invalid)?;
     Ok(AgentConfig {
+        dns,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
             url,
             headers: url_headers,
@@ -500,6 +511,47 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_ip: cli.node_ip,
         fault_injection: cli.enable_fault_injection,
         verbosity: cli.verbosity.unwrap_or(0),
+    })
+}
+
+/// `--cluster-dns` (IPs), `--cluster-domain`, `--resolv-conf` (empty for none), flags over
+/// the file's `clusterDNS`, `clusterDomain`, `resolvConf`.
+fn dns_settings(
+    cli: &Cli,
+    (file_servers, file_domain, file_resolv_conf): (Option<Vec<String>>, Option<String>, Option<PathBuf>),
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<ClusterDns, ConfigError> {
+    let (setting, servers) = if cli.cluster_dns.iter().any(|s| !s.is_empty()) {
+        ("--cluster-dns", cli.cluster_dns.clone())
+    } else {
+        ("clusterDNS", file_servers.unwrap_or_default())
+    };
+    let servers = servers
+        .iter()
+        .filter(|s| !s.trim().is_empty())
+        .map(|s| {
+            s.trim()
+                .parse::<IpAddr>()
+                .map_err(|_| invalid(setting, format!("{s:?} is not an IP address")))
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let domain = cli
+        .cluster_domain
+        .clone()
+        .or(file_domain)
+        .unwrap_or_default()
+        .trim_end_matches('.')
+        .to_string();
+    let resolv_conf = cli
+        .resolv_conf
+        .clone()
+        .map(PathBuf::from)
+        .or(file_resolv_conf)
+        .unwrap_or_else(|| PathBuf::from("/etc/resolv.conf"));
+    Ok(ClusterDns {
+        servers,
+        domain,
+        resolv_conf: (!resolv_conf.as_os_str().is_empty()).then_some(resolv_conf),
     })
 }
 
@@ -630,6 +682,36 @@ mod tests {
             err.contains("--eviction-hard") && err.contains("memory.available"),
             "{err}"
         );
+    }
+
+    /// DNS settings: kubelet's defaults, the file's keys, flags over them, "" for no
+    /// resolv.conf, and a bad IP named.
+    #[test]
+    fn dns_settings_parse() {
+        let c = build(&cli(&[]), host).unwrap();
+        assert_eq!(c.dns, ClusterDns::default());
+        assert_eq!(c.dns.resolv_conf, Some(PathBuf::from("/etc/resolv.conf")));
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\nresolvConf: /run/resolv.conf\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = build(&cli(&["--config", p]), host).unwrap();
+        assert_eq!(c.dns.servers, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
+        assert_eq!(c.dns.domain, "cluster.local");
+        assert_eq!(c.dns.resolv_conf, Some(PathBuf::from("/run/resolv.conf")));
+        let c = build(
+            &cli(&["--config", p, "--cluster-dns", "10.0.0.10,fd00::a", "--resolv-conf", ""]),
+            host,
+        )
+        .unwrap();
+        assert_eq!(c.dns.servers.len(), 2);
+        assert_eq!(c.dns.resolv_conf, None);
+        let err = build(&cli(&["--cluster-dns", "ten"]), host).unwrap_err().to_string();
+        assert!(err.contains("--cluster-dns") && err.contains("\"ten\""), "{err}");
     }
 
     /// Taints, reserved resources and eviction thresholds come from flags or the file, with

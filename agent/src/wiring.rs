@@ -100,6 +100,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         min_oom_score_adj: protect_from_oom_killer(),
         root_dir,
         api: api.clone(),
+        dns: config.dns.clone(),
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {

@@ -7,14 +7,11 @@ use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresourc
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
-/// The API server of these tests (HTTPS if `tls`), without the ServiceAccount admission plugin:
-/// the pods they create get no kube-api-access volume, which the agent cannot mount yet. This
-/// goes once the agent mounts kube-api-access volumes (issue 11); then these tests see pods as
-/// a real cluster admits them.
+/// The API server of these tests (HTTPS if `tls`), with its ServiceAccount admission: the pods
+/// they create carry the kube-api-access volume, as a real cluster admits them.
 fn api_server(tls: bool) -> ApiServer {
     ApiServer::start_with(ApiServerConfig {
         tls,
-        service_account_admission: false,
         ..ApiServerConfig::default()
     })
     .expect("start the API server")

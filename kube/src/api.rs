@@ -24,6 +24,7 @@ use async_trait::async_trait;
 use crate::client::KubeClient;
 use crate::objects::ObjectCache;
 use crate::tokens::{ServiceAccountToken, TokenCache, TokenRequestFor};
+use crate::services::ServiceCache;
 use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
 /// Namespace of node leases.
@@ -74,6 +75,8 @@ pub struct KubeApi {
     config_maps: std::sync::Arc<ObjectCache<ConfigMap>>,
     /// Service-account tokens of projected volumes, until they need a refresh.
     tokens: std::sync::Arc<TokenCache>,
+    /// Every Service, from one watch started at connect (kubelet's service informer).
+    services: std::sync::Arc<ServiceCache>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -174,6 +177,7 @@ impl KubeApi {
             secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
             config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
             tokens: std::sync::Arc::default(),
+            services: std::sync::Arc::new(ServiceCache::start(client.clone())),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -619,5 +623,10 @@ impl KubeClient for KubeApi {
             Err(kube::Error::Api(s)) if s.code == 409 => Ok(()),
             Err(e) => Err(failed("create lease", e)),
         }
+    }
+
+    /// From the Service watch started at connect; no request.
+    async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<k8s_openapi::api::core::v1::Service>>, ApiError> {
+        self.services.services(wait).await
     }
 }

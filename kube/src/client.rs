@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
-use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, Service};
 
 use crate::tokens::{ServiceAccountToken, TokenRequestFor};
 use crate::types::{ApiError, PodEvent, PodEventRef};
@@ -80,6 +80,11 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
 
     /// Renew (or create) the node's Lease in `kube-node-lease`, owned by the Node.
     async fn renew_lease(&self, duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError>;
+
+    /// Every Service of the cluster, from the watch-backed cache (service link env vars). With
+    /// `wait` (API pods, as kubelet does), a cache that has not listed yet is waited for a few
+    /// seconds and then [`ApiError::NotSynced`]; without (static pods), it answers what it has.
+    async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<Service>>, ApiError>;
 }
 
 /// A Secret's values as text: `data` decoded (invalid UTF-8 replaced, as Go's string conversion

@@ -11,7 +11,7 @@ use k8s_openapi::ByteString;
 use async_trait::async_trait;
 use futures::channel::mpsc;
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::{Node, NodeStatus, Pod, PodStatus, Service};
 
 use crate::client::KubeClient;
 use crate::tokens::{ServiceAccountToken, TokenRequestFor};
@@ -82,6 +82,9 @@ pub struct FakeKubeState {
     pub tokens_issued: u32,
     /// The boot ID `register_node` reports for an existing Node.
     pub boot_id: Option<String>,
+    /// The cluster's Services (`services`; none at first); `None` stands for a cache that has
+    /// not listed.
+    pub services: Option<Vec<Service>>,
     /// Where the pod watch's events come from (taken by the first `watch_pods`).
     watch: Option<mpsc::UnboundedReceiver<Result<PodEvent, ApiError>>>,
 }
@@ -101,6 +104,7 @@ impl FakeKube {
         let (events, watch) = mpsc::unbounded();
         let state = FakeKubeState {
             watch: Some(watch),
+            services: Some(Vec::new()),
             ..Default::default()
         };
         FakeKube {
@@ -247,5 +251,13 @@ impl KubeClient for FakeKube {
     async fn renew_lease(&self, _duration_seconds: i32, node_uid: Option<&str>) -> Result<(), ApiError> {
         self.record(KubeCall::LeaseRenewed(node_uid.map(str::to_string)));
         Ok(())
+    }
+
+    async fn services(&self, wait: bool) -> Result<Vec<Arc<Service>>, ApiError> {
+        match self.state.lock().expect("fake state").services.clone() {
+            Some(services) => Ok(services.into_iter().map(Arc::new).collect()),
+            None if wait => Err(ApiError::NotSynced { what: "services" }),
+            None => Ok(Vec::new()),
+        }
     }
 }

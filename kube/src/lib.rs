@@ -9,6 +9,7 @@
 //!   recording every write as a typed `KubeCall`.
 //! - [`objects`]: a watch-backed cache of the Secrets and ConfigMaps the pods refer to, one
 //!   watch per object (kubelet's watch-based manager).
+//! - [`services`]: every Service of the cluster from one watch (service link env vars).
 //! - [`types`]: what the trait speaks in — event references, watch events, [`ApiError`].
 //! - [`tokens`]: service-account tokens for projected volumes, requested through TokenRequest
 //!   and kept until 80 % of their lifetime has passed (kubelet's token manager).
@@ -22,6 +23,7 @@ pub mod fake;
 pub mod objects;
 pub mod recorder;
 pub mod tokens;
+pub mod services;
 pub mod types;
 
 pub use api::{KubeApi, LEASE_NAMESPACE};

@@ -48,6 +48,13 @@ pub enum ApiError {
         /// What was wrong with the answer.
         reason: String,
     },
+    /// A watch-backed cache has not listed yet (kubelet: "services have not yet been read at
+    /// least once, cannot construct envvars"). The container waits; its next sync retries.
+    #[error("{what} have not yet been read at least once, cannot construct envvars")]
+    NotSynced {
+        /// `services`.
+        what: &'static str,
+    },
     /// The pod watch failed. The watcher lists again with back-off by itself.
     #[error("watching the pods bound to this node failed: {source}")]
     WatchFailed {

@@ -8,6 +8,7 @@ use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::ContainerId;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 
+use crate::hosts::{mounts_own, PodHostname, ETC_HOSTS, ETC_RESOLV_CONF};
 use crate::labels;
 use crate::quantity::parse_quantity;
 use crate::spec::{container_hash, host_network, pod_identity, qos_class};
@@ -139,6 +140,33 @@ pub struct PodContext<'a> {
     pub env_objects: &'a EnvObjects,
     /// The node's allocatable resources: env `resourceFieldRef` limits default to them.
     pub allocatable: &'a Allocatable,
+    /// The files the agent writes for the pod and mounts into every container.
+    pub managed_files: &'a ManagedFiles,
+}
+
+/// The node files the agent keeps for a pod (kubelet's `etc-hosts`, and the pod's
+/// resolv.conf), bind-mounted into every container but the sandbox.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ManagedFiles {
+    /// `<pod dir>/etc-hosts`, mounted at `/etc/hosts` unless the container mounts its own
+    /// there; none before the pod has an IP.
+    pub etc_hosts: Option<std::path::PathBuf>,
+    /// `<pod dir>/resolv.conf`, mounted at `/etc/resolv.conf` unless the container mounts its
+    /// own there.
+    pub resolv_conf: Option<std::path::PathBuf>,
+}
+
+impl ManagedFiles {
+    /// The bind mounts of these files into `container`.
+    fn binds(&self, container: &Container) -> Vec<String> {
+        [(&self.etc_hosts, ETC_HOSTS), (&self.resolv_conf, ETC_RESOLV_CONF)]
+            .into_iter()
+            .filter_map(|(host, target)| {
+                let host = host.as_ref()?;
+                (!mounts_own(container, target)).then(|| format!("{}:{target}", host.display()))
+            })
+            .collect()
+    }
 }
 
 /// The data of the Secrets and ConfigMaps a container's env refers to; `None` for one that does
@@ -149,6 +177,9 @@ pub struct EnvObjects {
     pub secrets: HashMap<String, Option<BTreeMap<String, String>>>,
     /// ConfigMap data by name.
     pub config_maps: HashMap<String, Option<BTreeMap<String, String>>>,
+    /// The service link variables (`crate::envvars::service_env`): before the container's
+    /// own env, which overrides them.
+    pub services: Vec<(String, String)>,
 }
 
 /// The Secrets and ConfigMaps a container's env and envFrom refer to, as (secrets, configMaps).
@@ -239,12 +270,18 @@ pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32) -> Cr
             }
             .to_string(),
         ),
+        // The agent sets the pod's full hostname (with the cluster domain) before creating it.
         hostname: (!host_net).then(|| {
-            name.chars()
-                .take(63)
-                .collect::<String>()
-                .trim_end_matches(['-', '.'])
-                .to_string()
+            PodHostname::of(pod, "").map_or_else(
+                |_| {
+                    name.chars()
+                        .take(63)
+                        .collect::<String>()
+                        .trim_end_matches(['-', '.'])
+                        .to_string()
+                },
+                |n| n.hostname,
+            )
         }),
         ports,
         cpu_shares: Some(MIN_SHARES),
@@ -282,7 +319,8 @@ pub fn container_spec(
     };
     crate::action::validate(container)?;
     let resources = Resources::of(container.resources.as_ref())?;
-    let binds = mounts.iter().map(Mount::bind).collect();
+    let mut binds: Vec<String> = mounts.iter().map(Mount::bind).collect();
+    binds.extend(ctx.managed_files.binds(container));
     let joined = NetworkMode::Container(ctx.sandbox_id.clone());
     let spec = ctx.pod.spec.as_ref();
     Ok(CreateSpec {
@@ -315,7 +353,8 @@ pub fn container_spec(
 /// The container's env vars in order, with `$(VAR)` references to earlier ones expanded (kubelet's
 /// `makeEnvironmentVariables`); also what `subPathExpr` expands with.
 pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(String, String)>, ConfigError> {
-    let mut out: Vec<(String, String)> = Vec::new();
+    // Service variables first: everything the container declares overrides them.
+    let mut out: Vec<(String, String)> = ctx.env_objects.services.clone();
     let missing = |name: &str, what: &str, object: &str| ConfigError::UnsupportedEnv {
         name: name.to_string(),
         reason: format!("{what} {object:?} not found"),
@@ -339,7 +378,13 @@ pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<
             _ => continue,
         };
         match data {
-            Some(data) => out.extend(data.into_iter().map(|(k, v)| (format!("{prefix}{k}"), v))),
+            Some(data) => {
+                for (k, v) in data {
+                    let k = format!("{prefix}{k}");
+                    out.retain(|(name, _)| *name != k);
+                    out.push((k, v));
+                }
+            }
             None if optional == Some(true) => {}
             None => return Err(missing("envFrom", what, object)),
         }
@@ -629,6 +674,7 @@ mod tests {
             node_memory_bytes: 1 << 30,
             env_objects: &EnvObjects::default(),
             allocatable: &Allocatable::default(),
+            managed_files: &ManagedFiles::default(),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1, &[]).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
@@ -714,6 +760,7 @@ mod tests {
                 "cm".to_string(),
                 Some(BTreeMap::from([("mode".to_string(), "fast".to_string())])),
             )]),
+            ..Default::default()
         };
         let ctx = PodContext {
             pod: &p,
@@ -724,6 +771,7 @@ mod tests {
             node_memory_bytes: 0,
             env_objects: &objects,
             allocatable: &Allocatable::default(),
+            managed_files: &ManagedFiles::default(),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
         assert_eq!(
@@ -762,8 +810,90 @@ mod tests {
             node_memory_bytes: 0,
             env_objects: &EnvObjects::default(),
             allocatable: &Allocatable::default(),
+            managed_files: &ManagedFiles::default(),
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");
+    }
+
+    /// Service variables come first, explicit env (and envFrom) override them, and `$(VAR)` in
+    /// values, command and args can use them, as kubelet's makeEnvironmentVariables does.
+    #[test]
+    fn service_variables_precede_and_yield_to_the_containers_env() {
+        let c = Container {
+            name: "app".into(),
+            command: Some(vec!["echo $(FOO_SERVICE_HOST)".into()]),
+            env: Some(vec![
+                EnvVar {
+                    name: "FOO_SERVICE_PORT".into(),
+                    value: Some("mine".into()),
+                    ..Default::default()
+                },
+                EnvVar {
+                    name: "URL".into(),
+                    value: Some("http://$(FOO_SERVICE_HOST):$(FOO_SERVICE_PORT)".into()),
+                    ..Default::default()
+                },
+            ]),
+            ..Default::default()
+        };
+        let p = pod(vec![c.clone()]);
+        let sandbox = ContainerId("sb".into());
+        let objects = EnvObjects {
+            services: vec![
+                ("FOO_SERVICE_HOST".into(), "10.0.0.9".into()),
+                ("FOO_SERVICE_PORT".into(), "80".into()),
+            ],
+            ..Default::default()
+        };
+        let ctx = PodContext {
+            pod: &p,
+            node_name: "n1",
+            host_ip: "",
+            pod_ip: "",
+            sandbox_id: &sandbox,
+            node_memory_bytes: 0,
+            env_objects: &objects,
+            managed_files: &ManagedFiles::default(),
+        };
+        let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
+        assert_eq!(
+            spec.env,
+            [
+                "FOO_SERVICE_HOST=10.0.0.9",
+                "FOO_SERVICE_PORT=mine",
+                "URL=http://10.0.0.9:mine"
+            ]
+        );
+        assert_eq!(spec.entrypoint, Some(vec!["echo 10.0.0.9".to_string()]));
+    }
+
+    /// The managed hosts file and resolv.conf are bind-mounted into the container, except
+    /// where the container mounts its own file.
+    #[test]
+    fn managed_files_are_mounted_unless_the_container_has_its_own() {
+        use k8s_openapi::api::core::v1::VolumeMount;
+        let files = ManagedFiles {
+            etc_hosts: Some("/r/pods/u/etc-hosts".into()),
+            resolv_conf: Some("/r/pods/u/resolv.conf".into()),
+        };
+        let mut c = Container {
+            name: "app".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            files.binds(&c),
+            [
+                "/r/pods/u/etc-hosts:/etc/hosts",
+                "/r/pods/u/resolv.conf:/etc/resolv.conf"
+            ]
+        );
+        c.volume_mounts = Some(vec![VolumeMount {
+            name: "hosts".into(),
+            mount_path: "/etc/hosts".into(),
+            ..Default::default()
+        }]);
+        assert_eq!(files.binds(&c), ["/r/pods/u/resolv.conf:/etc/resolv.conf"]);
+        assert!(ManagedFiles::default().binds(&c).is_empty());
     }
 }

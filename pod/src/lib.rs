@@ -9,6 +9,9 @@
 //! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares; what
 //!   configMap, secret, downwardAPI and projected volumes contain ([`volume::payload`]).
 //! - [`resource`]: container resource values for the downward API (env and volumes).
+//! - [`dns`]: the pod's resolv.conf (dnsPolicy, dnsConfig, the cluster DNS, kubelet's limits).
+//! - [`hosts`]: the pod's hostname, FQDN and managed `/etc/hosts`.
+//! - [`envvars`]: service link environment variables.
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
@@ -22,7 +25,10 @@ pub mod annotations;
 pub mod backoff;
 pub mod container;
 pub mod deadline;
+pub mod dns;
+pub mod envvars;
 pub mod field;
+pub mod hosts;
 pub mod labels;
 pub mod manifest;
 pub mod plan;

@@ -167,6 +167,7 @@ pub fn validate(pod: &Pod) -> Result<(), FieldError> {
             "static pods may not have ephemeral containers",
         ));
     }
+    crate::dns::validate(spec)?;
     crate::volume::validate_static(pod)
 }
 

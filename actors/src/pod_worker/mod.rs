@@ -74,8 +74,11 @@ pub struct PodWorkerConfig {
     pub min_oom_score_adj: i64,
     /// `--root-dir`, absolute: per-pod directories (emptyDir volumes) live under it.
     pub root_dir: std::path::PathBuf,
-    /// The API server (API-server mode): Secrets and ConfigMaps for env.
+    /// The API server (API-server mode): Secrets and ConfigMaps for env, Services for the
+    /// service link variables.
     pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
+    /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`: the pods' DNS and FQDNs.
+    pub dns: dockerlet_pod::dns::ClusterDns,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -752,6 +755,11 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            // No node resolv.conf: the tests do not depend on the machine's.
+            dns: dockerlet_pod::dns::ClusterDns {
+                resolv_conf: None,
+                ..Default::default()
+            },
         })
     }
 
@@ -919,5 +927,144 @@ mod tests {
             "{:?}",
             runtime.calls()
         );
+    }
+
+    /// An API pod's container gets the service variables from the API's Service cache and the
+    /// pod's resolv.conf and hosts file mounted; written under the pod's directory, with the
+    /// sandbox's hostname. While the cache has not listed, the container waits with
+    /// CreateContainerConfigError instead of starting without them.
+    #[actix::test]
+    async fn api_pods_get_service_env_dns_and_hosts_files() {
+        use dockerlet_kube::fake::FakeKube;
+        use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
+        let dir = tempfile::tempdir().unwrap();
+        let node_resolv = dir.path().join("resolv.conf");
+        tokio::fs::write(&node_resolv, "nameserver 192.168.0.53\nsearch corp.example\n")
+            .await
+            .unwrap();
+        let api = FakeKube::new("n1");
+        api.state.lock().unwrap().services = Some(vec![Service {
+            metadata: ObjectMeta {
+                name: Some("kubernetes".into()),
+                namespace: Some("default".into()),
+                ..Default::default()
+            },
+            spec: Some(ServiceSpec {
+                cluster_ip: Some("10.96.0.1".into()),
+                ports: Some(vec![ServicePort {
+                    name: Some("https".into()),
+                    port: 443,
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            status: None,
+        }]);
+        let mut config = (*config()).clone();
+        config.root_dir = dir.path().to_path_buf();
+        config.api = Some(Arc::new(api.clone()));
+        config.dns = dockerlet_pod::dns::ClusterDns {
+            servers: vec!["10.96.0.10".parse().unwrap()],
+            domain: "cluster.local".into(),
+            resolv_conf: Some(node_resolv),
+        };
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let mut sync = relisted(&runtime);
+        sync.config = Arc::new(config);
+        let mut pod = (*named("web", "u9")).clone();
+        pod.metadata.namespace = Some("default".into());
+        pod.metadata.annotations = Some(std::collections::BTreeMap::from([(
+            dockerlet_pod::annotations::CONFIG_SOURCE.to_string(),
+            "api".to_string(),
+        )]));
+        let sink = Sink::default().start();
+        let _worker = PodWorker::new(Arc::new(pod.clone()), sync.clone(), links(&sink)).start();
+        let spec_of = |name: &str| {
+            runtime
+                .state
+                .lock()
+                .unwrap()
+                .containers
+                .values()
+                .find(|c| c.spec.name == name)
+                .map(|c| c.spec.clone())
+        };
+        for _ in 0..100 {
+            if spec_of("k8s_app_web_default_u9_0").is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let app = spec_of("k8s_app_web_default_u9_0").expect("the app container");
+        assert!(
+            app.env.contains(&"KUBERNETES_SERVICE_HOST=10.96.0.1".to_string()),
+            "{:?}",
+            app.env
+        );
+        assert!(
+            app.env.contains(&"KUBERNETES_PORT_443_TCP_PORT=443".to_string()),
+            "{:?}",
+            app.env
+        );
+        let pod_dir = dir.path().join("pods/u9");
+        assert_eq!(
+            app.binds,
+            [
+                format!("{}:/etc/hosts", pod_dir.join("etc-hosts").display()),
+                format!("{}:/etc/resolv.conf", pod_dir.join("resolv.conf").display())
+            ]
+        );
+        assert_eq!(
+            tokio::fs::read_to_string(pod_dir.join("resolv.conf")).await.unwrap(),
+            "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local corp.example\noptions ndots:5\n"
+        );
+        let hosts = tokio::fs::read_to_string(pod_dir.join("etc-hosts")).await.unwrap();
+        assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n"), "{hosts}");
+        assert!(hosts.ends_with("\tweb\n"), "{hosts}");
+        let sandbox = spec_of("k8s_POD_web_default_u9_0").expect("the sandbox");
+        assert_eq!(sandbox.hostname.as_deref(), Some("web"));
+        assert!(
+            sandbox.binds.is_empty(),
+            "the sandbox mounts nothing: {:?}",
+            sandbox.binds
+        );
+
+        // A cache that has not listed: the container waits, naming why.
+        api.state.lock().unwrap().services = None;
+        pod.metadata.uid = Some("u10".into());
+        let _waiting = PodWorker::new(Arc::new(pod), sync, links(&sink)).start();
+        let mut reason = None;
+        for _ in 0..100 {
+            let statuses = sink.send(Statuses).await.unwrap();
+            reason = statuses
+                .iter()
+                .filter(|p| p.metadata.uid.as_deref() == Some("u10"))
+                .filter_map(|p| {
+                    p.status
+                        .as_ref()?
+                        .container_statuses
+                        .as_ref()?
+                        .first()?
+                        .state
+                        .as_ref()?
+                        .waiting
+                        .clone()
+                })
+                .next_back();
+            if reason
+                .as_ref()
+                .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerConfigError"))
+            {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let waiting = reason.expect("a waiting reason");
+        assert_eq!(waiting.reason.as_deref(), Some("CreateContainerConfigError"));
+        assert_eq!(
+            waiting.message.as_deref(),
+            Some("services have not yet been read at least once, cannot construct envvars")
+        );
+        assert!(spec_of("k8s_app_web_default_u10_0").is_none());
     }
 }

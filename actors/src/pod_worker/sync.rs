@@ -11,8 +11,13 @@ use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
+use dockerlet_host::pod_files::{self, PodFileError};
 use dockerlet_messages::probe::ProbeKind;
-use dockerlet_pod::container::{container_env, container_spec, env_references, sandbox_spec, EnvObjects, PodContext};
+use dockerlet_pod::container::{
+    container_env, container_spec, env_references, sandbox_spec, EnvObjects, ManagedFiles, PodContext,
+};
+use dockerlet_pod::dns::{pod_dns, ResolvConf, ResolvConfError};
+use dockerlet_pod::hosts::{self, HostnameError, PodHostname};
 use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
 use dockerlet_pod::spec::{host_network, pod_grace, pod_identity, MIN_GRACE};
 use dockerlet_pod::status::WaitingReason;
@@ -47,6 +52,23 @@ pub enum SyncError {
     /// The pod cache was not refreshed in time (the PLEG cannot relist).
     #[error(transparent)]
     CacheNotRefreshed(#[from] NotRefreshed),
+    /// The pod's host name cannot be formed (`spec.hostname`, `spec.subdomain`, an FQDN too
+    /// long for `setHostnameAsFQDN`): the sandbox is not created.
+    #[error(transparent)]
+    Hostname(#[from] HostnameError),
+    /// A file the agent keeps for the pod (`resolv.conf`, `etc-hosts`) or a node file it is made
+    /// from cannot be read or written.
+    #[error(transparent)]
+    PodFile(#[from] PodFileError),
+    /// The node's resolv.conf (`--resolv-conf`) does not parse.
+    #[error("{}: {source}", path.display())]
+    ResolvConf {
+        /// The file.
+        path: std::path::PathBuf,
+        /// Why.
+        #[source]
+        source: ResolvConfError,
+    },
     /// The pod's directory (its volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {
@@ -65,7 +87,7 @@ pub enum EnvObjectsError {
     /// A standalone node has no API server to read them from.
     #[error("secrets and configmaps in env need the API server (--kubeconfig)")]
     NeedsApiServer,
-    /// The API server could not be asked.
+    /// The API server could not be asked (or its Services have not been listed yet).
     #[error(transparent)]
     Api(#[from] dockerlet_kube::ApiError),
 }
@@ -540,7 +562,7 @@ impl Executor<'_> {
                         "FailedCreatePodSandBox",
                         format!("Failed to create pod sandbox: {e}"),
                     ));
-                    return self.fail(e);
+                    return self.outcome.errors.push(e);
                 }
             },
             None => match observed
@@ -560,23 +582,120 @@ impl Executor<'_> {
         self.outcome.errors.push(error.into());
     }
 
-    /// Create and start the sandbox; its one inspect gives the pod IP.
-    async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {
-        let config = &self.sync.config;
+    /// Create and start the sandbox; its one inspect gives the pod IP. Its hostname and the
+    /// pod's resolv.conf are formed first, as kubelet's generatePodSandboxConfig does.
+    async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, SyncError> {
+        let config = self.sync.config.clone();
+        let hostname = PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?;
+        let events = self.write_resolv_conf().await?;
+        self.outcome.events.extend(events);
         let mut spec = sandbox_spec(self.pod, &config.node_name, &config.sandbox_image, attempt);
+        if !host_network(self.pod) {
+            spec.hostname = Some(hostname);
+        }
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         let id = self.sync.create(spec).await?;
         if let Err(e) = self.sync.runtime.start_container(&id).await {
             // A sandbox that cannot start is of no use; the next sync makes a new attempt.
             let _ = self.sync.remove(&id).await;
-            return Err(e);
+            return Err(e.into());
         }
         self.sync
             .observe(&id, &mut self.outcome.unobserved)
             .await
-            .ok_or(RuntimeError::NotFound {
-                what: format!("sandbox {id}"),
+            .ok_or_else(|| {
+                RuntimeError::NotFound {
+                    what: format!("sandbox {id}"),
+                }
+                .into()
             })
+    }
+
+    /// Form the pod's resolv.conf (kubelet's GetPodDNS, from `--resolv-conf`) and write it to
+    /// `<pod dir>/resolv.conf`, off the actor thread. Returns the events forming it produced
+    /// (limits cut, no cluster DNS).
+    async fn write_resolv_conf(&self) -> Result<Vec<WorkerEvent>, SyncError> {
+        let config = self.sync.config.clone();
+        let pod = self.pod.clone();
+        let (_, _, uid) = pod_identity(self.pod);
+        let path = hosts::resolv_conf_path(&config.root_dir, uid);
+        let target = path.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let host = match &config.dns.resolv_conf {
+                Some(path) => {
+                    ResolvConf::parse(&pod_files::read_node_file(path)?).map_err(|source| SyncError::ResolvConf {
+                        path: path.clone(),
+                        source,
+                    })?
+                }
+                None => ResolvConf::default(),
+            };
+            let node_ips: Vec<std::net::IpAddr> = config.host_ip.parse().into_iter().collect();
+            let dns = pod_dns(&pod, &config.dns, &host, &node_ips);
+            pod_files::write_pod_file(&target, &dns.resolv_conf.render())?;
+            Ok::<_, SyncError>(dns.events)
+        });
+        let events = task.await.map_err(|e| {
+            SyncError::from(PodFileError {
+                what: "write",
+                path,
+                source: std::io::Error::other(e),
+            })
+        })??;
+        Ok(events
+            .into_iter()
+            .map(|e| WorkerEvent::pod(e.reason, e.message))
+            .collect())
+    }
+
+    /// The files every container of the pod mounts: `<pod dir>/resolv.conf` (formed again if
+    /// it is missing, as for a sandbox an earlier agent made) and, once the pod has an IP,
+    /// `<pod dir>/etc-hosts` — kubelet's managed hosts file, or the node's for host-network
+    /// pods — rewritten before each container as kubelet's makeMounts does. A container that
+    /// mounts its own `/etc/hosts` keeps it.
+    async fn managed_files(&self, container: &Container, pod_ip: &str) -> Result<ManagedFiles, SyncError> {
+        let config = self.sync.config.clone();
+        let (_, _, uid) = pod_identity(self.pod);
+        let resolv_conf = hosts::resolv_conf_path(&config.root_dir, uid);
+        if !tokio::fs::try_exists(&resolv_conf).await.unwrap_or(false) {
+            self.write_resolv_conf().await?;
+        }
+        let mut files = ManagedFiles {
+            etc_hosts: None,
+            resolv_conf: Some(resolv_conf),
+        };
+        if pod_ip.is_empty() || hosts::mounts_own(container, hosts::ETC_HOSTS) {
+            return Ok(files);
+        }
+        let names = PodHostname::of(self.pod, &config.dns.domain)?;
+        let aliases = hosts::host_aliases(self.pod).to_vec();
+        let host_net = host_network(self.pod);
+        let ips = vec![pod_ip.to_string()];
+        let path = hosts::etc_hosts_path(&config.root_dir, uid);
+        let target = path.clone();
+        let written = tokio::task::spawn_blocking(move || {
+            let content = if host_net {
+                let node = pod_files::read_node_file(std::path::Path::new(pod_files::NODE_HOSTS))?;
+                hosts::host_network_hosts(&node, &aliases)
+            } else {
+                hosts::managed_hosts(&ips, &names, &aliases)
+            };
+            pod_files::write_pod_file(&target, &content)
+        })
+        .await;
+        match written {
+            Ok(result) => result?,
+            Err(e) => {
+                return Err(PodFileError {
+                    what: "write",
+                    path,
+                    source: std::io::Error::other(e),
+                }
+                .into())
+            }
+        }
+        files.etc_hosts = Some(path);
+        Ok(files)
     }
 
     async fn start_container(&mut self, start: &StartAction, sandbox: &ObservedContainer) {
@@ -602,6 +721,10 @@ impl Executor<'_> {
             Ok(objects) => objects,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
+        let managed_files = match self.managed_files(container, &pod_ip).await {
+            Ok(files) => files,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        };
         let config = &self.sync.config;
         let ctx = PodContext {
             pod: self.pod,
@@ -612,6 +735,7 @@ impl Executor<'_> {
             node_memory_bytes: config.node_memory_bytes,
             env_objects: &env_objects,
             allocatable: &config.allocatable,
+            managed_files: &managed_files,
         };
         // The env first: subPathExpr expands with it.
         let env = match container_env(&ctx, container) {
@@ -681,7 +805,10 @@ impl Executor<'_> {
     /// static pods may not reference them).
     async fn env_objects(&self, container: &Container) -> Result<EnvObjects, EnvObjectsError> {
         let (secrets, maps) = env_references(container);
-        let mut objects = EnvObjects::default();
+        let mut objects = EnvObjects {
+            services: self.service_env().await?,
+            ..EnvObjects::default()
+        };
         if secrets.is_empty() && maps.is_empty() {
             return Ok(objects);
         }
@@ -698,6 +825,29 @@ impl Executor<'_> {
             objects.config_maps.insert(name, data);
         }
         Ok(objects)
+    }
+
+    /// The service link variables (kubelet's getServiceEnvVarMap) from the API's Service cache;
+    /// none on a standalone node. An API pod waits for the cache's first list, as in kubelet; a
+    /// static pod takes what the cache has.
+    async fn service_env(&self) -> Result<Vec<(String, String)>, EnvObjectsError> {
+        let Some(api) = &self.sync.config.api else {
+            return Ok(Vec::new());
+        };
+        let from_api = self
+            .pod
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_SOURCE))
+            .is_some_and(|s| s == "api");
+        let services = api.services(from_api).await?;
+        let (_, namespace, _) = pod_identity(self.pod);
+        Ok(dockerlet_pod::envvars::service_env(
+            services.iter().map(|s| &**s),
+            namespace,
+            dockerlet_pod::envvars::enable_service_links(self.pod),
+        ))
     }
 
     /// Run the postStart hook; if it fails, kill the container (kubelet's FailedPostStartHook):
