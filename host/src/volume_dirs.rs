@@ -298,7 +298,9 @@ fn open_no_follow(base: &Path, relative: &Path) -> Result<OwnedFd, VolumeDirErro
         let next = rustix::fs::openat(&fd, name, flags, Mode::empty()).map_err(|e| io_error("open", &at)(e.into()))?;
         let st = rustix::fs::fstat(&next).map_err(|e| io_error("inspect", &at)(e.into()))?;
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
-            return Err(io_error("open", &at)(std::io::Error::other("is a symlink (changed while resolving)")));
+            return Err(io_error("open", &at)(std::io::Error::other(
+                "is a symlink (changed while resolving)",
+            )));
         }
         fd = next;
     }
@@ -313,16 +315,19 @@ fn safe_make_dir(base: &Path, sub: &str) -> Result<(), VolumeDirError> {
     let components: Vec<&str> = sub.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     // The longest existing prefix, resolved.
     let mut existing = 0;
-    while existing < components.len() && std::fs::symlink_metadata(base.join(components[..=existing].join("/"))).is_ok() {
+    while existing < components.len() && std::fs::symlink_metadata(base.join(components[..=existing].join("/"))).is_ok()
+    {
         existing += 1;
     }
     let prefix = base.join(components[..existing].join("/"));
     let resolved = std::fs::canonicalize(&prefix).map_err(io_error("resolve", &prefix))?;
-    let relative = resolved.strip_prefix(base).map_err(|_| VolumeDirError::SubPathOutsideVolume {
-        sub: sub.to_string(),
-        resolved: resolved.clone(),
-        volume: base.to_path_buf(),
-    })?;
+    let relative = resolved
+        .strip_prefix(base)
+        .map_err(|_| VolumeDirError::SubPathOutsideVolume {
+            sub: sub.to_string(),
+            resolved: resolved.clone(),
+            volume: base.to_path_buf(),
+        })?;
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut fd = rustix::fs::open(base, dir_flags, Mode::empty()).map_err(|e| io_error("open", base)(e.into()))?;
     let mut at = base.to_path_buf();
@@ -425,7 +430,14 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("cache", "/cache", false, Some("sub"))]);
-        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        let m = mounts(
+            root.path(),
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            &[],
+            &Default::default(),
+        )
+        .unwrap();
         if let Err(e) = prepare(&m, None) {
             assert!(!rustix::process::geteuid().is_root(), "{e}");
             eprintln!("skipped: subPath binds need root: {e}");
@@ -451,7 +463,14 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("d", "/d", false, None)]);
-        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        let m = mounts(
+            root.path(),
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            &[],
+            &Default::default(),
+        )
+        .unwrap();
         let err = prepare(&m, None).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
     }

@@ -35,7 +35,12 @@ spec:
         p.phase() == "Failed"
     });
     let status = failed.status.clone().unwrap_or_default();
-    assert_eq!(status.reason.as_deref(), Some("DeadlineExceeded"), "{}", failed.summary());
+    assert_eq!(
+        status.reason.as_deref(),
+        Some("DeadlineExceeded"),
+        "{}",
+        failed.summary()
+    );
     assert_eq!(status.message.as_deref(), Some(MESSAGE));
     let uid = running.uid().to_string();
     wait_for("every container of the pod stopped", CHANGE_TIMEOUT, || {
@@ -44,7 +49,9 @@ spec:
     });
     let events = agent.events();
     assert!(
-        events.iter().any(|e| e["reason"] == "DeadlineExceeded" && e["message"] == MESSAGE),
+        events
+            .iter()
+            .any(|e| e["reason"] == "DeadlineExceeded" && e["message"] == MESSAGE),
         "a DeadlineExceeded event: {events:?}"
     );
     std::thread::sleep(std::time::Duration::from_secs(3));

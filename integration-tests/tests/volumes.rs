@@ -43,7 +43,9 @@ fn output(agent: &Agent, uid: &str, container: &str) -> String {
 
 /// Wait until the pod exists in the API with a UID, and return it.
 fn uid_of(api: &ApiServer, name: &str) -> String {
-    let pod = wait_for("the pod in the API", CHANGE_TIMEOUT, || api.get("pods", "default", name));
+    let pod = wait_for("the pod in the API", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", name)
+    });
     pod["metadata"]["uid"].as_str().expect("uid").to_string()
 }
 
@@ -60,9 +62,7 @@ fn show(paths: &[&str]) -> String {
     paths
         .iter()
         .map(|p| {
-            format!(
-                r#"echo "content of file \"{p}\": $(cat {p})"; echo "mode of file \"{p}\": $(stat -L -c %A {p})";"#
-            )
+            format!(r#"echo "content of file \"{p}\": $(cat {p})"; echo "mode of file \"{p}\": $(stat -L -c %A {p})";"#)
         })
         .collect::<Vec<_>>()
         .join(" ")
@@ -107,7 +107,9 @@ spec:
     });
     let volume = &pod["spec"]["volumes"][0];
     assert!(
-        volume["name"].as_str().is_some_and(|n| n.starts_with("kube-api-access-")),
+        volume["name"]
+            .as_str()
+            .is_some_and(|n| n.starts_with("kube-api-access-")),
         "admitted pod has the kube-api-access volume: {volume}"
     );
     let uid = pod["metadata"]["uid"].as_str().expect("uid");
@@ -124,10 +126,15 @@ spec:
     let claims = serde_json::to_value(claims).expect("claims as JSON");
     assert_eq!(claims["sub"], "system:serviceaccount:default:default", "{claims}");
     assert_eq!(claims["kubernetes.io"]["pod"]["uid"], uid, "bound to the pod: {claims}");
-    let root_ca = api.get("configmaps", "default", "kube-root-ca.crt").expect("kube-root-ca.crt");
+    let root_ca = api
+        .get("configmaps", "default", "kube-root-ca.crt")
+        .expect("kube-root-ca.crt");
     let ca = root_ca["data"]["ca.crt"].as_str().expect("ca.crt");
     assert!(out.contains(ca.trim()), "ca.crt is the cluster CA:\n{out}");
-    assert!(out.contains("..data") && out.contains("token") && out.contains("ca.crt"), "{out}");
+    assert!(
+        out.contains("..data") && out.contains("token") && out.contains("ca.crt"),
+        "{out}"
+    );
     assert!(out.contains("..20"), "..data points at a timestamped directory: {out}");
     assert!(out.lines().any(|l| l == "644"), "defaultMode 420 = 0644: {out}");
 }
@@ -220,7 +227,14 @@ spec:
         POD_START_TIMEOUT,
     );
 
-    api.kubectl_ok(&["patch", "configmap", "cm-test", "--type=merge", "-p", r#"{"data":{"data-1":"value-2"}}"#]);
+    api.kubectl_ok(&[
+        "patch",
+        "configmap",
+        "cm-test",
+        "--type=merge",
+        "-p",
+        r#"{"data":{"data-1":"value-2"}}"#,
+    ]);
     wait_output(
         &agent,
         &uid,
@@ -301,7 +315,10 @@ spec:
     ] {
         assert!(out.contains(expected), "{expected:?} in:\n{out}");
     }
-    assert!(!out.contains("wrong"), "the other namespace's Secret is not read:\n{out}");
+    assert!(
+        !out.contains("wrong"),
+        "the other namespace's Secret is not read:\n{out}"
+    );
 }
 
 /// downwardAPI volumes as `downwardapi_volume.go` checks them: the pod name, the container's
@@ -458,9 +475,9 @@ spec:
     );
     let uid = uid_of(&api, "waits");
     let event = wait_for("a FailedMount event", POD_START_TIMEOUT, || {
-        api.list("events").into_iter().find(|e: &Value| {
-            e["reason"] == "FailedMount" && e["involvedObject"]["name"] == "waits"
-        })
+        api.list("events")
+            .into_iter()
+            .find(|e: &Value| e["reason"] == "FailedMount" && e["involvedObject"]["name"] == "waits")
     });
     let message = event["message"].as_str().unwrap_or_default();
     assert_eq!(
@@ -468,7 +485,10 @@ spec:
         "{event}"
     );
     assert_eq!(event["type"], "Warning");
-    assert!(agent.pod_containers(&uid).is_empty(), "nothing started while a volume is missing");
+    assert!(
+        agent.pod_containers(&uid).is_empty(),
+        "nothing started while a volume is missing"
+    );
     assert_eq!(phase(&api, "waits").as_deref(), Some("Pending"));
 
     kubectl_apply(

@@ -6,8 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
@@ -23,8 +23,8 @@ use async_trait::async_trait;
 
 use crate::client::KubeClient;
 use crate::objects::ObjectCache;
-use crate::tokens::{ServiceAccountToken, TokenCache, TokenRequestFor};
 use crate::services::ServiceCache;
+use crate::tokens::{ServiceAccountToken, TokenCache, TokenRequestFor};
 use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
 /// Namespace of node leases.
@@ -528,7 +528,10 @@ impl KubeClient for KubeApi {
                 reason: "the TokenRequest's status has no token or expirationTimestamp".to_string(),
             });
         };
-        let token = ServiceAccountToken { token, expires: expires.0 };
+        let token = ServiceAccountToken {
+            token,
+            expires: expires.0,
+        };
         self.tokens.put(request.clone(), token.clone());
         Ok(token)
     }

@@ -212,11 +212,10 @@ impl KubeClient for FakeKube {
         let state = self.state.lock().expect("fake state");
         let key = format!("{namespace}/{name}");
         Ok(state.config_maps.get(&key).map(|data| {
-            let binary = state.binary_data.get(&key).map(|b| {
-                b.iter()
-                    .map(|(k, v)| (k.clone(), ByteString(v.clone())))
-                    .collect()
-            });
+            let binary = state
+                .binary_data
+                .get(&key)
+                .map(|b| b.iter().map(|(k, v)| (k.clone(), ByteString(v.clone()))).collect());
             Arc::new(ConfigMap {
                 data: Some(data.clone()),
                 binary_data: binary,

@@ -22,8 +22,8 @@ pub mod client;
 pub mod fake;
 pub mod objects;
 pub mod recorder;
-pub mod tokens;
 pub mod services;
+pub mod tokens;
 pub mod types;
 
 pub use api::{KubeApi, LEASE_NAMESPACE};

@@ -27,6 +27,7 @@ pub mod container;
 pub mod deadline;
 pub mod dns;
 pub mod envvars;
+pub mod expansion;
 pub mod field;
 pub mod hosts;
 pub mod labels;

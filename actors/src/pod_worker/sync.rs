@@ -239,7 +239,11 @@ pub async fn sync_pod(
             if !started {
                 outcome.actions_summary = format!(
                     "wait for volumes: {}",
-                    failures.iter().map(|f| f.volume.as_str()).collect::<Vec<_>>().join(", ")
+                    failures
+                        .iter()
+                        .map(|f| f.volume.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
                 );
                 outcome.backoff_until = Timestamp::now().checked_add(VOLUME_RETRY).ok();
                 outcome.observed = Some(observed);

@@ -77,7 +77,9 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
                 // The directory first (secret and projected ones on tmpfs), then its files.
                 let written = dockerlet_host::volume_dirs::set_up_atomic_dir(&dir, kind)
                     .map_err(|e| e.to_string())
-                    .and_then(|()| dockerlet_host::atomic_writer::write(&dir, &files, owner).map_err(|e| e.to_string()));
+                    .and_then(|()| {
+                        dockerlet_host::atomic_writer::write(&dir, &files, owner).map_err(|e| e.to_string())
+                    });
                 written.err().map(|reason| MountFailed { volume: name, reason })
             })
             .collect::<Vec<_>>()
