@@ -175,15 +175,16 @@ fn new_timestamp_dir(dir: &Path) -> Result<String, AtomicWriteError> {
         let path = dir.join(&name);
         match std::fs::create_dir(&path) {
             Ok(()) => {
-                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755))
-                    .map_err(io("chmod", &path))?;
+                std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).map_err(io("chmod", &path))?;
                 return Ok(name);
             }
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
             Err(e) => return Err(io("create directory", &path)(e)),
         }
     }
-    Err(io("create directory", dir)(std::io::Error::from(ErrorKind::AlreadyExists)))
+    Err(io("create directory", dir)(std::io::Error::from(
+        ErrorKind::AlreadyExists,
+    )))
 }
 
 /// kubelet's `..2006_01_02_15_04_05.` prefix (UTC) and a nanosecond suffix.

@@ -298,7 +298,9 @@ fn open_no_follow(base: &Path, relative: &Path) -> Result<OwnedFd, VolumeDirErro
         let next = rustix::fs::openat(&fd, name, flags, Mode::empty()).map_err(|e| io_error("open", &at)(e.into()))?;
         let st = rustix::fs::fstat(&next).map_err(|e| io_error("inspect", &at)(e.into()))?;
         if rustix::fs::FileType::from_raw_mode(st.st_mode) == rustix::fs::FileType::Symlink {
-            return Err(io_error("open", &at)(std::io::Error::other("is a symlink (changed while resolving)")));
+            return Err(io_error("open", &at)(std::io::Error::other(
+                "is a symlink (changed while resolving)",
+            )));
         }
         fd = next;
     }
@@ -313,16 +315,19 @@ fn safe_make_dir(base: &Path, sub: &str) -> Result<(), VolumeDirError> {
     let components: Vec<&str> = sub.split('/').filter(|c| !c.is_empty() && *c != ".").collect();
     // The longest existing prefix, resolved.
     let mut existing = 0;
-    while existing < components.len() && std::fs::symlink_metadata(base.join(components[..=existing].join("/"))).is_ok() {
+    while existing < components.len() && std::fs::symlink_metadata(base.join(components[..=existing].join("/"))).is_ok()
+    {
         existing += 1;
     }
     let prefix = base.join(components[..existing].join("/"));
     let resolved = std::fs::canonicalize(&prefix).map_err(io_error("resolve", &prefix))?;
-    let relative = resolved.strip_prefix(base).map_err(|_| VolumeDirError::SubPathOutsideVolume {
-        sub: sub.to_string(),
-        resolved: resolved.clone(),
-        volume: base.to_path_buf(),
-    })?;
+    let relative = resolved
+        .strip_prefix(base)
+        .map_err(|_| VolumeDirError::SubPathOutsideVolume {
+            sub: sub.to_string(),
+            resolved: resolved.clone(),
+            volume: base.to_path_buf(),
+        })?;
     let dir_flags = OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     let mut fd = rustix::fs::open(base, dir_flags, Mode::empty()).map_err(|e| io_error("open", base)(e.into()))?;
     let mut at = base.to_path_buf();
@@ -425,7 +430,14 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("cache", "/cache", false, Some("sub"))]);
-        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        let m = mounts(
+            root.path(),
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            &[],
+            &Default::default(),
+        )
+        .unwrap();
         if let Err(e) = prepare(&m, None) {
             assert!(!rustix::process::geteuid().is_root(), "{e}");
             eprintln!("skipped: subPath binds need root: {e}");
@@ -451,8 +463,120 @@ mod tests {
             ..Default::default()
         };
         let p = pod(vec![v], vec![mount("d", "/d", false, None)]);
-        let m = mounts(root.path(), &p, &p.spec.as_ref().unwrap().containers[0], &[], &Default::default()).unwrap();
+        let m = mounts(
+            root.path(),
+            &p,
+            &p.spec.as_ref().unwrap().containers[0],
+            &[],
+            &Default::default(),
+        )
+        .unwrap();
         let err = prepare(&m, None).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
+    }
+
+    fn mounted(path: &Path) -> Option<MountPoint> {
+        mount_points().unwrap().into_iter().rev().find(|m| m.path == path)
+    }
+
+    /// `medium: Memory` mounts a tmpfs of `sizeLimit` on a 0777 directory (idempotently);
+    /// remove_pod_dir unmounts it before removing the pod's directory.
+    #[test]
+    fn memory_empty_dir_is_a_sized_tmpfs_removed_with_the_pod() {
+        let root = tempfile::tempdir().unwrap();
+        let pod = root.path().join("pods/u1");
+        let dir = pod.join("volumes/kubernetes.io~empty-dir/shm");
+        let medium = Medium::Memory {
+            size_limit: Some(10 << 20),
+        };
+        if let Err(e) = set_up_empty_dir(&dir, medium, 0o777, None) {
+            eprintln!("skipped: mounting tmpfs is refused here: {e}");
+            return;
+        }
+        set_up_empty_dir(&dir, medium, 0o777, None).unwrap();
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(
+            mount_points().unwrap().iter().filter(|m| m.path == dir).count(),
+            1,
+            "mounted once"
+        );
+        assert_eq!(mounted(&dir).unwrap().fs_type, "tmpfs");
+        let st = rustix::fs::statvfs(&dir).unwrap();
+        assert_eq!(st.f_blocks * st.f_frsize, 10 << 20);
+        std::fs::write(dir.join("f"), "x").unwrap();
+        remove_pod_dir(&pod).unwrap();
+        assert!(mounted(&dir).is_none());
+        assert!(!pod.exists());
+        remove_pod_dir(&pod).unwrap();
+    }
+
+    /// A subPath that a container turned into a symlink out of the volume is refused; one that
+    /// resolves inside is bound (the bind shows the resolved file).
+    #[test]
+    fn sub_paths_escaping_the_volume_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let volume = root.path().join("vol");
+        std::fs::create_dir_all(volume.join("real")).unwrap();
+        std::fs::write(volume.join("real/f"), "inside").unwrap();
+        std::os::unix::fs::symlink("/etc", volume.join("evil")).unwrap();
+        std::os::unix::fs::symlink("real", volume.join("good")).unwrap();
+        let sub = |path: &str, at: &str| SubPath {
+            path: path.into(),
+            bind_at: root.path().join("binds").join(at),
+        };
+        let err = bind_sub_path(&volume, &sub("evil", "0")).unwrap_err();
+        assert!(matches!(err, VolumeDirError::SubPathOutsideVolume { .. }), "{err}");
+        let err = bind_sub_path(&volume, &sub("evil/newdir", "1")).unwrap_err();
+        assert!(matches!(err, VolumeDirError::SubPathOutsideVolume { .. }), "{err}");
+        assert!(!Path::new("/etc/newdir").exists(), "nothing created outside the volume");
+        match bind_sub_path(&volume, &sub("good", "2")) {
+            Ok(()) => {
+                let at = root.path().join("binds/2");
+                assert_eq!(std::fs::read_to_string(at.join("f")).unwrap(), "inside");
+                bind_sub_path(&volume, &sub("good", "2")).unwrap();
+                assert_eq!(
+                    mount_points()
+                        .unwrap()
+                        .iter()
+                        .filter(|m| m.path == std::fs::canonicalize(&at).unwrap())
+                        .count(),
+                    1
+                );
+                remove_pod_dir(root.path()).unwrap();
+                assert!(!root.path().exists());
+            }
+            Err(e) => eprintln!("skipped the bind: refused here: {e}"),
+        }
+    }
+
+    /// A missing subPath is created inside the volume with the volume's mode (the setgid bit of
+    /// an fsGroup volume included); fsGroup applies to emptyDir directories.
+    #[test]
+    fn missing_sub_paths_get_the_volume_mode() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: fsGroup needs root");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("vol");
+        let o = Ownership {
+            fs_group: 123,
+            on_root_mismatch: false,
+        };
+        set_up_empty_dir(&dir, Medium::Disk, 0o777, Some(o)).unwrap();
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.gid()), (0o2777, 123));
+        safe_make_dir(&std::fs::canonicalize(&dir).unwrap(), "test-sub/deeper").unwrap();
+        let m = std::fs::metadata(dir.join("test-sub/deeper")).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o2777, 0, 123));
+    }
+
+    /// mountinfo lines decode their escapes.
+    #[test]
+    fn mountinfo_lines_parse() {
+        let m = parse_mountinfo_line("36 35 98:0 /mnt1 /mnt\\040two rw,noatime master:1 - tmpfs tmpfs rw,size=10240k")
+            .unwrap();
+        assert_eq!(m.path, Path::new("/mnt two"));
+        assert_eq!(m.fs_type, "tmpfs");
     }
 }

@@ -74,17 +74,18 @@ pub fn container_resource_value(
     }
     let milli = matches!(kind, Kind::Cpu);
     let resources = container.resources.as_ref();
-    let quantity = |map: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
-                    which: &str| {
-        map.and_then(|m| m.get(name))
-            .map(|q| {
-                parse_quantity(&q.0, milli).ok_or_else(|| ResourceError::BadQuantity {
-                    field: format!("{which}.{name}"),
-                    value: q.0.clone(),
+    let quantity =
+        |map: Option<&std::collections::BTreeMap<String, k8s_openapi::apimachinery::pkg::api::resource::Quantity>>,
+         which: &str| {
+            map.and_then(|m| m.get(name))
+                .map(|q| {
+                    parse_quantity(&q.0, milli).ok_or_else(|| ResourceError::BadQuantity {
+                        field: format!("{which}.{name}"),
+                        value: q.0.clone(),
+                    })
                 })
-            })
-            .transpose()
-    };
+                .transpose()
+        };
     let limit = quantity(resources.and_then(|r| r.limits.as_ref()), "limits")?;
     let value = if which == "limits" {
         match (limit.filter(|l| *l != 0), kind) {
@@ -150,7 +151,12 @@ mod tests {
     }
 
     fn q(pairs: &[(&str, &str)]) -> Option<BTreeMap<String, Quantity>> {
-        Some(pairs.iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect())
+        Some(
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                .collect(),
+        )
     }
 
     fn sel(resource: &str, divisor: Option<&str>) -> ResourceFieldSelector {

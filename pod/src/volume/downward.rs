@@ -102,7 +102,9 @@ fn is_qualified_name(key: &str) -> bool {
     };
     let name_ok = !name.is_empty()
         && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
         && name.starts_with(|c: char| c.is_ascii_alphanumeric())
         && name.ends_with(|c: char| c.is_ascii_alphanumeric());
     let prefix_ok = prefix.is_none_or(|p| {
@@ -110,7 +112,8 @@ fn is_qualified_name(key: &str) -> bool {
             && p.len() <= 253
             && p.split('.').all(|l| {
                 !l.is_empty()
-                    && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                    && l.chars()
+                        .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                     && !l.starts_with('-')
                     && !l.ends_with('-')
             })
@@ -145,8 +148,14 @@ mod tests {
     #[test]
     fn maps_are_sorted_quoted_lines() {
         let p = pod();
-        assert_eq!(extract(&p, "metadata.labels").unwrap(), "key1=\"value1\"\nkey2=\"value2\"");
-        assert_eq!(extract(&p, "metadata.annotations").unwrap(), "builder=\"bar \\\"q\\\"\\n\"");
+        assert_eq!(
+            extract(&p, "metadata.labels").unwrap(),
+            "key1=\"value1\"\nkey2=\"value2\""
+        );
+        assert_eq!(
+            extract(&p, "metadata.annotations").unwrap(),
+            "builder=\"bar \\\"q\\\"\\n\""
+        );
         assert_eq!(extract(&p, "metadata.labels['key2']").unwrap(), "value2");
         assert_eq!(extract(&p, "metadata.labels['absent']").unwrap(), "");
         assert_eq!(extract(&p, "metadata.name").unwrap(), "labelsupdate");
@@ -162,8 +171,12 @@ mod tests {
             extract(&p, "status.podIP").unwrap_err(),
             "unsupported fieldPath: status.podIP"
         );
-        assert!(extract(&p, "metadata.name['x']").unwrap_err().contains("does not support subscript"));
-        assert!(extract(&p, "metadata.labels['-bad-']").unwrap_err().contains("invalid key subscript"));
+        assert!(extract(&p, "metadata.name['x']")
+            .unwrap_err()
+            .contains("does not support subscript"));
+        assert!(extract(&p, "metadata.labels['-bad-']")
+            .unwrap_err()
+            .contains("invalid key subscript"));
         assert!(volume_field_supported("metadata.annotations['a/b']"));
         assert!(!volume_field_supported("spec.nodeName"));
     }

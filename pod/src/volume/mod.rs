@@ -164,7 +164,10 @@ fn resolve(
         let mode = match empty.mode {
             None => DEFAULT_EMPTY_DIR_MODE,
             Some(m) => u32::try_from(m).ok().filter(|m| *m <= 0o1777).ok_or_else(|| {
-                FieldError::invalid("emptyDir.mode", format!("{m}: must be a number between 0 and 01777 (octal)"))
+                FieldError::invalid(
+                    "emptyDir.mode",
+                    format!("{m}: must be a number between 0 and 01777 (octal)"),
+                )
             })?,
         };
         return Ok(VolumeSource::EmptyDir {
@@ -237,7 +240,11 @@ fn resolve(
         };
     }
     let claims = [
-        (volume.persistent_volume_claim.is_some(), "persistentvolumeclaims", "persistentVolumeClaim"),
+        (
+            volume.persistent_volume_claim.is_some(),
+            "persistentvolumeclaims",
+            "persistentVolumeClaim",
+        ),
         (volume.ephemeral.is_some(), "ephemeral volume claims", "ephemeral"),
     ];
     if let Some((_, what, field)) = claims.iter().find(|(set, _, _)| *set) {
@@ -258,18 +265,18 @@ fn resolve(
 /// The tmpfs size of a `medium: Memory` emptyDir: kubelet's `calculateEmptyDirMemorySize`, the
 /// smallest positive of the node's allocatable memory, the pod's memory limit (when every
 /// container has one) and `sizeLimit`.
-fn memory_size(pod: &Pod, size_limit: Option<&str>, allocatable: Option<&Allocatable>) -> Result<Option<u64>, FieldError> {
+fn memory_size(
+    pod: &Pod,
+    size_limit: Option<&str>,
+    allocatable: Option<&Allocatable>,
+) -> Result<Option<u64>, FieldError> {
     let limit = size_limit
         .map(|q| {
             parse_quantity(q, false)
                 .ok_or_else(|| FieldError::invalid("emptyDir.sizeLimit", format!("{q:?}: invalid quantity")))
         })
         .transpose()?;
-    let sizes = [
-        allocatable.map(|a| a.memory_bytes),
-        pod_memory_limit(pod),
-        limit,
-    ];
+    let sizes = [allocatable.map(|a| a.memory_bytes), pod_memory_limit(pod), limit];
     Ok(sizes.into_iter().flatten().filter(|s| *s > 0).min().map(|s| s as u64))
 }
 
@@ -335,7 +342,10 @@ fn validate_as(pod: &Pod, api: bool) -> Result<(), FieldError> {
             if sub.is_some() && expr.is_some() {
                 return Err(FieldError::invalid(
                     format!("{at}.subPathExpr"),
-                    format!("{:?}: subPathExpr and subPath are mutually exclusive", expr.unwrap_or_default()),
+                    format!(
+                        "{:?}: subPathExpr and subPath are mutually exclusive",
+                        expr.unwrap_or_default()
+                    ),
                 ));
             }
             for (name, value) in [("subPath", sub), ("subPathExpr", expr)] {
@@ -469,8 +479,8 @@ pub fn mounts(
             .iter()
             .find(|v| v.name == m.name)
             .ok_or_else(|| config_error(field.clone(), format!("no volume named {:?}", m.name)))?;
-        let source =
-            resolve(root, pod, volume, is_api_pod(pod), Some(allocatable)).map_err(|e| config_error(field.clone(), e))?;
+        let source = resolve(root, pod, volume, is_api_pod(pod), Some(allocatable))
+            .map_err(|e| config_error(field.clone(), e))?;
         let sub = m.sub_path.clone().filter(|s| !s.is_empty());
         let expr = m.sub_path_expr.as_deref().filter(|s| !s.is_empty());
         let path = match (sub, expr) {
@@ -521,7 +531,10 @@ fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, Stri
     });
     if !missing.is_empty() {
         missing.sort_unstable();
-        return Err(format!("subPathExpr {expr:?}: missing value for {}", missing.join(", ")));
+        return Err(format!(
+            "subPathExpr {expr:?}: missing value for {}",
+            missing.join(", ")
+        ));
     }
     Ok(expanded)
 }

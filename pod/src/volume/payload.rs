@@ -178,15 +178,29 @@ pub fn payload(
         let mode = default_mode(c.default_mode, &format!("{at}.configMap.defaultMode"))?;
         let optional = c.optional == Some(true);
         let defaults = Defaults::new(mode, c.default_user, &format!("{at}.configMap.defaultUser"))?;
-        files = config_map_files(&format!("{at}.configMap"), &c.name, c.items.as_deref(), defaults, optional, objects)
-            .map_err(object_error)??;
+        files = config_map_files(
+            &format!("{at}.configMap"),
+            &c.name,
+            c.items.as_deref(),
+            defaults,
+            optional,
+            objects,
+        )
+        .map_err(object_error)??;
     } else if let Some(s) = &volume.secret {
         let mode = default_mode(s.default_mode, &format!("{at}.secret.defaultMode"))?;
         let optional = s.optional == Some(true);
         let name = s.secret_name.as_deref().unwrap_or_default();
         let defaults = Defaults::new(mode, s.default_user, &format!("{at}.secret.defaultUser"))?;
-        files = secret_files(&format!("{at}.secret"), name, s.items.as_deref(), defaults, optional, objects)
-            .map_err(object_error)??;
+        files = secret_files(
+            &format!("{at}.secret"),
+            name,
+            s.items.as_deref(),
+            defaults,
+            optional,
+            objects,
+        )
+        .map_err(object_error)??;
     } else if let Some(d) = &volume.downward_api {
         let mode = default_mode(d.default_mode, &format!("{at}.downwardAPI.defaultMode"))?;
         let defaults = Defaults::new(mode, d.default_user, &format!("{at}.downwardAPI.defaultUser"))?;
@@ -211,14 +225,34 @@ pub fn payload(
             let src_at = format!("{at}.projected.sources[{k}]");
             let part = if let Some(c) = &source.config_map {
                 let optional = c.optional == Some(true);
-                config_map_files(&format!("{src_at}.configMap"), &c.name, c.items.as_deref(), defaults, optional, objects)
-                    .map_err(object_error)??
+                config_map_files(
+                    &format!("{src_at}.configMap"),
+                    &c.name,
+                    c.items.as_deref(),
+                    defaults,
+                    optional,
+                    objects,
+                )
+                .map_err(object_error)??
             } else if let Some(s) = &source.secret {
                 let optional = s.optional == Some(true);
-                secret_files(&format!("{src_at}.secret"), &s.name, s.items.as_deref(), defaults, optional, objects)
-                    .map_err(object_error)??
+                secret_files(
+                    &format!("{src_at}.secret"),
+                    &s.name,
+                    s.items.as_deref(),
+                    defaults,
+                    optional,
+                    objects,
+                )
+                .map_err(object_error)??
             } else if let Some(d) = &source.downward_api {
-                downward_files(&format!("{src_at}.downwardAPI"), pod, d.items.as_deref(), defaults, allocatable)?
+                downward_files(
+                    &format!("{src_at}.downwardAPI"),
+                    pod,
+                    d.items.as_deref(),
+                    defaults,
+                    allocatable,
+                )?
             } else if let Some(t) = &source.service_account_token {
                 let token = objects.tokens.get(&(volume.name.clone(), k)).ok_or_else(|| {
                     object_error(format!(
@@ -231,7 +265,11 @@ pub fn payload(
                     Some(u) => Some(check_user(u, &format!("{src_at}.serviceAccountToken.user"))?),
                     None => defaults.user.or(owner),
                 };
-                let token_mode = if fs_group.is_some() || owner.is_some() { 0o600 } else { mode };
+                let token_mode = if fs_group.is_some() || owner.is_some() {
+                    0o600
+                } else {
+                    mode
+                };
                 vec![(
                     format!("{src_at}.serviceAccountToken.path"),
                     t.path.clone(),
@@ -323,10 +361,13 @@ fn default_mode(mode: Option<i32>, field: &str) -> Result<u32, VolumeError> {
 }
 
 fn check_mode(mode: i32, field: &str) -> Result<u32, VolumeError> {
-    u32::try_from(mode).ok().filter(|m| *m <= 0o777).ok_or_else(|| VolumeError {
-        field: field.to_string(),
-        reason: format!("{mode}: must be a number between 0 and 0777 (octal), both inclusive"),
-    })
+    u32::try_from(mode)
+        .ok()
+        .filter(|m| *m <= 0o777)
+        .ok_or_else(|| VolumeError {
+            field: field.to_string(),
+            reason: format!("{mode}: must be a number between 0 and 0777 (octal), both inclusive"),
+        })
 }
 
 /// kubelet's configMap `MakePayload`. The outer error is about the object (reported as the
@@ -378,9 +419,15 @@ fn secret_files(
         Some(Some(data)) => data.clone(),
     };
     let keys = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
-    map_keys(at, items, defaults, optional, |k| data.get(k).cloned(), keys, |k| {
-        format!("references non-existent secret key: {k}")
-    })
+    map_keys(
+        at,
+        items,
+        defaults,
+        optional,
+        |k| data.get(k).cloned(),
+        keys,
+        |k| format!("references non-existent secret key: {k}"),
+    )
 }
 
 /// Without `items` every key is a file; with them only the listed keys, at their paths.
@@ -449,10 +496,14 @@ fn downward_files(
                 reason,
             })?,
             (None, Some(r)) => {
-                let container = r.container_name.as_deref().filter(|c| !c.is_empty()).ok_or_else(|| VolumeError {
-                    field: format!("{item_at}.resourceFieldRef.containerName"),
-                    reason: "Required value".into(),
-                })?;
+                let container = r
+                    .container_name
+                    .as_deref()
+                    .filter(|c| !c.is_empty())
+                    .ok_or_else(|| VolumeError {
+                        field: format!("{item_at}.resourceFieldRef.containerName"),
+                        reason: "Required value".into(),
+                    })?;
                 resource_value(pod, container, r, allocatable).map_err(|e| VolumeError {
                     field: format!("{item_at}.resourceFieldRef"),
                     reason: e.to_string(),
@@ -504,7 +555,9 @@ pub fn validate_path(path: &str) -> Result<(), String> {
         return Err("invalid path: must be relative path".into());
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(format!("invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"));
+        return Err(format!(
+            "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
+        ));
     }
     let items: Vec<&str> = path.split('/').collect();
     for item in &items {
@@ -566,7 +619,12 @@ pub(crate) fn validate_volume(volume: &Volume) -> Result<(), FieldError> {
     if let Some(d) = &volume.downward_api {
         check_downward("downwardAPI", d.items.as_deref())?;
     }
-    for (k, s) in volume.projected.iter().flat_map(|p| p.sources.iter().flatten()).enumerate() {
+    for (k, s) in volume
+        .projected
+        .iter()
+        .flat_map(|p| p.sources.iter().flatten())
+        .enumerate()
+    {
         let at = format!("projected.sources[{k}]");
         if let Some(c) = &s.config_map {
             check_items(&format!("{at}.configMap"), c.items.as_deref())?;

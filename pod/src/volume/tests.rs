@@ -4,8 +4,8 @@ use super::*;
 use crate::testing::{mount, pod};
 use k8s_openapi::api::core::v1::{
     ConfigMapProjection, ConfigMapVolumeSource, DownwardAPIProjection, DownwardAPIVolumeSource, EmptyDirVolumeSource,
-    HostPathVolumeSource, PodSecurityContext, ProjectedVolumeSource, ResourceRequirements, ServiceAccountTokenProjection,
-    VolumeMount, VolumeProjection,
+    HostPathVolumeSource, PodSecurityContext, ProjectedVolumeSource, ResourceRequirements,
+    ServiceAccountTokenProjection, VolumeMount, VolumeProjection,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -27,7 +27,13 @@ fn empty_dir(name: &str, medium: Option<&str>, size: Option<&str>) -> Volume {
 }
 
 fn container_mounts(p: &Pod, env: &[(String, String)]) -> Result<Vec<Mount>, VolumeError> {
-    mounts(Path::new("/root"), p, &p.spec.as_ref().unwrap().containers[0], env, &Allocatable::default())
+    mounts(
+        Path::new("/root"),
+        p,
+        &p.spec.as_ref().unwrap().containers[0],
+        env,
+        &Allocatable::default(),
+    )
 }
 
 /// emptyDir lives under the pod's directory; hostPath binds as is, read-only when asked;
@@ -152,10 +158,18 @@ fn static_pods_refuse_api_objects_api_pods_get_them() {
         },
         namespace_source(),
     ]);
-    let mounts_of = vec![mount("kube-api-access-abcde", "/var/run/secrets/kubernetes.io/serviceaccount", false, None)];
+    let mounts_of = vec![mount(
+        "kube-api-access-abcde",
+        "/var/run/secrets/kubernetes.io/serviceaccount",
+        false,
+        None,
+    )];
     let static_pod = pod(vec![access.clone()], mounts_of.clone());
     let err = validate(&static_pod).unwrap_err().to_string();
-    assert_eq!(err, "spec.volumes[0]: static pods may not reference API objects in projected volumes");
+    assert_eq!(
+        err,
+        "spec.volumes[0]: static pods may not reference API objects in projected volumes"
+    );
     let api_pod = api(pod(vec![access], mounts_of.clone()));
     validate(&api_pod).unwrap();
     let m = container_mounts(&api_pod, &[]).unwrap();
@@ -222,14 +236,21 @@ fn memory_empty_dirs_are_sized_tmpfs() {
     };
     let c = &p.spec.as_ref().unwrap().containers[0];
     let m = mounts(Path::new("/root"), &p, c, &[], &alloc).unwrap();
-    assert!(matches!(m[0].source, VolumeSource::EmptyDir { medium: Medium::Memory { size_limit: Some(s) }, .. } if s == 64 << 20));
+    assert!(
+        matches!(m[0].source, VolumeSource::EmptyDir { medium: Medium::Memory { size_limit: Some(s) }, .. } if s == 64 << 20)
+    );
     p.spec.as_mut().unwrap().containers[0].resources = None;
     let c = &p.spec.as_ref().unwrap().containers[0];
     let m = mounts(Path::new("/root"), &p, c, &[], &alloc).unwrap();
-    assert!(matches!(m[0].source, VolumeSource::EmptyDir { medium: Medium::Memory { size_limit: Some(s) }, .. } if s == 1 << 30));
+    assert!(
+        matches!(m[0].source, VolumeSource::EmptyDir { medium: Medium::Memory { size_limit: Some(s) }, .. } if s == 1 << 30)
+    );
     p.spec.as_mut().unwrap().volumes = Some(vec![empty_dir("shm", Some("HugePages-2Mi"), None)]);
     let err = validate(&p).unwrap_err().to_string();
-    assert!(err.starts_with("spec.volumes[0].emptyDir.medium: \"HugePages-2Mi\": hugepages"), "{err}");
+    assert!(
+        err.starts_with("spec.volumes[0].emptyDir.medium: \"HugePages-2Mi\": hugepages"),
+        "{err}"
+    );
 }
 
 /// subPathExpr expands `$(VAR)` from the container's env; an unset variable, a result with `..`,
@@ -248,12 +269,19 @@ fn sub_path_expr_expands_with_the_env() {
             }],
         )
     };
-    let env = vec![("POD_NAME".to_string(), "pod-1".to_string()), ("UP".to_string(), "..".to_string())];
+    let env = vec![
+        ("POD_NAME".to_string(), "pod-1".to_string()),
+        ("UP".to_string(), "..".to_string()),
+    ];
     let m = container_mounts(&with_expr("$(POD_NAME)/logs", None), &env).unwrap();
     assert_eq!(m[0].sub_path.as_ref().unwrap().path, "pod-1/logs");
-    let err = container_mounts(&with_expr("$(NOPE)", None), &env).unwrap_err().to_string();
+    let err = container_mounts(&with_expr("$(NOPE)", None), &env)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("missing value for NOPE"), "{err}");
-    let err = container_mounts(&with_expr("$(UP)/x", None), &env).unwrap_err().to_string();
+    let err = container_mounts(&with_expr("$(UP)/x", None), &env)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("must not contain '..'"), "{err}");
     let both = with_expr("$(POD_NAME)", Some("x"));
     let err = validate(&both).unwrap_err().to_string();
