@@ -8,6 +8,7 @@ use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::ContainerId;
 use k8s_openapi::api::core::v1::{Container, Pod, ResourceRequirements};
 
+pub use crate::expansion::{expand, expand_with};
 use crate::labels;
 use crate::quantity::parse_quantity;
 use crate::resource::{container_resource_value, resource_value, Allocatable};
@@ -432,49 +433,6 @@ fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
         "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
         _ => keyed("metadata.labels['", &meta.labels).or_else(|| keyed("metadata.annotations['", &meta.annotations)),
     }
-}
-
-/// Kubelet's `$(VAR)` expansion: known names are replaced, `$$` escapes, the rest is kept.
-pub fn expand(input: &str, env: &HashMap<&str, &str>) -> String {
-    expand_with(input, |name| env.get(name).map(|v| v.to_string()))
-}
-
-/// [`expand`] with a lookup: `lookup(name)` gives a variable's value, `None` keeps `$(name)`.
-pub fn expand_with(input: &str, mut lookup: impl FnMut(&str) -> Option<String>) -> String {
-    let mut out = String::with_capacity(input.len());
-    let mut rest = input;
-    while let Some(pos) = rest.find('$') {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 1..];
-        if let Some(stripped) = after.strip_prefix('$') {
-            out.push('$');
-            rest = stripped;
-        } else if let Some(inner) = after.strip_prefix('(') {
-            match inner.find(')') {
-                Some(end) => {
-                    let name = &inner[..end];
-                    match lookup(name) {
-                        Some(v) => out.push_str(&v),
-                        None => {
-                            out.push_str("$(");
-                            out.push_str(name);
-                            out.push(')');
-                        }
-                    }
-                    rest = &inner[end + 1..];
-                }
-                None => {
-                    out.push_str("$(");
-                    rest = inner;
-                }
-            }
-        } else {
-            out.push('$');
-            rest = after;
-        }
-    }
-    out.push_str(rest);
-    out
 }
 
 /// A container's resources in the units Docker wants.

@@ -15,12 +15,14 @@
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
 //! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
 //! - [`field`]: field errors, printed as the API server prints them.
+//! - [`expansion`]: kubelet's `$(VAR)` expansion.
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
 pub mod action;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
+pub mod expansion;
 pub mod field;
 pub mod labels;
 pub mod manifest;

@@ -522,7 +522,7 @@ pub fn mounts(
 /// unset or empty is an error.
 fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, String> {
     let mut missing: Vec<String> = Vec::new();
-    let expanded = crate::container::expand_with(expr, |name| {
+    let expanded = crate::expansion::expand_with(expr, |name| {
         let value = env.get(name).copied().unwrap_or_default();
         if value.is_empty() && !missing.iter().any(|m| m == name) {
             missing.push(name.to_string());
