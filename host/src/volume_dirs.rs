@@ -26,9 +26,8 @@ fn config_error(field: String, reason: impl ToString) -> VolumeError {
 }
 
 /// Create what `mounts` need on the node: emptyDir directories (mode 0777; a tmpfs for
-/// `medium: Memory`; the pod's fsGroup applied), the directories of configMap, secret,
-/// downwardAPI and projected volumes (secret and projected ones on tmpfs, as kubelet keeps
-/// secrets off disk), `…OrCreate` hostPaths, and subPaths: created inside their volume when
+/// `medium: Memory`; the pod's fsGroup applied), `…OrCreate` hostPaths, a check that configMap,
+/// secret, downwardAPI and projected volumes were written ([`write_atomic_volume`]), and subPaths: created inside their volume when
 /// missing, resolved through symlinks, refused when they resolve outside the volume, and bound at
 /// [`SubPath::bind_at`] so the container gets the path that was checked. hostPath `type` checks
 /// happen here, as kubelet does them at mount.
@@ -39,8 +38,15 @@ pub fn prepare(mounts: &[Mount], ownership: Option<Ownership>) -> Result<(), Vol
             VolumeSource::EmptyDir { dir, medium, mode } => {
                 set_up_empty_dir(dir, *medium, *mode, ownership).map_err(|e| config_error(volume_field(), e))?;
             }
-            VolumeSource::Atomic { dir, kind } => {
-                set_up_atomic_dir(dir, *kind).map_err(|e| config_error(volume_field(), e))?;
+            VolumeSource::Atomic { dir, .. } => {
+                // Written before any container starts (write_atomic_volume); never bind an empty
+                // directory in its place.
+                if std::fs::symlink_metadata(dir.join(crate::atomic_writer::DATA_DIR)).is_err() {
+                    return Err(config_error(
+                        volume_field(),
+                        "volume is not set up yet: its files were not written",
+                    ));
+                }
             }
             VolumeSource::HostPath { path, kind } => {
                 prepare_host_path(path, kind).map_err(|e| config_error(volume_field(), e))?;
@@ -71,6 +77,9 @@ pub enum VolumeDirError {
     /// fsGroup ownership could not be applied.
     #[error(transparent)]
     Ownership(#[from] crate::ownership::OwnershipError),
+    /// A volume's files could not be written.
+    #[error(transparent)]
+    Write(#[from] crate::atomic_writer::AtomicWriteError),
     /// A subPath that resolves outside its volume (kubelet's CVE-2017-1002101 check).
     #[error("subPath {sub:?} resolves to {}, outside of the volume {}", resolved.display(), volume.display())]
     SubPathOutsideVolume {
@@ -114,6 +123,21 @@ pub fn set_up_empty_dir(
         set_volume_ownership(dir, o, false)?;
     }
     Ok(())
+}
+
+/// Set up a configMap, secret, downwardAPI or projected volume and write its files: the
+/// directory (a tmpfs for secret and projected volumes, mounted before anything is written so
+/// it never hides what was written) and then `payload` through the atomic writer with the pod's
+/// fsGroup. Returns whether the files changed. Call it before the pod's containers start and
+/// again to refresh.
+pub fn write_atomic_volume(
+    dir: &Path,
+    kind: AtomicKind,
+    payload: &dockerlet_pod::volume::Payload,
+    ownership: Option<Ownership>,
+) -> Result<bool, VolumeDirError> {
+    set_up_atomic_dir(dir, kind)?;
+    Ok(crate::atomic_writer::write(dir, payload, ownership)?)
 }
 
 /// The directory of a configMap, secret, downwardAPI or projected volume (kubelet wraps them in an
@@ -578,5 +602,51 @@ mod tests {
             .unwrap();
         assert_eq!(m.path, Path::new("/mnt two"));
         assert_eq!(m.fs_type, "tmpfs");
+    }
+
+    /// An atomic-writer volume is written on a tmpfs (secret) before it can be mounted; a mount of
+    /// one not yet written is refused rather than bound empty.
+    #[test]
+    fn atomic_volumes_must_be_written_before_they_mount() {
+        use dockerlet_pod::volume::{FileProjection, Payload};
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("pods/u1/volumes/kubernetes.io~secret/s");
+        let m = Mount {
+            field: "volumeMounts[s]".into(),
+            volume: "s".into(),
+            source: VolumeSource::Atomic {
+                dir: dir.clone(),
+                kind: AtomicKind::Secret,
+            },
+            sub_path: None,
+            container_path: "/etc/secret-volume".into(),
+            read_only: true,
+        };
+        let err = prepare(std::slice::from_ref(&m), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "volume \"s\": volume is not set up yet: its files were not written"
+        );
+        let payload = Payload::from([(
+            "data-1".to_string(),
+            FileProjection {
+                data: b"value-1".to_vec(),
+                mode: 0o644,
+                owner: None,
+            },
+        )]);
+        match write_atomic_volume(&dir, AtomicKind::Secret, &payload, None) {
+            Ok(changed) => assert!(changed),
+            Err(e) => {
+                eprintln!("skipped: mounting tmpfs is refused here: {e}");
+                return;
+            }
+        }
+        assert!(!write_atomic_volume(&dir, AtomicKind::Secret, &payload, None).unwrap());
+        assert_eq!(mounted(&std::fs::canonicalize(&dir).unwrap()).unwrap().fs_type, "tmpfs");
+        assert_eq!(std::fs::read_to_string(dir.join("data-1")).unwrap(), "value-1");
+        prepare(&[m], None).unwrap();
+        remove_pod_dir(&root.path().join("pods/u1")).unwrap();
+        assert!(!root.path().join("pods/u1").exists());
     }
 }
