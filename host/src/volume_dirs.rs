@@ -111,15 +111,19 @@ pub fn set_up_empty_dir(
     mode: u32,
     ownership: Option<Ownership>,
 ) -> Result<(), VolumeDirError> {
+    let mut fresh = std::fs::symlink_metadata(dir).is_err();
     std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
     let meta = std::fs::symlink_metadata(dir).map_err(io_error("inspect", dir))?;
-    if meta.mode() & 0o7777 != mode {
+    // Only the permission bits are compared (kubelet's `Perm()`): the sticky bit of a tmpfs root
+    // and the set-group-ID bit of an fsGroup volume stay.
+    if meta.mode() & 0o777 != mode & 0o777 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_error("chmod", dir))?;
     }
     if let Medium::Memory { size_limit } = medium {
-        mount_tmpfs(dir, size_limit)?;
+        fresh |= mount_tmpfs(dir, size_limit)?;
     }
-    if let Some(o) = &ownership {
+    // kubelet sets a volume up once per pod; a container's restart does not re-own its files.
+    if let Some(o) = ownership.as_ref().filter(|_| fresh) {
         set_volume_ownership(dir, o, false)?;
     }
     Ok(())
@@ -151,17 +155,20 @@ pub fn set_up_atomic_dir(dir: &Path, kind: AtomicKind) -> Result<(), VolumeDirEr
     Ok(())
 }
 
-/// Mount a tmpfs (`size=` when given) on `dir`, unless one is already mounted there.
-fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), VolumeDirError> {
+/// Mount a tmpfs (`size=` when given) on `dir`, unless one is already mounted there; whether it
+/// mounted one.
+fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<bool, VolumeDirError> {
+    let real = std::fs::canonicalize(dir).map_err(io_error("resolve", dir))?;
     if mount_points()
         .map_err(io_error("read mounts of", dir))?
         .iter()
-        .any(|m| m.path == dir && m.fs_type == "tmpfs")
+        .any(|m| m.path == real && m.fs_type == "tmpfs")
     {
-        return Ok(());
+        return Ok(false);
     }
     let data = size.map(|s| CString::new(format!("size={s}")).unwrap_or_default());
-    rustix::mount::mount("tmpfs", dir, "tmpfs", MountFlags::empty(), data.as_deref())
+    rustix::mount::mount("tmpfs", &real, "tmpfs", MountFlags::empty(), data.as_deref())
+        .map(|()| true)
         .map_err(|e| io_error("mount tmpfs on", dir)(e.into()))
 }
 
@@ -275,10 +282,13 @@ pub fn bind_sub_path(volume: &Path, sub: &SubPath) -> Result<(), VolumeDirError>
         std::fs::create_dir_all(parent).map_err(io_error("create directory", parent))?;
     }
     // A bind left by an earlier start of the container goes; this start binds what it checked.
+    let real_target = std::fs::canonicalize(target.parent().unwrap_or(target))
+        .map(|p| p.join(target.file_name().unwrap_or_default()))
+        .map_err(io_error("resolve", target))?;
     while mount_points()
         .map_err(io_error("read mounts of", target))?
         .iter()
-        .any(|m| m.path == *target)
+        .any(|m| m.path == real_target)
     {
         rustix::mount::unmount(target, UnmountFlags::DETACH).map_err(|e| io_error("unmount", target)(e.into()))?;
     }
@@ -520,6 +530,11 @@ mod tests {
         set_up_empty_dir(&dir, medium, 0o777, None).unwrap();
         let dir = std::fs::canonicalize(&dir).unwrap();
         assert_eq!(
+            std::fs::metadata(&dir).unwrap().mode() & 0o7777,
+            0o1777,
+            "tmpfs's root, sticky kept"
+        );
+        assert_eq!(
             mount_points().unwrap().iter().filter(|m| m.path == dir).count(),
             1,
             "mounted once"
@@ -590,6 +605,15 @@ mod tests {
         set_up_empty_dir(&dir, Medium::Disk, 0o777, Some(o)).unwrap();
         let m = std::fs::metadata(&dir).unwrap();
         assert_eq!((m.mode() & 0o7777, m.gid()), (0o2777, 123));
+        std::fs::write(dir.join("by-a-container"), "x").unwrap();
+        std::os::unix::fs::chown(dir.join("by-a-container"), None, Some(7)).unwrap();
+        set_up_empty_dir(&dir, Medium::Disk, 0o777, Some(o)).unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.join("by-a-container")).unwrap().gid(),
+            7,
+            "set up once per pod"
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o7777, 0o2777, "setgid kept");
         safe_make_dir(&std::fs::canonicalize(&dir).unwrap(), "test-sub/deeper").unwrap();
         let m = std::fs::metadata(dir.join("test-sub/deeper")).unwrap();
         assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o2777, 0, 123));
