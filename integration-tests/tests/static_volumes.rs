@@ -3,7 +3,7 @@
 //! and the removal of the pod's directory with its mounts. Expected strings are the upstream
 //! conformance tests' (`empty_dir.go`, `common/node/downwardapi.go`).
 
-use dockerlet_integration_tests::{Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT};
+use dockerlet_integration_tests::{Agent, ManifestDir, PodExt, CHANGE_TIMEOUT};
 
 const POD: &str = r#"apiVersion: v1
 kind: Pod
