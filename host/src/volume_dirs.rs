@@ -26,9 +26,8 @@ fn config_error(field: String, reason: impl ToString) -> VolumeError {
 }
 
 /// Create what `mounts` need on the node: emptyDir directories (mode 0777; a tmpfs for
-/// `medium: Memory`; the pod's fsGroup applied), the directories of configMap, secret,
-/// downwardAPI and projected volumes (secret and projected ones on tmpfs, as kubelet keeps
-/// secrets off disk), `…OrCreate` hostPaths, and subPaths: created inside their volume when
+/// `medium: Memory`; the pod's fsGroup applied), `…OrCreate` hostPaths, a check that configMap,
+/// secret, downwardAPI and projected volumes were written ([`write_atomic_volume`]), and subPaths: created inside their volume when
 /// missing, resolved through symlinks, refused when they resolve outside the volume, and bound at
 /// [`SubPath::bind_at`] so the container gets the path that was checked. hostPath `type` checks
 /// happen here, as kubelet does them at mount.
@@ -39,8 +38,15 @@ pub fn prepare(mounts: &[Mount], ownership: Option<Ownership>) -> Result<(), Vol
             VolumeSource::EmptyDir { dir, medium, mode } => {
                 set_up_empty_dir(dir, *medium, *mode, ownership).map_err(|e| config_error(volume_field(), e))?;
             }
-            VolumeSource::Atomic { dir, kind } => {
-                set_up_atomic_dir(dir, *kind).map_err(|e| config_error(volume_field(), e))?;
+            VolumeSource::Atomic { dir, .. } => {
+                // Written before any container starts (write_atomic_volume); never bind an empty
+                // directory in its place.
+                if std::fs::symlink_metadata(dir.join(crate::atomic_writer::DATA_DIR)).is_err() {
+                    return Err(config_error(
+                        volume_field(),
+                        "volume is not set up yet: its files were not written",
+                    ));
+                }
             }
             VolumeSource::HostPath { path, kind } => {
                 prepare_host_path(path, kind).map_err(|e| config_error(volume_field(), e))?;
@@ -71,6 +77,9 @@ pub enum VolumeDirError {
     /// fsGroup ownership could not be applied.
     #[error(transparent)]
     Ownership(#[from] crate::ownership::OwnershipError),
+    /// A volume's files could not be written.
+    #[error(transparent)]
+    Write(#[from] crate::atomic_writer::AtomicWriteError),
     /// A subPath that resolves outside its volume (kubelet's CVE-2017-1002101 check).
     #[error("subPath {sub:?} resolves to {}, outside of the volume {}", resolved.display(), volume.display())]
     SubPathOutsideVolume {
@@ -102,18 +111,37 @@ pub fn set_up_empty_dir(
     mode: u32,
     ownership: Option<Ownership>,
 ) -> Result<(), VolumeDirError> {
+    let mut fresh = std::fs::symlink_metadata(dir).is_err();
     std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
     let meta = std::fs::symlink_metadata(dir).map_err(io_error("inspect", dir))?;
-    if meta.mode() & 0o7777 != mode {
+    // Only the permission bits are compared (kubelet's `Perm()`): the sticky bit of a tmpfs root
+    // and the set-group-ID bit of an fsGroup volume stay.
+    if meta.mode() & 0o777 != mode & 0o777 {
         std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode)).map_err(io_error("chmod", dir))?;
     }
     if let Medium::Memory { size_limit } = medium {
-        mount_tmpfs(dir, size_limit)?;
+        fresh |= mount_tmpfs(dir, size_limit)?;
     }
-    if let Some(o) = &ownership {
+    // kubelet sets a volume up once per pod; a container's restart does not re-own its files.
+    if let Some(o) = ownership.as_ref().filter(|_| fresh) {
         set_volume_ownership(dir, o, false)?;
     }
     Ok(())
+}
+
+/// Set up a configMap, secret, downwardAPI or projected volume and write its files: the
+/// directory (a tmpfs for secret and projected volumes, mounted before anything is written so
+/// it never hides what was written) and then `payload` through the atomic writer with the pod's
+/// fsGroup. Returns whether the files changed. Call it before the pod's containers start and
+/// again to refresh.
+pub fn write_atomic_volume(
+    dir: &Path,
+    kind: AtomicKind,
+    payload: &dockerlet_pod::volume::Payload,
+    ownership: Option<Ownership>,
+) -> Result<bool, VolumeDirError> {
+    set_up_atomic_dir(dir, kind)?;
+    Ok(crate::atomic_writer::write(dir, payload, ownership)?)
 }
 
 /// The directory of a configMap, secret, downwardAPI or projected volume (kubelet wraps them in an
@@ -127,17 +155,20 @@ pub fn set_up_atomic_dir(dir: &Path, kind: AtomicKind) -> Result<(), VolumeDirEr
     Ok(())
 }
 
-/// Mount a tmpfs (`size=` when given) on `dir`, unless one is already mounted there.
-fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<(), VolumeDirError> {
+/// Mount a tmpfs (`size=` when given) on `dir`, unless one is already mounted there; whether it
+/// mounted one.
+fn mount_tmpfs(dir: &Path, size: Option<u64>) -> Result<bool, VolumeDirError> {
+    let real = std::fs::canonicalize(dir).map_err(io_error("resolve", dir))?;
     if mount_points()
         .map_err(io_error("read mounts of", dir))?
         .iter()
-        .any(|m| m.path == dir && m.fs_type == "tmpfs")
+        .any(|m| m.path == real && m.fs_type == "tmpfs")
     {
-        return Ok(());
+        return Ok(false);
     }
     let data = size.map(|s| CString::new(format!("size={s}")).unwrap_or_default());
-    rustix::mount::mount("tmpfs", dir, "tmpfs", MountFlags::empty(), data.as_deref())
+    rustix::mount::mount("tmpfs", &real, "tmpfs", MountFlags::empty(), data.as_deref())
+        .map(|()| true)
         .map_err(|e| io_error("mount tmpfs on", dir)(e.into()))
 }
 
@@ -251,10 +282,13 @@ pub fn bind_sub_path(volume: &Path, sub: &SubPath) -> Result<(), VolumeDirError>
         std::fs::create_dir_all(parent).map_err(io_error("create directory", parent))?;
     }
     // A bind left by an earlier start of the container goes; this start binds what it checked.
+    let real_target = std::fs::canonicalize(target.parent().unwrap_or(target))
+        .map(|p| p.join(target.file_name().unwrap_or_default()))
+        .map_err(io_error("resolve", target))?;
     while mount_points()
         .map_err(io_error("read mounts of", target))?
         .iter()
-        .any(|m| m.path == *target)
+        .any(|m| m.path == real_target)
     {
         rustix::mount::unmount(target, UnmountFlags::DETACH).map_err(|e| io_error("unmount", target)(e.into()))?;
     }
@@ -473,5 +507,170 @@ mod tests {
         .unwrap();
         let err = prepare(&m, None).unwrap_err();
         assert!(err.to_string().contains("is not a directory"), "{err}");
+    }
+
+    fn mounted(path: &Path) -> Option<MountPoint> {
+        mount_points().unwrap().into_iter().rev().find(|m| m.path == path)
+    }
+
+    /// `medium: Memory` mounts a tmpfs of `sizeLimit` on a 0777 directory (idempotently);
+    /// remove_pod_dir unmounts it before removing the pod's directory.
+    #[test]
+    fn memory_empty_dir_is_a_sized_tmpfs_removed_with_the_pod() {
+        let root = tempfile::tempdir().unwrap();
+        let pod = root.path().join("pods/u1");
+        let dir = pod.join("volumes/kubernetes.io~empty-dir/shm");
+        let medium = Medium::Memory {
+            size_limit: Some(10 << 20),
+        };
+        if let Err(e) = set_up_empty_dir(&dir, medium, 0o777, None) {
+            eprintln!("skipped: mounting tmpfs is refused here: {e}");
+            return;
+        }
+        set_up_empty_dir(&dir, medium, 0o777, None).unwrap();
+        let dir = std::fs::canonicalize(&dir).unwrap();
+        assert_eq!(
+            std::fs::metadata(&dir).unwrap().mode() & 0o7777,
+            0o1777,
+            "tmpfs's root, sticky kept"
+        );
+        assert_eq!(
+            mount_points().unwrap().iter().filter(|m| m.path == dir).count(),
+            1,
+            "mounted once"
+        );
+        assert_eq!(mounted(&dir).unwrap().fs_type, "tmpfs");
+        let st = rustix::fs::statvfs(&dir).unwrap();
+        assert_eq!(st.f_blocks * st.f_frsize, 10 << 20);
+        std::fs::write(dir.join("f"), "x").unwrap();
+        remove_pod_dir(&pod).unwrap();
+        assert!(mounted(&dir).is_none());
+        assert!(!pod.exists());
+        remove_pod_dir(&pod).unwrap();
+    }
+
+    /// A subPath that a container turned into a symlink out of the volume is refused; one that
+    /// resolves inside is bound (the bind shows the resolved file).
+    #[test]
+    fn sub_paths_escaping_the_volume_are_refused() {
+        let root = tempfile::tempdir().unwrap();
+        let volume = root.path().join("vol");
+        std::fs::create_dir_all(volume.join("real")).unwrap();
+        std::fs::write(volume.join("real/f"), "inside").unwrap();
+        std::os::unix::fs::symlink("/etc", volume.join("evil")).unwrap();
+        std::os::unix::fs::symlink("real", volume.join("good")).unwrap();
+        let sub = |path: &str, at: &str| SubPath {
+            path: path.into(),
+            bind_at: root.path().join("binds").join(at),
+        };
+        let err = bind_sub_path(&volume, &sub("evil", "0")).unwrap_err();
+        assert!(matches!(err, VolumeDirError::SubPathOutsideVolume { .. }), "{err}");
+        let err = bind_sub_path(&volume, &sub("evil/newdir", "1")).unwrap_err();
+        assert!(matches!(err, VolumeDirError::SubPathOutsideVolume { .. }), "{err}");
+        assert!(!Path::new("/etc/newdir").exists(), "nothing created outside the volume");
+        match bind_sub_path(&volume, &sub("good", "2")) {
+            Ok(()) => {
+                let at = root.path().join("binds/2");
+                assert_eq!(std::fs::read_to_string(at.join("f")).unwrap(), "inside");
+                bind_sub_path(&volume, &sub("good", "2")).unwrap();
+                assert_eq!(
+                    mount_points()
+                        .unwrap()
+                        .iter()
+                        .filter(|m| m.path == std::fs::canonicalize(&at).unwrap())
+                        .count(),
+                    1
+                );
+                remove_pod_dir(root.path()).unwrap();
+                assert!(!root.path().exists());
+            }
+            Err(e) => eprintln!("skipped the bind: refused here: {e}"),
+        }
+    }
+
+    /// A missing subPath is created inside the volume with the volume's mode (the setgid bit of
+    /// an fsGroup volume included); fsGroup applies to emptyDir directories.
+    #[test]
+    fn missing_sub_paths_get_the_volume_mode() {
+        if !rustix::process::geteuid().is_root() {
+            eprintln!("skipped: fsGroup needs root");
+            return;
+        }
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("vol");
+        let o = Ownership {
+            fs_group: 123,
+            on_root_mismatch: false,
+        };
+        set_up_empty_dir(&dir, Medium::Disk, 0o777, Some(o)).unwrap();
+        let m = std::fs::metadata(&dir).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.gid()), (0o2777, 123));
+        std::fs::write(dir.join("by-a-container"), "x").unwrap();
+        std::os::unix::fs::chown(dir.join("by-a-container"), None, Some(7)).unwrap();
+        set_up_empty_dir(&dir, Medium::Disk, 0o777, Some(o)).unwrap();
+        assert_eq!(
+            std::fs::metadata(dir.join("by-a-container")).unwrap().gid(),
+            7,
+            "set up once per pod"
+        );
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o7777, 0o2777, "setgid kept");
+        safe_make_dir(&std::fs::canonicalize(&dir).unwrap(), "test-sub/deeper").unwrap();
+        let m = std::fs::metadata(dir.join("test-sub/deeper")).unwrap();
+        assert_eq!((m.mode() & 0o7777, m.uid(), m.gid()), (0o2777, 0, 123));
+    }
+
+    /// mountinfo lines decode their escapes.
+    #[test]
+    fn mountinfo_lines_parse() {
+        let m = parse_mountinfo_line("36 35 98:0 /mnt1 /mnt\\040two rw,noatime master:1 - tmpfs tmpfs rw,size=10240k")
+            .unwrap();
+        assert_eq!(m.path, Path::new("/mnt two"));
+        assert_eq!(m.fs_type, "tmpfs");
+    }
+
+    /// An atomic-writer volume is written on a tmpfs (secret) before it can be mounted; a mount of
+    /// one not yet written is refused rather than bound empty.
+    #[test]
+    fn atomic_volumes_must_be_written_before_they_mount() {
+        use dockerlet_pod::volume::{FileProjection, Payload};
+        let root = tempfile::tempdir().unwrap();
+        let dir = root.path().join("pods/u1/volumes/kubernetes.io~secret/s");
+        let m = Mount {
+            field: "volumeMounts[s]".into(),
+            volume: "s".into(),
+            source: VolumeSource::Atomic {
+                dir: dir.clone(),
+                kind: AtomicKind::Secret,
+            },
+            sub_path: None,
+            container_path: "/etc/secret-volume".into(),
+            read_only: true,
+        };
+        let err = prepare(std::slice::from_ref(&m), None).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "volume \"s\": volume is not set up yet: its files were not written"
+        );
+        let payload = Payload::from([(
+            "data-1".to_string(),
+            FileProjection {
+                data: b"value-1".to_vec(),
+                mode: 0o644,
+                owner: None,
+            },
+        )]);
+        match write_atomic_volume(&dir, AtomicKind::Secret, &payload, None) {
+            Ok(changed) => assert!(changed),
+            Err(e) => {
+                eprintln!("skipped: mounting tmpfs is refused here: {e}");
+                return;
+            }
+        }
+        assert!(!write_atomic_volume(&dir, AtomicKind::Secret, &payload, None).unwrap());
+        assert_eq!(mounted(&std::fs::canonicalize(&dir).unwrap()).unwrap().fs_type, "tmpfs");
+        assert_eq!(std::fs::read_to_string(dir.join("data-1")).unwrap(), "value-1");
+        prepare(&[m], None).unwrap();
+        remove_pod_dir(&root.path().join("pods/u1")).unwrap();
+        assert!(!root.path().join("pods/u1").exists());
     }
 }

@@ -827,6 +827,81 @@ mod tests {
         assert_eq!(spec.entrypoint, Some(vec!["echo 10.0.0.9".to_string()]));
     }
 
+    /// Env resourceFieldRef, as the downward API conformance test asserts: CPU_LIMIT=2 for 1250m,
+    /// MEMORY_LIMIT=67108864, CPU_REQUEST=1, MEMORY_REQUEST=33554432; containerName defaults to
+    /// the container itself; without limits, the node's allocatable.
+    #[test]
+    fn env_resource_field_refs() {
+        use k8s_openapi::api::core::v1::ResourceFieldSelector;
+        let var = |name: &str, resource: &str| EnvVar {
+            name: name.into(),
+            value_from: Some(EnvVarSource {
+                resource_field_ref: Some(ResourceFieldSelector {
+                    resource: resource.into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut c = Container {
+            name: "dapi-container".into(),
+            env: Some(vec![
+                var("CPU_LIMIT", "limits.cpu"),
+                var("MEMORY_LIMIT", "limits.memory"),
+                var("CPU_REQUEST", "requests.cpu"),
+                var("MEMORY_REQUEST", "requests.memory"),
+            ]),
+            resources: Some(ResourceRequirements {
+                limits: Some(BTreeMap::from([
+                    ("cpu".into(), Quantity("1250m".into())),
+                    ("memory".into(), Quantity("64Mi".into())),
+                ])),
+                requests: Some(BTreeMap::from([
+                    ("cpu".into(), Quantity("250m".into())),
+                    ("memory".into(), Quantity("32Mi".into())),
+                ])),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let p = pod(vec![c.clone()]);
+        let sandbox = ContainerId("sb".into());
+        let alloc = Allocatable {
+            cpu_milli: 4000,
+            memory_bytes: 8 << 30,
+            ephemeral_storage_bytes: 0,
+        };
+        let ctx = PodContext {
+            pod: &p,
+            node_name: "n1",
+            host_ip: "",
+            pod_ip: "",
+            sandbox_id: &sandbox,
+            node_memory_bytes: 0,
+            env_objects: &EnvObjects::default(),
+            allocatable: &alloc,
+            managed_files: &ManagedFiles::default(),
+        };
+        let env = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap().env;
+        assert_eq!(
+            env,
+            vec![
+                "CPU_LIMIT=2".to_string(),
+                "MEMORY_LIMIT=67108864".to_string(),
+                "CPU_REQUEST=1".to_string(),
+                "MEMORY_REQUEST=33554432".to_string()
+            ]
+        );
+        c.resources = None;
+        let p = pod(vec![c.clone()]);
+        let ctx = PodContext { pod: &p, ..ctx };
+        let env = container_env(&ctx, &c).unwrap();
+        assert_eq!(env[0], ("CPU_LIMIT".to_string(), "4".to_string()));
+        assert_eq!(env[1], ("MEMORY_LIMIT".to_string(), (8i64 << 30).to_string()));
+        assert_eq!(env[2], ("CPU_REQUEST".to_string(), "0".to_string()));
+    }
+
     /// The managed hosts file and resolv.conf are bind-mounted into the container, except
     /// where the container mounts its own file.
     #[test]

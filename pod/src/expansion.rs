@@ -1,5 +1,5 @@
-//! kubelet's `$(VAR)` expansion (`third_party/forked/golang/expansion`), used by container
-//! commands, args and env, and by `subPathExpr`.
+//! kubelet's `$(VAR)` expansion (`third_party/forked/golang/expansion`), used by command, args,
+//! env values and `subPathExpr`.
 
 use std::collections::HashMap;
 

@@ -18,6 +18,7 @@
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
 //! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
 //! - [`field`]: field errors, printed as the API server prints them.
+//! - [`expansion`]: kubelet's `$(VAR)` expansion.
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
 pub mod action;

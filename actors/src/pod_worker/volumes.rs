@@ -14,9 +14,7 @@ use k8s_openapi::api::core::v1::Pod;
 
 use dockerlet_kube::{KubeClient, TokenRequestFor};
 use dockerlet_pod::spec::pod_identity;
-use dockerlet_pod::volume::{
-    api_references, ownership, payload, volume_source, ConfigMapData, VolumeObjects, VolumeSource,
-};
+use dockerlet_pod::volume::{api_references, atomic_volumes, ownership, payload, ConfigMapData, VolumeObjects};
 
 use super::sync::SyncContext;
 
@@ -34,14 +32,7 @@ pub struct MountFailed {
 /// Write every atomic-writer volume of `pod` (no-op for an unchanged one). Returns one error per
 /// volume that could not be set up; the others are written regardless.
 pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
-    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.clone()).unwrap_or_default();
-    let atomic: Vec<_> = volumes
-        .iter()
-        .filter_map(|v| match volume_source(&sync.config.root_dir, pod, v) {
-            Ok(VolumeSource::Atomic { dir, kind }) => Some((v, dir, kind)),
-            _ => None,
-        })
-        .collect();
+    let atomic = atomic_volumes(&sync.config.root_dir, pod);
     if atomic.is_empty() {
         return Vec::new();
     }
@@ -75,12 +66,12 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
             .into_iter()
             .filter_map(|(name, dir, kind, files)| {
                 // The directory first (secret and projected ones on tmpfs), then its files.
-                let written = dockerlet_host::volume_dirs::set_up_atomic_dir(&dir, kind)
-                    .map_err(|e| e.to_string())
-                    .and_then(|()| {
-                        dockerlet_host::atomic_writer::write(&dir, &files, owner).map_err(|e| e.to_string())
-                    });
-                written.err().map(|reason| MountFailed { volume: name, reason })
+                dockerlet_host::volume_dirs::write_atomic_volume(&dir, kind, &files, owner)
+                    .err()
+                    .map(|e| MountFailed {
+                        volume: name,
+                        reason: e.to_string(),
+                    })
             })
             .collect::<Vec<_>>()
     })

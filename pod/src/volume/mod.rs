@@ -302,6 +302,21 @@ fn pod_memory_limit(pod: &Pod) -> Option<i64> {
     Some(sum.max(largest_init))
 }
 
+/// The pod's configMap, secret, downwardAPI and projected volumes with their directories: what
+/// the agent writes (`dockerlet_host::volume_dirs::write_atomic_volume` with [`payload`]) before
+/// the pod's containers start, and refreshes. Volumes the pod may not have are left out
+/// ([`validate`] and [`mounts`] report them).
+pub fn atomic_volumes<'a>(root: &Path, pod: &'a Pod) -> Vec<(&'a Volume, PathBuf, AtomicKind)> {
+    let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
+    volumes
+        .iter()
+        .filter_map(|v| match volume_source(root, pod, v) {
+            Ok(VolumeSource::Atomic { dir, kind }) => Some((v, dir, kind)),
+            _ => None,
+        })
+        .collect()
+}
+
 /// Check a pod's volumes and every volumeMount as the pod's source allows (static pods may not
 /// reference API objects); the error names the field.
 pub fn validate(pod: &Pod) -> Result<(), FieldError> {

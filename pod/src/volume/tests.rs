@@ -177,6 +177,10 @@ fn static_pods_refuse_api_objects_api_pods_get_them() {
         m[0].bind(),
         "/root/pods/u1/volumes/kubernetes.io~projected/kube-api-access-abcde:/var/run/secrets/kubernetes.io/serviceaccount:ro"
     );
+    let atomic = atomic_volumes(Path::new("/root"), &api_pod);
+    assert_eq!(atomic.len(), 1);
+    assert_eq!(atomic[0].2, AtomicKind::Projected);
+    assert!(atomic_volumes(Path::new("/root"), &static_pod).is_empty());
     let downward_only = pod(vec![projected(vec![namespace_source()])], mounts_of);
     validate(&downward_only).unwrap();
     let downward = Volume {
