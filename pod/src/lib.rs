@@ -8,6 +8,8 @@
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
 //! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares.
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
+//! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
+//! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
@@ -16,6 +18,7 @@
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
 pub mod action;
+pub mod admission;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
@@ -25,6 +28,7 @@ pub mod manifest;
 pub mod plan;
 pub mod probe_state;
 pub mod quantity;
+pub mod security;
 pub mod spec;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]
