@@ -701,6 +701,7 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            security: Default::default(),
         };
         SupervisorConfig {
             worker: Arc::new(worker),

@@ -77,6 +77,10 @@ pub struct AgentConfig {
     pub eviction_hard: Thresholds,
     /// `--eviction-pressure-transition-period`.
     pub eviction_pressure_transition_period: Duration,
+    /// `--seccomp-default`: unset seccomp profiles mean RuntimeDefault.
+    pub seccomp_default: bool,
+    /// `--allowed-unsafe-sysctls`.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// A setting that cannot be used.
@@ -130,6 +134,8 @@ struct FileSettings {
     system_reserved: Option<BTreeMap<String, String>>,
     eviction_hard: Option<BTreeMap<String, String>>,
     eviction_pressure_transition_period: Option<Duration>,
+    seccomp_default: Option<bool>,
+    allowed_unsafe_sysctls: Option<Vec<String>>,
     present: bool,
 }
 
@@ -210,6 +216,8 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         system_reserved: field(path, &mut map, "systemReserved")?,
         eviction_hard: field(path, &mut map, "evictionHard")?,
         eviction_pressure_transition_period: duration_field(path, &mut map, "evictionPressureTransitionPeriod")?,
+        seccomp_default: field(path, &mut map, "seccompDefault")?,
+        allowed_unsafe_sysctls: field(path, &mut map, "allowedUnsafeSysctls")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -447,7 +455,17 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             ));
         }
     }
+    let allowed_unsafe_sysctls = if cli.allowed_unsafe_sysctls.is_empty() {
+        file.allowed_unsafe_sysctls.unwrap_or_default()
+    } else {
+        cli.allowed_unsafe_sysctls.clone()
+    };
+    let allowed_unsafe_sysctls: Vec<String> = allowed_unsafe_sysctls.into_iter().filter(|s| !s.is_empty()).collect();
+    dockerlet_pod::admission::check_unsafe_sysctl_patterns(&allowed_unsafe_sysctls)
+        .map_err(|e| invalid("--allowed-unsafe-sysctls", e.to_string()))?;
     Ok(AgentConfig {
+        seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
+        allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
             url,
             headers: url_headers,
@@ -583,6 +601,36 @@ mod tests {
         .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and
+    /// empty by default); a pattern that is not namespaced is refused naming the flag.
+    #[test]
+    fn security_settings_parse() {
+        let c = build(&cli(&[]), host).unwrap();
+        assert!(!c.seccomp_default && c.allowed_unsafe_sysctls.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "seccompDefault: true\nallowedUnsafeSysctls: [\"kernel.msg*\"]\n").unwrap();
+        let p = path.to_str().unwrap();
+        let c = build(&cli(&["--config", p]), host).unwrap();
+        assert!(c.seccomp_default);
+        assert_eq!(c.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
+        let c = build(
+            &cli(&["--config", p, "--seccomp-default=false", "--allowed-unsafe-sysctls", "net.*,kernel.sem"]),
+            host,
+        )
+        .unwrap();
+        assert!(!c.seccomp_default);
+        assert_eq!(c.allowed_unsafe_sysctls, vec!["net.*", "kernel.sem"]);
+        assert!(build(&cli(&["--seccomp-default"]), host).unwrap().seccomp_default);
+        let err = build(&cli(&["--allowed-unsafe-sysctls", "vm.swappiness"]), host)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            r#"invalid value for --allowed-unsafe-sysctls: the sysctls "vm.swappiness" are not known to be namespaced"#
+        );
     }
 
     /// Bad values name the setting and the reason.

@@ -12,6 +12,7 @@ use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_host::signals::FsStats;
+use dockerlet_pod::security::SecurityConfig;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_runtime::docker::DockerRuntime;
@@ -95,6 +96,11 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         min_oom_score_adj: protect_from_oom_killer(),
         root_dir,
         api: api.clone(),
+        security: SecurityConfig {
+            seccomp_default: config.seccomp_default,
+            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
+        },
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {

@@ -8,8 +8,10 @@
 //! - [`meminfo`]: the node's memory, read from `/proc/meminfo`.
 //! - [`manifest_dir`]: a static pod manifest directory (kubelet's `pkg/kubelet/config/file.go`).
 //! - [`volume_dirs`]: emptyDir and hostPath directories a container's mounts need.
+//! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
 
 pub mod manifest_dir;
 pub mod meminfo;
+pub mod security;
 pub mod signals;
 pub mod volume_dirs;

@@ -42,6 +42,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
@@ -71,6 +72,9 @@ pub struct PodWorkerConfig {
     pub root_dir: std::path::PathBuf,
     /// The API server (API-server mode): Secrets and ConfigMaps for env.
     pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
+    /// `--seccomp-default`, `--allowed-unsafe-sysctls` and whether the host has AppArmor:
+    /// what admission and the containers' security contexts depend on.
+    pub security: dockerlet_pod::security::SecurityConfig,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -136,6 +140,9 @@ pub struct PodWorker {
     watched: Vec<ProbeTarget>,
     /// Messages handled.
     handled: u64,
+    /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
+    /// sync): a rejected pod never runs and reports phase Failed with the reason.
+    rejection: Option<Rejection>,
 }
 
 impl PodWorker {
@@ -143,6 +150,7 @@ impl PodWorker {
     pub fn new(pod: Arc<Pod>, sync: SyncContext, links: WorkerLinks) -> Self {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
         let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %crate::pod_config::pod_ref(&pod));
+        let rejection = dockerlet_pod::admission::admit(&pod, &sync.config.security).err();
         PodWorker {
             uid,
             pod,
@@ -164,6 +172,7 @@ impl PodWorker {
             last_observed: Vec::new(),
             watched: Vec::new(),
             handled: 0,
+            rejection,
         }
     }
 
@@ -220,6 +229,10 @@ impl PodWorker {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
+        if let Some(rejection) = self.rejection.clone() {
+            self.report_rejection(&rejection);
+            return self.step(Input::SyncFinished { ok: true }, ctx);
+        }
         let failed: HashMap<ContainerId, ProbeKind> = self
             .probes
             .iter()
@@ -265,6 +278,22 @@ impl PodWorker {
             },
             ctx,
         );
+    }
+
+    /// The pod was not admitted (kubelet's `rejectPod`): a Warning event with the reason and
+    /// the status phase Failed, once; nothing is created.
+    fn report_rejection(&mut self, rejection: &Rejection) {
+        self.next_action = format!("none: rejected ({})", rejection.reason);
+        let status = rejected_status(&self.pod, rejection);
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
+        self.record(&rejection.reason, rejection.message.clone());
+        let mut pod = (*self.pod).clone();
+        pod.status = Some(status.clone());
+        self.last_status = Some(status);
+        self.links.status.do_send(SetPodStatus { pod });
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
@@ -682,6 +711,7 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            security: Default::default(),
         })
     }
 

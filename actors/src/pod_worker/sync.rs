@@ -509,6 +509,7 @@ impl Executor<'_> {
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, RuntimeError> {
         let config = &self.sync.config;
         let mut spec = sandbox_spec(self.pod, &config.node_name, &config.sandbox_image, attempt);
+        dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         let id = self.sync.create(spec).await?;
         if let Err(e) = self.sync.runtime.start_container(&id).await {
@@ -561,13 +562,16 @@ impl Executor<'_> {
             node_memory_bytes: config.node_memory_bytes,
             env_objects: &env_objects,
         };
-        let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
+        let mut create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
                 c.oom_score_adj = c.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
                 c
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
+        if let Err(message) = self.apply_security(&mut create, container, &sandbox.id).await {
+            return self.wait(container, "CreateContainerConfigError", message);
+        }
         let id = match self.sync.create(create).await {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
@@ -597,6 +601,45 @@ impl Executor<'_> {
                 tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
             }
         }
+    }
+
+    /// Fill the container's security fields: the image's user (one inspect per image) when
+    /// runAsNonRoot or runAsGroup needs it, a Localhost seccomp profile read off the blocking
+    /// pool; the error is the container's CreateContainerConfigError message.
+    async fn apply_security(
+        &self,
+        create: &mut dockerlet_pod::container::CreateSpec,
+        container: &Container,
+        sandbox_id: &ContainerId,
+    ) -> Result<(), String> {
+        use dockerlet_pod::security;
+        let config = &self.sync.config;
+        let image_user = if security::needs_image_user(self.pod, container) {
+            let image = container.image.clone().unwrap_or_default();
+            Some(self.sync.runtime.image_user(&image).await.map_err(|e| e.to_string())?)
+        } else {
+            None
+        };
+        let profile = match security::localhost_seccomp_profile(self.pod, container).map_err(|e| e.to_string())? {
+            Some(name) => {
+                let path = security::seccomp_profile_path(&config.root_dir, &name).map_err(|e| e.to_string())?;
+                let read = tokio::task::spawn_blocking(move || dockerlet_host::security::read_seccomp_profile(&path));
+                match read.await {
+                    Ok(result) => Some(result.map_err(|e| e.to_string())?),
+                    Err(e) => return Err(format!("reading the seccomp profile did not finish: {e}")),
+                }
+            }
+            None => None,
+        };
+        let input = security::SecurityInput {
+            pod: self.pod,
+            container,
+            sandbox_id,
+            image_user: image_user.as_deref(),
+            seccomp_profile: profile.as_deref(),
+            config: &config.security,
+        };
+        security::apply_container(create, &input).map_err(|e| e.to_string())
     }
 
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
