@@ -617,7 +617,13 @@ mod tests {
         assert!(c.seccomp_default);
         assert_eq!(c.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
         let c = build(
-            &cli(&["--config", p, "--seccomp-default=false", "--allowed-unsafe-sysctls", "net.*,kernel.sem"]),
+            &cli(&[
+                "--config",
+                p,
+                "--seccomp-default=false",
+                "--allowed-unsafe-sysctls",
+                "net.*,kernel.sem",
+            ]),
             host,
         )
         .unwrap();

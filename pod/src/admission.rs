@@ -163,7 +163,9 @@ pub fn admit(pod: &Pod, config: &SecurityConfig) -> Result<(), Rejection> {
     {
         return Err(reject(
             UNSUPPORTED_SECURITY_CONTEXT,
-            format!("spec.securityContext.supplementalGroupsPolicy: unsupported value {other:?}: expected Merge or Strict"),
+            format!(
+                "spec.securityContext.supplementalGroupsPolicy: unsupported value {other:?}: expected Merge or Strict"
+            ),
         ));
     }
     if spec.host_users == Some(false) {
@@ -208,8 +210,7 @@ pub fn rejected_status(pod: &Pod, rejection: &Rejection) -> PodStatus {
 mod tests {
     use super::*;
     use k8s_openapi::api::core::v1::{
-        AppArmorProfile, Container, PodSecurityContext, PodSpec, SecurityContext, Sysctl,
-        WindowsSecurityContextOptions,
+        AppArmorProfile, Container, PodSecurityContext, PodSpec, SecurityContext, Sysctl, WindowsSecurityContextOptions,
     };
 
     fn pod_with(psc: PodSecurityContext, edit: impl FnOnce(&mut PodSpec)) -> Pod {
@@ -334,7 +335,10 @@ mod tests {
         for type_ in ["RuntimeDefault", "Localhost"] {
             let r = admit(&with(type_), &off).unwrap_err();
             assert_eq!(r.reason, "AppArmor");
-            assert_eq!(r.message, "Cannot enforce AppArmor: AppArmor is not enabled on the host");
+            assert_eq!(
+                r.message,
+                "Cannot enforce AppArmor: AppArmor is not enabled on the host"
+            );
         }
     }
 
@@ -367,7 +371,10 @@ mod tests {
         );
         assert_eq!(admit(&merge, &config), Ok(()));
         let userns = pod_with(PodSecurityContext::default(), |s| s.host_users = Some(false));
-        assert!(admit(&userns, &config).unwrap_err().message.starts_with("spec.hostUsers: false"));
+        assert!(admit(&userns, &config)
+            .unwrap_err()
+            .message
+            .starts_with("spec.hostUsers: false"));
         let windows = pod_with(PodSecurityContext::default(), |s| {
             s.containers[0].security_context = Some(SecurityContext {
                 windows_options: Some(WindowsSecurityContextOptions::default()),
@@ -376,6 +383,11 @@ mod tests {
         });
         let r = admit(&windows, &config).unwrap_err();
         assert_eq!(r.reason, UNSUPPORTED_SECURITY_CONTEXT);
-        assert!(r.message.starts_with("spec.containers[0].securityContext.windowsOptions:"), "{}", r.message);
+        assert!(
+            r.message
+                .starts_with("spec.containers[0].securityContext.windowsOptions:"),
+            "{}",
+            r.message
+        );
     }
 }

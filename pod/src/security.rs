@@ -141,9 +141,7 @@ fn effective(pod: &Pod, container: &Container) -> Effective {
     Effective {
         run_as_user: c.and_then(|c| c.run_as_user).or(p.and_then(|p| p.run_as_user)),
         run_as_group: c.and_then(|c| c.run_as_group).or(p.and_then(|p| p.run_as_group)),
-        run_as_non_root: c
-            .and_then(|c| c.run_as_non_root)
-            .or(p.and_then(|p| p.run_as_non_root)),
+        run_as_non_root: c.and_then(|c| c.run_as_non_root).or(p.and_then(|p| p.run_as_non_root)),
         se_linux: c
             .and_then(|c| c.se_linux_options.clone())
             .or_else(|| p.and_then(|p| p.se_linux_options.clone())),
@@ -175,7 +173,12 @@ fn image_uid(user: &str) -> (Option<i64>, String) {
 }
 
 /// kubelet's `verifyRunAsNonRoot`.
-fn verify_run_as_non_root(pod: &Pod, container: &Container, e: &Effective, image_user: &str) -> Result<(), SecurityError> {
+fn verify_run_as_non_root(
+    pod: &Pod,
+    container: &Container,
+    e: &Effective,
+    image_user: &str,
+) -> Result<(), SecurityError> {
     if e.run_as_non_root != Some(true) {
         return Ok(());
     }
@@ -236,7 +239,10 @@ pub fn seccomp_profile_path(root_dir: &Path, name: &str) -> Result<PathBuf, Secu
     if !inside || relative.as_os_str().is_empty() {
         return Err(refused(
             "securityContext.seccompProfile.localhostProfile",
-            format!("{name:?} must be a relative path inside {}", root_dir.join(SECCOMP_DIR).display()),
+            format!(
+                "{name:?} must be a relative path inside {}",
+                root_dir.join(SECCOMP_DIR).display()
+            ),
         ));
     }
     Ok(root_dir.join(SECCOMP_DIR).join(relative))
@@ -300,7 +306,9 @@ pub fn apparmor_profile(pod: &Pod, container: &Container) -> Result<Option<AppAr
                 Some(name) => Ok(Some(profile("Localhost", Some(name)))),
                 None => Err(refused(
                     &format!("metadata.annotations[{key}]"),
-                    format!("invalid AppArmor profile {other:?}: expected runtime/default, unconfined or localhost/<name>"),
+                    format!(
+                        "invalid AppArmor profile {other:?}: expected runtime/default, unconfined or localhost/<name>"
+                    ),
                 )),
             },
         };
@@ -562,7 +570,12 @@ mod tests {
     #[test]
     fn users_and_groups_follow_kubelet() {
         let config = SecurityConfig::default();
-        let table: Vec<(Option<PodSecurityContext>, Option<SecurityContext>, Option<&str>, Option<&str>)> = vec![
+        let table: Vec<(
+            Option<PodSecurityContext>,
+            Option<SecurityContext>,
+            Option<&str>,
+            Option<&str>,
+        )> = vec![
             (None, None, None, None),
             (
                 Some(PodSecurityContext {
@@ -647,9 +660,18 @@ mod tests {
                 }),
             )
         };
-        assert!(needs_image_user(&non_root(None), &non_root(None).spec.unwrap().containers[0]));
-        assert!(!needs_image_user(&non_root(Some(1)), &non_root(Some(1)).spec.unwrap().containers[0]));
-        assert_eq!(run(&non_root(Some(1000)), None, &config).unwrap().user.as_deref(), Some("1000"));
+        assert!(needs_image_user(
+            &non_root(None),
+            &non_root(None).spec.unwrap().containers[0]
+        ));
+        assert!(!needs_image_user(
+            &non_root(Some(1)),
+            &non_root(Some(1)).spec.unwrap().containers[0]
+        ));
+        assert_eq!(
+            run(&non_root(Some(1000)), None, &config).unwrap().user.as_deref(),
+            Some("1000")
+        );
         assert!(run(&non_root(None), Some("1234"), &config).is_ok());
         let cases = [
             (
@@ -676,7 +698,10 @@ mod tests {
         for (p, image_user, message) in cases {
             assert_eq!(run(&p, image_user, &config).unwrap_err().to_string(), message);
         }
-        assert!(run(&non_root(None), None, &config).is_err(), "the image user must be handed in");
+        assert!(
+            run(&non_root(None), None, &config).is_err(),
+            "the image user must be handed in"
+        );
     }
 
     /// Privileged, capabilities (with and without CAP_, ALL), read-only rootfs, no_new_privs and
@@ -707,7 +732,10 @@ mod tests {
         assert_eq!(spec.readonly_paths, Some(vec![]));
 
         let unset = run(&pod(None, None), None, &config).unwrap();
-        assert_eq!(unset.masked_paths, None, "Default procMount keeps Docker's masked paths");
+        assert_eq!(
+            unset.masked_paths, None,
+            "Default procMount keeps Docker's masked paths"
+        );
         assert!(!unset.security_opt.contains(&"no-new-privileges".to_string()));
 
         let refusals = [
@@ -739,7 +767,10 @@ mod tests {
             ),
         ];
         for (sc, message) in refusals {
-            assert_eq!(run(&pod(None, Some(sc)), None, &config).unwrap_err().to_string(), message);
+            assert_eq!(
+                run(&pod(None, Some(sc)), None, &config).unwrap_err().to_string(),
+                message
+            );
         }
         let privileged = SecurityContext {
             privileged: Some(true),
@@ -802,7 +833,10 @@ mod tests {
             assert!(seccomp_profile_path(root, bad).is_err(), "{bad}");
         }
         let nameless = with(None, seccomp("Localhost", None));
-        assert!(opts(&nameless, &off, None).unwrap_err().to_string().contains("localhostProfile"));
+        assert!(opts(&nameless, &off, None)
+            .unwrap_err()
+            .to_string()
+            .contains("localhostProfile"));
         let unknown = with(None, seccomp("Fancy", None));
         assert_eq!(
             opts(&unknown, &off, None).unwrap_err().to_string(),
@@ -828,12 +862,18 @@ mod tests {
             }),
             None,
         );
-        assert_eq!(run(&p, None, &enabled).unwrap().security_opt, vec!["apparmor=pod-profile"]);
+        assert_eq!(
+            run(&p, None, &enabled).unwrap().security_opt,
+            vec!["apparmor=pod-profile"]
+        );
         p.metadata.annotations = Some(BTreeMap::from([(
             format!("{APPARMOR_ANNOTATION_PREFIX}c"),
             "unconfined".to_string(),
         )]));
-        assert_eq!(run(&p, None, &enabled).unwrap().security_opt, vec!["apparmor=unconfined"]);
+        assert_eq!(
+            run(&p, None, &enabled).unwrap().security_opt,
+            vec!["apparmor=unconfined"]
+        );
         let disabled = SecurityConfig {
             seccomp_default: true,
             ..Default::default()
@@ -852,10 +892,9 @@ mod tests {
             format!("{APPARMOR_ANNOTATION_PREFIX}c"),
             "bogus".to_string(),
         )]));
-        assert!(run(&p, None, &enabled)
-            .unwrap_err()
-            .to_string()
-            .starts_with("metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: invalid AppArmor profile"));
+        assert!(run(&p, None, &enabled).unwrap_err().to_string().starts_with(
+            "metadata.annotations[container.apparmor.security.beta.kubernetes.io/c]: invalid AppArmor profile"
+        ));
     }
 
     /// SELinux options become Docker `label=` options.
@@ -904,7 +943,10 @@ mod tests {
             None,
         );
         p.spec.as_mut().unwrap().share_process_namespace = Some(true);
-        assert_eq!(run(&p, None, &config).unwrap().pid_mode.as_deref(), Some("container:sb"));
+        assert_eq!(
+            run(&p, None, &config).unwrap().pid_mode.as_deref(),
+            Some("container:sb")
+        );
         let mut sandbox = CreateSpec::default();
         apply_sandbox(&mut sandbox, &p);
         assert_eq!(sandbox.pid_mode, None);
@@ -923,6 +965,9 @@ mod tests {
             normalize_sysctl("net/ipv4/conf/eno2.100/rp_filter"),
             "net.ipv4.conf.eno2/100.rp_filter"
         );
-        assert_eq!(normalize_sysctl("net.ipv4.conf.eno2/100.rp_filter"), "net.ipv4.conf.eno2/100.rp_filter");
+        assert_eq!(
+            normalize_sysctl("net.ipv4.conf.eno2/100.rp_filter"),
+            "net.ipv4.conf.eno2/100.rp_filter"
+        );
     }
 }
