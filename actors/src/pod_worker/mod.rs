@@ -827,6 +827,83 @@ mod tests {
         assert!(running("one") && running("two"), "{statuses:?}");
     }
 
+    /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and
+    /// message, and nothing of it is created, then or at later syncs.
+    #[actix::test]
+    async fn a_rejected_pod_never_runs_and_reports_failed() {
+        use k8s_openapi::api::core::v1::{PodSecurityContext, Sysctl};
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let mut pod = (*pod()).clone();
+        pod.spec.as_mut().unwrap().security_context = Some(PodSecurityContext {
+            sysctls: Some(vec![Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }]),
+            ..Default::default()
+        });
+        let worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        worker.do_send(SyncPod);
+        tokio::time::sleep(Duration::from_secs(70)).await;
+        assert_eq!(runtime.calls(), vec![], "a rejected pod touched Docker");
+        let statuses = sink.send(Statuses).await.unwrap();
+        assert_eq!(statuses.len(), 1, "the rejection is reported once: {statuses:?}");
+        let status = statuses[0].status.clone().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("SysctlForbidden"));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted")
+        );
+    }
+
+    /// runAsNonRoot on an image that runs as root: the container waits with
+    /// CreateContainerConfigError and kubelet's message, and is never created.
+    #[actix::test]
+    async fn run_as_non_root_on_a_root_image_is_never_created() {
+        use k8s_openapi::api::core::v1::SecurityContext;
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let mut pod = (*pod()).clone();
+        pod.spec.as_mut().unwrap().containers[0].security_context = Some(SecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+        let _worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            count(
+                &runtime,
+                |c| matches!(c, Call::Create(name) if name.starts_with("k8s_app"))
+            ),
+            0,
+            "{:?}",
+            runtime.calls()
+        );
+        let statuses = sink.send(Statuses).await.unwrap();
+        let waiting = statuses
+            .last()
+            .and_then(|p| {
+                p.status
+                    .as_ref()?
+                    .container_statuses
+                    .as_ref()?
+                    .first()?
+                    .state
+                    .clone()?
+                    .waiting
+            })
+            .expect("a waiting container");
+        assert_eq!(waiting.reason.as_deref(), Some("CreateContainerConfigError"));
+        assert_eq!(
+            waiting.message.as_deref(),
+            Some("container has runAsNonRoot and image will run as root (pod: \"web_default(u1)\", container: app)")
+        );
+    }
+
     /// An action whose result the worker could not observe (the inspect after the start
     /// failed) makes the next sync wait for a relist after it, rather than decide on state that
     /// predates it (and create the container a second time).
