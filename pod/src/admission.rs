@@ -253,7 +253,9 @@ mod tests {
             allowed_unsafe_sysctls: vec!["kernel.msg*".into(), "net.core.somaxconn".into()],
             ..Default::default()
         };
-        let table: Vec<(&[&str], &SecurityConfig, bool, bool, Option<&str>)> = vec![
+        /// Sysctls, node settings, hostNetwork, hostIPC, the rejection message.
+        type Case<'a> = (&'a [&'a str], &'a SecurityConfig, bool, bool, Option<&'a str>);
+        let table: Vec<Case> = vec![
             (&["kernel.shm_rmid_forced"], &config, false, false, None),
             (&["kernel/shm_rmid_forced"], &config, false, false, None),
             (

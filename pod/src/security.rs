@@ -570,12 +570,14 @@ mod tests {
     #[test]
     fn users_and_groups_follow_kubelet() {
         let config = SecurityConfig::default();
-        let table: Vec<(
+        /// Pod and container contexts, the image's user, the Docker user wanted.
+        type Case<'a> = (
             Option<PodSecurityContext>,
             Option<SecurityContext>,
-            Option<&str>,
-            Option<&str>,
-        )> = vec![
+            Option<&'a str>,
+            Option<&'a str>,
+        );
+        let table: Vec<Case> = vec![
             (None, None, None, None),
             (
                 Some(PodSecurityContext {
