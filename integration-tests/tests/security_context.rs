@@ -5,6 +5,7 @@
 //! Every pod runs to completion (`restartPolicy: Never`) and is judged by its phase and its
 //! output, as upstream's `TestContainerOutput` does; refusals are read from `/pods` and events.
 
+use std::io::Write as _;
 use std::time::Duration;
 
 use dockerlet_integration_tests::docker::docker_ok;
@@ -345,7 +346,10 @@ fn privileges_and_capabilities_are_those_the_pod_asks_for() {
         .find(|e| e.message.starts_with("Error: "));
     match refused {
         Some(event) => {
-            eprintln!(
+            // Written to stderr directly, not through the test harness's capture: visible in
+            // every run, passing or not.
+            let _ = writeln!(
+                std::io::stderr(),
                 "NOTE: this Docker engine refuses privileged containers, so privileged: true could not be \
                  checked here; the refusal was reported: {}",
                 event.message
@@ -433,7 +437,7 @@ fn sysctls_are_set_or_the_pod_is_rejected() {
 }
 
 /// shareProcessNamespace: the container sees the pause process as PID 1; hostPID: it sees the
-/// host's PID 1.
+/// host's PID 1; hostIPC: it is in the host's IPC namespace.
 #[test]
 fn process_namespaces_are_shared_as_asked() {
     let manifests = ManifestDir::new();
@@ -454,6 +458,9 @@ fn process_namespaces_are_shared_as_asked() {
         "private.yaml",
         &manifest("private", &[], &[], "cat /proc/1/cmdline; echo"),
     );
+    let ipc = "readlink /proc/self/ns/ipc";
+    manifests.write("hostipc.yaml", &manifest("hostipc", &["hostIPC: true"], &[], ipc));
+    manifests.write("podipc.yaml", &manifest("podipc", &[], &[], ipc));
     let agent = Agent::start("sc-pid", manifests.path(), &[]);
     let shared = expect_phase(&agent, "shared", "Succeeded");
     assert_eq!(shared.trim_end_matches(['\0', '\n']), "/pause", "{shared:?}");
@@ -466,6 +473,10 @@ fn process_namespaces_are_shared_as_asked() {
         &host_init[..],
         "the host's PID 1: {host_pid:?}"
     );
+    let host_ipc = std::fs::read_link("/proc/self/ns/ipc").expect("the host's IPC namespace");
+    let host_ipc = host_ipc.to_string_lossy();
+    assert_eq!(expect_phase(&agent, "hostipc", "Succeeded").trim(), host_ipc);
+    assert_ne!(expect_phase(&agent, "podipc", "Succeeded").trim(), host_ipc);
 }
 
 /// Seccomp: unset is Unconfined (kubelet without --seccomp-default), RuntimeDefault is Docker's
