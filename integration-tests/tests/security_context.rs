@@ -8,7 +8,7 @@
 use std::io::Write as _;
 use std::time::Duration;
 
-use dockerlet_integration_tests::docker::docker_ok;
+use dockerlet_integration_tests::docker::{docker, docker_ok};
 use dockerlet_integration_tests::{
     holds_for, Agent, ContainerStatusExt, EventLog, ManifestDir, PodExt, BUSYBOX_IMAGE, CHANGE_TIMEOUT,
     POD_START_TIMEOUT,
@@ -167,12 +167,53 @@ fn users_and_groups_are_those_the_pod_asks_for() {
     }
 }
 
-/// runAsNonRoot: an explicit non-root uid runs; the busybox image (root) and an explicit
-/// runAsUser 0 are refused with kubelet's messages as CreateContainerConfigError and a Failed
-/// event, and never run.
+/// A copy of busybox whose image config names `user`, removed when dropped.
+struct UserImage(String);
+
+impl UserImage {
+    fn new(test: &str, user: &str) -> Self {
+        let suffix = format!("{test}-{}", std::process::id());
+        let tag = format!("dockerlet.local/busybox-user:{suffix}");
+        let holder = format!("dockerlet-userimage-{suffix}");
+        docker_ok(&[
+            "create",
+            "--name",
+            &holder,
+            "--label",
+            "dockerlet-test-image=1",
+            BUSYBOX_IMAGE,
+        ]);
+        let committed = docker(&["commit", "--change", &format!("USER {user}"), &holder, &tag]);
+        docker_ok(&["rm", "-f", &holder]);
+        assert!(
+            committed.status.success(),
+            "docker commit: {}",
+            String::from_utf8_lossy(&committed.stderr)
+        );
+        UserImage(tag)
+    }
+}
+
+impl Drop for UserImage {
+    fn drop(&mut self) {
+        let _ = docker(&["rmi", "-f", &self.0]);
+    }
+}
+
+/// runAsNonRoot: an explicit non-root uid runs, and so does an image whose user is non-root
+/// (upstream's nonroot image, USER 1234); the busybox image (root), an explicit runAsUser 0 and
+/// an image naming its user by name are refused with kubelet's messages as
+/// CreateContainerConfigError and a Failed event, and never run.
 #[test]
 fn run_as_non_root_refuses_root() {
+    let numeric = UserImage::new("nonroot-1234", "1234");
+    let named = UserImage::new("nonroot-named", "nobody");
     let manifests = ManifestDir::new();
+    let image_pod = |name: &str, image: &str| {
+        manifest(name, &["securityContext: {runAsNonRoot: true}"], &[], "id -u").replace(BUSYBOX_IMAGE, image)
+    };
+    manifests.write("imageuser.yaml", &image_pod("imageuser", &numeric.0));
+    manifests.write("imagename.yaml", &image_pod("imagename", &named.0));
     manifests.write(
         "nonroot.yaml",
         &manifest(
@@ -214,6 +255,18 @@ fn run_as_non_root_refuses_root() {
     assert!(
         agent.pod_containers(&uid).iter().all(|c| c.is_sandbox()),
         "a refused container is never created"
+    );
+
+    assert_eq!(expect_phase(&agent, "imageuser", "Succeeded").trim(), "1234");
+    let pod = agent.wait_for_pod("imagename", "has a UID", POD_START_TIMEOUT, |p| !p.uid().is_empty());
+    assert_eq!(
+        expect_config_error(&agent, "imagename"),
+        format!(
+            "container has runAsNonRoot and image has non-numeric user (nobody), cannot verify user is non-root \
+             (pod: \"{}_default({})\", container: c)",
+            agent.pod_name("imagename"),
+            pod.uid()
+        )
     );
 
     let pod = agent.wait_for_pod("uidzero", "has a UID", POD_START_TIMEOUT, |p| !p.uid().is_empty());
