@@ -66,6 +66,24 @@ pub enum EnvObjectsError {
     Api(#[from] dockerlet_kube::ApiError),
 }
 
+/// Why a container's security context could not be set up; the container waits with
+/// CreateContainerConfigError and the next sync tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum SecuritySetupError {
+    /// The security context cannot be honoured (runAsNonRoot, a bad profile, …).
+    #[error(transparent)]
+    Security(#[from] dockerlet_pod::security::SecurityError),
+    /// The image's user could not be inspected.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The Localhost seccomp profile could not be read.
+    #[error(transparent)]
+    Profile(#[from] dockerlet_host::security::SeccompProfileError),
+    /// Reading the profile on the blocking pool did not finish.
+    #[error("reading the seccomp profile did not finish: {0}")]
+    Unfinished(#[source] tokio::task::JoinError),
+}
+
 /// What a sync did and saw.
 #[derive(Debug, Default)]
 pub struct SyncOutcome {
@@ -569,8 +587,8 @@ impl Executor<'_> {
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        if let Err(message) = self.apply_security(&mut create, container, &sandbox.id).await {
-            return self.wait(container, "CreateContainerConfigError", message);
+        if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
+            return self.wait(container, "CreateContainerConfigError", e.to_string());
         }
         let id = match self.sync.create(create).await {
             Ok(id) => id,
@@ -605,29 +623,26 @@ impl Executor<'_> {
 
     /// Fill the container's security fields: the image's user (one inspect per image) when
     /// runAsNonRoot or runAsGroup needs it, a Localhost seccomp profile read off the blocking
-    /// pool; the error is the container's CreateContainerConfigError message.
+    /// pool. An error is the container's CreateContainerConfigError.
     async fn apply_security(
         &self,
         create: &mut dockerlet_pod::container::CreateSpec,
         container: &Container,
         sandbox_id: &ContainerId,
-    ) -> Result<(), String> {
+    ) -> Result<(), SecuritySetupError> {
         use dockerlet_pod::security;
         let config = &self.sync.config;
         let image_user = if security::needs_image_user(self.pod, container) {
             let image = container.image.clone().unwrap_or_default();
-            Some(self.sync.runtime.image_user(&image).await.map_err(|e| e.to_string())?)
+            Some(self.sync.runtime.image_user(&image).await?)
         } else {
             None
         };
-        let profile = match security::localhost_seccomp_profile(self.pod, container).map_err(|e| e.to_string())? {
+        let profile = match security::localhost_seccomp_profile(self.pod, container)? {
             Some(name) => {
-                let path = security::seccomp_profile_path(&config.root_dir, &name).map_err(|e| e.to_string())?;
+                let path = security::seccomp_profile_path(&config.root_dir, &name)?;
                 let read = tokio::task::spawn_blocking(move || dockerlet_host::security::read_seccomp_profile(&path));
-                match read.await {
-                    Ok(result) => Some(result.map_err(|e| e.to_string())?),
-                    Err(e) => return Err(format!("reading the seccomp profile did not finish: {e}")),
-                }
+                Some(read.await.map_err(SecuritySetupError::Unfinished)??)
             }
             None => None,
         };
@@ -639,7 +654,7 @@ impl Executor<'_> {
             seccomp_profile: profile.as_deref(),
             config: &config.security,
         };
-        security::apply_container(create, &input).map_err(|e| e.to_string())
+        Ok(security::apply_container(create, &input)?)
     }
 
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
