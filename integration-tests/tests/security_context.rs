@@ -160,6 +160,15 @@ fn users_and_groups_are_those_the_pod_asks_for() {
     for name in ["u65534", "u0", "podlevel", "containerlevel", "grouponly"] {
         expect_phase(&agent, name, "Succeeded");
     }
+    // The sandbox runs as the pod-level user too, as kubelet's sandbox config says.
+    let pod = agent.pod("podlevel").expect("podlevel in /pods");
+    let sandbox = agent
+        .pod_containers(pod.uid())
+        .into_iter()
+        .find(|c| c.is_sandbox())
+        .expect("the sandbox of podlevel");
+    let user = docker_ok(&["inspect", "--format", "{{.Config.User}}", &sandbox.id]);
+    assert_eq!(user.trim(), "1001:2002");
     let groups = expect_phase(&agent, "groups", "Succeeded");
     let groups: Vec<&str> = groups.split_whitespace().collect();
     for gid in ["3000", "4000", "4001"] {

@@ -489,9 +489,27 @@ pub fn normalize_sysctl(name: &str) -> String {
     }
 }
 
-/// Fill the sandbox's security fields: the pod's sysctls (the sandbox owns the network and IPC
-/// namespaces its containers join; admission checked them) and the host PID namespace.
+/// Fill the sandbox's security fields as kubelet's sandbox config and dockershim's
+/// `applySandboxSecurityContext` do: the pod-level runAsUser (with its runAsGroup), fsGroup and
+/// supplementalGroups, `no-new-privileges` with Docker's default seccomp profile, the pod's
+/// sysctls (the sandbox owns the network and IPC namespaces its containers join; admission
+/// checked them) and the host PID namespace. It is never privileged: the pause process needs
+/// nothing, and a privileged container asks for itself.
 pub fn apply_sandbox(spec: &mut CreateSpec, pod: &Pod) {
+    let p = pod_sc(pod);
+    spec.user = p
+        .and_then(|p| p.run_as_user)
+        .map(|uid| match p.and_then(|p| p.run_as_group) {
+            Some(gid) => format!("{uid}:{gid}"),
+            None => uid.to_string(),
+        });
+    spec.group_add = p
+        .and_then(|p| p.fs_group)
+        .into_iter()
+        .chain(p.and_then(|p| p.supplemental_groups.clone()).into_iter().flatten())
+        .map(|g| g.to_string())
+        .collect();
+    spec.security_opt = vec!["no-new-privileges".to_string()];
     spec.sysctls = pod_sc(pod)
         .and_then(|p| p.sysctls.as_ref())
         .into_iter()
@@ -899,6 +917,30 @@ mod tests {
         ));
     }
 
+    /// The sandbox runs as the pod-level user with the pod's groups.
+    #[test]
+    fn the_sandbox_takes_the_pod_level_user_and_groups() {
+        let p = pod(
+            Some(PodSecurityContext {
+                run_as_user: Some(1001),
+                run_as_group: Some(2002),
+                fs_group: Some(3000),
+                supplemental_groups: Some(vec![4000]),
+                ..Default::default()
+            }),
+            Some(SecurityContext {
+                run_as_user: Some(7),
+                privileged: Some(true),
+                ..Default::default()
+            }),
+        );
+        let mut sandbox = CreateSpec::default();
+        apply_sandbox(&mut sandbox, &p);
+        assert_eq!(sandbox.user.as_deref(), Some("1001:2002"));
+        assert_eq!(sandbox.group_add, vec!["3000", "4000"]);
+        assert!(!sandbox.privileged);
+    }
+
     /// SELinux options become Docker `label=` options.
     #[test]
     fn selinux_options_become_labels() {
@@ -952,6 +994,8 @@ mod tests {
         let mut sandbox = CreateSpec::default();
         apply_sandbox(&mut sandbox, &p);
         assert_eq!(sandbox.pid_mode, None);
+        assert_eq!(sandbox.user, None);
+        assert_eq!(sandbox.security_opt, vec!["no-new-privileges"]);
         assert_eq!(
             sandbox.sysctls,
             BTreeMap::from([
