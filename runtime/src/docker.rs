@@ -334,6 +334,8 @@ impl Images for DockerRuntime {
             .await
             .map_err(|e| failed(&format!("pull image {image}"), e))?;
         self.known_images().insert(image.to_string());
+        // The reference may name another image now: its user is inspected again when needed.
+        self.image_users().ids.remove(image);
         Ok(())
     }
 
