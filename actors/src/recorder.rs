@@ -29,7 +29,7 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 10] = [
+        const WARNINGS: [&str; 14] = [
             "BackOff",
             "FailedMount",
             "Failed",
@@ -40,6 +40,11 @@ impl EventType {
             "FailedCreatePodSandBox",
             "DNSConfigForming",
             "MissingClusterDNS",
+            // Admission rejections (kubelet's rejectPod records them as warnings).
+            dockerlet_pod::admission::SYSCTL_FORBIDDEN,
+            dockerlet_pod::admission::APPARMOR,
+            dockerlet_pod::admission::SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED,
+            dockerlet_pod::admission::UNSUPPORTED_SECURITY_CONTEXT,
         ];
         if WARNINGS.contains(&reason) {
             EventType::Warning
@@ -173,6 +178,7 @@ mod tests {
     fn failures_are_warnings() {
         assert_eq!(EventType::of("BackOff"), EventType::Warning);
         assert_eq!(EventType::of("Unhealthy"), EventType::Warning);
+        assert_eq!(EventType::of("SysctlForbidden"), EventType::Warning);
         assert_eq!(EventType::of("Started"), EventType::Normal);
         assert_eq!(EventType::of("Pulled"), EventType::Normal);
     }

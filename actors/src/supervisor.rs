@@ -721,6 +721,7 @@ mod tests {
                 resolv_conf: None,
                 ..Default::default()
             },
+            security: Default::default(),
         };
         SupervisorConfig {
             worker: Arc::new(worker),

@@ -178,6 +178,16 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resolv_conf: Option<String>,
 
+    /// Use the runtime's default seccomp profile for containers that set none (instead of
+    /// Unconfined) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub seccomp_default: Option<bool>,
+
+    /// Unsafe sysctls or patterns ending in `*` pods may set beyond the safe set
+    /// (`kernel.msg*,net.core.somaxconn`).
+    #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
+    pub allowed_unsafe_sysctls: Vec<String>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

@@ -80,6 +80,10 @@ pub struct AgentConfig {
     pub eviction_pressure_transition_period: Duration,
     /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
     pub dns: ClusterDns,
+    /// `--seccomp-default`: unset seccomp profiles mean RuntimeDefault.
+    pub seccomp_default: bool,
+    /// `--allowed-unsafe-sysctls`.
+    pub allowed_unsafe_sysctls: Vec<String>,
 }
 
 /// A setting that cannot be used.
@@ -136,6 +140,8 @@ struct FileSettings {
     cluster_dns: Option<Vec<String>>,
     cluster_domain: Option<String>,
     resolv_conf: Option<PathBuf>,
+    seccomp_default: Option<bool>,
+    allowed_unsafe_sysctls: Option<Vec<String>>,
     present: bool,
 }
 
@@ -219,6 +225,8 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cluster_dns: field(path, &mut map, "clusterDNS")?,
         cluster_domain: field(path, &mut map, "clusterDomain")?,
         resolv_conf: field(path, &mut map, "resolvConf")?,
+        seccomp_default: field(path, &mut map, "seccompDefault")?,
+        allowed_unsafe_sysctls: field(path, &mut map, "allowedUnsafeSysctls")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -457,8 +465,18 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         }
     }
     let dns = dns_settings(cli, (file.cluster_dns, file.cluster_domain, file.resolv_conf), &invalid)?;
+    let allowed_unsafe_sysctls = if cli.allowed_unsafe_sysctls.is_empty() {
+        file.allowed_unsafe_sysctls.unwrap_or_default()
+    } else {
+        cli.allowed_unsafe_sysctls.clone()
+    };
+    let allowed_unsafe_sysctls: Vec<String> = allowed_unsafe_sysctls.into_iter().filter(|s| !s.is_empty()).collect();
+    dockerlet_pod::admission::check_unsafe_sysctl_patterns(&allowed_unsafe_sysctls)
+        .map_err(|e| invalid("--allowed-unsafe-sysctls", e.to_string()))?;
     Ok(AgentConfig {
         dns,
+        seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
+        allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
             url,
             headers: url_headers,
@@ -635,6 +653,42 @@ mod tests {
         .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and
+    /// empty by default); a pattern that is not namespaced is refused naming the flag.
+    #[test]
+    fn security_settings_parse() {
+        let c = build(&cli(&[]), host).unwrap();
+        assert!(!c.seccomp_default && c.allowed_unsafe_sysctls.is_empty());
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "seccompDefault: true\nallowedUnsafeSysctls: [\"kernel.msg*\"]\n").unwrap();
+        let p = path.to_str().unwrap();
+        let c = build(&cli(&["--config", p]), host).unwrap();
+        assert!(c.seccomp_default);
+        assert_eq!(c.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
+        let c = build(
+            &cli(&[
+                "--config",
+                p,
+                "--seccomp-default=false",
+                "--allowed-unsafe-sysctls",
+                "net.*,kernel.sem",
+            ]),
+            host,
+        )
+        .unwrap();
+        assert!(!c.seccomp_default);
+        assert_eq!(c.allowed_unsafe_sysctls, vec!["net.*", "kernel.sem"]);
+        assert!(build(&cli(&["--seccomp-default"]), host).unwrap().seccomp_default);
+        let err = build(&cli(&["--allowed-unsafe-sysctls", "vm.swappiness"]), host)
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            err,
+            r#"invalid value for --allowed-unsafe-sysctls: the sysctls "vm.swappiness" are not known to be namespaced"#
+        );
     }
 
     /// Bad values name the setting and the reason.

@@ -14,6 +14,7 @@ use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
+use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::{ContainerRuntime, Images};
 use tokio::signal::unix::{signal, SignalKind};
@@ -101,6 +102,11 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         root_dir,
         api: api.clone(),
         dns: config.dns.clone(),
+        security: SecurityConfig {
+            seccomp_default: config.seccomp_default,
+            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
+        },
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {

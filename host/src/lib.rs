@@ -13,11 +13,13 @@
 //!   projected volumes swapped in with one rename.
 //! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 //! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
+//! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
 
 pub mod atomic_writer;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod ownership;
 pub mod pod_files;
+pub mod security;
 pub mod signals;
 pub mod volume_dirs;

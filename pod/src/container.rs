@@ -93,6 +93,30 @@ pub struct CreateSpec {
     pub tty: bool,
     /// Keep stdin open (`stdin: true`).
     pub stdin: bool,
+    /// `User`: `uid`, `uid:gid`, or the image's user with a group (`runAsUser`, `runAsGroup`);
+    /// none keeps the image's.
+    pub user: Option<String>,
+    /// Supplementary groups (`fsGroup`, then `supplementalGroups`).
+    pub group_add: Vec<String>,
+    /// Capabilities added (`CAP_…` or `ALL`).
+    pub cap_add: Vec<String>,
+    /// Capabilities dropped (`CAP_…` or `ALL`).
+    pub cap_drop: Vec<String>,
+    /// `privileged: true`.
+    pub privileged: bool,
+    /// `readOnlyRootFilesystem: true`.
+    pub read_only_rootfs: bool,
+    /// Docker security options: `seccomp=…`, `apparmor=…`, `label=…`, `no-new-privileges`.
+    pub security_opt: Vec<String>,
+    /// Namespaced sysctls (sandboxes only: the containers join its namespaces).
+    pub sysctls: BTreeMap<String, String>,
+    /// PID namespace: `host` (`hostPID`) or `container:<sandbox>` (`shareProcessNamespace`).
+    pub pid_mode: Option<String>,
+    /// Paths masked in the container; `Some(empty)` unmasks all (`procMount: Unmasked`), none
+    /// keeps Docker's defaults.
+    pub masked_paths: Option<Vec<String>>,
+    /// Paths mounted read-only; as [`CreateSpec::masked_paths`].
+    pub readonly_paths: Option<Vec<String>>,
 }
 
 /// Why a container's config could not be built (reason `CreateContainerConfigError`).
@@ -348,6 +372,8 @@ pub fn container_spec(
         oom_score_adj: Some(oom_score_adj(ctx.pod, &resources, ctx.node_memory_bytes)),
         tty: container.tty.unwrap_or(false),
         stdin: container.stdin.unwrap_or(false),
+        // The security fields are filled by `crate::security::apply_container`.
+        ..Default::default()
     })
 }
 

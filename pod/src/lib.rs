@@ -13,6 +13,8 @@
 //! - [`hosts`]: the pod's hostname, FQDN and managed `/etc/hosts`.
 //! - [`envvars`]: service link environment variables.
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
+//! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
+//! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
@@ -22,6 +24,7 @@
 //! - [`annotations`], [`quantity`], [`version`]: small shared facts.
 
 pub mod action;
+pub mod admission;
 pub mod annotations;
 pub mod backoff;
 pub mod container;
@@ -37,6 +40,7 @@ pub mod plan;
 pub mod probe_state;
 pub mod quantity;
 pub mod resource;
+pub mod security;
 pub mod spec;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]

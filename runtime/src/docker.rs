@@ -37,6 +37,35 @@ pub struct DockerRuntime {
     /// Images known to be present (by the reference containers name them with): inspected or
     /// pulled once, forgotten when a create finds the image gone.
     images_present: Arc<Mutex<HashSet<String>>>,
+    /// Image facts by image ID (its `Config.User`, for runAsNonRoot and runAsGroup), and the ID
+    /// each reference resolved to: one inspect per image, not per container start.
+    image_users: Arc<Mutex<ImageUsers>>,
+}
+
+/// The users of inspected images.
+#[derive(Debug, Default)]
+struct ImageUsers {
+    /// Reference → image ID.
+    ids: HashMap<String, String>,
+    /// Image ID → `Config.User`.
+    users: HashMap<String, String>,
+}
+
+impl ImageUsers {
+    fn remember(&mut self, reference: &str, inspected: &bollard::models::ImageInspect) {
+        let id = inspected.id.clone().unwrap_or_else(|| reference.to_string());
+        let user = inspected
+            .config
+            .as_ref()
+            .and_then(|c| c.user.clone())
+            .unwrap_or_default();
+        self.ids.insert(reference.to_string(), id.clone());
+        self.users.insert(id, user);
+    }
+
+    fn user(&self, reference: &str) -> Option<&String> {
+        self.users.get(self.ids.get(reference)?)
+    }
 }
 
 impl DockerRuntime {
@@ -65,6 +94,7 @@ impl DockerRuntime {
         Ok(DockerRuntime {
             docker,
             images_present: Arc::default(),
+            image_users: Arc::default(),
         })
     }
 
@@ -83,6 +113,12 @@ impl DockerRuntime {
 
     fn known_images(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
         self.images_present
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn image_users(&self) -> std::sync::MutexGuard<'_, ImageUsers> {
+        self.image_users
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
@@ -171,6 +207,7 @@ impl Containers for DockerRuntime {
                 {
                     // Removed behind our back: the next sync inspects (and pulls) again.
                     self.known_images().remove(&image);
+                    self.image_users().ids.remove(&image);
                 }
                 Err(failed(&format!("create container {name}"), e))
             }
@@ -262,13 +299,28 @@ impl Images for DockerRuntime {
             return Ok(true);
         }
         match self.docker.inspect_image(image).await {
-            Ok(_) => {
+            Ok(inspected) => {
                 self.known_images().insert(image.to_string());
+                self.image_users().remember(image, &inspected);
                 Ok(true)
             }
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
             Err(e) => Err(failed(&format!("inspect image {image}"), e)),
         }
+    }
+
+    async fn image_user(&self, image: &str) -> Result<String, RuntimeError> {
+        if let Some(user) = self.image_users().user(image) {
+            return Ok(user.clone());
+        }
+        let inspected = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(|e| failed(&format!("inspect image {image}"), e))?;
+        let mut users = self.image_users();
+        users.remember(image, &inspected);
+        Ok(users.user(image).cloned().unwrap_or_default())
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
@@ -282,6 +334,8 @@ impl Images for DockerRuntime {
             .await
             .map_err(|e| failed(&format!("pull image {image}"), e))?;
         self.known_images().insert(image.to_string());
+        // The reference may name another image now: its user is inspected again when needed.
+        self.image_users().ids.remove(image);
         Ok(())
     }
 
@@ -450,6 +504,10 @@ fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
     })
 }
 
+fn non_empty(items: Vec<String>) -> Option<Vec<String>> {
+    (!items.is_empty()).then_some(items)
+}
+
 fn create_body(spec: CreateSpec) -> ContainerCreateBody {
     let network_mode = spec.network.map(|n| match n {
         NetworkMode::Bridge => "bridge".to_string(),
@@ -480,6 +538,16 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         cpu_quota: spec.cpu_quota,
         cpu_period: spec.cpu_period,
         oom_score_adj: spec.oom_score_adj,
+        group_add: non_empty(spec.group_add),
+        cap_add: non_empty(spec.cap_add),
+        cap_drop: non_empty(spec.cap_drop),
+        privileged: Some(spec.privileged),
+        readonly_rootfs: Some(spec.read_only_rootfs),
+        security_opt: non_empty(spec.security_opt),
+        sysctls: (!spec.sysctls.is_empty()).then(|| spec.sysctls.into_iter().collect()),
+        pid_mode: spec.pid_mode,
+        masked_paths: spec.masked_paths,
+        readonly_paths: spec.readonly_paths,
         ..Default::default()
     };
     ContainerCreateBody {
@@ -490,10 +558,62 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         working_dir: spec.working_dir,
         labels: Some(spec.labels.into_iter().collect()),
         hostname: spec.hostname,
+        user: spec.user,
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         tty: Some(spec.tty),
         open_stdin: Some(spec.stdin),
         host_config: Some(host_config),
         ..Default::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The security fields of a `CreateSpec` reach Docker's `Config.User` and `HostConfig`;
+    /// unset ones stay unset (Docker's defaults), and empty masked paths stay empty (unmasked).
+    #[test]
+    fn security_fields_reach_the_host_config() {
+        let spec = CreateSpec {
+            image: "img".into(),
+            user: Some("1001:2002".into()),
+            group_add: vec!["3000".into()],
+            cap_add: vec!["CAP_NET_ADMIN".into()],
+            cap_drop: vec!["ALL".into()],
+            privileged: true,
+            read_only_rootfs: true,
+            security_opt: vec!["no-new-privileges".into(), "seccomp=unconfined".into()],
+            sysctls: BTreeMap::from([("kernel.shm_rmid_forced".to_string(), "1".to_string())]),
+            pid_mode: Some("host".into()),
+            masked_paths: Some(vec![]),
+            readonly_paths: Some(vec![]),
+            ..Default::default()
+        };
+        let body = create_body(spec);
+        assert_eq!(body.user.as_deref(), Some("1001:2002"));
+        let host = body.host_config.unwrap();
+        assert_eq!(host.group_add, Some(vec!["3000".to_string()]));
+        assert_eq!(host.cap_add, Some(vec!["CAP_NET_ADMIN".to_string()]));
+        assert_eq!(host.cap_drop, Some(vec!["ALL".to_string()]));
+        assert_eq!(host.privileged, Some(true));
+        assert_eq!(host.readonly_rootfs, Some(true));
+        assert_eq!(
+            host.security_opt,
+            Some(vec!["no-new-privileges".to_string(), "seccomp=unconfined".to_string()])
+        );
+        assert_eq!(
+            host.sysctls,
+            Some(HashMap::from([("kernel.shm_rmid_forced".to_string(), "1".to_string())]))
+        );
+        assert_eq!(host.pid_mode.as_deref(), Some("host"));
+        assert_eq!(host.masked_paths, Some(vec![]));
+        assert_eq!(host.readonly_paths, Some(vec![]));
+
+        let plain = create_body(CreateSpec::default());
+        assert_eq!(plain.user, None);
+        let host = plain.host_config.unwrap();
+        assert_eq!((host.cap_add, host.security_opt, host.sysctls), (None, None, None));
+        assert_eq!((host.masked_paths, host.pid_mode), (None, None));
     }
 }

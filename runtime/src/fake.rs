@@ -57,6 +57,8 @@ pub struct FakeState {
     pub containers: BTreeMap<String, FakeContainer>,
     /// Images present.
     pub images: Vec<String>,
+    /// `Config.User` of images (empty for one not listed: root).
+    pub image_users: BTreeMap<String, String>,
     /// Calls that change something, in order.
     pub calls: Vec<Call>,
     /// Next container ID number.
@@ -272,6 +274,11 @@ impl Images for FakeRuntime {
             state.known_images.insert(image.to_string());
         }
         Ok(present)
+    }
+
+    async fn image_user(&self, image: &str) -> Result<String, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        Ok(state.image_users.get(image).cloned().unwrap_or_default())
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {

@@ -156,6 +156,10 @@ pub trait Images: Send + Sync {
     /// is inspected once, not at every container start.
     async fn image_present(&self, image: &str) -> Result<bool, RuntimeError>;
 
+    /// The image's `Config.User` (empty when it names none), remembered per image ID: one
+    /// inspect per image (none when [`Images::image_present`] inspected it already).
+    async fn image_user(&self, image: &str) -> Result<String, RuntimeError>;
+
     /// Pull the image from its registry.
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
 

@@ -43,6 +43,7 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::deadline::PodFailure;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
@@ -79,6 +80,9 @@ pub struct PodWorkerConfig {
     pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
     /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`: the pods' DNS and FQDNs.
     pub dns: dockerlet_pod::dns::ClusterDns,
+    /// `--seccomp-default`, `--allowed-unsafe-sysctls` and whether the host has AppArmor:
+    /// what admission and the containers' security contexts depend on.
+    pub security: dockerlet_pod::security::SecurityConfig,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -149,6 +153,9 @@ pub struct PodWorker {
     failure: Option<PodFailure>,
     /// Messages handled.
     handled: u64,
+    /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
+    /// sync): a rejected pod never runs and reports phase Failed with the reason.
+    rejection: Option<Rejection>,
 }
 
 impl PodWorker {
@@ -156,6 +163,7 @@ impl PodWorker {
     pub fn new(pod: Arc<Pod>, sync: SyncContext, links: WorkerLinks) -> Self {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
         let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %crate::pod_config::pod_ref(&pod));
+        let rejection = dockerlet_pod::admission::admit(&pod, &sync.config.security).err();
         PodWorker {
             uid,
             pod,
@@ -179,6 +187,7 @@ impl PodWorker {
             failure: None,
             final_status: None,
             handled: 0,
+            rejection,
         }
     }
 
@@ -237,6 +246,10 @@ impl PodWorker {
     fn start_sync(&mut self, ctx: &mut Context<Self>) {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
+        }
+        if let Some(rejection) = self.rejection.clone() {
+            self.report_rejection(&rejection);
+            return self.step(Input::SyncFinished { ok: true }, ctx);
         }
         let failed: HashMap<ContainerId, ProbeKind> = self
             .probes
@@ -326,6 +339,22 @@ impl PodWorker {
             },
             ctx,
         );
+    }
+
+    /// The pod was not admitted (kubelet's `rejectPod`): a Warning event with the reason and
+    /// the status phase Failed, once; nothing is created.
+    fn report_rejection(&mut self, rejection: &Rejection) {
+        self.next_action = format!("none: rejected ({})", rejection.reason);
+        let status = rejected_status(&self.pod, rejection);
+        if self.last_status.as_ref() == Some(&status) {
+            return;
+        }
+        tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
+        self.record(&rejection.reason, rejection.message.clone());
+        let mut pod = (*self.pod).clone();
+        pod.status = Some(status.clone());
+        self.last_status = Some(status);
+        self.links.status.do_send(SetPodStatus { pod });
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
@@ -760,6 +789,7 @@ mod tests {
                 resolv_conf: None,
                 ..Default::default()
             },
+            security: Default::default(),
         })
     }
 
@@ -873,6 +903,83 @@ mod tests {
             })
         };
         assert!(running("one") && running("two"), "{statuses:?}");
+    }
+
+    /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and
+    /// message, and nothing of it is created, then or at later syncs.
+    #[actix::test]
+    async fn a_rejected_pod_never_runs_and_reports_failed() {
+        use k8s_openapi::api::core::v1::{PodSecurityContext, Sysctl};
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let mut pod = (*pod()).clone();
+        pod.spec.as_mut().unwrap().security_context = Some(PodSecurityContext {
+            sysctls: Some(vec![Sysctl {
+                name: "kernel.msgmax".into(),
+                value: "1".into(),
+            }]),
+            ..Default::default()
+        });
+        let worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        worker.do_send(SyncPod);
+        tokio::time::sleep(Duration::from_secs(70)).await;
+        assert_eq!(runtime.calls(), vec![], "a rejected pod touched Docker");
+        let statuses = sink.send(Statuses).await.unwrap();
+        assert_eq!(statuses.len(), 1, "the rejection is reported once: {statuses:?}");
+        let status = statuses[0].status.clone().unwrap();
+        assert_eq!(status.phase.as_deref(), Some("Failed"));
+        assert_eq!(status.reason.as_deref(), Some("SysctlForbidden"));
+        assert_eq!(
+            status.message.as_deref(),
+            Some("Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted")
+        );
+    }
+
+    /// runAsNonRoot on an image that runs as root: the container waits with
+    /// CreateContainerConfigError and kubelet's message, and is never created.
+    #[actix::test]
+    async fn run_as_non_root_on_a_root_image_is_never_created() {
+        use k8s_openapi::api::core::v1::SecurityContext;
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let mut pod = (*pod()).clone();
+        pod.spec.as_mut().unwrap().containers[0].security_context = Some(SecurityContext {
+            run_as_non_root: Some(true),
+            ..Default::default()
+        });
+        let _worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(
+            count(
+                &runtime,
+                |c| matches!(c, Call::Create(name) if name.starts_with("k8s_app"))
+            ),
+            0,
+            "{:?}",
+            runtime.calls()
+        );
+        let statuses = sink.send(Statuses).await.unwrap();
+        let waiting = statuses
+            .last()
+            .and_then(|p| {
+                p.status
+                    .as_ref()?
+                    .container_statuses
+                    .as_ref()?
+                    .first()?
+                    .state
+                    .clone()?
+                    .waiting
+            })
+            .expect("a waiting container");
+        assert_eq!(waiting.reason.as_deref(), Some("CreateContainerConfigError"));
+        assert_eq!(
+            waiting.message.as_deref(),
+            Some("container has runAsNonRoot and image will run as root (pod: \"web_default(u1)\", container: app)")
+        );
     }
 
     /// An action whose result the worker could not observe (the inspect after the start

@@ -92,6 +92,24 @@ pub enum EnvObjectsError {
     Api(#[from] dockerlet_kube::ApiError),
 }
 
+/// Why a container's security context could not be set up; the container waits with
+/// CreateContainerConfigError and the next sync tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum SecuritySetupError {
+    /// The security context cannot be honoured (runAsNonRoot, a bad profile, …).
+    #[error(transparent)]
+    Security(#[from] dockerlet_pod::security::SecurityError),
+    /// The image's user could not be inspected.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// The Localhost seccomp profile could not be read.
+    #[error(transparent)]
+    Profile(#[from] dockerlet_host::security::SeccompProfileError),
+    /// Reading the profile on the blocking pool did not finish.
+    #[error("reading the seccomp profile did not finish: {0}")]
+    Unfinished(#[source] tokio::task::JoinError),
+}
+
 /// What a sync did and saw.
 #[derive(Debug, Default)]
 pub struct SyncOutcome {
@@ -597,6 +615,7 @@ impl Executor<'_> {
         if !host_network(self.pod) {
             spec.hostname = Some(hostname);
         }
+        dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         let id = self.sync.create(spec).await?;
         if let Err(e) = self.sync.runtime.start_container(&id).await {
@@ -750,13 +769,16 @@ impl Executor<'_> {
             Ok(mounts) => mounts,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        let create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
+        let mut create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
                 c.oom_score_adj = c.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
                 c
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
+        if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
+            return self.wait(container, "CreateContainerConfigError", e.to_string());
+        }
         let id = match self.sync.create(create).await {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
@@ -786,6 +808,42 @@ impl Executor<'_> {
                 tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
             }
         }
+    }
+
+    /// Fill the container's security fields: the image's user (one inspect per image) when
+    /// runAsNonRoot or runAsGroup needs it, a Localhost seccomp profile read off the blocking
+    /// pool. An error is the container's CreateContainerConfigError.
+    async fn apply_security(
+        &self,
+        create: &mut dockerlet_pod::container::CreateSpec,
+        container: &Container,
+        sandbox_id: &ContainerId,
+    ) -> Result<(), SecuritySetupError> {
+        use dockerlet_pod::security;
+        let config = &self.sync.config;
+        let image_user = if security::needs_image_user(self.pod, container) {
+            let image = container.image.clone().unwrap_or_default();
+            Some(self.sync.runtime.image_user(&image).await?)
+        } else {
+            None
+        };
+        let profile = match security::localhost_seccomp_profile(self.pod, container)? {
+            Some(name) => {
+                let path = security::seccomp_profile_path(&config.root_dir, &name)?;
+                let read = tokio::task::spawn_blocking(move || dockerlet_host::security::read_seccomp_profile(&path));
+                Some(read.await.map_err(SecuritySetupError::Unfinished)??)
+            }
+            None => None,
+        };
+        let input = security::SecurityInput {
+            pod: self.pod,
+            container,
+            sandbox_id,
+            image_user: image_user.as_deref(),
+            seccomp_profile: profile.as_deref(),
+            config: &config.security,
+        };
+        Ok(security::apply_container(create, &input)?)
     }
 
     /// Resolve the container's volumeMounts and create what they need on the node (emptyDir
