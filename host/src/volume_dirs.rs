@@ -673,4 +673,59 @@ mod tests {
         remove_pod_dir(&root.path().join("pods/u1")).unwrap();
         assert!(!root.path().join("pods/u1").exists());
     }
+
+    /// The downwardAPI "update labels on modification" conformance flow at the node: the labels
+    /// file reads `key1="value1"` lines, a label change is swapped in by the next write (and an
+    /// unchanged pod writes nothing), the podname item keeps mode 0400 (`-r--------`).
+    #[test]
+    fn downward_api_labels_update_in_place() {
+        use dockerlet_pod::volume::{payload, Allocatable, VolumeObjects};
+        use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, DownwardAPIVolumeSource, ObjectFieldSelector};
+        use std::collections::BTreeMap;
+        let item = |path: &str, field: &str, mode: Option<i32>| DownwardAPIVolumeFile {
+            path: path.into(),
+            field_ref: Some(ObjectFieldSelector {
+                field_path: field.into(),
+                ..Default::default()
+            }),
+            mode,
+            ..Default::default()
+        };
+        let v = Volume {
+            name: "podinfo".into(),
+            downward_api: Some(DownwardAPIVolumeSource {
+                items: Some(vec![
+                    item("labels", "metadata.labels", None),
+                    item("podname", "metadata.name", Some(0o400)),
+                ]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut p = pod(vec![v.clone()], vec![mount("podinfo", "/etc/podinfo", false, None)]);
+        p.metadata.labels = Some(BTreeMap::from([("key1".to_string(), "value1".to_string())]));
+        let root = tempfile::tempdir().unwrap();
+        let (_, dir, kind) = dockerlet_pod::volume::atomic_volumes(root.path(), &p).pop().unwrap();
+        let none = VolumeObjects::default();
+        let alloc = Allocatable::default();
+        let write = |p: &k8s_openapi::api::core::v1::Pod| {
+            write_atomic_volume(&dir, kind, &payload(p, &v, &none, &alloc).unwrap(), None).unwrap()
+        };
+        assert!(write(&p));
+        assert_eq!(std::fs::read_to_string(dir.join("labels")).unwrap(), "key1=\"value1\"");
+        assert_eq!(std::fs::metadata(dir.join("podname")).unwrap().mode() & 0o777, 0o400);
+        assert!(!write(&p), "an unchanged pod writes nothing");
+        p.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("key3".into(), "value3".into());
+        assert!(write(&p));
+        assert_eq!(
+            std::fs::read_to_string(dir.join("labels")).unwrap(),
+            "key1=\"value1\"\nkey3=\"value3\""
+        );
+        let c = &p.spec.as_ref().unwrap().containers[0];
+        prepare(&mounts(root.path(), &p, c, &[], &alloc).unwrap(), None).unwrap();
+    }
 }

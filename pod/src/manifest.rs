@@ -36,6 +36,14 @@ pub enum InvalidManifest {
     NotAPod(String),
 }
 
+/// The YAML dialect of kubelet's manifests (YAML 1.1 through sigs.k8s.io/yaml): `0400` is octal,
+/// as file modes (`defaultMode: 0400`) are written.
+fn yaml_options() -> serde_saphyr::Options {
+    let mut options = serde_saphyr::Options::default();
+    options.legacy_octal_numbers = true;
+    options
+}
+
 /// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
 pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
     let text = std::str::from_utf8(content).map_err(InvalidManifest::NotUtf8)?;
@@ -43,7 +51,7 @@ pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
     let typed = if json {
         serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))
     } else {
-        serde_saphyr::from_str(text).map_err(|e| {
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
             // serde-saphyr adds a source snippet after the first line; the first line has it all.
             let message = e.to_string();
             let first = message.lines().next().unwrap_or_default();
@@ -58,7 +66,7 @@ pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
         let mut value: serde_json::Value = if json {
             serde_json::from_str(text).map_err(|_| error.clone())?
         } else {
-            serde_saphyr::from_str(text).map_err(|_| error.clone())?
+            serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|_| error.clone())?
         };
         if !mark_named_grpc_ports(&mut value) {
             return Err(error);
@@ -237,7 +245,7 @@ pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, InvalidManifest> {
     let value: serde_json::Value = if text.trim_start().starts_with('{') {
         serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?
     } else {
-        serde_saphyr::from_str(text).map_err(|e| {
+        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
             let message = e.to_string();
             InvalidManifest::Yaml {
                 message: message
@@ -339,4 +347,22 @@ fn default_container(c: &mut Container) {
     c.termination_message_path
         .get_or_insert_with(|| "/dev/termination-log".to_string());
     c.termination_message_policy.get_or_insert_with(|| "File".to_string());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// File modes are written in octal (`defaultMode: 0400`), read as kubelet's YAML 1.1 reads
+    /// them; `0o400` and decimal work too.
+    #[test]
+    fn yaml_modes_are_octal() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: m}\nspec:\n  containers: [{name: c, image: i}]\n  volumes:\n  - name: a\n    downwardAPI: {defaultMode: 0400, items: [{path: p, fieldRef: {fieldPath: metadata.name}, mode: 0o440}]}\n  - name: b\n    downwardAPI: {defaultMode: 420}\n";
+        let pod = parse(Path::new("m.yaml"), yaml.as_bytes()).unwrap();
+        let volumes = pod.spec.unwrap().volumes.unwrap();
+        let d = volumes[0].downward_api.as_ref().unwrap();
+        assert_eq!(d.default_mode, Some(0o400));
+        assert_eq!(d.items.as_ref().unwrap()[0].mode, Some(0o440));
+        assert_eq!(volumes[1].downward_api.as_ref().unwrap().default_mode, Some(0o644));
+    }
 }
