@@ -490,6 +490,10 @@ impl KubeClient for KubeApi {
         Ok(map.map(Arc::new))
     }
 
+    fn forget_pod(&self, uid: &str) {
+        self.tokens.forget_pod(uid);
+    }
+
     /// A token from the cache, or a TokenRequest bound to the pod when it has none fresh.
     async fn service_account_token(&self, request: &TokenRequestFor) -> Result<ServiceAccountToken, ApiError> {
         if let Some(token) = self.tokens.fresh(request, Timestamp::now()) {

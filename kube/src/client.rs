@@ -58,6 +58,9 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// a refresh.
     async fn service_account_token(&self, request: &TokenRequestFor) -> Result<ServiceAccountToken, ApiError>;
 
+    /// The pod `uid` is gone from this node: forget what was kept for it (its tokens).
+    fn forget_pod(&self, _uid: &str) {}
+
     /// A Secret's data as text (env vars), `stringData` under `data`; `None` when it does not
     /// exist.
     async fn secret_data(&self, namespace: &str, name: &str) -> Result<Option<BTreeMap<String, String>>, ApiError> {

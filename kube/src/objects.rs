@@ -6,15 +6,13 @@
 //!
 //! An object whose watch has not listed within [`SYNC_TIMEOUT`] of its first lookup (the API
 //! refuses the watch, or is slow) is read with a plain GET instead, then and on every lookup
-//! until the watch has listed. Watches
-//! live as long as the cache; dropping them when no pod refers to the object any more comes with
-//! the volume plugins.
+//! until the watch has listed. A watch no lookup has used for [`IDLE_WATCH_TTL`] is stopped.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::{FutureExt, StreamExt};
 use kube::api::Api;
@@ -26,8 +24,14 @@ use serde::de::DeserializeOwned;
 /// How long a first lookup waits for the object's watch to list before reading it with a GET.
 pub const SYNC_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// One watched object: its store and the task of its watch.
-type Watched<K> = (Store<K>, tokio::task::AbortHandle);
+/// A watch nobody has looked up for this long is stopped (kubelet's watch-based manager stops
+/// a watch once no pod refers to the object). Pods refer to their volumes' objects at every sync
+/// (at least every `--sync-frequency`), so only objects no pod needs any more go; a later lookup
+/// starts the watch again.
+pub const IDLE_WATCH_TTL: Duration = Duration::from_secs(10 * 60);
+
+/// One watched object: its store, the task of its watch, and when it was last looked up.
+type Watched<K> = (Store<K>, tokio::task::AbortHandle, Instant);
 
 /// One kind of object (Secret or ConfigMap), each object behind its own watch.
 pub struct ObjectCache<K>
@@ -67,8 +71,17 @@ where
     /// The object's store, starting its watch on first use (then `true`).
     fn store(&self, namespace: &str, name: &str) -> (Store<K>, bool) {
         let mut watched = self.watched.lock().expect("object cache lock");
+        let now = Instant::now();
+        watched.retain(|_, (_, task, used)| {
+            let keep = now.duration_since(*used) < IDLE_WATCH_TTL;
+            if !keep {
+                task.abort();
+            }
+            keep
+        });
         let key = (namespace.to_string(), name.to_string());
-        if let Some((store, _)) = watched.get(&key) {
+        if let Some((store, _, used)) = watched.get_mut(&key) {
+            *used = now;
             return (store.clone(), false);
         }
         let (reader, writer) = reflector::store::<K>();
@@ -76,7 +89,7 @@ where
         let config = watcher::Config::default().fields(&format!("metadata.name={name}"));
         let stream = watcher(api, config).default_backoff().reflect(writer);
         let task = tokio::spawn(stream.for_each(|_| std::future::ready(())));
-        watched.insert(key, (reader.clone(), task.abort_handle()));
+        watched.insert(key, (reader.clone(), task.abort_handle(), now));
         (reader, true)
     }
 
@@ -103,7 +116,7 @@ where
 {
     fn drop(&mut self) {
         if let Ok(watched) = self.watched.lock() {
-            for (_, task) in watched.values() {
+            for (_, task, _) in watched.values() {
                 task.abort();
             }
         }

@@ -217,6 +217,9 @@ impl PodWorker {
             Effect::ReportTerminated => {
                 tracing::info!("pod terminated");
                 self.next_action = "none".to_string();
+                if let Some(api) = &self.sync.config.api {
+                    api.forget_pod(&self.uid.0);
+                }
                 self.links.removed.do_send(RemovePodStatus {
                     uid: self.uid.clone(),
                     final_status: self.final_status.take(),
