@@ -67,31 +67,8 @@ spec:
 /// reason DeadlineExceeded, as the upstream conformance test checks.
 #[test]
 fn setting_the_deadline_of_a_running_api_pod_fails_it() {
-    let api = ApiServer::start();
-    let manifests = ManifestDir::new();
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let agent = Agent::start("deadline-api", manifests.path(), &["--kubeconfig", &kubeconfig]);
-    let path = api.dir().join("pod.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"apiVersion: v1
-kind: Pod
-metadata: {{name: pod-update-activedeadlineseconds}}
-spec:
-  nodeName: {node}
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 1
-  containers:
-  - name: app
-    image: dockerlet.local/busybox:1
-    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
-"#,
-            node = agent.node()
-        ),
-    )
-    .expect("write pod");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
+    let (api, _manifests, agent) = api_agent("deadline-api");
+    create_sleeper(&api, &agent, "{name: pod-update-activedeadlineseconds}", 1);
     let name = "pod-update-activedeadlineseconds";
     wait_for("the pod Running", POD_START_TIMEOUT, || {
         api.get("pods", "default", name)
@@ -111,33 +88,8 @@ spec:
 /// terminated (exit code and reason from Docker).
 #[test]
 fn a_deleted_pod_kept_by_a_finalizer_ends_failed() {
-    let api = ApiServer::start();
-    let manifests = ManifestDir::new();
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let agent = Agent::start("ending-finalizer", manifests.path(), &["--kubeconfig", &kubeconfig]);
-    let path = api.dir().join("pod.yaml");
-    std::fs::write(
-        &path,
-        format!(
-            r#"apiVersion: v1
-kind: Pod
-metadata:
-  name: kept
-  finalizers: [example.com/keep]
-spec:
-  nodeName: {node}
-  automountServiceAccountToken: false
-  terminationGracePeriodSeconds: 5
-  containers:
-  - name: app
-    image: dockerlet.local/busybox:1
-    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
-"#,
-            node = agent.node()
-        ),
-    )
-    .expect("write pod");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
+    let (api, _manifests, agent) = api_agent("ending-finalizer");
+    create_sleeper(&api, &agent, "{name: kept, finalizers: [example.com/keep]}", 5);
     let running = wait_for("the pod Running", POD_START_TIMEOUT, || {
         api.get("pods", "default", "kept")
             .filter(|p| p["status"]["phase"] == "Running")
@@ -155,4 +107,36 @@ spec:
     wait_for("the containers removed", CHANGE_TIMEOUT, || {
         agent.pod_containers(&uid).is_empty().then_some(())
     });
+}
+
+/// An agent in API-server mode against a fresh in-memory API server.
+fn api_agent(name: &str) -> (ApiServer, ManifestDir, Agent) {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start(name, manifests.path(), &["--kubeconfig", &kubeconfig]);
+    (api, manifests, agent)
+}
+
+/// Create, through kubectl, a pod bound to `agent`'s node whose container stops at once on
+/// SIGTERM; `metadata` is the YAML of its metadata (flow style).
+fn create_sleeper(api: &ApiServer, agent: &Agent, metadata: &str, grace: u32) {
+    let path = api.dir().join("pod.yaml");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {metadata}
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  terminationGracePeriodSeconds: {grace}
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+        node = agent.node()
+    );
+    std::fs::write(&path, yaml).expect("write pod");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
 }

@@ -10,6 +10,7 @@ use std::path::PathBuf;
 use k8s_openapi::api::core::v1::{Pod, PodDNSConfigOption, PodSpec};
 
 use crate::field::FieldError;
+use crate::names::{is_dns_label, is_dns_subdomain};
 use crate::spec::{host_network, pod_identity};
 
 /// Most nameservers a resolver reads (`validation.MaxDNSNameservers`).
@@ -336,19 +337,6 @@ pub fn validate(spec: &PodSpec) -> Result<(), FieldError> {
         }
     }
     Ok(())
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= MAX_SEARCH_PATH_LEN && s.split('.').all(is_dns_label)
 }
 
 /// `<ns>.svc.<domain> svc.<domain> <domain>` and then the node's, without duplicates.

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, HostAlias, Pod};
 
+use crate::names::{is_dns_label, DNS_LABEL_MSG};
 use crate::spec::pod_identity;
 use crate::volume::pod_dir;
 
@@ -57,17 +58,6 @@ pub enum HostnameError {
         /// The name it was cut from.
         hostname: String,
     },
-}
-
-const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character (e.g. 'my-name',  or '123-abc', regex used for validation is '[a-z0-9]([-a-z0-9]*[a-z0-9])?')";
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
 }
 
 /// The pod's host name and domain.

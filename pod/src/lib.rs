@@ -36,6 +36,7 @@ pub mod field;
 pub mod hosts;
 pub mod labels;
 pub mod manifest;
+pub mod names;
 pub mod plan;
 pub mod probe_state;
 pub mod quantity;

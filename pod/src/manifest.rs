@@ -11,6 +11,7 @@ use sha2::{Digest, Sha256};
 use crate::action::NON_NUMERIC_GRPC_PORT;
 use crate::annotations::{CONFIG_HASH, CONFIG_SOURCE};
 use crate::field::FieldError;
+use crate::names::{is_dns_label, is_dns_subdomain};
 use crate::spec::{containers_with_fields, default_pull_policy};
 
 /// Why a manifest was refused. Not retried until the file (or URL body) changes.
@@ -96,19 +97,6 @@ fn mark_named_grpc_ports(pod: &mut serde_json::Value) -> bool {
         }
     }
     marked
-}
-
-fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// The checks the API server would make that matter to this node; the error names the field.
