@@ -37,8 +37,9 @@ const CONFIG_DATA: &[(&str, &str)] = &[
     ("app.properties", "greeting=hello\nrepeat=3\nlog.level=info\n"),
     ("mode", "bench"),
 ];
-/// This process's threads that serve the in-process API server (its own thread, actix's
-/// acceptor, workers and arbiters), for its CPU.
+/// This process's threads that serve the in-process API server, for its CPU: `test-apiserver`
+/// (its system thread), `actix-server ac[ceptor]` and the workers (`actix-rt|system:0|arbiter:<n>`,
+/// cut to `actix-rt|system`).
 const API_THREADS: &[&str] = &["test-apiserver", "actix"];
 /// How long an agent in API mode may take to register its Node and watch its pods.
 const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
