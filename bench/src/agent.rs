@@ -53,6 +53,11 @@ impl BenchAgent {
         format!("{NODE_LABEL}={}", self.agent.node())
     }
 
+    /// The node name (`--hostname-override`).
+    pub fn node(&self) -> &str {
+        self.agent.node()
+    }
+
     /// The name the agent gives the static pod `name`.
     pub fn pod_name(&self, name: &str) -> String {
         self.agent.pod_name(name)

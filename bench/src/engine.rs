@@ -363,6 +363,18 @@ fn oom_floor() -> i64 {
 /// hostname as the agent sets them
 /// (OOM scores clamped at the same floor).
 pub async fn baseline_pod(docker: &Docker, labels: &BaselineLabels, pod: &str, cmd: &[&str]) -> anyhow::Result<()> {
+    baseline_pod_with_binds(docker, labels, pod, cmd, &[]).await
+}
+
+/// [`baseline_pod`], the app container with `binds` (`host:container[:ro]`, as the agent
+/// mounts a pod's volumes).
+pub async fn baseline_pod_with_binds(
+    docker: &Docker,
+    labels: &BaselineLabels,
+    pod: &str,
+    cmd: &[&str],
+    binds: &[String],
+) -> anyhow::Result<()> {
     let create = |name: String, body: ContainerCreateBody| async move {
         let options = CreateContainerOptions {
             name: Some(name.clone()),
@@ -404,6 +416,7 @@ pub async fn baseline_pod(docker: &Docker, labels: &BaselineLabels, pod: &str, c
             host_config: Some(HostConfig {
                 network_mode: Some(format!("container:{sandbox}")),
                 ipc_mode: Some(format!("container:{sandbox}")),
+                binds: (!binds.is_empty()).then(|| binds.to_vec()),
                 cpu_shares: Some(2),
                 oom_score_adj: Some(1000.max(oom_floor())),
                 ..Default::default()

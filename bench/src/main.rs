@@ -3,7 +3,7 @@
 //! Runs the release agent (`target/release/dockerlet`, or `$DOCKERLET_BIN`) against the real
 //! Docker engine, each scenario beside its baseline where it has one, prints a markdown table
 //! and writes the same figures as JSON to `target/bench/latest.json`. `BENCH_QUICK=1` runs fewer
-//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p2,p3,p5,p5b,p7,c1` picks scenarios.
+//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p1v,p2,p3,p5,p5b,p7,c1` picks scenarios.
 //! What each scenario measures is described in `BENCHMARKS.md`.
 //!
 //! Every container the bench creates is removed again: agents' containers by their node label,
@@ -12,6 +12,7 @@
 //!
 //! # Layout
 //! - [`scenarios`]: the scenarios P1 to P7.
+//! - [`api_burst`]: P1v, the burst of API pods with ConfigMap volumes, on the in-memory API server.
 //! - [`agent`]: one agent process under measurement, started by the integration harness.
 //! - [`engine`]: bollard, the event watcher, the baseline, clean-up.
 //! - [`sys`]: CPU and RSS from `/proc`.
@@ -19,6 +20,7 @@
 //! - [`stats`], [`report`], [`pods`].
 
 mod agent;
+mod api_burst;
 mod calls;
 mod engine;
 mod load;
@@ -146,8 +148,13 @@ fn run() -> anyhow::Result<bool> {
 
     let mut report = Report::default();
     type Scenario = fn(&Ctx, &mut Report) -> anyhow::Result<()>;
-    let scenarios: [(&str, &str, Scenario); 6] = [
+    let scenarios: [(&str, &str, Scenario); 7] = [
         ("p1", "P1 burst start", scenarios::burst),
+        (
+            "p1v",
+            "P1v burst start, API pods with a ConfigMap volume",
+            api_burst::burst_api,
+        ),
         ("p2", "P2 single pod latency", scenarios::single),
         ("p3", "P3 restart latency", scenarios::restart),
         (

@@ -27,6 +27,10 @@ pub struct Settings {
     pub burst_sizes: Vec<usize>,
     /// P1 repetitions per size (agent and baseline alternate which goes first).
     pub burst_reps: usize,
+    /// P1v (API pods with a ConfigMap volume) pod counts.
+    pub api_burst_sizes: Vec<usize>,
+    /// P1v repetitions per size.
+    pub api_burst_reps: usize,
     /// P2 repetitions (each: one agent pod and one baseline pod).
     pub single_reps: usize,
     /// P3 kills.
@@ -59,6 +63,8 @@ impl Settings {
                 quick,
                 burst_sizes: vec![10, 30],
                 burst_reps: 1,
+                api_burst_sizes: vec![30],
+                api_burst_reps: 1,
                 single_reps: 10,
                 kills: 10,
                 steady_pods: 20,
@@ -76,6 +82,8 @@ impl Settings {
                 quick,
                 burst_sizes: vec![10, 50, 110],
                 burst_reps: 2,
+                api_burst_sizes: vec![110],
+                api_burst_reps: 2,
                 single_reps: 30,
                 kills: 30,
                 steady_pods: 110,
@@ -102,6 +110,8 @@ impl Settings {
             "quick": self.quick,
             "burst_sizes": self.burst_sizes,
             "burst_reps": self.burst_reps,
+            "api_burst_sizes": self.api_burst_sizes,
+            "api_burst_reps": self.api_burst_reps,
             "single_reps": self.single_reps,
             "kills": self.kills,
             "steady_pods": self.steady_pods,
@@ -154,7 +164,7 @@ impl Ctx {
 }
 
 /// Seconds between `t0` and a Docker time, both ns since the epoch.
-fn since(t0: i64, t: i64) -> f64 {
+pub(crate) fn since(t0: i64, t: i64) -> f64 {
     (t - t0) as f64 / 1e9
 }
 
@@ -376,14 +386,14 @@ pub fn burst(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
 /// When each step of one pod's start happened, seconds after the manifest was written (or the
 /// baseline's first request).
 #[derive(Debug, Clone, Copy)]
-struct Steps {
+pub(crate) struct Steps {
     sandbox_create: f64,
     sandbox_start: f64,
     app_create: f64,
     app_start: f64,
 }
 
-fn pod_steps(events: &[Event], pod: &str, t0: i64) -> Option<Steps> {
+pub(crate) fn pod_steps(events: &[Event], pod: &str, t0: i64) -> Option<Steps> {
     let at = |container: &str, action: &str| {
         events
             .iter()
@@ -438,7 +448,7 @@ fn single_baseline(ctx: &Ctx, labels: &BaselineLabels, watcher: &Watcher, i: usi
 }
 
 /// Mean CPU-seconds per pod of the agent, dockerd and containerd over several bursts.
-fn cpu_seconds(runs: &[CpuUse], n: usize) -> [Option<f64>; 3] {
+pub(crate) fn cpu_seconds(runs: &[CpuUse], n: usize) -> [Option<f64>; 3] {
     let per_pod = |f: fn(&CpuUse) -> Option<f64>| {
         let v: Vec<f64> = runs.iter().filter_map(|u| f(u).map(|c| c * u.window_s)).collect();
         (!v.is_empty()).then(|| v.iter().sum::<f64>() / v.len() as f64 / n as f64)
@@ -446,19 +456,19 @@ fn cpu_seconds(runs: &[CpuUse], n: usize) -> [Option<f64>; 3] {
     [per_pod(|u| u.agent), per_pod(|u| u.dockerd), per_pod(|u| u.containerd)]
 }
 
-fn cpu_per_pod(runs: &[CpuUse], n: usize) -> String {
+pub(crate) fn cpu_per_pod(runs: &[CpuUse], n: usize) -> String {
     let [a, d, c] = cpu_seconds(runs, n);
     let f = |v: Option<f64>| v.map_or("–".to_string(), |v| format!("{:.1} ms", v * 1000.0));
     format!("{} │ {} │ {}", f(a), f(d), f(c))
 }
 
-fn cpu_seconds_json(runs: &[CpuUse], n: usize) -> serde_json::Value {
+pub(crate) fn cpu_seconds_json(runs: &[CpuUse], n: usize) -> serde_json::Value {
     let [a, d, c] = cpu_seconds(runs, n);
     json!({"agent": a, "dockerd": d, "containerd": c})
 }
 
 /// Medians over pods of each step's time since the start: `a │ b │ c │ d` in seconds.
-fn steps_since_t0(steps: &[Steps]) -> String {
+pub(crate) fn steps_since_t0(steps: &[Steps]) -> String {
     let med = |f: fn(&Steps) -> f64| Samples::new(steps.iter().map(f).collect()).median();
     format!(
         "{} │ {} │ {} │ {}",
@@ -469,7 +479,7 @@ fn steps_since_t0(steps: &[Steps]) -> String {
     )
 }
 
-fn steps_json(steps: &[Steps]) -> serde_json::Value {
+pub(crate) fn steps_json(steps: &[Steps]) -> serde_json::Value {
     let col = |f: fn(&Steps) -> f64| Samples::new(steps.iter().map(f).collect());
     let to_sandbox_create = col(|s| s.sandbox_create);
     let sandbox = col(|s| s.sandbox_start - s.sandbox_create);

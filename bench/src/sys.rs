@@ -25,6 +25,24 @@ fn parse_stat_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// utime + stime, in clock ticks, of this process's threads whose `comm` starts with one of
+/// `prefixes` (threads that ended are not counted).
+pub fn own_threads_ticks(prefixes: &[&str]) -> u64 {
+    let Ok(dir) = fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| {
+            let task = e.path();
+            let comm = fs::read_to_string(task.join("comm")).ok()?;
+            if !prefixes.iter().any(|p| comm.starts_with(p)) {
+                return None;
+            }
+            parse_stat_ticks(&fs::read_to_string(task.join("stat")).ok()?)
+        })
+        .sum()
+}
+
 /// A `/proc/<pid>/status` value in kB (`VmRSS`, `VmHWM`).
 pub fn status_kb(pid: u32, key: &str) -> Option<u64> {
     let status = fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
