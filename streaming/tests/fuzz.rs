@@ -1,7 +1,7 @@
 //! Property-based fuzzing (proptest): random and mutated frames into the decoder and the
 //! session never panic, never allocate past the caps, and fail only with typed errors. Bounded
-//! case counts keep the run to a few seconds in `cargo test`; `PROPTEST_CASES=100000 cargo test
-//! -p dockerlet-streaming --test fuzz --release` runs longer.
+//! case counts keep the run to a few seconds in `cargo test`; `make fuzz` runs 50 times as many
+//! (`PROPTEST_CASES`). cargo-fuzz is not used: it needs a nightly toolchain and is not installed.
 
 use bytes::{Bytes, BytesMut};
 use dockerlet_streaming::spdy::frame::{FLAG_FIN, MAX_WIRE_LENGTH};

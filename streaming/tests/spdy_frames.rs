@@ -382,7 +382,8 @@ fn malformed_name_value_blocks_are_refused() {
         z.compress_vec(raw, &mut out, FlushCompress::Sync).unwrap();
         out
     }
-    let cases: Vec<(Vec<u8>, fn(&HeaderError) -> bool)> = vec![
+    type Check = fn(&HeaderError) -> bool;
+    let cases: Vec<(Vec<u8>, Check)> = vec![
         (vec![0xff, 0xff, 0xff, 0xff], |e| {
             matches!(e, HeaderError::TooManyPairs { .. })
         }),
