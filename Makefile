@@ -56,7 +56,7 @@ lint:
 fmt:
 	$(CARGO) fmt --all
 
-# The streaming protocols' proptest fuzzer (streaming/tests/fuzz.rs) with 50x its `cargo test`
+# The streaming protocols' proptest fuzzer (streaming/tests/fuzz.rs) with 100x its `cargo test`
 # case count: random and mutated SPDY frames into the decoder and session, WebSocket messages.
 fuzz:
 	PROPTEST_CASES=$${PROPTEST_CASES:-51200} $(CARGO) test -p dockerlet-streaming --test fuzz

@@ -1,6 +1,6 @@
 //! Property-based fuzzing (proptest): random and mutated frames into the decoder and the
 //! session never panic, never allocate past the caps, and fail only with typed errors. Bounded
-//! case counts keep the run to a few seconds in `cargo test`; `make fuzz` runs 50 times as many
+//! case counts keep the run to a few seconds in `cargo test`; `make fuzz` runs 100 times as many
 //! (`PROPTEST_CASES`). cargo-fuzz is not used: it needs a nightly toolchain and is not installed.
 
 use bytes::{Bytes, BytesMut};

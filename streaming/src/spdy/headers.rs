@@ -128,6 +128,8 @@ impl HeaderDeflater {
 pub struct HeaderInflater {
     zlib: Decompress,
     max: usize,
+    /// zlib asks for the dictionary once, at the stream's start; asking again is corrupt input.
+    dictionary_set: bool,
 }
 
 impl std::fmt::Debug for HeaderInflater {
@@ -151,6 +153,7 @@ impl HeaderInflater {
         Self {
             zlib: Decompress::new(true),
             max,
+            dictionary_set: false,
         }
     }
 
@@ -174,8 +177,9 @@ impl HeaderInflater {
             {
                 Ok(Status::Ok | Status::BufError | Status::StreamEnd) => {}
                 Err(e) => match e.needs_dictionary() {
-                    Some(DICTIONARY_ID) => {
+                    Some(DICTIONARY_ID) if !self.dictionary_set => {
                         self.zlib.set_dictionary(DICTIONARY).map_err(HeaderError::Inflate)?;
+                        self.dictionary_set = true;
                         continue;
                     }
                     Some(other) => return Err(HeaderError::WrongDictionary(other)),
