@@ -9,7 +9,7 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test lint fmt bench clean-containers test-apiserver
+.PHONY: help build image docker run test lint fmt bench clean-containers test-apiserver fuzz
 
 help:
 	@echo "make build             cargo build --workspace --bins"
@@ -55,6 +55,11 @@ lint:
 
 fmt:
 	$(CARGO) fmt --all
+
+# The streaming protocols' proptest fuzzer (streaming/tests/fuzz.rs) with 100x its `cargo test`
+# case count: random and mutated SPDY frames into the decoder and session, WebSocket messages.
+fuzz:
+	PROPTEST_CASES=$${PROPTEST_CASES:-51200} $(CARGO) test -p dockerlet-streaming --test fuzz
 
 # Benchmarks (BENCHMARKS.md): the release agent against the real Docker engine, beside a
 # bollard-only baseline. `make bench BENCH_QUICK=1` (or `BENCH_QUICK=1 make bench`) runs fewer

@@ -2,7 +2,7 @@
 """The crate dependency rule (ARCHITECTURE.md, "Crates"), checked over `cargo metadata`.
 
 Layers, dependencies pointing one way only:
-    messages <- pod <- {runtime, kube, host} <- actors <- agent;  http <- agent
+    messages <- pod <- {runtime, kube, host} <- actors <- agent;  http <- agent;  streaming <- http
 `http` sees messages and the runtime traits, never the actors. Pure crates (`messages`, `pod`)
 and `host` must not pull in actix (pod: not tokio either), and only the adapters may use
 bollard or kube. Exits 1 naming every dependency that breaks the rule.
@@ -19,9 +19,10 @@ ALLOWED = {
     "dockerlet-kube": {"dockerlet-messages", "dockerlet-pod"},
     "dockerlet-host": {"dockerlet-messages", "dockerlet-pod"},
     "dockerlet-actors": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host"},
-    "dockerlet-http": {"dockerlet-messages", "dockerlet-runtime"},
+    "dockerlet-http": {"dockerlet-messages", "dockerlet-runtime", "dockerlet-streaming"},
+    "dockerlet-streaming": set(),
     "dockerlet": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host",
-                  "dockerlet-actors", "dockerlet-http"},
+                  "dockerlet-actors", "dockerlet-http", "dockerlet-streaming"},
 }
 # External crates a layer must not use, and why.
 BANNED = {
@@ -34,6 +35,8 @@ BANNED = {
     "dockerlet-kube": {"actix": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
     "dockerlet-actors": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
     "dockerlet-http": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
+    "dockerlet-streaming": {"actix": "protocol framing only: no actors", "actix-web": "no server: the http crate drives it",
+                            "tokio": "sans-I/O: only the tokio-util codec traits", "bollard": "no Docker", "kube": "no API"},
 }
 # Test-support crates (anything not listed above) may depend on anything but the product's
 # internals they exercise through the binary; they are not checked.
