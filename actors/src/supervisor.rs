@@ -153,24 +153,28 @@ impl Children {
             })
         };
         let probe = {
-            let (runtime, me) = (runtime.clone(), me.clone());
+            let (runtime, me, metrics) = (runtime.clone(), me.clone(), config.worker.metrics.clone());
             Child::start("ProbeActor", "probes", AfterRestart::ResendProbeTargets, move || {
                 let links = ProbeLinks {
                     results: me.clone().recipient(),
                     events: me.clone().recipient(),
                 };
-                ProbeActor::new(runtime.clone(), links).start()
+                ProbeActor::new(runtime.clone(), links)
+                    .with_metrics(metrics.clone())
+                    .start()
             })
         };
         let pleg = {
             let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
-            let (node, period) = (node.clone(), config.relist_period);
+            let (node, period, metrics) = (node.clone(), config.relist_period, config.worker.metrics.clone());
             Child::start("PlegActor", "pleg", AfterRestart::Nothing, move || {
                 let links = PlegLinks {
                     events: me.clone().recipient(),
                     relisted: me.clone().recipient(),
                 };
-                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period).start()
+                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
+                    .with_metrics(metrics.clone())
+                    .start()
             })
         };
         let pressure = {
@@ -722,6 +726,7 @@ mod tests {
                 ..Default::default()
             },
             security: Default::default(),
+            metrics: Default::default(),
         };
         SupervisorConfig {
             worker: Arc::new(worker),

@@ -158,7 +158,7 @@ pub struct NodeLabel {
 }
 
 /// `kubernetes_build_info{…}`, as component-base sets it (Go fields answered for Rust).
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct BuildInfo {
     /// Build date (empty when unknown).
     pub build_date: String,
@@ -194,6 +194,8 @@ pub enum ProbeOutcome {
 /// One probe's series, fetched once and kept by the prober: updating them allocates nothing.
 #[derive(Clone, Debug)]
 pub struct ProbeSeries {
+    labels: ProbeDurationLabels,
+    pod_uid: String,
     successful: Counter,
     failed: Counter,
     unknown: Counter,
@@ -271,6 +273,13 @@ pub struct Metrics {
     pub probe_duration: HistogramFamily<ProbeDurationLabels>,
 }
 
+
+impl Default for Metrics {
+    /// Metrics of an unnamed node (tests).
+    fn default() -> Self {
+        Metrics::new("", BuildInfo::default())
+    }
+}
 
 impl Metrics {
     /// The metrics of node `node`, built as `build` says.
@@ -490,6 +499,13 @@ impl Metrics {
             pod_uid: pod_uid.to_string(),
         };
         ProbeSeries {
+            labels: ProbeDurationLabels {
+                probe_type,
+                container: container.to_string(),
+                pod: pod.to_string(),
+                namespace: namespace.to_string(),
+            },
+            pod_uid: pod_uid.to_string(),
             successful: self.probe_total.get_or_create_owned(&total("successful")),
             failed: self.probe_total.get_or_create_owned(&total("failed")),
             unknown: self.probe_total.get_or_create_owned(&total("unknown")),
@@ -502,24 +518,20 @@ impl Metrics {
         }
     }
 
-    /// Drop a removed probe's series (the pod is gone), as kubelet does.
-    pub fn forget_probe(&self, probe_type: &'static str, container: &str, pod: &str, namespace: &str, pod_uid: &str) {
+    /// Drop a removed probe's series (its pod is gone), as kubelet does.
+    pub fn forget_probe(&self, series: &ProbeSeries) {
+        let l = &series.labels;
         for result in ["successful", "failed", "unknown"] {
             self.probe_total.remove(&ProbeTotalLabels {
-                probe_type,
+                probe_type: l.probe_type,
                 result,
-                container: container.to_string(),
-                pod: pod.to_string(),
-                namespace: namespace.to_string(),
-                pod_uid: pod_uid.to_string(),
+                container: l.container.clone(),
+                pod: l.pod.clone(),
+                namespace: l.namespace.clone(),
+                pod_uid: series.pod_uid.clone(),
             });
         }
-        self.probe_duration.remove(&ProbeDurationLabels {
-            probe_type,
-            container: container.to_string(),
-            pod: pod.to_string(),
-            namespace: namespace.to_string(),
-        });
+        self.probe_duration.remove(l);
     }
 }
 
@@ -615,7 +627,7 @@ mod tests {
         ] {
             assert!(out.contains(line), "{line:?} not in\n{out}");
         }
-        m.forget_probe("Readiness", "c", "web", "default", "u1");
+        m.forget_probe(&s);
         assert!(!text(m.probe_registry()).contains("pod=\"web\""));
     }
 }
