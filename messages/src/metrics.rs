@@ -288,7 +288,7 @@ impl Metrics {
         let mut probes = Registry::default();
         let node_name = Family::<NodeLabel, Gauge>::default();
         node_name.get_or_create(&NodeLabel { node: node.to_string() }).set(1);
-        registry.register("kubelet_node_name", "The node's name. The count is always 1.", node_name);
+        registry.register("kubelet_node_name", "The node's name. The count is always 1", node_name);
         let build_info = Family::<BuildInfo, Gauge>::default();
         build_info.get_or_create(&build).set(1);
         registry.register(

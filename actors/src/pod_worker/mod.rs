@@ -373,12 +373,6 @@ impl PodWorker {
         }
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
         self.record(&rejection.reason, rejection.message.clone());
-        if !self.start_observed && status.phase.as_deref() == Some("Running") {
-            // kubelet: from first seeing the pod to it running (image pulls included).
-            self.start_observed = true;
-            let metrics = &self.sync.config.metrics;
-            metrics.pod_start_duration.observe(self.first_seen.elapsed().as_secs_f64());
-        }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status.clone());
         self.last_status = Some(status);
@@ -474,6 +468,12 @@ impl PodWorker {
         }
         if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
             tracing::info!(phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
+        }
+        if !self.start_observed && status.phase.as_deref() == Some("Running") {
+            // kubelet: from first seeing the pod to it running (image pulls included).
+            self.start_observed = true;
+            let metrics = &self.sync.config.metrics;
+            metrics.pod_start_duration.observe(self.first_seen.elapsed().as_secs_f64());
         }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status.clone());
