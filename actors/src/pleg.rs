@@ -25,8 +25,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
-use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
+use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
 use futures::StreamExt;

@@ -25,8 +25,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
@@ -624,8 +624,15 @@ impl ProbeActor {
             meta.namespace.as_deref().unwrap_or_default(),
             &key.pod_uid.0,
         );
-        let (worker, next) =
-            ProbeWorker::start(&key, probe, action, instance, waits_for_startup, self.next_generation, series);
+        let (worker, next) = ProbeWorker::start(
+            &key,
+            probe,
+            action,
+            instance,
+            waits_for_startup,
+            self.next_generation,
+            series,
+        );
         self.probes.insert(key.clone(), worker);
         self.follow(key, next, ctx);
     }

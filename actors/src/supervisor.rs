@@ -35,6 +35,7 @@ use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, InjectFault, Panic,
     RecordEvent,
 };
+use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
@@ -561,6 +562,17 @@ impl Handler<PodTerminated> for Supervisor {
             self.finalize_deletion(&pod, msg.uid);
             return;
         }
+        // Wanted again under the same UID while it stopped: kubelet counts a restarted pod.
+        let is_static =
+            dockerlet_pod::annotations::source(&desired.pod) != Some(dockerlet_pod::annotations::SOURCE_API);
+        self.sync
+            .config
+            .metrics
+            .restarted_pods
+            .get_or_create(&StaticLabel {
+                r#static: if is_static { "true" } else { "false" },
+            })
+            .inc();
         let pod = Arc::new(desired.pod.clone());
         self.add_worker(pod, None, ctx);
     }

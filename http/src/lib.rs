@@ -64,10 +64,10 @@ pub fn serve(
             ))
             .configure(configure)
     })
-        .workers(1)
-        .disable_signals()
-        .bind(addr)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}")))?;
+    .workers(1)
+    .disable_signals()
+    .bind(addr)
+    .map_err(|e| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}")))?;
     let bound = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(server = name, address = %bound, "listening");
     Ok((server.run(), bound))

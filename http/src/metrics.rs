@@ -90,7 +90,10 @@ fn method_label(method: &actix_web::http::Method) -> &'static str {
 /// The labels of one request to a server of `server_type`.
 pub fn request_labels(req: &ServiceRequest, server_type: &'static str) -> HttpLabels {
     let path = path_label(req.path());
-    let follow = req.query_string().split('&').any(|kv| kv == "follow=true" || kv == "follow=1");
+    let follow = req
+        .query_string()
+        .split('&')
+        .any(|kv| kv == "follow=true" || kv == "follow=1");
     let long_running = matches!(path, "exec" | "attach" | "portForward") || (path == "containerLogs" && follow);
     HttpLabels {
         method: method_label(req.method()),
@@ -211,7 +214,13 @@ mod tests {
         let _ = test::call_service(&app, test::TestRequest::get().uri("/pods?x=1").to_request()).await;
         let resp = test::call_service(&app, test::TestRequest::get().uri(uri).to_request()).await;
         assert!(resp.status().is_success());
-        let ct = resp.headers().get("content-type").unwrap().to_str().unwrap().to_string();
+        let ct = resp
+            .headers()
+            .get("content-type")
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
         let body = String::from_utf8(test::read_body(resp).await.to_vec()).unwrap();
         (ct, body)
     }

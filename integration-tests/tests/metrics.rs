@@ -88,32 +88,55 @@ spec:
     });
     let node = format!("kubelet_node_name{{node=\"{}\"}}", agent.node());
     assert_eq!(value(&first, &node), Some(1.0), "{first}");
-    assert_eq!(value(&first, "kubelet_pod_start_duration_seconds_count"), Some(1.0), "{first}");
+    assert_eq!(
+        value(&first, "kubelet_pod_start_duration_seconds_count"),
+        Some(1.0),
+        "{first}"
+    );
     assert_eq!(
         value(&first, "kubelet_started_containers_total{container_type=\"container\"}"),
         Some(1.0),
         "{first}"
     );
     assert_eq!(
-        value(&first, "kubelet_started_containers_total{container_type=\"podsandbox\"}"),
+        value(
+            &first,
+            "kubelet_started_containers_total{container_type=\"podsandbox\"}"
+        ),
         Some(1.0),
         "{first}"
     );
     assert_eq!(value(&first, "kubelet_started_pods_total"), Some(1.0), "{first}");
     // Sandbox and app container.
-    let creates = value(&first, "kubelet_runtime_operations_total{operation_type=\"create_container\"}");
+    let creates = value(
+        &first,
+        "kubelet_runtime_operations_total{operation_type=\"create_container\"}",
+    );
     assert!(creates.is_some_and(|n| n >= 2.0), "creates {creates:?}\n{first}");
     assert!(
-        value(&first, "kubelet_runtime_operations_duration_seconds_count{operation_type=\"list_containers\"}")
-            .is_some_and(|n| n >= 1.0),
+        value(
+            &first,
+            "kubelet_runtime_operations_duration_seconds_count{operation_type=\"list_containers\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
         "{first}"
     );
     assert!(
-        value(&first, "kubelet_pod_worker_duration_seconds_count{operation=\"create\"}").is_some_and(|n| n >= 1.0),
+        value(
+            &first,
+            "kubelet_pod_worker_duration_seconds_count{operation=\"create\"}"
+        )
+        .is_some_and(|n| n >= 1.0),
         "{first}"
     );
-    assert!(value(&first, "process_resident_memory_bytes").is_some_and(|b| b > 1e6), "{first}");
-    assert!(value(&first, "process_start_time_seconds").is_some_and(|t| t > 1e9), "{first}");
+    assert!(
+        value(&first, "process_resident_memory_bytes").is_some_and(|b| b > 1e6),
+        "{first}"
+    );
+    assert!(
+        value(&first, "process_start_time_seconds").is_some_and(|t| t > 1e9),
+        "{first}"
+    );
     assert!(first.contains("kubernetes_build_info{"), "{first}");
     let now = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -132,7 +155,8 @@ spec:
         value(&second, "kubelet_pleg_relist_interval_seconds_count").is_some_and(|n| n >= 1.0),
         "{second}"
     );
-    let scrapes = "kubelet_http_requests_total{method=\"GET\",path=\"metrics\",server_type=\"readonly\",long_running=\"false\"}";
+    let scrapes =
+        "kubelet_http_requests_total{method=\"GET\",path=\"metrics\",server_type=\"readonly\",long_running=\"false\"}";
     assert!(value(&second, scrapes).is_some_and(|n| n >= 2.0), "{second}");
     let probes = scrape(&agent, "/metrics/probes");
     let probes_after = value(&probes, &probe_series).unwrap_or_default();

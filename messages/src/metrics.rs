@@ -273,7 +273,6 @@ pub struct Metrics {
     pub probe_duration: HistogramFamily<ProbeDurationLabels>,
 }
 
-
 impl Default for Metrics {
     /// Metrics of an unnamed node (tests).
     fn default() -> Self {
@@ -605,7 +604,10 @@ mod tests {
         ] {
             assert!(out.contains(line), "{line:?} not in\n{out}");
         }
-        assert!(!out.contains("prober_probe"), "probe metrics belong to /metrics/probes:\n{out}");
+        assert!(
+            !out.contains("prober_probe"),
+            "probe metrics belong to /metrics/probes:\n{out}"
+        );
         assert!(!out.contains("# EOF"), "the Prometheus text format has no EOF marker");
     }
 

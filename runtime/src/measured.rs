@@ -58,8 +58,11 @@ impl<R: ContainerRuntime> Containers for Measured<R> {
     }
 
     async fn list_pod_containers(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ContainerListing>, RuntimeError> {
-        self.call(RuntimeOperation::list_containers, self.inner.list_pod_containers(node, pod_uid))
-            .await
+        self.call(
+            RuntimeOperation::list_containers,
+            self.inner.list_pod_containers(node, pod_uid),
+        )
+        .await
     }
 
     async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
@@ -105,12 +108,16 @@ impl<R: ContainerRuntime> Images for Measured<R> {
     }
 
     async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        self.call(RuntimeOperation::pull_image, self.inner.pull_image(image)).await
+        self.call(RuntimeOperation::pull_image, self.inner.pull_image(image))
+            .await
     }
 
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
-        self.call(RuntimeOperation::image_status, self.inner.ensure_sandbox_image(configured))
-            .await
+        self.call(
+            RuntimeOperation::image_status,
+            self.inner.ensure_sandbox_image(configured),
+        )
+        .await
     }
 }
 

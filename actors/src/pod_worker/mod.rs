@@ -473,7 +473,9 @@ impl PodWorker {
             // kubelet: from first seeing the pod to it running (image pulls included).
             self.start_observed = true;
             let metrics = &self.sync.config.metrics;
-            metrics.pod_start_duration.observe(self.first_seen.elapsed().as_secs_f64());
+            metrics
+                .pod_start_duration
+                .observe(self.first_seen.elapsed().as_secs_f64());
         }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status.clone());
