@@ -557,6 +557,64 @@ mod tests {
         drop(pleg);
     }
 
+    /// Each relist is timed and spaced (`kubelet_pleg_relist_*`), marks PLEG last seen, and
+    /// recounts pods with a running sandbox and containers by state from the cache.
+    #[actix::test]
+    async fn relists_report_their_metrics_and_the_running_pods() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::default();
+        let mut sandbox = spec("POD");
+        sandbox
+            .labels
+            .insert(dockerlet_pod::labels::DOCKER_TYPE.into(), "podsandbox".into());
+        let sandbox = runtime.create_container(sandbox).await.unwrap();
+        runtime.start_container(&sandbox).await.unwrap();
+        let app = runtime.create_container(spec("app")).await.unwrap();
+        runtime.start_container(&app).await.unwrap();
+        let cache = Arc::new(PodCache::default());
+        let metrics = Arc::new(Metrics::default());
+        let sink = Sink::default().start();
+        let links = PlegLinks {
+            events: sink.clone().recipient(),
+            relisted: sink.clone().recipient(),
+        };
+        let period = Duration::from_millis(100);
+        let pleg = PlegActor::new(Arc::new(runtime.clone()), cache.clone(), "n1".into(), links, period)
+            .with_metrics(metrics.clone())
+            .start();
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let running = |state| {
+            metrics
+                .running_containers
+                .get_or_create(&dockerlet_messages::metrics::ContainerStateLabel { container_state: state })
+                .get()
+        };
+        assert_eq!(metrics.running_pods.get(), 1);
+        assert_eq!(
+            running(ContainerStateValue::running),
+            1,
+            "the sandbox is not a container"
+        );
+        assert!(metrics.pleg_relist_duration.count() >= 3);
+        assert_eq!(
+            metrics.pleg_relist_interval.count(),
+            metrics.pleg_relist_duration.count() - 1
+        );
+        assert!(metrics.pleg_last_seen.get() > 1e9);
+        runtime.exit(&app.0, 1);
+        runtime.exit(&sandbox.0, 0);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(metrics.running_pods.get(), 0);
+        assert_eq!(
+            (
+                running(ContainerStateValue::running),
+                running(ContainerStateValue::exited)
+            ),
+            (0, 1)
+        );
+        drop(pleg);
+    }
+
     /// A `die` event makes the container exited at once, with the event's exit code and the
     /// `oom` before it — even when the inspect that follows cannot answer.
     #[actix::test]

@@ -927,7 +927,7 @@ mod tests {
         first.do_send(SyncPod);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(runtime.calls(), vec![], "a sync after the start asked Docker again");
-        let _second = PodWorker::new(named("two", "u2"), sync, links(&sink)).start();
+        let _second = PodWorker::new(named("two", "u2"), sync.clone(), links(&sink)).start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(count(&runtime, |c| matches!(c, Call::InspectImage(_))), 0);
         assert_eq!(runtime.calls().len(), 6, "{:?}", runtime.calls());
@@ -942,6 +942,27 @@ mod tests {
             })
         };
         assert!(running("one") && running("two"), "{statuses:?}");
+        // Two pods started (sandbox and app each), each start timed once; three syncs of "one".
+        let m = &sync.config.metrics;
+        assert_eq!(m.pod_start_duration.count(), 2);
+        assert_eq!(m.started_pods.get(), 2);
+        let started = |container_type| {
+            m.started_containers
+                .get_or_create(&dockerlet_messages::metrics::ContainerTypeLabel { container_type })
+                .get()
+        };
+        use dockerlet_messages::metrics::ContainerType;
+        assert_eq!(
+            (started(ContainerType::podsandbox), started(ContainerType::container)),
+            (2, 2)
+        );
+        let worker = |operation| {
+            m.pod_worker_duration
+                .get_or_create(&dockerlet_messages::metrics::OperationLabel { operation })
+                .count()
+        };
+        assert_eq!(worker(WorkerOperation::create), 2);
+        assert!(worker(WorkerOperation::sync) >= 1);
     }
 
     /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and
