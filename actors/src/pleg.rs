@@ -25,8 +25,9 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
+use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
-use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeState};
+use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -87,6 +88,10 @@ pub struct PlegActor {
     last_error: Option<String>,
     /// Messages handled.
     handled: u64,
+    /// Relist durations and intervals, running pods and containers.
+    metrics: Arc<Metrics>,
+    /// When the last relist began (`kubelet_pleg_relist_interval_seconds`).
+    last_began: Option<Instant>,
 }
 
 /// What one relist found.
@@ -124,7 +129,41 @@ impl PlegActor {
             oom_killed: HashSet::new(),
             last_error: None,
             handled: 0,
+            metrics: Arc::default(),
+            last_began: None,
         }
+    }
+
+    /// Report relists and the running pods and containers in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// kubelet's `kubelet_running_pods` (pods with a running sandbox) and
+    /// `kubelet_running_containers{container_state}` (app and init containers), from the cache.
+    fn count_running(&self) {
+        let (mut pods, mut created, mut running, mut exited, mut unknown) = (0, 0, 0, 0, 0);
+        for uid in self.cache.pods() {
+            for c in self.cache.pod(&uid).unwrap_or_default() {
+                if c.role == ContainerRole::Sandbox {
+                    pods += i64::from(c.state == RuntimeState::Running);
+                    continue;
+                }
+                match c.state {
+                    RuntimeState::Created => created += 1,
+                    RuntimeState::Running => running += 1,
+                    RuntimeState::Exited => exited += 1,
+                    RuntimeState::Unknown => unknown += 1,
+                }
+            }
+        }
+        let m = &self.metrics;
+        m.running_pods.set(pods);
+        m.set_containers(ContainerStateValue::created, created);
+        m.set_containers(ContainerStateValue::running, running);
+        m.set_containers(ContainerStateValue::exited, exited);
+        m.set_containers(ContainerStateValue::unknown, unknown);
     }
 
     fn relist(&mut self, ctx: &mut Context<Self>) {
@@ -155,6 +194,14 @@ impl PlegActor {
             pods: self.cache.pods(),
         });
         self.last_duration = Some(relisted.began.elapsed());
+        let m = &self.metrics;
+        m.pleg_relist_duration.observe(relisted.began.elapsed().as_secs_f64());
+        if let Some(before) = self.last_began.replace(relisted.began) {
+            m.pleg_relist_interval
+                .observe(relisted.began.saturating_duration_since(before).as_secs_f64());
+        }
+        m.pleg_last_seen.set(Timestamp::now().as_millisecond() as f64 / 1000.0);
+        self.count_running();
         self.last_relist = Some((Instant::now(), Timestamp::now()));
         self.last_error = None;
         self.relists += 1;
@@ -507,6 +554,64 @@ mod tests {
             vec![(id.0.clone(), LifecycleEventKind::ContainerRemoved)]
         );
         assert!(cache.pods().is_empty());
+        drop(pleg);
+    }
+
+    /// Each relist is timed and spaced (`kubelet_pleg_relist_*`), marks PLEG last seen, and
+    /// recounts pods with a running sandbox and containers by state from the cache.
+    #[actix::test]
+    async fn relists_report_their_metrics_and_the_running_pods() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::default();
+        let mut sandbox = spec("POD");
+        sandbox
+            .labels
+            .insert(dockerlet_pod::labels::DOCKER_TYPE.into(), "podsandbox".into());
+        let sandbox = runtime.create_container(sandbox).await.unwrap();
+        runtime.start_container(&sandbox).await.unwrap();
+        let app = runtime.create_container(spec("app")).await.unwrap();
+        runtime.start_container(&app).await.unwrap();
+        let cache = Arc::new(PodCache::default());
+        let metrics = Arc::new(Metrics::default());
+        let sink = Sink::default().start();
+        let links = PlegLinks {
+            events: sink.clone().recipient(),
+            relisted: sink.clone().recipient(),
+        };
+        let period = Duration::from_millis(100);
+        let pleg = PlegActor::new(Arc::new(runtime.clone()), cache.clone(), "n1".into(), links, period)
+            .with_metrics(metrics.clone())
+            .start();
+        tokio::time::sleep(Duration::from_millis(350)).await;
+        let running = |state| {
+            metrics
+                .running_containers
+                .get_or_create(&dockerlet_messages::metrics::ContainerStateLabel { container_state: state })
+                .get()
+        };
+        assert_eq!(metrics.running_pods.get(), 1);
+        assert_eq!(
+            running(ContainerStateValue::running),
+            1,
+            "the sandbox is not a container"
+        );
+        assert!(metrics.pleg_relist_duration.count() >= 3);
+        assert_eq!(
+            metrics.pleg_relist_interval.count(),
+            metrics.pleg_relist_duration.count() - 1
+        );
+        assert!(metrics.pleg_last_seen.get() > 1e9);
+        runtime.exit(&app.0, 1);
+        runtime.exit(&sandbox.0, 0);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        assert_eq!(metrics.running_pods.get(), 0);
+        assert_eq!(
+            (
+                running(ContainerStateValue::running),
+                running(ContainerStateValue::exited)
+            ),
+            (0, 1)
+        );
         drop(pleg);
     }
 

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
@@ -117,6 +118,8 @@ struct ProbeWorker {
     runs: u64,
     /// Last outcome and output, and when.
     last: Option<(&'static str, String, Timestamp)>,
+    /// `prober_probe_total` and `prober_probe_duration_seconds` of this probe.
+    series: ProbeSeries,
 }
 
 impl ProbeWorker {
@@ -128,6 +131,7 @@ impl ProbeWorker {
         instance: &Instance,
         waits_for_startup: bool,
         generation: u64,
+        series: ProbeSeries,
     ) -> (Self, Next) {
         let ran_for = running_for(instance.target);
         let mut state = ProbeState::new(key.kind, ProbeConfig::from_probe(probe));
@@ -149,6 +153,7 @@ impl ProbeWorker {
             generation,
             runs: 0,
             last: None,
+            series,
         };
         (worker, next)
     }
@@ -234,6 +239,8 @@ pub struct ProbeActor {
     next_generation: u64,
     /// Messages handled.
     handled: u64,
+    /// The prober's metrics.
+    metrics: Arc<Metrics>,
 }
 
 fn kind_label(kind: ProbeKind) -> &'static str {
@@ -318,7 +325,14 @@ impl ProbeActor {
             timer: None,
             next_generation: 0,
             handled: 0,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Count probe runs in `metrics` (`/metrics/probes`).
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// Queue the next run of `key` in `delay`.
@@ -460,10 +474,19 @@ impl ProbeActor {
         self.exec_running += usize::from(exec);
         let span = worker.span(&key);
         tracing::trace!(parent: &span, handler = action.name(), "probe run started");
+        let began = Instant::now();
         let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
         ctx.spawn(future.into_actor(self).map(move |outcome, act, ctx| {
             if exec {
                 act.exec_finished(ctx);
+            }
+            if let Some(worker) = act.probes.get(&key).filter(|w| w.generation == generation) {
+                // kubelet counts a warning as a success.
+                let counted = match outcome {
+                    Outcome::Success(_) | Outcome::Warning(_) => ProbeOutcome::Successful,
+                    Outcome::Failure(_) => ProbeOutcome::Failed,
+                };
+                worker.series.observe(counted, began.elapsed().as_secs_f64());
             }
             act.record(key, generation, outcome, ctx);
         }));
@@ -593,7 +616,23 @@ impl ProbeActor {
         let waits_for_startup =
             key.kind != ProbeKind::Startup && self.startup_pending(&key, &instance.target.container_id);
         self.next_generation += 1;
-        let (worker, next) = ProbeWorker::start(&key, probe, action, instance, waits_for_startup, self.next_generation);
+        let meta = &instance.msg.pod.metadata;
+        let series = self.metrics.probe_series(
+            kind_label(key.kind),
+            &key.container,
+            meta.name.as_deref().unwrap_or_default(),
+            meta.namespace.as_deref().unwrap_or_default(),
+            &key.pod_uid.0,
+        );
+        let (worker, next) = ProbeWorker::start(
+            &key,
+            probe,
+            action,
+            instance,
+            waits_for_startup,
+            self.next_generation,
+            series,
+        );
         self.probes.insert(key.clone(), worker);
         self.follow(key, next, ctx);
     }
@@ -649,7 +688,14 @@ impl Handler<ForgetPod> for ProbeActor {
             .unwrap_or_default();
         let _entered = tracing::info_span!("forget_pod", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
         let before = self.probes.len();
-        self.probes.retain(|key, _| key.pod_uid != msg.pod_uid);
+        let metrics = self.metrics.clone();
+        self.probes.retain(|key, worker| {
+            let keep = key.pod_uid != msg.pod_uid;
+            if !keep {
+                metrics.forget_probe(&worker.series);
+            }
+            keep
+        });
         tracing::debug!(probes = before - self.probes.len(), "probes stopped");
     }
 }

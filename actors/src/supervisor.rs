@@ -35,6 +35,7 @@ use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, InjectFault, Panic,
     RecordEvent,
 };
+use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
@@ -153,24 +154,28 @@ impl Children {
             })
         };
         let probe = {
-            let (runtime, me) = (runtime.clone(), me.clone());
+            let (runtime, me, metrics) = (runtime.clone(), me.clone(), config.worker.metrics.clone());
             Child::start("ProbeActor", "probes", AfterRestart::ResendProbeTargets, move || {
                 let links = ProbeLinks {
                     results: me.clone().recipient(),
                     events: me.clone().recipient(),
                 };
-                ProbeActor::new(runtime.clone(), links).start()
+                ProbeActor::new(runtime.clone(), links)
+                    .with_metrics(metrics.clone())
+                    .start()
             })
         };
         let pleg = {
             let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
-            let (node, period) = (node.clone(), config.relist_period);
+            let (node, period, metrics) = (node.clone(), config.relist_period, config.worker.metrics.clone());
             Child::start("PlegActor", "pleg", AfterRestart::Nothing, move || {
                 let links = PlegLinks {
                     events: me.clone().recipient(),
                     relisted: me.clone().recipient(),
                 };
-                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period).start()
+                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
+                    .with_metrics(metrics.clone())
+                    .start()
             })
         };
         let pressure = {
@@ -557,6 +562,17 @@ impl Handler<PodTerminated> for Supervisor {
             self.finalize_deletion(&pod, msg.uid);
             return;
         }
+        // Wanted again under the same UID while it stopped: kubelet counts a restarted pod.
+        let is_static =
+            dockerlet_pod::annotations::source(&desired.pod) != Some(dockerlet_pod::annotations::SOURCE_API);
+        self.sync
+            .config
+            .metrics
+            .restarted_pods
+            .get_or_create(&StaticLabel {
+                r#static: if is_static { "true" } else { "false" },
+            })
+            .inc();
         let pod = Arc::new(desired.pod.clone());
         self.add_worker(pod, None, ctx);
     }
@@ -722,6 +738,7 @@ mod tests {
                 ..Default::default()
             },
             security: Default::default(),
+            metrics: Default::default(),
         };
         SupervisorConfig {
             worker: Arc::new(worker),

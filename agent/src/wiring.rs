@@ -14,8 +14,10 @@ use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
+use dockerlet_messages::metrics::{BuildInfo, Metrics};
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
+use dockerlet_runtime::measured::Measured;
 use dockerlet_runtime::{ContainerRuntime, Images};
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -85,6 +87,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         observe: PressureConfig::observe_node(root_dir.clone(), image_dir),
     };
     tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
+    let metrics = Arc::new(metrics(&config.node_name));
 
     let worker = PodWorkerConfig {
         node_name: config.node_name.clone(),
@@ -107,6 +110,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
             apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
         },
+        metrics: metrics.clone(),
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {
@@ -119,7 +123,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             manifest_url: config.manifest_url.clone(),
             pressure,
         },
-        Arc::new(runtime),
+        Arc::new(Measured::new(runtime, metrics.clone())),
     );
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
@@ -129,6 +133,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
+        metrics,
     };
     let mut servers = Vec::new();
     if let Some(addr) = config.healthz {
@@ -154,6 +159,33 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         stopper.stop(false).await;
     }
     Ok(())
+}
+
+/// The agent's metrics, with the process collector and the build it runs.
+fn metrics(node: &str) -> Metrics {
+    let version = env!("CARGO_PKG_VERSION");
+    let mut parts = version.split('.');
+    let build = BuildInfo {
+        compiler: "rustc".to_string(),
+        git_version: format!("v{version}"),
+        major: parts.next().unwrap_or_default().to_string(),
+        minor: parts.next().unwrap_or_default().to_string(),
+        platform: format!("{}/{}", std::env::consts::OS, go_arch(std::env::consts::ARCH)),
+        ..BuildInfo::default()
+    };
+    let mut metrics = Metrics::new(node, build);
+    metrics.register_collector(Box::new(dockerlet_http::metrics::ProcessCollector));
+    metrics
+}
+
+/// Go's name of a CPU architecture (`platform` is `GOOS/GOARCH` in kubernetes_build_info).
+fn go_arch(arch: &str) -> &str {
+    match arch {
+        "x86_64" => "amd64",
+        "aarch64" => "arm64",
+        "x86" => "386",
+        other => other,
+    }
 }
 
 async fn connect(endpoint: &str) -> anyhow::Result<DockerRuntime> {

@@ -20,6 +20,12 @@ pub enum ApiError {
     /// The feature is switched off.
     #[error("{0}")]
     Forbidden(String),
+    /// The agent failed to produce the answer.
+    #[error("internal error: {reason}")]
+    Internal {
+        /// What failed.
+        reason: String,
+    },
 }
 
 impl ResponseError for ApiError {
@@ -28,6 +34,7 @@ impl ResponseError for ApiError {
             ApiError::ActorUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
 

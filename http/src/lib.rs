@@ -3,7 +3,10 @@
 //!
 //! # Layout
 //! - [`healthz`]: `GET /healthz` on `--healthz-bind-address:--healthz-port`.
-//! - [`read_only`]: `GET /pods`, `GET /healthz` on `--address:--read-only-port`.
+//! - [`read_only`]: `GET /pods`, `GET /healthz`, `GET /metrics[/probes]` on
+//!   `--address:--read-only-port`.
+//! - [`metrics`]: the `/metrics` and `/metrics/probes` handlers any server mounts, the request
+//!   metrics middleware ([`metrics::track`]) and the process metrics collector.
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
@@ -14,14 +17,17 @@
 pub mod debug;
 pub mod error;
 pub mod healthz;
+pub mod metrics;
 pub mod read_only;
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 use actix::Recipient;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
+use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::status::GetPods;
 
 /// The actor mailboxes the HTTP handlers talk to.
@@ -35,9 +41,12 @@ pub struct Handles {
     pub debug: Recipient<GetDebugSnapshot>,
     /// Fault hook; `None` unless fault injection is enabled.
     pub faults: Option<Recipient<InjectFault>>,
+    /// The agent's metrics (`/metrics`, `/metrics/probes`, the request middleware).
+    pub metrics: Arc<Metrics>,
 }
 
 /// Bind and start one server with `configure`; returns the bound address (port 0 picks one).
+/// The read-only server's requests are counted (`kubelet_http_*{server_type="readonly"}`).
 pub fn serve(
     name: &'static str,
     addr: SocketAddr,
@@ -45,11 +54,20 @@ pub fn serve(
     configure: fn(&mut web::ServiceConfig),
 ) -> std::io::Result<(Server, SocketAddr)> {
     let data = web::Data::new(handles);
-    let server = HttpServer::new(move || App::new().app_data(data.clone()).configure(configure))
-        .workers(1)
-        .disable_signals()
-        .bind(addr)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}")))?;
+    let tracked = name == "read-only";
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(data.clone())
+            .wrap(actix_web::middleware::Condition::new(
+                tracked,
+                actix_web::middleware::from_fn(|r, n| metrics::track(r, n, "readonly")),
+            ))
+            .configure(configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .bind(addr)
+    .map_err(|e| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}")))?;
     let bound = server.addrs().first().copied().unwrap_or(addr);
     tracing::info!(server = name, address = %bound, "listening");
     Ok((server.run(), bound))
@@ -121,6 +139,27 @@ mod tests {
         }
     }
 
+    /// Metrics of node `n1` with one readiness probe counted.
+    pub fn test_metrics() -> dockerlet_messages::metrics::Metrics {
+        use dockerlet_messages::metrics::{BuildInfo, Metrics, ProbeOutcome};
+        let build = BuildInfo {
+            build_date: String::new(),
+            compiler: "rustc".into(),
+            git_commit: String::new(),
+            git_tree_state: String::new(),
+            git_version: "v0.1.0".into(),
+            go_version: String::new(),
+            major: "0".into(),
+            minor: "1".into(),
+            platform: "linux/amd64".into(),
+        };
+        let mut m = Metrics::new("n1", build);
+        m.register_collector(Box::new(crate::metrics::ProcessCollector));
+        m.probe_series("Readiness", "c", "web", "default", "u1")
+            .observe(ProbeOutcome::Successful, 0.01);
+        m
+    }
+
     /// Handles backed by a stub actor.
     pub fn fake_handles(healthy: bool) -> Handles {
         let addr = Stub { healthy }.start();
@@ -129,6 +168,7 @@ mod tests {
             health: addr.clone().recipient(),
             debug: addr.recipient(),
             faults: None,
+            metrics: std::sync::Arc::new(test_metrics()),
         }
     }
 }

@@ -1,4 +1,5 @@
-//! The read-only kubelet API (`--read-only-port`, 10255): `GET /pods` and `GET /healthz`.
+//! The read-only kubelet API (`--read-only-port`, 10255): `GET /pods`, `GET /healthz`,
+//! `GET /metrics` and `GET /metrics/probes`.
 
 use actix_web::{web, HttpResponse};
 use dockerlet_messages::status::GetPods;
@@ -12,7 +13,8 @@ use crate::Handles;
 pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/pods", web::get().to(pods))
         .route("/pods/", web::get().to(pods))
-        .route("/healthz", web::get().to(crate::healthz::healthz));
+        .route("/healthz", web::get().to(crate::healthz::healthz))
+        .configure(crate::metrics::configure);
 }
 
 /// Every pod this node runs, with status, as a v1 PodList.

@@ -9,6 +9,7 @@
 //! - [`probe`]: what the ProbeActor watches and the results it publishes.
 //! - [`status`]: pod status written to and read from the StatusActor.
 //! - [`node`]: the node's pressure conditions.
+//! - [`metrics`]: the agent's Prometheus metrics, one shared [`metrics::Metrics`] handle.
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
 //! Naming: commands are imperative (`UpdatePod`), events past tense (`SourcePodsChanged`),
@@ -16,6 +17,7 @@
 
 pub mod debug;
 pub mod ids;
+pub mod metrics;
 pub mod node;
 pub mod pleg;
 pub mod probe;

@@ -4,6 +4,8 @@
 //! - [`ContainerRuntime`]: what actors call: [`Containers`] (with the event stream), [`Images`],
 //!   [`Exec`].
 //! - [`docker`]: [`docker::DockerRuntime`], the trait on the Docker Engine API through bollard.
+//! - [`measured`]: [`measured::Measured`], any runtime with its calls counted and timed
+//!   (`kubelet_runtime_operations_*`).
 //! - [`pause`]: the built-in pause image, provisioned with `docker import`.
 //! - `fake` (feature `fake`, and this crate's tests): [`ContainerRuntime`] in memory, recording
 //!   every call as a typed [`fake::Call`].
@@ -15,6 +17,7 @@
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+pub mod measured;
 pub mod pause;
 
 pub use dockerlet_pod::container::{CreateSpec, NetworkMode, PortBinding};

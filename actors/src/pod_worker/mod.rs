@@ -28,6 +28,8 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use dockerlet_messages::metrics::WorkerOperation;
+
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::probe::{
@@ -83,6 +85,8 @@ pub struct PodWorkerConfig {
     /// `--seccomp-default`, `--allowed-unsafe-sysctls` and whether the host has AppArmor:
     /// what admission and the containers' security contexts depend on.
     pub security: dockerlet_pod::security::SecurityConfig,
+    /// The agent's metrics (pod worker durations, pod starts, started containers).
+    pub metrics: Arc<dockerlet_messages::metrics::Metrics>,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -156,6 +160,14 @@ pub struct PodWorker {
     /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
     /// sync): a rejected pod never runs and reports phase Failed with the reason.
     rejection: Option<Rejection>,
+    /// When the worker first saw the pod (`kubelet_pod_start_duration_seconds` starts here).
+    first_seen: Instant,
+    /// Set once the pod ran: its start duration is observed once.
+    start_observed: bool,
+    /// What the next sync counts as (`kubelet_pod_worker_duration_seconds{operation}`).
+    next_operation: WorkerOperation,
+    /// When the sync or termination in flight began.
+    operation_began: Instant,
 }
 
 impl PodWorker {
@@ -188,6 +200,10 @@ impl PodWorker {
             final_status: None,
             handled: 0,
             rejection,
+            first_seen: Instant::now(),
+            start_observed: false,
+            next_operation: WorkerOperation::create,
+            operation_began: Instant::now(),
         }
     }
 
@@ -262,6 +278,7 @@ impl PodWorker {
             .collect();
         self.check_deadline();
         let stop_only = self.failure.is_some();
+        self.operation_began = Instant::now();
         let future = sync::sync_pod(self.sync.clone(), self.pod.clone(), failed, self.newer_than, stop_only)
             .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -315,6 +332,11 @@ impl PodWorker {
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
+        let operation = std::mem::replace(&mut self.next_operation, WorkerOperation::sync);
+        self.sync
+            .config
+            .metrics
+            .worker_operation(operation, self.operation_began.elapsed().as_secs_f64());
         self.newer_than = outcome.unobserved;
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
@@ -450,6 +472,14 @@ impl PodWorker {
         if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
             tracing::info!(phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
         }
+        if !self.start_observed && status.phase.as_deref() == Some("Running") {
+            // kubelet: from first seeing the pod to it running (image pulls included).
+            self.start_observed = true;
+            let metrics = &self.sync.config.metrics;
+            metrics
+                .pod_start_duration
+                .observe(self.first_seen.elapsed().as_secs_f64());
+        }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status.clone());
         self.last_status = Some(status);
@@ -487,6 +517,7 @@ impl PodWorker {
         self.links.forget.do_send(ForgetPod {
             pod_uid: self.uid.clone(),
         });
+        self.operation_began = Instant::now();
         let future = sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
@@ -498,6 +529,10 @@ impl PodWorker {
 
     fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
+        self.sync
+            .config
+            .metrics
+            .worker_operation(WorkerOperation::kill, self.operation_began.elapsed().as_secs_f64());
         for event in &outcome.events {
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
@@ -561,6 +596,9 @@ impl Handler<UpdatePod> for PodWorker {
         self.pod = msg.pod;
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
+        }
+        if self.next_operation == WorkerOperation::sync {
+            self.next_operation = WorkerOperation::update;
         }
         self.step(Input::Sync(Trigger::SpecChanged), ctx);
     }
@@ -793,6 +831,7 @@ mod tests {
                 ..Default::default()
             },
             security: Default::default(),
+            metrics: Default::default(),
         })
     }
 
@@ -891,7 +930,7 @@ mod tests {
         first.do_send(SyncPod);
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(runtime.calls(), vec![], "a sync after the start asked Docker again");
-        let _second = PodWorker::new(named("two", "u2"), sync, links(&sink)).start();
+        let _second = PodWorker::new(named("two", "u2"), sync.clone(), links(&sink)).start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         assert_eq!(count(&runtime, |c| matches!(c, Call::InspectImage(_))), 0);
         assert_eq!(runtime.calls().len(), 6, "{:?}", runtime.calls());
@@ -906,6 +945,27 @@ mod tests {
             })
         };
         assert!(running("one") && running("two"), "{statuses:?}");
+        // Two pods started (sandbox and app each), each start timed once; three syncs of "one".
+        let m = &sync.config.metrics;
+        assert_eq!(m.pod_start_duration.count(), 2);
+        assert_eq!(m.started_pods.get(), 2);
+        let started = |container_type| {
+            m.started_containers
+                .get_or_create(&dockerlet_messages::metrics::ContainerTypeLabel { container_type })
+                .get()
+        };
+        use dockerlet_messages::metrics::ContainerType;
+        assert_eq!(
+            (started(ContainerType::podsandbox), started(ContainerType::container)),
+            (2, 2)
+        );
+        let worker = |operation| {
+            m.pod_worker_duration
+                .get_or_create(&dockerlet_messages::metrics::OperationLabel { operation })
+                .count()
+        };
+        assert_eq!(worker(WorkerOperation::create), 2);
+        assert!(worker(WorkerOperation::sync) >= 1);
     }
 
     /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and

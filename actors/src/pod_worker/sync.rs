@@ -2,6 +2,7 @@
 //! ([`terminate_pod`]), as futures that own everything they use, so the actor's mailbox stays
 //! open while they run.
 
+use dockerlet_messages::metrics::ContainerType;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -618,7 +619,12 @@ impl Executor<'_> {
         dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         let id = self.sync.create(spec).await?;
-        if let Err(e) = self.sync.runtime.start_container(&id).await {
+        let started = self.sync.runtime.start_container(&id).await;
+        let metrics = &self.sync.config.metrics;
+        metrics.container_started(ContainerType::podsandbox, started.is_ok());
+        metrics.started_pods.inc();
+        if let Err(e) = started {
+            metrics.started_pods_errors.inc();
             // A sandbox that cannot start is of no use; the next sync makes a new attempt.
             let _ = self.sync.remove(&id).await;
             return Err(e.into());
@@ -789,6 +795,11 @@ impl Executor<'_> {
             format!("Created container {}", container.name),
         ));
         let started = self.sync.runtime.start_container(&id).await;
+        let kind = match start.role {
+            ContainerRole::Init => ContainerType::init_container,
+            _ => ContainerType::container,
+        };
+        self.sync.config.metrics.container_started(kind, started.is_ok());
         // One inspect, started or not: the cache (and so the status) holds the result.
         self.sync.observe(&id, &mut self.outcome.unobserved).await;
         match started {

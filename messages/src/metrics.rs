@@ -1,0 +1,635 @@
+//! The agent's Prometheus metrics, with kubelet's names, types, labels and buckets
+//! (`pkg/kubelet/metrics`, `pkg/kubelet/prober`): one [`Metrics`] handle, made at start and
+//! shared (`Arc`) by the actors, the runtime adapter and the HTTP servers.
+//!
+//! Two registries, as kubelet has: the main one (`/metrics`) and the prober's
+//! (`/metrics/probes`). Updates are atomic operations on metric handles; the label sets of the
+//! hot paths are `Copy` enums, so an update allocates nothing. The per-pod probe series are
+//! fetched once per probe ([`Metrics::probe_series`]) and kept by the prober.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+
+/// Prometheus' default buckets (`prometheus.DefBuckets`), which kubelet uses for most latencies.
+pub const DEFAULT_BUCKETS: [f64; 11] = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0];
+
+/// kubelet's buckets for `kubelet_pod_start_duration_seconds` (0.5 s … 1 h).
+pub const POD_START_BUCKETS: [f64; 25] = [
+    0.5, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 8.0, 10.0, 20.0, 30.0, 45.0, 60.0, 120.0, 180.0, 240.0, 300.0, 360.0, 480.0,
+    600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0,
+];
+
+/// A pod worker's operation (`kubelet_pod_worker_duration_seconds{operation}`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum WorkerOperation {
+    sync,
+    create,
+    update,
+    kill,
+}
+
+/// `{operation}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationLabel {
+    /// What the worker did.
+    pub operation: WorkerOperation,
+}
+
+/// A container runtime call, named as kubelet names its CRI calls
+/// (`kubelet_runtime_operations_*{operation_type}`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum RuntimeOperation {
+    version,
+    list_containers,
+    container_status,
+    create_container,
+    start_container,
+    stop_container,
+    remove_container,
+    exec_sync,
+    image_status,
+    pull_image,
+}
+
+/// `{operation_type}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OperationTypeLabel {
+    /// The runtime call.
+    pub operation_type: RuntimeOperation,
+}
+
+/// `kubelet_running_containers{container_state}` (kubelet's CRI states, lower case).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum ContainerStateValue {
+    created,
+    running,
+    exited,
+    unknown,
+}
+
+/// `{container_state}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContainerStateLabel {
+    /// The containers' state.
+    pub container_state: ContainerStateValue,
+}
+
+/// `kubelet_started_containers_total{container_type}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum ContainerType {
+    container,
+    init_container,
+    podsandbox,
+}
+
+/// `{container_type}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ContainerTypeLabel {
+    /// What kind of container started.
+    pub container_type: ContainerType,
+}
+
+/// `kubelet_restarted_pods_total{static}`: kubelet counts pods restarted under the same UID,
+/// which only static pods are.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StaticLabel {
+    /// `"true"` for static pods.
+    pub r#static: &'static str,
+}
+
+/// `kubelet_http_requests_*{method,path,server_type,long_running}`. `path` is the route's
+/// first segment (kubelet: `pods`, `metrics`, `healthz`, …), never the full URL.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HttpLabels {
+    /// GET, POST, … (`other` for the rest).
+    pub method: &'static str,
+    /// The route's first path segment, from a fixed set (`other` for the rest).
+    pub path: &'static str,
+    /// `readonly` (the read-only port) or `readwrite` (10250).
+    pub server_type: &'static str,
+    /// `"true"` for streaming requests (logs follow, exec, attach, port-forward).
+    pub long_running: &'static str,
+}
+
+/// `prober_probe_total{probe_type,result,container,pod,namespace,pod_uid}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeTotalLabels {
+    /// `Liveness`, `Readiness` or `Startup`.
+    pub probe_type: &'static str,
+    /// `successful`, `failed` or `unknown`.
+    pub result: &'static str,
+    /// Container name.
+    pub container: String,
+    /// Pod name.
+    pub pod: String,
+    /// Pod namespace.
+    pub namespace: String,
+    /// Pod UID.
+    pub pod_uid: String,
+}
+
+/// `prober_probe_duration_seconds{probe_type,container,pod,namespace}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ProbeDurationLabels {
+    /// `Liveness`, `Readiness` or `Startup`.
+    pub probe_type: &'static str,
+    /// Container name.
+    pub container: String,
+    /// Pod name.
+    pub pod: String,
+    /// Pod namespace.
+    pub namespace: String,
+}
+
+/// `kubelet_node_name{node}`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NodeLabel {
+    /// The node's name.
+    pub node: String,
+}
+
+/// `kubernetes_build_info{…}`, as component-base sets it (Go fields answered for Rust).
+#[derive(Clone, Debug, Default, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct BuildInfo {
+    /// Build date (empty when unknown).
+    pub build_date: String,
+    /// Compiler (`rustc`).
+    pub compiler: String,
+    /// Git commit (empty when unknown).
+    pub git_commit: String,
+    /// `clean`, `dirty` or empty.
+    pub git_tree_state: String,
+    /// The agent's version, `v0.1.0`.
+    pub git_version: String,
+    /// Go version: here the Rust toolchain's, when known.
+    pub go_version: String,
+    /// Major version.
+    pub major: String,
+    /// Minor version.
+    pub minor: String,
+    /// `linux/amd64`.
+    pub platform: String,
+}
+
+/// A probe's outcome as `prober_probe_total` labels it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ProbeOutcome {
+    /// The probe succeeded.
+    Successful,
+    /// The probe failed.
+    Failed,
+    /// The probe could not run (error, container not ready).
+    Unknown,
+}
+
+/// One probe's series, fetched once and kept by the prober: updating them allocates nothing.
+#[derive(Clone, Debug)]
+pub struct ProbeSeries {
+    labels: ProbeDurationLabels,
+    pod_uid: String,
+    successful: Counter,
+    failed: Counter,
+    unknown: Counter,
+    duration: Histogram,
+}
+
+impl ProbeSeries {
+    /// Count one run of the probe and how long it took.
+    pub fn observe(&self, outcome: ProbeOutcome, seconds: f64) {
+        match outcome {
+            ProbeOutcome::Successful => self.successful.inc(),
+            ProbeOutcome::Failed => self.failed.inc(),
+            ProbeOutcome::Unknown => self.unknown.inc(),
+        };
+        self.duration.observe(seconds);
+    }
+}
+
+fn runtime_histogram() -> Histogram {
+    // kubelet: ExponentialBuckets(.005, 2.5, 14).
+    Histogram::new(exponential_buckets(0.005, 2.5, 14))
+}
+
+fn default_histogram() -> Histogram {
+    Histogram::new(DEFAULT_BUCKETS)
+}
+
+type HistogramFamily<L> = Family<L, Histogram, fn() -> Histogram>;
+
+/// Every metric the agent exports, and the two registries they are encoded from.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    probes: Registry,
+    /// `kubelet_running_pods`: pods with a running sandbox.
+    pub running_pods: Gauge,
+    /// `kubelet_running_containers{container_state}`.
+    pub running_containers: Family<ContainerStateLabel, Gauge>,
+    /// `kubelet_pod_start_duration_seconds`: from the worker first seeing the pod to it running.
+    pub pod_start_duration: Histogram,
+    /// `kubelet_pod_worker_duration_seconds{operation}`.
+    pub pod_worker_duration: HistogramFamily<OperationLabel>,
+    /// `kubelet_pleg_relist_duration_seconds`.
+    pub pleg_relist_duration: Histogram,
+    /// `kubelet_pleg_relist_interval_seconds`.
+    pub pleg_relist_interval: Histogram,
+    /// `kubelet_pleg_last_seen_seconds`: Unix time of the last relist.
+    pub pleg_last_seen: Gauge<f64, AtomicU64>,
+    /// `kubelet_runtime_operations_total{operation_type}`.
+    pub runtime_operations: Family<OperationTypeLabel, Counter>,
+    /// `kubelet_runtime_operations_errors_total{operation_type}`.
+    pub runtime_operations_errors: Family<OperationTypeLabel, Counter>,
+    /// `kubelet_runtime_operations_duration_seconds{operation_type}`.
+    pub runtime_operations_duration: HistogramFamily<OperationTypeLabel>,
+    /// `kubelet_http_requests_total{method,path,server_type,long_running}`.
+    pub http_requests: Family<HttpLabels, Counter>,
+    /// `kubelet_http_requests_duration_seconds{method,path,server_type,long_running}`.
+    pub http_requests_duration: HistogramFamily<HttpLabels>,
+    /// `kubelet_http_inflight_requests{method,path,server_type,long_running}`.
+    pub http_inflight_requests: Family<HttpLabels, Gauge>,
+    /// `kubelet_started_pods_total`.
+    pub started_pods: Counter,
+    /// `kubelet_started_pods_errors_total`.
+    pub started_pods_errors: Counter,
+    /// `kubelet_started_containers_total{container_type}`.
+    pub started_containers: Family<ContainerTypeLabel, Counter>,
+    /// `kubelet_started_containers_errors_total{container_type}` (kubelet adds `code`; the
+    /// agent's errors have no CRI code).
+    pub started_containers_errors: Family<ContainerTypeLabel, Counter>,
+    /// `kubelet_restarted_pods_total{static}`.
+    pub restarted_pods: Family<StaticLabel, Counter>,
+    /// `prober_probe_total`.
+    pub probe_total: Family<ProbeTotalLabels, Counter>,
+    /// `prober_probe_duration_seconds`.
+    pub probe_duration: HistogramFamily<ProbeDurationLabels>,
+}
+
+impl Default for Metrics {
+    /// Metrics of an unnamed node (tests).
+    fn default() -> Self {
+        Metrics::new("", BuildInfo::default())
+    }
+}
+
+impl Metrics {
+    /// The metrics of node `node`, built as `build` says.
+    pub fn new(node: &str, build: BuildInfo) -> Self {
+        let mut registry = Registry::default();
+        let mut probes = Registry::default();
+        let node_name = Family::<NodeLabel, Gauge>::default();
+        node_name.get_or_create(&NodeLabel { node: node.to_string() }).set(1);
+        registry.register("kubelet_node_name", "The node's name. The count is always 1", node_name);
+        let build_info = Family::<BuildInfo, Gauge>::default();
+        build_info.get_or_create(&build).set(1);
+        registry.register(
+            "kubernetes_build_info",
+            "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree \
+             state, build date, Go version, and compiler from which Kubernetes was built, and platform on \
+             which it is running",
+            build_info,
+        );
+        let metrics = Metrics {
+            running_pods: Gauge::default(),
+            running_containers: Family::default(),
+            pod_start_duration: Histogram::new(POD_START_BUCKETS),
+            pod_worker_duration: Family::new_with_constructor(default_histogram),
+            pleg_relist_duration: default_histogram(),
+            pleg_relist_interval: default_histogram(),
+            pleg_last_seen: Gauge::default(),
+            runtime_operations: Family::default(),
+            runtime_operations_errors: Family::default(),
+            runtime_operations_duration: Family::new_with_constructor(runtime_histogram),
+            http_requests: Family::default(),
+            http_requests_duration: Family::new_with_constructor(default_histogram),
+            http_inflight_requests: Family::default(),
+            started_pods: Counter::default(),
+            started_pods_errors: Counter::default(),
+            started_containers: Family::default(),
+            started_containers_errors: Family::default(),
+            restarted_pods: Family::default(),
+            probe_total: Family::default(),
+            probe_duration: Family::new_with_constructor(default_histogram),
+            registry: Registry::default(),
+            probes: Registry::default(),
+        };
+        let r = &mut registry;
+        r.register(
+            "kubelet_running_pods",
+            "Number of pods that have a running pod sandbox",
+            metrics.running_pods.clone(),
+        );
+        r.register(
+            "kubelet_running_containers",
+            "Number of containers currently running",
+            metrics.running_containers.clone(),
+        );
+        r.register(
+            "kubelet_pod_start_duration_seconds",
+            "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
+            metrics.pod_start_duration.clone(),
+        );
+        r.register(
+            "kubelet_pod_worker_duration_seconds",
+            "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
+            metrics.pod_worker_duration.clone(),
+        );
+        r.register(
+            "kubelet_pleg_relist_duration_seconds",
+            "Duration in seconds for relisting pods in PLEG",
+            metrics.pleg_relist_duration.clone(),
+        );
+        r.register(
+            "kubelet_pleg_relist_interval_seconds",
+            "Interval in seconds between relisting in PLEG",
+            metrics.pleg_relist_interval.clone(),
+        );
+        r.register(
+            "kubelet_pleg_last_seen_seconds",
+            "Timestamp in seconds when PLEG was last seen active",
+            metrics.pleg_last_seen.clone(),
+        );
+        r.register(
+            "kubelet_runtime_operations",
+            "Cumulative number of runtime operations by operation type",
+            metrics.runtime_operations.clone(),
+        );
+        r.register(
+            "kubelet_runtime_operations_errors",
+            "Cumulative number of runtime operation errors by operation type",
+            metrics.runtime_operations_errors.clone(),
+        );
+        r.register(
+            "kubelet_runtime_operations_duration_seconds",
+            "Duration in seconds of runtime operations. Broken down by operation type",
+            metrics.runtime_operations_duration.clone(),
+        );
+        r.register(
+            "kubelet_http_requests",
+            "Number of the http requests received since the server started",
+            metrics.http_requests.clone(),
+        );
+        r.register(
+            "kubelet_http_requests_duration_seconds",
+            "Duration in seconds to serve http requests",
+            metrics.http_requests_duration.clone(),
+        );
+        r.register(
+            "kubelet_http_inflight_requests",
+            "Number of the inflight http requests",
+            metrics.http_inflight_requests.clone(),
+        );
+        r.register(
+            "kubelet_started_pods",
+            "Cumulative number of pods started",
+            metrics.started_pods.clone(),
+        );
+        r.register(
+            "kubelet_started_pods_errors",
+            "Cumulative number of errors when starting pods",
+            metrics.started_pods_errors.clone(),
+        );
+        r.register(
+            "kubelet_started_containers",
+            "Cumulative number of containers started",
+            metrics.started_containers.clone(),
+        );
+        r.register(
+            "kubelet_started_containers_errors",
+            "Cumulative number of errors when starting containers",
+            metrics.started_containers_errors.clone(),
+        );
+        r.register(
+            "kubelet_restarted_pods",
+            "Number of pods that have been restarted because they were deleted and recreated with the same UID \
+             while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
+            metrics.restarted_pods.clone(),
+        );
+        probes.register(
+            "prober_probe",
+            "Cumulative number of a liveness, readiness or startup probe for a container by result",
+            metrics.probe_total.clone(),
+        );
+        probes.register(
+            "prober_probe_duration_seconds",
+            "Duration in seconds for a probe response",
+            metrics.probe_duration.clone(),
+        );
+        Metrics {
+            registry,
+            probes,
+            ..metrics
+        }
+    }
+
+    /// Add a collector run at each scrape of `/metrics` (process metrics). Before sharing.
+    pub fn register_collector(&mut self, collector: Box<dyn prometheus_client::collector::Collector>) {
+        self.registry.register_collector(collector);
+    }
+
+    /// The registry behind `/metrics`.
+    pub fn registry(&self) -> &Registry {
+        &self.registry
+    }
+
+    /// The registry behind `/metrics/probes`.
+    pub fn probe_registry(&self) -> &Registry {
+        &self.probes
+    }
+
+    /// Count one runtime call of `operation` that took `seconds` and failed or not.
+    pub fn runtime_call(&self, operation: RuntimeOperation, seconds: f64, failed: bool) {
+        let label = OperationTypeLabel {
+            operation_type: operation,
+        };
+        self.runtime_operations.get_or_create(&label).inc();
+        self.runtime_operations_duration.get_or_create(&label).observe(seconds);
+        if failed {
+            self.runtime_operations_errors.get_or_create(&label).inc();
+        }
+    }
+
+    /// A pod worker's `operation` took `seconds`.
+    pub fn worker_operation(&self, operation: WorkerOperation, seconds: f64) {
+        self.pod_worker_duration
+            .get_or_create(&OperationLabel { operation })
+            .observe(seconds);
+    }
+
+    /// A container of `container_type` was started (or failed to).
+    pub fn container_started(&self, container_type: ContainerType, ok: bool) {
+        let label = ContainerTypeLabel { container_type };
+        self.started_containers.get_or_create(&label).inc();
+        if !ok {
+            self.started_containers_errors.get_or_create(&label).inc();
+        }
+    }
+
+    /// Set `kubelet_running_containers{container_state}`.
+    pub fn set_containers(&self, state: ContainerStateValue, count: i64) {
+        self.running_containers
+            .get_or_create(&ContainerStateLabel { container_state: state })
+            .set(count);
+    }
+
+    /// The series of one probe (`probe_type`: `Liveness`, `Readiness`, `Startup`), to keep.
+    pub fn probe_series(
+        &self,
+        probe_type: &'static str,
+        container: &str,
+        pod: &str,
+        namespace: &str,
+        pod_uid: &str,
+    ) -> ProbeSeries {
+        let total = |result| ProbeTotalLabels {
+            probe_type,
+            result,
+            container: container.to_string(),
+            pod: pod.to_string(),
+            namespace: namespace.to_string(),
+            pod_uid: pod_uid.to_string(),
+        };
+        ProbeSeries {
+            labels: ProbeDurationLabels {
+                probe_type,
+                container: container.to_string(),
+                pod: pod.to_string(),
+                namespace: namespace.to_string(),
+            },
+            pod_uid: pod_uid.to_string(),
+            successful: self.probe_total.get_or_create_owned(&total("successful")),
+            failed: self.probe_total.get_or_create_owned(&total("failed")),
+            unknown: self.probe_total.get_or_create_owned(&total("unknown")),
+            duration: self.probe_duration.get_or_create_owned(&ProbeDurationLabels {
+                probe_type,
+                container: container.to_string(),
+                pod: pod.to_string(),
+                namespace: namespace.to_string(),
+            }),
+        }
+    }
+
+    /// Drop a removed probe's series (its pod is gone), as kubelet does.
+    pub fn forget_probe(&self, series: &ProbeSeries) {
+        let l = &series.labels;
+        for result in ["successful", "failed", "unknown"] {
+            self.probe_total.remove(&ProbeTotalLabels {
+                probe_type: l.probe_type,
+                result,
+                container: l.container.clone(),
+                pod: l.pod.clone(),
+                namespace: l.namespace.clone(),
+                pod_uid: series.pod_uid.clone(),
+            });
+        }
+        self.probe_duration.remove(l);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prometheus_client::encoding::prometheus_text::encode;
+
+    fn metrics() -> Metrics {
+        Metrics::new(
+            "n1",
+            BuildInfo {
+                build_date: String::new(),
+                compiler: "rustc".into(),
+                git_commit: String::new(),
+                git_tree_state: String::new(),
+                git_version: "v0.1.0".into(),
+                go_version: String::new(),
+                major: "0".into(),
+                minor: "1".into(),
+                platform: "linux/amd64".into(),
+            },
+        )
+    }
+
+    fn text(r: &Registry) -> String {
+        let mut out = String::new();
+        encode(&mut out, r).unwrap();
+        out
+    }
+
+    /// Every family is exposed with kubelet's name, type, HELP and labels, in the text format.
+    #[test]
+    fn families_have_kubelet_names_types_and_labels() {
+        let m = metrics();
+        m.running_pods.set(2);
+        m.set_containers(ContainerStateValue::running, 3);
+        m.pod_start_duration.observe(1.5);
+        m.worker_operation(WorkerOperation::sync, 0.02);
+        m.pleg_relist_duration.observe(0.01);
+        m.pleg_relist_interval.observe(1.0);
+        m.pleg_last_seen.set(1_700_000_000.5);
+        m.runtime_call(RuntimeOperation::create_container, 0.1, true);
+        m.started_pods.inc();
+        m.container_started(ContainerType::init_container, true);
+        m.restarted_pods.get_or_create(&StaticLabel { r#static: "true" }).inc();
+        let out = text(m.registry());
+        for line in [
+            "# TYPE kubelet_node_name gauge",
+            "kubelet_node_name{node=\"n1\"} 1",
+            "kubernetes_build_info{build_date=\"\",compiler=\"rustc\"",
+            "# HELP kubelet_running_pods Number of pods that have a running pod sandbox",
+            "kubelet_running_pods 2",
+            "kubelet_running_containers{container_state=\"running\"} 3",
+            "# TYPE kubelet_pod_start_duration_seconds histogram",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"0.5\"} 0",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"2\"} 1",
+            "kubelet_pod_start_duration_seconds_bucket{le=\"3600\"} 1",
+            "kubelet_pod_start_duration_seconds_count 1",
+            "kubelet_pod_worker_duration_seconds_count{operation=\"sync\"} 1",
+            "kubelet_pleg_relist_duration_seconds_count 1",
+            "kubelet_pleg_relist_interval_seconds_count 1",
+            "kubelet_pleg_last_seen_seconds 1700000000.5",
+            "# TYPE kubelet_runtime_operations_total counter",
+            "kubelet_runtime_operations_total{operation_type=\"create_container\"} 1",
+            "kubelet_runtime_operations_errors_total{operation_type=\"create_container\"} 1",
+            "kubelet_runtime_operations_duration_seconds_bucket{operation_type=\"create_container\",le=\"0.1953125\"} 1",
+            "kubelet_started_pods_total 1",
+            "kubelet_started_containers_total{container_type=\"init_container\"} 1",
+            "kubelet_restarted_pods_total{static=\"true\"} 1",
+        ] {
+            assert!(out.contains(line), "{line:?} not in\n{out}");
+        }
+        assert!(
+            !out.contains("prober_probe"),
+            "probe metrics belong to /metrics/probes:\n{out}"
+        );
+        assert!(!out.contains("# EOF"), "the Prometheus text format has no EOF marker");
+    }
+
+    /// Probe series count per result and are dropped with the probe.
+    #[test]
+    fn probe_series_count_by_result_and_go_with_the_probe() {
+        let m = metrics();
+        let s = m.probe_series("Readiness", "c", "web", "default", "u1");
+        s.observe(ProbeOutcome::Successful, 0.003);
+        s.observe(ProbeOutcome::Successful, 0.004);
+        s.observe(ProbeOutcome::Failed, 0.004);
+        let out = text(m.probe_registry());
+        for line in [
+            "# TYPE prober_probe_total counter",
+            "prober_probe_total{probe_type=\"Readiness\",result=\"successful\",container=\"c\",pod=\"web\",namespace=\"default\",pod_uid=\"u1\"} 2",
+            "prober_probe_total{probe_type=\"Readiness\",result=\"failed\",container=\"c\",pod=\"web\",namespace=\"default\",pod_uid=\"u1\"} 1",
+            "prober_probe_total{probe_type=\"Readiness\",result=\"unknown\",container=\"c\",pod=\"web\",namespace=\"default\",pod_uid=\"u1\"} 0",
+            "prober_probe_duration_seconds_count{probe_type=\"Readiness\",container=\"c\",pod=\"web\",namespace=\"default\"} 3",
+        ] {
+            assert!(out.contains(line), "{line:?} not in\n{out}");
+        }
+        m.forget_probe(&s);
+        assert!(!text(m.probe_registry()).contains("pod=\"web\""));
+    }
+}
