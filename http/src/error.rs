@@ -17,6 +17,9 @@ pub enum ApiError {
     /// The request is malformed.
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// What the request names does not exist.
+    #[error("{0}")]
+    NotFound(String),
     /// The feature is switched off.
     #[error("{0}")]
     Forbidden(String),
@@ -28,6 +31,7 @@ impl ResponseError for ApiError {
             ApiError::ActorUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
         }
     }
 

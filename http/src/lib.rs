@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`healthz`]: `GET /healthz` on `--healthz-bind-address:--healthz-port`.
 //! - [`read_only`]: `GET /pods`, `GET /healthz` on `--address:--read-only-port`.
+//! - [`kubelet_api`]: the authenticated kubelet API over HTTPS on `--address:--port`
+//!   (`/healthz`, `/pods`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
@@ -14,6 +16,7 @@
 pub mod debug;
 pub mod error;
 pub mod healthz;
+pub mod kubelet_api;
 pub mod read_only;
 
 use std::net::SocketAddr;

@@ -1,0 +1,108 @@
+//! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
+//! authorization in front of every route, then `/healthz`, `/pods`, `/runningpods/` and
+//! `/containerLogs/{namespace}/{pod}/{container}`.
+//!
+//! # Layout
+//! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
+//!   cipher suites, client certificates against `--client-ca-file`.
+//! - [`auth`]: who asks (certificate CN/O, anonymous) and whether they may
+//!   (kubelet's request attributes; `AlwaysAllow`, or every request forbidden).
+//! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
+//!
+//! exec, attach, portForward and run are not routed (404) until the streaming protocols exist.
+
+pub mod auth;
+pub mod logs;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::{middleware, web, App, HttpResponse, HttpServer};
+use dockerlet_runtime::ContainerLogs;
+
+use crate::Handles;
+
+/// How long a client may take to send its request head.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an idle keep-alive connection is kept.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the kubelet API's handlers reach.
+#[derive(Clone)]
+pub struct KubeletApi {
+    /// The actors.
+    pub handles: Handles,
+    /// Containers' logs.
+    pub logs: Arc<dyn ContainerLogs>,
+}
+
+/// The routes, behind [`auth::filter`].
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("")
+            .wrap(middleware::from_fn(auth::filter))
+            .route("/healthz", web::get().to(crate::healthz::healthz))
+            .route("/healthz/syncloop", web::get().to(crate::healthz::healthz))
+            .route("/healthz/ping", web::get().to(ok))
+            .route("/healthz/log", web::get().to(ok))
+            .route("/pods", web::get().to(crate::read_only::pods))
+            .route("/pods/", web::get().to(crate::read_only::pods))
+            .route(
+                "/containerLogs/{namespace}/{pod}/{container}",
+                web::get().to(logs::container_logs),
+            ),
+    );
+}
+
+async fn ok() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
+}
+
+/// Bind and start the kubelet API over TLS; returns the bound address. The request head is
+/// limited by actix-http (larger heads are answered 431), the head must arrive within
+/// [`READ_TIMEOUT`] and idle connections close after [`IDLE_TIMEOUT`].
+pub fn serve(
+    addr: SocketAddr,
+    api: KubeletApi,
+    auth: auth::AuthConfig,
+    tls: rustls::ServerConfig,
+) -> std::io::Result<(Server, SocketAddr)> {
+    let handles = web::Data::new(api.handles.clone());
+    let api = web::Data::new(api);
+    let auth = web::Data::new(Arc::new(auth));
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(handles.clone())
+            .app_data(api.clone())
+            .app_data(auth.clone())
+            .configure(configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .client_request_timeout(READ_TIMEOUT)
+    .keep_alive(IDLE_TIMEOUT)
+    .on_connect(|conn, ext| {
+        // The verified client certificate (rustls checked it against --client-ca-file).
+        if let Some(stream) =
+            conn.downcast_ref::<actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>>()
+        {
+            let (_, session) = stream.get_ref();
+            if let Some(user) = session
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(tls::user_of)
+            {
+                ext.insert(user);
+            }
+        }
+    })
+    .bind_rustls_0_23(addr, tls)
+    .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
+    let bound = server.addrs().first().copied().unwrap_or(addr);
+    tracing::info!(server = "kubelet-api", address = %bound, "listening");
+    Ok((server.run(), bound))
+}
