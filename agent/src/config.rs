@@ -826,6 +826,57 @@ mod tests {
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
     }
 
+    /// The kubelet API: on 0.0.0.0:10250 by default, secure (no anonymous, every request
+    /// forbidden without an authorization mode, self-signed pair under `<root-dir>/pki`); its
+    /// settings come from the file's kubelet names or the flags; what it cannot honour (token
+    /// webhook, Webhook authorizer, CBC suites, TLS 1.1) is refused naming the flag.
+    #[test]
+    fn kubelet_api_settings() {
+        let c = build(&cli(&["--root-dir", "/r"]), host).unwrap();
+        let api = c.kubelet_api.unwrap();
+        assert_eq!(api.address, "0.0.0.0:10250".parse().unwrap());
+        assert!(!api.anonymous);
+        assert_eq!(api.authorization, AuthorizationMode::AlwaysDeny);
+        assert_eq!(api.tls.cert_dir, PathBuf::from("/r/pki"));
+        assert_eq!(build(&cli(&["--port", "0"]), host).unwrap().kubelet_api, None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "kind: KubeletConfiguration\nport: 10260\ntlsCertFile: /c.crt\ntlsPrivateKeyFile: /c.key\ntlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\nauthentication:\n  anonymous:\n    enabled: true\n  x509:\n    clientCAFile: /ca.crt\nauthorization:\n  mode: AlwaysAllow\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let api = build(&cli(&["--config", p]), host).unwrap().kubelet_api.unwrap();
+        assert_eq!(api.address.port(), 10260);
+        assert!(api.anonymous);
+        assert_eq!(api.authorization, AuthorizationMode::AlwaysAllow);
+        assert_eq!(api.tls.cert_and_key, Some(("/c.crt".into(), "/c.key".into())));
+        assert_eq!(api.tls.client_ca_file, Some("/ca.crt".into()));
+        assert_eq!(api.tls.min_version.as_deref(), Some("VersionTLS13"));
+        assert_eq!(api.tls.cipher_suites, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]);
+        let api = build(&cli(&["--config", p, "--anonymous-auth=false"]), host)
+            .unwrap()
+            .kubelet_api
+            .unwrap();
+        assert!(!api.anonymous);
+
+        for (args, setting) in [
+            (&["--authorization-mode", "Webhook"][..], "--authorization-mode"),
+            (&["--authorization-mode", "Node"][..], "--authorization-mode"),
+            (&["--authentication-token-webhook"][..], "--authentication-token-webhook"),
+            (&["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"][..], "--tls-cipher-suites"),
+            (&["--tls-cipher-suites", "BOGUS"][..], "--tls-cipher-suites"),
+            (&["--tls-min-version", "VersionTLS11"][..], "--tls-min-version"),
+        ] {
+            match build(&cli(args), host) {
+                Err(ConfigError::Invalid { setting: s, reason }) => assert_eq!(s, setting, "{args:?}: {reason}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
+    }
+
     /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and
     /// empty by default); a pattern that is not namespaced is refused naming the flag.
     #[test]
