@@ -865,8 +865,14 @@ mod tests {
         for (args, setting) in [
             (&["--authorization-mode", "Webhook"][..], "--authorization-mode"),
             (&["--authorization-mode", "Node"][..], "--authorization-mode"),
-            (&["--authentication-token-webhook"][..], "--authentication-token-webhook"),
-            (&["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"][..], "--tls-cipher-suites"),
+            (
+                &["--authentication-token-webhook"][..],
+                "--authentication-token-webhook",
+            ),
+            (
+                &["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"][..],
+                "--tls-cipher-suites",
+            ),
             (&["--tls-cipher-suites", "BOGUS"][..], "--tls-cipher-suites"),
             (&["--tls-min-version", "VersionTLS11"][..], "--tls-min-version"),
         ] {

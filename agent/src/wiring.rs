@@ -154,6 +154,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         let state = dockerlet_http::kubelet_api::KubeletApi {
             handles: handles.clone(),
             logs: logs.clone(),
+            configz: Arc::new(crate::configz::configz(&config)),
         };
         servers.push(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?.0);
     }

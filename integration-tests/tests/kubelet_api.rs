@@ -138,6 +138,15 @@ fn client_certificates_authenticate_and_container_logs_follow_kubelet() {
     );
     assert_eq!(curl(port, "/healthz", Cred::Cert(&pki)), (200, "ok".into()));
     assert_eq!(curl(port, "/healthz/ping", Cred::Cert(&pki)), (200, "ok".into()));
+    let (status, body) = curl(port, "/configz", Cred::Cert(&pki));
+    assert_eq!(status, 200, "{body}");
+    let configz: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(configz["kubeletconfig"]["port"], port);
+    assert_eq!(
+        configz["kubeletconfig"]["authentication"]["x509"]["clientCAFile"],
+        ca.as_str()
+    );
+    assert_eq!(configz["kubeletconfig"]["authorization"]["mode"], "AlwaysAllow");
 
     let all = wait_until("all four lines in the log", CHANGE_TIMEOUT, || {
         let (status, body) = curl(port, &logs, Cred::Cert(&pki));
@@ -193,6 +202,8 @@ fn client_certificates_authenticate_and_container_logs_follow_kubelet() {
     let read_only = format!("http://127.0.0.1:{}", agent.ports().read_only);
     let (status, _) = agent.get(&format!("{read_only}{logs}")).unwrap();
     assert_eq!(status, 404, "the read-only port serves no logs");
+    let (status, _) = agent.get(&format!("{read_only}/configz")).unwrap();
+    assert_eq!(status, 404, "the read-only port serves no configz");
 }
 
 /// Without `--authorization-mode` every request, even a verified one, is 403 with kubelet's

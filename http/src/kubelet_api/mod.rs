@@ -1,6 +1,6 @@
 //! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
-//! authorization in front of every route, then `/healthz`, `/pods`, `/runningpods/` and
-//! `/containerLogs/{namespace}/{pod}/{container}`.
+//! authorization in front of every route, then `/healthz` (and `/healthz/ping`, `/log`,
+//! `/syncloop`), `/pods`, `/configz` and `/containerLogs/{namespace}/{pod}/{container}`.
 //!
 //! # Layout
 //! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
@@ -38,6 +38,9 @@ pub struct KubeletApi {
     pub handles: Handles,
     /// Containers' logs.
     pub logs: Arc<dyn ContainerLogs>,
+    /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
+    /// effective configuration.
+    pub configz: Arc<serde_json::Value>,
 }
 
 /// The routes, behind [`auth::filter`].
@@ -49,6 +52,7 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/healthz/syncloop", web::get().to(crate::healthz::healthz))
             .route("/healthz/ping", web::get().to(ok))
             .route("/healthz/log", web::get().to(ok))
+            .route("/configz", web::get().to(configz))
             .route("/pods", web::get().to(crate::read_only::pods))
             .route("/pods/", web::get().to(crate::read_only::pods))
             .route(
@@ -56,6 +60,10 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::get().to(logs::container_logs),
             ),
     );
+}
+
+async fn configz(api: web::Data<KubeletApi>) -> HttpResponse {
+    HttpResponse::Ok().json(api.configz.as_ref())
 }
 
 async fn ok() -> HttpResponse {
