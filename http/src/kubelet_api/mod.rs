@@ -114,3 +114,83 @@ pub fn serve(
     tracing::info!(server = "kubelet-api", address = %bound, "listening");
     Ok((server.run(), bound))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::auth::{AuthConfig, AuthorizationMode};
+    use super::*;
+    use crate::tests::fake_handles;
+    use actix_web::{test, App};
+
+    fn api() -> KubeletApi {
+        KubeletApi {
+            handles: fake_handles(true),
+            logs: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
+            configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
+        }
+    }
+
+    async fn call(auth: AuthConfig, path: &str, bearer: bool) -> (u16, String) {
+        let api = api();
+        let app = test::init_service(
+            App::new()
+                .app_data(web::Data::new(api.handles.clone()))
+                .app_data(web::Data::new(api))
+                .app_data(web::Data::new(Arc::new(auth)))
+                .configure(configure),
+        )
+        .await;
+        let mut req = test::TestRequest::get().uri(path);
+        if bearer {
+            req = req.insert_header(("Authorization", "Bearer t"));
+        }
+        let resp = test::call_service(&app, req.to_request()).await;
+        let status = resp.status().as_u16();
+        let body = test::read_body(resp).await;
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn auth(anonymous: bool, authorization: AuthorizationMode) -> AuthConfig {
+        AuthConfig {
+            node_name: "n1".into(),
+            anonymous,
+            authorization,
+        }
+    }
+
+    /// No identity is 401 on every route; anonymous needs the flag and is then authorized like
+    /// anyone (403 with kubelet's message when denied); a token is never taken as anonymous.
+    #[actix_web::test]
+    async fn the_filter_authenticates_then_authorizes() {
+        for path in ["/pods", "/healthz", "/configz", "/containerLogs/a/b/c"] {
+            assert_eq!(
+                call(auth(false, AuthorizationMode::AlwaysAllow), path, false).await,
+                (401, "Unauthorized".into())
+            );
+        }
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysAllow), "/pods", true).await.0,
+            401
+        );
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysDeny), "/configz", false).await,
+            (
+                403,
+                "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
+            )
+        );
+        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/configz", false).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"kubeletconfig":{"port":10250}}"#));
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysAllow), "/healthz/ping", false).await,
+            (200, "ok".into())
+        );
+        let (status, body) = call(
+            auth(true, AuthorizationMode::AlwaysAllow),
+            "/containerLogs/default/web-n1/nope",
+            false,
+        )
+        .await;
+        assert_eq!(status, 404, "{body}");
+    }
+}
