@@ -138,9 +138,50 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub node_lease_duration_seconds: Option<i32>,
 
-    /// The kubelet API port the Node advertises [default: 10250].
+    /// Port of the kubelet API (HTTPS, authenticated), advertised in the Node's daemon
+    /// endpoints; 0 disables it [default: 10250].
     #[arg(long, value_name = "PORT")]
     pub port: Option<u16>,
+
+    /// The kubelet API's serving certificate (PEM); without it a self-signed one is kept in
+    /// `--cert-dir`.
+    #[arg(long, value_name = "FILE", requires = "tls_private_key_file")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// The key of `--tls-cert-file` (PEM).
+    #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
+    pub tls_private_key_file: Option<PathBuf>,
+
+    /// Where the self-signed `kubelet.crt`/`kubelet.key` are kept [default: <root-dir>/pki].
+    #[arg(long, value_name = "DIR")]
+    pub cert_dir: Option<PathBuf>,
+
+    /// Lowest TLS version of the kubelet API: VersionTLS12 or VersionTLS13 [default: VersionTLS12].
+    #[arg(long, value_name = "VERSION")]
+    pub tls_min_version: Option<String>,
+
+    /// TLS 1.2 cipher suites of the kubelet API, Go's names, comma-separated [default: rustls'].
+    #[arg(long, value_name = "SUITES", value_delimiter = ',')]
+    pub tls_cipher_suites: Vec<String>,
+
+    /// Client certificates signed by this CA (PEM) authenticate to the kubelet API: CN the user,
+    /// O the groups.
+    #[arg(long, value_name = "FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Requests to the kubelet API without credentials are `system:anonymous` (else 401)
+    /// [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub anonymous_auth: Option<bool>,
+
+    /// Bearer tokens checked by TokenReview; not supported yet: true is refused at start.
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub authentication_token_webhook: Option<bool>,
+
+    /// Authorization of the kubelet API: AlwaysAllow; Webhook is refused at start (not supported
+    /// yet); unset, every request is forbidden (403).
+    #[arg(long, value_name = "MODE")]
+    pub authorization_mode: Option<String>,
 
     /// Taints the Node is registered with: `key=value:Effect` or `key:Effect`, comma-separated.
     #[arg(long, value_name = "TAINTS", value_delimiter = ',')]

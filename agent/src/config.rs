@@ -10,6 +10,8 @@ use std::time::Duration;
 
 use dockerlet_actors::source::http::HttpSourceConfig;
 use dockerlet_host::signals::Thresholds;
+use dockerlet_http::kubelet_api::auth::AuthorizationMode;
+use dockerlet_http::kubelet_api::tls::TlsSettings;
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::dns::ClusterDns;
 use dockerlet_pod::quantity::parse_quantity;
@@ -68,6 +70,8 @@ pub struct AgentConfig {
     pub node_lease_duration_seconds: i32,
     /// `--port` (advertised in the Node's daemon endpoints).
     pub port: u16,
+    /// The kubelet API server on `--address:--port`; none with `--port 0`.
+    pub kubelet_api: Option<KubeletApiConfig>,
     /// `nodeStatusReportFrequency`: longest time between two status writes with no change.
     pub node_status_report_frequency: Duration,
     /// `--register-with-taints`.
@@ -107,6 +111,46 @@ pub enum ConfigError {
     },
 }
 
+/// The kubelet API's address, TLS and auth settings.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KubeletApiConfig {
+    /// `--address:--port`.
+    pub address: SocketAddr,
+    /// Certificates, versions, cipher suites, client CA.
+    pub tls: TlsSettings,
+    /// `--anonymous-auth`.
+    pub anonymous: bool,
+    /// `--authorization-mode`.
+    pub authorization: AuthorizationMode,
+}
+
+/// The config file's `authentication` (kubelet's KubeletAuthentication).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileAuthentication {
+    x509: Option<FileX509>,
+    anonymous: Option<FileEnabled>,
+    webhook: Option<FileEnabled>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileX509 {
+    #[serde(rename = "clientCAFile")]
+    client_ca_file: Option<PathBuf>,
+}
+
+#[derive(Debug, Default, serde::Deserialize)]
+struct FileEnabled {
+    enabled: Option<bool>,
+}
+
+/// The config file's `authorization` (kubelet's KubeletAuthorization).
+#[derive(Debug, Default, serde::Deserialize)]
+struct FileAuthorization {
+    mode: Option<String>,
+}
+
 /// Settings read from the config file (kubelet's KubeletConfiguration field names).
 #[derive(Debug, Default)]
 struct FileSettings {
@@ -131,6 +175,12 @@ struct FileSettings {
     node_status_update_frequency: Option<Duration>,
     node_lease_duration_seconds: Option<i32>,
     port: Option<u16>,
+    tls_cert_file: Option<PathBuf>,
+    tls_private_key_file: Option<PathBuf>,
+    tls_min_version: Option<String>,
+    tls_cipher_suites: Option<Vec<String>>,
+    authentication: Option<FileAuthentication>,
+    authorization: Option<FileAuthorization>,
     node_status_report_frequency: Option<Duration>,
     register_with_taints: Option<Vec<Taint>>,
     kube_reserved: Option<BTreeMap<String, String>>,
@@ -216,6 +266,12 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
         node_lease_duration_seconds: field(path, &mut map, "nodeLeaseDurationSeconds")?,
         port: field(path, &mut map, "port")?,
+        tls_cert_file: field(path, &mut map, "tlsCertFile")?,
+        tls_private_key_file: field(path, &mut map, "tlsPrivateKeyFile")?,
+        tls_min_version: field(path, &mut map, "tlsMinVersion")?,
+        tls_cipher_suites: field(path, &mut map, "tlsCipherSuites")?,
+        authentication: field(path, &mut map, "authentication")?,
+        authorization: field(path, &mut map, "authorization")?,
         node_status_report_frequency: duration_field(path, &mut map, "nodeStatusReportFrequency")?,
         register_with_taints: field(path, &mut map, "registerWithTaints")?,
         kube_reserved: field(path, &mut map, "kubeReserved")?,
@@ -282,6 +338,13 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         .healthz_bind_address
         .or(file.healthz_bind_address)
         .unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST));
+
+    let port = cli.port.or(file.port).unwrap_or(10250);
+    let root_dir = cli
+        .root_dir
+        .clone()
+        .unwrap_or_else(|| PathBuf::from("/var/lib/dockerlet"));
+    let kubelet_api = kubelet_api_config(cli, &file, SocketAddr::new(address, port), &node_name, &root_dir)?;
 
     let file_check_frequency = cli
         .file_check_frequency
@@ -492,7 +555,8 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_labels,
         node_status_update_frequency,
         node_lease_duration_seconds,
-        port: cli.port.or(file.port).unwrap_or(10250),
+        port,
+        kubelet_api,
         node_status_report_frequency,
         taints,
         reserved,
@@ -502,10 +566,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             .or(file.eviction_pressure_transition_period)
             .unwrap_or(Duration::from_secs(300)),
         node_name,
-        root_dir: cli
-            .root_dir
-            .clone()
-            .unwrap_or_else(|| PathBuf::from("/var/lib/dockerlet")),
+        root_dir,
         manifest_path: cli
             .pod_manifest_path
             .clone()
@@ -530,6 +591,116 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         fault_injection: cli.enable_fault_injection,
         verbosity: cli.verbosity.unwrap_or(0),
     })
+}
+
+/// The kubelet API's settings, flags over the file (`tlsCertFile`, `authentication`, …); none
+/// with port 0. What the agent cannot honour is refused naming the setting: the TokenReview
+/// webhook and the Webhook authorizer are not available yet.
+fn kubelet_api_config(
+    cli: &Cli,
+    file: &FileSettings,
+    address: SocketAddr,
+    node_name: &str,
+    root_dir: &Path,
+) -> Result<Option<KubeletApiConfig>, ConfigError> {
+    let invalid = |setting: &str, reason: String| ConfigError::Invalid {
+        setting: setting.to_string(),
+        reason,
+    };
+    if address.port() == 0 {
+        return Ok(None);
+    }
+    let authn = file.authentication.as_ref();
+    let token_webhook = cli
+        .authentication_token_webhook
+        .or_else(|| authn.and_then(|a| a.webhook.as_ref()).and_then(|w| w.enabled))
+        .unwrap_or(false);
+    if token_webhook {
+        return Err(invalid(
+            "--authentication-token-webhook",
+            "bearer token authentication (TokenReview) is not supported by this agent yet; use client certificates (--client-ca-file)".into(),
+        ));
+    }
+    let mode = cli
+        .authorization_mode
+        .clone()
+        .or_else(|| file.authorization.as_ref().and_then(|a| a.mode.clone()));
+    let authorization = match mode.as_deref() {
+        None | Some("") => {
+            tracing::warn!("no --authorization-mode: every kubelet API request is forbidden (403); set --authorization-mode=AlwaysAllow to allow authenticated callers");
+            AuthorizationMode::AlwaysDeny
+        }
+        Some("AlwaysAllow") => AuthorizationMode::AlwaysAllow,
+        Some("Webhook") => {
+            return Err(invalid(
+                "--authorization-mode",
+                "Webhook (SubjectAccessReview) is not supported by this agent yet; use AlwaysAllow".into(),
+            ))
+        }
+        Some(other) => {
+            return Err(invalid(
+                "--authorization-mode",
+                format!("{other:?}: expected AlwaysAllow (Webhook is not supported yet)"),
+            ))
+        }
+    };
+    let cert_and_key = match (
+        cli.tls_cert_file.clone().or_else(|| file.tls_cert_file.clone()),
+        cli.tls_private_key_file
+            .clone()
+            .or_else(|| file.tls_private_key_file.clone()),
+    ) {
+        (Some(cert), Some(key)) => Some((cert, key)),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err(invalid(
+                "--tls-private-key-file",
+                "required with --tls-cert-file".into(),
+            ))
+        }
+        (None, Some(_)) => {
+            return Err(invalid(
+                "--tls-cert-file",
+                "required with --tls-private-key-file".into(),
+            ))
+        }
+    };
+    let cipher_suites = if cli.tls_cipher_suites.iter().any(|s| !s.is_empty()) {
+        cli.tls_cipher_suites.clone()
+    } else {
+        file.tls_cipher_suites.clone().unwrap_or_default()
+    };
+    let tls = TlsSettings {
+        cert_and_key,
+        cert_dir: cli.cert_dir.clone().unwrap_or_else(|| root_dir.join("pki")),
+        node_name: node_name.to_string(),
+        node_ips: cli.node_ip.into_iter().collect(),
+        client_ca_file: cli.client_ca_file.clone().or_else(|| {
+            authn
+                .and_then(|a| a.x509.as_ref())
+                .and_then(|x| x.client_ca_file.clone())
+        }),
+        min_version: cli.tls_min_version.clone().or_else(|| file.tls_min_version.clone()),
+        cipher_suites: cipher_suites.into_iter().map(|s| s.trim().to_string()).collect(),
+    };
+    // Refuse bad names now, naming the flag, rather than when the server starts.
+    let reason = |e: dockerlet_http::kubelet_api::tls::TlsError| match e {
+        dockerlet_http::kubelet_api::tls::TlsError::Invalid { reason, .. } => reason,
+        other => other.to_string(),
+    };
+    dockerlet_http::kubelet_api::tls::provider(&tls.cipher_suites)
+        .map_err(|e| invalid("--tls-cipher-suites", reason(e)))?;
+    dockerlet_http::kubelet_api::tls::versions(tls.min_version.as_deref())
+        .map_err(|e| invalid("--tls-min-version", reason(e)))?;
+    Ok(Some(KubeletApiConfig {
+        address,
+        tls,
+        anonymous: cli
+            .anonymous_auth
+            .or_else(|| authn.and_then(|a| a.anonymous.as_ref()).and_then(|a| a.enabled))
+            .unwrap_or(false),
+        authorization,
+    }))
 }
 
 /// `--cluster-dns` (IPs), `--cluster-domain`, `--resolv-conf` (empty for none), flags over
@@ -653,6 +824,63 @@ mod tests {
         .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// The kubelet API: on 0.0.0.0:10250 by default, secure (no anonymous, every request
+    /// forbidden without an authorization mode, self-signed pair under `<root-dir>/pki`); its
+    /// settings come from the file's kubelet names or the flags; what it cannot honour (token
+    /// webhook, Webhook authorizer, CBC suites, TLS 1.1) is refused naming the flag.
+    #[test]
+    fn kubelet_api_settings() {
+        let c = build(&cli(&["--root-dir", "/r"]), host).unwrap();
+        let api = c.kubelet_api.unwrap();
+        assert_eq!(api.address, "0.0.0.0:10250".parse().unwrap());
+        assert!(!api.anonymous);
+        assert_eq!(api.authorization, AuthorizationMode::AlwaysDeny);
+        assert_eq!(api.tls.cert_dir, PathBuf::from("/r/pki"));
+        assert_eq!(build(&cli(&["--port", "0"]), host).unwrap().kubelet_api, None);
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "kind: KubeletConfiguration\nport: 10260\ntlsCertFile: /c.crt\ntlsPrivateKeyFile: /c.key\ntlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\nauthentication:\n  anonymous:\n    enabled: true\n  x509:\n    clientCAFile: /ca.crt\nauthorization:\n  mode: AlwaysAllow\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let api = build(&cli(&["--config", p]), host).unwrap().kubelet_api.unwrap();
+        assert_eq!(api.address.port(), 10260);
+        assert!(api.anonymous);
+        assert_eq!(api.authorization, AuthorizationMode::AlwaysAllow);
+        assert_eq!(api.tls.cert_and_key, Some(("/c.crt".into(), "/c.key".into())));
+        assert_eq!(api.tls.client_ca_file, Some("/ca.crt".into()));
+        assert_eq!(api.tls.min_version.as_deref(), Some("VersionTLS13"));
+        assert_eq!(api.tls.cipher_suites, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]);
+        let api = build(&cli(&["--config", p, "--anonymous-auth=false"]), host)
+            .unwrap()
+            .kubelet_api
+            .unwrap();
+        assert!(!api.anonymous);
+
+        for (args, setting) in [
+            (&["--authorization-mode", "Webhook"][..], "--authorization-mode"),
+            (&["--authorization-mode", "Node"][..], "--authorization-mode"),
+            (
+                &["--authentication-token-webhook"][..],
+                "--authentication-token-webhook",
+            ),
+            (
+                &["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"][..],
+                "--tls-cipher-suites",
+            ),
+            (&["--tls-cipher-suites", "BOGUS"][..], "--tls-cipher-suites"),
+            (&["--tls-min-version", "VersionTLS11"][..], "--tls-min-version"),
+        ] {
+            match build(&cli(args), host) {
+                Err(ConfigError::Invalid { setting: s, reason }) => assert_eq!(s, setting, "{args:?}: {reason}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
     }
 
     /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and

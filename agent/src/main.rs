@@ -9,6 +9,7 @@
 
 mod cli;
 mod config;
+mod configz;
 mod memory;
 mod node;
 mod telemetry;

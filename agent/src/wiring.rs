@@ -123,8 +123,9 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             manifest_url: config.manifest_url.clone(),
             pressure,
         },
-        Arc::new(Measured::new(runtime, metrics.clone())),
+        Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );
+    let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
 
@@ -142,6 +143,25 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     if let Some(addr) = config.read_only {
         servers
             .push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
+    }
+    if let Some(api) = &config.kubelet_api {
+        // Reads (or writes the self-signed) certificate files: off the event loop.
+        let settings = api.tls.clone();
+        let tls = tokio::task::spawn_blocking(move || dockerlet_http::kubelet_api::tls::server_config(&settings))
+            .await
+            .context("kubelet API TLS set-up panicked")?
+            .with_context(|| format!("kubelet API on {}", api.address))?;
+        let auth = dockerlet_http::kubelet_api::auth::AuthConfig {
+            node_name: config.node_name.clone(),
+            anonymous: api.anonymous,
+            authorization: api.authorization,
+        };
+        let state = dockerlet_http::kubelet_api::KubeletApi {
+            handles: handles.clone(),
+            logs: logs.clone(),
+            configz: Arc::new(crate::configz::configz(&config)),
+        };
+        servers.push(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?.0);
     }
     servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
     let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();

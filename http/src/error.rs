@@ -17,6 +17,9 @@ pub enum ApiError {
     /// The request is malformed.
     #[error("bad request: {0}")]
     BadRequest(String),
+    /// What the request names does not exist.
+    #[error("{0}")]
+    NotFound(String),
     /// The feature is switched off.
     #[error("{0}")]
     Forbidden(String),
@@ -35,6 +38,7 @@ impl ResponseError for ApiError {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::NotFound(_) => StatusCode::NOT_FOUND,
         }
     }
 

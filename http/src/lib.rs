@@ -7,6 +7,8 @@
 //!   `--address:--read-only-port`.
 //! - [`metrics`]: the `/metrics` and `/metrics/probes` handlers any server mounts, the request
 //!   metrics middleware ([`metrics::track`]) and the process metrics collector.
+//! - [`kubelet_api`]: the authenticated kubelet API over HTTPS on `--address:--port`
+//!   (`/healthz`, `/pods`, `/configz`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
@@ -17,6 +19,7 @@
 pub mod debug;
 pub mod error;
 pub mod healthz;
+pub mod kubelet_api;
 pub mod metrics;
 pub mod read_only;
 

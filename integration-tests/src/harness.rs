@@ -48,6 +48,8 @@ pub struct Ports {
     pub healthz: u16,
     /// Port of `--debug-address`: `/debug/actors`, `/debug/fault`.
     pub debug: u16,
+    /// `--port`: the kubelet API (HTTPS).
+    pub kubelet: u16,
 }
 
 /// How the agent process ended after a signal.
@@ -156,6 +158,7 @@ impl Agent {
             read_only: free_port(),
             healthz: free_port(),
             debug: free_port(),
+            kubelet: free_port(),
         };
 
         let mut args: Vec<String> = vec![
@@ -173,6 +176,8 @@ impl Agent {
             ports.healthz.to_string(),
             "--debug-address".into(),
             format!("127.0.0.1:{}", ports.debug),
+            "--port".into(),
+            ports.kubelet.to_string(),
         ];
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
@@ -485,7 +490,9 @@ impl Agent {
                     read_only: free_port(),
                     healthz: free_port(),
                     debug: free_port(),
+                    kubelet: free_port(),
                 };
+                set_arg(&mut self.args, "--port", self.ports.kubelet.to_string());
                 set_arg(&mut self.args, "--read-only-port", self.ports.read_only.to_string());
                 set_arg(&mut self.args, "--healthz-port", self.ports.healthz.to_string());
                 set_arg(

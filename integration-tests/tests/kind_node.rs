@@ -138,6 +138,8 @@ fn the_agent_runs_as_a_kind_style_node_in_a_container() {
         &healthz.to_string(),
         "--debug-address",
         &format!("127.0.0.1:{}", free_port()),
+        "--port",
+        &free_port().to_string(),
     ]);
     let url = format!("http://127.0.0.1:{read_only}/pods");
     let pod = wait_for("the pod Running and ready", POD_START_TIMEOUT, || {

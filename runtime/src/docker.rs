@@ -23,8 +23,8 @@ use k8s_openapi::jiff::Timestamp;
 use dockerlet_pod::labels;
 
 use super::{
-    pause, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, NetworkMode, RuntimeError, RuntimeEvent,
-    EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
+    pause, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, LogChunks, LogRequest,
+    LogStream, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
@@ -354,6 +354,35 @@ impl Images for DockerRuntime {
                 Ok(pause::IMAGE.to_string())
             }
         }
+    }
+}
+
+impl ContainerLogs for DockerRuntime {
+    fn logs(&self, id: &ContainerId, request: &LogRequest) -> LogChunks {
+        let options = bollard::query_parameters::LogsOptions {
+            follow: request.follow,
+            stdout: request.stream != LogStream::Stderr,
+            stderr: request.stream != LogStream::Stdout,
+            // Docker reads 0 as "from the start"; a time before 1970 means the same.
+            since: request.since_unix.map_or(0, |s| s.clamp(0, i64::from(i32::MAX)) as i32),
+            until: 0,
+            timestamps: request.timestamps,
+            tail: request.tail_lines.map_or_else(|| "all".to_string(), |n| n.to_string()),
+        };
+        let operation = format!("logs of container {id}");
+        self.docker
+            .logs(&id.0, Some(options))
+            .filter_map(|item| async move {
+                match item {
+                    Ok(bollard::container::LogOutput::StdOut { message })
+                    | Ok(bollard::container::LogOutput::StdErr { message })
+                    | Ok(bollard::container::LogOutput::Console { message }) => Some(Ok(message)),
+                    Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                    Err(e) => Some(Err(e)),
+                }
+            })
+            .map_err(move |e| failed(&operation, e))
+            .boxed()
     }
 }
 

@@ -14,7 +14,10 @@ use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_pod::labels;
 
-use super::{ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RuntimeError, RuntimeEvent};
+use super::{
+    ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, LogChunks, LogRequest,
+    LogStream, RuntimeError, RuntimeEvent,
+};
 
 /// A call, as the fake saw it: one per Docker Engine API request the real runtime would make.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -77,6 +80,8 @@ pub struct FakeState {
     pub exec_delay: Duration,
     /// Execs running now, and the most that ever ran at once.
     pub exec_running: (usize, usize),
+    /// Log output by container ID: (stream, line) in the order written.
+    pub logs: BTreeMap<String, Vec<(LogStream, String)>>,
     /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
     events: Vec<futures::channel::mpsc::UnboundedSender<Result<RuntimeEvent, RuntimeError>>>,
 }
@@ -294,6 +299,29 @@ impl Images for FakeRuntime {
 
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
         Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
+    }
+}
+
+impl ContainerLogs for FakeRuntime {
+    /// The lines set in [`FakeState::logs`], filtered by stream and `tail_lines` (a follow ends
+    /// at once, as for an exited container).
+    fn logs(&self, id: &ContainerId, request: &LogRequest) -> LogChunks {
+        let lines: Vec<String> = {
+            let state = self.state.lock().expect("fake state");
+            state
+                .logs
+                .get(&id.0)
+                .map(|lines| {
+                    lines
+                        .iter()
+                        .filter(|(s, _)| request.stream == LogStream::All || *s == request.stream)
+                        .map(|(_, l)| format!("{l}\n"))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        let skip = request.tail_lines.map_or(0, |n| lines.len().saturating_sub(n as usize));
+        futures::stream::iter(lines.into_iter().skip(skip).map(|l| Ok(bytes::Bytes::from(l)))).boxed()
     }
 }
 

@@ -171,6 +171,44 @@ pub trait Images: Send + Sync {
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError>;
 }
 
+/// Which of a container's output streams a log read returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum LogStream {
+    /// stdout and stderr, interleaved as written.
+    #[default]
+    All,
+    /// stdout only.
+    Stdout,
+    /// stderr only.
+    Stderr,
+}
+
+/// What part of a container's log to read (kubelet's `PodLogOptions`, validated).
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct LogRequest {
+    /// Keep the stream open and send new output until the container exits.
+    pub follow: bool,
+    /// Prefix each line with its RFC 3339 timestamp.
+    pub timestamps: bool,
+    /// Only the last this many lines; all when none.
+    pub tail_lines: Option<u64>,
+    /// Only output written at or after this Unix time (seconds).
+    pub since_unix: Option<i64>,
+    /// Which streams.
+    pub stream: LogStream,
+}
+
+/// A container's log as a stream of byte chunks, read as the consumer asks for them.
+pub type LogChunks = BoxStream<'static, Result<bytes::Bytes, RuntimeError>>;
+
+/// Containers' logs (`kubectl logs`), streamed: nothing is read ahead of the consumer, so a slow
+/// reader holds one chunk, not the log.
+pub trait ContainerLogs: Send + Sync {
+    /// The log of container `id` as `request` says; stdout and stderr demultiplexed into raw
+    /// bytes. A follow ends when the container exits.
+    fn logs(&self, id: &ContainerId, request: &LogRequest) -> LogChunks;
+}
+
 /// Commands run in containers (probes and hooks).
 #[async_trait]
 pub trait Exec: Send + Sync {

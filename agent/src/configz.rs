@@ -1,0 +1,123 @@
+//! `/configz`: the effective configuration as kubelet shows it, `{"kubeletconfig": {...}}` with
+//! KubeletConfiguration's field names and Go's duration text (`1m0s`).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::config::AgentConfig;
+
+/// A duration as Go's `time.Duration.String()` writes whole seconds and milliseconds: `20s`,
+/// `1m0s`, `1h0m0s`, `500ms`, `0s`.
+fn go_duration(d: Duration) -> String {
+    let ms = d.as_millis();
+    if ms == 0 {
+        return "0s".into();
+    }
+    if ms < 1000 {
+        return format!("{ms}ms");
+    }
+    let secs = d.as_secs();
+    let frac = ms % 1000;
+    let s = if frac == 0 {
+        format!("{}s", secs % 60)
+    } else {
+        format!("{}.{}s", secs % 60, format!("{frac:03}").trim_end_matches('0'))
+    };
+    match (secs / 3600, (secs / 60) % 60) {
+        (0, 0) => s,
+        (0, m) => format!("{m}m{s}"),
+        (h, m) => format!("{h}h{m}m{s}"),
+    }
+}
+
+/// The `/configz` document of `config`.
+pub fn configz(config: &AgentConfig) -> Value {
+    let api = config.kubelet_api.as_ref();
+    let mode = api.map(|a| match a.authorization {
+        dockerlet_http::kubelet_api::auth::AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+        dockerlet_http::kubelet_api::auth::AuthorizationMode::AlwaysDeny => "AlwaysDeny",
+    });
+    json!({
+        "kubeletconfig": {
+            "kind": "KubeletConfiguration",
+            "apiVersion": "kubelet.config.k8s.io/v1beta1",
+            "staticPodPath": config.manifest_path,
+            "syncFrequency": go_duration(config.sync_frequency),
+            "fileCheckFrequency": go_duration(config.file_check_frequency),
+            "address": api.map(|a| a.address.ip().to_string()),
+            "port": config.port,
+            "readOnlyPort": config.read_only.map_or(0, |a| a.port()),
+            "healthzPort": config.healthz.map_or(0, |a| a.port()),
+            "healthzBindAddress": config.healthz.map(|a| a.ip().to_string()),
+            "tlsCertFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.0),
+            "tlsPrivateKeyFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.1),
+            "tlsMinVersion": api.and_then(|a| a.tls.min_version.clone()),
+            "tlsCipherSuites": api.map(|a| a.tls.cipher_suites.clone()).unwrap_or_default(),
+            "authentication": {
+                "x509": {"clientCAFile": api.and_then(|a| a.tls.client_ca_file.clone())},
+                "webhook": {"enabled": false},
+                "anonymous": {"enabled": api.is_some_and(|a| a.anonymous)},
+            },
+            "authorization": {"mode": mode},
+            "podInfraContainerImage": config.sandbox_image,
+            "containerRuntimeEndpoint": config.runtime_endpoint,
+            "crashLoopBackOff": {
+                "maxContainerRestartPeriod": go_duration(config.backoff.max),
+            },
+            "registerNode": config.register_node,
+            "kubeAPIQPS": config.kube_api_limits.0,
+            "kubeAPIBurst": config.kube_api_limits.1,
+            "nodeStatusUpdateFrequency": go_duration(config.node_status_update_frequency),
+            "nodeStatusReportFrequency": go_duration(config.node_status_report_frequency),
+            "nodeLeaseDurationSeconds": config.node_lease_duration_seconds,
+            "evictionPressureTransitionPeriod": go_duration(config.eviction_pressure_transition_period),
+            "clusterDNS": config.dns.servers.iter().map(|ip| ip.to_string()).collect::<Vec<_>>(),
+            "clusterDomain": config.dns.domain,
+            "resolvConf": config.dns.resolv_conf.as_ref().map_or_else(String::new, |p| p.display().to_string()),
+            "seccompDefault": config.seccomp_default,
+            "allowedUnsafeSysctls": config.allowed_unsafe_sysctls,
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    /// Durations read as Go writes them.
+    #[test]
+    fn durations_as_go_writes_them() {
+        let d = |ms| go_duration(Duration::from_millis(ms));
+        assert_eq!(
+            [d(0), d(500), d(20_000), d(60_000), d(90_000), d(3_600_000), d(1_500)],
+            ["0s", "500ms", "20s", "1m0s", "1m30s", "1h0m0s", "1.5s"]
+        );
+    }
+
+    /// The document carries kubelet's names and the effective values, flags included.
+    #[test]
+    fn configz_names_fields_as_kubelet() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "dockerlet",
+            "--hostname-override",
+            "n1",
+            "--port",
+            "10260",
+            "--authorization-mode",
+            "AlwaysAllow",
+            "--sync-frequency",
+            "1m",
+        ])
+        .unwrap();
+        let config = crate::config::build(&cli, || "x".into()).unwrap();
+        let c = &configz(&config)["kubeletconfig"];
+        assert_eq!(c["port"], 10260);
+        assert_eq!(c["syncFrequency"], "1m0s");
+        assert_eq!(c["readOnlyPort"], 10255);
+        assert_eq!(c["authorization"]["mode"], "AlwaysAllow");
+        assert_eq!(c["authentication"]["anonymous"]["enabled"], false);
+        assert_eq!(c["kind"], "KubeletConfiguration");
+    }
+}

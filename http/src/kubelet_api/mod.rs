@@ -1,0 +1,198 @@
+//! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
+//! authorization in front of every route, then `/healthz` (and `/healthz/ping`, `/log`,
+//! `/syncloop`), `/pods`, `/configz` and `/containerLogs/{namespace}/{pod}/{container}`.
+//!
+//! # Layout
+//! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
+//!   cipher suites, client certificates against `--client-ca-file`.
+//! - [`auth`]: who asks (certificate CN/O, anonymous) and whether they may
+//!   (kubelet's request attributes; `AlwaysAllow`, or every request forbidden).
+//! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
+//!
+//! exec, attach, portForward and run are not routed (404) until the streaming protocols exist.
+
+pub mod auth;
+pub mod logs;
+pub mod tls;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::Server;
+use actix_web::{middleware, web, App, HttpResponse, HttpServer};
+use dockerlet_runtime::ContainerLogs;
+
+use crate::Handles;
+
+/// How long a client may take to send its request head.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long an idle keep-alive connection is kept.
+pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// What the kubelet API's handlers reach.
+#[derive(Clone)]
+pub struct KubeletApi {
+    /// The actors.
+    pub handles: Handles,
+    /// Containers' logs.
+    pub logs: Arc<dyn ContainerLogs>,
+    /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
+    /// effective configuration.
+    pub configz: Arc<serde_json::Value>,
+}
+
+/// The routes, behind [`auth::filter`].
+pub fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(
+        web::scope("")
+            .wrap(middleware::from_fn(auth::filter))
+            .route("/healthz", web::get().to(crate::healthz::healthz))
+            .route("/healthz/syncloop", web::get().to(crate::healthz::healthz))
+            .route("/healthz/ping", web::get().to(ok))
+            .route("/healthz/log", web::get().to(ok))
+            .route("/configz", web::get().to(configz))
+            .route("/pods", web::get().to(crate::read_only::pods))
+            .route("/pods/", web::get().to(crate::read_only::pods))
+            .route("/metrics", web::get().to(crate::metrics::metrics))
+            .route("/metrics/probes", web::get().to(crate::metrics::probes))
+            .route(
+                "/containerLogs/{namespace}/{pod}/{container}",
+                web::get().to(logs::container_logs),
+            ),
+    );
+}
+
+async fn configz(api: web::Data<KubeletApi>) -> HttpResponse {
+    HttpResponse::Ok().json(api.configz.as_ref())
+}
+
+async fn ok() -> HttpResponse {
+    HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
+}
+
+/// Bind and start the kubelet API over TLS; returns the bound address. The request head is
+/// limited by actix-http (larger heads are answered 431), the head must arrive within
+/// [`READ_TIMEOUT`] and idle connections close after [`IDLE_TIMEOUT`].
+pub fn serve(
+    addr: SocketAddr,
+    api: KubeletApi,
+    auth: auth::AuthConfig,
+    tls: rustls::ServerConfig,
+) -> std::io::Result<(Server, SocketAddr)> {
+    let handles = web::Data::new(api.handles.clone());
+    let api = web::Data::new(api);
+    let auth = web::Data::new(Arc::new(auth));
+    let server = HttpServer::new(move || {
+        App::new()
+            .app_data(handles.clone())
+            .app_data(api.clone())
+            .app_data(auth.clone())
+            .configure(configure)
+    })
+    .workers(1)
+    .disable_signals()
+    .client_request_timeout(READ_TIMEOUT)
+    .keep_alive(IDLE_TIMEOUT)
+    .on_connect(|conn, ext| {
+        // The verified client certificate (rustls checked it against --client-ca-file).
+        if let Some(stream) =
+            conn.downcast_ref::<actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>>()
+        {
+            let (_, session) = stream.get_ref();
+            if let Some(user) = session
+                .peer_certificates()
+                .and_then(|c| c.first())
+                .and_then(tls::user_of)
+            {
+                ext.insert(user);
+            }
+        }
+    })
+    .bind_rustls_0_23(addr, tls)
+    .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
+    let bound = server.addrs().first().copied().unwrap_or(addr);
+    tracing::info!(server = "kubelet-api", address = %bound, "listening");
+    Ok((server.run(), bound))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::auth::{AuthConfig, AuthorizationMode};
+    use super::*;
+    use crate::tests::fake_handles;
+    use actix_web::{test, App};
+
+    fn api() -> KubeletApi {
+        KubeletApi {
+            handles: fake_handles(true),
+            logs: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
+            configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
+        }
+    }
+
+    async fn call(auth: AuthConfig, path: &str, bearer: bool) -> (u16, String) {
+        let api = api();
+        let app = test::init_service(
+            App::new()
+                .app_data(web::Data::new(api.handles.clone()))
+                .app_data(web::Data::new(api))
+                .app_data(web::Data::new(Arc::new(auth)))
+                .configure(configure),
+        )
+        .await;
+        let mut req = test::TestRequest::get().uri(path);
+        if bearer {
+            req = req.insert_header(("Authorization", "Bearer t"));
+        }
+        let resp = test::call_service(&app, req.to_request()).await;
+        let status = resp.status().as_u16();
+        let body = test::read_body(resp).await;
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    fn auth(anonymous: bool, authorization: AuthorizationMode) -> AuthConfig {
+        AuthConfig {
+            node_name: "n1".into(),
+            anonymous,
+            authorization,
+        }
+    }
+
+    /// No identity is 401 on every route; anonymous needs the flag and is then authorized like
+    /// anyone (403 with kubelet's message when denied); a token is never taken as anonymous.
+    #[actix_web::test]
+    async fn the_filter_authenticates_then_authorizes() {
+        for path in ["/pods", "/healthz", "/configz", "/containerLogs/a/b/c"] {
+            assert_eq!(
+                call(auth(false, AuthorizationMode::AlwaysAllow), path, false).await,
+                (401, "Unauthorized".into())
+            );
+        }
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysAllow), "/pods", true).await.0,
+            401
+        );
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysDeny), "/configz", false).await,
+            (
+                403,
+                "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
+            )
+        );
+        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/configz", false).await;
+        assert_eq!((status, body.as_str()), (200, r#"{"kubeletconfig":{"port":10250}}"#));
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysAllow), "/healthz/ping", false).await,
+            (200, "ok".into())
+        );
+        let (status, body) = call(
+            auth(true, AuthorizationMode::AlwaysAllow),
+            "/containerLogs/default/web-n1/nope",
+            false,
+        )
+        .await;
+        assert_eq!(status, 404, "{body}");
+    }
+}
