@@ -266,14 +266,21 @@ pub fn exec(id: &str, cmd: &[&str]) -> Output {
 /// Force-removes every container labelled with `node` (and their anonymous volumes).
 pub fn remove_node_containers(node: &str) {
     let filter = format!("label={NODE_LABEL}={node}");
-    let ids = String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).into_owned();
-    let ids: Vec<&str> = ids.split_whitespace().collect();
-    if ids.is_empty() {
-        return;
+    // A create the killed agent had in flight can land in dockerd after the first listing:
+    // list again once the engine has had time to finish it, until nothing is left.
+    for attempt in 0..5 {
+        let ids = String::from_utf8_lossy(&docker(&["ps", "-aq", "--filter", &filter]).stdout).into_owned();
+        let ids: Vec<&str> = ids.split_whitespace().collect();
+        if ids.is_empty() && attempt > 0 {
+            return;
+        }
+        if !ids.is_empty() {
+            let mut args = vec!["rm", "-f", "-v"];
+            args.extend_from_slice(&ids);
+            let _ = docker(&args);
+        }
+        std::thread::sleep(std::time::Duration::from_millis(300));
     }
-    let mut args = vec!["rm", "-f", "-v"];
-    args.extend_from_slice(&ids);
-    let _ = docker(&args);
 }
 
 /// True if the engine has the image `reference`.
