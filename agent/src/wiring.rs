@@ -125,6 +125,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );
+    let exec: Arc<dyn dockerlet_runtime::InteractiveExec> = Arc::new(runtime.clone());
+    let attach: Arc<dyn dockerlet_runtime::Attach> = Arc::new(runtime.clone());
     let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
@@ -159,6 +161,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         let state = dockerlet_http::kubelet_api::KubeletApi {
             handles: handles.clone(),
             logs: logs.clone(),
+            exec: exec.clone(),
+            attach: attach.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
         };
         servers.push(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?.0);
