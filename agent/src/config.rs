@@ -636,10 +636,8 @@ fn kubelet_api_config(
     }
     let has_api_server = cli.kubeconfig.is_some() || cli.in_cluster;
     let file_ttl = |setting: &str, text: Option<&String>| -> Result<Option<Duration>, ConfigError> {
-        text.map(|t| {
-            humantime::parse_duration(t).map_err(|e| invalid(setting, format!("invalid duration {t:?}: {e}")))
-        })
-        .transpose()
+        text.map(|t| humantime::parse_duration(t).map_err(|e| invalid(setting, format!("invalid duration {t:?}: {e}"))))
+            .transpose()
     };
     let authn = file.authentication.as_ref();
     let file_webhook = authn.and_then(|a| a.webhook.as_ref());
@@ -686,7 +684,10 @@ fn kubelet_api_config(
         authorized_ttl,
         unauthorized_ttl,
     };
-    let mode = cli.authorization_mode.clone().or_else(|| authz.and_then(|a| a.mode.clone()));
+    let mode = cli
+        .authorization_mode
+        .clone()
+        .or_else(|| authz.and_then(|a| a.mode.clone()));
     let authorization = match mode.as_deref() {
         None | Some("") if has_api_server => webhook,
         None | Some("") => {
@@ -933,7 +934,11 @@ mod tests {
             .unwrap()
             .kubelet_api
             .unwrap();
-        assert_eq!(api.authorization, AuthorizationMode::AlwaysAllow, "asked for explicitly");
+        assert_eq!(
+            api.authorization,
+            AuthorizationMode::AlwaysAllow,
+            "asked for explicitly"
+        );
         assert_eq!(api.token_webhook, Some(Duration::from_secs(120)));
 
         for (args, setting) in [

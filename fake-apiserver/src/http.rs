@@ -76,7 +76,7 @@ fn json_response(code: u16, body: &Value, warnings: &[String]) -> HttpResponse {
     builder.body(serde_json::to_vec(body).unwrap_or_default())
 }
 
-fn error_response(err: &ApiError) -> HttpResponse {
+pub(crate) fn error_response(err: &ApiError) -> HttpResponse {
     let mut builder = HttpResponse::build(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     builder.content_type("application/json");
     if err.code == 429 || err.code == 503 {
@@ -132,8 +132,22 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
 /// for its own audience and still valid), and so do the tokens tests registered; there is no
 /// RBAC, so they may do everything.
 fn authenticated(shared: &Shared, req: &HttpRequest) -> bool {
-    let token_ok = |auth: &actix_web::http::header::HeaderValue| {
-        let Some(bearer) = auth.to_str().ok().and_then(|a| a.strip_prefix("Bearer ")) else {
+    let authorization = req
+        .headers()
+        .get("Authorization")
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    authenticated_by(
+        shared,
+        authorization,
+        req.conn_data::<super::ClientCertificate>().is_some(),
+    )
+}
+
+/// [`authenticated`] on the `Authorization` header's value and whether a verified client
+/// certificate came.
+pub(crate) fn authenticated_by(shared: &Shared, authorization: Option<&str>, certificate: bool) -> bool {
+    let token_ok = |auth: &str| {
+        let Some(bearer) = auth.strip_prefix("Bearer ") else {
             return false;
         };
         bearer == shared.token
@@ -148,9 +162,9 @@ fn authenticated(shared: &Shared, req: &HttpRequest) -> bool {
                     .verify(&shared.store(), bearer)
                     .is_ok_and(|c| c.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER)))
     };
-    match req.headers().get("Authorization") {
+    match authorization {
         Some(auth) => token_ok(auth),
-        None => !shared.tls || req.conn_data::<super::ClientCertificate>().is_some(),
+        None => !shared.tls || certificate,
     }
 }
 
@@ -159,7 +173,12 @@ fn authenticated(shared: &Shared, req: &HttpRequest) -> bool {
 pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> {
     record(shared, req, &Bytes::new());
     if shared.log_requests {
-        eprintln!("test-apiserver: {} {}?{} (kubelet proxy)", req.method(), req.path(), req.query_string());
+        eprintln!(
+            "test-apiserver: {} {}?{} (kubelet proxy)",
+            req.method(),
+            req.path(),
+            req.query_string()
+        );
     }
     if !authenticated(shared, req) {
         return Some(error_response(&ApiError::unauthorized()));
@@ -203,12 +222,24 @@ fn token_user(
     let ns = &k.namespace;
     let mut extra = std::collections::BTreeMap::new();
     if let Some(pod) = &k.pod {
-        extra.insert("authentication.kubernetes.io/pod-name".to_string(), vec![pod.name.clone()]);
-        extra.insert("authentication.kubernetes.io/pod-uid".to_string(), vec![pod.uid.clone()]);
+        extra.insert(
+            "authentication.kubernetes.io/pod-name".to_string(),
+            vec![pod.name.clone()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/pod-uid".to_string(),
+            vec![pod.uid.clone()],
+        );
     }
     if let Some(node) = &k.node {
-        extra.insert("authentication.kubernetes.io/node-name".to_string(), vec![node.name.clone()]);
-        extra.insert("authentication.kubernetes.io/node-uid".to_string(), vec![node.uid.clone()]);
+        extra.insert(
+            "authentication.kubernetes.io/node-name".to_string(),
+            vec![node.name.clone()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/node-uid".to_string(),
+            vec![node.uid.clone()],
+        );
     }
     extra.insert(
         "authentication.kubernetes.io/credential-id".to_string(),
@@ -233,22 +264,30 @@ fn record(shared: &Shared, req: &HttpRequest, body: &Bytes) {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    record_request(
+        shared,
+        RecordedRequest {
+            method: req.method().to_string(),
+            path: req.path().to_string(),
+            query: req.query_string().to_string(),
+            content_type: header("Content-Type"),
+            accept: header("Accept"),
+            user_agent: header("User-Agent"),
+            body: String::from_utf8_lossy(body).into_owned(),
+        },
+    );
+}
+
+/// Keeps `request` in the log.
+pub(crate) fn record_request(shared: &Shared, request: RecordedRequest) {
     let mut log = shared.requests.lock().unwrap_or_else(|e| e.into_inner());
-    log.push_back(RecordedRequest {
-        method: req.method().to_string(),
-        path: req.path().to_string(),
-        query: req.query_string().to_string(),
-        content_type: header("Content-Type"),
-        accept: header("Accept"),
-        user_agent: header("User-Agent"),
-        body: String::from_utf8_lossy(body).into_owned(),
-    });
+    log.push_back(request);
     while log.len() > REQUEST_LOG {
         log.pop_front();
     }
 }
 
-fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
+pub(crate) fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
     let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
     let i = faults.iter().position(|f| {
         f.remaining > 0
@@ -353,7 +392,10 @@ fn route(
     let (group, version, rest) = match segs.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group] => {
-            if matches!(*group, "coordination.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io") {
+            if matches!(
+                *group,
+                "coordination.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
+            ) {
                 return ok(resources::api_group(group));
             }
             return Err(not_found_path());

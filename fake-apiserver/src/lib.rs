@@ -46,6 +46,7 @@
 
 pub mod cluster;
 mod error;
+mod front;
 mod http;
 mod patch;
 mod protobuf;
@@ -255,13 +256,19 @@ fn random_token() -> String {
 }
 
 fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> io::Result<Running> {
+    // actix-web listens on an internal port; the front (`front`) owns the public one.
+    let internal = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let internal_addr = internal.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let verified: front::Verified = Arc::default();
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("test-apiserver".into())
         .spawn(move || {
             let system = actix_web::rt::System::new();
             system.block_on(async move {
-                let data = web::Data::from(shared);
+                let data = web::Data::from(shared.clone());
+                let seen = verified.clone();
                 let server = HttpServer::new(move || {
                     App::new()
                         .app_data(data.clone())
@@ -270,26 +277,26 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> 
                             "/api/v1/namespaces/{ns}/pods/{name}/{sub:log|exec|attach|portforward}",
                             web::route().to(proxy::pod_subresource),
                         )
-                        .route("/api/v1/nodes/{name}/proxy{rest:(/.*)?}", web::route().to(proxy::node_proxy))
+                        .route(
+                            "/api/v1/nodes/{name}/proxy{rest:(/.*)?}",
+                            web::route().to(proxy::node_proxy),
+                        )
                         .default_service(web::to(http::dispatch))
                 })
                 .workers(2)
                 .disable_signals()
-                .shutdown_timeout(0);
-                let server = match tls {
-                    Some(tls) => server
-                        .on_connect(|conn, extensions| {
-                            type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
-                            let verified = conn
-                                .downcast_ref::<Tls>()
-                                .is_some_and(|tls| tls.get_ref().1.peer_certificates().is_some());
-                            if verified {
-                                extensions.insert(ClientCertificate);
-                            }
-                        })
-                        .listen_rustls_0_23(listener, (*tls.server).clone()),
-                    None => server.listen(listener),
-                };
+                .shutdown_timeout(0)
+                .on_connect(move |conn, extensions| {
+                    // The front connected from this address for a client with a certificate.
+                    let certified = conn
+                        .downcast_ref::<actix_web::rt::net::TcpStream>()
+                        .and_then(|tcp| tcp.peer_addr().ok())
+                        .is_some_and(|peer| seen.lock().unwrap_or_else(|e| e.into_inner()).contains(&peer));
+                    if certified {
+                        extensions.insert(ClientCertificate);
+                    }
+                })
+                .listen(internal);
                 let server = match server {
                     Ok(s) => s.run(),
                     Err(e) => {
@@ -297,8 +304,24 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> 
                         return;
                     }
                 };
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let tls = tls.map(|t| {
+                    let mut config = (*t.server).clone();
+                    // HTTP/1.1 only: the front reads request heads and actix-web's internal
+                    // port speaks plain HTTP/1.
+                    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                    Arc::new(config)
+                });
+                let front = actix_web::rt::spawn(front::accept_loop(listener, internal_addr, shared, tls, verified));
                 let _ = tx.send(Ok(server.handle()));
                 let _ = server.await;
+                front.abort();
             });
         })?;
     let handle = rx
@@ -451,17 +474,29 @@ impl ApiServer {
 
     /// Forgets every SubjectAccessReview rule.
     pub fn clear_access_rules(&self) {
-        self.shared.access_rules.lock().unwrap_or_else(|e| e.into_inner()).clear();
+        self.shared
+            .access_rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
     }
 
     /// The `spec` of every TokenReview received, oldest first.
     pub fn token_reviews(&self) -> Vec<Value> {
-        self.shared.token_reviews.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .token_reviews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The `spec` of every SubjectAccessReview received, oldest first.
     pub fn access_reviews(&self) -> Vec<Value> {
-        self.shared.access_reviews.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.shared
+            .access_reviews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The address it listens on.

@@ -125,7 +125,13 @@ fn node_target(shared: &Shared, node_name: &str, path_and_query: String) -> Resu
     let Some(host) = address else {
         let known: Vec<String> = addresses
             .iter()
-            .map(|a| format!("{}={}", a["type"].as_str().unwrap_or(""), a["address"].as_str().unwrap_or("")))
+            .map(|a| {
+                format!(
+                    "{}={}",
+                    a["type"].as_str().unwrap_or(""),
+                    a["address"].as_str().unwrap_or("")
+                )
+            })
             .collect();
         return Err(ApiError::internal(format!(
             "no preferred addresses found; known addresses: [{}]",
@@ -168,7 +174,9 @@ pub fn validate_container(pod: &Value, container: Option<&str>) -> Result<String
             if containers.iter().chain(&init).chain(&ephemeral).any(|x| x == c) {
                 Ok(c.to_string())
             } else {
-                Err(ApiError::bad_request(format!("container {c} is not valid for pod {name}")))
+                Err(ApiError::bad_request(format!(
+                    "container {c} is not valid for pod {name}"
+                )))
             }
         }
         None => match containers.as_slice() {
@@ -246,53 +254,66 @@ pub async fn pod_subresource(
         Err(e) => return status_response(&e),
     };
     let query = req.query_string().to_string();
-    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default().to_string();
-    let method = req.method().clone();
-    let result = (|| -> Result<(Target, Answer), ApiError> {
-        let allowed = match sub.as_str() {
-            "log" => method == actix_web::http::Method::GET,
-            _ => method == actix_web::http::Method::GET || method == actix_web::http::Method::POST,
-        };
-        if !allowed {
-            return Err(ApiError::method_not_allowed(format!(
-                "the server does not allow this method on the requested resource ({method})"
-            )));
-        }
-        let container = || validate_container(&pod, query_param(&query, "container").as_deref());
-        let (path, answer) = match sub.as_str() {
-            "log" => (
-                with_query(
-                    format!("/containerLogs/{ns}/{name}/{}", container()?),
-                    &without_param(&query, "container"),
-                ),
-                Answer::Checked,
-            ),
-            "exec" | "attach" => (
-                with_query(format!("/{sub}/{ns}/{name}/{}", container()?), &query),
-                Answer::Raw,
-            ),
-            "portforward" => (with_query(format!("/portForward/{ns}/{name}"), &query), Answer::Raw),
-            _ => return Err(super::http::not_found_path()),
-        };
-        if sub != "log" && !is_upgrade(&req) {
-            return Err(ApiError::bad_request("Upgrade request required"));
-        }
-        if node.is_empty() {
-            return Err(ApiError::bad_request(format!("pod {name} does not have a host assigned")));
-        }
-        Ok((node_target(&shared, &node, path)?, answer))
-    })();
-    match result {
-        Ok((target, answer)) => forward(&shared, target, answer, &req, payload).await,
+    match pod_target(&shared, &pod, &sub, req.method().as_str(), &query, is_upgrade(&req)) {
+        Ok(Some((target, answer))) => forward(&shared, target, answer, &req, payload).await,
         // A pod not yet on a node has no log: kube-apiserver streams nothing.
-        Err(_) if sub == "log" && node.is_empty() && method == actix_web::http::Method::GET => {
-            match validate_container(&pod, query_param(&query, "container").as_deref()) {
-                Ok(_) => HttpResponse::Ok().content_type("text/plain").finish(),
-                Err(e) => status_response(&e),
-            }
-        }
+        Ok(None) => HttpResponse::Ok().content_type("text/plain").finish(),
         Err(e) => status_response(&e),
     }
+}
+
+/// Where a pod subresource request goes; `None` for the log of a pod on no node yet.
+fn pod_target(
+    shared: &Shared,
+    pod: &Value,
+    sub: &str,
+    method: &str,
+    query: &str,
+    upgrade: bool,
+) -> Result<Option<(Target, Answer)>, ApiError> {
+    let ns = pod["metadata"]["namespace"].as_str().unwrap_or_default();
+    let name = pod["metadata"]["name"].as_str().unwrap_or_default();
+    let node = pod["spec"]["nodeName"].as_str().unwrap_or_default();
+    let allowed = match sub {
+        "log" => method == "GET",
+        _ => method == "GET" || method == "POST",
+    };
+    if !allowed {
+        return Err(ApiError::method_not_allowed(format!(
+            "the server does not allow this method on the requested resource ({method})"
+        )));
+    }
+    let container = || validate_container(pod, query_param(query, "container").as_deref());
+    let (path, answer) = match sub {
+        "log" => {
+            let container = container()?;
+            if node.is_empty() {
+                return Ok(None);
+            }
+            (
+                with_query(
+                    format!("/containerLogs/{ns}/{name}/{container}"),
+                    &without_param(query, "container"),
+                ),
+                Answer::Checked,
+            )
+        }
+        "exec" | "attach" => (
+            with_query(format!("/{sub}/{ns}/{name}/{}", container()?), query),
+            Answer::Raw,
+        ),
+        "portforward" => (with_query(format!("/portForward/{ns}/{name}"), query), Answer::Raw),
+        _ => return Err(super::http::not_found_path()),
+    };
+    if sub != "log" && !upgrade {
+        return Err(ApiError::bad_request("Upgrade request required"));
+    }
+    if node.is_empty() {
+        return Err(ApiError::bad_request(format!(
+            "pod {name} does not have a host assigned"
+        )));
+    }
+    Ok(Some((node_target(shared, node, path)?, answer)))
 }
 
 /// `/api/v1/nodes/{name}/proxy[/{path}]`.
@@ -353,39 +374,12 @@ async fn forward(
         }
         body.freeze()
     };
-    let io = match connect(shared, &target).await {
-        Ok(io) => io,
-        Err(e) => return unreachable(&target, &method, e),
-    };
-    let (mut sender, conn) = match hyper::client::conn::http1::handshake(TokioIo::new(io)).await {
-        Ok(pair) => pair,
-        Err(e) => return unreachable(&target, &method, e),
-    };
-    actix_web::rt::spawn(async move {
-        if let Err(e) = conn.with_upgrades().await {
-            debug_log(&format!("kubelet connection: {e}"));
-        }
-    });
-    let mut builder = hyper::Request::builder()
-        .method(method.as_str())
-        .uri(target.path_and_query.as_str())
-        .header("Host", format!("{}:{}", target.host, target.port));
-    for (name, value) in req.headers() {
-        let lower = name.as_str();
-        let keep = match lower {
-            "host" | "authorization" | "content-length" => false,
-            "connection" | "upgrade" => upgrade,
-            other => !hop_by_hop(other) && !other.starts_with("impersonate-"),
-        };
-        if keep {
-            builder = builder.header(lower, value.as_bytes());
-        }
-    }
-    let request = match builder.body(http_body_util::Full::new(body)) {
-        Ok(r) => r,
-        Err(e) => return status_response(&ApiError::bad_request(e.to_string())),
-    };
-    let mut response = match sender.send_request(request).await {
+    let headers: Vec<(String, Vec<u8>)> = req
+        .headers()
+        .iter()
+        .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+        .collect();
+    let mut response = match kubelet_request(shared, &target, &method, &headers, upgrade, body).await {
         Ok(r) => r,
         Err(e) => return unreachable(&target, &method, e),
     };
@@ -409,16 +403,34 @@ async fn forward(
         };
         let (from_kubelet, mut to_kubelet) = tokio::io::split(TokioIo::new(upgraded));
         actix_web::rt::spawn(async move {
-            while let Some(Ok(chunk)) = payload.next().await {
-                if to_kubelet.write_all(&chunk).await.is_err() {
-                    return;
+            loop {
+                match payload.next().await {
+                    Some(Ok(chunk)) => {
+                        if let Err(e) = to_kubelet.write_all(&chunk).await {
+                            debug_log(&format!("upgraded stream to the kubelet: {e}"));
+                            return;
+                        }
+                    }
+                    Some(Err(e)) => {
+                        debug_log(&format!("upgraded stream from the client: {e}"));
+                        break;
+                    }
+                    None => break,
                 }
             }
+            debug_log("upgraded stream: the client is done");
             let _ = to_kubelet.shutdown().await;
         });
         let stream = futures::stream::unfold((from_kubelet, vec![0u8; 32 * 1024]), |(mut r, mut buf)| async move {
             match r.read(&mut buf).await {
-                Ok(0) | Err(_) => None,
+                Ok(0) => {
+                    debug_log("upgraded stream: the kubelet is done");
+                    None
+                }
+                Err(e) => {
+                    debug_log(&format!("upgraded stream from the kubelet: {e}"));
+                    None
+                }
                 Ok(n) => Some((Ok::<_, std::io::Error>(Bytes::copy_from_slice(&buf[..n])), (r, buf))),
             }
         });
@@ -471,6 +483,215 @@ fn checked_error(code: u16, body: String) -> ApiError {
     }
 }
 
+/// Sends one request to the kubelet: the caller's headers without its credentials and
+/// hop-by-hop headers (the upgrade headers kept for an upgrade).
+async fn kubelet_request(
+    shared: &Shared,
+    target: &Target,
+    method: &str,
+    headers: &[(String, Vec<u8>)],
+    upgrade: bool,
+    body: Bytes,
+) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    let io = connect(shared, target).await.map_err(|e| e.to_string())?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
+        .await
+        .map_err(|e| e.to_string())?;
+    actix_web::rt::spawn(async move {
+        if let Err(e) = conn.with_upgrades().await {
+            debug_log(&format!("kubelet connection: {e}"));
+        }
+    });
+    let mut builder = hyper::Request::builder()
+        .method(method)
+        .uri(target.path_and_query.as_str())
+        .header("Host", format!("{}:{}", target.host, target.port));
+    for (name, value) in headers {
+        let lower = name.to_ascii_lowercase();
+        let keep = match lower.as_str() {
+            "host" | "authorization" | "content-length" => false,
+            "connection" | "upgrade" => upgrade,
+            other => !hop_by_hop(other) && !other.starts_with("impersonate-"),
+        };
+        if keep {
+            builder = builder.header(lower.as_str(), value.as_slice());
+        }
+    }
+    let request = builder
+        .body(http_body_util::Full::new(body))
+        .map_err(|e| e.to_string())?;
+    sender.send_request(request).await.map_err(|e| e.to_string())
+}
+
+/// An upgrade request actix-web cannot stream (only WebSocket upgrades get the connection as
+/// their payload), read off the connection by [`super::front`]: authenticated and routed as
+/// the actix handlers do, then the kubelet's answer written back raw and, after a 101, bytes
+/// copied both ways. `rest` is what the client sent after the head.
+pub(crate) async fn raw_upgrade<S>(shared: Arc<Shared>, head: RawHead, rest: Vec<u8>, mut client: S, certificate: bool)
+where
+    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
+{
+    let (path, query) = head.target.split_once('?').unwrap_or((head.target.as_str(), ""));
+    super::http::record_request(
+        &shared,
+        super::RecordedRequest {
+            method: head.method.clone(),
+            path: path.to_string(),
+            query: query.to_string(),
+            content_type: None,
+            accept: None,
+            user_agent: head
+                .header("user-agent")
+                .map(|v| String::from_utf8_lossy(v).into_owned()),
+            body: String::new(),
+        },
+    );
+    if shared.log_requests {
+        eprintln!(
+            "test-apiserver: {} {} (kubelet proxy, raw upgrade)",
+            head.method, head.target
+        );
+    }
+    let authorization = head
+        .header("authorization")
+        .map(|v| String::from_utf8_lossy(v).into_owned());
+    let target = if !super::http::authenticated_by(&shared, authorization.as_deref(), certificate) {
+        Err(ApiError::unauthorized())
+    } else if let Some(e) = super::http::take_fault(&shared, &head.method, path) {
+        Err(e)
+    } else {
+        raw_target(&shared, &head.method, path, query)
+    };
+    let target = match target {
+        Ok(t) => t,
+        Err(e) => return write_status(&mut client, &e).await,
+    };
+    let mut response = match kubelet_request(&shared, &target, &head.method, &head.headers, true, Bytes::new()).await {
+        Ok(r) => r,
+        Err(e) => {
+            let url = format!("https://{}:{}{}", target.host, target.port, target.path_and_query);
+            let err = ApiError::with_code(
+                503,
+                format!("error trying to reach service: {} {url:?}: {e}", head.method),
+            );
+            return write_status(&mut client, &err).await;
+        }
+    };
+    let status = response.status();
+    let mut out = format!(
+        "HTTP/1.1 {} {}\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or("")
+    )
+    .into_bytes();
+    let switching = status.as_u16() == 101;
+    for (name, value) in response.headers() {
+        if switching || !hop_by_hop(name.as_str()) && name.as_str() != "content-length" {
+            out.extend_from_slice(name.as_str().as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(value.as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    if !switching {
+        let body = match response.into_body().collect().await {
+            Ok(b) => b.to_bytes(),
+            Err(e) => Bytes::from(e.to_string()),
+        };
+        out.extend_from_slice(format!("Content-Length: {}\r\nConnection: close\r\n\r\n", body.len()).as_bytes());
+        out.extend_from_slice(&body);
+        let _ = client.write_all(&out).await;
+        let _ = client.shutdown().await;
+        return;
+    }
+    out.extend_from_slice(b"\r\n");
+    let upgraded = match hyper::upgrade::on(&mut response).await {
+        Ok(u) => u,
+        Err(e) => {
+            debug_log(&format!("kubelet upgrade: {e}"));
+            return;
+        }
+    };
+    let mut kubelet = TokioIo::new(upgraded);
+    if client.write_all(&out).await.is_err() || kubelet.write_all(&rest).await.is_err() {
+        return;
+    }
+    if let Err(e) = tokio::io::copy_bidirectional(&mut client, &mut kubelet).await {
+        debug_log(&format!("upgraded stream: {e}"));
+    }
+}
+
+/// A request head as [`super::front`] read it.
+pub(crate) struct RawHead {
+    /// `GET`, `POST`.
+    pub method: String,
+    /// The path and query.
+    pub target: String,
+    /// Every header, in order.
+    pub headers: Vec<(String, Vec<u8>)>,
+}
+
+impl RawHead {
+    fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_slice())
+    }
+
+    /// An upgrade actix-web does not stream: `Connection: Upgrade` with an `Upgrade` other
+    /// than `websocket`.
+    pub(crate) fn is_non_websocket_upgrade(&self) -> bool {
+        let connection_upgrade = self
+            .headers
+            .iter()
+            .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+            .flat_map(|(_, v)| {
+                String::from_utf8_lossy(v)
+                    .split(',')
+                    .map(|t| t.trim().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
+            .any(|t| t == "upgrade");
+        let upgrade = self
+            .header("upgrade")
+            .map(|v| String::from_utf8_lossy(v).trim().to_ascii_lowercase());
+        connection_upgrade && upgrade.is_some_and(|u| u != "websocket")
+    }
+}
+
+/// Routes a raw upgrade as the actix routes do.
+fn raw_target(shared: &Shared, method: &str, path: &str, query: &str) -> Result<Target, ApiError> {
+    let segs: Vec<&str> = path.split('/').collect();
+    match segs.as_slice() {
+        ["", "api", "v1", "namespaces", ns, "pods", name, sub @ ("exec" | "attach" | "portforward")] => {
+            let pods = super::resources::by_name("pods").expect("pods are served");
+            let pod = shared.store().get(pods, ns, name)?;
+            pod_target(shared, &pod, sub, method, query, true)?
+                .map(|(t, _)| t)
+                .ok_or_else(super::http::not_found_path)
+        }
+        ["", "api", "v1", "nodes", node, "proxy", rest @ ..] => {
+            node_target(shared, node, with_query(format!("/{}", rest.join("/")), query))
+        }
+        _ => Err(super::http::not_found_path()),
+    }
+}
+
+async fn write_status<S: tokio::io::AsyncWrite + Unpin>(client: &mut S, err: &ApiError) {
+    let body = serde_json::to_vec(&err.status()).unwrap_or_default();
+    let status = StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let head = format!(
+        "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        status.as_u16(),
+        status.canonical_reason().unwrap_or(""),
+        body.len()
+    );
+    let _ = client.write_all(head.as_bytes()).await;
+    let _ = client.write_all(&body).await;
+    let _ = client.shutdown().await;
+}
+
 async fn connect(
     shared: &Shared,
     target: &Target,
@@ -507,14 +728,23 @@ mod tests {
         );
         assert_eq!(validate_container(&pod(&["a", "b"], &["i"]), Some("i")).unwrap(), "i");
         let err = validate_container(&pod(&["a"], &[]), Some("x")).unwrap_err();
-        assert_eq!((err.code, err.message.as_str()), (400, "container x is not valid for pod p"));
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "container x is not valid for pod p")
+        );
     }
 
     /// `container` is dropped from the kubelet's query, the rest kept in order.
     #[test]
     fn query_rewriting() {
-        assert_eq!(without_param("container=a&follow=true&tailLines=2", "container"), "follow=true&tailLines=2");
-        assert_eq!(query_param("follow=true&container=b", "container").as_deref(), Some("b"));
+        assert_eq!(
+            without_param("container=a&follow=true&tailLines=2", "container"),
+            "follow=true&tailLines=2"
+        );
+        assert_eq!(
+            query_param("follow=true&container=b", "container").as_deref(),
+            Some("b")
+        );
         assert_eq!(with_query("/x".into(), ""), "/x");
     }
 }

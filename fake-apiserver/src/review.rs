@@ -174,7 +174,9 @@ pub fn token_review(
 ) -> Result<Value, ApiError> {
     let mut review: TokenReview = decode("TokenReview", body)?;
     if review.spec.token.is_empty() {
-        return Err(ApiError::bad_request("token is required for TokenReview in authentication"));
+        return Err(ApiError::bad_request(
+            "token is required for TokenReview in authentication",
+        ));
     }
     let requested = review.spec.audiences.clone().unwrap_or_default();
     review.status = Some(match authenticate(&review.spec.token) {
@@ -225,7 +227,10 @@ pub fn access_review(body: &Value, rules: &[AccessRule]) -> Result<Value, ApiErr
     let groups = spec.groups.clone().unwrap_or_default();
     let mut causes = Vec::new();
     if user.is_empty() && groups.is_empty() {
-        causes.push(Cause::required("spec.user", "at least one of user or group must be specified"));
+        causes.push(Cause::required(
+            "spec.user",
+            "at least one of user or group must be specified",
+        ));
     }
     if spec.resource_attributes.is_some() == spec.non_resource_attributes.is_some() {
         causes.push(Cause::invalid(
@@ -337,14 +342,24 @@ mod tests {
         };
         let rules = [
             AccessRule::deny().user("mallory"),
-            AccessRule::allow().group("readers").verb("get").resource("nodes").subresource("proxy"),
+            AccessRule::allow()
+                .group("readers")
+                .verb("get")
+                .resource("nodes")
+                .subresource("proxy"),
         ];
         let status = |body: Value| access_review(&body, &rules).unwrap()["status"].clone();
         assert_eq!(status(sar("bob", &["readers"], "get", "proxy"))["allowed"], true);
         assert_eq!(status(sar("bob", &["readers"], "create", "proxy"))["allowed"], false);
         let denied = status(sar("mallory", &["system:masters"], "get", "proxy"));
-        assert_eq!((denied["allowed"].clone(), denied["denied"].clone()), (json!(false), json!(true)));
-        assert_eq!(status(sar("root", &["system:masters"], "create", "proxy"))["allowed"], true);
+        assert_eq!(
+            (denied["allowed"].clone(), denied["denied"].clone()),
+            (json!(false), json!(true))
+        );
+        assert_eq!(
+            status(sar("root", &["system:masters"], "create", "proxy"))["allowed"],
+            true
+        );
         let bad = json!({"spec": {"resourceAttributes": {"verb": "get"}}});
         assert_eq!(access_review(&bad, &rules).unwrap_err().code, 422);
     }

@@ -35,7 +35,9 @@ fn start(name: &str, api: &ApiServer, manifests: &ManifestDir, extra: &[&str]) -
     ];
     args.extend_from_slice(extra);
     let agent = Agent::start(name, manifests.path(), &args);
-    wait_for("the node registered", CHANGE_TIMEOUT, || api.get("nodes", "", agent.node()));
+    wait_for("the node registered", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", agent.node())
+    });
     agent
 }
 
@@ -118,8 +120,16 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
         (&exec, "proxy", None),
     ];
     for (path, subresource, served) in routes {
-        assert_eq!(curl(port, path, None), (401, "Unauthorized".into()), "{path} without credentials");
-        assert_eq!(curl(port, path, Some("nope")), (401, "Unauthorized".into()), "{path}, unknown token");
+        assert_eq!(
+            curl(port, path, None),
+            (401, "Unauthorized".into()),
+            "{path} without credentials"
+        );
+        assert_eq!(
+            curl(port, path, Some("nope")),
+            (401, "Unauthorized".into()),
+            "{path}, unknown token"
+        );
         assert_eq!(
             curl(port, path, Some("bob-token")),
             (
@@ -141,15 +151,27 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
 
     // One TokenReview per token: verdicts are kept for 2 minutes.
     let reviewed = |token: &str| api.token_reviews().iter().filter(|s| s["token"] == token).count();
-    assert_eq!((reviewed("alice-token"), reviewed("bob-token"), reviewed("nope")), (1, 1, 1));
+    assert_eq!(
+        (reviewed("alice-token"), reviewed("bob-token"), reviewed("nope")),
+        (1, 1, 1)
+    );
     // Fine-grained checks first, then proxy; each (verb, subresource) reviewed once.
     let alice = reviews_of(&api, "alice");
     let mut distinct = alice.clone();
     distinct.sort();
     distinct.dedup();
     assert_eq!(alice.len(), distinct.len(), "alice's reviews: {alice:?}");
-    for check in [("get", "pods"), ("get", "healthz"), ("get", "configz"), ("get", "metrics"), ("get", "stats")] {
-        assert!(alice.contains(&(check.0.into(), check.1.into())), "{check:?} in {alice:?}");
+    for check in [
+        ("get", "pods"),
+        ("get", "healthz"),
+        ("get", "configz"),
+        ("get", "metrics"),
+        ("get", "stats"),
+    ] {
+        assert!(
+            alice.contains(&(check.0.into(), check.1.into())),
+            "{check:?} in {alice:?}"
+        );
     }
     let review = api
         .access_reviews()
@@ -159,7 +181,10 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
     assert_eq!(review["uid"], "uid-alice");
     assert_eq!(review["groups"], serde_json::json!(["devs", "system:authenticated"]));
     let ra = &review["resourceAttributes"];
-    assert_eq!((ra["resource"].clone(), ra["version"].clone()), ("nodes".into(), "v1".into()));
+    assert_eq!(
+        (ra["resource"].clone(), ra["version"].clone()),
+        ("nodes".into(), "v1".into())
+    );
     assert_eq!(ra["name"], agent.node());
 
     // Denied verdicts are kept too: two requests, one review per check.
@@ -169,7 +194,10 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
     }
     assert_eq!(
         reviews_of(&api, "carol"),
-        [("get".to_string(), "configz".to_string()), ("get".to_string(), "proxy".to_string())]
+        [
+            ("get".to_string(), "configz".to_string()),
+            ("get".to_string(), "proxy".to_string())
+        ]
     );
     assert_eq!(reviewed("carol-token"), 1);
     // A service account token the API server issued authenticates as its service account.
@@ -197,7 +225,12 @@ fn always_allow_still_authenticates() {
     let api = api_server();
     api.add_user_token("bob-token", "bob", "uid-bob", &[]);
     let manifests = ManifestDir::new();
-    let agent = start("kauth-allow", &api, &manifests, &["--authorization-mode", "AlwaysAllow"]);
+    let agent = start(
+        "kauth-allow",
+        &api,
+        &manifests,
+        &["--authorization-mode", "AlwaysAllow"],
+    );
     let port = agent.ports().kubelet;
     for path in ["/pods", "/healthz", "/configz", "/metrics"] {
         assert_eq!(curl(port, path, None), (401, "Unauthorized".into()), "{path}");
@@ -251,7 +284,8 @@ fn create(api: &ApiServer, name: &str, yaml: &str) {
 
 fn wait_phase(api: &ApiServer, name: &str, phase: &str) -> Value {
     wait_for(&format!("{name} {phase}"), POD_START_TIMEOUT, || {
-        api.get("pods", "default", name).filter(|p| p["status"]["phase"] == phase)
+        api.get("pods", "default", name)
+            .filter(|p| p["status"]["phase"] == phase)
     })
 }
 
@@ -339,11 +373,18 @@ spec:
         let out = kubectl(&api, &["logs", "logger", "-c", "a"]);
         (out.status.success() && String::from_utf8_lossy(&out.stdout) == "Hello World\na-2\na-3\n").then_some(())
     });
-    assert_eq!(stdout_ok(&kubectl(&api, &["logs", "logger", "-c", "b"]), "-c b"), "from-b\n");
+    assert_eq!(
+        stdout_ok(&kubectl(&api, &["logs", "logger", "-c", "b"]), "-c b"),
+        "from-b\n"
+    );
     // kubectl picks the first container itself, and says so.
     let defaulted = kubectl(&api, &["logs", "logger"]);
     assert_eq!(stdout_ok(&defaulted, "logs logger"), "Hello World\na-2\na-3\n");
-    assert!(stderr_of(&defaulted).contains("Defaulted container \"a\" out of: a, b"), "{}", stderr_of(&defaulted));
+    assert!(
+        stderr_of(&defaulted).contains("Defaulted container \"a\" out of: a, b"),
+        "{}",
+        stderr_of(&defaulted)
+    );
     // The API server itself asks for a container name.
     let raw = kubectl(&api, &["get", "--raw", "/api/v1/namespaces/default/pods/logger/log"]);
     assert!(!raw.status.success());
@@ -370,7 +411,10 @@ spec:
     let since_time = format!("--since-time={}", hour_ago.strftime("%Y-%m-%dT%H:%M:%SZ"));
     let hello = kubectl(&api, &["logs", "logger", "-c", "a", &since_time, "--limit-bytes=12"]);
     assert_eq!(stdout_ok(&hello, "--since-time"), "Hello World\n");
-    let stamped = stdout_ok(&kubectl(&api, &["logs", "logger", "-c", "a", "--timestamps"]), "--timestamps");
+    let stamped = stdout_ok(
+        &kubectl(&api, &["logs", "logger", "-c", "a", "--timestamps"]),
+        "--timestamps",
+    );
     for (line, text) in stamped.lines().zip(["Hello World", "a-2", "a-3"]) {
         let (stamp, rest) = line.split_once(' ').expect("timestamp then text");
         assert!(stamp.parse::<jiff::Timestamp>().is_ok(), "{line}");
@@ -383,7 +427,10 @@ spec:
                 && p["status"]["containerStatuses"][0]["state"]["running"].is_object()
         })
     });
-    assert_eq!(stdout_ok(&kubectl(&api, &["logs", "again", "--previous"]), "--previous"), "attempt-1\n");
+    assert_eq!(
+        stdout_ok(&kubectl(&api, &["logs", "again", "--previous"]), "--previous"),
+        "attempt-1\n"
+    );
     assert_eq!(stdout_ok(&kubectl(&api, &["logs", "again"]), "current"), "attempt-2\n");
 
     let pods = stdout_ok(

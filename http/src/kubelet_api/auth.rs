@@ -215,7 +215,9 @@ impl AuthConfig {
                 }
             },
             (Some(_), None) => {
-                tracing::info!("bearer token refused: no token authenticator configured (--authentication-token-webhook)");
+                tracing::info!(
+                    "bearer token refused: no token authenticator configured (--authentication-token-webhook)"
+                );
                 None
             }
             (None, _) if self.anonymous => Some(UserInfo::anonymous()),
@@ -242,8 +244,8 @@ pub async fn filter(
     let checks = attributes(req.method().as_str(), req.path(), &config.node_name);
     if let Err(refusal) = config.authorize(&user, &checks).await {
         tracing::info!(user = %user.name, path = req.path(), status = refusal.status, "kubelet API request refused");
-        let status = actix_web::http::StatusCode::from_u16(refusal.status)
-            .unwrap_or(actix_web::http::StatusCode::FORBIDDEN);
+        let status =
+            actix_web::http::StatusCode::from_u16(refusal.status).unwrap_or(actix_web::http::StatusCode::FORBIDDEN);
         return Ok(req.into_response(
             HttpResponse::build(status)
                 .content_type("text/plain; charset=utf-8")
@@ -257,7 +259,11 @@ pub async fn filter(
 /// The token of `Authorization: Bearer <token>` (scheme case-insensitive, as Go's
 /// bearertoken authenticator reads it); none for other schemes or an empty token.
 fn bearer_token(headers: &actix_web::http::header::HeaderMap) -> Option<String> {
-    let value = headers.get(actix_web::http::header::AUTHORIZATION)?.to_str().ok()?.trim();
+    let value = headers
+        .get(actix_web::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?
+        .trim();
     let (scheme, token) = value.split_once(' ')?;
     let token = token.trim();
     (scheme.eq_ignore_ascii_case("bearer") && !token.is_empty()).then(|| token.to_string())
@@ -333,7 +339,10 @@ mod tests {
             })
         );
         let (allow, _) = config(Authorizer::AlwaysAllow, false);
-        assert_eq!(block(allow.authorize(&alice(), &attributes("GET", "/pods", "n1"))), Ok(()));
+        assert_eq!(
+            block(allow.authorize(&alice(), &attributes("GET", "/pods", "n1"))),
+            Ok(())
+        );
     }
 
     /// The webhook tries the fine-grained subresource, then `proxy`: alice, allowed only
@@ -347,10 +356,15 @@ mod tests {
             Duration::from_secs(300),
             Duration::from_secs(30),
         ));
-        assert_eq!(block(cfg.authorize(&alice(), &attributes("GET", "/pods", "n1"))), Ok(()));
+        assert_eq!(
+            block(cfg.authorize(&alice(), &attributes("GET", "/pods", "n1"))),
+            Ok(())
+        );
         assert_eq!(fake.accesses.load(std::sync::atomic::Ordering::SeqCst), 2);
         assert_eq!(
-            block(cfg.authorize(&alice(), &attributes("POST", "/exec/a/b/c", "n1"))).unwrap_err().message,
+            block(cfg.authorize(&alice(), &attributes("POST", "/exec/a/b/c", "n1")))
+                .unwrap_err()
+                .message,
             "Forbidden (user=alice, verb=create, resource=nodes, subresource=proxy)"
         );
     }

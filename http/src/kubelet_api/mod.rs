@@ -174,10 +174,7 @@ mod tests {
                 (401, "Unauthorized".into())
             );
         }
-        assert_eq!(
-            call(auth(true, Authorizer::AlwaysAllow), "/pods", true).await.0,
-            401
-        );
+        assert_eq!(call(auth(true, Authorizer::AlwaysAllow), "/pods", true).await.0, 401);
         assert_eq!(
             call(auth(true, Authorizer::AlwaysDeny), "/configz", false).await,
             (

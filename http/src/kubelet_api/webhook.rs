@@ -224,7 +224,11 @@ impl WebhookAuthorizer {
                 "SubjectAccessReview not allowed"
             );
         }
-        let ttl = if allowed { self.authorized_ttl } else { self.unauthorized_ttl };
+        let ttl = if allowed {
+            self.authorized_ttl
+        } else {
+            self.unauthorized_ttl
+        };
         self.cache.put(key, allowed, ttl, now);
         Ok(allowed)
     }
@@ -315,9 +319,14 @@ pub(crate) mod tests {
         assert_eq!((alice.name.as_str(), alice.uid.as_str()), ("alice", "u-1"));
         assert_eq!(alice.groups, ["devs"]);
         assert_eq!(alice.extra["scopes"], ["a"]);
-        assert_eq!(block(authn.authenticate_at("good", t0 + Duration::from_secs(119))).unwrap(), Some(alice));
+        assert_eq!(
+            block(authn.authenticate_at("good", t0 + Duration::from_secs(119))).unwrap(),
+            Some(alice)
+        );
         assert_eq!(fake.tokens.load(Ordering::SeqCst), 1);
-        assert!(block(authn.authenticate_at("good", t0 + Duration::from_secs(120))).unwrap().is_some());
+        assert!(block(authn.authenticate_at("good", t0 + Duration::from_secs(120)))
+            .unwrap()
+            .is_some());
         assert_eq!(fake.tokens.load(Ordering::SeqCst), 2);
 
         assert_eq!(block(authn.authenticate_at("bad", t0)).unwrap(), None);
@@ -367,7 +376,15 @@ pub(crate) mod tests {
         assert_eq!(spec.extra.unwrap()["scopes"], ["a"]);
         let ra = spec.resource_attributes.unwrap();
         assert_eq!(
-            (ra.verb, ra.version, ra.resource, ra.subresource, ra.name, ra.group, ra.namespace),
+            (
+                ra.verb,
+                ra.version,
+                ra.resource,
+                ra.subresource,
+                ra.name,
+                ra.group,
+                ra.namespace
+            ),
             (
                 Some("get".into()),
                 Some("v1".into()),
