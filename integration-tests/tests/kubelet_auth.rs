@@ -200,6 +200,20 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
         ]
     );
     assert_eq!(reviewed("carol-token"), 1);
+    // A review the API server cannot give is not kept: a failed TokenReview is 401, a failed
+    // SubjectAccessReview kubelet's 500; the next request asks again.
+    api.add_user_token("dave-token", "dave", "uid-dave", &["system:masters"]);
+    api.fail_requests(Some("POST"), "tokenreviews", 500, 1);
+    assert_eq!(curl(port, "/configz", Some("dave-token")), (401, "Unauthorized".into()));
+    api.fail_requests(Some("POST"), "subjectaccessreviews", 500, 1);
+    assert_eq!(
+        curl(port, "/configz", Some("dave-token")),
+        (
+            500,
+            "Authorization error (user=dave, verb=get, resource=nodes, subresource=configz)".into()
+        )
+    );
+    assert_eq!(curl(port, "/configz", Some("dave-token")).0, 200);
     // A service account token the API server issued authenticates as its service account.
     let sa_token = issue_service_account_token(&api);
     assert_eq!(
