@@ -174,14 +174,29 @@ pub struct Cli {
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub anonymous_auth: Option<bool>,
 
-    /// Bearer tokens checked by TokenReview; not supported yet: true is refused at start.
+    /// Bearer tokens to the kubelet API are checked by a TokenReview to the API server
+    /// [default: true with an API server (--kubeconfig), false without; true without one is
+    /// refused].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
     pub authentication_token_webhook: Option<bool>,
 
-    /// Authorization of the kubelet API: AlwaysAllow; Webhook is refused at start (not supported
-    /// yet); unset, every request is forbidden (403).
+    /// How long TokenReview verdicts are kept [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub authentication_token_webhook_cache_ttl: Option<Duration>,
+
+    /// Authorization of the kubelet API: Webhook (SubjectAccessReview to the API server) or
+    /// AlwaysAllow [default: Webhook with an API server; without one every request is
+    /// forbidden (403) unless AlwaysAllow is given].
     #[arg(long, value_name = "MODE")]
     pub authorization_mode: Option<String>,
+
+    /// How long allowed SubjectAccessReview verdicts are kept [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub authorization_webhook_cache_authorized_ttl: Option<Duration>,
+
+    /// How long denied SubjectAccessReview verdicts are kept [default: 30s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
 
     /// Taints the Node is registered with: `key=value:Effect` or `key:Effect`, comma-separated.
     #[arg(long, value_name = "TAINTS", value_delimiter = ',')]

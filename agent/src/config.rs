@@ -120,6 +120,9 @@ pub struct KubeletApiConfig {
     pub tls: TlsSettings,
     /// `--anonymous-auth`.
     pub anonymous: bool,
+    /// `--authentication-token-webhook`: bearer tokens through TokenReview, verdicts kept for
+    /// this long (`--authentication-token-webhook-cache-ttl`); none when off.
+    pub token_webhook: Option<Duration>,
     /// `--authorization-mode`.
     pub authorization: AuthorizationMode,
 }
@@ -130,7 +133,26 @@ pub struct KubeletApiConfig {
 struct FileAuthentication {
     x509: Option<FileX509>,
     anonymous: Option<FileEnabled>,
-    webhook: Option<FileEnabled>,
+    webhook: Option<FileWebhook>,
+}
+
+/// `authentication.webhook` (kubelet's KubeletWebhookAuthentication).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileWebhook {
+    enabled: Option<bool>,
+    #[serde(rename = "cacheTTL")]
+    cache_ttl: Option<String>,
+}
+
+/// `authorization.webhook` (kubelet's KubeletWebhookAuthorization).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct FileWebhookAuthorization {
+    #[serde(rename = "cacheAuthorizedTTL")]
+    cache_authorized_ttl: Option<String>,
+    #[serde(rename = "cacheUnauthorizedTTL")]
+    cache_unauthorized_ttl: Option<String>,
 }
 
 #[derive(Debug, Default, serde::Deserialize)]
@@ -149,6 +171,7 @@ struct FileEnabled {
 #[derive(Debug, Default, serde::Deserialize)]
 struct FileAuthorization {
     mode: Option<String>,
+    webhook: Option<FileWebhookAuthorization>,
 }
 
 /// Settings read from the config file (kubelet's KubeletConfiguration field names).
@@ -594,8 +617,9 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
 }
 
 /// The kubelet API's settings, flags over the file (`tlsCertFile`, `authentication`, …); none
-/// with port 0. What the agent cannot honour is refused naming the setting: the TokenReview
-/// webhook and the Webhook authorizer are not available yet.
+/// with port 0. The TokenReview and SubjectAccessReview webhooks are on by default with an API
+/// server (KubeletConfiguration v1beta1's defaults) and refused, naming the setting, without
+/// one; without an API server and no mode asked for, every request is forbidden.
 fn kubelet_api_config(
     cli: &Cli,
     file: &FileSettings,
@@ -610,37 +634,78 @@ fn kubelet_api_config(
     if address.port() == 0 {
         return Ok(None);
     }
+    let has_api_server = cli.kubeconfig.is_some() || cli.in_cluster;
+    let file_ttl = |setting: &str, text: Option<&String>| -> Result<Option<Duration>, ConfigError> {
+        text.map(|t| humantime::parse_duration(t).map_err(|e| invalid(setting, format!("invalid duration {t:?}: {e}"))))
+            .transpose()
+    };
     let authn = file.authentication.as_ref();
-    let token_webhook = cli
+    let file_webhook = authn.and_then(|a| a.webhook.as_ref());
+    let token_webhook = match cli
         .authentication_token_webhook
-        .or_else(|| authn.and_then(|a| a.webhook.as_ref()).and_then(|w| w.enabled))
-        .unwrap_or(false);
-    if token_webhook {
-        return Err(invalid(
-            "--authentication-token-webhook",
-            "bearer token authentication (TokenReview) is not supported by this agent yet; use client certificates (--client-ca-file)".into(),
-        ));
-    }
+        .or_else(|| file_webhook.and_then(|w| w.enabled))
+    {
+        Some(true) if !has_api_server => {
+            return Err(invalid(
+                "--authentication-token-webhook",
+                "bearer token authentication (TokenReview) needs an API server (--kubeconfig); use client certificates (--client-ca-file)".into(),
+            ))
+        }
+        Some(enabled) => enabled,
+        None => has_api_server,
+    };
+    let token_ttl = match cli.authentication_token_webhook_cache_ttl {
+        Some(ttl) => ttl,
+        None => file_ttl(
+            "authentication.webhook.cacheTTL",
+            file_webhook.and_then(|w| w.cache_ttl.as_ref()),
+        )?
+        .unwrap_or(Duration::from_secs(120)),
+    };
+    let authz = file.authorization.as_ref();
+    let file_authz_webhook = authz.and_then(|a| a.webhook.as_ref());
+    let authorized_ttl = match cli.authorization_webhook_cache_authorized_ttl {
+        Some(ttl) => ttl,
+        None => file_ttl(
+            "authorization.webhook.cacheAuthorizedTTL",
+            file_authz_webhook.and_then(|w| w.cache_authorized_ttl.as_ref()),
+        )?
+        .unwrap_or(Duration::from_secs(300)),
+    };
+    let unauthorized_ttl = match cli.authorization_webhook_cache_unauthorized_ttl {
+        Some(ttl) => ttl,
+        None => file_ttl(
+            "authorization.webhook.cacheUnauthorizedTTL",
+            file_authz_webhook.and_then(|w| w.cache_unauthorized_ttl.as_ref()),
+        )?
+        .unwrap_or(Duration::from_secs(30)),
+    };
+    let webhook = AuthorizationMode::Webhook {
+        authorized_ttl,
+        unauthorized_ttl,
+    };
     let mode = cli
         .authorization_mode
         .clone()
-        .or_else(|| file.authorization.as_ref().and_then(|a| a.mode.clone()));
+        .or_else(|| authz.and_then(|a| a.mode.clone()));
     let authorization = match mode.as_deref() {
+        None | Some("") if has_api_server => webhook,
         None | Some("") => {
-            tracing::warn!("no --authorization-mode: every kubelet API request is forbidden (403); set --authorization-mode=AlwaysAllow to allow authenticated callers");
+            tracing::warn!("no --authorization-mode and no API server: every kubelet API request is forbidden (403); set --authorization-mode=AlwaysAllow to allow authenticated callers");
             AuthorizationMode::AlwaysDeny
         }
         Some("AlwaysAllow") => AuthorizationMode::AlwaysAllow,
+        Some("Webhook") if has_api_server => webhook,
         Some("Webhook") => {
             return Err(invalid(
                 "--authorization-mode",
-                "Webhook (SubjectAccessReview) is not supported by this agent yet; use AlwaysAllow".into(),
+                "Webhook (SubjectAccessReview) needs an API server (--kubeconfig); use AlwaysAllow".into(),
             ))
         }
         Some(other) => {
             return Err(invalid(
                 "--authorization-mode",
-                format!("{other:?}: expected AlwaysAllow (Webhook is not supported yet)"),
+                format!("{other:?}: expected Webhook or AlwaysAllow"),
             ))
         }
     };
@@ -699,6 +764,7 @@ fn kubelet_api_config(
             .anonymous_auth
             .or_else(|| authn.and_then(|a| a.anonymous.as_ref()).and_then(|a| a.enabled))
             .unwrap_or(false),
+        token_webhook: token_webhook.then_some(token_ttl),
         authorization,
     }))
 }
@@ -829,7 +895,8 @@ mod tests {
     /// The kubelet API: on 0.0.0.0:10250 by default, secure (no anonymous, every request
     /// forbidden without an authorization mode, self-signed pair under `<root-dir>/pki`); its
     /// settings come from the file's kubelet names or the flags; what it cannot honour (token
-    /// webhook, Webhook authorizer, CBC suites, TLS 1.1) is refused naming the flag.
+    /// webhook and Webhook authorizer without an API server, CBC suites, TLS 1.1) is refused
+    /// naming the flag.
     #[test]
     fn kubelet_api_settings() {
         let c = build(&cli(&["--root-dir", "/r"]), host).unwrap();
@@ -862,6 +929,18 @@ mod tests {
             .unwrap();
         assert!(!api.anonymous);
 
+        assert_eq!(api.token_webhook, None);
+        let api = build(&cli(&["--config", p, "--kubeconfig", "/k"]), host)
+            .unwrap()
+            .kubelet_api
+            .unwrap();
+        assert_eq!(
+            api.authorization,
+            AuthorizationMode::AlwaysAllow,
+            "asked for explicitly"
+        );
+        assert_eq!(api.token_webhook, Some(Duration::from_secs(120)));
+
         for (args, setting) in [
             (&["--authorization-mode", "Webhook"][..], "--authorization-mode"),
             (&["--authorization-mode", "Node"][..], "--authorization-mode"),
@@ -881,6 +960,64 @@ mod tests {
                 other => panic!("{args:?}: {other:?}"),
             }
         }
+    }
+
+    /// With an API server the TokenReview and SubjectAccessReview webhooks are on by default
+    /// with kubelet's TTLs (2 m; 5 m and 30 s); the file's `cacheTTL`s and the flags set them;
+    /// they can be turned off.
+    #[test]
+    fn webhooks_default_on_with_an_api_server() {
+        let api = build(&cli(&["--kubeconfig", "/k"]), host).unwrap().kubelet_api.unwrap();
+        assert_eq!(api.token_webhook, Some(Duration::from_secs(120)));
+        assert_eq!(
+            api.authorization,
+            AuthorizationMode::Webhook {
+                authorized_ttl: Duration::from_secs(300),
+                unauthorized_ttl: Duration::from_secs(30)
+            }
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "authentication:\n  webhook:\n    enabled: true\n    cacheTTL: 10s\nauthorization:\n  mode: Webhook\n  webhook:\n    cacheAuthorizedTTL: 1m0s\n    cacheUnauthorizedTTL: 5s\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let api = build(&cli(&["--config", p, "--kubeconfig", "/k"]), host)
+            .unwrap()
+            .kubelet_api
+            .unwrap();
+        assert_eq!(api.token_webhook, Some(Duration::from_secs(10)));
+        assert_eq!(
+            api.authorization,
+            AuthorizationMode::Webhook {
+                authorized_ttl: Duration::from_secs(60),
+                unauthorized_ttl: Duration::from_secs(5)
+            }
+        );
+        let api = build(
+            &cli(&[
+                "--config",
+                p,
+                "--kubeconfig",
+                "/k",
+                "--authentication-token-webhook=false",
+                "--authorization-webhook-cache-unauthorized-ttl",
+                "1s",
+            ]),
+            host,
+        )
+        .unwrap()
+        .kubelet_api
+        .unwrap();
+        assert_eq!(api.token_webhook, None);
+        assert!(matches!(
+            api.authorization,
+            AuthorizationMode::Webhook { unauthorized_ttl, .. } if unauthorized_ttl == Duration::from_secs(1)
+        ));
+        // Without an API server, asking for either webhook is refused.
+        assert!(build(&cli(&["--config", p]), host).is_err());
     }
 
     /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and

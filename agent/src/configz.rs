@@ -34,10 +34,23 @@ fn go_duration(d: Duration) -> String {
 /// The `/configz` document of `config`.
 pub fn configz(config: &AgentConfig) -> Value {
     let api = config.kubelet_api.as_ref();
+    use dockerlet_http::kubelet_api::auth::AuthorizationMode;
     let mode = api.map(|a| match a.authorization {
-        dockerlet_http::kubelet_api::auth::AuthorizationMode::AlwaysAllow => "AlwaysAllow",
-        dockerlet_http::kubelet_api::auth::AuthorizationMode::AlwaysDeny => "AlwaysDeny",
+        AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+        AuthorizationMode::AlwaysDeny => "AlwaysDeny",
+        AuthorizationMode::Webhook { .. } => "Webhook",
     });
+    let authz_webhook = api.and_then(|a| match a.authorization {
+        AuthorizationMode::Webhook {
+            authorized_ttl,
+            unauthorized_ttl,
+        } => Some(json!({
+            "cacheAuthorizedTTL": go_duration(authorized_ttl),
+            "cacheUnauthorizedTTL": go_duration(unauthorized_ttl),
+        })),
+        _ => None,
+    });
+    let token_webhook = api.and_then(|a| a.token_webhook);
     json!({
         "kubeletconfig": {
             "kind": "KubeletConfiguration",
@@ -56,10 +69,13 @@ pub fn configz(config: &AgentConfig) -> Value {
             "tlsCipherSuites": api.map(|a| a.tls.cipher_suites.clone()).unwrap_or_default(),
             "authentication": {
                 "x509": {"clientCAFile": api.and_then(|a| a.tls.client_ca_file.clone())},
-                "webhook": {"enabled": false},
+                "webhook": {
+                    "enabled": token_webhook.is_some(),
+                    "cacheTTL": token_webhook.map(go_duration),
+                },
                 "anonymous": {"enabled": api.is_some_and(|a| a.anonymous)},
             },
-            "authorization": {"mode": mode},
+            "authorization": {"mode": mode, "webhook": authz_webhook},
             "podInfraContainerImage": config.sandbox_image,
             "containerRuntimeEndpoint": config.runtime_endpoint,
             "crashLoopBackOff": {

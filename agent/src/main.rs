@@ -12,6 +12,7 @@ mod config;
 mod configz;
 mod memory;
 mod node;
+mod reviews;
 mod telemetry;
 mod wiring;
 

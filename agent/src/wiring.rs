@@ -146,6 +146,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         servers
             .push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
     }
+    let kube = api.clone();
     if let Some(api) = &config.kubelet_api {
         // Reads (or writes the self-signed) certificate files: off the event loop.
         let settings = api.tls.clone();
@@ -153,11 +154,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             .await
             .context("kubelet API TLS set-up panicked")?
             .with_context(|| format!("kubelet API on {}", api.address))?;
-        let auth = dockerlet_http::kubelet_api::auth::AuthConfig {
-            node_name: config.node_name.clone(),
-            anonymous: api.anonymous,
-            authorization: api.authorization,
-        };
+        let auth = kubelet_api_auth(&config.node_name, api, kube.as_ref())?;
         let state = dockerlet_http::kubelet_api::KubeletApi {
             handles: handles.clone(),
             logs: logs.clone(),
@@ -183,6 +180,39 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         stopper.stop(false).await;
     }
     Ok(())
+}
+
+/// The kubelet API's authenticator and authorizer; the webhooks review through `kube` (config
+/// refuses them without an API server, so `kube` is there when they are asked for).
+fn kubelet_api_auth(
+    node_name: &str,
+    api: &crate::config::KubeletApiConfig,
+    kube: Option<&Arc<dyn KubeClient>>,
+) -> anyhow::Result<dockerlet_http::kubelet_api::auth::AuthConfig> {
+    use dockerlet_http::kubelet_api::auth::{AuthConfig, AuthorizationMode, Authorizer};
+    use dockerlet_http::kubelet_api::webhook::{Reviewer, TokenAuthenticator, WebhookAuthorizer};
+    let reviewer = || -> anyhow::Result<Arc<dyn Reviewer>> {
+        let kube = kube.context("the kubelet API's webhooks need an API server (--kubeconfig)")?;
+        Ok(Arc::new(crate::reviews::ApiReviewer(kube.clone())))
+    };
+    let tokens = match api.token_webhook {
+        Some(ttl) => Some(TokenAuthenticator::new(reviewer()?, ttl)),
+        None => None,
+    };
+    let authorizer = match api.authorization {
+        AuthorizationMode::AlwaysAllow => Authorizer::AlwaysAllow,
+        AuthorizationMode::AlwaysDeny => Authorizer::AlwaysDeny,
+        AuthorizationMode::Webhook {
+            authorized_ttl,
+            unauthorized_ttl,
+        } => Authorizer::Webhook(WebhookAuthorizer::new(reviewer()?, authorized_ttl, unauthorized_ttl)),
+    };
+    Ok(AuthConfig {
+        node_name: node_name.to_string(),
+        anonymous: api.anonymous,
+        tokens,
+        authorizer,
+    })
 }
 
 /// The agent's metrics, with the process collector and the build it runs.

@@ -45,6 +45,16 @@ pub struct Shared {
     pub bookmark_interval: Duration,
     /// Print one line per request to stderr.
     pub log_requests: bool,
+    /// Bearer tokens a test registered, with the user each stands for (TokenReview).
+    pub user_tokens: Mutex<HashMap<String, super::review::TokenUser>>,
+    /// SubjectAccessReview rules, first match wins.
+    pub access_rules: Mutex<Vec<super::review::AccessRule>>,
+    /// The specs of TokenReviews received (tokens included), oldest first.
+    pub token_reviews: Mutex<Vec<Value>>,
+    /// The specs of SubjectAccessReviews received, oldest first.
+    pub access_reviews: Mutex<Vec<Value>>,
+    /// TLS to kubelets, with the API server's kubelet client certificate.
+    pub kubelet_client: Arc<rustls::ClientConfig>,
 }
 
 impl Shared {
@@ -66,7 +76,7 @@ fn json_response(code: u16, body: &Value, warnings: &[String]) -> HttpResponse {
     builder.body(serde_json::to_vec(body).unwrap_or_default())
 }
 
-fn error_response(err: &ApiError) -> HttpResponse {
+pub(crate) fn error_response(err: &ApiError) -> HttpResponse {
     let mut builder = HttpResponse::build(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR));
     builder.content_type("application/json");
     if err.code == 429 || err.code == 503 {
@@ -89,27 +99,7 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     record(&shared, &req, &body);
     let path = req.path().trim_end_matches('/').to_string();
     let open = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
-    // Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
-    // send a bearer token over plain HTTP); credentials that are sent must be right. Over TLS a
-    // request needs the token or a client certificate the CA signed.
-    // Service account tokens it issued authenticate too, as on kube-apiserver (when they are
-    // for its own audience and still valid); there is no RBAC, so they may do everything.
-    let token_ok = |auth: &actix_web::http::header::HeaderValue| {
-        let Some(bearer) = auth.to_str().ok().and_then(|a| a.strip_prefix("Bearer ")) else {
-            return false;
-        };
-        bearer == shared.token
-            || (bearer.contains('.')
-                && shared
-                    .issuer
-                    .verify(&shared.store(), bearer)
-                    .is_ok_and(|c| c.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER)))
-    };
-    let authorized = match req.headers().get("Authorization") {
-        Some(auth) => token_ok(auth),
-        None => !shared.tls || req.conn_data::<super::ClientCertificate>().is_some(),
-    };
-    if !open && !authorized {
+    if !open && !authenticated(&shared, &req) {
         return error_response(&ApiError::unauthorized());
     }
     let response = if let Some(err) = take_fault(&shared, req.method().as_str(), &path) {
@@ -133,6 +123,140 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     response
 }
 
+/// Whether the request's credentials are good.
+///
+/// Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
+/// send a bearer token over plain HTTP); credentials that are sent must be right. Over TLS a
+/// request needs the token or a client certificate the CA signed.
+/// Service account tokens it issued authenticate too, as on kube-apiserver (when they are
+/// for its own audience and still valid), and so do the tokens tests registered; there is no
+/// RBAC, so they may do everything.
+fn authenticated(shared: &Shared, req: &HttpRequest) -> bool {
+    let authorization = req
+        .headers()
+        .get("Authorization")
+        .map(|v| v.to_str().unwrap_or("\u{0}"));
+    authenticated_by(
+        shared,
+        authorization,
+        req.conn_data::<super::ClientCertificate>().is_some(),
+    )
+}
+
+/// [`authenticated`] on the `Authorization` header's value and whether a verified client
+/// certificate came.
+pub(crate) fn authenticated_by(shared: &Shared, authorization: Option<&str>, certificate: bool) -> bool {
+    let token_ok = |auth: &str| {
+        let Some(bearer) = auth.strip_prefix("Bearer ") else {
+            return false;
+        };
+        bearer == shared.token
+            || shared
+                .user_tokens
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(bearer)
+            || (bearer.contains('.')
+                && shared
+                    .issuer
+                    .verify(&shared.store(), bearer)
+                    .is_ok_and(|c| c.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER)))
+    };
+    match authorization {
+        Some(auth) => token_ok(auth),
+        None => !shared.tls || certificate,
+    }
+}
+
+/// For handlers outside [`dispatch`] (the kubelet proxy): records the request, then its
+/// refusal if its credentials are bad or a fault is injected for it.
+pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> {
+    record(shared, req, &Bytes::new());
+    if shared.log_requests {
+        eprintln!(
+            "test-apiserver: {} {}?{} (kubelet proxy)",
+            req.method(),
+            req.path(),
+            req.query_string()
+        );
+    }
+    if !authenticated(shared, req) {
+        return Some(error_response(&ApiError::unauthorized()));
+    }
+    take_fault(shared, req.method().as_str(), req.path()).map(|e| error_response(&e))
+}
+
+/// The user `token` stands for, and its audiences, as kube-apiserver's authenticators find
+/// it; or why not.
+fn token_user(
+    shared: &Shared,
+    token: &str,
+) -> Result<(k8s_openapi::api::authentication::v1::UserInfo, Vec<String>), String> {
+    use k8s_openapi::api::authentication::v1::UserInfo;
+    let implicit = vec![super::token::SERVICE_ACCOUNT_ISSUER.to_string()];
+    if token == shared.token {
+        let user = UserInfo {
+            username: Some("test-admin".into()),
+            groups: Some(vec!["system:masters".into()]),
+            ..Default::default()
+        };
+        return Ok((user, implicit));
+    }
+    if let Some(u) = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token) {
+        let user = UserInfo {
+            username: Some(u.name.clone()),
+            uid: Some(u.uid.clone()).filter(|u| !u.is_empty()),
+            groups: Some(u.groups.clone()),
+            extra: None,
+        };
+        return Ok((user, implicit));
+    }
+    if !token.contains('.') {
+        return Err("invalid bearer token".into());
+    }
+    let claims = shared
+        .issuer
+        .verify(&shared.store(), token)
+        .map_err(|e| format!("[invalid bearer token, {e}]"))?;
+    let k = &claims.kubernetes;
+    let ns = &k.namespace;
+    let mut extra = std::collections::BTreeMap::new();
+    if let Some(pod) = &k.pod {
+        extra.insert(
+            "authentication.kubernetes.io/pod-name".to_string(),
+            vec![pod.name.clone()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/pod-uid".to_string(),
+            vec![pod.uid.clone()],
+        );
+    }
+    if let Some(node) = &k.node {
+        extra.insert(
+            "authentication.kubernetes.io/node-name".to_string(),
+            vec![node.name.clone()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/node-uid".to_string(),
+            vec![node.uid.clone()],
+        );
+    }
+    extra.insert(
+        "authentication.kubernetes.io/credential-id".to_string(),
+        vec![format!("JTI={}", claims.jti)],
+    );
+    let user = UserInfo {
+        username: Some(format!("system:serviceaccount:{ns}:{}", k.serviceaccount.name)),
+        uid: Some(k.serviceaccount.uid.clone()),
+        groups: Some(vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+        ]),
+        extra: Some(extra),
+    };
+    Ok((user, claims.aud.clone()))
+}
+
 fn record(shared: &Shared, req: &HttpRequest, body: &Bytes) {
     let header = |name: &str| {
         req.headers()
@@ -140,22 +264,30 @@ fn record(shared: &Shared, req: &HttpRequest, body: &Bytes) {
             .and_then(|v| v.to_str().ok())
             .map(str::to_string)
     };
+    record_request(
+        shared,
+        RecordedRequest {
+            method: req.method().to_string(),
+            path: req.path().to_string(),
+            query: req.query_string().to_string(),
+            content_type: header("Content-Type"),
+            accept: header("Accept"),
+            user_agent: header("User-Agent"),
+            body: String::from_utf8_lossy(body).into_owned(),
+        },
+    );
+}
+
+/// Keeps `request` in the log.
+pub(crate) fn record_request(shared: &Shared, request: RecordedRequest) {
     let mut log = shared.requests.lock().unwrap_or_else(|e| e.into_inner());
-    log.push_back(RecordedRequest {
-        method: req.method().to_string(),
-        path: req.path().to_string(),
-        query: req.query_string().to_string(),
-        content_type: header("Content-Type"),
-        accept: header("Accept"),
-        user_agent: header("User-Agent"),
-        body: String::from_utf8_lossy(body).into_owned(),
-    });
+    log.push_back(request);
     while log.len() > REQUEST_LOG {
         log.pop_front();
     }
 }
 
-fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
+pub(crate) fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
     let mut faults = shared.faults.lock().unwrap_or_else(|e| e.into_inner());
     let i = faults.iter().position(|f| {
         f.remaining > 0
@@ -171,7 +303,7 @@ fn take_fault(shared: &Shared, method: &str, path: &str) -> Option<ApiError> {
     ))
 }
 
-fn not_found_path() -> ApiError {
+pub(crate) fn not_found_path() -> ApiError {
     let mut err = ApiError::not_found("", "");
     err.message = "the server could not find the requested resource".into();
     err.details = None;
@@ -216,10 +348,54 @@ fn route(
             .ok_or_else(not_found_path);
     }
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let post_only = |what: &str| -> Result<(), ApiError> {
+        if *req.method() == Method::POST {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(format!(
+                "the server does not allow this method on the requested resource ({}) for {what}",
+                req.method()
+            )))
+        }
+    };
+    match segs.as_slice() {
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
+            post_only("tokenreviews")?;
+            let body = parse_body(&super::review::TOKEN_REVIEWS, content_type(req), body)?;
+            shared
+                .token_reviews
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(body["spec"].clone());
+            let answer = super::review::token_review(&body, |t| token_user(shared, t))?;
+            return Ok(json_response(201, &answer, &[]));
+        }
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            post_only("subjectaccessreviews")?;
+            let body = parse_body(&super::review::ACCESS_REVIEWS, content_type(req), body)?;
+            shared
+                .access_reviews
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(body["spec"].clone());
+            let rules = shared.access_rules.lock().unwrap_or_else(|e| e.into_inner()).clone();
+            let answer = super::review::access_review(&body, &rules)?;
+            return Ok(json_response(201, &answer, &[]));
+        }
+        ["apis", group @ ("authentication.k8s.io" | "authorization.k8s.io"), "v1"] => {
+            return super::review::resource_list(group)
+                .map(|d| json_response(200, &d, &[]))
+                .ok_or_else(not_found_path);
+        }
+        _ => {}
+    }
     let (group, version, rest) = match segs.as_slice() {
         ["api", version, rest @ ..] => ("", *version, rest),
         ["apis", group] => {
-            if *group == "coordination.k8s.io" {
+            if matches!(
+                *group,
+                "coordination.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
+            ) {
                 return ok(resources::api_group(group));
             }
             return Err(not_found_path());
@@ -389,6 +565,13 @@ fn route(
             "the server does not allow this method on the requested resource ({method})"
         ))),
     }
+}
+
+fn content_type(req: &HttpRequest) -> &str {
+    req.headers()
+        .get("Content-Type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
 }
 
 fn parse_json(body: &Bytes) -> Result<Value, ApiError> {

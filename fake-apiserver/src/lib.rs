@@ -20,7 +20,18 @@
 //! answers TokenRequests with ES256 JWTs carrying upstream's claims, which also authenticate
 //! to the server ([`ApiServer::verify_service_account_token`], [`ApiServer::issued_tokens`]).
 //!
-//! Not covered: logs, exec, attach and port-forward; other admission (no quota, limit ranges,
+//! TokenReview and SubjectAccessReview ([`review`]) answer as kube-apiserver for tokens it
+//! knows ([`ApiServer::add_user_token`], its own, the service account tokens it issued) and by
+//! rules a test sets ([`ApiServer::add_access_rule`]; default: `system:masters` allowed),
+//! counted ([`ApiServer::token_reviews`], [`ApiServer::access_reviews`]). `pods/log`,
+//! `pods/exec`, `pods/attach`, `pods/portforward` and `nodes/{name}/proxy` go to the node's
+//! kubelet (`proxy`) over HTTPS with the API server's kubelet client certificate
+//! ([`KUBELET_CLIENT_USER`], CA at [`ApiServer::kubelet_client_ca_path`]), upgrades
+//! (SPDY, WebSocket) passed through byte for byte.
+//!
+//! Not covered: kube-apiserver's own WebSocket→SPDY translation for exec/attach/portforward
+//! (WebSocket upgrades go to the kubelet as they are); `PodLogOptions` are passed to the kubelet
+//! unchecked; `nodes/{name}:{port}/proxy`; other admission (no quota, limit ranges,
 //! webhooks); RBAC (any credential may do everything); protobuf for other kinds; later list
 //! pages are read from current objects rather than a snapshot; server-side apply tracks no
 //! field managers.
@@ -35,10 +46,13 @@
 
 pub mod cluster;
 mod error;
+mod front;
 mod http;
 mod patch;
 mod protobuf;
+mod proxy;
 pub mod resources;
+pub mod review;
 mod selectors;
 mod store;
 mod table;
@@ -47,6 +61,7 @@ pub mod validate;
 
 pub use error::{ApiError, Cause};
 pub use patch::PatchType;
+pub use review::{AccessRule, TokenUser};
 pub use store::{DeleteOptions, Subresource, WriteOptions, DEFAULT_HISTORY};
 pub use token::{IssuedToken, KubernetesClaims, ObjectRef, ServiceAccountClaims, TokenError};
 
@@ -60,6 +75,9 @@ use std::process::{Command, Output};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
+
+/// The user of the API server's client certificate to kubelets (group `system:masters`).
+pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 
 /// The kubectl the fixture's helpers run.
 pub const KUBECTL: &str = "/usr/bin/kubectl";
@@ -149,6 +167,9 @@ struct Tls {
     client_pem: (String, String),
     /// The server's certificate and key; client certificates signed by the CA are verified.
     server: Arc<rustls::ServerConfig>,
+    /// The API server's client certificate to kubelets (CN `kube-apiserver-kubelet-client`, O
+    /// `system:masters`, signed by the CA), as TLS client configuration.
+    kubelet_client: Arc<rustls::ClientConfig>,
 }
 
 /// Set on a connection whose client presented a certificate the CA signed.
@@ -180,6 +201,17 @@ impl Tls {
             .push(rcgen::DnType::CommonName, "test-admin");
         client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
         let client = client_params.signed_by(&client_key, &*ca).map_err(err)?;
+        let kubelet_key = rcgen::KeyPair::generate().map_err(err)?;
+        let mut kubelet_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        kubelet_params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, KUBELET_CLIENT_USER);
+        kubelet_params
+            .distinguished_name
+            .push(rcgen::DnType::OrganizationName, "system:masters");
+        kubelet_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let kubelet_cert = kubelet_params.signed_by(&kubelet_key, &*ca).map_err(err)?;
+        let kubelet_client = proxy::client_config(&kubelet_cert.pem(), &kubelet_key.serialize_pem())?;
         let mut roots = rustls::RootCertStore::empty();
         roots
             .add(ca.der().clone())
@@ -197,6 +229,7 @@ impl Tls {
             ca_pem: ca.pem(),
             client_pem: (client.pem(), client_key.serialize_pem()),
             server: Arc::new(server),
+            kubelet_client,
         })
     }
 }
@@ -223,36 +256,47 @@ fn random_token() -> String {
 }
 
 fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> io::Result<Running> {
+    // actix-web listens on an internal port; the front (`front`) owns the public one.
+    let internal = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))?;
+    let internal_addr = internal.local_addr()?;
+    listener.set_nonblocking(true)?;
+    let verified: front::Verified = Arc::default();
     let (tx, rx) = std::sync::mpsc::channel();
     let thread = std::thread::Builder::new()
         .name("test-apiserver".into())
         .spawn(move || {
             let system = actix_web::rt::System::new();
             system.block_on(async move {
-                let data = web::Data::from(shared);
+                let data = web::Data::from(shared.clone());
+                let seen = verified.clone();
                 let server = HttpServer::new(move || {
                     App::new()
                         .app_data(data.clone())
                         .app_data(web::PayloadConfig::new(4 << 20))
+                        .route(
+                            "/api/v1/namespaces/{ns}/pods/{name}/{sub:log|exec|attach|portforward}",
+                            web::route().to(proxy::pod_subresource),
+                        )
+                        .route(
+                            "/api/v1/nodes/{name}/proxy{rest:(/.*)?}",
+                            web::route().to(proxy::node_proxy),
+                        )
                         .default_service(web::to(http::dispatch))
                 })
                 .workers(2)
                 .disable_signals()
-                .shutdown_timeout(0);
-                let server = match tls {
-                    Some(tls) => server
-                        .on_connect(|conn, extensions| {
-                            type Tls = actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>;
-                            let verified = conn
-                                .downcast_ref::<Tls>()
-                                .is_some_and(|tls| tls.get_ref().1.peer_certificates().is_some());
-                            if verified {
-                                extensions.insert(ClientCertificate);
-                            }
-                        })
-                        .listen_rustls_0_23(listener, (*tls.server).clone()),
-                    None => server.listen(listener),
-                };
+                .shutdown_timeout(0)
+                .on_connect(move |conn, extensions| {
+                    // The front connected from this address for a client with a certificate.
+                    let certified = conn
+                        .downcast_ref::<actix_web::rt::net::TcpStream>()
+                        .and_then(|tcp| tcp.peer_addr().ok())
+                        .is_some_and(|peer| seen.lock().unwrap_or_else(|e| e.into_inner()).contains(&peer));
+                    if certified {
+                        extensions.insert(ClientCertificate);
+                    }
+                })
+                .listen(internal);
                 let server = match server {
                     Ok(s) => s.run(),
                     Err(e) => {
@@ -260,8 +304,24 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> 
                         return;
                     }
                 };
+                let listener = match tokio::net::TcpListener::from_std(listener) {
+                    Ok(l) => l,
+                    Err(e) => {
+                        let _ = tx.send(Err(e));
+                        return;
+                    }
+                };
+                let tls = tls.map(|t| {
+                    let mut config = (*t.server).clone();
+                    // HTTP/1.1 only: the front reads request heads and actix-web's internal
+                    // port speaks plain HTTP/1.
+                    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                    Arc::new(config)
+                });
+                let front = actix_web::rt::spawn(front::accept_loop(listener, internal_addr, shared, tls, verified));
                 let _ = tx.send(Ok(server.handle()));
                 let _ = server.await;
+                front.abort();
             });
         })?;
     let handle = rx
@@ -298,6 +358,11 @@ impl ApiServer {
             faults: Mutex::new(Vec::new()),
             bookmark_interval: config.bookmark_interval,
             log_requests: config.log_requests,
+            user_tokens: Mutex::new(std::collections::HashMap::new()),
+            access_rules: Mutex::new(Vec::new()),
+            token_reviews: Mutex::new(Vec::new()),
+            access_reviews: Mutex::new(Vec::new()),
+            kubelet_client: certificates.kubelet_client.clone(),
         });
         let tls = config.tls.then_some(certificates.clone());
         let running = serve(listener, Arc::clone(&shared), tls.clone())?;
@@ -312,6 +377,7 @@ impl ApiServer {
             running: Some(running),
         };
         server.write_kubeconfig(&server.kubeconfig)?;
+        std::fs::write(server.kubelet_client_ca_path(), &certificates.ca_pem)?;
         Ok(server)
     }
 
@@ -369,6 +435,68 @@ impl ApiServer {
     /// Every token issued through TokenRequest so far, oldest first.
     pub fn issued_tokens(&self) -> Vec<IssuedToken> {
         self.shared.issued.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// A file holding the CA (PEM) that signed the API server's client certificate to
+    /// kubelets ([`KUBELET_CLIENT_USER`], group `system:masters`): give it to the agent as
+    /// `--client-ca-file` so the proxied `pods/log`, `exec`, `attach`, `portforward` and
+    /// `nodes/proxy` requests authenticate.
+    pub fn kubelet_client_ca_path(&self) -> PathBuf {
+        self.dir.path().join("kubelet-client-ca.crt")
+    }
+
+    /// Registers a bearer token that authenticates (to this server and in TokenReviews) as
+    /// `user` with UID `uid` and `groups` (`system:authenticated` is added in reviews).
+    pub fn add_user_token(&self, token: &str, user: &str, uid: &str, groups: &[&str]) {
+        self.shared
+            .user_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(
+                token.to_string(),
+                TokenUser {
+                    name: user.to_string(),
+                    uid: uid.to_string(),
+                    groups: groups.iter().map(|g| g.to_string()).collect(),
+                },
+            );
+    }
+
+    /// Adds a SubjectAccessReview rule after those already set (first match wins; with none
+    /// matching, `system:masters` members are allowed and others are not).
+    pub fn add_access_rule(&self, rule: AccessRule) {
+        self.shared
+            .access_rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(rule);
+    }
+
+    /// Forgets every SubjectAccessReview rule.
+    pub fn clear_access_rules(&self) {
+        self.shared
+            .access_rules
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clear();
+    }
+
+    /// The `spec` of every TokenReview received, oldest first.
+    pub fn token_reviews(&self) -> Vec<Value> {
+        self.shared
+            .token_reviews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// The `spec` of every SubjectAccessReview received, oldest first.
+    pub fn access_reviews(&self) -> Vec<Value> {
+        self.shared
+            .access_reviews
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// The address it listens on.

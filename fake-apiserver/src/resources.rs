@@ -298,7 +298,11 @@ pub fn api_group_list() -> Value {
     json!({
         "kind": "APIGroupList",
         "apiVersion": "v1",
-        "groups": [api_group("coordination.k8s.io")],
+        "groups": [
+            api_group("coordination.k8s.io"),
+            api_group("authentication.k8s.io"),
+            api_group("authorization.k8s.io"),
+        ],
     })
 }
 

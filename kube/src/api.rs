@@ -6,7 +6,8 @@ use std::path::Path;
 use std::sync::Arc;
 
 use futures::stream::{BoxStream, StreamExt};
-use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, TokenRequestSpec, TokenReview};
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, ServiceAccount};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -538,6 +539,24 @@ impl KubeClient for KubeApi {
         };
         self.tokens.put(request.clone(), token.clone());
         Ok(token)
+    }
+
+    /// One TokenReview, not cached here (the kubelet API's authenticator caches results).
+    async fn review_token(&self, review: &TokenReview) -> Result<TokenReview, ApiError> {
+        self.limiter.wait_turn().await;
+        Api::<TokenReview>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|e| failed("create tokenreview", e))
+    }
+
+    /// One SubjectAccessReview, not cached here (the kubelet API's authorizer caches results).
+    async fn review_access(&self, review: &SubjectAccessReview) -> Result<SubjectAccessReview, ApiError> {
+        self.limiter.wait_turn().await;
+        Api::<SubjectAccessReview>::all(self.client.clone())
+            .create(&PostParams::default(), review)
+            .await
+            .map_err(|e| failed("create subjectaccessreview", e))
     }
 
     /// Create the Node unless it exists; an existing Node gets this agent's labels (kubelet

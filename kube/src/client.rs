@@ -7,6 +7,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use futures::stream::BoxStream;
+use k8s_openapi::api::authentication::v1::TokenReview;
+use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, Service};
 
 use crate::tokens::{ServiceAccountToken, TokenRequestFor};
@@ -88,6 +90,14 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// `wait` (API pods, as kubelet does), a cache that has not listed yet is waited for a few
     /// seconds and then [`ApiError::NotSynced`]; without (static pods), it answers what it has.
     async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<Service>>, ApiError>;
+
+    /// Create a `authentication.k8s.io/v1` TokenReview (the kubelet API's bearer tokens) and
+    /// return it with the API server's status.
+    async fn review_token(&self, review: &TokenReview) -> Result<TokenReview, ApiError>;
+
+    /// Create a `authorization.k8s.io/v1` SubjectAccessReview (the kubelet API's Webhook
+    /// authorizer) and return it with the API server's status.
+    async fn review_access(&self, review: &SubjectAccessReview) -> Result<SubjectAccessReview, ApiError>;
 }
 
 /// A Secret's values as text: `data` decoded (invalid UTF-8 replaced, as Go's string conversion

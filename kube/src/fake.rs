@@ -5,6 +5,8 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
+use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewStatus};
+use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::ByteString;
 
@@ -258,5 +260,23 @@ impl KubeClient for FakeKube {
             None if wait => Err(ApiError::NotSynced { what: "services" }),
             None => Ok(Vec::new()),
         }
+    }
+
+    /// Every token is unauthenticated (tests of the kubelet API's authenticator use their own
+    /// fakes).
+    async fn review_token(&self, review: &TokenReview) -> Result<TokenReview, ApiError> {
+        let mut answer = review.clone();
+        answer.status = Some(TokenReviewStatus {
+            authenticated: Some(false),
+            ..Default::default()
+        });
+        Ok(answer)
+    }
+
+    /// Nothing is allowed.
+    async fn review_access(&self, review: &SubjectAccessReview) -> Result<SubjectAccessReview, ApiError> {
+        let mut answer = review.clone();
+        answer.status = Some(SubjectAccessReviewStatus::default());
+        Ok(answer)
     }
 }

@@ -477,13 +477,19 @@ impl InteractiveExec for DockerRuntime {
         cmd: Vec<String>,
         options: StreamOptions,
     ) -> Result<(ExecId, AttachedIo), RuntimeError> {
-        use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
-        let create = CreateExecOptions {
+        use bollard::exec::{StartExecOptions, StartExecResults};
+        // The size goes in at creation (Docker's ConsoleSize): a resize after the start races
+        // the command (`stty size` would see 0 0).
+        let create = bollard::models::ExecConfig {
             cmd: Some(cmd),
             attach_stdin: Some(options.stdin),
             attach_stdout: Some(options.stdout),
             attach_stderr: Some(options.stderr && !options.tty),
             tty: Some(options.tty),
+            console_size: options
+                .initial_size
+                .filter(|_| options.tty)
+                .map(|s| vec![usize::from(s.height), usize::from(s.width)]),
             ..Default::default()
         };
         let exec = self
@@ -492,6 +498,21 @@ impl InteractiveExec for DockerRuntime {
             .await
             .map_err(|e| failed(&format!("exec in container {id}"), e))?
             .id;
+        // Engines before API 1.42 ignore ConsoleSize: a resize sent now is held by the daemon
+        // until the process has started (it waits up to 10 s for the start), which narrows the
+        // race with the command's first look at its terminal.
+        if let Some(size) = options.initial_size.filter(|_| options.tty) {
+            let (docker, exec) = (self.docker.clone(), exec.clone());
+            tokio::spawn(async move {
+                let size = bollard::exec::ResizeExecOptions {
+                    height: size.height,
+                    width: size.width,
+                };
+                if let Err(e) = docker.resize_exec(&exec, size).await {
+                    tracing::debug!(exec = %exec, error = %e, "initial exec resize failed");
+                }
+            });
+        }
         let start = StartExecOptions {
             detach: false,
             tty: options.tty,

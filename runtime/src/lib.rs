@@ -230,6 +230,8 @@ pub struct StreamOptions {
     pub stderr: bool,
     /// Allocate a TTY (exec) / the container has one (attach): output is raw, stdout only.
     pub tty: bool,
+    /// The TTY's size from the start (exec; else the engine's default until a resize).
+    pub initial_size: Option<TtySize>,
 }
 
 /// A chunk of a process's output.

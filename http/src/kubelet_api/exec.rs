@@ -37,6 +37,9 @@ use crate::error::ApiError;
 /// How long a SPDY client has to open the streams it asked for (kubelet's default).
 pub const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// How long a TTY exec waits for the client's first terminal size before starting.
+pub const FIRST_RESIZE_WAIT: Duration = Duration::from_secs(1);
+
 /// The most output `/run` keeps (the CRI's 16 MiB message limit).
 pub const RUN_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
@@ -89,6 +92,7 @@ pub fn stream_options(query: &[(String, String)]) -> Result<StreamOptions, Inval
         stdout: flag(query, "stdout")?,
         stderr: flag(query, "stderr")? && !tty,
         tty,
+        initial_size: None,
     };
     if !options.stdin && !options.stdout && !flag(query, "stderr")? {
         return Err(invalid("stdin", "you must specify at least 1 of stdin, stdout, stderr"));
@@ -189,15 +193,14 @@ impl Sink {
         }
     }
 
-    /// This end is done with the stream (SPDY FIN; v5's close message).
+    /// This end is done with the stream (SPDY FIN; nothing over WebSocket).
     async fn finish(&mut self) {
         match self {
             Sink::Spdy(w) => {
                 let _ = w.finish().await;
             }
-            Sink::Ws(s, channel) => {
-                let _ = s.close_channel(*channel).await;
-            }
+            // kubelet's wsstream closes no channel (client-go's v5 reader drops such messages).
+            Sink::Ws(..) => {}
         }
     }
 }
@@ -546,6 +549,20 @@ async fn exec_session(
         gone,
         ender,
     } = io;
+    // kubectl sends the terminal's size at once: wait a moment for it, so the TTY has it from
+    // the start.
+    let mut resize = resize;
+    let mut options = options;
+    if options.tty {
+        if let Some(sizes) = resize.as_mut() {
+            if let Ok(Some(size)) = tokio::time::timeout(FIRST_RESIZE_WAIT, sizes.next()).await {
+                options.initial_size = Some(TtySize {
+                    width: size.width,
+                    height: size.height,
+                });
+            }
+        }
+    }
     let outcome = match runtime.start_exec(&target.id, cmd.clone(), options).await {
         Err(e) => ExecOutcome::Internal { message: e.to_string() },
         Ok((exec, attached)) => {
@@ -749,7 +766,7 @@ fn query(req: &HttpRequest) -> Result<Vec<(String, String)>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::kubelet_api::auth::{AuthConfig, AuthorizationMode};
+    use crate::kubelet_api::auth::{AuthConfig, Authorizer};
     use dockerlet_runtime::fake::{Call, FakeRuntime};
     use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
 
@@ -766,7 +783,8 @@ mod tests {
         let auth = Arc::new(AuthConfig {
             node_name: "n1".into(),
             anonymous: true,
-            authorization: AuthorizationMode::AlwaysAllow,
+            tokens: None,
+            authorizer: Authorizer::AlwaysAllow,
         });
         let server = actix_web::HttpServer::new(move || {
             actix_web::App::new()
@@ -794,9 +812,8 @@ mod tests {
     }
 
     /// Over v5 WebSocket: the set-up message, the runtime's stdout and stderr on channels 1
-    /// and 2, stdin echoed back until the client's close of channel 0, v5's close of the output
-    /// channels, and the exit code as kubelet's NonZeroExitCode Status on channel 3 (then its
-    /// close).
+    /// and 2, stdin echoed back until the client's close of channel 0, and the exit code as
+    /// kubelet's NonZeroExitCode Status on channel 3.
     #[actix_web::test]
     async fn exec_over_websocket_carries_every_channel() {
         let fake = FakeRuntime::default();
@@ -820,7 +837,6 @@ mod tests {
                 _ => {}
             }
         }
-        assert_eq!(got.pop(), Some(vec![255, 3]), "v5 closes the error channel last");
         let status = got.pop().expect("the status message");
         assert_eq!(status[0], 3);
         let status: serde_json::Value = serde_json::from_slice(&status[1..]).unwrap();
@@ -833,8 +849,6 @@ mod tests {
                 b"\x01hi\n".to_vec(),
                 b"\x02warn\n".to_vec(),
                 b"\x01abc".to_vec(),
-                vec![255, 1],
-                vec![255, 2],
             ]
         );
         assert!(fake
@@ -913,7 +927,8 @@ mod tests {
                 stdin: true,
                 stdout: true,
                 stderr: false,
-                tty: true
+                tty: true,
+                initial_size: None,
             }
         );
         assert_eq!(

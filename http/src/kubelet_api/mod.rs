@@ -6,8 +6,10 @@
 //! # Layout
 //! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
 //!   cipher suites, client certificates against `--client-ca-file`.
-//! - [`auth`]: who asks (certificate CN/O, anonymous) and whether they may
-//!   (kubelet's request attributes; `AlwaysAllow`, or every request forbidden).
+//! - [`auth`]: who asks (certificate CN/O, bearer token, anonymous) and whether they may
+//!   (kubelet's request attributes; `AlwaysAllow`, `Webhook`, or every request forbidden).
+//! - [`webhook`]: TokenReview and SubjectAccessReview through a [`webhook::Reviewer`] the
+//!   agent gives, with kubelet's caches.
 //! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
 //! - [`streams`]: the transports: the SPDY/3.1 upgrade and connection driver, WebSocket channels.
 //! - [`exec`]: `/exec`, `/attach` and `/run` on them, through the runtime's
@@ -20,6 +22,7 @@ pub mod exec;
 pub mod logs;
 pub mod streams;
 pub mod tls;
+pub mod webhook;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -169,7 +172,7 @@ pub fn serve(
 
 #[cfg(test)]
 mod tests {
-    use super::auth::{AuthConfig, AuthorizationMode};
+    use super::auth::{AuthConfig, Authorizer};
     use super::*;
     use crate::tests::fake_handles;
     use actix_web::{test, App};
@@ -204,11 +207,12 @@ mod tests {
         (status, String::from_utf8_lossy(&body).into_owned())
     }
 
-    fn auth(anonymous: bool, authorization: AuthorizationMode) -> AuthConfig {
+    fn auth(anonymous: bool, authorizer: Authorizer) -> AuthConfig {
         AuthConfig {
             node_name: "n1".into(),
             anonymous,
-            authorization,
+            tokens: None,
+            authorizer,
         }
     }
 
@@ -218,29 +222,26 @@ mod tests {
     async fn the_filter_authenticates_then_authorizes() {
         for path in ["/pods", "/healthz", "/configz", "/containerLogs/a/b/c"] {
             assert_eq!(
-                call(auth(false, AuthorizationMode::AlwaysAllow), path, false).await,
+                call(auth(false, Authorizer::AlwaysAllow), path, false).await,
                 (401, "Unauthorized".into())
             );
         }
+        assert_eq!(call(auth(true, Authorizer::AlwaysAllow), "/pods", true).await.0, 401);
         assert_eq!(
-            call(auth(true, AuthorizationMode::AlwaysAllow), "/pods", true).await.0,
-            401
-        );
-        assert_eq!(
-            call(auth(true, AuthorizationMode::AlwaysDeny), "/configz", false).await,
+            call(auth(true, Authorizer::AlwaysDeny), "/configz", false).await,
             (
                 403,
                 "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
             )
         );
-        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/configz", false).await;
+        let (status, body) = call(auth(true, Authorizer::AlwaysAllow), "/configz", false).await;
         assert_eq!((status, body.as_str()), (200, r#"{"kubeletconfig":{"port":10250}}"#));
         assert_eq!(
-            call(auth(true, AuthorizationMode::AlwaysAllow), "/healthz/ping", false).await,
+            call(auth(true, Authorizer::AlwaysAllow), "/healthz/ping", false).await,
             (200, "ok".into())
         );
         let (status, body) = call(
-            auth(true, AuthorizationMode::AlwaysAllow),
+            auth(true, Authorizer::AlwaysAllow),
             "/containerLogs/default/web-n1/nope",
             false,
         )

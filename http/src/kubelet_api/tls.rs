@@ -286,7 +286,11 @@ pub fn user_of(cert: &CertificateDer<'_>) -> Option<UserInfo> {
         .iter_organization()
         .filter_map(|o| o.as_str().ok().map(str::to_string))
         .collect();
-    Some(UserInfo { name, groups })
+    Some(UserInfo {
+        name,
+        groups,
+        ..Default::default()
+    })
 }
 
 #[cfg(test)]

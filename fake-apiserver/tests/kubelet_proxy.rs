@@ -1,0 +1,283 @@
+//! The kubelet proxy against a fake kubelet (a TLS server that checks the API server's client
+//! certificate, answers upgrades with 101 and echoes bytes): upgrade requests for
+//! `pods/exec`, `pods/attach` and `pods/portforward` reach the kubelet's paths with their
+//! query and headers, the kubelet's 101 headers come back as they are, and bytes flow both ways
+//! unchanged; `nodes/proxy` and `pods/log` pass ordinary requests and statuses.
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dockerlet_fake_apiserver::ApiServer;
+use rustls::pki_types::pem::PemObject;
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// What the fake kubelet saw: each request head, and whether a client certificate came.
+#[derive(Default)]
+struct Seen {
+    heads: Vec<String>,
+    client_certificates: usize,
+}
+
+/// A TLS server on 127.0.0.1 requiring a client certificate signed by `ca_pem`. An upgrade
+/// request is answered 101 with `X-Stream-Protocol-Version: v4.channel.k8s.io` and an
+/// `X-Custom: Kept As Is` header, then every byte is echoed back prefixed by nothing (an
+/// uppercase copy, so the direction is visible); `/fail` is answered 404 `no such thing`;
+/// anything else 200 with the request path as the body.
+fn fake_kubelet(ca_pem: &str) -> (SocketAddr, Arc<Mutex<Seen>>) {
+    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.unwrap()).unwrap();
+    }
+    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
+        .build()
+        .unwrap();
+    let config = rustls::ServerConfig::builder()
+        .with_client_cert_verifier(verifier)
+        .with_single_cert(
+            vec![cert.cert.der().clone()],
+            rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into()),
+        )
+        .unwrap();
+    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    listener.set_nonblocking(true).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let seen2 = seen.clone();
+    std::thread::spawn(move || {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async move {
+            let listener = tokio::net::TcpListener::from_std(listener).unwrap();
+            loop {
+                let (tcp, _) = listener.accept().await.unwrap();
+                let acceptor = acceptor.clone();
+                let seen = seen2.clone();
+                tokio::spawn(async move {
+                    let Ok(mut tls) = acceptor.accept(tcp).await else { return };
+                    if tls.get_ref().1.peer_certificates().is_some() {
+                        seen.lock().unwrap().client_certificates += 1;
+                    }
+                    let mut head = Vec::new();
+                    let mut byte = [0u8; 1];
+                    while !head.ends_with(b"\r\n\r\n") {
+                        if tls.read(&mut byte).await.unwrap_or(0) == 0 {
+                            return;
+                        }
+                        head.push(byte[0]);
+                    }
+                    let head = String::from_utf8_lossy(&head).into_owned();
+                    seen.lock().unwrap().heads.push(head.clone());
+                    let path = head.split(' ').nth(1).unwrap_or_default().to_string();
+                    if head.to_ascii_lowercase().contains("connection: upgrade") {
+                        tls.write_all(
+                            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+                              X-Stream-Protocol-Version: v4.channel.k8s.io\r\nX-Custom: Kept As Is\r\n\r\n",
+                        )
+                        .await
+                        .unwrap();
+                        let mut buf = [0u8; 4096];
+                        loop {
+                            match tls.read(&mut buf).await {
+                                Ok(0) | Err(_) => break,
+                                Ok(n) => {
+                                    let upper = buf[..n].to_ascii_uppercase();
+                                    if tls.write_all(&upper).await.is_err() {
+                                        break;
+                                    }
+                                }
+                            }
+                        }
+                        let _ = tls.shutdown().await;
+                    } else if path == "/fail" || path.starts_with("/containerLogs/default/p/missing") {
+                        let _ = tls
+                            .write_all(b"HTTP/1.1 404 Not Found\r\nContent-Length: 13\r\nConnection: close\r\n\r\nno such thing")
+                            .await;
+                    } else {
+                        let answer = format!(
+                            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{path}",
+                            path.len()
+                        );
+                        let _ = tls.write_all(answer.as_bytes()).await;
+                    }
+                    let _ = tls.shutdown().await;
+                });
+            }
+        });
+    });
+    (addr, seen)
+}
+
+/// A Node at the fake kubelet and a pod `p` (containers `a`, `missing`) bound to it.
+fn cluster(api: &ApiServer, kubelet: SocketAddr) {
+    api.create(json!({
+        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
+    }))
+    .unwrap();
+    api.patch(
+        "nodes",
+        "",
+        "n1",
+        dockerlet_fake_apiserver::PatchType::Merge,
+        &json!({"status": {
+            "addresses": [{"type": "Hostname", "address": "n1.invalid"}, {"type": "InternalIP", "address": "127.0.0.1"}],
+            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port()}},
+        }}),
+        dockerlet_fake_apiserver::Subresource::Status,
+    )
+    .unwrap();
+    api.create(json!({
+        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+        "spec": {"nodeName": "n1", "containers": [
+            {"name": "a", "image": "busybox"}, {"name": "missing", "image": "busybox"}]},
+    }))
+    .unwrap();
+}
+
+/// Sends `head` to the API server and reads the response head (up to the blank line).
+fn send_head(api: &ApiServer, head: &str) -> (TcpStream, String) {
+    let mut s = TcpStream::connect(api.addr()).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    s.write_all(head.as_bytes()).unwrap();
+    let mut response = Vec::new();
+    let mut byte = [0u8; 1];
+    while !response.ends_with(b"\r\n\r\n") {
+        assert_eq!(
+            s.read(&mut byte).unwrap(),
+            1,
+            "connection closed in {:?}",
+            String::from_utf8_lossy(&response)
+        );
+        response.push(byte[0]);
+    }
+    (s, String::from_utf8_lossy(&response).into_owned())
+}
+
+/// exec, attach and portforward upgrades go to the kubelet's paths with their query and
+/// upgrade headers (and without the caller's Authorization); its 101 headers come back
+/// unchanged; then bytes go both ways until the client closes.
+#[test]
+fn upgrades_pass_through_byte_for_byte() {
+    let api = ApiServer::start();
+    let (kubelet, seen) = fake_kubelet(&std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap());
+    cluster(&api, kubelet);
+    for (method, upgrade, path, expected) in [
+        (
+            "POST",
+            "SPDY/3.1",
+            "/api/v1/namespaces/default/pods/p/exec?command=sh&container=a&stdin=true&stdout=true",
+            "/exec/default/p/a?command=sh&container=a&stdin=true&stdout=true",
+        ),
+        (
+            "GET",
+            "websocket",
+            "/api/v1/namespaces/default/pods/p/exec?command=sh&container=a&stdin=true&stdout=true",
+            "/exec/default/p/a?command=sh&container=a&stdin=true&stdout=true",
+        ),
+        (
+            "POST",
+            "SPDY/3.1",
+            "/api/v1/namespaces/default/pods/p/attach?container=missing&stdout=true",
+            "/attach/default/p/missing?container=missing&stdout=true",
+        ),
+        (
+            "GET",
+            "websocket",
+            "/api/v1/namespaces/default/pods/p/portforward?ports=80",
+            "/portForward/default/p?ports=80",
+        ),
+    ] {
+        let (mut s, head) = send_head(
+            &api,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nConnection: Upgrade\r\nUpgrade: {upgrade}\r\n\
+                 X-Stream-Protocol-Version: v4.channel.k8s.io\r\nX-Stream-Protocol-Version: channel.k8s.io\r\n\r\n",
+                api.token()
+            ),
+        );
+        assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+        let lower = head.to_ascii_lowercase();
+        assert!(lower.contains("upgrade: spdy/3.1"), "{head}");
+        assert!(lower.contains("connection: upgrade"), "{head}");
+        assert!(head.contains("x-stream-protocol-version: v4.channel.k8s.io"), "{head}");
+        assert!(head.contains("x-custom: Kept As Is"), "{head}");
+        let payload: Vec<u8> = (0u8..=255)
+            .cycle()
+            .take(100_000)
+            .filter(|b| !b.is_ascii_lowercase())
+            .collect();
+        s.write_all(&payload).unwrap();
+        s.write_all(b"abc\x00\xff").unwrap();
+        let mut back = vec![0u8; payload.len() + 5];
+        s.read_exact(&mut back).unwrap();
+        assert_eq!(&back[..payload.len()], &payload[..]);
+        assert_eq!(&back[payload.len()..], b"ABC\x00\xff");
+        drop(s);
+        let heads = seen.lock().unwrap().heads.clone();
+        let kubelet_head = heads.last().unwrap();
+        assert!(
+            kubelet_head.starts_with(&format!("{method} {expected} HTTP/1.1\r\n")),
+            "{kubelet_head}"
+        );
+        let lower = kubelet_head.to_ascii_lowercase();
+        assert!(
+            lower.contains(&format!("upgrade: {}", upgrade.to_ascii_lowercase()))
+                && lower.contains("connection: upgrade"),
+            "{kubelet_head}"
+        );
+        assert_eq!(lower.matches("x-stream-protocol-version").count(), 2, "{kubelet_head}");
+        assert!(!lower.contains("authorization"), "{kubelet_head}");
+    }
+    assert_eq!(seen.lock().unwrap().client_certificates, 4);
+    // Without an upgrade, exec is refused by the API server itself.
+    let out = api.kubectl(&[
+        "get",
+        "--raw",
+        "/api/v1/namespaces/default/pods/p/exec?command=true&container=a",
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("Upgrade request required"), "{stderr}");
+}
+
+/// `nodes/proxy` passes path, query and status as they are; `pods/log` turns a kubelet 404
+/// into kube-apiserver's NotFound Status, and validates the container first.
+#[test]
+fn node_proxy_and_logs_pass_ordinary_requests() {
+    let api = ApiServer::start();
+    let (kubelet, _seen) = fake_kubelet(&std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap());
+    cluster(&api, kubelet);
+    assert_eq!(
+        api.kubectl_ok(&["get", "--raw", "/api/v1/nodes/n1/proxy/pods?x=1"]),
+        "/pods?x=1"
+    );
+    let out = api.kubectl(&["get", "--raw", "/api/v1/nodes/n1/proxy/fail"]);
+    assert!(!out.status.success());
+    assert_eq!(
+        api.kubectl_ok(&[
+            "get",
+            "--raw",
+            "/api/v1/namespaces/default/pods/p/log?container=a&tailLines=2"
+        ]),
+        "/containerLogs/default/p/a?tailLines=2"
+    );
+    let out = api.kubectl(&["logs", "p", "-c", "missing"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("the server could not find the requested resource"),
+        "{stderr}"
+    );
+    let out = api.kubectl(&["get", "--raw", "/api/v1/namespaces/default/pods/p/log"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("a container name must be specified for pod p, choose one of: [a missing]"),
+        "{stderr}"
+    );
+    let out = api.kubectl(&["get", "--raw", "/api/v1/nodes/nope/proxy/pods"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nodes \"nope\" not found"));
+}

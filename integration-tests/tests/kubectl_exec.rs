@@ -1,0 +1,231 @@
+//! `kubectl exec`, `kubectl attach` and `kubectl cp` through the test API server's kubelet proxy
+//! to the agent, both with kubectl's default (WebSocket to the API server, which passes it on)
+//! and with `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false` (SPDY/3.1 end to end).
+
+use std::io::Write;
+use std::process::{Command, Output, Stdio};
+
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, KUBECTL};
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+
+/// The two ways kubectl 1.32 speaks remote commands.
+const MODES: [(&str, &str); 2] = [("websocket", "true"), ("spdy", "false")];
+
+fn start(name: &str) -> (ApiServer, Agent, ManifestDir) {
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let ca = api.kubelet_client_ca_path().display().to_string();
+    let agent = Agent::start(
+        name,
+        manifests.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-status-update-frequency",
+            "1s",
+            "--node-ip",
+            "127.0.0.1",
+            "--client-ca-file",
+            &ca,
+        ],
+    );
+    wait_for("the node registered", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", agent.node())
+    });
+    let path = api.dir().join("shell.yaml");
+    std::fs::write(
+        &path,
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: shell
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+  - name: reader
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    stdin: true
+    command: ["sh", "-c", "while read line; do echo got:$line; done"]
+"#,
+            node = agent.node()
+        ),
+    )
+    .unwrap();
+    api.kubectl_ok(&["create", "-f", path.to_str().unwrap()]);
+    wait_for("shell Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "shell")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    (api, agent, manifests)
+}
+
+/// kubectl against the API server, `websockets` saying which protocol; `stdin` piped in.
+fn kubectl(api: &ApiServer, websockets: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
+    let mut child = Command::new("timeout")
+        .arg("60")
+        .arg(KUBECTL)
+        .arg("--kubeconfig")
+        .arg(api.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(api.dir().join("kube-cache"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", websockets)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    let mut input = child.stdin.take().unwrap();
+    if let Some(data) = stdin {
+        input.write_all(data).unwrap();
+    }
+    drop(input);
+    child.wait_with_output().unwrap()
+}
+
+fn text(out: &Output) -> String {
+    format!(
+        "{} stdout={:?} stderr={:?}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+/// `kubectl exec` (output, `-i` stdin, the exit code), `kubectl exec -i -t` on a terminal with
+/// its size, and `kubectl attach -i` to a container reading stdin, in both protocols.
+#[test]
+fn kubectl_exec_and_attach_in_both_protocols() {
+    let (api, _agent, _manifests) = start("kubectl-exec");
+    for (mode, websockets) in MODES {
+        let out = kubectl(
+            &api,
+            websockets,
+            &["exec", "shell", "-c", "app", "--", "echo", "hello"],
+            None,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "hello\n",
+            "{mode}: {}",
+            text(&out)
+        );
+
+        let out = kubectl(
+            &api,
+            websockets,
+            &["exec", "-i", "shell", "-c", "app", "--", "cat"],
+            Some(b"piped in\n"),
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "piped in\n",
+            "{mode}: {}",
+            text(&out)
+        );
+
+        let out = kubectl(
+            &api,
+            websockets,
+            &["exec", "shell", "-c", "app", "--", "sh", "-c", "exit 3"],
+            None,
+        );
+        assert_eq!(out.status.code(), Some(3), "{mode}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("command terminated with exit code 3"),
+            "{mode}: {}",
+            text(&out)
+        );
+
+        // A terminal for kubectl (script(1) gives it a pty of 30 rows, 100 columns). The command
+        // waits a moment: Docker before API 1.42 cannot size an exec's TTY before its start, so a
+        // command looking at once may still see 0x0.
+        let command = format!(
+            "stty rows 30 cols 100; KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout 60 {KUBECTL} --kubeconfig {} --cache-dir {} exec -i -t shell -c app -- sh -c 'sleep 1; stty size'",
+            api.kubeconfig_path().display(),
+            api.dir().join("kube-cache").display()
+        );
+        let out = Command::new("script")
+            .args(["-qec", &command, "/dev/null"])
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("30 100"),
+            "{mode}: exec -i -t: {}",
+            text(&out)
+        );
+
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(format!(
+                "(echo hi-{mode}; sleep 3) | KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout 8 {KUBECTL} --kubeconfig {} --cache-dir {} attach -i shell -c reader",
+                api.kubeconfig_path().display(),
+                api.dir().join("kube-cache").display()
+            ))
+            .output()
+            .unwrap();
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains(&format!("got:hi-{mode}")),
+            "{mode}: attach: {}",
+            text(&out)
+        );
+    }
+}
+
+/// `kubectl cp` into the pod and back out (tar over exec's stdin and stdout), in both protocols.
+#[test]
+fn kubectl_cp_both_ways_in_both_protocols() {
+    let (api, _agent, _manifests) = start("kubectl-cp");
+    let dir = tempfile::tempdir().unwrap();
+    let local = dir.path().join("payload.txt");
+    let content: String = (0..2000).map(|i| format!("line {i}\n")).collect();
+    std::fs::write(&local, &content).unwrap();
+    for (mode, websockets) in MODES {
+        let remote = format!("shell:/tmp/payload-{mode}.txt");
+        let out = kubectl(
+            &api,
+            websockets,
+            &["cp", "-c", "app", local.to_str().unwrap(), &remote],
+            None,
+        );
+        assert!(out.status.success(), "{mode}: cp in: {}", text(&out));
+        let out = kubectl(
+            &api,
+            websockets,
+            &[
+                "exec",
+                "shell",
+                "-c",
+                "app",
+                "--",
+                "md5sum",
+                &format!("/tmp/payload-{mode}.txt"),
+            ],
+            None,
+        );
+        assert!(out.status.success(), "{mode}: {}", text(&out));
+        let back = dir.path().join(format!("back-{mode}.txt"));
+        let out = kubectl(
+            &api,
+            websockets,
+            &["cp", "-c", "app", &remote, back.to_str().unwrap()],
+            None,
+        );
+        assert!(out.status.success(), "{mode}: cp out: {}", text(&out));
+        assert_eq!(std::fs::read_to_string(&back).unwrap(), content, "{mode}");
+    }
+}
