@@ -640,6 +640,7 @@ impl Handler<GetDebugSnapshot> for Supervisor {
                 "workers": self.workers.len(),
                 "sources_ready": self.pods.sources_ready(),
             }),
+            view: None,
         };
         let mut queries = self.children.registry.states();
         let mut workers: Vec<_> = self.workers.values().map(|e| (pod_ref(&e.pod), e)).collect();

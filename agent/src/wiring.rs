@@ -129,12 +129,13 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
 
-    let handles = Handles {
+    let mut handles = Handles {
         pods: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
         metrics,
+        logs_port: None,
     };
     let mut servers = Vec::new();
     if let Some(addr) = config.healthz {
@@ -161,7 +162,9 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             logs: logs.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
         };
-        servers.push(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?.0);
+        let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;
+        handles.logs_port = Some(bound.port());
+        servers.push(server);
     }
     servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
     let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();

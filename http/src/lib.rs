@@ -46,6 +46,9 @@ pub struct Handles {
     pub faults: Option<Recipient<InjectFault>>,
     /// The agent's metrics (`/metrics`, `/metrics/probes`, the request middleware).
     pub metrics: Arc<Metrics>,
+    /// The kubelet API's port, for the debug page's links to container logs; `None` when it
+    /// does not serve.
+    pub logs_port: Option<u16>,
 }
 
 /// Bind and start one server with `configure`; returns the bound address (port 0 picks one).
@@ -81,7 +84,10 @@ mod tests {
     //! A stand-in actor answering every query, for handler tests.
 
     use actix::{Actor, Context, Handler, MessageResult};
-    use dockerlet_messages::debug::{ActorState, DebugSnapshot, GetDebugSnapshot, GetHealth, Health};
+    use dockerlet_messages::debug::{
+        ActorState, ContainerDebug, ContainerStateDebug, DebugSnapshot, DebugView, GetDebugSnapshot, GetHealth, Health,
+        PlegDebug, PodDebug,
+    };
     use dockerlet_messages::source::ManifestError;
     use dockerlet_messages::status::GetPods;
     use k8s_openapi::api::core::v1::Pod;
@@ -125,14 +131,39 @@ mod tests {
         fn handle(&mut self, _: GetDebugSnapshot, _: &mut Context<Self>) -> Self::Result {
             MessageResult(DebugSnapshot {
                 node_name: "n1".into(),
-                actors: vec![ActorState {
-                    kind: "PlegActor".into(),
-                    name: "pleg".into(),
-                    messages_handled: 1,
-                    restarts: 0,
-                    last_error: None,
-                    detail: serde_json::json!({}),
-                }],
+                actors: vec![
+                    ActorState {
+                        kind: "PlegActor".into(),
+                        name: "pleg".into(),
+                        messages_handled: 1,
+                        restarts: 0,
+                        last_error: None,
+                        detail: serde_json::json!({}),
+                        view: Some(DebugView::Pleg(PlegDebug::default())),
+                    },
+                    ActorState {
+                        kind: "PodWorker".into(),
+                        name: "default/web-n1".into(),
+                        messages_handled: 1,
+                        restarts: 0,
+                        last_error: None,
+                        detail: serde_json::json!({}),
+                        view: Some(DebugView::Pod(Box::new(PodDebug {
+                            namespace: "default".into(),
+                            name: "web-n1".into(),
+                            phase: "Idle".into(),
+                            containers: vec![ContainerDebug {
+                                name: "c".into(),
+                                state: ContainerStateDebug::Waiting {
+                                    reason: "ErrImageNeverPull".into(),
+                                    message: "Container image \"x\" is not present with pull policy of Never".into(),
+                                },
+                                ..ContainerDebug::default()
+                            }],
+                            ..PodDebug::default()
+                        }))),
+                    },
+                ],
                 manifest_errors: vec![ManifestError {
                     file: "bad.yaml".into(),
                     reason: "invalid YAML".into(),
@@ -172,6 +203,7 @@ mod tests {
             debug: addr.recipient(),
             faults: None,
             metrics: std::sync::Arc::new(test_metrics()),
+            logs_port: Some(10250),
         }
     }
 }
