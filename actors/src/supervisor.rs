@@ -16,6 +16,7 @@
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
+//! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
 //! | InjectFault                    | HTTP (tests)          | make an actor panic                          |
 //! | every 250 ms                   | self                  | watchdog: re-create dead actors              |
 //!
@@ -40,7 +41,7 @@ use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
-use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
+use dockerlet_messages::status::{GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
@@ -585,6 +586,17 @@ impl Handler<GetPods> for Supervisor {
         self.handled += 1;
         let status = self.children.status.addr();
         Box::pin(async move { status.send(msg).await.unwrap_or_default() })
+    }
+}
+
+impl Handler<GetRunningPods> for Supervisor {
+    type Result = Option<Vec<Pod>>;
+
+    /// The runtime's running pods, from the pod cache (no Docker call).
+    fn handle(&mut self, _: GetRunningPods, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let running = self.sync.cache.running()?;
+        Some(dockerlet_pod::running::running_pods(&running))
     }
 }
 

@@ -131,6 +131,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
 
     let mut handles = Handles {
         pods: supervisor.clone().recipient(),
+        running: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),

@@ -31,13 +31,15 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
 use dockerlet_messages::metrics::Metrics;
-use dockerlet_messages::status::GetPods;
+use dockerlet_messages::status::{GetPods, GetRunningPods};
 
 /// The actor mailboxes the HTTP handlers talk to.
 #[derive(Clone)]
 pub struct Handles {
     /// Pods with status (`/pods`).
     pub pods: Recipient<GetPods>,
+    /// The runtime's running pods (`/runningpods/`).
+    pub running: Recipient<GetRunningPods>,
     /// Health (`/healthz`).
     pub health: Recipient<GetHealth>,
     /// Debug snapshot (`/debug/actors`).
@@ -89,7 +91,7 @@ mod tests {
         PlegDebug, PodDebug,
     };
     use dockerlet_messages::source::ManifestError;
-    use dockerlet_messages::status::GetPods;
+    use dockerlet_messages::status::{GetPods, GetRunningPods};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -113,6 +115,30 @@ mod tests {
                 },
                 ..Default::default()
             }])
+        }
+    }
+
+    impl Handler<GetRunningPods> for Stub {
+        type Result = MessageResult<GetRunningPods>;
+        fn handle(&mut self, _: GetRunningPods, _: &mut Context<Self>) -> Self::Result {
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    name: Some("web-n1".into()),
+                    namespace: Some("default".into()),
+                    uid: Some("u1".into()),
+                    ..Default::default()
+                },
+                spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                    containers: vec![k8s_openapi::api::core::v1::Container {
+                        name: "c".into(),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            };
+            MessageResult(self.healthy.then(|| vec![pod]))
         }
     }
 
@@ -199,6 +225,7 @@ mod tests {
         let addr = Stub { healthy }.start();
         Handles {
             pods: addr.clone().recipient(),
+            running: addr.clone().recipient(),
             health: addr.clone().recipient(),
             debug: addr.recipient(),
             faults: None,

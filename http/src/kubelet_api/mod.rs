@@ -1,6 +1,7 @@
 //! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
 //! authorization in front of every route, then `/healthz` (and `/healthz/ping`, `/log`,
-//! `/syncloop`), `/pods`, `/configz` and `/containerLogs/{namespace}/{pod}/{container}`.
+//! `/syncloop`), `/pods`, `/runningpods/`, `/configz` and
+//! `/containerLogs/{namespace}/{pod}/{container}`.
 //!
 //! # Layout
 //! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
@@ -23,6 +24,11 @@ use actix_web::dev::Server;
 use actix_web::{middleware, web, App, HttpResponse, HttpServer};
 use dockerlet_runtime::ContainerLogs;
 
+use dockerlet_messages::status::GetRunningPods;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use k8s_openapi::List;
+
+use crate::error::ApiError;
 use crate::Handles;
 
 /// How long a client may take to send its request head.
@@ -55,6 +61,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/configz", web::get().to(configz))
             .route("/pods", web::get().to(crate::read_only::pods))
             .route("/pods/", web::get().to(crate::read_only::pods))
+            .route("/runningpods/", web::get().to(running_pods))
+            .route("/runningpods", web::get().to(running_pods))
             .route("/metrics", web::get().to(crate::metrics::metrics))
             .route("/metrics/probes", web::get().to(crate::metrics::probes))
             .route(
@@ -66,6 +74,27 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
 
 async fn configz(api: web::Data<KubeletApi>) -> HttpResponse {
     HttpResponse::Ok().json(api.configz.as_ref())
+}
+
+/// `GET /runningpods/`: a v1 PodList of the pods with running containers according to the
+/// runtime (kubelet's getRunningPods: name, namespace, UID; each running container's name and
+/// image), from the pod cache. 500 until the first relist, as kubelet answers a runtime error.
+async fn running_pods(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError> {
+    let items = handles
+        .running
+        .send(GetRunningPods)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "supervisor",
+            reason: e.to_string(),
+        })?
+        .ok_or_else(|| ApiError::Internal {
+            reason: "the container runtime has not been listed yet".to_string(),
+        })?;
+    Ok(HttpResponse::Ok().json(List {
+        items,
+        metadata: ListMeta::default(),
+    }))
 }
 
 async fn ok() -> HttpResponse {
@@ -194,5 +223,26 @@ mod tests {
         )
         .await;
         assert_eq!(status, 404, "{body}");
+    }
+
+    /// `/runningpods/` is a PodList of the runtime's pods, authorized as `proxy`.
+    #[actix_web::test]
+    async fn running_pods_are_a_pod_list_authorized_as_proxy() {
+        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/runningpods/", false).await;
+        assert_eq!(status, 200, "{body}");
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (list["kind"].as_str(), list["apiVersion"].as_str()),
+            (Some("PodList"), Some("v1"))
+        );
+        assert_eq!(list["items"][0]["metadata"]["uid"], "u1");
+        assert_eq!(list["items"][0]["spec"]["containers"][0]["image"], "busybox");
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysDeny), "/runningpods/", false).await,
+            (
+                403,
+                "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
+            )
+        );
     }
 }
