@@ -14,6 +14,7 @@
 
 pub mod auth;
 pub mod logs;
+pub mod streams;
 pub mod tls;
 
 use std::net::SocketAddr;

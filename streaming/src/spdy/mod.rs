@@ -7,6 +7,8 @@
 //! - [`headers`]: header blocks, zlib with SPDY/3's dictionary.
 //! - [`session`]: the sans-I/O connection state machine with flow control.
 //! - [`codec`]: `tokio_util::codec` adapters for frames.
+//! - [`conn`]: the session driven over byte streams (a future to spawn), with a reader and a
+//!   writer per stream, flow control and backpressure.
 //!
 //! Not implemented: server push (a SYN_STREAM with `associated_to` ≠ 0 is refused with
 //! RST_STREAM REFUSED_STREAM), priorities (carried, not scheduled), CREDENTIAL frames (ignored as
@@ -14,11 +16,13 @@
 //! (reported, otherwise ignored).
 
 pub mod codec;
+pub mod conn;
 pub mod frame;
 pub mod headers;
 pub mod session;
 
 pub use codec::SpdyCodec;
+pub use conn::{connect, Connection, Control, Driver, SpdyStream, StreamReader, StreamWriter};
 pub use frame::{Frame, FrameDecoder, FrameEncoder, FrameError, Setting};
 pub use headers::{header, HeaderError, Headers};
 pub use session::{Event, FlowControl, Role, Session, SessionConfig, SessionError};

@@ -1,0 +1,33 @@
+//! The two streaming transports on actix-web, for exec, attach and port-forward.
+//!
+//! - [`spdy`]: the `Upgrade: SPDY/3.1` handshake with `X-Stream-Protocol-Version`
+//!   negotiation, then [`dockerlet_streaming::spdy::conn`]'s driver over the upgraded
+//!   connection (actix hands an upgrade request's payload over as the rest of the connection,
+//!   and writes a 101 response's streaming body as raw bytes).
+//! - [`ws`]: the WebSocket handshake with a channel subprotocol (actix-ws), then whole
+//!   messages mapped to channels by [`dockerlet_streaming::websocket`].
+//!
+//! Both are generic: they know streams and channels, not what exec or port-forward put on them.
+
+pub mod spdy;
+pub mod ws;
+
+use actix_web::HttpRequest;
+
+/// Whether `req` asks for a WebSocket (`Upgrade: websocket` and `Connection: upgrade`), as
+/// wsstream's `IsWebSocketRequest`.
+pub fn is_websocket(req: &HttpRequest) -> bool {
+    let upgrade = req
+        .headers()
+        .get(actix_web::http::header::UPGRADE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
+    upgrade && connection_upgrade(req)
+}
+
+fn connection_upgrade(req: &HttpRequest) -> bool {
+    req.headers()
+        .get_all(actix_web::http::header::CONNECTION)
+        .filter_map(|v| v.to_str().ok())
+        .any(|v| v.to_ascii_lowercase().contains("upgrade"))
+}

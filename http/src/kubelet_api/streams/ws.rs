@@ -1,0 +1,174 @@
+//! WebSocket channels on actix-web (actix-ws): the handshake with a channel subprotocol, then a
+//! [`Sender`] of channel data (cloneable) and a [`Receiver`] of decoded client messages. Pings
+//! are answered here; the client's close ends the receiver.
+
+use actix_web::http::header;
+use actix_web::{web, HttpRequest, HttpResponse};
+use dockerlet_streaming::websocket::{self, ChannelError, ChannelProtocol, Incoming, WsMessage};
+
+/// The largest message accepted from a client (kubectl sends stdin in 32 KiB pieces).
+pub const MAX_MESSAGE: usize = 1024 * 1024;
+
+/// The connection is gone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("WebSocket connection closed")]
+pub struct Closed;
+
+/// An accepted WebSocket.
+pub struct Accepted {
+    /// The channel protocol negotiated (`channel.k8s.io` framing when the client named none).
+    pub protocol: ChannelProtocol,
+    /// The 101 response to return from the handler.
+    pub response: HttpResponse,
+    /// Writes channel data.
+    pub sender: Sender,
+    /// The client's messages.
+    pub receiver: Receiver,
+}
+
+impl std::fmt::Debug for Accepted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Accepted")
+            .field("protocol", &self.protocol)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Handshake with the first subprotocol the client offers that the server speaks for a
+/// remote command (`port_forward` false) or a port-forward; 403 when it offers only unknown
+/// ones (as wsstream's handshake), 400 for a bad WebSocket handshake.
+pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> Result<Accepted, HttpResponse> {
+    let offered: Vec<&str> = req
+        .headers()
+        .get_all(header::SEC_WEBSOCKET_PROTOCOL)
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    let Some(protocol) = ChannelProtocol::negotiate(&offered, port_forward) else {
+        return Err(HttpResponse::Forbidden()
+            .content_type("text/plain; charset=utf-8")
+            .body(format!("requested protocol(s) are not supported: {offered:?}")));
+    };
+    let (response, session, stream) = actix_ws::handle_with_protocols(req, payload, &[protocol.name()])
+        .map_err(|e| HttpResponse::BadRequest().body(format!("unable to upgrade websocket connection: {e}")))?;
+    let stream = stream
+        .max_frame_size(MAX_MESSAGE)
+        .aggregate_continuations()
+        .max_continuation_size(MAX_MESSAGE);
+    Ok(Accepted {
+        protocol,
+        response,
+        sender: Sender {
+            protocol,
+            session: session.clone(),
+        },
+        receiver: Receiver {
+            protocol,
+            session,
+            stream,
+        },
+    })
+}
+
+/// Writes data on channels; waits while the socket is behind.
+#[derive(Clone)]
+pub struct Sender {
+    protocol: ChannelProtocol,
+    session: actix_ws::Session,
+}
+
+impl std::fmt::Debug for Sender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Sender").field("protocol", &self.protocol).finish()
+    }
+}
+
+impl Sender {
+    /// The negotiated protocol.
+    pub fn protocol(&self) -> ChannelProtocol {
+        self.protocol
+    }
+
+    /// Send `data` on `channel` (an empty `data` is a message with the channel alone).
+    pub async fn send(&mut self, channel: u8, data: &[u8]) -> Result<(), Closed> {
+        let message = websocket::encode(self.protocol, channel, data).map_err(|_| Closed)?;
+        self.send_message(message).await
+    }
+
+    /// v5: tell the client `channel` is done; nothing for older protocols.
+    pub async fn close_channel(&mut self, channel: u8) -> Result<(), Closed> {
+        match websocket::encode_close(self.protocol, channel) {
+            Ok(message) => self.send_message(message).await,
+            Err(_) => Ok(()),
+        }
+    }
+
+    /// Close the WebSocket (normal closure).
+    pub async fn close(self) {
+        let _ = self
+            .session
+            .close(Some(actix_ws::CloseReason {
+                code: actix_ws::CloseCode::Normal,
+                description: None,
+            }))
+            .await;
+    }
+
+    async fn send_message(&mut self, message: WsMessage) -> Result<(), Closed> {
+        match message {
+            WsMessage::Binary(b) => self.session.binary(b).await,
+            WsMessage::Text(t) => self.session.text(t).await,
+        }
+        .map_err(|_| Closed)
+    }
+}
+
+/// Why the client's messages ended badly.
+#[derive(Debug, thiserror::Error)]
+pub enum ReceiveError {
+    /// Not a WebSocket frame, or too large.
+    #[error("WebSocket protocol error: {0}")]
+    Protocol(String),
+    /// A message the channel protocol does not allow.
+    #[error(transparent)]
+    Channel(#[from] ChannelError),
+}
+
+/// The client's messages, decoded to channels.
+pub struct Receiver {
+    protocol: ChannelProtocol,
+    session: actix_ws::Session,
+    stream: actix_ws::AggregatedMessageStream,
+}
+
+impl std::fmt::Debug for Receiver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Receiver").field("protocol", &self.protocol).finish()
+    }
+}
+
+impl Receiver {
+    /// The next data or close message; `None` when the client closed the WebSocket or went
+    /// away. Pings are answered, pongs and empty messages skipped.
+    pub async fn recv(&mut self) -> Option<Result<Incoming, ReceiveError>> {
+        loop {
+            let message = match self.stream.recv().await? {
+                Ok(m) => m,
+                Err(e) => return Some(Err(ReceiveError::Protocol(e.to_string()))),
+            };
+            let message = match message {
+                actix_ws::AggregatedMessage::Binary(b) => WsMessage::Binary(b),
+                actix_ws::AggregatedMessage::Text(t) => WsMessage::Text(t.to_string()),
+                actix_ws::AggregatedMessage::Ping(p) => {
+                    let _ = self.session.pong(&p).await;
+                    continue;
+                }
+                actix_ws::AggregatedMessage::Pong(_) => continue,
+                actix_ws::AggregatedMessage::Close(_) => return None,
+            };
+            match websocket::decode(self.protocol, message) {
+                Ok(Incoming::Empty) => continue,
+                other => return Some(other.map_err(ReceiveError::from)),
+            }
+        }
+    }
+}
