@@ -16,6 +16,7 @@
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
+//! | GetPodSandbox                  | HTTP `/portForward/…` | the pod's newest sandbox from the pod cache  |
 //! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
 //! | InjectFault                    | HTTP (tests)          | make an actor panic                          |
 //! | every 250 ms                   | self                  | watchdog: re-create dead actors              |
@@ -41,7 +42,7 @@ use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
-use dockerlet_messages::status::{GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
+use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
@@ -597,6 +598,21 @@ impl Handler<GetRunningPods> for Supervisor {
         self.handled += 1;
         let running = self.sync.cache.running()?;
         Some(dockerlet_pod::running::running_pods(&running))
+    }
+}
+
+impl Handler<GetPodSandbox> for Supervisor {
+    type Result = Option<dockerlet_messages::ContainerId>;
+
+    /// The pod's newest sandbox, a running one first, from the pod cache (no Docker call).
+    fn handle(&mut self, msg: GetPodSandbox, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let containers = self.sync.cache.pod(&msg.uid)?;
+        containers
+            .into_iter()
+            .filter(|c| c.role == dockerlet_messages::runtime::ContainerRole::Sandbox)
+            .max_by_key(|c| (c.state == dockerlet_messages::runtime::RuntimeState::Running, c.attempt))
+            .map(|c| c.id)
     }
 }
 

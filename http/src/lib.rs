@@ -31,7 +31,7 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
 use dockerlet_messages::metrics::Metrics;
-use dockerlet_messages::status::{GetPods, GetRunningPods};
+use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 
 /// The actor mailboxes the HTTP handlers talk to.
 #[derive(Clone)]
@@ -40,6 +40,8 @@ pub struct Handles {
     pub pods: Recipient<GetPods>,
     /// The runtime's running pods (`/runningpods/`).
     pub running: Recipient<GetRunningPods>,
+    /// A pod's sandbox (`/portForward`).
+    pub sandbox: Recipient<GetPodSandbox>,
     /// Health (`/healthz`).
     pub health: Recipient<GetHealth>,
     /// Debug snapshot (`/debug/actors`).
@@ -91,7 +93,7 @@ mod tests {
         PlegDebug, PodDebug,
     };
     use dockerlet_messages::source::ManifestError;
-    use dockerlet_messages::status::{GetPods, GetRunningPods};
+    use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -111,6 +113,8 @@ mod tests {
             MessageResult(vec![Pod {
                 metadata: ObjectMeta {
                     name: Some("web-n1".into()),
+                    namespace: Some("default".into()),
+                    uid: Some("u1".into()),
                     ..Default::default()
                 },
                 ..Default::default()
@@ -139,6 +143,13 @@ mod tests {
                 status: None,
             };
             MessageResult(self.healthy.then(|| vec![pod]))
+        }
+    }
+
+    impl Handler<GetPodSandbox> for Stub {
+        type Result = MessageResult<GetPodSandbox>;
+        fn handle(&mut self, msg: GetPodSandbox, _: &mut Context<Self>) -> Self::Result {
+            MessageResult((msg.uid.0 == "u1").then(|| dockerlet_messages::ContainerId("sandbox1".into())))
         }
     }
 
@@ -226,6 +237,7 @@ mod tests {
         Handles {
             pods: addr.clone().recipient(),
             running: addr.clone().recipient(),
+            sandbox: addr.clone().recipient(),
             health: addr.clone().recipient(),
             debug: addr.recipient(),
             faults: None,

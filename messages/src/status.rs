@@ -44,3 +44,14 @@ pub struct GetPods;
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Option<Vec<Pod>>")]
 pub struct GetRunningPods;
+
+/// The pod's newest sandbox, preferring a running one (port-forward connects inside its network
+/// namespace); `None` when the pod has none.
+///
+/// HTTP kubelet API (`/portForward/…`) → Supervisor, which reads the pod cache.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Option<crate::ids::ContainerId>")]
+pub struct GetPodSandbox {
+    /// The pod.
+    pub uid: PodUid,
+}

@@ -9,11 +9,15 @@
 //! - [`auth`]: who asks (certificate CN/O, anonymous) and whether they may
 //!   (kubelet's request attributes; `AlwaysAllow`, or every request forbidden).
 //! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
+//! - [`port_forward`]: `/portForward/{namespace}/{pod}[/{uid}]` over SPDY, WebSocket and SPDY
+//!   tunnelled in WebSocket, into the pod's network namespace.
+//! - [`streams`]: the SPDY and WebSocket transports.
 //!
-//! exec, attach, portForward and run are not routed (404) until the streaming protocols exist.
+//! exec, attach and run are not routed (404) yet.
 
 pub mod auth;
 pub mod logs;
+pub mod port_forward;
 pub mod streams;
 pub mod tls;
 
@@ -23,7 +27,7 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::{middleware, web, App, HttpResponse, HttpServer};
-use dockerlet_runtime::ContainerLogs;
+use dockerlet_runtime::{ContainerLogs, PortForward};
 
 use dockerlet_messages::status::GetRunningPods;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -45,6 +49,8 @@ pub struct KubeletApi {
     pub handles: Handles,
     /// Containers' logs.
     pub logs: Arc<dyn ContainerLogs>,
+    /// Connections into pods' network namespaces (`/portForward`).
+    pub port_forward: Arc<dyn PortForward>,
     /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
     /// effective configuration.
     pub configz: Arc<serde_json::Value>,
@@ -69,7 +75,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route(
                 "/containerLogs/{namespace}/{pod}/{container}",
                 web::get().to(logs::container_logs),
-            ),
+            )
+            .route("/portForward/{namespace}/{pod}", web::get().to(port_forward::port_forward))
+            .route("/portForward/{namespace}/{pod}", web::post().to(port_forward::port_forward))
+            .route("/portForward/{namespace}/{pod}/{uid}", web::get().to(port_forward::port_forward))
+            .route("/portForward/{namespace}/{pod}/{uid}", web::post().to(port_forward::port_forward)),
     );
 }
 
@@ -159,6 +169,7 @@ mod tests {
             handles: fake_handles(true),
             logs: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
             configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
+            port_forward: Arc::new(port_forward::tests::Loopback),
         }
     }
 
