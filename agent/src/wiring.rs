@@ -125,6 +125,10 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );
+    let exec: Arc<dyn dockerlet_runtime::InteractiveExec> = Arc::new(runtime.clone());
+    let attach: Arc<dyn dockerlet_runtime::Attach> = Arc::new(runtime.clone());
+    let port_forward: Arc<dyn dockerlet_runtime::PortForward> =
+        Arc::new(crate::port_forward::NetnsPortForward { docker: runtime.clone() });
     let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
@@ -132,6 +136,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let mut handles = Handles {
         pods: supervisor.clone().recipient(),
         running: supervisor.clone().recipient(),
+        sandbox: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
@@ -161,6 +166,9 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         let state = dockerlet_http::kubelet_api::KubeletApi {
             handles: handles.clone(),
             logs: logs.clone(),
+            exec: exec.clone(),
+            attach: attach.clone(),
+            port_forward: port_forward.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
         };
         let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;

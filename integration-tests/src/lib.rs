@@ -21,6 +21,9 @@
 //!   with `host: 127.0.0.1`: chosen status codes, redirects, delays; records the requests.
 //! - [`browser`]: headless Chromium's rendered DOM of a page (`--dump-dom`), and the text of
 //!   marked elements in it.
+//! - [`kubelet_stream`]: [`kubelet_stream::KubeletClient`], the kubelet API over TLS with a
+//!   client certificate: plain requests, SPDY/3.1 and WebSocket upgrades, and
+//!   [`kubelet_stream::Remote`], an exec or attach session over either.
 //! - [`grpc_health`]: [`GrpcHealthServer`], a `grpc.health.v1` server whose status a test flips.
 //!
 //! The API-server mode tests use the in-memory Kubernetes API server of the crate
@@ -36,6 +39,7 @@ pub mod events;
 pub mod grpc_health;
 pub mod harness;
 pub mod http_stub;
+pub mod kubelet_stream;
 pub mod manifest;
 pub mod pod;
 pub mod wait;

@@ -23,8 +23,9 @@ use k8s_openapi::jiff::Timestamp;
 use dockerlet_pod::labels;
 
 use super::{
-    pause, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, LogChunks, LogRequest,
-    LogStream, NetworkMode, RuntimeError, RuntimeEvent, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
+    pause, Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput,
+    ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RuntimeError,
+    RuntimeEvent, StreamOptions, TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
@@ -442,6 +443,146 @@ impl Exec for DockerRuntime {
                 })
             }
         }
+    }
+}
+
+/// Docker's demultiplexed stdio as [`Output`] chunks (stdin echoes dropped).
+fn output_chunks(
+    output: std::pin::Pin<
+        Box<dyn futures::Stream<Item = Result<bollard::container::LogOutput, bollard::errors::Error>> + Send>,
+    >,
+    operation: String,
+) -> super::OutputChunks {
+    output
+        .filter_map(move |item| {
+            let operation = operation.clone();
+            async move {
+                match item {
+                    Ok(bollard::container::LogOutput::StdOut { message })
+                    | Ok(bollard::container::LogOutput::Console { message }) => Some(Ok(Output::Stdout(message))),
+                    Ok(bollard::container::LogOutput::StdErr { message }) => Some(Ok(Output::Stderr(message))),
+                    Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                    Err(e) => Some(Err(failed(&operation, e))),
+                }
+            }
+        })
+        .boxed()
+}
+
+#[async_trait]
+impl InteractiveExec for DockerRuntime {
+    async fn start_exec(
+        &self,
+        id: &ContainerId,
+        cmd: Vec<String>,
+        options: StreamOptions,
+    ) -> Result<(ExecId, AttachedIo), RuntimeError> {
+        use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+        let create = CreateExecOptions {
+            cmd: Some(cmd),
+            attach_stdin: Some(options.stdin),
+            attach_stdout: Some(options.stdout),
+            attach_stderr: Some(options.stderr && !options.tty),
+            tty: Some(options.tty),
+            ..Default::default()
+        };
+        let exec = self
+            .docker
+            .create_exec(&id.0, create)
+            .await
+            .map_err(|e| failed(&format!("exec in container {id}"), e))?
+            .id;
+        let start = StartExecOptions {
+            detach: false,
+            tty: options.tty,
+            output_capacity: None,
+        };
+        match self
+            .docker
+            .start_exec(&exec, Some(start))
+            .await
+            .map_err(|e| failed(&format!("start exec {exec}"), e))?
+        {
+            StartExecResults::Attached { output, input } => Ok((
+                ExecId(exec.clone()),
+                AttachedIo {
+                    stdin: options.stdin.then_some(input),
+                    output: output_chunks(output, format!("read exec {exec} output")),
+                },
+            )),
+            StartExecResults::Detached => Err(RuntimeError::NotFound {
+                what: format!("attached streams of exec {exec}"),
+            }),
+        }
+    }
+
+    async fn resize_exec(&self, exec: &ExecId, size: TtySize) -> Result<(), RuntimeError> {
+        self.docker
+            .resize_exec(
+                &exec.0,
+                bollard::exec::ResizeExecOptions {
+                    height: size.height,
+                    width: size.width,
+                },
+            )
+            .await
+            .map_err(|e| failed(&format!("resize exec {exec}"), e))
+    }
+
+    async fn inspect_exec(&self, exec: &ExecId) -> Result<ExecState, RuntimeError> {
+        let inspected = self
+            .docker
+            .inspect_exec(&exec.0)
+            .await
+            .map_err(|e| failed(&format!("inspect exec {exec}"), e))?;
+        Ok(ExecState {
+            running: inspected.running.unwrap_or(false),
+            exit_code: inspected.exit_code,
+            pid: inspected.pid.filter(|p| *p > 0),
+        })
+    }
+
+    async fn kill_exec(&self, exec: &ExecId) -> Result<(), RuntimeError> {
+        let state = self.inspect_exec(exec).await?;
+        if let (true, Some(pid)) = (state.running, state.pid) {
+            tracing::info!(exec = %exec, pid, "killing an exec whose client went away");
+            kill_process(pid);
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Attach for DockerRuntime {
+    async fn attach(&self, id: &ContainerId, options: StreamOptions) -> Result<AttachedIo, RuntimeError> {
+        let query = bollard::query_parameters::AttachContainerOptions {
+            detach_keys: None,
+            logs: false,
+            stream: true,
+            stdin: options.stdin,
+            stdout: options.stdout,
+            stderr: options.stderr && !options.tty,
+        };
+        let attached = self
+            .docker
+            .attach_container(&id.0, Some(query))
+            .await
+            .map_err(|e| failed(&format!("attach to container {id}"), e))?;
+        Ok(AttachedIo {
+            stdin: options.stdin.then_some(attached.input),
+            output: output_chunks(attached.output, format!("read container {id} output")),
+        })
+    }
+
+    async fn resize_container_tty(&self, id: &ContainerId, size: TtySize) -> Result<(), RuntimeError> {
+        let options = bollard::query_parameters::ResizeContainerTTYOptionsBuilder::new()
+            .h(i32::from(size.height))
+            .w(i32::from(size.width))
+            .build();
+        self.docker
+            .resize_container_tty(&id.0, options)
+            .await
+            .map_err(|e| failed(&format!("resize container {id} TTY"), e))
     }
 }
 

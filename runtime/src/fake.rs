@@ -40,6 +40,16 @@ pub enum Call {
     Remove(ContainerId),
     /// `exec`, with the command.
     Exec(ContainerId, Vec<String>),
+    /// `start_exec` (interactive), with the command and streams.
+    StartExec(ContainerId, Vec<String>, super::StreamOptions),
+    /// `resize_exec`.
+    ResizeExec(super::ExecId, super::TtySize),
+    /// `kill_exec`.
+    KillExec(super::ExecId),
+    /// `attach`.
+    Attach(ContainerId, super::StreamOptions),
+    /// `resize_container_tty`.
+    ResizeTty(ContainerId, super::TtySize),
 }
 
 /// One fake container: the spec it was created from and its state.
@@ -80,6 +90,11 @@ pub struct FakeState {
     pub exec_delay: Duration,
     /// Execs running now, and the most that ever ran at once.
     pub exec_running: (usize, usize),
+    /// What an interactive exec or attach writes before echoing its stdin back on stdout (as
+    /// `cat` would), in order.
+    pub stream_output: Vec<super::Output>,
+    /// Interactive execs started, by ID: whether each still runs.
+    pub interactive: BTreeMap<String, bool>,
     /// Log output by container ID: (stream, line) in the order written.
     pub logs: BTreeMap<String, Vec<(LogStream, String)>>,
     /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
@@ -325,6 +340,40 @@ impl ContainerLogs for FakeRuntime {
     }
 }
 
+/// Scripted stdio: the [`FakeState::stream_output`] chunks, then stdin echoed on stdout until it
+/// is shut down (or nothing, without stdin); `done` runs when the output ends.
+fn fake_io(script: Vec<super::Output>, stdin: bool, done: impl FnOnce() + Send + 'static) -> super::AttachedIo {
+    use tokio::io::AsyncReadExt;
+    let scripted = futures::stream::iter(script.into_iter().map(Ok));
+    let (input, echo): (Option<super::InputWriter>, super::OutputChunks) = if stdin {
+        let (writer, reader) = tokio::io::duplex(64 * 1024);
+        let echo = futures::stream::unfold(reader, |mut reader| async move {
+            let mut buf = vec![0u8; 8192];
+            let n = reader.read(&mut buf).await.ok()?;
+            if n == 0 {
+                return None;
+            }
+            buf.truncate(n);
+            Some((Ok(super::Output::Stdout(bytes::Bytes::from(buf))), reader))
+        })
+        .boxed();
+        (Some(Box::pin(writer)), echo)
+    } else {
+        (None, futures::stream::empty().boxed())
+    };
+    let mut done = Some(done);
+    let output = scripted
+        .chain(echo)
+        .chain(futures::stream::poll_fn(move |_| {
+            if let Some(done) = done.take() {
+                done();
+            }
+            std::task::Poll::Ready(None)
+        }))
+        .boxed();
+    super::AttachedIo { stdin: input, output }
+}
+
 #[async_trait]
 impl Exec for FakeRuntime {
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, _timeout: Duration) -> Result<ExecOutput, RuntimeError> {
@@ -343,5 +392,83 @@ impl Exec for FakeRuntime {
             exit_code: Some(state.exec_exit_code),
             output: String::new(),
         })
+    }
+}
+
+#[async_trait]
+impl super::InteractiveExec for FakeRuntime {
+    /// [`FakeState::stream_output`], then stdin echoed; the exec "runs" until its output ends
+    /// and exits with [`FakeState::exec_exit_code`].
+    async fn start_exec(
+        &self,
+        id: &ContainerId,
+        cmd: Vec<String>,
+        options: super::StreamOptions,
+    ) -> Result<(super::ExecId, super::AttachedIo), RuntimeError> {
+        let (exec, script) = {
+            let mut state = self.state.lock().expect("fake state");
+            state.unreachable("start exec")?;
+            if !state.containers.contains_key(&id.0) {
+                return Err(RuntimeError::NotFound {
+                    what: format!("container {id}"),
+                });
+            }
+            state.calls.push(Call::StartExec(id.clone(), cmd, options));
+            state.next_id += 1;
+            let exec = format!("exec{}", state.next_id);
+            state.interactive.insert(exec.clone(), true);
+            (exec, state.stream_output.clone())
+        };
+        let shared = self.state.clone();
+        let name = exec.clone();
+        let io = fake_io(script, options.stdin, move || {
+            shared.lock().expect("fake state").interactive.insert(name, false);
+        });
+        Ok((super::ExecId(exec), io))
+    }
+
+    async fn resize_exec(&self, exec: &super::ExecId, size: super::TtySize) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::ResizeExec(exec.clone(), size));
+        Ok(())
+    }
+
+    async fn inspect_exec(&self, exec: &super::ExecId) -> Result<super::ExecState, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        let running = *state.interactive.get(&exec.0).ok_or_else(|| RuntimeError::NotFound {
+            what: format!("exec {exec}"),
+        })?;
+        Ok(super::ExecState {
+            running,
+            exit_code: (!running).then_some(state.exec_exit_code),
+            pid: running.then_some(4242),
+        })
+    }
+
+    async fn kill_exec(&self, exec: &super::ExecId) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::KillExec(exec.clone()));
+        state.interactive.insert(exec.0.clone(), false);
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl super::Attach for FakeRuntime {
+    /// As [`super::InteractiveExec::start_exec`]'s stdio.
+    async fn attach(&self, id: &ContainerId, options: super::StreamOptions) -> Result<super::AttachedIo, RuntimeError> {
+        let script = {
+            let mut state = self.state.lock().expect("fake state");
+            state.unreachable("attach")?;
+            state.calls.push(Call::Attach(id.clone(), options));
+            state.stream_output.clone()
+        };
+        Ok(fake_io(script, options.stdin, || {}))
+    }
+
+    async fn resize_container_tty(&self, id: &ContainerId, size: super::TtySize) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::ResizeTty(id.clone(), size));
+        Ok(())
     }
 }

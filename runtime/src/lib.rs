@@ -3,6 +3,8 @@
 //! # Layout
 //! - [`ContainerRuntime`]: what actors call: [`Containers`] (with the event stream), [`Images`],
 //!   [`Exec`].
+//! - What the kubelet API streams: [`ContainerLogs`], [`InteractiveExec`] (exec with the
+//!   caller's stdio, TTY resize, exit code, kill) and [`Attach`] (a running container's stdio).
 //! - [`docker`]: [`docker::DockerRuntime`], the trait on the Docker Engine API through bollard.
 //! - [`measured`]: [`measured::Measured`], any runtime with its calls counted and timed
 //!   (`kubelet_runtime_operations_*`).
@@ -215,6 +217,114 @@ pub trait Exec: Send + Sync {
     /// Run `cmd` in the running container; past `timeout` the process is killed (never leaked)
     /// and `exit_code` is none.
     async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError>;
+}
+
+/// Which stdio streams an interactive exec or an attach connects, and whether with a TTY.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct StreamOptions {
+    /// Connect the caller's stdin.
+    pub stdin: bool,
+    /// Connect stdout.
+    pub stdout: bool,
+    /// Connect stderr (never with `tty`: a terminal has one output).
+    pub stderr: bool,
+    /// Allocate a TTY (exec) / the container has one (attach): output is raw, stdout only.
+    pub tty: bool,
+}
+
+/// A chunk of a process's output.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Output {
+    /// From stdout (or the TTY).
+    Stdout(bytes::Bytes),
+    /// From stderr.
+    Stderr(bytes::Bytes),
+}
+
+/// A process's output as read from the engine, demultiplexed; ends when the process's stdio
+/// closes (it exited, or the container did).
+pub type OutputChunks = BoxStream<'static, Result<Output, RuntimeError>>;
+
+/// The process's stdin; shut it down to send EOF.
+pub type InputWriter = std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>;
+
+/// The stdio of an exec or attach.
+pub struct AttachedIo {
+    /// stdin, when asked for.
+    pub stdin: Option<InputWriter>,
+    /// stdout and stderr (or the TTY).
+    pub output: OutputChunks,
+}
+
+impl std::fmt::Debug for AttachedIo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttachedIo")
+            .field("stdin", &self.stdin.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// An exec instance's engine ID.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ExecId(pub String);
+
+impl std::fmt::Display for ExecId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// What the engine says of an exec instance.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ExecState {
+    /// The process still runs.
+    pub running: bool,
+    /// Its exit code, once it exited (126/127 when the command could not be run).
+    pub exit_code: Option<i64>,
+    /// Its PID on the host (0 or none once it exited).
+    pub pid: Option<i64>,
+}
+
+/// A terminal's size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct TtySize {
+    /// Columns.
+    pub width: u16,
+    /// Rows.
+    pub height: u16,
+}
+
+/// Commands run in containers with the caller's stdio (`kubectl exec`, `/run`).
+#[async_trait]
+pub trait InteractiveExec: Send + Sync {
+    /// Create and start `cmd` in the running container `id` with the streams `options` asks
+    /// for.
+    async fn start_exec(
+        &self,
+        id: &ContainerId,
+        cmd: Vec<String>,
+        options: StreamOptions,
+    ) -> Result<(ExecId, AttachedIo), RuntimeError>;
+
+    /// Resize the exec's TTY.
+    async fn resize_exec(&self, exec: &ExecId, size: TtySize) -> Result<(), RuntimeError>;
+
+    /// The exec's state: running, exit code, host PID.
+    async fn inspect_exec(&self, exec: &ExecId) -> Result<ExecState, RuntimeError>;
+
+    /// SIGKILL the exec's process if it still runs (the engine has no "kill exec": its host PID
+    /// from the inspect is killed).
+    async fn kill_exec(&self, exec: &ExecId) -> Result<(), RuntimeError>;
+}
+
+/// Attaching to a running container's stdio (`kubectl attach`).
+#[async_trait]
+pub trait Attach: Send + Sync {
+    /// Attach to container `id`'s streams (live output only, no past log).
+    async fn attach(&self, id: &ContainerId, options: StreamOptions) -> Result<AttachedIo, RuntimeError>;
+
+    /// Resize the container's TTY.
+    async fn resize_container_tty(&self, id: &ContainerId, size: TtySize) -> Result<(), RuntimeError>;
 }
 
 /// Connections into pods' network namespaces (port-forward): the agent joins the sandbox's

@@ -27,6 +27,11 @@ pub enum ExecOutcome {
         /// What failed.
         message: String,
     },
+    /// An attach failed (kubelet's `error attaching to container: …`).
+    AttachFailed {
+        /// What failed.
+        message: String,
+    },
 }
 
 /// `metav1.Status`, the fields kubelet sets, in Go's JSON field order.
@@ -104,8 +109,12 @@ impl ExecOutcome {
                 }),
                 code: None,
             },
-            Self::Internal { message } => {
-                let err = format!("error executing command in container: {message}");
+            Self::Internal { message } | Self::AttachFailed { message } => {
+                let err = if matches!(self, Self::AttachFailed { .. }) {
+                    format!("error attaching to container: {message}")
+                } else {
+                    format!("error executing command in container: {message}")
+                };
                 Status {
                     metadata: Metadata {},
                     status: Some("Failure".into()),

@@ -1,7 +1,8 @@
 //! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
 //! authorization in front of every route, then `/healthz` (and `/healthz/ping`, `/log`,
-//! `/syncloop`), `/pods`, `/runningpods/`, `/configz` and
-//! `/containerLogs/{namespace}/{pod}/{container}`.
+//! `/syncloop`), `/pods`, `/runningpods/`, `/configz`,
+//! `/containerLogs/{namespace}/{pod}/{container}`, `/exec`, `/attach` (SPDY/3.1 or WebSocket)
+//! and `/run` `/{namespace}/{pod}[/{uid}]/{container}`, and `/portForward/{namespace}/{pod}[/{uid}]`.
 //!
 //! # Layout
 //! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
@@ -9,13 +10,15 @@
 //! - [`auth`]: who asks (certificate CN/O, anonymous) and whether they may
 //!   (kubelet's request attributes; `AlwaysAllow`, or every request forbidden).
 //! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
+//! - [`streams`]: the transports: the SPDY/3.1 upgrade and connection driver, WebSocket channels,
+//!   SPDY tunnelled in WebSocket.
+//! - [`exec`]: `/exec`, `/attach` and `/run` on them, through the runtime's
+//!   [`InteractiveExec`] and [`Attach`].
 //! - [`port_forward`]: `/portForward/{namespace}/{pod}[/{uid}]` over SPDY, WebSocket and SPDY
 //!   tunnelled in WebSocket, into the pod's network namespace.
-//! - [`streams`]: the SPDY and WebSocket transports.
-//!
-//! exec, attach and run are not routed (404) yet.
 
 pub mod auth;
+pub mod exec;
 pub mod logs;
 pub mod port_forward;
 pub mod streams;
@@ -26,8 +29,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::Server;
-use actix_web::{middleware, web, App, HttpResponse, HttpServer};
-use dockerlet_runtime::{ContainerLogs, PortForward};
+use actix_web::{middleware, web, App, HttpResponse};
+use dockerlet_runtime::{Attach, ContainerLogs, InteractiveExec, PortForward};
 
 use dockerlet_messages::status::GetRunningPods;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
@@ -49,6 +52,10 @@ pub struct KubeletApi {
     pub handles: Handles,
     /// Containers' logs.
     pub logs: Arc<dyn ContainerLogs>,
+    /// Commands run with the client's stdio (`/exec`, `/run`).
+    pub exec: Arc<dyn InteractiveExec>,
+    /// Containers' stdio (`/attach`).
+    pub attach: Arc<dyn Attach>,
     /// Connections into pods' network namespaces (`/portForward`).
     pub port_forward: Arc<dyn PortForward>,
     /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
@@ -76,6 +83,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 "/containerLogs/{namespace}/{pod}/{container}",
                 web::get().to(logs::container_logs),
             )
+            .route("/exec/{namespace}/{pod}/{container}", web::get().to(exec::exec))
+            .route("/exec/{namespace}/{pod}/{container}", web::post().to(exec::exec))
+            .route("/exec/{namespace}/{pod}/{uid}/{container}", web::get().to(exec::exec))
+            .route("/exec/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::exec))
+            .route("/attach/{namespace}/{pod}/{container}", web::get().to(exec::attach))
+            .route("/attach/{namespace}/{pod}/{container}", web::post().to(exec::attach))
+            .route(
+                "/attach/{namespace}/{pod}/{uid}/{container}",
+                web::get().to(exec::attach),
+            )
+            .route(
+                "/attach/{namespace}/{pod}/{uid}/{container}",
+                web::post().to(exec::attach),
+            )
+            .route("/run/{namespace}/{pod}/{container}", web::post().to(exec::run))
+            .route("/run/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::run))
             .route("/portForward/{namespace}/{pod}", web::get().to(port_forward::port_forward))
             .route("/portForward/{namespace}/{pod}", web::post().to(port_forward::port_forward))
             .route("/portForward/{namespace}/{pod}/{uid}", web::get().to(port_forward::port_forward))
@@ -115,46 +138,70 @@ async fn ok() -> HttpResponse {
 /// Bind and start the kubelet API over TLS; returns the bound address. The request head is
 /// limited by actix-http (larger heads are answered 431), the head must arrive within
 /// [`READ_TIMEOUT`] and idle connections close after [`IDLE_TIMEOUT`].
+///
+/// Assembled from actix's parts as `HttpServer` does (rustls acceptor, ALPN `h2`/`http/1.1`,
+/// `HttpService`), with [`streams::shim::UpgradeShim`] between TLS and HTTP so that SPDY
+/// upgrades reach their handlers with the connection as payload.
 pub fn serve(
     addr: SocketAddr,
     api: KubeletApi,
     auth: auth::AuthConfig,
     tls: rustls::ServerConfig,
 ) -> std::io::Result<(Server, SocketAddr)> {
+    use actix_http::{HttpService, Protocol};
+    use actix_service::{map_config, ServiceFactoryExt as _};
+    use actix_tls::accept::rustls_0_23::{Acceptor, TlsStream};
+    use actix_tls::accept::TlsError;
+    use actix_web::dev::AppConfig;
+    use actix_web::rt::net::TcpStream;
+
     let handles = web::Data::new(api.handles.clone());
     let api = web::Data::new(api);
     let auth = web::Data::new(Arc::new(auth));
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(handles.clone())
-            .app_data(api.clone())
-            .app_data(auth.clone())
-            .configure(configure)
-    })
-    .workers(1)
-    .disable_signals()
-    .client_request_timeout(READ_TIMEOUT)
-    .keep_alive(IDLE_TIMEOUT)
-    .on_connect(|conn, ext| {
-        // The verified client certificate (rustls checked it against --client-ca-file).
-        if let Some(stream) =
-            conn.downcast_ref::<actix_tls::accept::rustls_0_23::TlsStream<actix_web::rt::net::TcpStream>>()
-        {
-            let (_, session) = stream.get_ref();
-            if let Some(user) = session
-                .peer_certificates()
-                .and_then(|c| c.first())
-                .and_then(tls::user_of)
-            {
-                ext.insert(user);
-            }
-        }
-    })
-    .bind_rustls_0_23(addr, tls)
-    .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
-    let bound = server.addrs().first().copied().unwrap_or(addr);
+    let mut tls = tls;
+    tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    let listener = std::net::TcpListener::bind(addr)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
+    let bound = listener.local_addr().unwrap_or(addr);
+    let server = actix_server::Server::build()
+        .workers(1)
+        .disable_signals()
+        .listen("kubelet-api", listener, move || {
+            let app = App::new()
+                .app_data(handles.clone())
+                .app_data(api.clone())
+                .app_data(auth.clone())
+                .configure(configure);
+            let http = HttpService::build()
+                .client_request_timeout(READ_TIMEOUT)
+                .keep_alive(IDLE_TIMEOUT)
+                .on_connect_ext(|io: &streams::shim::UpgradeShim<TlsStream<TcpStream>>, ext| {
+                    // The verified client certificate (rustls checked it against --client-ca-file).
+                    let (_, session) = io.get_ref().get_ref();
+                    if let Some(user) = session
+                        .peer_certificates()
+                        .and_then(|c| c.first())
+                        .and_then(tls::user_of)
+                    {
+                        ext.insert(user);
+                    }
+                })
+                .finish(map_config(app, |_| AppConfig::default()))
+                .map_err(TlsError::Service);
+            Acceptor::new(tls.clone())
+                .map_init_err(|_| unreachable!("the TLS acceptor does not fail to start"))
+                .map_err(TlsError::into_service_error)
+                .and_then(|io: TlsStream<TcpStream>| async move {
+                    let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                    let peer = io.get_ref().0.peer_addr().ok();
+                    let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
+                    Ok((streams::shim::UpgradeShim::new(io, !h2), protocol, peer))
+                })
+                .and_then(http)
+        })?
+        .run();
     tracing::info!(server = "kubelet-api", address = %bound, "listening");
-    Ok((server.run(), bound))
+    Ok((server, bound))
 }
 
 #[cfg(test)]
@@ -168,6 +215,8 @@ mod tests {
         KubeletApi {
             handles: fake_handles(true),
             logs: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
+            exec: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
+            attach: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
             configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
             port_forward: Arc::new(port_forward::tests::Loopback),
         }

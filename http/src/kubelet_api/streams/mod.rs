@@ -9,8 +9,12 @@
 //! - [`ws`]: the WebSocket handshake with a channel subprotocol (actix-ws), then whole
 //!   messages mapped to channels by [`dockerlet_streaming::websocket`].
 //!
+//! - [`shim`]: below actix-http, makes a SPDY upgrade's head look like a WebSocket upgrade so
+//!   that actix streams the connection to the handler.
+//!
 //! Both are generic: they know streams and channels, not what exec or port-forward put on them.
 
+pub mod shim;
 pub mod spdy;
 pub mod tunnel;
 pub mod ws;
@@ -20,12 +24,14 @@ use actix_web::HttpRequest;
 /// Whether `req` asks for a WebSocket (`Upgrade: websocket` and `Connection: upgrade`), as
 /// wsstream's `IsWebSocketRequest`.
 pub fn is_websocket(req: &HttpRequest) -> bool {
-    let upgrade = req
-        .headers()
-        .get(actix_web::http::header::UPGRADE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket"));
-    upgrade && connection_upgrade(req)
+    upgrade_protocol(req).is_some_and(|v| v.trim().eq_ignore_ascii_case("websocket")) && connection_upgrade(req)
+}
+
+/// The protocol the request asks to upgrade to: the `Upgrade` header, or the value [`shim`]
+/// moved into its marker.
+pub fn upgrade_protocol(req: &HttpRequest) -> Option<&str> {
+    let header = |name| req.headers().get(name).and_then(|v| v.to_str().ok());
+    header(shim::MARKER).or_else(|| header(actix_web::http::header::UPGRADE.as_str()))
 }
 
 fn connection_upgrade(req: &HttpRequest) -> bool {

@@ -43,7 +43,7 @@ pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static s
         .headers()
         .get_all(header::CONNECTION)
         .filter_map(|v| v.to_str().ok());
-    let upgrade_value = req.headers().get(header::UPGRADE).and_then(|v| v.to_str().ok());
+    let upgrade_value = super::upgrade_protocol(req);
     let negotiated = check_spdy_upgrade(connection_values, upgrade_value).and_then(|()| {
         let offered: Vec<&str> = req
             .headers()

@@ -1,0 +1,794 @@
+//! `/exec`, `/attach` (over SPDY/3.1 or WebSocket) and `/run`, as kubelet serves them
+//! (`pkg/kubelet/server/server.go`, the remotecommand server of `k8s.io/kubelet/pkg/cri/streaming`).
+//!
+//! A request is checked before the upgrade: the query (`command` repeated, `stdin`, `stdout`,
+//! `stderr`, `tty`; 400 naming the parameter), then the pod and its running container (404 with
+//! kubelet's messages). Then the transport gives the client's streams — over SPDY the client opens
+//! one stream per role (`error`, `stdin`, `stdout`, `stderr`, `resize`), within
+//! [`STREAM_CREATION_TIMEOUT`]; over WebSocket they are channels 0–4 — and the session pumps them
+//! to and from the runtime: stdin into the process (EOF when the client ends its stdin), output
+//! out, terminal sizes to the TTY. When the output ends the exit code becomes the `Status` on the
+//! error stream (v4+: JSON with `NonZeroExitCode` and the `ExitCode` cause; older: the message
+//! text). A client that goes away mid-exec has its process killed, never left running.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::{web, HttpRequest, HttpResponse};
+use bytes::Bytes;
+use dockerlet_messages::status::GetPods;
+use dockerlet_messages::ContainerId;
+use dockerlet_runtime::{Attach, ExecId, InteractiveExec, Output, OutputChunks, StreamOptions, TtySize};
+use dockerlet_streaming::spdy::conn::{Connection, Control, StreamWriter};
+use dockerlet_streaming::spdy::frame::rst;
+use dockerlet_streaming::status::{ExecOutcome, ResizeDecoder, TerminalSize};
+use dockerlet_streaming::upgrade::{RemoteCommandProtocol, StreamHeaders, StreamType};
+use dockerlet_streaming::websocket::{self, Incoming};
+use futures::channel::{mpsc, oneshot};
+use futures::future::BoxFuture;
+use futures::stream::BoxStream;
+use futures::{FutureExt, SinkExt, StreamExt};
+use tokio::io::AsyncWriteExt;
+
+use super::streams::{self, spdy, ws};
+use super::KubeletApi;
+use crate::error::ApiError;
+
+/// How long a SPDY client has to open the streams it asked for (kubelet's default).
+pub const STREAM_CREATION_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The most output `/run` keeps (the CRI's 16 MiB message limit).
+pub const RUN_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
+
+/// The remote-command versions over SPDY, newest first (v5 exists over WebSocket only).
+pub const SPDY_PROTOCOLS: [&str; 4] = [
+    "v4.channel.k8s.io",
+    "v3.channel.k8s.io",
+    "v2.channel.k8s.io",
+    "channel.k8s.io",
+];
+
+/// A query parameter kubelet would reject, with why.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{parameter}: {reason}")]
+pub struct InvalidParameter {
+    /// The parameter.
+    pub parameter: &'static str,
+    /// Why.
+    pub reason: String,
+}
+
+fn invalid(parameter: &'static str, reason: impl Into<String>) -> InvalidParameter {
+    InvalidParameter {
+        parameter,
+        reason: reason.into(),
+    }
+}
+
+fn flag(query: &[(String, String)], parameter: &'static str) -> Result<bool, InvalidParameter> {
+    match query
+        .iter()
+        .rev()
+        .find(|(k, _)| k == parameter)
+        .map(|(_, v)| v.as_str())
+    {
+        None | Some("") => Ok(false),
+        // The API server sends "1"; Go's ParseBool spellings are accepted too.
+        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
+        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
+        Some(other) => Err(invalid(parameter, format!("{other:?} is not a boolean"))),
+    }
+}
+
+/// The streams a remote command asks for, as kubelet's `NewOptions`: stderr is dropped with a
+/// TTY (a terminal has one output), and at least one of stdin, stdout, stderr is required.
+pub fn stream_options(query: &[(String, String)]) -> Result<StreamOptions, InvalidParameter> {
+    let tty = flag(query, "tty")?;
+    let options = StreamOptions {
+        stdin: flag(query, "stdin")?,
+        stdout: flag(query, "stdout")?,
+        stderr: flag(query, "stderr")? && !tty,
+        tty,
+    };
+    if !options.stdin && !options.stdout && !flag(query, "stderr")? {
+        return Err(invalid("stdin", "you must specify at least 1 of stdin, stdout, stderr"));
+    }
+    Ok(options)
+}
+
+/// The `command` values of an exec, in order; at least one.
+pub fn command(query: &[(String, String)]) -> Result<Vec<String>, InvalidParameter> {
+    let cmd: Vec<String> = query
+        .iter()
+        .filter(|(k, _)| k == "command")
+        .map(|(_, v)| v.clone())
+        .collect();
+    if cmd.is_empty() {
+        return Err(invalid(
+            "command",
+            "you must specify at least one command for the container",
+        ));
+    }
+    Ok(cmd)
+}
+
+/// The pod a request names, and its container's ID.
+#[derive(Debug, Clone)]
+struct Target {
+    namespace: String,
+    pod: String,
+    uid: String,
+    container: String,
+    id: ContainerId,
+}
+
+/// Find the running container `{namespace}/{pod}[/{uid}]/{container}` among the pods the agent
+/// runs: 404 `pod does not exist` or `container not found ("c")`, as kubelet.
+async fn find_container(api: &KubeletApi, req: &HttpRequest) -> Result<Target, ApiError> {
+    let info = req.match_info();
+    let namespace = info.get("namespace").unwrap_or_default().to_string();
+    let pod_name = info.get("pod").unwrap_or_default().to_string();
+    let uid = info.get("uid").filter(|u| !u.is_empty());
+    let container = info.get("container").unwrap_or_default().to_string();
+    let pods = api
+        .handles
+        .pods
+        .send(GetPods)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "status",
+            reason: e.to_string(),
+        })?;
+    let pod = pods
+        .iter()
+        .find(|p| {
+            p.metadata.namespace.as_deref().unwrap_or("default") == namespace
+                && p.metadata.name.as_deref() == Some(pod_name.as_str())
+        })
+        .ok_or_else(|| ApiError::NotFound("pod does not exist".into()))?;
+    let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
+    let not_found = || ApiError::NotFound(format!("container not found ({container:?})"));
+    if uid.is_some_and(|u| u != pod_uid) {
+        return Err(not_found());
+    }
+    let id = pod
+        .status
+        .as_ref()
+        .and_then(|s| {
+            s.container_statuses
+                .iter()
+                .flatten()
+                .chain(s.init_container_statuses.iter().flatten())
+                .chain(s.ephemeral_container_statuses.iter().flatten())
+                .find(|c| c.name == container)
+        })
+        .filter(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()))
+        .and_then(|c| c.container_id.clone())
+        .ok_or_else(not_found)?;
+    let id = ContainerId(id.strip_prefix("docker://").unwrap_or(&id).to_string());
+    Ok(Target {
+        namespace,
+        pod: pod_name,
+        uid: pod_uid,
+        container,
+        id,
+    })
+}
+
+/// Where output goes: a SPDY stream, or a WebSocket channel.
+enum Sink {
+    Spdy(StreamWriter),
+    Ws(ws::Sender, u8),
+}
+
+impl Sink {
+    async fn write(&mut self, data: Bytes) -> Result<(), ()> {
+        match self {
+            Sink::Spdy(w) => w.write(data).await.map_err(|_| ()),
+            Sink::Ws(s, channel) => s.send(*channel, &data).await.map_err(|_| ()),
+        }
+    }
+
+    /// This end is done with the stream (SPDY FIN; v5's close message).
+    async fn finish(&mut self) {
+        match self {
+            Sink::Spdy(w) => {
+                let _ = w.finish().await;
+            }
+            Sink::Ws(s, channel) => {
+                let _ = s.close_channel(*channel).await;
+            }
+        }
+    }
+}
+
+/// How the connection is ended once the status is written.
+enum Ender {
+    Spdy(Control),
+    Ws(ws::Sender),
+}
+
+impl Ender {
+    async fn end(self) {
+        match self {
+            Ender::Spdy(mut control) => {
+                let _ = control.close().await;
+            }
+            Ender::Ws(sender) => sender.close().await,
+        }
+    }
+}
+
+/// The client's side of a remote command, whatever the transport.
+struct ClientIo {
+    stdin: Option<BoxStream<'static, Bytes>>,
+    resize: Option<BoxStream<'static, TerminalSize>>,
+    stdout: Option<Sink>,
+    stderr: Option<Sink>,
+    error: Sink,
+    status_is_json: bool,
+    /// Resolves when the client has gone away.
+    gone: BoxFuture<'static, ()>,
+    ender: Ender,
+}
+
+/// Terminal sizes from a byte stream (the resize stream's JSON objects); a malformed one ends it.
+fn sizes(bytes: BoxStream<'static, Bytes>) -> BoxStream<'static, TerminalSize> {
+    futures::stream::unfold(
+        (bytes, ResizeDecoder::default(), std::collections::VecDeque::new()),
+        |(mut bytes, mut decoder, mut ready)| async move {
+            loop {
+                if let Some(size) = ready.pop_front() {
+                    return Some((size, (bytes, decoder, ready)));
+                }
+                let chunk = bytes.next().await?;
+                match decoder.push(&chunk) {
+                    Ok(new) => ready.extend(new),
+                    Err(e) => {
+                        tracing::info!(error = %e, "resize stream ends: invalid input");
+                        return None;
+                    }
+                }
+            }
+        },
+    )
+    .boxed()
+}
+
+fn reader_bytes(reader: dockerlet_streaming::spdy::conn::StreamReader) -> BoxStream<'static, Bytes> {
+    reader
+        .take_while(|r| futures::future::ready(r.is_ok()))
+        .filter_map(|r| futures::future::ready(r.ok()))
+        .boxed()
+}
+
+/// Wait for the SPDY streams the request asked for (error, and stdin/stdout/stderr/resize as
+/// asked), as kubelet's `waitForStreams`; `None` when the client does not open them in time.
+async fn spdy_streams(
+    mut connection: Connection,
+    protocol: RemoteCommandProtocol,
+    options: StreamOptions,
+) -> Option<ClientIo> {
+    let control = connection.control();
+    let want_resize = options.tty && protocol.has_resize();
+    let expected = 1
+        + usize::from(options.stdin)
+        + usize::from(options.stdout)
+        + usize::from(options.stderr)
+        + usize::from(want_resize);
+    let (mut error, mut stdin, mut stdout, mut stderr, mut resize) = (None, None, None, None, None);
+    let mut received = 0;
+    let wait = async {
+        while received < expected {
+            let mut stream = connection.accept().await?;
+            match StreamHeaders::remote_command(&stream.headers).map(|h| h.stream_type) {
+                Ok(StreamType::Error) => error = Some(stream.writer),
+                Ok(StreamType::Stdin) => stdin = Some(reader_bytes(stream.reader)),
+                Ok(StreamType::Stdout) => stdout = Some(stream.writer),
+                Ok(StreamType::Stderr) => stderr = Some(stream.writer),
+                Ok(StreamType::Resize) => resize = Some(sizes(reader_bytes(stream.reader))),
+                Ok(other) => {
+                    tracing::info!(stream_type = other.name(), "unexpected stream type: reset");
+                    let _ = stream.writer.reset(rst::PROTOCOL_ERROR).await;
+                    continue;
+                }
+                Err(e) => {
+                    tracing::info!(error = %e, "invalid stream headers: reset");
+                    let _ = stream.writer.reset(rst::PROTOCOL_ERROR).await;
+                    continue;
+                }
+            }
+            received += 1;
+        }
+        Some(())
+    };
+    match tokio::time::timeout(STREAM_CREATION_TIMEOUT, wait).await {
+        Ok(Some(())) => {}
+        Ok(None) => return None,
+        Err(_) => {
+            tracing::info!(expected, received, "timed out waiting for the client to create streams");
+            let _ = control.clone().close().await;
+            return None;
+        }
+    }
+    // Streams opened from now on are refused.
+    drop(connection);
+    let Some(error) = error else {
+        let _ = control.clone().close().await;
+        return None;
+    };
+    Some(ClientIo {
+        stdin,
+        resize,
+        stdout: stdout.map(Sink::Spdy),
+        stderr: stderr.map(Sink::Spdy),
+        error: Sink::Spdy(error),
+        status_is_json: protocol.status_is_json(),
+        gone: control.closed().boxed(),
+        ender: Ender::Spdy(control),
+    })
+}
+
+/// The WebSocket's channels as a remote command's streams: a task reads the client's messages
+/// (stdin on 0, v5's close of 0 as EOF, sizes on 4) until it closes or goes away.
+async fn ws_streams(
+    protocol: websocket::ChannelProtocol,
+    sender: ws::Sender,
+    mut receiver: ws::Receiver,
+    options: StreamOptions,
+) -> ClientIo {
+    let (stdin_tx, stdin_rx) = mpsc::channel::<Bytes>(4);
+    let (mut resize_tx, resize_rx) = mpsc::channel::<Bytes>(4);
+    let (gone_tx, gone_rx) = oneshot::channel::<()>();
+    actix_web::rt::spawn(async move {
+        let mut stdin_tx = Some(stdin_tx);
+        while let Some(message) = receiver.recv().await {
+            match message {
+                Ok(Incoming::Data {
+                    channel: websocket::STDIN,
+                    data,
+                }) => {
+                    if let Some(tx) = stdin_tx.as_mut() {
+                        if tx.send(data).await.is_err() {
+                            stdin_tx = None;
+                        }
+                    }
+                }
+                Ok(Incoming::Data {
+                    channel: websocket::RESIZE,
+                    data,
+                }) => {
+                    let _ = resize_tx.send(data).await;
+                }
+                Ok(Incoming::Close {
+                    channel: websocket::STDIN,
+                }) => stdin_tx = None,
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::info!(error = %e, "WebSocket client broke the protocol");
+                    break;
+                }
+            }
+        }
+        let _ = gone_tx.send(());
+    });
+    let mut first = sender.clone();
+    // wsstream tells the client the connection is set up with an empty message on the lowest
+    // channel it will write.
+    let lowest = if options.stdout {
+        websocket::STDOUT
+    } else if options.stderr {
+        websocket::STDERR
+    } else {
+        websocket::ERROR
+    };
+    let _ = first.send(lowest, &[]).await;
+    ClientIo {
+        stdin: options.stdin.then(|| stdin_rx.boxed()),
+        resize: Some(sizes(resize_rx.boxed())),
+        stdout: options.stdout.then(|| Sink::Ws(sender.clone(), websocket::STDOUT)),
+        stderr: options.stderr.then(|| Sink::Ws(sender.clone(), websocket::STDERR)),
+        error: Sink::Ws(sender.clone(), websocket::ERROR),
+        status_is_json: protocol.status_is_json(),
+        gone: gone_rx.map(|_| ()).boxed(),
+        ender: Ender::Ws(sender),
+    }
+}
+
+/// Upgrade (WebSocket or SPDY) and run `session` on the client's streams once they exist;
+/// returns the 101 (or the refusal).
+fn upgrade<F, Fut>(req: &HttpRequest, payload: web::Payload, options: StreamOptions, session: F) -> HttpResponse
+where
+    F: FnOnce(ClientIo) -> Fut + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    if streams::is_websocket(req) {
+        let accepted = match ws::accept(req, payload, false) {
+            Ok(a) => a,
+            Err(refusal) => return refusal,
+        };
+        let ws::Accepted {
+            protocol,
+            response,
+            sender,
+            receiver,
+        } = accepted;
+        actix_web::rt::spawn(async move {
+            let io = ws_streams(protocol, sender, receiver, options).await;
+            session(io).await;
+        });
+        return response;
+    }
+    let upgraded = match spdy::upgrade(req, payload, &SPDY_PROTOCOLS) {
+        Ok(u) => u,
+        Err(refusal) => return refusal,
+    };
+    let protocol = RemoteCommandProtocol::from_name(upgraded.protocol).unwrap_or(RemoteCommandProtocol::V1);
+    let connection = upgraded.connection;
+    actix_web::rt::spawn(async move {
+        if let Some(io) = spdy_streams(connection, protocol, options).await {
+            session(io).await;
+        }
+    });
+    upgraded.response
+}
+
+/// Kill an exec's process unless disarmed (the session ended normally, or was dropped).
+struct KillOnDrop {
+    runtime: Arc<dyn InteractiveExec>,
+    exec: Option<ExecId>,
+}
+
+impl KillOnDrop {
+    fn disarm(&mut self) {
+        self.exec = None;
+    }
+}
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        if let Some(exec) = self.exec.take() {
+            let runtime = self.runtime.clone();
+            actix_web::rt::spawn(async move {
+                if let Err(e) = runtime.kill_exec(&exec).await {
+                    tracing::warn!(exec = %exec, error = %e, "cannot kill an abandoned exec");
+                }
+            });
+        }
+    }
+}
+
+/// Copy the process's output to the client; `Err(true)` when the client is gone, `Err(false)`
+/// when reading the runtime failed.
+async fn pump_output(
+    mut output: OutputChunks,
+    stdout: &mut Option<Sink>,
+    stderr: &mut Option<Sink>,
+) -> Result<(), bool> {
+    while let Some(chunk) = output.next().await {
+        let (sink, data) = match chunk {
+            Ok(Output::Stdout(data)) => (stdout.as_mut(), data),
+            Ok(Output::Stderr(data)) => (stderr.as_mut().or(stdout.as_mut()), data),
+            Err(e) => {
+                tracing::info!(error = %e, "reading the process's output failed");
+                return Err(false);
+            }
+        };
+        if let Some(sink) = sink {
+            sink.write(data).await.map_err(|()| true)?;
+        }
+    }
+    Ok(())
+}
+
+/// Copy the client's stdin into the process; EOF shuts the process's stdin.
+fn pump_input(
+    input: Option<dockerlet_runtime::InputWriter>,
+    stdin: Option<BoxStream<'static, Bytes>>,
+) -> Option<tokio::task::JoinHandle<()>> {
+    let (mut input, mut stdin) = (input?, stdin?);
+    Some(actix_web::rt::spawn(async move {
+        while let Some(data) = stdin.next().await {
+            if input.write_all(&data).await.is_err() {
+                return;
+            }
+            if input.flush().await.is_err() {
+                return;
+            }
+        }
+        let _ = input.shutdown().await;
+    }))
+}
+
+/// Write the outcome on the error stream and end the connection.
+async fn conclude(mut io_parts: (Option<Sink>, Option<Sink>, Sink, bool, Ender), outcome: ExecOutcome) {
+    if let Some(s) = io_parts.0.as_mut() {
+        s.finish().await;
+    }
+    if let Some(s) = io_parts.1.as_mut() {
+        s.finish().await;
+    }
+    let bytes = outcome.error_stream_bytes(io_parts.3);
+    if !bytes.is_empty() {
+        let _ = io_parts.2.write(Bytes::from(bytes)).await;
+    }
+    io_parts.2.finish().await;
+    io_parts.4.end().await;
+}
+
+/// Wait for the exec's exit code once its output ended (the engine may report it a moment
+/// later).
+async fn exit_code(runtime: &dyn InteractiveExec, exec: &ExecId) -> Result<Option<i64>, String> {
+    for _ in 0..200 {
+        match runtime.inspect_exec(exec).await {
+            Ok(state) if !state.running => return Ok(state.exit_code),
+            Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    Err("the process's output ended but it still runs".into())
+}
+
+async fn exec_session(
+    runtime: Arc<dyn InteractiveExec>,
+    target: Target,
+    cmd: Vec<String>,
+    options: StreamOptions,
+    io: ClientIo,
+) {
+    let ClientIo {
+        stdin,
+        resize,
+        mut stdout,
+        mut stderr,
+        error,
+        status_is_json,
+        gone,
+        ender,
+    } = io;
+    let outcome = match runtime.start_exec(&target.id, cmd.clone(), options).await {
+        Err(e) => ExecOutcome::Internal { message: e.to_string() },
+        Ok((exec, attached)) => {
+            let mut guard = KillOnDrop {
+                runtime: runtime.clone(),
+                exec: Some(exec.clone()),
+            };
+            let input = pump_input(attached.stdin, stdin);
+            let resizer = resize.filter(|_| options.tty).map(|mut sizes| {
+                let (runtime, exec) = (runtime.clone(), exec.clone());
+                actix_web::rt::spawn(async move {
+                    while let Some(size) = sizes.next().await {
+                        let size = TtySize {
+                            width: size.width,
+                            height: size.height,
+                        };
+                        if let Err(e) = runtime.resize_exec(&exec, size).await {
+                            tracing::info!(exec = %exec, error = %e, "resize failed");
+                        }
+                    }
+                })
+            });
+            let pumped = tokio::select! {
+                r = pump_output(attached.output, &mut stdout, &mut stderr) => r,
+                () = gone => Err(true),
+            };
+            for task in [input, resizer].into_iter().flatten() {
+                task.abort();
+            }
+            match pumped {
+                Err(true) => {
+                    tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+                        container = %target.container, exec = %exec, "exec client went away: killing the process");
+                    // The guard kills it.
+                    return;
+                }
+                Err(false) | Ok(()) => {}
+            }
+            let code = exit_code(runtime.as_ref(), &exec).await;
+            if code.is_ok() {
+                guard.disarm();
+            }
+            match code {
+                Ok(Some(0)) => ExecOutcome::Success,
+                Ok(Some(code)) => ExecOutcome::NonZeroExit { code, command: cmd },
+                Ok(None) => ExecOutcome::Internal {
+                    message: "the runtime reported no exit code".into(),
+                },
+                Err(message) => ExecOutcome::Internal { message },
+            }
+        }
+    };
+    tracing::debug!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+        container = %target.container, outcome = ?outcome, "exec ended");
+    conclude((stdout, stderr, error, status_is_json, ender), outcome).await;
+}
+
+async fn attach_session(runtime: Arc<dyn Attach>, target: Target, options: StreamOptions, io: ClientIo) {
+    let ClientIo {
+        stdin,
+        resize,
+        mut stdout,
+        mut stderr,
+        error,
+        status_is_json,
+        gone,
+        ender,
+    } = io;
+    let outcome = match runtime.attach(&target.id, options).await {
+        Err(e) => ExecOutcome::AttachFailed { message: e.to_string() },
+        Ok(attached) => {
+            let input = pump_input(attached.stdin, stdin);
+            let resizer = resize.filter(|_| options.tty).map(|mut sizes| {
+                let (runtime, id) = (runtime.clone(), target.id.clone());
+                actix_web::rt::spawn(async move {
+                    while let Some(size) = sizes.next().await {
+                        let size = TtySize {
+                            width: size.width,
+                            height: size.height,
+                        };
+                        if let Err(e) = runtime.resize_container_tty(&id, size).await {
+                            tracing::info!(container_id = %id, error = %e, "resize failed");
+                        }
+                    }
+                })
+            });
+            let pumped = tokio::select! {
+                r = pump_output(attached.output, &mut stdout, &mut stderr) => r,
+                () = gone => Err(true),
+            };
+            for task in [input, resizer].into_iter().flatten() {
+                task.abort();
+            }
+            if pumped == Err(true) {
+                // Detached: the container goes on.
+                return;
+            }
+            ExecOutcome::Success
+        }
+    };
+    conclude((stdout, stderr, error, status_is_json, ender), outcome).await;
+}
+
+/// `GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=…&stdin=…`.
+pub async fn exec(
+    req: HttpRequest,
+    payload: web::Payload,
+    api: web::Data<KubeletApi>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query(&req)?;
+    let options = stream_options(&query).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let cmd = command(&query).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let target = find_container(&api, &req).await?;
+    tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+        container = %target.container, command = ?cmd, tty = options.tty, "exec");
+    let runtime = api.exec.clone();
+    Ok(upgrade(&req, payload, options, move |io| {
+        exec_session(runtime, target, cmd, options, io)
+    }))
+}
+
+/// `GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}?stdin=…`.
+pub async fn attach(
+    req: HttpRequest,
+    payload: web::Payload,
+    api: web::Data<KubeletApi>,
+) -> Result<HttpResponse, ApiError> {
+    let query = query(&req)?;
+    let options = stream_options(&query).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let target = find_container(&api, &req).await?;
+    tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+        container = %target.container, tty = options.tty, "attach");
+    let runtime = api.attach.clone();
+    Ok(upgrade(&req, payload, options, move |io| {
+        attach_session(runtime, target, options, io)
+    }))
+}
+
+/// `POST /run/{namespace}/{pod}[/{uid}]/{container}?cmd=…`: the command (split on spaces, as
+/// kubelet) run to its end; 200 with stdout then stderr, or 500 `command '…' exited with N: …`.
+pub async fn run(req: HttpRequest, api: web::Data<KubeletApi>) -> Result<HttpResponse, ApiError> {
+    let query = query(&req)?;
+    let raw = query
+        .iter()
+        .rev()
+        .find(|(k, _)| k == "cmd")
+        .map(|(_, v)| v.clone())
+        .filter(|v| !v.trim().is_empty())
+        .ok_or_else(|| ApiError::BadRequest(invalid("cmd", "a command is required").to_string()))?;
+    let target = find_container(&api, &req).await?;
+    let cmd: Vec<String> = raw.split(' ').map(str::to_string).collect();
+    tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+        container = %target.container, command = ?cmd, "run");
+    let options = StreamOptions {
+        stdout: true,
+        stderr: true,
+        ..StreamOptions::default()
+    };
+    let internal = |reason: String| ApiError::Internal { reason };
+    let (exec, attached) = api
+        .exec
+        .start_exec(&target.id, cmd.clone(), options)
+        .await
+        .map_err(|e| internal(e.to_string()))?;
+    let mut guard = KillOnDrop {
+        runtime: api.exec.clone(),
+        exec: Some(exec.clone()),
+    };
+    let (mut stdout, mut stderr) = (Vec::new(), Vec::new());
+    let mut output = attached.output;
+    while let Some(chunk) = output.next().await {
+        let (buf, data) = match chunk.map_err(|e| internal(e.to_string()))? {
+            Output::Stdout(d) => (&mut stdout, d),
+            Output::Stderr(d) => (&mut stderr, d),
+        };
+        let room = RUN_OUTPUT_LIMIT.saturating_sub(buf.len());
+        buf.extend_from_slice(&data[..data.len().min(room)]);
+    }
+    let code = exit_code(api.exec.as_ref(), &exec).await.map_err(internal)?;
+    guard.disarm();
+    match code {
+        Some(0) => {
+            stdout.extend_from_slice(&stderr);
+            Ok(HttpResponse::Ok().content_type("application/json").body(stdout))
+        }
+        Some(code) => Ok(HttpResponse::InternalServerError()
+            .content_type("text/plain; charset=utf-8")
+            .body(format!(
+                "command '{}' exited with {code}: {}",
+                cmd.join(" "),
+                String::from_utf8_lossy(&stderr)
+            ))),
+        None => Err(internal("the runtime reported no exit code".into())),
+    }
+}
+
+/// The query's pairs, repeated names kept in order.
+fn query(req: &HttpRequest) -> Result<Vec<(String, String)>, ApiError> {
+    web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .map_err(|e| ApiError::BadRequest(format!("query: {e}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    /// kubelet's NewOptions: "1" (and ParseBool's spellings) is true, stderr is dropped with a
+    /// TTY, one stream at least; a bad value names its parameter.
+    #[test]
+    fn stream_options_follow_kubelet() {
+        let o = stream_options(&q(&[("stdin", "1"), ("stdout", "true"), ("tty", "1"), ("stderr", "1")])).unwrap();
+        assert_eq!(
+            o,
+            StreamOptions {
+                stdin: true,
+                stdout: true,
+                stderr: false,
+                tty: true
+            }
+        );
+        assert_eq!(
+            stream_options(&q(&[("tty", "1")])).unwrap_err().to_string(),
+            "stdin: you must specify at least 1 of stdin, stdout, stderr"
+        );
+        assert_eq!(
+            stream_options(&q(&[("stdout", "yes")])).unwrap_err().parameter,
+            "stdout"
+        );
+        assert_eq!(
+            command(&q(&[
+                ("command", "sh"),
+                ("stdout", "1"),
+                ("command", "-c"),
+                ("command", "x")
+            ]))
+            .unwrap(),
+            ["sh", "-c", "x"]
+        );
+        assert_eq!(command(&q(&[("stdout", "1")])).unwrap_err().parameter, "command");
+    }
+}
