@@ -127,8 +127,9 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     );
     let exec: Arc<dyn dockerlet_runtime::InteractiveExec> = Arc::new(runtime.clone());
     let attach: Arc<dyn dockerlet_runtime::Attach> = Arc::new(runtime.clone());
-    let port_forward: Arc<dyn dockerlet_runtime::PortForward> =
-        Arc::new(crate::port_forward::NetnsPortForward { docker: runtime.clone() });
+    let port_forward: Arc<dyn dockerlet_runtime::PortForward> = Arc::new(crate::port_forward::NetnsPortForward {
+        docker: runtime.clone(),
+    });
     let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);

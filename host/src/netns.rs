@@ -70,10 +70,8 @@ pub fn connect_localhost(pid: u32, port: u16, namespace: &str) -> Result<TcpStre
     let worker = std::thread::Builder::new()
         .name("netns-connect".into())
         .spawn(move || {
-            move_into_link_name_space(ns.as_fd(), Some(LinkNameSpaceType::Network)).map_err(|e| NetnsError::Enter {
-                path,
-                source: e.into(),
-            })?;
+            move_into_link_name_space(ns.as_fd(), Some(LinkNameSpaceType::Network))
+                .map_err(|e| NetnsError::Enter { path, source: e.into() })?;
             connect_either(port, namespace)
         })
         .map_err(|e| NetnsError::Thread(e.to_string()))?;

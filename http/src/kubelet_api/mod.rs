@@ -99,10 +99,22 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             )
             .route("/run/{namespace}/{pod}/{container}", web::post().to(exec::run))
             .route("/run/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::run))
-            .route("/portForward/{namespace}/{pod}", web::get().to(port_forward::port_forward))
-            .route("/portForward/{namespace}/{pod}", web::post().to(port_forward::port_forward))
-            .route("/portForward/{namespace}/{pod}/{uid}", web::get().to(port_forward::port_forward))
-            .route("/portForward/{namespace}/{pod}/{uid}", web::post().to(port_forward::port_forward)),
+            .route(
+                "/portForward/{namespace}/{pod}",
+                web::get().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}",
+                web::post().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}/{uid}",
+                web::get().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}/{uid}",
+                web::post().to(port_forward::port_forward),
+            ),
     );
 }
 

@@ -101,15 +101,13 @@ fn decode(s: &str) -> String {
     while i < bytes.len() {
         match bytes[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
+            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
+                Ok(b) => {
+                    out.push(b);
+                    i += 2;
                 }
-            }
+                Err(_) => out.push(b'%'),
+            },
             b => out.push(b),
         }
         i += 1;
@@ -298,7 +296,8 @@ pub async fn port_forward(
             reason: e.to_string(),
         })?;
     let Some(pod) = pods.iter().find(|p| {
-        p.metadata.namespace.as_deref() == Some(path.namespace.as_str()) && p.metadata.name.as_deref() == Some(path.pod.as_str())
+        p.metadata.namespace.as_deref() == Some(path.namespace.as_str())
+            && p.metadata.name.as_deref() == Some(path.pod.as_str())
     }) else {
         return Err(ApiError::NotFound("pod does not exist".to_string()));
     };
@@ -309,16 +308,22 @@ pub async fn port_forward(
     let sandbox = api
         .handles
         .sandbox
-        .send(GetPodSandbox { uid: PodUid(uid.clone()) })
+        .send(GetPodSandbox {
+            uid: PodUid(uid.clone()),
+        })
         .await
         .map_err(|e| ApiError::ActorUnavailable {
             actor: "supervisor",
             reason: e.to_string(),
         })?
         .ok_or_else(|| ApiError::Internal {
-            reason: format!("failed to find sandboxID for pod {}_{}({uid})", path.pod, path.namespace),
+            reason: format!(
+                "failed to find sandboxID for pod {}_{}({uid})",
+                path.pod, path.namespace
+            ),
         })?;
-    let span = tracing::info_span!("port_forward", pod.uid = %uid, pod.name = %format!("{}/{}", path.namespace, path.pod));
+    let span =
+        tracing::info_span!("port_forward", pod.uid = %uid, pod.name = %format!("{}/{}", path.namespace, path.pod));
     let target = Target {
         forwarder: api.port_forward.clone(),
         sandbox,
@@ -475,7 +480,12 @@ async fn forward_pair(target: Target, pair: Pair<SpdyStream>) {
 
 /// Serve a WebSocket port-forward: one connection per requested port, on channels `2i` and
 /// `2i+1`; done when every connection ended or the client closed the WebSocket.
-async fn serve_websocket(target: Target, ports: Vec<u16>, sender: streams::ws::Sender, mut receiver: streams::ws::Receiver) {
+async fn serve_websocket(
+    target: Target,
+    ports: Vec<u16>,
+    sender: streams::ws::Sender,
+    mut receiver: streams::ws::Receiver,
+) {
     let mut inputs = Vec::new();
     let mut forwards = FuturesUnordered::new();
     for (index, port) in ports.iter().copied().enumerate() {

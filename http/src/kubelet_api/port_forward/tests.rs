@@ -14,8 +14,14 @@ fn arrived(id: u32, kind: &str, request: Option<&str>, port: &str) -> Arrived<u3
 #[::core::prelude::v1::test]
 fn ports_come_from_the_query_as_kubelet_reads_them() {
     assert_eq!(ports_from_query("port=80&port=8080,9090"), Ok(vec![80, 8080, 9090]));
-    assert_eq!(ports_from_query("ports=80"), Err("query parameter \"port\" is required".into()));
-    assert_eq!(ports_from_query("port="), Err("query parameter \"port\" cannot be empty".into()));
+    assert_eq!(
+        ports_from_query("ports=80"),
+        Err("query parameter \"port\" is required".into())
+    );
+    assert_eq!(
+        ports_from_query("port="),
+        Err("query parameter \"port\" cannot be empty".into())
+    );
     assert_eq!(
         ports_from_query("port=80,x"),
         Err("unable to parse \"80,x\" as a port: strconv.ParseUint: parsing \"x\": invalid syntax".into())
@@ -33,7 +39,10 @@ fn ports_come_from_the_query_as_kubelet_reads_them() {
 fn streams_pair_by_request_id() {
     let mut pairs = Pairs::default();
     assert!(matches!(pairs.add(arrived(1, "error", Some("0"), "80")), Added::Waiting(id) if id == "0"));
-    assert!(matches!(pairs.add(arrived(3, "data", Some("1"), "81")), Added::Waiting(_)));
+    assert!(matches!(
+        pairs.add(arrived(3, "data", Some("1"), "81")),
+        Added::Waiting(_)
+    ));
     match pairs.add(arrived(5, "data", Some("0"), "80")) {
         Added::Complete(p) => assert_eq!((p.request_id.as_str(), p.port, p.data, p.error), ("0", 80, 5, 1)),
         other => panic!("{other:?}"),
@@ -61,14 +70,20 @@ fn bad_streams_are_refused_and_incomplete_pairs_expire() {
     pairs.add(arrived(1, "error", Some("r"), "80"));
     match pairs.add(arrived(3, "error", Some("r"), "80")) {
         Added::Refused { message, error, close } => {
-            assert_eq!(message, "error processing stream for request r: error stream already assigned");
+            assert_eq!(
+                message,
+                "error processing stream for request r: error stream already assigned"
+            );
             assert_eq!((error, close), (Some(1), vec![3]));
         }
         other => panic!("{other:?}"),
     }
     match pairs.add(arrived(5, "stdin", Some("s"), "80")) {
         Added::Refused { message, error, close } => {
-            assert_eq!(message, "error processing stream for request s: invalid stream type \"stdin\"");
+            assert_eq!(
+                message,
+                "error processing stream for request s: invalid stream type \"stdin\""
+            );
             assert_eq!((error, close), (None, vec![5]));
         }
         other => panic!("{other:?}"),

@@ -35,7 +35,11 @@ pub fn tunnelled_protocol(req: &HttpRequest, protocols: &[&'static str]) -> Opti
 /// Accept the WebSocket with `SPDY/3.1+<protocol>` and start the SPDY driver over its binary
 /// messages; each chunk the driver writes goes out as one binary message. Pings are answered;
 /// a text message ends the connection (it cannot carry SPDY).
-pub fn accept(req: &HttpRequest, payload: web::Payload, protocol: &str) -> Result<(HttpResponse, Connection), HttpResponse> {
+pub fn accept(
+    req: &HttpRequest,
+    payload: web::Payload,
+    protocol: &str,
+) -> Result<(HttpResponse, Connection), HttpResponse> {
     let name = format!("{TUNNELING_PREFIX}{protocol}");
     let (response, session, stream) = actix_ws::handle_with_protocols(req, payload, &[name.as_str()])
         .map_err(|e| HttpResponse::BadRequest().body(format!("unable to upgrade websocket connection: {e}")))?;
