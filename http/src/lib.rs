@@ -110,6 +110,9 @@ mod tests {
     impl Handler<GetPods> for Stub {
         type Result = MessageResult<GetPods>;
         fn handle(&mut self, _: GetPods, _: &mut Context<Self>) -> Self::Result {
+            use k8s_openapi::api::core::v1::{
+                Container, ContainerState, ContainerStateRunning, ContainerStatus, PodSpec, PodStatus,
+            };
             MessageResult(vec![Pod {
                 metadata: ObjectMeta {
                     name: Some("web-n1".into()),
@@ -117,7 +120,25 @@ mod tests {
                     uid: Some("u1".into()),
                     ..Default::default()
                 },
-                ..Default::default()
+                spec: Some(PodSpec {
+                    containers: vec![Container {
+                        name: "app".into(),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: Some(PodStatus {
+                    container_statuses: Some(vec![ContainerStatus {
+                        name: "app".into(),
+                        container_id: Some("docker://c1".into()),
+                        state: Some(ContainerState {
+                            running: Some(ContainerStateRunning::default()),
+                            ..Default::default()
+                        }),
+                        ..Default::default()
+                    }]),
+                    ..Default::default()
+                }),
             }])
         }
     }

@@ -405,7 +405,7 @@ where
     if streams::is_websocket(req) {
         let accepted = match ws::accept(req, payload, false) {
             Ok(a) => a,
-            Err(refusal) => return refusal,
+            Err(refusal) => return actix_web::ResponseError::error_response(&refusal),
         };
         let ws::Accepted {
             protocol,
@@ -421,7 +421,7 @@ where
     }
     let upgraded = match spdy::upgrade(req, payload, &SPDY_PROTOCOLS) {
         Ok(u) => u,
-        Err(refusal) => return refusal,
+        Err(refusal) => return actix_web::ResponseError::error_response(&refusal),
     };
     let protocol = RemoteCommandProtocol::from_name(upgraded.protocol).unwrap_or(RemoteCommandProtocol::V1);
     let connection = upgraded.connection;
@@ -575,14 +575,11 @@ async fn exec_session(
             for task in [input, resizer].into_iter().flatten() {
                 task.abort();
             }
-            match pumped {
-                Err(true) => {
-                    tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
-                        container = %target.container, exec = %exec, "exec client went away: killing the process");
-                    // The guard kills it.
-                    return;
-                }
-                Err(false) | Ok(()) => {}
+            if pumped == Err(true) {
+                tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
+                    container = %target.container, exec = %exec, "exec client went away: killing the process");
+                // The guard kills it.
+                return;
             }
             let code = exit_code(runtime.as_ref(), &exec).await;
             if code.is_ok() {
@@ -752,6 +749,155 @@ fn query(req: &HttpRequest) -> Result<Vec<(String, String)>, ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kubelet_api::auth::{AuthConfig, AuthorizationMode};
+    use dockerlet_runtime::fake::{Call, FakeRuntime};
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+
+    /// The kubelet API's routes on a plain local port, anonymous and always allowed, over
+    /// `fake`; the port.
+    fn serve(fake: &FakeRuntime) -> u16 {
+        let api = KubeletApi {
+            handles: crate::tests::fake_handles(true),
+            logs: Arc::new(fake.clone()),
+            exec: Arc::new(fake.clone()),
+            attach: Arc::new(fake.clone()),
+            configz: Arc::new(serde_json::json!({})),
+            port_forward: Arc::new(crate::kubelet_api::port_forward::tests::Loopback),
+        };
+        let auth = Arc::new(AuthConfig {
+            node_name: "n1".into(),
+            anonymous: true,
+            authorization: AuthorizationMode::AlwaysAllow,
+        });
+        let server = actix_web::HttpServer::new(move || {
+            actix_web::App::new()
+                .app_data(web::Data::new(api.handles.clone()))
+                .app_data(web::Data::new(api.clone()))
+                .app_data(web::Data::new(auth.clone()))
+                .configure(super::super::configure)
+        })
+        .workers(1)
+        .disable_signals()
+        .bind("127.0.0.1:0")
+        .unwrap();
+        let port = server.addrs()[0].port();
+        actix_web::rt::spawn(server.run());
+        port
+    }
+
+    async fn websocket(port: u16, path: &str) -> tokio_tungstenite::WebSocketStream<tokio::net::TcpStream> {
+        let mut request = format!("ws://127.0.0.1:{port}{path}").into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Sec-WebSocket-Protocol", "v5.channel.k8s.io".parse().unwrap());
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        tokio_tungstenite::client_async(request, tcp).await.unwrap().0
+    }
+
+    /// Over v5 WebSocket: the set-up message, the runtime's stdout and stderr on channels 1
+    /// and 2, stdin echoed back until the client's close of channel 0, v5's close of the output
+    /// channels, and the exit code as kubelet's NonZeroExitCode Status on channel 3 (then its
+    /// close).
+    #[actix_web::test]
+    async fn exec_over_websocket_carries_every_channel() {
+        let fake = FakeRuntime::default();
+        {
+            let mut state = fake.state.lock().unwrap();
+            state.stream_output = vec![
+                Output::Stdout(Bytes::from_static(b"hi\n")),
+                Output::Stderr(Bytes::from_static(b"warn\n")),
+            ];
+            state.exec_exit_code = 3;
+        }
+        let port = serve(&fake);
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1&stderr=1").await;
+        ws.send(Message::Binary(Bytes::from_static(b"\x00abc"))).await.unwrap();
+        ws.send(Message::Binary(Bytes::from_static(&[255, 0]))).await.unwrap();
+        let mut got = Vec::new();
+        while let Some(Ok(message)) = ws.next().await {
+            match message {
+                Message::Binary(b) => got.push(b.to_vec()),
+                Message::Close(_) => break,
+                _ => {}
+            }
+        }
+        assert_eq!(got.pop(), Some(vec![255, 3]), "v5 closes the error channel last");
+        let status = got.pop().expect("the status message");
+        assert_eq!(status[0], 3);
+        let status: serde_json::Value = serde_json::from_slice(&status[1..]).unwrap();
+        assert_eq!(status["reason"], "NonZeroExitCode");
+        assert_eq!(status["details"]["causes"][0]["message"], "3");
+        assert_eq!(
+            got,
+            vec![
+                vec![1],
+                b"\x01hi\n".to_vec(),
+                b"\x02warn\n".to_vec(),
+                b"\x01abc".to_vec(),
+                vec![255, 1],
+                vec![255, 2],
+            ]
+        );
+        assert!(fake
+            .calls()
+            .iter()
+            .any(|c| matches!(c, Call::StartExec(_, cmd, _) if cmd == &["cat"])));
+        assert!(!fake.calls().iter().any(|c| matches!(c, Call::KillExec(_))));
+    }
+
+    /// A WebSocket client that goes away mid-exec has the process killed.
+    #[actix_web::test]
+    async fn a_client_gone_mid_exec_has_its_process_killed() {
+        let fake = FakeRuntime::default();
+        let port = serve(&fake);
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1").await;
+        assert_eq!(
+            ws.next().await.unwrap().unwrap(),
+            Message::Binary(Bytes::from_static(&[1]))
+        );
+        drop(ws);
+        for _ in 0..200 {
+            if fake.calls().iter().any(|c| matches!(c, Call::KillExec(_))) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the exec was not killed: {:?}", fake.calls());
+    }
+
+    /// Unknown pods and containers are 404 with kubelet's messages, before any upgrade.
+    #[actix_web::test]
+    async fn unknown_pods_and_containers_are_404() {
+        let fake = FakeRuntime::default();
+        let port = serve(&fake);
+        let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+        for (path, body) in [
+            (
+                "/exec/default/ghost/app?command=true&stdout=1",
+                "pod does not exist".to_string(),
+            ),
+            (
+                "/exec/default/web-n1/nope?command=true&stdout=1",
+                "container not found (\"nope\")".to_string(),
+            ),
+            (
+                "/exec/default/web-n1/wrong/app?command=true&stdout=1",
+                "container not found (\"app\")".to_string(),
+            ),
+        ] {
+            let request = format!("ws://127.0.0.1:{port}{path}").into_client_request().unwrap();
+            let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
+            match tokio_tungstenite::client_async(request, tcp).await {
+                Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+                    assert_eq!(response.status(), 404, "{path}");
+                    let text = String::from_utf8_lossy(response.body().as_deref().unwrap_or_default()).into_owned();
+                    assert_eq!(text, body, "{path}");
+                }
+                other => panic!("{path}: {other:?}"),
+            }
+        }
+        drop(tcp);
+    }
 
     fn q(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()

@@ -554,7 +554,7 @@ where
                     Poll::Pending => {}
                 }
             }
-            if !progress && !(this.closing && this.pending_output.is_none()) {
+            if !(progress || this.closing && this.pending_output.is_none()) {
                 return Poll::Pending;
             }
         }

@@ -170,10 +170,13 @@ pub enum Added<S> {
     },
 }
 
+/// A pair in the making: its error stream, and its data stream with the port.
+type Half<S> = (Option<S>, Option<(S, u16)>);
+
 /// The streams waiting for their pair, by request ID (kubelet's `httpStreamHandler`).
 #[derive(Debug)]
 pub struct Pairs<S> {
-    pending: HashMap<String, (Option<S>, Option<(S, u16)>)>,
+    pending: HashMap<String, Half<S>>,
 }
 
 impl<S> Default for Pairs<S> {
@@ -332,7 +335,7 @@ pub async fn port_forward(
     if let Some(ports) = ports {
         let accepted = match streams::ws::accept(&req, payload, true) {
             Ok(a) => a,
-            Err(refusal) => return Ok(refusal),
+            Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
         };
         actix_web::rt::spawn(serve_websocket(target, ports, accepted.sender, accepted.receiver));
         return Ok(accepted.response);
@@ -340,14 +343,14 @@ pub async fn port_forward(
     if websocket {
         let (response, connection) = match tunnel::accept(&req, payload, PORT_FORWARD_PROTOCOL) {
             Ok(accepted) => accepted,
-            Err(refusal) => return Ok(refusal),
+            Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
         };
         actix_web::rt::spawn(serve_spdy(target, connection));
         return Ok(response);
     }
     let upgraded = match streams::spdy::upgrade(&req, payload, &[PORT_FORWARD_PROTOCOL]) {
         Ok(u) => u,
-        Err(refusal) => return Ok(refusal),
+        Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
     };
     actix_web::rt::spawn(serve_spdy(target, upgraded.connection));
     Ok(upgraded.response)

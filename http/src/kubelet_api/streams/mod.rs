@@ -19,7 +19,37 @@ pub mod spdy;
 pub mod tunnel;
 pub mod ws;
 
-use actix_web::HttpRequest;
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+
+/// An upgrade refused before switching protocols: answered with its status and message (and,
+/// for a failed SPDY version negotiation, `X-Accepted-Stream-Protocol-Versions`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{message}")]
+pub struct Refused {
+    /// 400 or 403.
+    pub status: StatusCode,
+    /// Why, as the body.
+    pub message: String,
+    /// The versions the server speaks, when none was shared.
+    pub accepted_versions: Vec<&'static str>,
+}
+
+impl ResponseError for Refused {
+    fn status_code(&self) -> StatusCode {
+        self.status
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        let mut response = HttpResponse::build(self.status);
+        for v in &self.accepted_versions {
+            response.append_header((dockerlet_streaming::upgrade::HEADER_ACCEPTED_PROTOCOL_VERSIONS, *v));
+        }
+        response
+            .content_type("text/plain; charset=utf-8")
+            .body(self.message.clone())
+    }
+}
 
 /// Whether `req` asks for a WebSocket (`Upgrade: websocket` and `Connection: upgrade`), as
 /// wsstream's `IsWebSocketRequest`.

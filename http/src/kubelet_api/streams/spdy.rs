@@ -6,14 +6,14 @@
 //! while let Some(stream) = upgraded.connection.accept().await { … stream.reader / stream.writer … }
 //! ```
 
-use actix_web::http::header::{self, HeaderValue};
+use actix_web::http::{header, StatusCode};
 use actix_web::{web, HttpRequest, HttpResponse};
 use dockerlet_streaming::spdy::conn::{self, Connection};
 use dockerlet_streaming::spdy::{FlowControl, Role, SessionConfig};
-use dockerlet_streaming::upgrade::{
-    check_spdy_upgrade, negotiate, UpgradeError, HEADER_ACCEPTED_PROTOCOL_VERSIONS, HEADER_PROTOCOL_VERSION, SPDY_31,
-};
+use dockerlet_streaming::upgrade::{check_spdy_upgrade, negotiate, UpgradeError, HEADER_PROTOCOL_VERSION, SPDY_31};
 use futures::StreamExt;
+
+use super::Refused;
 
 /// An accepted SPDY upgrade.
 #[derive(Debug)]
@@ -35,10 +35,10 @@ pub fn server_config() -> SessionConfig {
 }
 
 /// Check the upgrade headers, negotiate `X-Stream-Protocol-Version` among `protocols` (the
-/// server's preference order), and start the driver over the rest of the connection. A refusal
-/// is the response to send: 400 for a request that is not a SPDY upgrade or names no version,
-/// 403 with `X-Accepted-Stream-Protocol-Versions` when no version is shared.
-pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static str]) -> Result<Upgraded, HttpResponse> {
+/// server's preference order), and start the driver over the rest of the connection. Refused
+/// with 400 for a request that is not a SPDY upgrade or names no version, 403 with
+/// `X-Accepted-Stream-Protocol-Versions` when no version is shared.
+pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static str]) -> Result<Upgraded, Refused> {
     let connection_values = req
         .headers()
         .get_all(header::CONNECTION)
@@ -71,17 +71,14 @@ pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static s
     })
 }
 
-fn refusal(error: &UpgradeError, protocols: &[&'static str]) -> HttpResponse {
-    let mut response = match error.http_status() {
-        403 => HttpResponse::Forbidden(),
-        _ => HttpResponse::BadRequest(),
-    };
-    if matches!(error, UpgradeError::NoCommonProtocol { .. }) {
-        for p in protocols {
-            response.append_header((HEADER_ACCEPTED_PROTOCOL_VERSIONS, HeaderValue::from_static(p)));
-        }
+fn refusal(error: &UpgradeError, protocols: &[&'static str]) -> Refused {
+    Refused {
+        status: StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::BAD_REQUEST),
+        message: error.to_string(),
+        accepted_versions: if matches!(error, UpgradeError::NoCommonProtocol { .. }) {
+            protocols.to_vec()
+        } else {
+            Vec::new()
+        },
     }
-    response
-        .content_type("text/plain; charset=utf-8")
-        .body(error.to_string())
 }

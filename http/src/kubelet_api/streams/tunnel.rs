@@ -12,6 +12,7 @@ use dockerlet_streaming::spdy::conn::{self, Connection};
 use futures::StreamExt;
 
 use super::spdy::server_config;
+use super::Refused;
 
 /// The subprotocol prefix of a SPDY tunnel (client-go `constants.WebsocketsSPDYTunnelingPrefix`).
 pub const TUNNELING_PREFIX: &str = "SPDY/3.1+";
@@ -35,14 +36,14 @@ pub fn tunnelled_protocol(req: &HttpRequest, protocols: &[&'static str]) -> Opti
 /// Accept the WebSocket with `SPDY/3.1+<protocol>` and start the SPDY driver over its binary
 /// messages; each chunk the driver writes goes out as one binary message. Pings are answered;
 /// a text message ends the connection (it cannot carry SPDY).
-pub fn accept(
-    req: &HttpRequest,
-    payload: web::Payload,
-    protocol: &str,
-) -> Result<(HttpResponse, Connection), HttpResponse> {
+pub fn accept(req: &HttpRequest, payload: web::Payload, protocol: &str) -> Result<(HttpResponse, Connection), Refused> {
     let name = format!("{TUNNELING_PREFIX}{protocol}");
-    let (response, session, stream) = actix_ws::handle_with_protocols(req, payload, &[name.as_str()])
-        .map_err(|e| HttpResponse::BadRequest().body(format!("unable to upgrade websocket connection: {e}")))?;
+    let (response, session, stream) =
+        actix_ws::handle_with_protocols(req, payload, &[name.as_str()]).map_err(|e| Refused {
+            status: actix_web::http::StatusCode::BAD_REQUEST,
+            message: format!("unable to upgrade websocket connection: {e}"),
+            accepted_versions: Vec::new(),
+        })?;
     let stream = stream
         .max_frame_size(MAX_MESSAGE)
         .aggregate_continuations()

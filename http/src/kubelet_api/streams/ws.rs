@@ -2,7 +2,9 @@
 //! [`Sender`] of channel data (cloneable) and a [`Receiver`] of decoded client messages. Pings
 //! are answered here; the client's close ends the receiver.
 
-use actix_web::http::header;
+use actix_web::http::{header, StatusCode};
+
+use super::Refused;
 use actix_web::{web, HttpRequest, HttpResponse};
 use dockerlet_streaming::websocket::{self, ChannelError, ChannelProtocol, Incoming, WsMessage};
 
@@ -37,19 +39,25 @@ impl std::fmt::Debug for Accepted {
 /// Handshake with the first subprotocol the client offers that the server speaks for a
 /// remote command (`port_forward` false) or a port-forward; 403 when it offers only unknown
 /// ones (as wsstream's handshake), 400 for a bad WebSocket handshake.
-pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> Result<Accepted, HttpResponse> {
+pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> Result<Accepted, Refused> {
     let offered: Vec<&str> = req
         .headers()
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
         .filter_map(|v| v.to_str().ok())
         .collect();
     let Some(protocol) = ChannelProtocol::negotiate(&offered, port_forward) else {
-        return Err(HttpResponse::Forbidden()
-            .content_type("text/plain; charset=utf-8")
-            .body(format!("requested protocol(s) are not supported: {offered:?}")));
+        return Err(Refused {
+            status: StatusCode::FORBIDDEN,
+            message: format!("requested protocol(s) are not supported: {offered:?}"),
+            accepted_versions: Vec::new(),
+        });
     };
-    let (response, session, stream) = actix_ws::handle_with_protocols(req, payload, &[protocol.name()])
-        .map_err(|e| HttpResponse::BadRequest().body(format!("unable to upgrade websocket connection: {e}")))?;
+    let (response, session, stream) =
+        actix_ws::handle_with_protocols(req, payload, &[protocol.name()]).map_err(|e| Refused {
+            status: StatusCode::BAD_REQUEST,
+            message: format!("unable to upgrade websocket connection: {e}"),
+            accepted_versions: Vec::new(),
+        })?;
     let stream = stream
         .max_frame_size(MAX_MESSAGE)
         .aggregate_continuations()
