@@ -412,6 +412,7 @@ impl Handler<GetActorState> for NodeStatusActor {
                 "heartbeats": self.heartbeats,
                 "status_writes": self.status_writes,
             }),
+            view: None,
         })
     }
 }

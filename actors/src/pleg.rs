@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
+use dockerlet_messages::debug::{ActorState, DebugView, GetActorState, GetHealth, Health, Panic, PlegDebug};
 use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
@@ -374,6 +374,13 @@ impl Handler<GetHealth> for PlegActor {
     /// kubelet's PLEG Healthy(), plus "the runtime answered the last relist".
     fn handle(&mut self, _: GetHealth, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
+        MessageResult(self.health())
+    }
+}
+
+impl PlegActor {
+    /// kubelet's PLEG Healthy(), plus "the runtime answered the last relist".
+    fn health(&self) -> Health {
         let since = self.last_relist.map(|(at, _)| at.elapsed());
         let reason = match (&self.last_error, since) {
             (Some(e), _) => Some(format!("container runtime is down: {e}")),
@@ -387,10 +394,10 @@ impl Handler<GetHealth> for PlegActor {
             )),
             _ => None,
         };
-        MessageResult(Health {
+        Health {
             healthy: reason.is_none(),
             reason,
-        })
+        }
     }
 }
 
@@ -418,6 +425,12 @@ impl Handler<GetActorState> for PlegActor {
                 "docker_events": self.docker_events,
                 "cache": self.cache.summary(),
             }),
+            view: Some(DebugView::Pleg(PlegDebug {
+                last_relist: self.last_relist.map(|(_, t)| t.to_string()),
+                last_relist_duration_ms: self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
+                relists: self.relists,
+                health: self.health(),
+            })),
         })
     }
 }

@@ -277,6 +277,22 @@ impl PodCache {
         Some(inner.pods.get(uid)?.get(id)?.observed.state)
     }
 
+    /// Every running container of the node (sandboxes included); none before the first relist.
+    pub fn running(&self) -> Option<Vec<ObservedContainer>> {
+        let inner = self.lock();
+        inner.relisted?;
+        Some(
+            inner
+                .pods
+                .values()
+                .flat_map(|pod| pod.values())
+                .map(|entry| &entry.observed)
+                .filter(|c| c.state == RuntimeState::Running)
+                .cloned()
+                .collect(),
+        )
+    }
+
     /// Every pod with a container on this node.
     pub fn pods(&self) -> BTreeSet<PodUid> {
         self.lock().pods.keys().cloned().collect()

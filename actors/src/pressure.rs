@@ -176,6 +176,7 @@ impl Handler<GetActorState> for PressureActor {
                 "thresholds_met": self.current.met,
                 "observations": self.observations,
             }),
+            view: None,
         })
     }
 }

@@ -25,13 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState, Panic, ProbeDebug, RecordEvent};
 use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use k8s_openapi::jiff::Timestamp;
-use serde::Serialize;
 use serde_json::json;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
@@ -76,25 +75,6 @@ struct ProbeKey {
     pod_uid: PodUid,
     container: String,
     kind: ProbeKind,
-}
-
-/// What the debug endpoint shows of a probe.
-#[derive(Debug, Clone, Serialize)]
-struct ProbeView {
-    pod_uid: PodUid,
-    pod: String,
-    container: String,
-    probe: ProbeKind,
-    handler: &'static str,
-    container_id: ContainerId,
-    result: ProbeResult,
-    last_outcome: Option<&'static str>,
-    last_output: String,
-    last_run: Option<String>,
-    successes: u32,
-    failures: u32,
-    runs: u64,
-    on_hold: bool,
 }
 
 /// A probe of one container instance: its state machine and what running it takes.
@@ -184,16 +164,16 @@ impl ProbeWorker {
         event
     }
 
-    fn view(&self, key: &ProbeKey) -> ProbeView {
-        ProbeView {
+    fn view(&self, key: &ProbeKey) -> ProbeDebug {
+        ProbeDebug {
             pod_uid: key.pod_uid.clone(),
             pod: self.pod.clone(),
             container: key.container.clone(),
             probe: key.kind,
-            handler: self.action.name(),
+            handler: self.action.name().to_string(),
             container_id: self.container_id.clone(),
             result: self.state.result(),
-            last_outcome: self.last.as_ref().map(|l| l.0),
+            last_outcome: self.last.as_ref().map(|l| l.0.to_string()),
             last_output: self.last.as_ref().map(|l| l.1.clone()).unwrap_or_default(),
             last_run: self.last.as_ref().map(|l| l.2.to_string()),
             successes: self.state.successes(),
@@ -705,7 +685,7 @@ impl Handler<GetActorState> for ProbeActor {
 
     fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        let probes: Vec<ProbeView> = self.probes.iter().map(|(key, w)| w.view(key)).collect();
+        let probes: Vec<ProbeDebug> = self.probes.iter().map(|(key, w)| w.view(key)).collect();
         MessageResult(ActorState {
             kind: "ProbeActor".to_string(),
             name: "probes".to_string(),
@@ -713,6 +693,7 @@ impl Handler<GetActorState> for ProbeActor {
             restarts: 0,
             last_error: None,
             detail: json!({ "probes": probes }),
+            view: Some(DebugView::Probes(probes)),
         })
     }
 }

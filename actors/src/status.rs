@@ -198,6 +198,7 @@ impl Handler<GetActorState> for StatusActor {
                 "api_writes_in_flight": self.pushing.len(),
                 "api_write_errors": self.push_errors,
             }),
+            view: None,
         })
     }
 }

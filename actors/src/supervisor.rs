@@ -16,6 +16,8 @@
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
+//! | GetPodSandbox                  | HTTP `/portForward/…` | the pod's newest sandbox from the pod cache  |
+//! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
 //! | InjectFault                    | HTTP (tests)          | make an actor panic                          |
 //! | every 250 ms                   | self                  | watchdog: re-create dead actors              |
 //!
@@ -40,7 +42,7 @@ use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
-use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
+use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
@@ -588,6 +590,32 @@ impl Handler<GetPods> for Supervisor {
     }
 }
 
+impl Handler<GetRunningPods> for Supervisor {
+    type Result = Option<Vec<Pod>>;
+
+    /// The runtime's running pods, from the pod cache (no Docker call).
+    fn handle(&mut self, _: GetRunningPods, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let running = self.sync.cache.running()?;
+        Some(dockerlet_pod::running::running_pods(&running))
+    }
+}
+
+impl Handler<GetPodSandbox> for Supervisor {
+    type Result = Option<dockerlet_messages::ContainerId>;
+
+    /// The pod's newest sandbox, a running one first, from the pod cache (no Docker call).
+    fn handle(&mut self, msg: GetPodSandbox, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let containers = self.sync.cache.pod(&msg.uid)?;
+        containers
+            .into_iter()
+            .filter(|c| c.role == dockerlet_messages::runtime::ContainerRole::Sandbox)
+            .max_by_key(|c| (c.state == dockerlet_messages::runtime::RuntimeState::Running, c.attempt))
+            .map(|c| c.id)
+    }
+}
+
 impl Handler<GetHealth> for Supervisor {
     type Result = ResponseFuture<Health>;
 
@@ -640,6 +668,7 @@ impl Handler<GetDebugSnapshot> for Supervisor {
                 "workers": self.workers.len(),
                 "sources_ready": self.pods.sources_ready(),
             }),
+            view: None,
         };
         let mut queries = self.children.registry.states();
         let mut workers: Vec<_> = self.workers.values().map(|e| (pod_ref(&e.pod), e)).collect();

@@ -12,6 +12,7 @@ mod config;
 mod configz;
 mod memory;
 mod node;
+mod port_forward;
 mod reviews;
 mod telemetry;
 mod wiring;

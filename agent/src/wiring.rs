@@ -127,16 +127,22 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     );
     let exec: Arc<dyn dockerlet_runtime::InteractiveExec> = Arc::new(runtime.clone());
     let attach: Arc<dyn dockerlet_runtime::Attach> = Arc::new(runtime.clone());
+    let port_forward: Arc<dyn dockerlet_runtime::PortForward> = Arc::new(crate::port_forward::NetnsPortForward {
+        docker: runtime.clone(),
+    });
     let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
 
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
 
-    let handles = Handles {
+    let mut handles = Handles {
         pods: supervisor.clone().recipient(),
+        running: supervisor.clone().recipient(),
+        sandbox: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
         metrics,
+        logs_port: None,
     };
     let mut servers = Vec::new();
     if let Some(addr) = config.healthz {
@@ -160,9 +166,12 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             logs: logs.clone(),
             exec: exec.clone(),
             attach: attach.clone(),
+            port_forward: port_forward.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
         };
-        servers.push(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?.0);
+        let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;
+        handles.logs_port = Some(bound.port());
+        servers.push(server);
     }
     servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
     let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();

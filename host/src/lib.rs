@@ -14,10 +14,12 @@
 //! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 //! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
 //! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
+//! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
 
 pub mod atomic_writer;
 pub mod manifest_dir;
 pub mod meminfo;
+pub mod netns;
 pub mod ownership;
 pub mod pod_files;
 pub mod security;

@@ -31,13 +31,17 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
 use dockerlet_messages::metrics::Metrics;
-use dockerlet_messages::status::GetPods;
+use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 
 /// The actor mailboxes the HTTP handlers talk to.
 #[derive(Clone)]
 pub struct Handles {
     /// Pods with status (`/pods`).
     pub pods: Recipient<GetPods>,
+    /// The runtime's running pods (`/runningpods/`).
+    pub running: Recipient<GetRunningPods>,
+    /// A pod's sandbox (`/portForward`).
+    pub sandbox: Recipient<GetPodSandbox>,
     /// Health (`/healthz`).
     pub health: Recipient<GetHealth>,
     /// Debug snapshot (`/debug/actors`).
@@ -46,6 +50,9 @@ pub struct Handles {
     pub faults: Option<Recipient<InjectFault>>,
     /// The agent's metrics (`/metrics`, `/metrics/probes`, the request middleware).
     pub metrics: Arc<Metrics>,
+    /// The kubelet API's port, for the debug page's links to container logs; `None` when it
+    /// does not serve.
+    pub logs_port: Option<u16>,
 }
 
 /// Bind and start one server with `configure`; returns the bound address (port 0 picks one).
@@ -81,9 +88,12 @@ mod tests {
     //! A stand-in actor answering every query, for handler tests.
 
     use actix::{Actor, Context, Handler, MessageResult};
-    use dockerlet_messages::debug::{ActorState, DebugSnapshot, GetDebugSnapshot, GetHealth, Health};
+    use dockerlet_messages::debug::{
+        ActorState, ContainerDebug, ContainerStateDebug, DebugSnapshot, DebugView, GetDebugSnapshot, GetHealth, Health,
+        PlegDebug, PodDebug,
+    };
     use dockerlet_messages::source::ManifestError;
-    use dockerlet_messages::status::GetPods;
+    use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
@@ -106,6 +116,7 @@ mod tests {
             MessageResult(vec![Pod {
                 metadata: ObjectMeta {
                     name: Some("web-n1".into()),
+                    namespace: Some("default".into()),
                     uid: Some("u1".into()),
                     ..Default::default()
                 },
@@ -132,6 +143,37 @@ mod tests {
         }
     }
 
+    impl Handler<GetRunningPods> for Stub {
+        type Result = MessageResult<GetRunningPods>;
+        fn handle(&mut self, _: GetRunningPods, _: &mut Context<Self>) -> Self::Result {
+            let pod = Pod {
+                metadata: ObjectMeta {
+                    name: Some("web-n1".into()),
+                    namespace: Some("default".into()),
+                    uid: Some("u1".into()),
+                    ..Default::default()
+                },
+                spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                    containers: vec![k8s_openapi::api::core::v1::Container {
+                        name: "c".into(),
+                        image: Some("busybox".into()),
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }),
+                status: None,
+            };
+            MessageResult(self.healthy.then(|| vec![pod]))
+        }
+    }
+
+    impl Handler<GetPodSandbox> for Stub {
+        type Result = MessageResult<GetPodSandbox>;
+        fn handle(&mut self, msg: GetPodSandbox, _: &mut Context<Self>) -> Self::Result {
+            MessageResult((msg.uid.0 == "u1").then(|| dockerlet_messages::ContainerId("sandbox1".into())))
+        }
+    }
+
     impl Handler<GetHealth> for Stub {
         type Result = MessageResult<GetHealth>;
         fn handle(&mut self, _: GetHealth, _: &mut Context<Self>) -> Self::Result {
@@ -147,14 +189,39 @@ mod tests {
         fn handle(&mut self, _: GetDebugSnapshot, _: &mut Context<Self>) -> Self::Result {
             MessageResult(DebugSnapshot {
                 node_name: "n1".into(),
-                actors: vec![ActorState {
-                    kind: "PlegActor".into(),
-                    name: "pleg".into(),
-                    messages_handled: 1,
-                    restarts: 0,
-                    last_error: None,
-                    detail: serde_json::json!({}),
-                }],
+                actors: vec![
+                    ActorState {
+                        kind: "PlegActor".into(),
+                        name: "pleg".into(),
+                        messages_handled: 1,
+                        restarts: 0,
+                        last_error: None,
+                        detail: serde_json::json!({}),
+                        view: Some(DebugView::Pleg(PlegDebug::default())),
+                    },
+                    ActorState {
+                        kind: "PodWorker".into(),
+                        name: "default/web-n1".into(),
+                        messages_handled: 1,
+                        restarts: 0,
+                        last_error: None,
+                        detail: serde_json::json!({}),
+                        view: Some(DebugView::Pod(Box::new(PodDebug {
+                            namespace: "default".into(),
+                            name: "web-n1".into(),
+                            phase: "Idle".into(),
+                            containers: vec![ContainerDebug {
+                                name: "c".into(),
+                                state: ContainerStateDebug::Waiting {
+                                    reason: "ErrImageNeverPull".into(),
+                                    message: "Container image \"x\" is not present with pull policy of Never".into(),
+                                },
+                                ..ContainerDebug::default()
+                            }],
+                            ..PodDebug::default()
+                        }))),
+                    },
+                ],
                 manifest_errors: vec![ManifestError {
                     file: "bad.yaml".into(),
                     reason: "invalid YAML".into(),
@@ -190,10 +257,13 @@ mod tests {
         let addr = Stub { healthy }.start();
         Handles {
             pods: addr.clone().recipient(),
+            running: addr.clone().recipient(),
+            sandbox: addr.clone().recipient(),
             health: addr.clone().recipient(),
             debug: addr.recipient(),
             faults: None,
             metrics: std::sync::Arc::new(test_metrics()),
+            logs_port: Some(10250),
         }
     }
 }

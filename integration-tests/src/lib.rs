@@ -19,6 +19,8 @@
 //!   keeps only the latest).
 //! - [`http_stub`]: [`HttpStub`], an HTTP server in the test process for probes and hooks
 //!   with `host: 127.0.0.1`: chosen status codes, redirects, delays; records the requests.
+//! - [`browser`]: headless Chromium's rendered DOM of a page (`--dump-dom`), and the text of
+//!   marked elements in it.
 //! - [`kubelet_stream`]: [`kubelet_stream::KubeletClient`], the kubelet API over TLS with a
 //!   client certificate: plain requests, SPDY/3.1 and WebSocket upgrades, and
 //!   [`kubelet_stream::Remote`], an exec or attach session over either.
@@ -31,6 +33,7 @@
 //! A running Docker engine, the image `dockerlet.local/busybox:1` (`make image`) and a built
 //! agent (`cargo build --workspace --bins`). `make test` provides all three.
 
+pub mod browser;
 pub mod docker;
 pub mod events;
 pub mod grpc_health;

@@ -7,7 +7,7 @@ use std::process::Command;
 use std::time::{Duration, Instant};
 
 use dockerlet_integration_tests::docker::docker_ok;
-use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT};
+use dockerlet_integration_tests::{wait_until, Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT};
 
 /// A CA and a client certificate it signed (CN `alice`, O `devs`), as PEM files.
 struct ClientPki {
@@ -246,6 +246,13 @@ fn without_an_authorizer_everything_is_forbidden_and_anonymous_needs_the_flag() 
             "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
         )
     );
+    assert_eq!(
+        curl(port, "/runningpods/", Cred::Cert(&pki)),
+        (
+            403,
+            "Forbidden (user=alice, verb=get, resource=nodes, subresource=proxy)".into()
+        )
+    );
     drop(agent);
 
     let manifests = ManifestDir::new();
@@ -346,4 +353,77 @@ spec:
                 .ok_or(format!("{status} {body:?} vs docker's {expected:?}"))
         },
     );
+}
+
+/// `/runningpods/` is a PodList of what runs according to the runtime: each pod's name,
+/// namespace and UID, and only its running containers, with name and image.
+#[test]
+fn running_pods_list_the_runtimes_running_containers() {
+    let pki = ClientPki::new();
+    let manifests = ManifestDir::new();
+    talker(&manifests);
+    manifests.write(
+        "half.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: half
+spec:
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: quick
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["true"]
+  - name: stays
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sleep", "3600"]
+"#,
+    );
+    let ca = pki.ca.display().to_string();
+    let agent = Agent::start(
+        "kapi-running",
+        manifests.path(),
+        &["--client-ca-file", &ca, "--authorization-mode", "AlwaysAllow"],
+    );
+    let talker = agent.wait_for_running("talker");
+    let half = agent.wait_for_pod("half", "quick exited, stays running", CHANGE_TIMEOUT * 2, |p| {
+        p.container("quick").is_some_and(|c| c.terminated().is_some())
+            && p.container("stays").is_some_and(|c| c.is_running())
+    });
+    let port = agent.ports().kubelet;
+    assert_eq!(curl(port, "/runningpods/", Cred::None), (401, "Unauthorized".into()));
+    let (status, body) = curl(port, "/runningpods/", Cred::Cert(&pki));
+    assert_eq!(status, 200, "{body}");
+    let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(
+        (list["kind"].as_str(), list["apiVersion"].as_str()),
+        (Some("PodList"), Some("v1")),
+        "{list}"
+    );
+    let items = list["items"].as_array().expect("items");
+    let entry = |pod: &k8s_openapi::api::core::v1::Pod| {
+        items
+            .iter()
+            .find(|i| i["metadata"]["uid"] == pod.uid())
+            .unwrap_or_else(|| panic!("{} in {list}", pod.name()))
+            .clone()
+    };
+    let t = entry(&talker);
+    assert_eq!(t["metadata"]["name"], talker.name());
+    assert_eq!(t["metadata"]["namespace"], "default");
+    assert_eq!(
+        t["spec"]["containers"],
+        serde_json::json!([{"name": "app", "image": "dockerlet.local/busybox:1"}]),
+        "{t}"
+    );
+    let h = entry(&half);
+    assert_eq!(
+        h["spec"]["containers"],
+        serde_json::json!([{"name": "stays", "image": "dockerlet.local/busybox:1"}]),
+        "only the running container: {h}"
+    );
+    assert_eq!(items.len(), 2, "{list}");
 }

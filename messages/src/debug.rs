@@ -4,7 +4,8 @@ use actix::Message;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ids::PodUid;
+use crate::ids::{ContainerId, PodUid};
+use crate::probe::{ProbeKind, ProbeResult};
 use crate::source::ManifestError;
 
 /// What one actor reports about itself on the debug endpoint.
@@ -22,6 +23,157 @@ pub struct ActorState {
     pub last_error: Option<String>,
     /// Kind-specific detail (a PodWorker's phase and back-off, PLEG's relist times, …).
     pub detail: Value,
+    /// The same state typed, for the actors the debug page explains (PodWorkers, the
+    /// ProbeActor, the PLEG); `None` for the others. `detail` carries it in the JSON.
+    #[serde(skip)]
+    pub view: Option<DebugView>,
+}
+
+/// Typed state behind the debug page's explanations, built on request only.
+#[derive(Debug, Clone)]
+pub enum DebugView {
+    /// A PodWorker's pod.
+    Pod(Box<PodDebug>),
+    /// Every probe the ProbeActor runs.
+    Probes(Vec<ProbeDebug>),
+    /// The PLEG's relists and health.
+    Pleg(PlegDebug),
+}
+
+/// What a PodWorker is doing about its pod, and what it last saw.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PodDebug {
+    /// The pod's UID.
+    pub pod_uid: PodUid,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its name.
+    pub name: String,
+    /// The worker's state: `Idle`, `Syncing`, `Terminating`, `Terminated`.
+    pub phase: String,
+    /// The status phase last computed (`Pending`, `Running`, …).
+    pub pod_phase: Option<String>,
+    /// The pod's `restartPolicy` (`Always` when unset).
+    pub restart_policy: String,
+    /// One-line summary of the last decision (`start c`, `wait for volumes: cfg`, …).
+    pub next_action: String,
+    /// Earliest back-off expiry among waiting containers, RFC 3339.
+    pub backoff_until: Option<String>,
+    /// The errors of the last failed sync or termination.
+    pub last_error: Option<String>,
+    /// When the last failed sync or termination ended, RFC 3339; with `retry_at` when it is
+    /// retried.
+    pub last_error_at: Option<String>,
+    /// When a failed sync is tried again (the worker's error back-off), RFC 3339.
+    pub retry_at: Option<String>,
+    /// Why admission refused the pod (`SysctlForbidden: …`); such a pod never runs.
+    pub rejected: Option<String>,
+    /// Why the node failed the pod (`DeadlineExceeded: …`).
+    pub failed: Option<String>,
+    /// Volumes that could not be set up at the last sync, with kubelet's FailedMount message.
+    pub mount_failures: Vec<String>,
+    /// Its containers, init containers first, from the last status.
+    pub containers: Vec<ContainerDebug>,
+}
+
+/// One container of a pod as its status shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ContainerDebug {
+    /// Name in the pod spec.
+    pub name: String,
+    /// An init container.
+    pub init: bool,
+    /// The image in the spec.
+    pub image: String,
+    /// Its current state.
+    pub state: ContainerStateDebug,
+    /// `ready` in the status.
+    pub ready: bool,
+    /// `restartCount` in the status.
+    pub restart_count: i32,
+    /// Its previous instance's end (`lastState.terminated`).
+    pub last_exit: Option<ExitDebug>,
+    /// When its CrashLoopBackOff ends and it is started again, RFC 3339.
+    pub restart_at: Option<String>,
+}
+
+/// A container's state, as the API's `ContainerState`.
+#[derive(Debug, Clone, Default, Serialize)]
+pub enum ContainerStateDebug {
+    /// No status yet.
+    #[default]
+    Unknown,
+    /// Not running: why.
+    Waiting {
+        /// `ContainerCreating`, `CrashLoopBackOff`, `ErrImageNeverPull`, …
+        reason: String,
+        /// Detail.
+        message: String,
+    },
+    /// Running since `started_at` (RFC 3339).
+    Running {
+        /// When it started.
+        started_at: Option<String>,
+    },
+    /// Exited.
+    Terminated(ExitDebug),
+}
+
+/// How a container instance ended.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ExitDebug {
+    /// Exit code.
+    pub exit_code: i32,
+    /// `Completed`, `Error`, `OOMKilled`, …
+    pub reason: String,
+    /// When, RFC 3339.
+    pub finished_at: Option<String>,
+}
+
+/// One probe of one container, as the ProbeActor runs it.
+#[derive(Debug, Clone, Serialize)]
+pub struct ProbeDebug {
+    /// The pod's UID.
+    pub pod_uid: PodUid,
+    /// `namespace/name`.
+    pub pod: String,
+    /// The container probed.
+    pub container: String,
+    /// Liveness, readiness or startup.
+    pub probe: ProbeKind,
+    /// `exec`, `httpGet`, `tcpSocket`, `grpc`.
+    pub handler: String,
+    /// The instance probed.
+    pub container_id: ContainerId,
+    /// The published result.
+    pub result: ProbeResult,
+    /// How the last run went (`success`, `failure`, `timeout`, …), if it ran.
+    pub last_outcome: Option<String>,
+    /// What the last run said (exec output, HTTP status, error).
+    pub last_output: String,
+    /// When it last ran, RFC 3339.
+    pub last_run: Option<String>,
+    /// Successes in a row.
+    pub successes: u32,
+    /// Failures in a row.
+    pub failures: u32,
+    /// Runs so far.
+    pub runs: u64,
+    /// Held after a liveness or startup failure until the container restarts.
+    pub on_hold: bool,
+}
+
+/// The PLEG's relists and health (kubelet's `PLEG is not healthy`).
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PlegDebug {
+    /// When the last complete relist began, RFC 3339.
+    pub last_relist: Option<String>,
+    /// How long it took.
+    pub last_relist_duration_ms: Option<f64>,
+    /// Relists so far.
+    pub relists: u64,
+    /// As `/healthz` says.
+    pub health: Health,
 }
 
 /// Report your state.
@@ -68,7 +220,7 @@ pub struct DebugEvent {
 pub struct GetDebugSnapshot;
 
 /// Health as `/healthz` reports it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct Health {
     /// True when every check passed.
     pub healthy: bool,

@@ -39,6 +39,10 @@ pub struct ObservedContainer {
     pub id: ContainerId,
     /// The pod this container belongs to (label `io.kubernetes.pod.uid`).
     pub pod_uid: PodUid,
+    /// The pod's name (label `io.kubernetes.pod.name`), as the runtime lists it.
+    pub pod_name: String,
+    /// The pod's namespace (label `io.kubernetes.pod.namespace`).
+    pub pod_namespace: String,
     /// `spec.containers[].name`, or `POD` for the sandbox.
     pub name: String,
     /// Sandbox, init or app container.

@@ -35,3 +35,23 @@ pub struct RemovePodStatus {
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Vec<Pod>")]
 pub struct GetPods;
+
+/// The pods that have running containers according to the runtime (kubelet's
+/// `GetRunningPods`): name, namespace, UID and each running container's name and image, in
+/// name order. `None` until the first relist filled the pod cache.
+///
+/// HTTP kubelet API (`GET /runningpods/`) → Supervisor, which reads the pod cache.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Option<Vec<Pod>>")]
+pub struct GetRunningPods;
+
+/// The pod's newest sandbox, preferring a running one (port-forward connects inside its network
+/// namespace); `None` when the pod has none.
+///
+/// HTTP kubelet API (`/portForward/…`) → Supervisor, which reads the pod cache.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Option<crate::ids::ContainerId>")]
+pub struct GetPodSandbox {
+    /// The pod.
+    pub uid: PodUid,
+}

@@ -110,6 +110,8 @@ mod tests {
         ObservedContainer {
             id: ContainerId("c".into()),
             pod_uid: PodUid("p".into()),
+            pod_name: String::new(),
+            pod_namespace: String::new(),
             name: "app".into(),
             role: ContainerRole::App,
             attempt: step,

@@ -48,6 +48,10 @@ pub fn container_name(container: &str, pod: &str, namespace: &str, uid: &str, at
 pub struct ParsedLabels {
     /// Pod UID.
     pub pod_uid: String,
+    /// Pod name.
+    pub pod_name: String,
+    /// Pod namespace.
+    pub pod_namespace: String,
     /// Container name in the pod (`POD` for sandboxes).
     pub name: String,
     /// Role.
@@ -73,6 +77,8 @@ impl ParsedLabels {
         ObservedContainer {
             id,
             pod_uid: PodUid(self.pod_uid),
+            pod_name: self.pod_name,
+            pod_namespace: self.pod_namespace,
             name: self.name,
             role: self.role,
             attempt: self.attempt,
@@ -110,6 +116,8 @@ pub fn parse(labels: &BTreeMap<String, String>) -> Option<ParsedLabels> {
     let number = |key: &str| labels.get(key).and_then(|v| v.parse().ok()).unwrap_or(0);
     Some(ParsedLabels {
         pod_uid,
+        pod_name: labels.get(POD_NAME).cloned().unwrap_or_default(),
+        pod_namespace: labels.get(POD_NAMESPACE).cloned().unwrap_or_default(),
         name,
         role,
         attempt: number(RESTART_COUNT),

@@ -12,6 +12,7 @@
 //! - [`dns`]: the pod's resolv.conf (dnsPolicy, dnsConfig, the cluster DNS, kubelet's limits).
 //! - [`hosts`]: the pod's hostname, FQDN and managed `/etc/hosts`.
 //! - [`envvars`]: service link environment variables.
+//! - [`running`]: the runtime's running pods as `/runningpods/` lists them.
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
 //! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
@@ -41,6 +42,7 @@ pub mod plan;
 pub mod probe_state;
 pub mod quantity;
 pub mod resource;
+pub mod running;
 pub mod security;
 pub mod spec;
 pub mod status;

@@ -453,6 +453,8 @@ mod tests {
         ObservedContainer {
             id: ContainerId(format!("sb{attempt}")),
             pod_uid: PodUid("u".into()),
+            pod_name: String::new(),
+            pod_namespace: String::new(),
             name: "POD".into(),
             role: ContainerRole::Sandbox,
             attempt,

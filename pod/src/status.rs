@@ -427,6 +427,8 @@ mod tests {
         ObservedContainer {
             id: ContainerId(format!("{name}{attempt}")),
             pod_uid: PodUid("u".into()),
+            pod_name: String::new(),
+            pod_namespace: String::new(),
             name: name.into(),
             role,
             attempt,

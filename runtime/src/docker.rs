@@ -659,6 +659,22 @@ fn docker_time(value: Option<&str>) -> Option<Time> {
     (ts.as_second() > 0).then_some(Time(ts))
 }
 
+impl DockerRuntime {
+    /// The PID of running container `id` (port-forward enters its network namespace); `None`
+    /// when it is not running or gone.
+    pub async fn running_pid(&self, id: &ContainerId) -> Result<Option<u32>, RuntimeError> {
+        match self.docker.inspect_container(&id.0, None).await {
+            Ok(response) => {
+                let state = response.state.unwrap_or_default();
+                let pid = state.pid.and_then(|p| u32::try_from(p).ok()).filter(|p| *p > 0);
+                Ok(pid.filter(|_| state.running == Some(true)))
+            }
+            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
+            Err(e) => Err(failed(&format!("inspect container {id}"), e)),
+        }
+    }
+}
+
 /// Turn an inspect answer into an [`ObservedContainer`]; `None` if it is not a pod container.
 fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
     let config = response.config.unwrap_or_default();

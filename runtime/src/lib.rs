@@ -328,3 +328,28 @@ pub trait Attach: Send + Sync {
     /// Resize the container's TTY.
     async fn resize_container_tty(&self, id: &ContainerId, size: TtySize) -> Result<(), RuntimeError>;
 }
+
+/// Connections into pods' network namespaces (port-forward): the agent joins the sandbox's
+/// namespace; the runtime tells which process holds it.
+#[async_trait]
+pub trait PortForward: Send + Sync {
+    /// A TCP connection to `localhost:port` inside the network namespace of the running
+    /// sandbox `sandbox`.
+    async fn connect(&self, sandbox: &ContainerId, port: u16) -> Result<tokio::net::TcpStream, PortForwardError>;
+}
+
+/// Why a port-forward connection could not be made; the message goes to the client's error
+/// stream.
+#[derive(Debug, thiserror::Error)]
+pub enum PortForwardError {
+    /// The sandbox is not running (cri-dockerd's wording). Final for this connection.
+    #[error("container not running ({0})")]
+    NotRunning(ContainerId),
+    /// The engine could not tell.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Nothing accepted the connection inside the namespace, or the namespace could not be
+    /// entered.
+    #[error("{0}")]
+    Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+}

@@ -31,7 +31,10 @@ use std::time::{Duration, Instant};
 use dockerlet_messages::metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{
+    ActorState, ContainerDebug, ContainerStateDebug, DebugEvent, DebugView, ExitDebug, GetActorState, Panic, PodDebug,
+    RecordEvent,
+};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -41,7 +44,7 @@ use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
 use dockerlet_messages::{ContainerId, PodUid};
-use k8s_openapi::api::core::v1::{Pod, PodStatus};
+use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
@@ -143,6 +146,14 @@ pub struct PodWorker {
     backoff_until: Option<Timestamp>,
     /// Last error met.
     last_error: Option<String>,
+    /// When the last failed sync or termination ended.
+    last_error_at: Option<Timestamp>,
+    /// When a failed sync or termination is tried again; `None` once one succeeded.
+    retry_at: Option<Timestamp>,
+    /// When each container in CrashLoopBackOff starts again, from the last sync.
+    restart_at: HashMap<String, Timestamp>,
+    /// FailedMount messages of the last sync's volume set-up.
+    mount_failures: Vec<String>,
     /// Published probe results, for status and for killing containers whose liveness or
     /// startup probe failed.
     probes: ProbeResults,
@@ -193,6 +204,10 @@ impl PodWorker {
             next_action: "sync".to_string(),
             backoff_until: None,
             last_error: None,
+            last_error_at: None,
+            retry_at: None,
+            restart_at: HashMap::new(),
+            mount_failures: Vec::new(),
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
             watched: Vec::new(),
@@ -228,6 +243,7 @@ impl PodWorker {
             Effect::ScheduleNext { error } => self.schedule_next(error, ctx),
             Effect::StartTermination { grace } => self.start_termination(grace, ctx),
             Effect::RetryTermination { after, grace } => {
+                self.retry_at = Timestamp::now().checked_add(after).ok();
                 ctx.run_later(after, move |act, ctx| act.start_termination(grace, ctx));
             }
             Effect::ReportTerminated => {
@@ -346,7 +362,10 @@ impl PodWorker {
         }
         if !outcome.errors.is_empty() {
             self.last_error = Some(join_errors(&outcome.errors));
+            self.last_error_at = Some(Timestamp::now());
         }
+        self.restart_at = outcome.restart_at;
+        self.mount_failures = outcome.mount_failures;
         if let Some(observed) = outcome.observed {
             self.note_deaths(&observed);
             self.waiting = outcome.waiting;
@@ -393,6 +412,7 @@ impl PodWorker {
             }
             (None, None) => self.sync.config.sync_frequency,
         };
+        self.retry_at = error.and_then(|d| Timestamp::now().checked_add(d).ok());
         // Wake at the pod's active deadline, if it comes first.
         let deadline = self
             .start_time()
@@ -541,6 +561,7 @@ impl PodWorker {
         }
         if !outcome.errors.is_empty() {
             self.last_error = Some(join_errors(&outcome.errors));
+            self.last_error_at = Some(Timestamp::now());
         }
         if let Some(stopped) = outcome.stopped.filter(|_| outcome.errors.is_empty()) {
             self.final_status = Some(self.final_status_of(&stopped));
@@ -551,6 +572,92 @@ impl PodWorker {
             },
             ctx,
         );
+    }
+}
+
+impl PodWorker {
+    /// What the debug page explains: built on request only, from the worker's own state.
+    fn debug_view(&self) -> PodDebug {
+        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(&self.pod);
+        let spec = self.pod.spec.as_ref();
+        let status = self.last_status.as_ref();
+        let statuses = |init: bool| {
+            let (specs, statuses) = if init {
+                (
+                    spec.and_then(|s| s.init_containers.as_deref()),
+                    status.and_then(|s| s.init_container_statuses.as_deref()),
+                )
+            } else {
+                (
+                    spec.map(|s| s.containers.as_slice()),
+                    status.and_then(|s| s.container_statuses.as_deref()),
+                )
+            };
+            specs
+                .unwrap_or_default()
+                .iter()
+                .map(|c| {
+                    let found = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
+                    let mut view = found.map(container_debug).unwrap_or_default();
+                    view.name = c.name.clone();
+                    view.init = init;
+                    view.image = c.image.clone().unwrap_or_default();
+                    view.restart_at = self.restart_at.get(&c.name).map(ToString::to_string);
+                    view
+                })
+                .collect::<Vec<_>>()
+        };
+        let mut containers = statuses(true);
+        containers.extend(statuses(false));
+        let stamp = |t: &Option<Timestamp>| t.map(|t| t.to_string());
+        PodDebug {
+            pod_uid: self.uid.clone(),
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            phase: phase_name(self.state.phase()).to_string(),
+            pod_phase: status.and_then(|s| s.phase.clone()),
+            restart_policy: spec
+                .and_then(|s| s.restart_policy.clone())
+                .unwrap_or_else(|| "Always".to_string()),
+            next_action: self.next_action.clone(),
+            backoff_until: stamp(&self.backoff_until),
+            last_error: self.last_error.clone(),
+            last_error_at: stamp(&self.last_error_at),
+            retry_at: stamp(&self.retry_at),
+            rejected: self.rejection.as_ref().map(|r| format!("{}: {}", r.reason, r.message)),
+            failed: self.failure.as_ref().map(|f| format!("{}: {}", f.reason, f.message)),
+            mount_failures: self.mount_failures.clone(),
+            containers,
+        }
+    }
+}
+
+/// A container's status as the debug page shows it.
+fn container_debug(status: &ContainerStatus) -> ContainerDebug {
+    let exit = |t: &ContainerStateTerminated| ExitDebug {
+        exit_code: t.exit_code,
+        reason: t.reason.clone().unwrap_or_default(),
+        finished_at: t.finished_at.as_ref().map(|f| f.0.to_string()),
+    };
+    let state = match &status.state {
+        Some(ContainerState { running: Some(r), .. }) => ContainerStateDebug::Running {
+            started_at: r.started_at.as_ref().map(|t| t.0.to_string()),
+        },
+        Some(ContainerState {
+            terminated: Some(t), ..
+        }) => ContainerStateDebug::Terminated(exit(t)),
+        Some(ContainerState { waiting: Some(w), .. }) => ContainerStateDebug::Waiting {
+            reason: w.reason.clone().unwrap_or_default(),
+            message: w.message.clone().unwrap_or_default(),
+        },
+        _ => ContainerStateDebug::Unknown,
+    };
+    ContainerDebug {
+        state,
+        ready: status.ready,
+        restart_count: status.restart_count,
+        last_exit: status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).map(exit),
+        ..ContainerDebug::default()
     }
 }
 
@@ -692,6 +799,7 @@ impl Handler<GetActorState> for PodWorker {
 
     fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
+        let view = self.debug_view();
         MessageResult(ActorState {
             kind: "PodWorker".to_string(),
             name: self.pod_ref(),
@@ -700,13 +808,17 @@ impl Handler<GetActorState> for PodWorker {
             last_error: self.last_error.clone(),
             detail: json!({
                 "pod_uid": self.uid,
-                "phase": phase_name(self.state.phase()),
-                "pod_phase": self.last_status.as_ref().and_then(|s| s.phase.clone()),
-                "next_action": self.next_action,
-                "backoff_until": self.backoff_until.map(|t| t.to_string()),
+                "phase": view.phase,
+                "pod_phase": view.pod_phase,
+                "next_action": view.next_action,
+                "backoff_until": view.backoff_until,
                 "waiting": self.waiting,
-                "last_error": self.last_error,
+                "last_error": view.last_error,
+                "retry_at": view.retry_at,
+                "mount_failures": view.mount_failures,
+                "containers": view.containers,
             }),
+            view: Some(DebugView::Pod(Box::new(view))),
         })
     }
 }

@@ -122,6 +122,10 @@ pub struct SyncOutcome {
     pub actions_summary: String,
     /// Earliest back-off expiry.
     pub backoff_until: Option<Timestamp>,
+    /// When each container in CrashLoopBackOff may start again (the debug page).
+    pub restart_at: HashMap<String, Timestamp>,
+    /// kubelet's FailedMount message of each volume that could not be set up.
+    pub mount_failures: Vec<String>,
     /// Every error met; none means the sync finished.
     pub errors: Vec<SyncError>,
     /// Events to record.
@@ -252,6 +256,7 @@ pub async fn sync_pod(
                 tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
                 outcome.events.push(WorkerEvent::pod("FailedMount", f.to_string()));
             }
+            outcome.mount_failures = failures.iter().map(ToString::to_string).collect();
             // Containers that run already keep their mounts (kubelet only fails the refresh);
             // a pod none of whose containers was ever created waits for its volumes.
             let started = observed.iter().any(|c| c.role != ContainerRole::Sandbox);
@@ -281,6 +286,7 @@ pub async fn sync_pod(
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
     for b in &actions.backing_off {
+        outcome.restart_at.insert(b.name.clone(), b.until);
         outcome.waiting.insert(
             b.name.clone(),
             WaitingReason {

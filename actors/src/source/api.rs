@@ -194,6 +194,7 @@ impl Handler<GetActorState> for ApiSource {
             restarts: 0,
             last_error: self.last_error.clone(),
             detail: json!({ "pods": self.pods.len(), "synced": self.synced, "watch_events": self.events }),
+            view: None,
         })
     }
 }

@@ -240,6 +240,7 @@ impl Handler<GetActorState> for FileSource {
             restarts: 0,
             last_error: self.last_error.clone(),
             detail: json!({ "pods": pods, "errors": errors, "reads": self.reads, "watching": self.watcher.is_some() }),
+            view: None,
         })
     }
 }

@@ -203,6 +203,7 @@ impl Handler<GetActorState> for HttpSource {
             restarts: 0,
             last_error: self.last_error.clone(),
             detail: json!({ "polls": self.polls, "pods": self.seen.len() }),
+            view: None,
         })
     }
 }

@@ -779,6 +779,7 @@ mod tests {
             exec: Arc::new(fake.clone()),
             attach: Arc::new(fake.clone()),
             configz: Arc::new(serde_json::json!({})),
+            port_forward: Arc::new(crate::kubelet_api::port_forward::tests::Loopback),
         };
         let auth = Arc::new(AuthConfig {
             node_name: "n1".into(),

@@ -1,7 +1,8 @@
 //! The kubelet API on `--address:--port` (10250): HTTPS (rustls), kubelet's authentication and
 //! authorization in front of every route, then `/healthz` (and `/healthz/ping`, `/log`,
-//! `/syncloop`), `/pods`, `/configz`, `/containerLogs/{namespace}/{pod}/{container}`, and
-//! `/exec`, `/attach` (SPDY/3.1 or WebSocket) and `/run` `/{namespace}/{pod}[/{uid}]/{container}`.
+//! `/syncloop`), `/pods`, `/runningpods/`, `/configz`,
+//! `/containerLogs/{namespace}/{pod}/{container}`, `/exec`, `/attach` (SPDY/3.1 or WebSocket)
+//! and `/run` `/{namespace}/{pod}[/{uid}]/{container}`, and `/portForward/{namespace}/{pod}[/{uid}]`.
 //!
 //! # Layout
 //! - [`tls`]: the serving certificate (given, or self-signed under `--cert-dir`), TLS versions,
@@ -11,15 +12,17 @@
 //! - [`webhook`]: TokenReview and SubjectAccessReview through a [`webhook::Reviewer`] the
 //!   agent gives, with kubelet's caches.
 //! - [`logs`]: `PodLogOptions` from the query and the log streamed from the runtime.
-//! - [`streams`]: the transports: the SPDY/3.1 upgrade and connection driver, WebSocket channels.
+//! - [`streams`]: the transports: the SPDY/3.1 upgrade and connection driver, WebSocket channels,
+//!   SPDY tunnelled in WebSocket.
 //! - [`exec`]: `/exec`, `/attach` and `/run` on them, through the runtime's
 //!   [`InteractiveExec`] and [`Attach`].
-//!
-//! portForward is not routed (404) yet.
+//! - [`port_forward`]: `/portForward/{namespace}/{pod}[/{uid}]` over SPDY, WebSocket and SPDY
+//!   tunnelled in WebSocket, into the pod's network namespace.
 
 pub mod auth;
 pub mod exec;
 pub mod logs;
+pub mod port_forward;
 pub mod streams;
 pub mod tls;
 pub mod webhook;
@@ -30,8 +33,13 @@ use std::time::Duration;
 
 use actix_web::dev::Server;
 use actix_web::{middleware, web, App, HttpResponse};
-use dockerlet_runtime::{Attach, ContainerLogs, InteractiveExec};
+use dockerlet_runtime::{Attach, ContainerLogs, InteractiveExec, PortForward};
 
+use dockerlet_messages::status::GetRunningPods;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
+use k8s_openapi::List;
+
+use crate::error::ApiError;
 use crate::Handles;
 
 /// How long a client may take to send its request head.
@@ -51,6 +59,8 @@ pub struct KubeletApi {
     pub exec: Arc<dyn InteractiveExec>,
     /// Containers' stdio (`/attach`).
     pub attach: Arc<dyn Attach>,
+    /// Connections into pods' network namespaces (`/portForward`).
+    pub port_forward: Arc<dyn PortForward>,
     /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
     /// effective configuration.
     pub configz: Arc<serde_json::Value>,
@@ -68,6 +78,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/configz", web::get().to(configz))
             .route("/pods", web::get().to(crate::read_only::pods))
             .route("/pods/", web::get().to(crate::read_only::pods))
+            .route("/runningpods/", web::get().to(running_pods))
+            .route("/runningpods", web::get().to(running_pods))
             .route("/metrics", web::get().to(crate::metrics::metrics))
             .route("/metrics/probes", web::get().to(crate::metrics::probes))
             .route(
@@ -89,12 +101,49 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
                 web::post().to(exec::attach),
             )
             .route("/run/{namespace}/{pod}/{container}", web::post().to(exec::run))
-            .route("/run/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::run)),
+            .route("/run/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::run))
+            .route(
+                "/portForward/{namespace}/{pod}",
+                web::get().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}",
+                web::post().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}/{uid}",
+                web::get().to(port_forward::port_forward),
+            )
+            .route(
+                "/portForward/{namespace}/{pod}/{uid}",
+                web::post().to(port_forward::port_forward),
+            ),
     );
 }
 
 async fn configz(api: web::Data<KubeletApi>) -> HttpResponse {
     HttpResponse::Ok().json(api.configz.as_ref())
+}
+
+/// `GET /runningpods/`: a v1 PodList of the pods with running containers according to the
+/// runtime (kubelet's getRunningPods: name, namespace, UID; each running container's name and
+/// image), from the pod cache. 500 until the first relist, as kubelet answers a runtime error.
+async fn running_pods(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError> {
+    let items = handles
+        .running
+        .send(GetRunningPods)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "supervisor",
+            reason: e.to_string(),
+        })?
+        .ok_or_else(|| ApiError::Internal {
+            reason: "the container runtime has not been listed yet".to_string(),
+        })?;
+    Ok(HttpResponse::Ok().json(List {
+        items,
+        metadata: ListMeta::default(),
+    }))
 }
 
 async fn ok() -> HttpResponse {
@@ -184,6 +233,7 @@ mod tests {
             exec: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
             attach: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
             configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
+            port_forward: Arc::new(port_forward::tests::Loopback),
         }
     }
 
@@ -247,5 +297,26 @@ mod tests {
         )
         .await;
         assert_eq!(status, 404, "{body}");
+    }
+
+    /// `/runningpods/` is a PodList of the runtime's pods, authorized as `proxy`.
+    #[actix_web::test]
+    async fn running_pods_are_a_pod_list_authorized_as_proxy() {
+        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/runningpods/", false).await;
+        assert_eq!(status, 200, "{body}");
+        let list: serde_json::Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(
+            (list["kind"].as_str(), list["apiVersion"].as_str()),
+            (Some("PodList"), Some("v1"))
+        );
+        assert_eq!(list["items"][0]["metadata"]["uid"], "u1");
+        assert_eq!(list["items"][0]["spec"]["containers"][0]["image"], "busybox");
+        assert_eq!(
+            call(auth(true, AuthorizationMode::AlwaysDeny), "/runningpods/", false).await,
+            (
+                403,
+                "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
+            )
+        );
     }
 }

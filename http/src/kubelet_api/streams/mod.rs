@@ -4,6 +4,8 @@
 //!   negotiation, then [`dockerlet_streaming::spdy::conn`]'s driver over the upgraded
 //!   connection (actix hands an upgrade request's payload over as the rest of the connection,
 //!   and writes a 101 response's streaming body as raw bytes).
+//! - [`tunnel`]: SPDY inside binary WebSocket messages (`SPDY/3.1+<protocol>`, kubectl's
+//!   port-forward since 1.30), on the same SPDY driver.
 //! - [`ws`]: the WebSocket handshake with a channel subprotocol (actix-ws), then whole
 //!   messages mapped to channels by [`dockerlet_streaming::websocket`].
 //!
@@ -14,6 +16,7 @@
 
 pub mod shim;
 pub mod spdy;
+pub mod tunnel;
 pub mod ws;
 
 use actix_web::http::StatusCode;
