@@ -3,6 +3,7 @@
 //! and removed). Pure: the Supervisor acts on the [`Changes`].
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
 
 use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
 use dockerlet_messages::PodUid;
@@ -104,8 +105,13 @@ impl PodConfig {
             changes.removed.push(pod);
         }
         for (uid, pod) in wanted {
-            if self.desired.get(&uid).is_some_and(|old| same_pod(&old.pod, &pod.pod)) {
-                continue;
+            if let Some(old) = self.desired.get_mut(&uid) {
+                if same_pod(&old.pod, &pod.pod) {
+                    // Kubelet's reconcile: keep the newer object (its status, resourceVersion),
+                    // which is no change for the pod's worker.
+                    old.pod = pod.pod;
+                    continue;
+                }
             }
             self.by_name.insert(pod_ref(&pod.pod), uid.clone());
             self.desired.insert(uid, pod.clone());
@@ -115,16 +121,31 @@ impl PodConfig {
     }
 }
 
-/// Equal but for `kubernetes.io/config.seen`, which a re-created source stamps anew.
-pub fn same_pod(a: &Pod, b: &Pod) -> bool {
-    let without_seen = |p: &Pod| {
-        let mut p = p.clone();
-        if let Some(annotations) = p.metadata.annotations.as_mut() {
-            annotations.remove(dockerlet_pod::annotations::CONFIG_SEEN);
-        }
-        p
-    };
-    without_seen(a) == without_seen(b)
+/// No change for the pod's worker, as kubelet's `podsDifferSemantically` judges it: the same
+/// spec, labels, annotations (but `kubernetes.io/config.seen`, which a re-created source stamps
+/// anew), deletion timestamp, grace period and generation. A status, resourceVersion or
+/// managedFields change (the API echoing this node's own status writes) is not one; the same
+/// shared object is compared without being walked.
+pub fn same_pod(a: &Arc<Pod>, b: &Arc<Pod>) -> bool {
+    if Arc::ptr_eq(a, b) {
+        return true;
+    }
+    fn annotations(p: &Pod) -> impl Iterator<Item = (&String, &String)> {
+        p.metadata
+            .annotations
+            .iter()
+            .flatten()
+            .filter(|(k, _)| k.as_str() != dockerlet_pod::annotations::CONFIG_SEEN)
+    }
+    let (ma, mb) = (&a.metadata, &b.metadata);
+    a.spec == b.spec
+        && ma.labels.as_ref().filter(|l| !l.is_empty()) == mb.labels.as_ref().filter(|l| !l.is_empty())
+        && annotations(a).eq(annotations(b))
+        && ma.deletion_timestamp == mb.deletion_timestamp
+        && ma.deletion_grace_period_seconds == mb.deletion_grace_period_seconds
+        && ma.generation == mb.generation
+        && ma.name == mb.name
+        && ma.namespace == mb.namespace
 }
 
 /// `namespace/name`, as logs and the debug page name a pod.
@@ -141,7 +162,7 @@ mod tests {
     fn pod(name: &str, uid: &str, seen: &str) -> DesiredPod {
         DesiredPod {
             uid: PodUid(uid.into()),
-            pod: Pod {
+            pod: Arc::new(Pod {
                 metadata: ObjectMeta {
                     name: Some(name.into()),
                     namespace: Some("default".into()),
@@ -150,7 +171,7 @@ mod tests {
                     ..Default::default()
                 },
                 ..Default::default()
-            },
+            }),
             origin: "test".into(),
         }
     }
@@ -202,5 +223,28 @@ mod tests {
         assert!(config.by_name("default/b").is_none());
         let c = config.apply(update(PodSource::Http, vec![]));
         assert_eq!(uids(&c.removed), ["u3"], "u1 is still wanted by the file source");
+    }
+
+    /// The API echoing the node's own status write (status and resourceVersion changed) is no
+    /// change for the worker, but the newer object is kept; a label change is one.
+    #[test]
+    fn only_semantic_changes_reach_the_worker() {
+        let mut config = PodConfig::new([PodSource::Api]);
+        config.apply(update(PodSource::Api, vec![pod("a", "u1", "t0")]));
+        let mut echoed = pod("a", "u1", "t0");
+        let p = Arc::make_mut(&mut echoed.pod);
+        p.metadata.resource_version = Some("7".into());
+        p.status = Some(k8s_openapi::api::core::v1::PodStatus {
+            phase: Some("Running".into()),
+            ..Default::default()
+        });
+        let c = config.apply(update(PodSource::Api, vec![echoed]));
+        assert!(c.upserted.is_empty() && c.removed.is_empty());
+        let kept = config.get(&PodUid("u1".into())).expect("still desired");
+        assert_eq!(kept.pod.metadata.resource_version.as_deref(), Some("7"));
+        let mut relabelled = pod("a", "u1", "t0");
+        Arc::make_mut(&mut relabelled.pod).metadata.labels = Some([("tier".to_string(), "web".to_string())].into());
+        let c = config.apply(update(PodSource::Api, vec![relabelled]));
+        assert_eq!(uids(&c.upserted), ["u1"]);
     }
 }

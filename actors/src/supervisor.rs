@@ -425,7 +425,7 @@ impl Handler<SourcePodsChanged> for Supervisor {
             }
         }
         for pod in changes.upserted {
-            let shared = Arc::new(pod.pod.clone());
+            let shared = pod.pod.clone();
             match self.workers.get_mut(&pod.uid) {
                 Some(entry) if entry.termination.is_none() => {
                     entry.pod = shared.clone();
@@ -537,7 +537,7 @@ impl Handler<RecordEvent> for Supervisor {
     /// Keep the event for the debug page and, in cluster mode, write it to the API.
     fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
         self.handled += 1;
-        let pod = self.pods.by_name(&msg.event.object).map(|p| &p.pod);
+        let pod = self.pods.by_name(&msg.event.object).map(|p| p.pod.as_ref());
         if let Some(write) = self.recorder.record(msg.event, pod) {
             ctx.spawn(write.into_actor(self));
         }
@@ -575,7 +575,7 @@ impl Handler<PodTerminated> for Supervisor {
                 r#static: if is_static { "true" } else { "false" },
             })
             .inc();
-        let pod = Arc::new(desired.pod.clone());
+        let pod = desired.pod.clone();
         self.add_worker(pod, None, ctx);
     }
 }
@@ -802,7 +802,7 @@ mod tests {
         };
         DesiredPod {
             uid: PodUid(uid.into()),
-            pod,
+            pod: Arc::new(pod),
             origin: "test".into(),
         }
     }

@@ -135,7 +135,7 @@ pub fn read_manifests_cached(
                 names.insert(key, display.clone());
                 pods.push(DesiredPod {
                     uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
-                    pod,
+                    pod: std::sync::Arc::new(pod),
                     origin: display,
                 });
             }

@@ -1,5 +1,7 @@
 //! Pods as read from a configuration source.
 
+use std::sync::Arc;
+
 use actix::Message;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
@@ -11,8 +13,9 @@ use crate::ids::PodUid;
 pub struct DesiredPod {
     /// `metadata.uid` of [`DesiredPod::pod`], copied for quick lookups.
     pub uid: PodUid,
-    /// The full pod object, with name, namespace, UID and annotations set.
-    pub pod: Pod,
+    /// The full pod object, with name, namespace, UID and annotations set; shared, so a
+    /// source's whole set is sent and merged without copying the pods that did not change.
+    pub pod: Arc<Pod>,
     /// Where it came from (the manifest file path for file pods).
     pub origin: String,
 }

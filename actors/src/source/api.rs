@@ -10,6 +10,7 @@
 //! A watch error never removes pods: the last known set stays until a new list replaces it.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
@@ -33,10 +34,12 @@ pub struct ApiSource {
     api: std::sync::Arc<dyn KubeClient>,
     /// Where the pod set goes.
     sink: Recipient<SourcePodsChanged>,
-    /// The pods the API says are bound here, by UID.
-    pods: BTreeMap<PodUid, Pod>,
+    /// The pods the API says are bound here, by UID, as sent: annotated with their source and
+    /// first-seen time when they arrive, so each watch event builds one pod and the set it
+    /// sends shares the others.
+    pods: BTreeMap<PodUid, DesiredPod>,
     /// Pods listed during a re-list, swapped in at its end.
-    relisting: Option<BTreeMap<PodUid, Pod>>,
+    relisting: Option<BTreeMap<PodUid, DesiredPod>>,
     /// When each pod was first seen (`kubernetes.io/config.seen`).
     seen: BTreeMap<PodUid, String>,
     /// A first full list arrived.
@@ -77,33 +80,38 @@ impl ApiSource {
         PodUid(pod.metadata.uid.clone().unwrap_or_default())
     }
 
+    /// The pod as the Supervisor gets it: `config.source` and `config.seen` (first seen by
+    /// this agent) added.
+    fn desired(&mut self, mut pod: Pod) -> DesiredPod {
+        let uid = Self::uid(&pod);
+        let seen = self
+            .seen
+            .entry(uid.clone())
+            .or_insert_with(|| Timestamp::now().to_string())
+            .clone();
+        let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
+        annotations.insert(CONFIG_SOURCE.to_string(), PodSource::Api.as_str().to_string());
+        annotations.insert(CONFIG_SEEN.to_string(), seen);
+        let origin = format!(
+            "api:{}/{}",
+            pod.metadata.namespace.as_deref().unwrap_or("default"),
+            pod.metadata.name.as_deref().unwrap_or_default()
+        );
+        DesiredPod {
+            uid,
+            pod: Arc::new(pod),
+            origin,
+        }
+    }
+
+    /// Send the whole set (SET semantics); the pods are shared, not copied.
     fn send(&mut self) {
         self.seen.retain(|uid, _| self.pods.contains_key(uid));
         let pods = self
             .pods
-            .iter()
-            .filter(|(_, pod)| !Self::is_mirror(pod))
-            .map(|(uid, pod)| {
-                let mut pod = pod.clone();
-                let seen = self
-                    .seen
-                    .entry(uid.clone())
-                    .or_insert_with(|| Timestamp::now().to_string())
-                    .clone();
-                let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
-                annotations.insert(CONFIG_SOURCE.to_string(), PodSource::Api.as_str().to_string());
-                annotations.insert(CONFIG_SEEN.to_string(), seen);
-                let origin = format!(
-                    "api:{}/{}",
-                    pod.metadata.namespace.as_deref().unwrap_or("default"),
-                    pod.metadata.name.as_deref().unwrap_or_default()
-                );
-                DesiredPod {
-                    uid: uid.clone(),
-                    pod,
-                    origin,
-                }
-            })
+            .values()
+            .filter(|p| !Self::is_mirror(&p.pod))
+            .cloned()
             .collect();
         self.sink.do_send(SourcePodsChanged {
             source: PodSource::Api,
@@ -132,8 +140,11 @@ impl StreamHandler<Result<PodEvent, ApiError>> for ApiSource {
         match event {
             Ok(PodEvent::Init) => self.relisting = Some(BTreeMap::new()),
             Ok(PodEvent::InitApply(pod)) => {
-                if let Some(list) = self.relisting.as_mut() {
-                    list.insert(Self::uid(&pod), pod);
+                if self.relisting.is_some() {
+                    let desired = self.desired(pod);
+                    if let Some(list) = self.relisting.as_mut() {
+                        list.insert(desired.uid.clone(), desired);
+                    }
                 }
             }
             Ok(PodEvent::InitDone) => {
@@ -145,7 +156,8 @@ impl StreamHandler<Result<PodEvent, ApiError>> for ApiSource {
                 self.send();
             }
             Ok(PodEvent::Apply(pod)) => {
-                self.pods.insert(Self::uid(&pod), pod);
+                let desired = self.desired(pod);
+                self.pods.insert(desired.uid.clone(), desired);
                 self.send();
             }
             Ok(PodEvent::Delete(pod)) => {

@@ -132,7 +132,7 @@ impl FileSource {
                 .entry(p.uid.clone())
                 .or_insert_with(|| Timestamp::now().to_string())
                 .clone();
-            p.pod
+            std::sync::Arc::make_mut(&mut p.pod)
                 .metadata
                 .annotations
                 .get_or_insert_with(Default::default)

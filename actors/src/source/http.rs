@@ -169,7 +169,7 @@ impl HttpSource {
                     .insert(CONFIG_SEEN.to_string(), seen);
                 DesiredPod {
                     uid,
-                    pod,
+                    pod: std::sync::Arc::new(pod),
                     origin: url.clone(),
                 }
             })
