@@ -18,6 +18,7 @@ impl Reviewer for ApiReviewer {
         Box::pin(async move {
             api.review_token(&review).await.map_err(|e| ReviewError {
                 operation: "create tokenreview",
+                transient: e.is_transient(),
                 source: Box::new(e),
             })
         })
@@ -31,6 +32,7 @@ impl Reviewer for ApiReviewer {
         Box::pin(async move {
             api.review_access(&review).await.map_err(|e| ReviewError {
                 operation: "create subjectaccessreview",
+                transient: e.is_transient(),
                 source: Box::new(e),
             })
         })

@@ -150,6 +150,33 @@ fn kubectl_exec_and_attach_in_both_protocols() {
             text(&out)
         );
 
+        // A missing binary: Docker starts the exec and reports runc's error with exit code 126
+        // (127 from older engines), which kubectl prints as for any other exit code.
+        let out = kubectl(
+            &api,
+            websockets,
+            &["exec", "shell", "-c", "app", "--", "/no/such/binary"],
+            None,
+        );
+        let code = out.status.code();
+        assert!(matches!(code, Some(126 | 127)), "{mode}: {}", text(&out));
+        assert!(
+            String::from_utf8_lossy(&out.stderr)
+                .contains(&format!("command terminated with exit code {}", code.unwrap())),
+            "{mode}: {}",
+            text(&out)
+        );
+        let all = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            all.contains("/no/such/binary") && all.contains("no such file or directory"),
+            "{mode}: Docker's message: {}",
+            text(&out)
+        );
+
         // A terminal for kubectl (script(1) gives it a pty of 30 rows, 100 columns). The command
         // waits a moment: Docker before API 1.42 cannot size an exec's TTY before its start, so a
         // command looking at once may still see 0x0.

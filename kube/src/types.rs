@@ -64,6 +64,23 @@ pub enum ApiError {
     },
 }
 
+impl ApiError {
+    /// Whether trying again soon may succeed, as k8s.io/apiserver's webhook `DefaultShouldRetry`
+    /// judges a webhook call: the server could not be reached or the connection broke
+    /// (a pooled connection the server closed as it was reused), or it answered 429, 500, 502,
+    /// 503 or 504. A refusal or a malformed answer stays what it is.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            ApiError::RequestFailed { source, .. } => match source {
+                kube::Error::Api(status) => matches!(status.code, 429 | 500 | 502 | 503 | 504),
+                kube::Error::HyperError(_) | kube::Error::Service(_) => true,
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
 /// Why a kubeconfig cannot be used.
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigProblem {

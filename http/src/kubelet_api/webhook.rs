@@ -29,9 +29,67 @@ const CACHE_LIMIT: usize = 4096;
 pub struct ReviewError {
     /// `create tokenreview`, `create subjectaccessreview`.
     pub operation: &'static str,
+    /// Whether asking again soon may succeed (a broken connection, 429, 5xx): such a review
+    /// is retried with [`RetryBackoff`] before the request fails.
+    pub transient: bool,
     /// Why.
     #[source]
     pub source: Box<dyn std::error::Error + Send + Sync>,
+}
+
+/// How a review that failed for a transient reason is tried again: k8s.io/apiserver's
+/// `DefaultAuthWebhookRetryBackoff`, which kubelet's webhook authenticator and authorizer use
+/// (up to 5 attempts, the first wait 500 ms, each ×1.5, each up to 20 % longer at random).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryBackoff {
+    /// Attempts in all, the first included.
+    pub attempts: u32,
+    /// The wait after the first failure.
+    pub first: Duration,
+    /// Each wait is the previous one times this.
+    pub factor: f64,
+    /// Each wait grows by up to this fraction of itself, at random.
+    pub jitter: f64,
+}
+
+impl Default for RetryBackoff {
+    fn default() -> Self {
+        RetryBackoff {
+            attempts: 5,
+            first: Duration::from_millis(500),
+            factor: 1.5,
+            jitter: 0.2,
+        }
+    }
+}
+
+/// A number in [0, 1) that differs from call to call: std's `RandomState` is seeded at random
+/// per process and moves on with each instance, which is all a jitter needs.
+fn jitter_fraction() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let bits = std::collections::hash_map::RandomState::new().build_hasher().finish();
+    (bits >> 11) as f64 / (1u64 << 53) as f64
+}
+
+/// `call` until it succeeds, fails for good, or `backoff`'s attempts are spent (the last
+/// error then).
+async fn with_retries<T>(
+    backoff: RetryBackoff,
+    mut call: impl FnMut() -> BoxFuture<'static, Result<T, ReviewError>>,
+) -> Result<T, ReviewError> {
+    let mut wait = backoff.first;
+    let mut attempt = 1;
+    loop {
+        match call().await {
+            Err(e) if e.transient && attempt < backoff.attempts => {
+                tracing::debug!(error = %e, attempt, "review failed; trying again");
+                tokio::time::sleep(wait.mul_f64(1.0 + backoff.jitter * jitter_fraction())).await;
+                wait = wait.mul_f64(backoff.factor);
+                attempt += 1;
+            }
+            other => return other,
+        }
+    }
 }
 
 /// Creates reviews on the API server and returns them with its status.
@@ -92,6 +150,7 @@ pub struct TokenAuthenticator {
     /// verdicts alike (k8s.io/apiserver caches both with the one TTL).
     ttl: Duration,
     cache: TtlCache<Option<UserInfo>>,
+    backoff: RetryBackoff,
 }
 
 impl std::fmt::Debug for TokenAuthenticator {
@@ -107,7 +166,14 @@ impl TokenAuthenticator {
             reviewer,
             ttl,
             cache: TtlCache::new(),
+            backoff: RetryBackoff::default(),
         }
+    }
+
+    /// Retries transient failures with `backoff` instead of the default.
+    pub fn with_backoff(mut self, backoff: RetryBackoff) -> Self {
+        self.backoff = backoff;
+        self
     }
 
     /// The user the token is, `None` when the API server says it is not one.
@@ -126,7 +192,7 @@ impl TokenAuthenticator {
             },
             ..Default::default()
         };
-        let answer = self.reviewer.review_token(review).await?;
+        let answer = with_retries(self.backoff, || self.reviewer.review_token(review.clone())).await?;
         let status = answer.status.unwrap_or_default();
         let verdict = match (status.authenticated, status.user) {
             (Some(true), Some(user)) => Some(UserInfo {
@@ -153,6 +219,7 @@ pub struct WebhookAuthorizer {
     authorized_ttl: Duration,
     unauthorized_ttl: Duration,
     cache: TtlCache<bool>,
+    backoff: RetryBackoff,
 }
 
 impl std::fmt::Debug for WebhookAuthorizer {
@@ -196,7 +263,14 @@ impl WebhookAuthorizer {
             authorized_ttl,
             unauthorized_ttl,
             cache: TtlCache::new(),
+            backoff: RetryBackoff::default(),
         }
+    }
+
+    /// Retries transient failures with `backoff` instead of the default.
+    pub fn with_backoff(mut self, backoff: RetryBackoff) -> Self {
+        self.backoff = backoff;
+        self
     }
 
     /// Whether the API server allows `user` `attributes`.
@@ -211,7 +285,7 @@ impl WebhookAuthorizer {
         if let Some(allowed) = self.cache.get(&key, now) {
             return Ok(allowed);
         }
-        let answer = self.reviewer.review_access(review).await?;
+        let answer = with_retries(self.backoff, || self.reviewer.review_access(review.clone())).await?;
         let status = answer.status.unwrap_or_default();
         let allowed = status.allowed;
         if !allowed {
@@ -261,6 +335,7 @@ pub(crate) mod tests {
                 if token == "broken" {
                     return Err(ReviewError {
                         operation: "create tokenreview",
+                        transient: false,
                         source: "connection refused".into(),
                     });
                 }
@@ -416,5 +491,107 @@ pub(crate) mod tests {
             cache.put(i.to_string(), i, Duration::from_secs(60), now);
         }
         assert!(cache.entries.lock().unwrap().len() <= CACHE_LIMIT);
+    }
+
+    /// Fails its first `failures` reviews with a transient error (or one for good), then
+    /// answers as [`FakeReviewer`].
+    struct Flaky {
+        inner: FakeReviewer,
+        failures: AtomicUsize,
+        transient: bool,
+    }
+
+    impl Flaky {
+        fn failure(&self, operation: &'static str) -> Option<ReviewError> {
+            let left = self.failures.load(Ordering::SeqCst);
+            (left > 0).then(|| {
+                self.failures.store(left - 1, Ordering::SeqCst);
+                ReviewError {
+                    operation,
+                    transient: self.transient,
+                    source: "connection closed before message completed".into(),
+                }
+            })
+        }
+    }
+
+    impl Reviewer for Flaky {
+        fn review_token(&self, review: TokenReview) -> BoxFuture<'static, Result<TokenReview, ReviewError>> {
+            match self.failure("create tokenreview") {
+                Some(e) => Box::pin(async move { Err(e) }),
+                None => self.inner.review_token(review),
+            }
+        }
+
+        fn review_access(
+            &self,
+            review: SubjectAccessReview,
+        ) -> BoxFuture<'static, Result<SubjectAccessReview, ReviewError>> {
+            match self.failure("create subjectaccessreview") {
+                Some(e) => Box::pin(async move { Err(e) }),
+                None => self.inner.review_access(review),
+            }
+        }
+    }
+
+    fn flaky(failures: usize, transient: bool) -> Arc<Flaky> {
+        Arc::new(Flaky {
+            inner: FakeReviewer::default(),
+            failures: AtomicUsize::new(failures),
+            transient,
+        })
+    }
+
+    const QUICK: RetryBackoff = RetryBackoff {
+        attempts: 5,
+        first: Duration::from_millis(1),
+        factor: 1.5,
+        jitter: 0.2,
+    };
+
+    /// A transient failure is tried again, up to the attempts of the backoff; a failure for
+    /// good is not; k8s.io/apiserver's default backoff is the default.
+    #[tokio::test]
+    async fn transient_review_failures_are_retried() {
+        assert_eq!(
+            RetryBackoff::default(),
+            RetryBackoff {
+                attempts: 5,
+                first: Duration::from_millis(500),
+                factor: 1.5,
+                jitter: 0.2
+            }
+        );
+        let alice = UserInfo {
+            name: "alice".into(),
+            ..Default::default()
+        };
+        let get = attrs("get", "proxy");
+
+        let fake = flaky(4, true);
+        let authz = WebhookAuthorizer::new(fake.clone(), Duration::ZERO, Duration::ZERO).with_backoff(QUICK);
+        assert!(authz.allowed(&alice, &get).await.unwrap());
+        assert_eq!(fake.inner.accesses.load(Ordering::SeqCst), 1);
+
+        let fake = flaky(5, true);
+        let authz = WebhookAuthorizer::new(fake.clone(), Duration::ZERO, Duration::ZERO).with_backoff(QUICK);
+        let err = authz.allowed(&alice, &get).await.unwrap_err();
+        assert!(err.transient && err.to_string().contains("connection closed"), "{err}");
+        assert_eq!(fake.failures.load(Ordering::SeqCst), 0, "five attempts in all");
+        assert_eq!(fake.inner.accesses.load(Ordering::SeqCst), 0);
+
+        let fake = flaky(1, false);
+        let authz = WebhookAuthorizer::new(fake.clone(), Duration::ZERO, Duration::ZERO).with_backoff(QUICK);
+        assert!(authz.allowed(&alice, &get).await.is_err());
+        assert!(
+            authz.allowed(&alice, &get).await.unwrap(),
+            "the next request asks again"
+        );
+
+        let fake = flaky(2, true);
+        let authn = TokenAuthenticator::new(fake.clone(), Duration::ZERO).with_backoff(QUICK);
+        let user = authn.authenticate("good").await.unwrap().unwrap();
+        assert_eq!(user.name, "alice");
+        assert_eq!(fake.inner.tokens.load(Ordering::SeqCst), 1);
     }
 }
