@@ -200,12 +200,13 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
         ]
     );
     assert_eq!(reviewed("carol-token"), 1);
-    // A review the API server cannot give is not kept: a failed TokenReview is 401, a failed
-    // SubjectAccessReview kubelet's 500; the next request asks again.
+    // A review the API server refuses for good (403 to the agent) is not kept: a failed
+    // TokenReview is 401, a failed SubjectAccessReview kubelet's 500; the next request asks
+    // again.
     api.add_user_token("dave-token", "dave", "uid-dave", &["system:masters"]);
-    api.fail_requests(Some("POST"), "tokenreviews", 500, 1);
+    api.fail_requests(Some("POST"), "tokenreviews", 403, 1);
     assert_eq!(curl(port, "/configz", Some("dave-token")), (401, "Unauthorized".into()));
-    api.fail_requests(Some("POST"), "subjectaccessreviews", 500, 1);
+    api.fail_requests(Some("POST"), "subjectaccessreviews", 403, 1);
     assert_eq!(
         curl(port, "/configz", Some("dave-token")),
         (
@@ -214,6 +215,17 @@ fn webhook_mode_authenticates_tokens_and_authorizes_by_subject_access_review() {
         )
     );
     assert_eq!(curl(port, "/configz", Some("dave-token")).0, 200);
+    // A transient failure (500 here) is tried again at once with k8s.io/apiserver's webhook
+    // backoff, so the request itself succeeds.
+    api.add_user_token("erin-token", "erin", "uid-erin", &["system:masters"]);
+    api.fail_requests(Some("POST"), "tokenreviews", 500, 2);
+    api.fail_requests(Some("POST"), "subjectaccessreviews", 500, 2);
+    assert_eq!(curl(port, "/configz", Some("erin-token")).0, 200);
+    assert_eq!(
+        reviewed("erin-token"),
+        1,
+        "answered once, after the two injected failures"
+    );
     // A service account token the API server issued authenticates as its service account.
     let sa_token = issue_service_account_token(&api);
     assert_eq!(
