@@ -302,7 +302,7 @@ mod tests {
     /// `/runningpods/` is a PodList of the runtime's pods, authorized as `proxy`.
     #[actix_web::test]
     async fn running_pods_are_a_pod_list_authorized_as_proxy() {
-        let (status, body) = call(auth(true, AuthorizationMode::AlwaysAllow), "/runningpods/", false).await;
+        let (status, body) = call(auth(true, Authorizer::AlwaysAllow), "/runningpods/", false).await;
         assert_eq!(status, 200, "{body}");
         let list: serde_json::Value = serde_json::from_str(&body).unwrap();
         assert_eq!(
@@ -312,7 +312,7 @@ mod tests {
         assert_eq!(list["items"][0]["metadata"]["uid"], "u1");
         assert_eq!(list["items"][0]["spec"]["containers"][0]["image"], "busybox");
         assert_eq!(
-            call(auth(true, AuthorizationMode::AlwaysDeny), "/runningpods/", false).await,
+            call(auth(true, Authorizer::AlwaysDeny), "/runningpods/", false).await,
             (
                 403,
                 "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
