@@ -144,20 +144,19 @@ impl PlegActor {
     /// `kubelet_running_containers{container_state}` (app and init containers), from the cache.
     fn count_running(&self) {
         let (mut pods, mut created, mut running, mut exited, mut unknown) = (0, 0, 0, 0, 0);
-        for uid in self.cache.pods() {
-            for c in self.cache.pod(&uid).unwrap_or_default() {
-                if c.role == ContainerRole::Sandbox {
-                    pods += i64::from(c.state == RuntimeState::Running);
-                    continue;
-                }
-                match c.state {
-                    RuntimeState::Created => created += 1,
-                    RuntimeState::Running => running += 1,
-                    RuntimeState::Exited => exited += 1,
-                    RuntimeState::Unknown => unknown += 1,
-                }
+        // Counted in place: copying every container each second showed in P5's profile.
+        self.cache.for_each_container(|c| {
+            if c.role == ContainerRole::Sandbox {
+                pods += i64::from(c.state == RuntimeState::Running);
+                return;
             }
-        }
+            match c.state {
+                RuntimeState::Created => created += 1,
+                RuntimeState::Running => running += 1,
+                RuntimeState::Exited => exited += 1,
+                RuntimeState::Unknown => unknown += 1,
+            }
+        });
         let m = &self.metrics;
         m.running_pods.set(pods);
         m.set_containers(ContainerStateValue::created, created);

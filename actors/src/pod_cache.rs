@@ -293,6 +293,17 @@ impl PodCache {
         )
     }
 
+    /// Look at every known container in place (no copies; the cache is locked meanwhile, so
+    /// `f` must not call back into it).
+    pub fn for_each_container(&self, mut f: impl FnMut(&ObservedContainer)) {
+        let inner = self.lock();
+        inner
+            .pods
+            .values()
+            .flat_map(BTreeMap::values)
+            .for_each(|e| f(&e.observed));
+    }
+
     /// Every pod with a container on this node.
     pub fn pods(&self) -> BTreeSet<PodUid> {
         self.lock().pods.keys().cloned().collect()

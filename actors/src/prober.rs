@@ -100,6 +100,10 @@ struct ProbeWorker {
     last: Option<(&'static str, String, Timestamp)>,
     /// `prober_probe_total` and `prober_probe_duration_seconds` of this probe.
     series: ProbeSeries,
+    /// The probe's span ([`probe_span`]), made once: the fmt layer formats a span's fields
+    /// when it is created, which for three spans per run was 6 % of the agent's CPU at 110
+    /// probes a second (BENCHMARKS.md, P5).
+    span: Span,
 }
 
 impl ProbeWorker {
@@ -124,6 +128,7 @@ impl ProbeWorker {
         let container_id = instance.target.container_id.clone();
         tracing::debug!(container_id = %container_id, running_for = ?ran_for, waits_for_startup, "probe started");
         let worker = ProbeWorker {
+            span: probe_span(key, instance.pod),
             pod: instance.pod.to_string(),
             container_id,
             pod_ip: instance.msg.pod_ip.clone(),
@@ -144,9 +149,9 @@ impl ProbeWorker {
         ran_for + now.saturating_duration_since(at)
     }
 
-    /// See [`probe_span`].
-    fn span(&self, key: &ProbeKey) -> Span {
-        probe_span(key, &self.pod)
+    /// The probe's span (see [`probe_span`]).
+    fn span(&self) -> Span {
+        self.span.clone()
     }
 
     /// Keep a run's outcome for the debug page; the event it calls for, if any.
@@ -432,7 +437,7 @@ impl ProbeActor {
         if worker.generation != generation {
             return;
         }
-        let span = worker.span(&key);
+        let span = worker.span();
         let _entered = span.enter();
         let now = worker.since_start(Instant::now());
         let next = worker.state.on(Input::Due { now }).next;
@@ -452,7 +457,7 @@ impl ProbeActor {
         let action = Arc::clone(&worker.action);
         let exec = is_exec(&action);
         self.exec_running += usize::from(exec);
-        let span = worker.span(&key);
+        let span = worker.span();
         tracing::trace!(parent: &span, handler = action.name(), "probe run started");
         let began = Instant::now();
         let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
@@ -480,7 +485,7 @@ impl ProbeActor {
         if worker.generation != generation {
             return;
         }
-        let span = worker.span(&key);
+        let span = worker.span();
         let _entered = span.enter();
         worker.runs += 1;
         let now = worker.since_start(Instant::now());
@@ -525,7 +530,7 @@ impl ProbeActor {
                 continue;
             };
             if worker.container_id == *container_id {
-                let _entered = worker.span(&key).entered();
+                let _entered = worker.span().entered();
                 tracing::debug!("startup probe succeeded: this probe may run");
                 let next = worker.state.on(Input::StartupSucceeded).next;
                 self.follow(key, next, ctx);
