@@ -83,6 +83,11 @@ impl BenchAgent {
         format!("http://127.0.0.1:{}/healthz", self.agent.ports().healthz)
     }
 
+    /// The kubelet API's port (`--port`, HTTPS).
+    pub fn kubelet_port(&self) -> u16 {
+        self.agent.ports().kubelet
+    }
+
     /// A URL on the read-only port.
     pub fn read_only_url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.agent.ports().read_only)

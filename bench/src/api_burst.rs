@@ -82,7 +82,7 @@ fn pod(i: usize, node: &str) -> Value {
 
 /// Waits until the agent has registered its Node and watches its pods (so the clock does not
 /// include the agent's start-up).
-fn wait_watching(api: &ApiServer, node: &str) -> anyhow::Result<()> {
+pub(crate) fn wait_watching(api: &ApiServer, node: &str) -> anyhow::Result<()> {
     let began = Instant::now();
     loop {
         let registered = api.get("nodes", "", node).is_some();

@@ -51,6 +51,16 @@ pub struct Settings {
     pub healthz_duration: Duration,
     /// P7 also at the steady-state pod count (full runs), not only on the idle agent.
     pub healthz_under_load: bool,
+    /// P8: `kubectl exec` / `docker exec` runs, and the kubelet API's exec / bollard's.
+    pub kubelet_exec_runs: usize,
+    /// P8: `/run` requests.
+    pub kubelet_run_requests: usize,
+    /// P8: the log the writer writes, in MiB.
+    pub kubelet_log_mib: usize,
+    /// P8: `kubectl logs` / `docker logs` reads of it.
+    pub kubelet_log_reps: usize,
+    /// P8: idle `follow=true` log streams held open for the RSS reading.
+    pub follow_streams: usize,
     /// Scenarios to run (`BENCH_ONLY=p1,p3`); empty: all.
     pub only: Vec<String>,
 }
@@ -75,6 +85,11 @@ impl Settings {
                 healthz_rate: 2000.0,
                 healthz_duration: Duration::from_secs(10),
                 healthz_under_load: false,
+                kubelet_exec_runs: 10,
+                kubelet_run_requests: 30,
+                kubelet_log_mib: 50,
+                kubelet_log_reps: 1,
+                follow_streams: 100,
                 only,
             }
         } else {
@@ -94,6 +109,11 @@ impl Settings {
                 healthz_rate: 2000.0,
                 healthz_duration: Duration::from_secs(10),
                 healthz_under_load: true,
+                kubelet_exec_runs: 30,
+                kubelet_run_requests: 100,
+                kubelet_log_mib: 200,
+                kubelet_log_reps: 3,
+                follow_streams: 100,
                 only,
             }
         }
@@ -121,6 +141,11 @@ impl Settings {
             "healthz_rate": self.healthz_rate,
             "healthz_duration_s": self.healthz_duration.as_secs_f64(),
             "healthz_under_load": self.healthz_under_load,
+            "kubelet_exec_runs": self.kubelet_exec_runs,
+            "kubelet_run_requests": self.kubelet_run_requests,
+            "kubelet_log_mib": self.kubelet_log_mib,
+            "kubelet_log_reps": self.kubelet_log_reps,
+            "follow_streams": self.follow_streams,
             "only": self.only,
         })
     }
