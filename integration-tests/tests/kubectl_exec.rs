@@ -5,38 +5,16 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
-use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, KUBECTL};
-use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+mod common;
+
+use dockerlet_fake_apiserver::{ApiServer, KUBECTL};
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, POD_START_TIMEOUT};
 
 /// The two ways kubectl 1.32 speaks remote commands.
 const MODES: [(&str, &str); 2] = [("websocket", "true"), ("spdy", "false")];
 
 fn start(name: &str) -> (ApiServer, Agent, ManifestDir) {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let manifests = ManifestDir::new();
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let ca = api.kubelet_client_ca_path().display().to_string();
-    let agent = Agent::start(
-        name,
-        manifests.path(),
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-status-update-frequency",
-            "1s",
-            "--node-ip",
-            "127.0.0.1",
-            "--client-ca-file",
-            &ca,
-        ],
-    );
-    wait_for("the node registered", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", agent.node())
-    });
+    let (api, agent, manifests) = common::proxied_node(name);
     let path = api.dir().join("shell.yaml");
     std::fs::write(
         &path,

@@ -12,38 +12,16 @@ use std::sync::mpsc::{self, Receiver};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, KUBECTL};
+mod common;
+
+use dockerlet_fake_apiserver::{ApiServer, KUBECTL};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 
 const IO_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An HTTP server on 8080 (a small page and a 16 MiB file) and an echo server on 8081.
 fn start(name: &str) -> (ApiServer, Agent, ManifestDir) {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let manifests = ManifestDir::new();
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let ca = api.kubelet_client_ca_path().display().to_string();
-    let agent = Agent::start(
-        name,
-        manifests.path(),
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-status-update-frequency",
-            "1s",
-            "--node-ip",
-            "127.0.0.1",
-            "--client-ca-file",
-            &ca,
-        ],
-    );
-    wait_for("the node registered", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", agent.node())
-    });
+    let (api, agent, manifests) = common::proxied_node(name);
     let path = api.dir().join("ports.yaml");
     std::fs::write(
         &path,

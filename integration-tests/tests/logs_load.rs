@@ -8,7 +8,9 @@ use std::fs::File;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, KUBECTL};
+mod common;
+
+use dockerlet_fake_apiserver::KUBECTL;
 use dockerlet_integration_tests::kubelet_stream::ClientPki;
 use dockerlet_integration_tests::{
     docker, holds_for, wait_for, Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT,
@@ -42,31 +44,7 @@ impl Drop for Follower {
 /// when the container exits.
 #[test]
 fn hundred_kubectl_logs_follow_on_one_container() {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let manifests = ManifestDir::new();
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let ca = api.kubelet_client_ca_path().display().to_string();
-    let agent = Agent::start(
-        "logs-hundred",
-        manifests.path(),
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-status-update-frequency",
-            "1s",
-            "--node-ip",
-            "127.0.0.1",
-            "--client-ca-file",
-            &ca,
-        ],
-    );
-    wait_for("the node registered", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", agent.node())
-    });
+    let (api, agent, _manifests) = common::proxied_node("logs-hundred");
     let path = api.dir().join("talker.yaml");
     std::fs::write(
         &path,

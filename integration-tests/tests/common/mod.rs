@@ -1,0 +1,37 @@
+//! Set-up shared by the test files that reach the agent through the test API server's kubelet
+//! proxy (`kubectl exec`, `port-forward`, `logs`).
+
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
+
+/// A TLS API server and an agent registered with it, reachable through the server's kubelet
+/// proxy: the agent reports 127.0.0.1 as its address and trusts the server's kubelet client
+/// certificate (`--client-ca-file`). Returns once the Node exists.
+pub fn proxied_node(name: &str) -> (ApiServer, Agent, ManifestDir) {
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let ca = api.kubelet_client_ca_path().display().to_string();
+    let agent = Agent::start(
+        name,
+        manifests.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-status-update-frequency",
+            "1s",
+            "--node-ip",
+            "127.0.0.1",
+            "--client-ca-file",
+            &ca,
+        ],
+    );
+    wait_for("the node registered", CHANGE_TIMEOUT, || {
+        api.get("nodes", "", agent.node())
+    });
+    (api, agent, manifests)
+}
