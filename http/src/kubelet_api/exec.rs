@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use dockerlet_messages::status::GetPods;
 use dockerlet_messages::ContainerId;
 use dockerlet_runtime::{Attach, ExecId, InteractiveExec, Output, OutputChunks, StreamOptions, TtySize};
 use dockerlet_streaming::spdy::conn::{Connection, Control, StreamWriter};
@@ -134,21 +133,8 @@ async fn find_container(api: &KubeletApi, req: &HttpRequest) -> Result<Target, A
     let pod_name = info.get("pod").unwrap_or_default().to_string();
     let uid = info.get("uid").filter(|u| !u.is_empty());
     let container = info.get("container").unwrap_or_default().to_string();
-    let pods = api
-        .handles
-        .pods
-        .send(GetPods)
-        .await
-        .map_err(|e| ApiError::ActorUnavailable {
-            actor: "status",
-            reason: e.to_string(),
-        })?;
-    let pod = pods
-        .iter()
-        .find(|p| {
-            p.metadata.namespace.as_deref().unwrap_or("default") == namespace
-                && p.metadata.name.as_deref() == Some(pod_name.as_str())
-        })
+    let pod = super::find_pod(api, &namespace, &pod_name)
+        .await?
         .ok_or_else(|| ApiError::NotFound("pod does not exist".into()))?;
     let pod_uid = pod.metadata.uid.clone().unwrap_or_default();
     let not_found = || ApiError::NotFound(format!("container not found ({container:?})"));
@@ -484,6 +470,23 @@ async fn pump_output(
     Ok(())
 }
 
+/// Pass each terminal size the client sends to `apply`, in order, until it stops sending.
+fn spawn_resizer<F, Fut>(mut sizes: BoxStream<'static, TerminalSize>, apply: F) -> tokio::task::JoinHandle<()>
+where
+    F: Fn(TtySize) -> Fut + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    actix_web::rt::spawn(async move {
+        while let Some(size) = sizes.next().await {
+            apply(TtySize {
+                width: size.width,
+                height: size.height,
+            })
+            .await;
+        }
+    })
+}
+
 /// Copy the client's stdin into the process; EOF shuts the process's stdin.
 fn pump_input(
     input: Option<dockerlet_runtime::InputWriter>,
@@ -571,14 +574,11 @@ async fn exec_session(
                 exec: Some(exec.clone()),
             };
             let input = pump_input(attached.stdin, stdin);
-            let resizer = resize.filter(|_| options.tty).map(|mut sizes| {
+            let resizer = resize.filter(|_| options.tty).map(|sizes| {
                 let (runtime, exec) = (runtime.clone(), exec.clone());
-                actix_web::rt::spawn(async move {
-                    while let Some(size) = sizes.next().await {
-                        let size = TtySize {
-                            width: size.width,
-                            height: size.height,
-                        };
+                spawn_resizer(sizes, move |size| {
+                    let (runtime, exec) = (runtime.clone(), exec.clone());
+                    async move {
                         if let Err(e) = runtime.resize_exec(&exec, size).await {
                             tracing::info!(exec = %exec, error = %e, "resize failed");
                         }
@@ -632,14 +632,11 @@ async fn attach_session(runtime: Arc<dyn Attach>, target: Target, options: Strea
         Err(e) => ExecOutcome::AttachFailed { message: e.to_string() },
         Ok(attached) => {
             let input = pump_input(attached.stdin, stdin);
-            let resizer = resize.filter(|_| options.tty).map(|mut sizes| {
+            let resizer = resize.filter(|_| options.tty).map(|sizes| {
                 let (runtime, id) = (runtime.clone(), target.id.clone());
-                actix_web::rt::spawn(async move {
-                    while let Some(size) = sizes.next().await {
-                        let size = TtySize {
-                            width: size.width,
-                            height: size.height,
-                        };
+                spawn_resizer(sizes, move |size| {
+                    let (runtime, id) = (runtime.clone(), id.clone());
+                    async move {
                         if let Err(e) = runtime.resize_container_tty(&id, size).await {
                             tracing::info!(container_id = %id, error = %e, "resize failed");
                         }

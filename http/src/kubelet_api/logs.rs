@@ -6,7 +6,6 @@ use std::collections::HashMap;
 
 use actix_web::{web, HttpResponse};
 use bytes::Bytes;
-use dockerlet_messages::status::GetPods;
 use dockerlet_messages::ContainerId;
 use dockerlet_runtime::{LogRequest, LogStream};
 use futures::StreamExt;
@@ -133,21 +132,8 @@ pub async fn container_logs(
 ) -> Result<HttpResponse, ApiError> {
     let (namespace, pod_name, container) = path.into_inner();
     let options = parse_options(&query, Timestamp::now()).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let pods = api
-        .handles
-        .pods
-        .send(GetPods)
-        .await
-        .map_err(|e| ApiError::ActorUnavailable {
-            actor: "status",
-            reason: e.to_string(),
-        })?;
-    let pod = pods
-        .iter()
-        .find(|p| {
-            p.metadata.namespace.as_deref().unwrap_or("default") == namespace
-                && p.metadata.name.as_deref() == Some(pod_name.as_str())
-        })
+    let pod = super::find_pod(&api, &namespace, &pod_name)
+        .await?
         .ok_or_else(|| ApiError::NotFound(format!("pod {pod_name:?} does not exist")))?;
     let spec = pod.spec.as_ref();
     let in_spec = spec.is_some_and(|s| {

@@ -42,6 +42,27 @@ use k8s_openapi::List;
 use crate::error::ApiError;
 use crate::Handles;
 
+/// The pod `namespace/name` among the node's pods (`GetPods`), if it runs here: the lookup
+/// behind logs, exec, attach, run and port-forward.
+async fn find_pod(
+    api: &KubeletApi,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<k8s_openapi::api::core::v1::Pod>, ApiError> {
+    let pods = api
+        .handles
+        .pods
+        .send(dockerlet_messages::status::GetPods)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "status",
+            reason: e.to_string(),
+        })?;
+    Ok(pods.into_iter().find(|p| {
+        p.metadata.namespace.as_deref().unwrap_or("default") == namespace && p.metadata.name.as_deref() == Some(name)
+    }))
+}
+
 /// How long a client may take to send its request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
-use dockerlet_messages::status::{GetPodSandbox, GetPods};
+use dockerlet_messages::status::GetPodSandbox;
 use dockerlet_messages::{ContainerId, PodUid};
 use dockerlet_runtime::PortForward;
 use dockerlet_streaming::spdy::conn::{Connection, SpdyStream, StreamError};
@@ -289,19 +289,7 @@ pub async fn port_forward(
     } else {
         None
     };
-    let pods = api
-        .handles
-        .pods
-        .send(GetPods)
-        .await
-        .map_err(|e| ApiError::ActorUnavailable {
-            actor: "status",
-            reason: e.to_string(),
-        })?;
-    let Some(pod) = pods.iter().find(|p| {
-        p.metadata.namespace.as_deref() == Some(path.namespace.as_str())
-            && p.metadata.name.as_deref() == Some(path.pod.as_str())
-    }) else {
+    let Some(pod) = super::find_pod(&api, &path.namespace, &path.pod).await? else {
         return Err(ApiError::NotFound("pod does not exist".to_string()));
     };
     let uid = pod.metadata.uid.clone().unwrap_or_default();
