@@ -358,6 +358,24 @@ impl Images for DockerRuntime {
     }
 }
 
+/// Docker's log stream of `id`, demultiplexed into raw bytes.
+fn log_output(docker: &Docker, id: &ContainerId, options: bollard::query_parameters::LogsOptions) -> LogChunks {
+    let operation = format!("logs of container {id}");
+    docker
+        .logs(&id.0, Some(options))
+        .filter_map(|item| async move {
+            match item {
+                Ok(bollard::container::LogOutput::StdOut { message })
+                | Ok(bollard::container::LogOutput::StdErr { message })
+                | Ok(bollard::container::LogOutput::Console { message }) => Some(Ok(message)),
+                Ok(bollard::container::LogOutput::StdIn { .. }) => None,
+                Err(e) => Some(Err(e)),
+            }
+        })
+        .map_err(move |e| failed(&operation, e))
+        .boxed()
+}
+
 impl ContainerLogs for DockerRuntime {
     fn logs(&self, id: &ContainerId, request: &LogRequest) -> LogChunks {
         let options = bollard::query_parameters::LogsOptions {
@@ -370,20 +388,53 @@ impl ContainerLogs for DockerRuntime {
             timestamps: request.timestamps,
             tail: request.tail_lines.map_or_else(|| "all".to_string(), |n| n.to_string()),
         };
-        let operation = format!("logs of container {id}");
-        self.docker
-            .logs(&id.0, Some(options))
-            .filter_map(|item| async move {
-                match item {
-                    Ok(bollard::container::LogOutput::StdOut { message })
-                    | Ok(bollard::container::LogOutput::StdErr { message })
-                    | Ok(bollard::container::LogOutput::Console { message }) => Some(Ok(message)),
-                    Ok(bollard::container::LogOutput::StdIn { .. }) => None,
-                    Err(e) => Some(Err(e)),
-                }
-            })
-            .map_err(move |e| failed(&operation, e))
-            .boxed()
+        let followed = log_output(&self.docker, id, options.clone());
+        if !request.follow || request.tail_lines.is_some() {
+            return followed;
+        }
+        // Docker 20.10 can end a follow at the container's exit before it has sent the last
+        // lines (seen with 100 followers of one container): once the follow ends cleanly, the
+        // log is read again without follow, from the same start, and what the follow did not
+        // deliver is passed on. (With tailLines the second read would start elsewhere.)
+        let delivered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let failed_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (count, flag) = (delivered.clone(), failed_once.clone());
+        let followed = followed.inspect(move |chunk| match chunk {
+            Ok(bytes) => {
+                count.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(_) => flag.store(true, std::sync::atomic::Ordering::Relaxed),
+        });
+        let (docker, id) = (self.docker.clone(), id.clone());
+        let rest = futures::stream::once(async move {
+            if failed_once.load(std::sync::atomic::Ordering::Relaxed) {
+                return futures::stream::empty().boxed();
+            }
+            let mut skip = delivered.load(std::sync::atomic::Ordering::Relaxed);
+            let whole = bollard::query_parameters::LogsOptions {
+                follow: false,
+                ..options
+            };
+            log_output(&docker, &id, whole)
+                .filter_map(move |chunk| {
+                    let chunk = match chunk {
+                        Ok(bytes) if skip >= bytes.len() => {
+                            skip -= bytes.len();
+                            None
+                        }
+                        Ok(bytes) => {
+                            let rest = bytes.slice(skip..);
+                            skip = 0;
+                            Some(Ok(rest))
+                        }
+                        Err(e) => Some(Err(e)),
+                    };
+                    futures::future::ready(chunk)
+                })
+                .boxed()
+        })
+        .flatten();
+        followed.chain(rest).boxed()
     }
 }
 
