@@ -157,13 +157,19 @@ fn kubectl_exec_and_attach_in_both_protocols() {
 
         // A terminal for kubectl (script(1) gives it a pty of 30 rows, 100 columns). The command
         // waits a moment: Docker before API 1.42 cannot size an exec's TTY before its start, so a
-        // command looking at once may still see 0x0.
+        // command looking at once may still see 0x0. `timeout --foreground` keeps kubectl in the
+        // terminal's foreground process group: in timeout's own group, kubectl's switch to raw
+        // mode is a background tcsetattr, which the kernel stops with SIGTTOU (a hang until the
+        // timeout, as CI saw). script(1) runs the command with `$SHELL`; it is fixed to
+        // /bin/sh so the test runs alike everywhere (bash execs the last command, so timeout
+        // was the session leader and stayed in the foreground; dash does not).
         let command = format!(
-            "stty rows 30 cols 100; KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout 60 {KUBECTL} --kubeconfig {} --cache-dir {} exec -i -t shell -c app -- sh -c 'sleep 1; stty size'",
+            "stty rows 30 cols 100; KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout --foreground 60 {KUBECTL} --kubeconfig {} --cache-dir {} exec -i -t shell -c app -- sh -c 'sleep 1; stty size'",
             api.kubeconfig_path().display(),
             api.dir().join("kube-cache").display()
         );
         let out = Command::new("script")
+            .env("SHELL", "/bin/sh")
             .args(["-qec", &command, "/dev/null"])
             .stdin(Stdio::null())
             .output()
