@@ -9,6 +9,7 @@
 //! - [`probe`]: what the ProbeActor watches and the results it publishes.
 //! - [`status`]: pod status written to and read from the StatusActor.
 //! - [`node`]: the node's pressure conditions.
+//! - [`stats`]: the Summary API (`/stats/summary`) and the StatsActor's query.
 //! - [`metrics`]: the agent's Prometheus metrics, one shared [`metrics::Metrics`] handle.
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
@@ -23,6 +24,7 @@ pub mod pleg;
 pub mod probe;
 pub mod runtime;
 pub mod source;
+pub mod stats;
 pub mod status;
 pub mod worker;
 

@@ -80,6 +80,13 @@ pub struct ObservedContainer {
     /// The pod's termination grace period when the container was created, so a pod whose
     /// manifest is gone can still be stopped as its spec asked.
     pub pod_grace_seconds: Option<i64>,
+    /// The main process's host PID while running (`State.Pid`); none otherwise. The stats
+    /// collector reads a sandbox's network counters through it.
+    pub pid: Option<u32>,
+    /// Docker's `HostConfig.CgroupParent` as created (empty: the engine's default, `/docker`
+    /// with the cgroupfs driver). With the cgroupfs driver the container's cgroup is
+    /// `<cgroup_parent>/<id>` under each controller.
+    pub cgroup_parent: String,
 }
 
 /// One line of a cheap listing of all of a node's containers, as PLEG relists it.

@@ -130,6 +130,8 @@ mod tests {
             ip: None,
             host_network: false,
             pod_grace_seconds: None,
+            pid: None,
+            cgroup_parent: String::new(),
         }
     }
 

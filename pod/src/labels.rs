@@ -97,6 +97,8 @@ impl ParsedLabels {
             ip: None,
             host_network: self.host_network,
             pod_grace_seconds: self.pod_grace_seconds,
+            pid: None,
+            cgroup_parent: String::new(),
         }
     }
 }

@@ -473,6 +473,8 @@ mod tests {
             ip: Some("172.17.0.2".into()),
             host_network: false,
             pod_grace_seconds: None,
+            pid: None,
+            cgroup_parent: String::new(),
         }
     }
 

@@ -447,6 +447,8 @@ mod tests {
             ip: (role == ContainerRole::Sandbox).then(|| "172.17.0.9".to_string()),
             host_network: false,
             pod_grace_seconds: None,
+            pid: None,
+            cgroup_parent: String::new(),
         }
     }
 

@@ -758,6 +758,11 @@ fn observe(response: ContainerInspectResponse) -> Option<ObservedContainer> {
         finished_at: docker_time(state.finished_at.as_deref()),
         image_id: response.image.unwrap_or_default(),
         ip: if sandbox { ip } else { None },
+        pid: state
+            .pid
+            .and_then(|p| u32::try_from(p).ok())
+            .filter(|p| *p > 0 && runtime_state == RuntimeState::Running),
+        cgroup_parent: response.host_config.and_then(|h| h.cgroup_parent).unwrap_or_default(),
         ..parsed.observed(id, runtime_state, image)
     })
 }
