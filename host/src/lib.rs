@@ -14,9 +14,11 @@
 //! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 //! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
 //! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
+//! - [`cgroup`]: where the node's cgroups are mounted (v1 controllers or the v2 root).
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
 
 pub mod atomic_writer;
+pub mod cgroup;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;
