@@ -7,6 +7,8 @@
 //!   `--address:--read-only-port`.
 //! - [`metrics`]: the `/metrics` and `/metrics/probes` handlers any server mounts, the request
 //!   metrics middleware ([`metrics::track`]) and the process metrics collector.
+//! - [`stats_metrics`]: `/metrics/resource` and `/metrics/cadvisor`, rendered from the stats
+//!   collector's cached summary.
 //! - [`kubelet_api`]: the authenticated kubelet API over HTTPS on `--address:--port`
 //!   (`/healthz`, `/pods`, `/configz`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
@@ -22,6 +24,7 @@ pub mod healthz;
 pub mod kubelet_api;
 pub mod metrics;
 pub mod read_only;
+pub mod stats_metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

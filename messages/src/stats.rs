@@ -398,6 +398,51 @@ pub struct UserDefinedMetric {
     pub value: f64,
 }
 
+/// The last housekeeping's results: the summary and what cAdvisor's series carry besides
+/// (cgroup paths, Docker names, images), for `/metrics/cadvisor`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StatsView {
+    /// The summary `/stats/summary` serves.
+    pub summary: Summary,
+    /// Pods by UID.
+    pub pods: std::collections::BTreeMap<String, PodInfo>,
+    /// System container name (`kubelet`, `runtime`, `pods`) → its cgroup path.
+    pub system_cgroups: std::collections::BTreeMap<String, String>,
+    /// The machine.
+    pub machine: MachineInfo,
+}
+
+/// A pod's cgroup and its containers' identities.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PodInfo {
+    /// The pod cgroup (`/kubepods/burstable/pod<uid>`).
+    pub cgroup: String,
+    /// By container name in the pod spec.
+    pub containers: std::collections::BTreeMap<String, ContainerInfo>,
+}
+
+/// One container's identity, as cAdvisor labels it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContainerInfo {
+    /// Its cgroup (`/kubepods/burstable/pod<uid>/<id>`): cAdvisor's `id`.
+    pub cgroup: String,
+    /// The Docker container's name (`k8s_…`): cAdvisor's `name`.
+    pub docker_name: String,
+    /// The image reference.
+    pub image: String,
+    /// The block device under its writable layer (`/dev/vda1`); empty when unknown.
+    pub device: String,
+}
+
+/// The machine's size.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MachineInfo {
+    /// Logical CPUs.
+    pub cpu_cores: Option<u64>,
+    /// Installed memory in bytes.
+    pub memory_bytes: Option<u64>,
+}
+
 /// The last housekeeping's summary, from the StatsActor; `None` before the first one finished.
 /// Cheap: the summary is shared, not copied.
 #[derive(Debug, Clone, Copy, Message)]

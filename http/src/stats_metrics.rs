@@ -1,0 +1,761 @@
+//! `/metrics/resource` and `/metrics/cadvisor`, rendered from the StatsActor's cached summary.
+//!
+//! Both carry an explicit timestamp on each sample (the time the figure was read), as kubelet's
+//! resource collector and cAdvisor write them; metrics-server uses those timestamps to compute
+//! rates. prometheus-client's text encoder has no sample timestamps (only exemplar ones), so
+//! this module writes the text format 0.0.4 itself: families sorted by name as client_golang
+//! sorts them, label values escaped (`\\`, `"`, newline), HELP escaped (`\\`, newline).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use dockerlet_messages::stats::{ContainerStats, NetworkStats, PodStats, StatsView, Summary};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+/// The content type of both routes.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// One sample: label pairs, value, timestamp in milliseconds (none: no timestamp).
+struct Sample {
+    labels: Vec<(&'static str, String)>,
+    value: f64,
+    millis: Option<i64>,
+}
+
+/// One metric family being collected.
+struct Family {
+    kind: &'static str,
+    help: String,
+    samples: Vec<Sample>,
+}
+
+/// Families by name; written sorted.
+#[derive(Default)]
+struct Exposition {
+    families: BTreeMap<&'static str, Family>,
+}
+
+impl Exposition {
+    /// Add a sample to family `name` (created with `kind` and `help` at its first sample; a
+    /// family without samples is not written).
+    fn sample(
+        &mut self,
+        name: &'static str,
+        kind: &'static str,
+        help: &str,
+        labels: Vec<(&'static str, String)>,
+        value: f64,
+        time: Option<&Time>,
+    ) {
+        let family = self.families.entry(name).or_insert_with(|| Family {
+            kind,
+            help: help.to_string(),
+            samples: Vec::new(),
+        });
+        family.samples.push(Sample {
+            labels,
+            value,
+            millis: time.map(|t| t.0.as_millisecond()),
+        });
+    }
+
+    fn render(self) -> String {
+        let mut out = String::with_capacity(4096);
+        for (name, family) in self.families {
+            let _ = writeln!(out, "# HELP {name} {}", escape_help(&family.help));
+            let _ = writeln!(out, "# TYPE {name} {}", family.kind);
+            for sample in family.samples {
+                out.push_str(name);
+                if !sample.labels.is_empty() {
+                    out.push('{');
+                    for (i, (label, value)) in sample.labels.iter().enumerate() {
+                        if i > 0 {
+                            out.push(',');
+                        }
+                        let _ = write!(out, "{label}=\"{}\"", escape_label(value));
+                    }
+                    out.push('}');
+                }
+                let _ = write!(out, " {}", format_value(sample.value));
+                if let Some(ms) = sample.millis {
+                    let _ = write!(out, " {ms}");
+                }
+                out.push('\n');
+            }
+        }
+        out
+    }
+}
+
+fn escape_help(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+fn escape_label(text: &str) -> String {
+    text.replace('\\', "\\\\").replace('"', "\\\"").replace('\n', "\\n")
+}
+
+fn format_value(v: f64) -> String {
+    if v.is_nan() {
+        "NaN".into()
+    } else if v.is_infinite() {
+        if v > 0.0 { "+Inf" } else { "-Inf" }.into()
+    } else {
+        format!("{v}")
+    }
+}
+
+fn seconds(nanos: u64) -> f64 {
+    nanos as f64 / 1e9
+}
+
+fn unix_seconds(time: &Time) -> f64 {
+    time.0.as_nanosecond() as f64 / 1e9
+}
+
+/// `/metrics/resource`, as kubelet's `resource_metrics.go` writes it from the CPU and memory
+/// summary. `summary` is `None` when no housekeeping has finished: then only the scrape error
+/// gauges, at 1.
+pub fn resource(summary: Option<&Summary>) -> String {
+    const STABLE: &str = "[STABLE] ";
+    const ALPHA: &str = "[ALPHA] ";
+    let mut e = Exposition::default();
+    let error = if summary.is_some() { 0.0 } else { 1.0 };
+    e.sample(
+        "resource_scrape_error",
+        "gauge",
+        &format!("{STABLE}1 if there was an error while getting container metrics, 0 otherwise"),
+        Vec::new(),
+        error,
+        None,
+    );
+    e.sample(
+        "scrape_error",
+        "gauge",
+        &format!(
+            "{ALPHA}(Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise"
+        ),
+        Vec::new(),
+        error,
+        None,
+    );
+    let Some(summary) = summary else { return e.render() };
+    let node = &summary.node;
+    if let Some((cpu, used)) = node.cpu.as_ref().and_then(|c| Some((c, c.usage_core_nano_seconds?))) {
+        e.sample(
+            "node_cpu_usage_seconds_total",
+            "counter",
+            &format!("{STABLE}Cumulative cpu time consumed by the node in core-seconds"),
+            Vec::new(),
+            seconds(used),
+            Some(&cpu.time),
+        );
+    }
+    if let Some((mem, ws)) = node.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
+        e.sample(
+            "node_memory_working_set_bytes",
+            "gauge",
+            &format!("{STABLE}Current working set of the node in bytes"),
+            Vec::new(),
+            ws as f64,
+            Some(&mem.time),
+        );
+    }
+    if let Some((swap, used)) = node.swap.as_ref().and_then(|s| Some((s, s.swap_usage_bytes?))) {
+        e.sample(
+            "node_swap_usage_bytes",
+            "gauge",
+            &format!("{ALPHA}Current swap usage of the node in bytes. Reported only on non-windows systems"),
+            Vec::new(),
+            used as f64,
+            Some(&swap.time),
+        );
+    }
+    for pod in &summary.pods {
+        let pod_labels = || {
+            vec![
+                ("namespace", pod.pod_ref.namespace.clone()),
+                ("pod", pod.pod_ref.name.clone()),
+            ]
+        };
+        for c in &pod.containers {
+            let labels = || {
+                vec![
+                    ("container", c.name.clone()),
+                    ("namespace", pod.pod_ref.namespace.clone()),
+                    ("pod", pod.pod_ref.name.clone()),
+                ]
+            };
+            if c.start_time.0.as_second() > 0 {
+                e.sample(
+                    "container_start_time_seconds",
+                    "gauge",
+                    &format!("{STABLE}Start time of the container since unix epoch in seconds"),
+                    labels(),
+                    unix_seconds(&c.start_time),
+                    None,
+                );
+            }
+            if let Some((cpu, used)) = c.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
+                e.sample(
+                    "container_cpu_usage_seconds_total",
+                    "counter",
+                    &format!("{STABLE}Cumulative cpu time consumed by the container in core-seconds"),
+                    labels(),
+                    seconds(used),
+                    Some(&cpu.time),
+                );
+            }
+            if let Some((mem, ws)) = c.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
+                e.sample(
+                    "container_memory_working_set_bytes",
+                    "gauge",
+                    &format!("{STABLE}Current working set of the container in bytes"),
+                    labels(),
+                    ws as f64,
+                    Some(&mem.time),
+                );
+            }
+            if let Some(swap) = &c.swap {
+                if let Some(used) = swap.swap_usage_bytes {
+                    e.sample(
+                        "container_swap_usage_bytes",
+                        "gauge",
+                        &format!("{ALPHA}Current amount of the container swap usage in bytes. Reported only on non-windows systems"),
+                        labels(),
+                        used as f64,
+                        Some(&swap.time),
+                    );
+                }
+                if let Some(available) = swap.swap_available_bytes {
+                    e.sample(
+                        "container_swap_limit_bytes",
+                        "gauge",
+                        &format!("{ALPHA}Current amount of the container swap limit in bytes. Reported only on non-windows systems"),
+                        labels(),
+                        (available + swap.swap_usage_bytes.unwrap_or(0)) as f64,
+                        Some(&swap.time),
+                    );
+                }
+            }
+        }
+        if let Some((cpu, used)) = pod.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
+            e.sample(
+                "pod_cpu_usage_seconds_total",
+                "counter",
+                &format!("{STABLE}Cumulative cpu time consumed by the pod in core-seconds"),
+                pod_labels(),
+                seconds(used),
+                Some(&cpu.time),
+            );
+        }
+        if let Some((mem, ws)) = pod.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
+            e.sample(
+                "pod_memory_working_set_bytes",
+                "gauge",
+                &format!("{STABLE}Current working set of the pod in bytes"),
+                pod_labels(),
+                ws as f64,
+                Some(&mem.time),
+            );
+        }
+        if let Some((swap, used)) = pod.swap.as_ref().and_then(|s| Some((s, s.swap_usage_bytes?))) {
+            e.sample(
+                "pod_swap_usage_bytes",
+                "gauge",
+                &format!("{ALPHA}Current amount of the pod swap usage in bytes. Reported only on non-windows systems"),
+                pod_labels(),
+                used as f64,
+                Some(&swap.time),
+            );
+        }
+    }
+    e.render()
+}
+
+/// cAdvisor's base labels of one series: `container`, `id` (the cgroup), `image`, `name` (the
+/// Docker container's name), `namespace`, `pod`.
+#[derive(Clone)]
+struct Base {
+    container: String,
+    id: String,
+    image: String,
+    name: String,
+    namespace: String,
+    pod: String,
+}
+
+impl Base {
+    fn labels(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("container", self.container.clone()),
+            ("id", self.id.clone()),
+            ("image", self.image.clone()),
+            ("name", self.name.clone()),
+            ("namespace", self.namespace.clone()),
+            ("pod", self.pod.clone()),
+        ]
+    }
+
+    fn with(&self, extra: &[(&'static str, &str)]) -> Vec<(&'static str, String)> {
+        let mut labels = self.labels();
+        labels.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+        labels
+    }
+}
+
+/// The series cAdvisor gives for one cgroup's CPU and memory.
+fn cgroup_series(e: &mut Exposition, base: &Base, stats: &ContainerStats) {
+    if let Some((cpu, used)) = stats.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
+        e.sample(
+            "container_cpu_usage_seconds_total",
+            "counter",
+            "Cumulative cpu time consumed in seconds.",
+            base.with(&[("cpu", "total")]),
+            seconds(used),
+            Some(&cpu.time),
+        );
+    }
+    if let Some(mem) = &stats.memory {
+        let t = Some(&mem.time);
+        let mut gauge = |name: &'static str, help: &str, v: Option<u64>| {
+            if let Some(v) = v {
+                e.sample(name, "gauge", help, base.labels(), v as f64, t);
+            }
+        };
+        gauge(
+            "container_memory_usage_bytes",
+            "Current memory usage in bytes, including all memory regardless of when it was accessed",
+            mem.usage_bytes,
+        );
+        gauge(
+            "container_memory_working_set_bytes",
+            "Current working set in bytes.",
+            mem.working_set_bytes,
+        );
+        gauge("container_memory_rss", "Size of RSS in bytes.", mem.rss_bytes);
+        for (kind, value) in [("pgfault", mem.page_faults), ("pgmajfault", mem.major_page_faults)] {
+            if let Some(v) = value {
+                e.sample(
+                    "container_memory_failures_total",
+                    "counter",
+                    "Cumulative count of memory allocation failures.",
+                    base.with(&[("failure_type", kind), ("scope", "container")]),
+                    v as f64,
+                    t,
+                );
+            }
+        }
+        if let (Some(available), Some(ws)) = (mem.available_bytes, mem.working_set_bytes) {
+            e.sample(
+                "container_spec_memory_limit_bytes",
+                "gauge",
+                "Memory limit for the container.",
+                base.labels(),
+                (available + ws) as f64,
+                None,
+            );
+        }
+    }
+    if stats.start_time.0.as_second() > 0 {
+        e.sample(
+            "container_start_time_seconds",
+            "gauge",
+            "Start time of the container since unix epoch in seconds.",
+            base.labels(),
+            stats.start_time.0.as_second() as f64,
+            None,
+        );
+    }
+}
+
+fn network_series(e: &mut Exposition, base: &Base, net: &NetworkStats) {
+    let interfaces = if net.interfaces.is_empty() {
+        std::slice::from_ref(&net.default)
+    } else {
+        &net.interfaces[..]
+    };
+    for i in interfaces {
+        let labels = || base.with(&[("interface", &i.name)]);
+        let t = Some(&net.time);
+        let series: [(&'static str, &str, Option<u64>); 4] = [
+            (
+                "container_network_receive_bytes_total",
+                "Cumulative count of bytes received",
+                i.rx_bytes,
+            ),
+            (
+                "container_network_receive_errors_total",
+                "Cumulative count of errors encountered while receiving",
+                i.rx_errors,
+            ),
+            (
+                "container_network_transmit_bytes_total",
+                "Cumulative count of bytes transmitted",
+                i.tx_bytes,
+            ),
+            (
+                "container_network_transmit_errors_total",
+                "Cumulative count of errors encountered while transmitting",
+                i.tx_errors,
+            ),
+        ];
+        for (name, help, value) in series {
+            if let Some(v) = value {
+                e.sample(name, "counter", help, labels(), v as f64, t);
+            }
+        }
+    }
+}
+
+fn pod_series(e: &mut Exposition, view: &StatsView, pod: &PodStats) {
+    let info = view.pods.get(&pod.pod_ref.uid);
+    let base = Base {
+        container: String::new(),
+        id: info.map(|p| p.cgroup.clone()).unwrap_or_default(),
+        image: String::new(),
+        name: String::new(),
+        namespace: pod.pod_ref.namespace.clone(),
+        pod: pod.pod_ref.name.clone(),
+    };
+    // The pod cgroup, as cAdvisor shows it: CPU and memory of the whole pod, and the pod's
+    // network (every container of a pod shares the sandbox's namespace).
+    let whole = ContainerStats {
+        name: String::new(),
+        start_time: pod.start_time.clone(),
+        cpu: pod.cpu.clone(),
+        memory: pod.memory.clone(),
+        accelerators: Vec::new(),
+        rootfs: None,
+        logs: None,
+        user_defined_metrics: Vec::new(),
+        swap: None,
+        io: None,
+    };
+    if !base.id.is_empty() {
+        cgroup_series(e, &base, &whole);
+    }
+    if let Some(net) = &pod.network {
+        network_series(e, &base, net);
+    }
+    if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
+        if !base.id.is_empty() {
+            e.sample(
+                "container_processes",
+                "gauge",
+                "Number of processes running inside the container.",
+                base.labels(),
+                count as f64,
+                None,
+            );
+        }
+    }
+    for c in &pod.containers {
+        let meta = info.and_then(|p| p.containers.get(&c.name));
+        let base = Base {
+            container: c.name.clone(),
+            id: meta.map(|m| m.cgroup.clone()).unwrap_or_default(),
+            image: meta.map(|m| m.image.clone()).unwrap_or_default(),
+            name: meta.map(|m| m.docker_name.clone()).unwrap_or_default(),
+            namespace: pod.pod_ref.namespace.clone(),
+            pod: pod.pod_ref.name.clone(),
+        };
+        cgroup_series(e, &base, c);
+        // The writable layer is the container's filesystem in cAdvisor's sense.
+        if let Some((fs, used)) = c.rootfs.as_ref().and_then(|f| Some((f, f.used_bytes?))) {
+            e.sample(
+                "container_fs_usage_bytes",
+                "gauge",
+                "Number of bytes that are consumed by the container on this filesystem.",
+                base.with(&[("device", meta.map(|m| m.device.as_str()).unwrap_or(""))]),
+                used as f64,
+                Some(&fs.time),
+            );
+        }
+    }
+}
+
+/// `/metrics/cadvisor`: cAdvisor's `container_*` and `machine_*` series for the node's root
+/// cgroup, each pod cgroup and each container, with cAdvisor's labels. `view` is `None` before
+/// the first housekeeping: then only `container_scrape_error 1`.
+pub fn cadvisor(view: Option<&StatsView>) -> String {
+    let mut e = Exposition::default();
+    e.sample(
+        "container_scrape_error",
+        "gauge",
+        "1 if there was an error while getting container metrics, 0 otherwise",
+        Vec::new(),
+        if view.is_some() { 0.0 } else { 1.0 },
+        None,
+    );
+    let Some(view) = view else { return e.render() };
+    let summary = &view.summary;
+    let root = Base {
+        container: String::new(),
+        id: "/".into(),
+        image: String::new(),
+        name: String::new(),
+        namespace: String::new(),
+        pod: String::new(),
+    };
+    let node = ContainerStats {
+        name: String::new(),
+        start_time: summary.node.start_time.clone(),
+        cpu: summary.node.cpu.clone(),
+        memory: summary.node.memory.clone(),
+        accelerators: Vec::new(),
+        rootfs: None,
+        logs: None,
+        user_defined_metrics: Vec::new(),
+        swap: None,
+        io: None,
+    };
+    cgroup_series(&mut e, &root, &node);
+    if let Some(net) = &summary.node.network {
+        network_series(&mut e, &root, net);
+    }
+    for (name, cgroup) in &view.system_cgroups {
+        if let Some(stats) = summary.node.system_containers.iter().find(|c| &c.name == name) {
+            let base = Base {
+                id: cgroup.clone(),
+                ..root.clone()
+            };
+            cgroup_series(&mut e, &base, stats);
+        }
+    }
+    for pod in &summary.pods {
+        pod_series(&mut e, view, pod);
+    }
+    if let Some(cores) = view.machine.cpu_cores {
+        e.sample(
+            "machine_cpu_cores",
+            "gauge",
+            "Number of logical CPU cores.",
+            Vec::new(),
+            cores as f64,
+            None,
+        );
+    }
+    if let Some(bytes) = view.machine.memory_bytes {
+        e.sample(
+            "machine_memory_bytes",
+            "gauge",
+            "Amount of memory installed on the machine.",
+            Vec::new(),
+            bytes as f64,
+            None,
+        );
+    }
+    e.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_messages::stats::{
+        ContainerInfo, CpuStats, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodInfo, PodReference,
+    };
+
+    fn at(s: &str) -> Time {
+        serde_json::from_str(&format!("\"{s}\"")).unwrap()
+    }
+
+    fn cpu(ns: u64) -> Option<CpuStats> {
+        Some(CpuStats {
+            time: at("2026-12-01T10:00:05Z"),
+            usage_nano_cores: Some(1000),
+            usage_core_nano_seconds: Some(ns),
+            psi: None,
+        })
+    }
+
+    fn memory(ws: u64, available: Option<u64>) -> Option<MemoryStats> {
+        Some(MemoryStats {
+            time: at("2026-12-01T10:00:06Z"),
+            available_bytes: available,
+            usage_bytes: Some(ws + 100),
+            working_set_bytes: Some(ws),
+            rss_bytes: Some(ws / 2),
+            page_faults: Some(7),
+            major_page_faults: Some(1),
+            psi: None,
+        })
+    }
+
+    fn container(name: &str) -> ContainerStats {
+        ContainerStats {
+            name: name.into(),
+            start_time: at("2026-12-01T09:00:00Z"),
+            cpu: cpu(2_500_000_000),
+            memory: memory(4096, Some(1000)),
+            accelerators: Vec::new(),
+            rootfs: Some(FsStats {
+                time: at("2026-12-01T10:00:00Z"),
+                available_bytes: None,
+                capacity_bytes: None,
+                used_bytes: Some(12288),
+                inodes_free: None,
+                inodes: None,
+                inodes_used: Some(3),
+            }),
+            logs: None,
+            user_defined_metrics: Vec::new(),
+            swap: None,
+            io: None,
+        }
+    }
+
+    fn view() -> StatsView {
+        let pod = PodStats {
+            pod_ref: PodReference {
+                name: "web\"1".into(),
+                namespace: "default".into(),
+                uid: "u1".into(),
+            },
+            start_time: at("2026-12-01T08:59:59Z"),
+            containers: vec![container("app")],
+            cpu: cpu(3_000_000_000),
+            memory: memory(8192, None),
+            network: Some(NetworkStats {
+                time: at("2026-12-01T10:00:07Z"),
+                default: InterfaceStats {
+                    name: "eth0".into(),
+                    rx_bytes: Some(10),
+                    rx_errors: Some(0),
+                    tx_bytes: Some(20),
+                    tx_errors: Some(0),
+                },
+                interfaces: Vec::new(),
+            }),
+            volume_stats: Vec::new(),
+            ephemeral_storage: None,
+            process_stats: None,
+            swap: None,
+            io: None,
+        };
+        let summary = Summary {
+            node: NodeStats {
+                node_name: "n1".into(),
+                system_containers: vec![ContainerStats {
+                    rootfs: None,
+                    ..container("kubelet")
+                }],
+                start_time: at("2026-12-01T00:00:00Z"),
+                cpu: cpu(90_000_000_000),
+                memory: memory(1 << 30, None),
+                network: None,
+                fs: None,
+                runtime: None,
+                rlimit: None,
+                swap: None,
+                io: None,
+            },
+            pods: vec![pod],
+        };
+        let app = ContainerInfo {
+            cgroup: "/kubepods/burstable/podu1/abc".into(),
+            docker_name: "k8s_app_web_default_u1_0".into(),
+            image: "busybox:1".into(),
+            device: "/dev/vda1".into(),
+        };
+        StatsView {
+            summary,
+            pods: [(
+                "u1".to_string(),
+                PodInfo {
+                    cgroup: "/kubepods/burstable/podu1".into(),
+                    containers: [("app".to_string(), app)].into(),
+                },
+            )]
+            .into(),
+            system_cgroups: [("kubelet".to_string(), "/system.slice/dockerlet".to_string())].into(),
+            machine: MachineInfo {
+                cpu_cores: Some(2),
+                memory_bytes: Some(24 << 30),
+            },
+        }
+    }
+
+    /// promtool (Debian's `prometheus` package, installed by `.ci/run`) accepts the text.
+    fn promtool_check(body: &str) {
+        use std::io::Write as _;
+        let mut child = std::process::Command::new("promtool")
+            .args(["check", "metrics"])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|e| panic!("promtool is needed (apt-get install prometheus): {e}"));
+        child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "promtool: {}{}\n{body}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    #[test]
+    fn resource_metrics_are_kubelets_with_timestamps() {
+        let v = view();
+        let text = resource(Some(&v.summary));
+        for line in [
+            "# HELP container_cpu_usage_seconds_total [STABLE] Cumulative cpu time consumed by the container in core-seconds",
+            "# TYPE container_cpu_usage_seconds_total counter",
+            "container_cpu_usage_seconds_total{container=\"app\",namespace=\"default\",pod=\"web\\\"1\"} 2.5 1796119205000",
+            "container_memory_working_set_bytes{container=\"app\",namespace=\"default\",pod=\"web\\\"1\"} 4096 1796119206000",
+            "container_start_time_seconds{container=\"app\",namespace=\"default\",pod=\"web\\\"1\"} 1796115600",
+            "node_cpu_usage_seconds_total 90 1796119205000",
+            "node_memory_working_set_bytes 1073741824 1796119206000",
+            "pod_cpu_usage_seconds_total{namespace=\"default\",pod=\"web\\\"1\"} 3 1796119205000",
+            "pod_memory_working_set_bytes{namespace=\"default\",pod=\"web\\\"1\"} 8192 1796119206000",
+            "resource_scrape_error 0",
+            "scrape_error 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // Families sorted by name, each declared once.
+        let names: Vec<&str> = text.lines().filter_map(|l| l.strip_prefix("# TYPE ")).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        promtool_check(&text);
+        let none = resource(None);
+        assert!(none.lines().any(|l| l == "resource_scrape_error 1"), "{none}");
+        assert!(!none.contains("node_cpu"));
+        promtool_check(&none);
+    }
+
+    #[test]
+    fn cadvisor_metrics_carry_cadvisors_labels() {
+        let v = view();
+        let text = cadvisor(Some(&v));
+        for line in [
+            "container_cpu_usage_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 2.5 1796119205000",
+            "container_cpu_usage_seconds_total{container=\"\",id=\"/\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 90 1796119205000",
+            "container_cpu_usage_seconds_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 3 1796119205000",
+            "container_cpu_usage_seconds_total{container=\"\",id=\"/system.slice/dockerlet\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 2.5 1796119205000",
+            "container_memory_working_set_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4096 1796119206000",
+            "container_spec_memory_limit_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 5096",
+            "container_memory_failures_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",failure_type=\"pgmajfault\",scope=\"container\"} 1 1796119206000",
+            "container_network_receive_bytes_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",interface=\"eth0\"} 10 1796119207000",
+            "container_fs_usage_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda1\"} 12288 1796119200000",
+            "machine_cpu_cores 2",
+            "container_scrape_error 0",
+        ] {
+            assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
+        }
+        // No limit on the pod: no spec limit series for it.
+        assert!(!text.lines().any(
+            |l| l.starts_with("container_spec_memory_limit_bytes{container=\"\",id=\"/kubepods/burstable/podu1\"")
+        ));
+        promtool_check(&text);
+        let none = cadvisor(None);
+        assert_eq!(
+            none,
+            "# HELP container_scrape_error 1 if there was an error while getting container metrics, 0 otherwise\n# TYPE container_scrape_error gauge\ncontainer_scrape_error 1\n"
+        );
+    }
+}
