@@ -271,6 +271,11 @@ pub struct Metrics {
     pub probe_total: Family<ProbeTotalLabels, Counter>,
     /// `prober_probe_duration_seconds`.
     pub probe_duration: HistogramFamily<ProbeDurationLabels>,
+    /// `dockerlet_stats_collection_cpu_seconds_total`: the CPU time the stats collector's
+    /// housekeeping took (its own thread's, so the agent's other work is not counted).
+    pub stats_collection_cpu: Counter<f64, AtomicU64>,
+    /// `dockerlet_stats_collection_duration_seconds`: one housekeeping, wall clock.
+    pub stats_collection_duration: Histogram,
 }
 
 impl Default for Metrics {
@@ -318,6 +323,8 @@ impl Metrics {
             restarted_pods: Family::default(),
             probe_total: Family::default(),
             probe_duration: Family::new_with_constructor(default_histogram),
+            stats_collection_cpu: Counter::default(),
+            stats_collection_duration: default_histogram(),
             registry: Registry::default(),
             probes: Registry::default(),
         };
@@ -412,6 +419,16 @@ impl Metrics {
             "Number of pods that have been restarted because they were deleted and recreated with the same UID \
              while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
             metrics.restarted_pods.clone(),
+        );
+        r.register(
+            "dockerlet_stats_collection_cpu_seconds",
+            "CPU time the stats collector's housekeeping used (its thread's own), in seconds",
+            metrics.stats_collection_cpu.clone(),
+        );
+        r.register(
+            "dockerlet_stats_collection_duration_seconds",
+            "Duration in seconds of one stats housekeeping",
+            metrics.stats_collection_duration.clone(),
         );
         probes.register(
             "prober_probe",
