@@ -42,6 +42,7 @@ pub mod http_stub;
 pub mod kubelet_stream;
 pub mod manifest;
 pub mod pod;
+pub mod promtool;
 pub mod wait;
 
 pub use docker::{Container, DieEvents};
@@ -51,6 +52,7 @@ pub use harness::{Agent, AgentExit, AgentOptions, Ports};
 pub use http_stub::{HttpStub, Reply, SeenRequest};
 pub use manifest::{fixture, write_manifest, ManifestDir};
 pub use pod::{ContainerStatusExt, PodExt};
+pub use promtool::promtool_check;
 pub use wait::{holds_for, wait_for, wait_until};
 
 use std::time::Duration;

@@ -1,11 +1,9 @@
 //! `/metrics` and `/metrics/probes` on the read-only port: kubelet's families with this node's
 //! numbers, valid for `promtool check metrics`.
 
-use std::io::Write;
-use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT};
+use dockerlet_integration_tests::{promtool_check, wait_until, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT};
 
 /// The value of the series `series` (name and labels, exactly as exposed), if present.
 fn value(body: &str, series: &str) -> Option<f64> {
@@ -18,26 +16,6 @@ fn scrape(agent: &Agent, path: &str) -> String {
     let (status, body) = agent.get(&url).unwrap();
     assert_eq!(status, 200, "GET {url}: {body}");
     body
-}
-
-/// `promtool check metrics` on `body`; promtool comes with Debian's `prometheus` package,
-/// which `.ci/run` installs. Without it the test fails: it cannot check what it promises.
-fn promtool_check(what: &str, body: &str) {
-    let mut child = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap_or_else(|e| panic!("promtool is needed (apt-get install prometheus): {e}"));
-    child.stdin.take().unwrap().write_all(body.as_bytes()).unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics on {what}: {}{}\n{body}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
 }
 
 /// A pod with a readiness probe: `/metrics` shows it running (pods, containers, start

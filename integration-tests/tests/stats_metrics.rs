@@ -1,0 +1,224 @@
+//! `/metrics/resource` and `/metrics/cadvisor` on the read-only port: parsed as a Prometheus
+//! client parses them, they agree with `/stats/summary` taken from the same housekeeping
+//! (values and sample timestamps), carry kubelet's and cAdvisor's names and labels, and pass
+//! `promtool check metrics`.
+
+use std::collections::HashMap;
+
+use dockerlet_integration_tests::docker::node_containers;
+use dockerlet_integration_tests::{promtool_check, wait_until, Agent, ManifestDir, CHANGE_TIMEOUT};
+use prometheus_parse::{Sample, Scrape, Value};
+use serde_json::Value as Json;
+
+const POD: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: busy
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: worker
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "i=0; while [ $i -lt 100000 ]; do i=$((i+1)); done; trap 'exit 0' TERM; while true; do sleep 1; done"]
+    resources:
+      limits:
+        memory: 64Mi
+  - name: idle
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 1; done"]
+"#;
+
+fn scrape(agent: &Agent, path: &str) -> String {
+    let url = format!("http://127.0.0.1:{}{path}", agent.ports().read_only);
+    let (status, body) = agent.get(&url).unwrap();
+    assert_eq!(status, 200, "GET {url}: {body}");
+    body
+}
+
+fn parse(body: &str) -> Vec<Sample> {
+    Scrape::parse(body.lines().map(|l| Ok(l.to_string())))
+        .unwrap_or_else(|e| panic!("not the Prometheus text format: {e}\n{body}"))
+        .samples
+}
+
+fn number(v: &Value) -> f64 {
+    match v {
+        Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => *v,
+        other => panic!("not a plain value: {other:?}"),
+    }
+}
+
+/// The one sample of `metric` whose labels include `labels`.
+fn find<'a>(samples: &'a [Sample], metric: &str, labels: &[(&str, &str)]) -> Option<&'a Sample> {
+    let mut found = samples
+        .iter()
+        .filter(|s| s.metric == metric && labels.iter().all(|(k, v)| s.labels.get(k) == Some(*v)));
+    let first = found.next();
+    assert!(found.next().is_none(), "{metric} {labels:?}: more than one series");
+    first
+}
+
+fn millis(time: &Json) -> i64 {
+    let t: jiff::Timestamp = time.as_str().expect("an RFC 3339 time").parse().expect("RFC 3339");
+    t.as_millisecond()
+}
+
+fn nanos_as_seconds(v: &Json) -> f64 {
+    v.as_u64().expect("a count") as f64 / 1e9
+}
+
+/// Equal up to float formatting.
+fn close(a: f64, b: f64) -> bool {
+    (a - b).abs() <= 1e-9 * a.abs().max(b.abs()).max(1.0)
+}
+
+#[test]
+fn resource_and_cadvisor_metrics_agree_with_the_summary() {
+    let manifests = ManifestDir::new();
+    manifests.write("busy.yaml", POD);
+    let agent = Agent::start("stats-metrics", manifests.path(), &["--housekeeping-interval", "1s"]);
+    agent.wait_for_running("busy");
+    let pod_name = agent.pod_name("busy");
+
+    // A summary showing both containers with CPU figures.
+    wait_until("the summary to show the pod's containers", CHANGE_TIMEOUT, || {
+        let summary: Json = serde_json::from_str(&scrape(&agent, "/stats/summary")).unwrap();
+        let pod = summary["pods"]
+            .as_array()
+            .and_then(|p| p.iter().find(|p| p["podRef"]["name"] == pod_name.as_str()))
+            .cloned()
+            .ok_or("no pod yet")?;
+        let with_cpu = pod["containers"].as_array().map_or(0, |c| {
+            c.iter().filter(|c| c["cpu"]["usageCoreNanoSeconds"].is_u64()).count()
+        });
+        if with_cpu == 2 {
+            Ok(())
+        } else {
+            Err(format!("{with_cpu} containers with CPU: {pod}"))
+        }
+    });
+
+    // The metrics and a summary from the same housekeeping: the summary before and after the
+    // scrape is the same.
+    let (summary, resource, cadvisor) = wait_until("one housekeeping behind all three", CHANGE_TIMEOUT, || {
+        let before = scrape(&agent, "/stats/summary");
+        let resource = scrape(&agent, "/metrics/resource");
+        let cadvisor = scrape(&agent, "/metrics/cadvisor");
+        let after = scrape(&agent, "/stats/summary");
+        if before == after {
+            Ok((serde_json::from_str::<Json>(&before).unwrap(), resource, cadvisor))
+        } else {
+            Err("a housekeeping ran in between".to_string())
+        }
+    });
+    promtool_check("/metrics/resource", &resource);
+    promtool_check("/metrics/cadvisor", &cadvisor);
+
+    let res = parse(&resource);
+    let node = &summary["node"];
+    let node_cpu = find(&res, "node_cpu_usage_seconds_total", &[]).expect("node CPU");
+    assert!(close(
+        number(&node_cpu.value),
+        nanos_as_seconds(&node["cpu"]["usageCoreNanoSeconds"])
+    ));
+    assert_eq!(node_cpu.timestamp.timestamp_millis(), millis(&node["cpu"]["time"]));
+    let node_mem = find(&res, "node_memory_working_set_bytes", &[]).expect("node memory");
+    assert_eq!(
+        number(&node_mem.value),
+        node["memory"]["workingSetBytes"].as_f64().unwrap()
+    );
+    assert_eq!(
+        number(
+            &find(&res, "resource_scrape_error", &[])
+                .expect("scrape error gauge")
+                .value
+        ),
+        0.0
+    );
+
+    let pod = summary["pods"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["podRef"]["name"] == pod_name.as_str())
+        .unwrap();
+    let ns = pod["podRef"]["namespace"].as_str().unwrap();
+    let pod_labels = [("pod", pod_name.as_str()), ("namespace", ns)];
+    let pod_cpu = find(&res, "pod_cpu_usage_seconds_total", &pod_labels).expect("pod CPU");
+    assert!(close(
+        number(&pod_cpu.value),
+        nanos_as_seconds(&pod["cpu"]["usageCoreNanoSeconds"])
+    ));
+    assert_eq!(pod_cpu.timestamp.timestamp_millis(), millis(&pod["cpu"]["time"]));
+    let pod_mem = find(&res, "pod_memory_working_set_bytes", &pod_labels).expect("pod memory");
+    assert_eq!(
+        number(&pod_mem.value),
+        pod["memory"]["workingSetBytes"].as_f64().unwrap()
+    );
+
+    let docker: HashMap<String, _> = node_containers(agent.node())
+        .into_iter()
+        .filter(|c| !c.is_sandbox())
+        .map(|c| (c.kube_name().to_string(), c))
+        .collect();
+    let cad = parse(&cadvisor);
+    for c in pod["containers"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        let labels = [("container", name), ("pod", pod_name.as_str()), ("namespace", ns)];
+        let cpu = find(&res, "container_cpu_usage_seconds_total", &labels).expect("container CPU");
+        assert!(close(
+            number(&cpu.value),
+            nanos_as_seconds(&c["cpu"]["usageCoreNanoSeconds"])
+        ));
+        assert_eq!(cpu.timestamp.timestamp_millis(), millis(&c["cpu"]["time"]));
+        let mem = find(&res, "container_memory_working_set_bytes", &labels).expect("container memory");
+        assert_eq!(number(&mem.value), c["memory"]["workingSetBytes"].as_f64().unwrap());
+        assert_eq!(mem.timestamp.timestamp_millis(), millis(&c["memory"]["time"]));
+        let start = find(&res, "container_start_time_seconds", &labels).expect("start time");
+        assert!(close(number(&start.value), millis(&c["startTime"]) as f64 / 1000.0));
+
+        // cAdvisor's labels: the Docker name, the image, the cgroup ending in the container's ID.
+        let container = docker.get(name).unwrap_or_else(|| panic!("no Docker container {name}"));
+        let cpu = find(
+            &cad,
+            "container_cpu_usage_seconds_total",
+            &[("container", name), ("pod", pod_name.as_str()), ("cpu", "total")],
+        )
+        .unwrap_or_else(|| panic!("cAdvisor CPU of {name}:\n{cadvisor}"));
+        assert_eq!(cpu.labels.get("name"), Some(container.short_name()));
+        assert_eq!(cpu.labels.get("image"), Some("dockerlet.local/busybox:1"));
+        let id = cpu.labels.get("id").unwrap_or_default();
+        assert!(id.ends_with(&format!("/{}", container.id)), "id {id}");
+        assert!(close(
+            number(&cpu.value),
+            nanos_as_seconds(&c["cpu"]["usageCoreNanoSeconds"])
+        ));
+    }
+    let limit = find(
+        &cad,
+        "container_spec_memory_limit_bytes",
+        &[("container", "worker"), ("pod", pod_name.as_str())],
+    )
+    .expect("the worker's memory limit");
+    assert_eq!(number(&limit.value), (64 << 20) as f64);
+    assert!(
+        find(
+            &cad,
+            "container_spec_memory_limit_bytes",
+            &[("container", "idle"), ("pod", pod_name.as_str())]
+        )
+        .is_none(),
+        "no limit, no series"
+    );
+    let cores = find(&cad, "machine_cpu_cores", &[]).expect("machine_cpu_cores");
+    let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
+    assert_eq!(number(&cores.value), nproc as f64);
+    let rx = find(
+        &cad,
+        "container_network_receive_bytes_total",
+        &[("container", ""), ("pod", pod_name.as_str()), ("interface", "eth0")],
+    );
+    assert!(rx.is_some(), "the pod's network:\n{cadvisor}");
+}
