@@ -161,6 +161,12 @@ impl Receiver {
         loop {
             let message = match self.stream.recv().await? {
                 Ok(m) => m,
+                // The connection ended without a close frame (kubectl through the API server's
+                // proxy just closes it): the client went away, not a protocol breach.
+                Err(actix_ws::ProtocolError::Io(e)) => {
+                    tracing::debug!(error = %e, "WebSocket client went away without a close frame");
+                    return None;
+                }
                 Err(e) => return Some(Err(ReceiveError::Protocol(e.to_string()))),
             };
             let message = match message {
