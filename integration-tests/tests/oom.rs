@@ -4,7 +4,7 @@
 //! a Warning `OOMKilled` event. A system OOM in the kernel log (injected through the test-only
 //! `--kmsg-path` file, in `/dev/kmsg`'s record format) gives one Node event `SystemOOM`, and none
 //! again after a restart on the same root dir; an OOM inside a container's cgroup, and
-//! malformed lines, give none.
+//! malformed lines, give none; neither does a re-created watcher.
 
 use std::io::Write;
 use std::path::Path;
@@ -163,7 +163,13 @@ fn a_system_oom_is_one_node_event_and_not_again_after_a_restart() {
     let mut agent = Agent::start(
         "oom-system",
         manifests.path(),
-        &["--kubeconfig", &kubeconfig, "--kmsg-path", &kmsg_arg],
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--kmsg-path",
+            &kmsg_arg,
+            "--enable-fault-injection",
+        ],
     );
     let node = agent.node().to_string();
     let events = wait_for("a SystemOOM Node event", CHANGE_TIMEOUT, || {
@@ -192,6 +198,26 @@ fn a_system_oom_is_one_node_event_and_not_again_after_a_restart() {
         debug_events.iter().filter(|e| e["reason"] == "SystemOOM").count(),
         1,
         "one SystemOOM on the debug page: {debug_events:?}"
+    );
+
+    // A re-created watcher (its handler panicked) reads the log again from the checkpoint.
+    let (status, body) = agent.inject_fault("target=oom");
+    assert_eq!(status, 200, "{body}");
+    wait_for("the watcher re-created and the log read again", CHANGE_TIMEOUT, || {
+        let actor = agent.actor("OomWatcherActor", "oom")?;
+        (actor["restarts"].as_u64()? >= 1 && actor["detail"]["malformed_lines"].as_u64()? >= 8).then_some(())
+    });
+    holds_for(
+        "one SystemOOM event after the watcher was re-created",
+        Duration::from_secs(2),
+        || {
+            let events = system_oom_events(&api, &node);
+            if events.len() == 1 {
+                Ok(())
+            } else {
+                Err(format!("{events:?}"))
+            }
+        },
     );
 
     agent.restart();
