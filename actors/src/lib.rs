@@ -16,11 +16,13 @@
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
 //! - [`pressure`]: observes the eviction signals on both kinds of node.
+//! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod actions;
 pub mod node_status;
+pub mod oom_watcher;
 pub mod pleg;
 pub mod pod_cache;
 pub mod pod_config;

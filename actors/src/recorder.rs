@@ -29,7 +29,7 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 14] = [
+        const WARNINGS: [&str; 16] = [
             "BackOff",
             "FailedMount",
             "Failed",
@@ -40,6 +40,9 @@ impl EventType {
             "FailedCreatePodSandBox",
             "DNSConfigForming",
             "MissingClusterDNS",
+            // The OOM killer: a container over its limit, or the node out of memory.
+            "OOMKilled",
+            "SystemOOM",
             // Admission rejections (kubelet's rejectPod records them as warnings).
             dockerlet_pod::admission::SYSCTL_FORBIDDEN,
             dockerlet_pod::admission::APPARMOR,

@@ -8,7 +8,7 @@
 //! | PodLifecycleEvent              | PlegActor             | `SyncPod` to that pod's worker               |
 //! | RelistCompleted                | PlegActor             | terminate containers of pods nobody wants (once every source delivered) |
 //! | PodTerminated                  | PodWorker             | forget the worker (or restart it if the pod came back); finalize an API deletion |
-//! | RecordEvent                    | PodWorker, ProbeActor | the [`EventRecorder`]: debug ring, API event |
+//! | RecordEvent                    | PodWorker, ProbeActor, OomWatcherActor | the [`EventRecorder`]: debug ring, API event |
 //! | ProbeResultChanged             | ProbeActor            | forward to that pod's worker                 |
 //! | WatchContainers, ForgetPod     | PodWorker             | forward to the ProbeActor                    |
 //! | SetPodStatus, RemovePodStatus  | PodWorker             | forward to the StatusActor                   |
@@ -53,6 +53,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
+use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_cache::PodCache;
 use crate::pod_config::{pod_ref, PodConfig};
@@ -112,6 +113,8 @@ pub struct SupervisorConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// The eviction signals and thresholds (observed in both modes).
     pub pressure: PressureConfig,
+    /// The OOM watcher's kernel log and checkpoint; `None` runs none.
+    pub oom: Option<OomWatcherConfig>,
 }
 
 impl SupervisorConfig {
@@ -224,6 +227,12 @@ impl Children {
                 ))
             }
         };
+        let oom = config.oom.clone().map(|oom| {
+            let (api, me) = (api.clone(), me.clone());
+            Child::start("OomWatcherActor", "oom", AfterRestart::Nothing, move || {
+                OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient()).start()
+            })
+        });
         let mut registry = Registry::default();
         registry.add(&status);
         registry.add(&probe);
@@ -233,6 +242,7 @@ impl Children {
         registry.add_some(&api_source);
         registry.add_some(&http_source);
         registry.add_some(&node_status);
+        registry.add_some(&oom);
         Children {
             registry,
             status,
@@ -778,6 +788,7 @@ mod tests {
             mode: Mode::Standalone,
             manifest_url: None,
             pressure: roomy_node(),
+            oom: None,
         }
     }
 

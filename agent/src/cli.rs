@@ -247,4 +247,9 @@ pub struct Cli {
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,
+
+    /// The kernel log the OOM watcher reads (tests only: kubelet has no such flag; a regular
+    /// file or FIFO of `/dev/kmsg` records is tailed).
+    #[arg(long, value_name = "PATH", hide = true, default_value = "/dev/kmsg")]
+    pub kmsg_path: PathBuf,
 }

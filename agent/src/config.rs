@@ -50,6 +50,8 @@ pub struct AgentConfig {
     pub node_ip: Option<IpAddr>,
     /// Fault injection hook enabled.
     pub fault_injection: bool,
+    /// The kernel log of the OOM watcher (`/dev/kmsg`; hidden `--kmsg-path` for tests).
+    pub kmsg_path: PathBuf,
     /// Log verbosity.
     pub verbosity: u8,
     /// `--manifest-url`, its headers and poll period.
@@ -612,6 +614,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         backoff,
         node_ip: cli.node_ip,
         fault_injection: cli.enable_fault_injection,
+        kmsg_path: cli.kmsg_path.clone(),
         verbosity: cli.verbosity.unwrap_or(0),
     })
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use anyhow::Context as _;
 use dockerlet_actors::node_status::NodeStatusConfig;
+use dockerlet_actors::oom_watcher::OomWatcherConfig;
 use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
@@ -102,7 +103,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             ephemeral_storage_bytes: FsStats::of(&root_dir).map_or(0, |f| f.capacity_bytes),
         },
         min_oom_score_adj: protect_from_oom_killer(),
-        root_dir,
+        root_dir: root_dir.clone(),
         api: api.clone(),
         dns: config.dns.clone(),
         security: SecurityConfig {
@@ -122,6 +123,11 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             mode,
             manifest_url: config.manifest_url.clone(),
             pressure,
+            oom: Some(OomWatcherConfig {
+                kmsg_path: config.kmsg_path.clone(),
+                checkpoint_dir: root_dir.join("oom_watcher"),
+                node_name: config.node_name.clone(),
+            }),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );

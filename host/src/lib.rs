@@ -16,12 +16,15 @@
 //! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
 //! - [`cgroup`]: where the node's cgroups are mounted (v1 controllers or the v2 root).
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
+//! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
+//!   checkpoint.
 
 pub mod atomic_writer;
 pub mod cgroup;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;
+pub mod oom;
 pub mod ownership;
 pub mod pod_files;
 pub mod security;

@@ -138,6 +138,9 @@ pub struct PodWorker {
     last_status: Option<PodStatus>,
     /// Containers already known to have exited, so each death is reported once.
     known_exited: HashSet<ContainerId>,
+    /// Exited containers whose OOM kill was reported (Docker's OOMKilled may come with the
+    /// inspect after the death was seen).
+    known_oom_killed: HashSet<ContainerId>,
     /// False until the first observation; deaths before the worker existed are not events.
     observed_once: bool,
     /// Summary of the last decision, for the debug endpoint.
@@ -200,6 +203,7 @@ impl PodWorker {
             waiting: HashMap::new(),
             last_status: None,
             known_exited: HashSet::new(),
+            known_oom_killed: HashSet::new(),
             observed_once: false,
             next_action: "sync".to_string(),
             backoff_until: None,
@@ -426,7 +430,7 @@ impl PodWorker {
         }));
     }
 
-    /// Report each container death once (the debug endpoint's `ContainerDied` events).
+    /// Report each container death once, and each OOM kill once more as a Warning (the debug endpoint's `ContainerDied` events).
     fn note_deaths(&mut self, observed: &[ObservedContainer]) {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
             if self.known_exited.insert(c.id.clone()) && self.observed_once {
@@ -443,7 +447,17 @@ impl PodWorker {
                 );
             }
         }
+        for c in observed
+            .iter()
+            .filter(|c| c.state == RuntimeState::Exited && c.oom_killed)
+        {
+            if self.known_oom_killed.insert(c.id.clone()) && self.observed_once {
+                tracing::info!(container = %c.name, "container OOM-killed");
+                self.record_about(Some(&c.name), "OOMKilled", oom_killed_message(&c.name));
+            }
+        }
         self.known_exited.retain(|id| observed.iter().any(|c| &c.id == id));
+        self.known_oom_killed.retain(|id| observed.iter().any(|c| &c.id == id));
         self.observed_once = true;
     }
 
@@ -674,6 +688,11 @@ fn phase_name(phase: Phase) -> &'static str {
         Phase::Terminating { .. } => "Terminating",
         Phase::Terminated => "Terminated",
     }
+}
+
+/// The `OOMKilled` event's message: the container the kernel killed over its memory limit.
+fn oom_killed_message(container: &str) -> String {
+    format!("Container {container} was killed by the OOM killer: its memory use reached its limit")
 }
 
 fn short(id: &ContainerId) -> &str {
