@@ -1105,6 +1105,7 @@ mod tests {
     /// `CgroupParent`, and the teardown removes it; a pod cgroup that cannot be made fails the
     /// sandbox with FailedCreatePodSandBox and nothing is created.
     #[actix::test]
+    #[allow(clippy::disallowed_methods)] // The test reads and arranges the recorded tree.
     async fn the_pod_cgroup_comes_before_the_sandbox_and_goes_after_the_pod() {
         use dockerlet_host::cgroup::tree::PodCgroups;
         use dockerlet_host::cgroup::CgroupLayout;
