@@ -778,6 +778,8 @@ mod tests {
             },
             security: Default::default(),
             metrics: Default::default(),
+            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
+            cgroups: None,
         };
         SupervisorConfig {
             worker: Arc::new(worker),
@@ -940,7 +942,7 @@ mod tests {
     async fn orphan_container(runtime: &FakeRuntime) {
         let orphan = desired("old", "u9", 0).pod;
         let id = runtime
-            .create_container(dockerlet_pod::container::sandbox_spec(&orphan, NODE, "pause", 0))
+            .create_container(dockerlet_pod::container::sandbox_spec(&orphan, NODE, "pause", 0, None))
             .await
             .unwrap();
         runtime.start_container(&id).await.unwrap();

@@ -244,6 +244,24 @@ pub struct Cli {
     #[arg(long, value_name = "SYSCTLS", value_delimiter = ',')]
     pub allowed_unsafe_sysctls: Vec<String>,
 
+    /// The cgroup the pod tree (`kubepods`) is made under; "" is `/` [default: /].
+    #[arg(long, value_name = "CGROUP")]
+    pub cgroup_root: Option<String>,
+
+    /// Make the QoS and pod cgroups (`kubepods/…/pod<uid>`) and put every pod's containers
+    /// there; false leaves them in Docker's default parent (or `--cgroup-root`) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub cgroups_per_qos: Option<bool>,
+
+    /// The cgroup driver: `cgroupfs` (`systemd` is refused: not implemented); it must be the
+    /// Docker engine's [default: cgroupfs].
+    #[arg(long, value_name = "DRIVER")]
+    pub cgroup_driver: Option<String>,
+
+    /// Most processes a pod may run (its cgroup's pids.max); -1 for no limit [default: -1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub pod_max_pids: Option<i64>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

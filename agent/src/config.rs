@@ -90,6 +90,21 @@ pub struct AgentConfig {
     pub seccomp_default: bool,
     /// `--allowed-unsafe-sysctls`.
     pub allowed_unsafe_sysctls: Vec<String>,
+    /// `--cgroup-root`, `--cgroups-per-qos`, `--cgroup-driver`, `--pod-max-pids`.
+    pub cgroups: CgroupConfig,
+}
+
+/// The pod cgroup tree's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupConfig {
+    /// `--cgroup-root` (`cgroupRoot`), absolute.
+    pub root: String,
+    /// `--cgroups-per-qos` (`cgroupsPerQOS`).
+    pub per_qos: bool,
+    /// `--cgroup-driver` (`cgroupDriver`): `cgroupfs` or `systemd`.
+    pub driver: String,
+    /// `--pod-max-pids` (`podPidsLimit`): applied when positive.
+    pub pod_pids_limit: i64,
 }
 
 /// A setting that cannot be used.
@@ -217,6 +232,10 @@ struct FileSettings {
     resolv_conf: Option<PathBuf>,
     seccomp_default: Option<bool>,
     allowed_unsafe_sysctls: Option<Vec<String>>,
+    cgroup_root: Option<String>,
+    cgroups_per_qos: Option<bool>,
+    cgroup_driver: Option<String>,
+    pod_pids_limit: Option<i64>,
     present: bool,
 }
 
@@ -308,12 +327,59 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         resolv_conf: field(path, &mut map, "resolvConf")?,
         seccomp_default: field(path, &mut map, "seccompDefault")?,
         allowed_unsafe_sysctls: field(path, &mut map, "allowedUnsafeSysctls")?,
+        cgroup_root: field(path, &mut map, "cgroupRoot")?,
+        cgroups_per_qos: field(path, &mut map, "cgroupsPerQOS")?,
+        cgroup_driver: field(path, &mut map, "cgroupDriver")?,
+        pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
         tracing::warn!(file = %path.display(), setting = %key, "config setting not supported by dockerlet; ignored");
     }
     Ok(settings)
+}
+
+/// The cgroup settings from the flags over the file: `cgroupRoot` absolute (`""` is `/`, as
+/// kubelet defaults it with per-QoS cgroups), `cgroupDriver` cgroupfs or systemd (checked
+/// against Docker's at start), `podPidsLimit` -1 or more.
+fn cgroup_settings(
+    cli: &Cli,
+    file: (Option<String>, Option<bool>, Option<String>, Option<i64>),
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<CgroupConfig, ConfigError> {
+    let (root, per_qos, driver, pids) = file;
+    let root = cli.cgroup_root.clone().or(root).unwrap_or_default();
+    let root = if root.is_empty() { "/".to_string() } else { root };
+    if !root.starts_with('/') || root.split('/').any(|part| part == ".." || part == ".") {
+        return Err(invalid(
+            "--cgroup-root",
+            format!("{root:?}: expected an absolute cgroup path without . or .."),
+        ));
+    }
+    let driver = cli
+        .cgroup_driver
+        .clone()
+        .or(driver)
+        .unwrap_or_else(|| "cgroupfs".to_string());
+    if !matches!(driver.as_str(), "cgroupfs" | "systemd") {
+        return Err(invalid(
+            "--cgroup-driver",
+            format!("{driver:?}: expected cgroupfs or systemd"),
+        ));
+    }
+    let pod_pids_limit = cli.pod_max_pids.or(pids).unwrap_or(-1);
+    if pod_pids_limit < -1 {
+        return Err(invalid(
+            "--pod-max-pids",
+            format!("{pod_pids_limit}: expected -1 (no limit) or more"),
+        ));
+    }
+    Ok(CgroupConfig {
+        root,
+        per_qos: cli.cgroups_per_qos.or(per_qos).unwrap_or(true),
+        driver,
+        pod_pids_limit,
+    })
 }
 
 /// Merge flags over the file over kubelet's defaults, and validate.
@@ -561,8 +627,19 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let allowed_unsafe_sysctls: Vec<String> = allowed_unsafe_sysctls.into_iter().filter(|s| !s.is_empty()).collect();
     dockerlet_pod::admission::check_unsafe_sysctl_patterns(&allowed_unsafe_sysctls)
         .map_err(|e| invalid("--allowed-unsafe-sysctls", e.to_string()))?;
+    let cgroups = cgroup_settings(
+        cli,
+        (
+            file.cgroup_root,
+            file.cgroups_per_qos,
+            file.cgroup_driver,
+            file.pod_pids_limit,
+        ),
+        &invalid,
+    )?;
     Ok(AgentConfig {
         dns,
+        cgroups,
         seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
         allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
@@ -1021,6 +1098,61 @@ mod tests {
         ));
         // Without an API server, asking for either webhook is refused.
         assert!(build(&cli(&["--config", p]), host).is_err());
+    }
+
+    /// The cgroup settings take kubelet's defaults, the file's `cgroupRoot`, `cgroupsPerQOS`,
+    /// `cgroupDriver` and `podPidsLimit`, and the flags over them; bad values name the flag.
+    #[test]
+    fn cgroup_settings_parse() {
+        let c = build(&cli(&[]), host).unwrap().cgroups;
+        assert_eq!(
+            c,
+            CgroupConfig {
+                root: "/".into(),
+                per_qos: true,
+                driver: "cgroupfs".into(),
+                pod_pids_limit: -1,
+            }
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "cgroupRoot: /k\ncgroupsPerQOS: false\ncgroupDriver: systemd\npodPidsLimit: 100\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let c = build(&cli(&["--config", p]), host).unwrap().cgroups;
+        assert_eq!(
+            (c.root.as_str(), c.per_qos, c.driver.as_str(), c.pod_pids_limit),
+            ("/k", false, "systemd", 100)
+        );
+        let c = build(
+            &cli(&[
+                "--config",
+                p,
+                "--cgroup-root",
+                "/it/n1",
+                "--cgroups-per-qos",
+                "--pod-max-pids",
+                "-1",
+            ]),
+            host,
+        )
+        .unwrap()
+        .cgroups;
+        assert_eq!((c.root.as_str(), c.per_qos, c.pod_pids_limit), ("/it/n1", true, -1));
+        for (args, setting) in [
+            (&["--cgroup-root", "rel"][..], "--cgroup-root"),
+            (&["--cgroup-root", "/a/../b"][..], "--cgroup-root"),
+            (&["--cgroup-driver", "docker"][..], "--cgroup-driver"),
+            (&["--pod-max-pids", "-2"][..], "--pod-max-pids"),
+        ] {
+            match build(&cli(args), host) {
+                Err(ConfigError::Invalid { setting: s, .. }) => assert_eq!(s, setting, "{args:?}"),
+                other => panic!("{args:?}: {other:?}"),
+            }
+        }
     }
 
     /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and

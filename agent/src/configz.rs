@@ -93,6 +93,10 @@ pub fn configz(config: &AgentConfig) -> Value {
             "resolvConf": config.dns.resolv_conf.as_ref().map_or_else(String::new, |p| p.display().to_string()),
             "seccompDefault": config.seccomp_default,
             "allowedUnsafeSysctls": config.allowed_unsafe_sysctls,
+            "cgroupRoot": config.cgroups.root,
+            "cgroupsPerQOS": config.cgroups.per_qos,
+            "cgroupDriver": config.cgroups.driver,
+            "podPidsLimit": config.cgroups.pod_pids_limit,
         }
     })
 }

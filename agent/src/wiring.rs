@@ -1,6 +1,7 @@
 //! Starts everything, top to bottom: Docker, the sandbox image, the actor system, the HTTP
 //! servers; then waits for SIGTERM or SIGINT.
 
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -12,14 +13,16 @@ use dockerlet_actors::pleg::RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
+use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_messages::metrics::{BuildInfo, Metrics};
+use dockerlet_pod::cgroup::CgroupNaming;
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::measured::Measured;
-use dockerlet_runtime::{ContainerRuntime, Images};
+use dockerlet_runtime::{ContainerRuntime, Containers, Images};
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::AgentConfig;
@@ -34,6 +37,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let root_dir =
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     let runtime = connect(&config.runtime_endpoint).await?;
+    let (cgroup_naming, cgroups) = pod_cgroups(&config, &runtime).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(config.sandbox_image.as_deref())
         .await
@@ -112,6 +116,8 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
         },
         metrics: metrics.clone(),
+        cgroup_naming,
+        cgroups,
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {
@@ -312,6 +318,85 @@ fn protect_from_oom_killer() -> i64 {
 }
 
 /// MemTotal from /proc/meminfo, in bytes (0 if unreadable).
+/// Refuse a `--cgroup-driver` other than the engine's (kubelet's check and message), and the
+/// systemd driver, which is not implemented.
+fn check_cgroup_driver(ours: &str, docker: &str) -> anyhow::Result<()> {
+    if !docker.is_empty() && ours != docker {
+        anyhow::bail!(
+            "misconfiguration: kubelet cgroup driver: {ours:?} is different from docker cgroup driver: {docker:?}"
+        );
+    }
+    if ours == "systemd" {
+        anyhow::bail!(
+            "--cgroup-driver systemd: not implemented; dockerlet lays out pod cgroups with the cgroupfs driver only (configure the engine with native.cgroupdriver=cgroupfs)"
+        );
+    }
+    Ok(())
+}
+
+/// The pod cgroup tree, as kubelet's container manager sets it up at start: the driver checked
+/// against Docker's, `kubepods` (limited to the node's allocatable CPU and memory, kubelet's
+/// `--enforce-node-allocatable=pods`), its QoS cgroups, and the pod cgroups of pods with no
+/// container left on this node removed. None with `--cgroups-per-qos=false`.
+async fn pod_cgroups(
+    config: &AgentConfig,
+    runtime: &DockerRuntime,
+) -> anyhow::Result<(CgroupNaming, Option<Arc<PodCgroups>>)> {
+    let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
+    check_cgroup_driver(&config.cgroups.driver, &docker_driver)?;
+    let naming = CgroupNaming::new(&config.cgroups.root, config.cgroups.per_qos);
+    if !config.cgroups.per_qos {
+        return Ok((naming, None));
+    }
+    let layout = dockerlet_host::cgroup::CgroupLayout::detect().context("--cgroups-per-qos")?;
+    let tree = Arc::new(PodCgroups::new(layout, naming.clone(), config.cgroups.pod_pids_limit));
+    let reserved = |name: &str| config.reserved.get(name).copied().unwrap_or(0);
+    let cpu_milli = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 * 1000 - reserved("cpu");
+    let memory = node_memory_bytes() - reserved("memory");
+    let keep: BTreeSet<String> = runtime
+        .list_node_containers(&config.node_name)
+        .await
+        .context("listing the node's containers")?
+        .into_iter()
+        .map(|c| c.pod_uid.0)
+        .collect();
+    let set_up = tree.clone();
+    let (removed, errors) = tokio::task::spawn_blocking(move || {
+        set_up.setup(cpu_milli, memory)?;
+        Ok::<_, dockerlet_host::cgroup::tree::CgroupTreeError>(set_up.remove_orphans(&keep))
+    })
+    .await
+    .context("setting up the pod cgroups")?
+    .with_context(|| format!("--cgroup-root {}: setting up the kubepods cgroups", naming.root()))?;
+    for uid in removed {
+        tracing::info!(pod.uid = %uid, "removed the cgroup of a pod no longer on this node");
+    }
+    for error in errors {
+        tracing::warn!(error = %error, "could not remove an orphaned pod cgroup");
+    }
+    Ok((naming, Some(tree)))
+}
+
 fn node_memory_bytes() -> i64 {
     dockerlet_host::meminfo::MemInfo::read().total()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A driver other than Docker's is refused with kubelet's message; systemd (when Docker
+    /// uses it too) is refused as not implemented; cgroupfs on cgroupfs starts.
+    #[test]
+    fn cgroup_driver_is_checked_against_dockers() {
+        let e = check_cgroup_driver("cgroupfs", "systemd").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "misconfiguration: kubelet cgroup driver: \"cgroupfs\" is different from docker cgroup driver: \"systemd\""
+        );
+        let e = check_cgroup_driver("systemd", "systemd").unwrap_err().to_string();
+        assert!(e.contains("not implemented"), "{e}");
+        check_cgroup_driver("cgroupfs", "cgroupfs").unwrap();
+        check_cgroup_driver("cgroupfs", "").unwrap();
+    }
 }

@@ -182,6 +182,11 @@ impl Agent {
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
         }
+        // Every agent its own pod cgroup tree, so agents sharing the engine never see (or
+        // clean up) each other's pod cgroups; removed when the agent is dropped.
+        if !extra_args.contains(&"--cgroup-root") {
+            args.extend(["--cgroup-root".to_string(), cgroup_root(&node)]);
+        }
         args.extend(extra_args.iter().map(|s| s.to_string()));
 
         let http = ureq::Agent::config_builder()
@@ -211,6 +216,16 @@ impl Agent {
             default_log_filter: options.default_log_filter,
             wait_healthy: options.wait_healthy,
         })
+    }
+
+    /// The agent's `--cgroup-root`: [`cgroup_root`] of its node unless the test gave one.
+    pub fn cgroup_root(&self) -> String {
+        self.args
+            .iter()
+            .position(|a| a == "--cgroup-root")
+            .and_then(|i| self.args.get(i + 1))
+            .cloned()
+            .unwrap_or_else(|| cgroup_root(&self.node))
     }
 
     /// The agent's `--root-dir`.
@@ -576,7 +591,85 @@ impl Drop for Agent {
         }
         // The agent is dead, so nothing re-creates containers behind our back.
         docker::remove_node_containers(&self.node);
+        // Then its pod cgroup tree, now that no container is in it; only a tests' tree (an agent
+        // given `--cgroup-root /` shares the machine's).
+        let cgroup_root = self.cgroup_root();
+        if !cgroup_root.starts_with(CGROUP_TEST_ROOT) {
+            return;
+        }
+        if let Err(e) = remove_cgroup_tree(&cgroup_root) {
+            eprintln!("---- node {}: cgroup tree left behind: {e}", self.node);
+        }
     }
+}
+
+/// Where the tests' cgroup trees go: each agent's `--cgroup-root` is under it.
+pub const CGROUP_TEST_ROOT: &str = "/dockerlet-it/";
+
+/// The `--cgroup-root` the harness gives an agent: `/dockerlet-it/<node>`.
+pub fn cgroup_root(node: &str) -> String {
+    format!("{CGROUP_TEST_ROOT}{node}")
+}
+
+/// The root of every cgroup hierarchy mounted (cgroup v1 controllers and named hierarchies,
+/// the cgroup2 mount).
+pub fn cgroup_hierarchies() -> Vec<PathBuf> {
+    let info = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let mut roots: Vec<PathBuf> = info
+        .lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            let mut left = left.split(' ');
+            let (root, point) = (left.nth(3)?, left.next()?);
+            let fstype = right.split(' ').next()?;
+            (root == "/" && matches!(fstype, "cgroup" | "cgroup2")).then(|| PathBuf::from(point))
+        })
+        .collect();
+    roots.sort();
+    roots.dedup();
+    roots
+}
+
+/// rmdir `cgroup` (an absolute cgroup path under [`CGROUP_TEST_ROOT`]) and every cgroup under it, deepest first, in every
+/// hierarchy; a cgroup that is still busy is retried for a few seconds (runc removes a killed
+/// container's cgroup just after `docker rm` returns).
+pub fn remove_cgroup_tree(cgroup: &str) -> std::io::Result<()> {
+    fn remove(dir: &Path) -> std::io::Result<()> {
+        let entries = match std::fs::read_dir(dir) {
+            Ok(e) => e,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        for entry in entries.flatten() {
+            if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                remove(&entry.path())?;
+            }
+        }
+        match std::fs::remove_dir(dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => {
+                Err(std::io::Error::new(e.kind(), format!("{}: {e}", dir.display())))
+            }
+            _ => Ok(()),
+        }
+    }
+    if !cgroup.starts_with(CGROUP_TEST_ROOT) || cgroup.split('/').any(|p| p == "..") {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{cgroup}: only a test tree under {CGROUP_TEST_ROOT} is removed"),
+        ));
+    }
+    let relative = cgroup.trim_start_matches('/');
+    let mut last = Ok(());
+    for _ in 0..50 {
+        last = cgroup_hierarchies()
+            .iter()
+            .try_for_each(|root| remove(&root.join(relative)));
+        if last.is_ok() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    last
 }
 
 /// Lazily unmount every mount point under `dir`, deepest first.

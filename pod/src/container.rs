@@ -117,6 +117,9 @@ pub struct CreateSpec {
     pub masked_paths: Option<Vec<String>>,
     /// Paths mounted read-only; as [`CreateSpec::masked_paths`].
     pub readonly_paths: Option<Vec<String>>,
+    /// Docker's `CgroupParent`: the pod cgroup (`crate::cgroup::CgroupNaming::parent_of`), the
+    /// same for the sandbox and every container; none for Docker's default.
+    pub cgroup_parent: Option<String>,
 }
 
 /// Why a container's config could not be built (reason `CreateContainerConfigError`).
@@ -167,6 +170,8 @@ pub struct PodContext<'a> {
     pub allocatable: &'a Allocatable,
     /// The files the agent writes for the pod and mounts into every container.
     pub managed_files: &'a ManagedFiles,
+    /// The pod cgroup every container goes in (`CgroupParent`); none for Docker's default.
+    pub cgroup_parent: Option<&'a str>,
 }
 
 /// The node files the agent keeps for a pod (kubelet's `etc-hosts`, and the pod's
@@ -252,8 +257,8 @@ fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) ->
     ])
 }
 
-/// The sandbox (pause) container of `attempt`.
-pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32) -> CreateSpec {
+/// The sandbox (pause) container of `attempt`, in the pod cgroup `cgroup_parent`.
+pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32, cgroup_parent: Option<&str>) -> CreateSpec {
     let (name, namespace, uid) = pod_identity(pod);
     let host_net = host_network(pod);
     let mut l = pod.metadata.labels.clone().unwrap_or_default();
@@ -311,6 +316,7 @@ pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32) -> Cr
         ports,
         cpu_shares: Some(MIN_SHARES),
         oom_score_adj: Some(SANDBOX_OOM_SCORE_ADJ),
+        cgroup_parent: cgroup_parent.map(str::to_string),
         ..Default::default()
     }
 }
@@ -372,6 +378,7 @@ pub fn container_spec(
         oom_score_adj: Some(oom_score_adj(ctx.pod, &resources, ctx.node_memory_bytes)),
         tty: container.tty.unwrap_or(false),
         stdin: container.stdin.unwrap_or(false),
+        cgroup_parent: ctx.cgroup_parent.map(str::to_string),
         // The security fields are filled by `crate::security::apply_container`.
         ..Default::default()
     })
@@ -659,6 +666,7 @@ mod tests {
             env_objects: &EnvObjects::default(),
             allocatable: &Allocatable::default(),
             managed_files: &ManagedFiles::default(),
+            cgroup_parent: Some("/kubepods/poduid1"),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 2, 1, &[]).unwrap();
         assert_eq!(spec.name, "k8s_app_web-n1_default_uid1_2");
@@ -674,6 +682,7 @@ mod tests {
         assert_eq!(spec.labels[labels::RESTART_COUNT], "2");
         assert_eq!(spec.labels[labels::NODE], "n1");
         assert_eq!(spec.labels[labels::SANDBOX_ID], "sb");
+        assert_eq!(spec.cgroup_parent.as_deref(), Some("/kubepods/poduid1"));
     }
 
     /// The sandbox publishes hostPorts and carries the pod's labels.
@@ -688,8 +697,9 @@ mod tests {
             }]),
             ..Default::default()
         };
-        let spec = sandbox_spec(&pod(vec![c]), "n1", "pause", 0);
+        let spec = sandbox_spec(&pod(vec![c]), "n1", "pause", 0, Some("/kubepods/poduid1"));
         assert_eq!(spec.name, "k8s_POD_web-n1_default_uid1_0");
+        assert_eq!(spec.cgroup_parent.as_deref(), Some("/kubepods/poduid1"));
         assert_eq!(
             spec.ports,
             vec![PortBinding {
@@ -756,6 +766,7 @@ mod tests {
             env_objects: &objects,
             allocatable: &Allocatable::default(),
             managed_files: &ManagedFiles::default(),
+            cgroup_parent: Some("/kubepods/poduid1"),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
         assert_eq!(
@@ -795,6 +806,7 @@ mod tests {
             env_objects: &EnvObjects::default(),
             allocatable: &Allocatable::default(),
             managed_files: &ManagedFiles::default(),
+            cgroup_parent: Some("/kubepods/poduid1"),
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
         assert!(err.to_string().starts_with("env S:"), "{err}");
@@ -840,6 +852,7 @@ mod tests {
             env_objects: &objects,
             allocatable: &Allocatable::default(),
             managed_files: &ManagedFiles::default(),
+            cgroup_parent: Some("/kubepods/poduid1"),
         };
         let spec = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap();
         assert_eq!(
@@ -908,6 +921,7 @@ mod tests {
             env_objects: &EnvObjects::default(),
             allocatable: &alloc,
             managed_files: &ManagedFiles::default(),
+            cgroup_parent: Some("/kubepods/poduid1"),
         };
         let env = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap().env;
         assert_eq!(

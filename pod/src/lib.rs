@@ -8,6 +8,7 @@
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
 //! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares; what
 //!   configMap, secret, downwardAPI and projected volumes contain ([`volume::payload`]).
+//! - [`cgroup`]: the kubepods cgroup tree's names and the pod-level limits (`ResourceConfigForPod`).
 //! - [`resource`]: container resource values for the downward API (env and volumes).
 //! - [`dns`]: the pod's resolv.conf (dnsPolicy, dnsConfig, the cluster DNS, kubelet's limits).
 //! - [`hosts`]: the pod's hostname, FQDN and managed `/etc/hosts`.
@@ -28,6 +29,7 @@ pub mod action;
 pub mod admission;
 pub mod annotations;
 pub mod backoff;
+pub mod cgroup;
 pub mod container;
 pub mod deadline;
 pub mod dns;

@@ -70,6 +70,13 @@ impl ImageUsers {
 }
 
 impl DockerRuntime {
+    /// Docker's cgroup driver (`CgroupDriver` of `docker info`: `cgroupfs` or `systemd`), which
+    /// the agent's `--cgroup-driver` must match.
+    pub async fn cgroup_driver(&self) -> Result<String, RuntimeError> {
+        let info = self.docker.info().await.map_err(|e| failed("info", e))?;
+        Ok(info.cgroup_driver.map(|d| d.to_string()).unwrap_or_default())
+    }
+
     /// Docker's root directory (`DockerRootDir`): its filesystem holds images and containers.
     pub async fn root_dir(&self) -> Option<std::path::PathBuf> {
         let info = self.docker.info().await.ok()?;
@@ -811,6 +818,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         pid_mode: spec.pid_mode,
         masked_paths: spec.masked_paths,
         readonly_paths: spec.readonly_paths,
+        cgroup_parent: spec.cgroup_parent,
         ..Default::default()
     };
     ContainerCreateBody {

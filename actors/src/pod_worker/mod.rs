@@ -90,6 +90,11 @@ pub struct PodWorkerConfig {
     pub security: dockerlet_pod::security::SecurityConfig,
     /// The agent's metrics (pod worker durations, pod starts, started containers).
     pub metrics: Arc<dockerlet_messages::metrics::Metrics>,
+    /// `--cgroup-root` and `--cgroups-per-qos`: the `CgroupParent` of every pod's containers.
+    pub cgroup_naming: dockerlet_pod::cgroup::CgroupNaming,
+    /// The kubepods tree the pod cgroups are made in and removed from (none with
+    /// `--cgroups-per-qos=false`, and in tests that leave the node's cgroups alone).
+    pub cgroups: Option<Arc<dockerlet_host::cgroup::tree::PodCgroups>>,
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -863,6 +868,7 @@ mod tests {
     struct Sink {
         terminated: Vec<PodUid>,
         statuses: Vec<Pod>,
+        events: Vec<String>,
     }
 
     impl Actor for Sink {
@@ -883,7 +889,20 @@ mod tests {
 
     impl Handler<RecordEvent> for Sink {
         type Result = ();
-        fn handle(&mut self, _: RecordEvent, _: &mut Context<Self>) {}
+        fn handle(&mut self, msg: RecordEvent, _: &mut Context<Self>) {
+            self.events.push(format!("{}: {}", msg.event.reason, msg.event.message));
+        }
+    }
+
+    struct Events;
+    impl Message for Events {
+        type Result = Vec<String>;
+    }
+    impl Handler<Events> for Sink {
+        type Result = MessageResult<Events>;
+        fn handle(&mut self, _: Events, _: &mut Context<Self>) -> Self::Result {
+            MessageResult(self.events.clone())
+        }
     }
 
     impl Handler<WatchContainers> for Sink {
@@ -963,6 +982,8 @@ mod tests {
             },
             security: Default::default(),
             metrics: Default::default(),
+            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
+            cgroups: None,
         })
     }
 
@@ -1097,6 +1118,92 @@ mod tests {
         };
         assert_eq!(worker(WorkerOperation::create), 2);
         assert!(worker(WorkerOperation::sync) >= 1);
+    }
+
+    /// The pod cgroup is made before the sandbox, every container of the pod gets it as its
+    /// `CgroupParent`, and the teardown removes it; a pod cgroup that cannot be made fails the
+    /// sandbox with FailedCreatePodSandBox and nothing is created.
+    #[actix::test]
+    #[allow(clippy::disallowed_methods)] // The test reads and arranges the recorded tree.
+    async fn the_pod_cgroup_comes_before_the_sandbox_and_goes_after_the_pod() {
+        use dockerlet_host::cgroup::tree::PodCgroups;
+        use dockerlet_host::cgroup::CgroupLayout;
+        use dockerlet_pod::cgroup::CgroupNaming;
+        let dir = tempfile::tempdir().unwrap();
+        let layout = CgroupLayout::v1_at(dir.path(), &["cpu", "memory"]);
+        let naming = CgroupNaming::new("/", true);
+        let tree = Arc::new(PodCgroups::new(layout, naming.clone(), -1));
+        tree.setup(1000, 1 << 30).unwrap();
+        let with_tree = |runtime: &FakeRuntime| {
+            let mut sync = relisted(runtime);
+            let mut config = (*sync.config).clone();
+            config.cgroup_naming = naming.clone();
+            config.cgroups = Some(tree.clone());
+            sync.config = Arc::new(config);
+            sync
+        };
+        async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+            for _ in 0..500 {
+                if check() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+            panic!("not {what} in 5 s");
+        }
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let worker = PodWorker::new(named("one", "u1"), with_tree(&runtime), links(&sink)).start();
+        let pod_dir = dir.path().join("memory/kubepods/besteffort/podu1");
+        eventually("both containers created", || {
+            runtime.state.lock().unwrap().containers.len() == 2
+        })
+        .await;
+        assert!(pod_dir.is_dir());
+        let parents: Vec<Option<String>> = runtime
+            .state
+            .lock()
+            .unwrap()
+            .containers
+            .values()
+            .map(|c| c.spec.cgroup_parent.clone())
+            .collect();
+        assert_eq!(parents, vec![Some("/kubepods/besteffort/podu1".to_string()); 2]);
+        // A recorded tree's control files would block rmdir; a kernel's vanish with it.
+        for f in std::fs::read_dir(&pod_dir).unwrap().flatten() {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+        for f in std::fs::read_dir(dir.path().join("cpu/kubepods/besteffort/podu1"))
+            .unwrap()
+            .flatten()
+        {
+            std::fs::remove_file(f.path()).unwrap();
+        }
+        worker.do_send(TerminatePod { grace_period: None });
+        eventually("terminated", || !pod_dir.exists()).await;
+
+        // A file where the pod cgroup goes: it cannot be made.
+        std::fs::write(dir.path().join("memory/kubepods/besteffort/podu2"), "").unwrap();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let _worker = PodWorker::new(named("two", "u2"), with_tree(&runtime), links(&sink)).start();
+        let sink2 = sink.clone();
+        let mut events = Vec::new();
+        for _ in 0..200 {
+            events = sink2.send(Events).await.unwrap();
+            if events.iter().any(|e| e.starts_with("FailedCreatePodSandBox")) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let failed = events
+            .iter()
+            .find(|e| e.starts_with("FailedCreatePodSandBox"))
+            .unwrap_or_else(|| panic!("no FailedCreatePodSandBox in {events:?}"));
+        assert!(
+            failed.contains("pod cgroup: create cgroup") && failed.contains("podu2"),
+            "{failed}"
+        );
+        assert_eq!(count(&runtime, |c| matches!(c, Call::Create(_))), 0);
     }
 
     /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and

@@ -70,6 +70,13 @@ pub enum SyncError {
         #[source]
         source: ResolvConfError,
     },
+    /// The pod cgroup could not be made (the sandbox is not created) or removed (the teardown
+    /// is retried).
+    #[error("pod cgroup: {0}")]
+    PodCgroup(#[from] dockerlet_host::cgroup::tree::CgroupTreeError),
+    /// The blocking task making or removing the pod cgroup did not finish.
+    #[error("pod cgroup: the blocking task did not finish: {0}")]
+    PodCgroupUnfinished(#[source] tokio::task::JoinError),
     /// The pod's directory (its volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {
@@ -275,6 +282,13 @@ pub async fn sync_pod(
             }
         }
     }
+    if !stop_only && !observed.is_empty() && sync.config.cgroups.is_some() {
+        // A pod an earlier agent started: its cgroup (and its share of the burstable cgroup) is
+        // set up at its first sync; nothing is written when it is unchanged.
+        if let Err(e) = ensure_pod_cgroup(&sync, &pod).await {
+            tracing::warn!(error = %e, "could not set up the pod cgroup");
+        }
+    }
     let actions = if stop_only {
         PodActions {
             kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
@@ -391,10 +405,40 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
                     },
                 }),
             }
+            // And the pod cgroup, once no container is left in it (kubelet's pod cgroup
+            // cleanup).
+            if let Err(e) = remove_pod_cgroup(&sync, &uid).await {
+                outcome.errors.push(e);
+            }
             return outcome;
         }
     }
     outcome
+}
+
+/// Make (or check) the pod's cgroup with its limits, off the actor thread; returns the
+/// `CgroupParent` of its containers (none for Docker's default).
+async fn ensure_pod_cgroup(sync: &SyncContext, pod: &Arc<Pod>) -> Result<Option<String>, SyncError> {
+    let Some(tree) = sync.config.cgroups.clone() else {
+        return Ok(sync.config.cgroup_naming.parent_of(pod));
+    };
+    let pod = pod.clone();
+    let cgroup = tokio::task::spawn_blocking(move || tree.ensure_pod(&pod))
+        .await
+        .map_err(SyncError::PodCgroupUnfinished)??;
+    Ok(Some(cgroup))
+}
+
+/// Remove the pod's cgroup in every hierarchy, children first, off the actor thread.
+async fn remove_pod_cgroup(sync: &SyncContext, uid: &PodUid) -> Result<(), SyncError> {
+    let Some(tree) = sync.config.cgroups.clone() else {
+        return Ok(());
+    };
+    let uid = uid.0.clone();
+    tokio::task::spawn_blocking(move || tree.remove_pod(&uid))
+        .await
+        .map_err(SyncError::PodCgroupUnfinished)??;
+    Ok(())
 }
 
 /// Whether a stop is followed by an observation of the stopped container (not when it is
@@ -534,7 +578,7 @@ fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
 /// Carries out one [`PodActions`].
 struct Executor<'a> {
     sync: &'a SyncContext,
-    pod: &'a Pod,
+    pod: &'a Arc<Pod>,
     outcome: &'a mut SyncOutcome,
 }
 
@@ -618,7 +662,15 @@ impl Executor<'_> {
         let hostname = PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?;
         let events = self.write_resolv_conf().await?;
         self.outcome.events.extend(events);
-        let mut spec = sandbox_spec(self.pod, &config.node_name, &config.sandbox_image, attempt);
+        // The pod cgroup first, with the pod's limits, as kubelet's EnsureExists before the sandbox.
+        let cgroup_parent = ensure_pod_cgroup(self.sync, self.pod).await?;
+        let mut spec = sandbox_spec(
+            self.pod,
+            &config.node_name,
+            &config.sandbox_image,
+            attempt,
+            cgroup_parent.as_deref(),
+        );
         if !host_network(self.pod) {
             spec.hostname = Some(hostname);
         }
@@ -761,6 +813,7 @@ impl Executor<'_> {
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
         let config = &self.sync.config;
+        let cgroup_parent = config.cgroup_naming.parent_of(self.pod);
         let ctx = PodContext {
             pod: self.pod,
             node_name: &config.node_name,
@@ -771,6 +824,7 @@ impl Executor<'_> {
             env_objects: &env_objects,
             allocatable: &config.allocatable,
             managed_files: &managed_files,
+            cgroup_parent: cgroup_parent.as_deref(),
         };
         // The env first: subPathExpr expands with it.
         let env = match container_env(&ctx, container) {

@@ -2,6 +2,8 @@
 //! unified root, so the pod tree and the stats readers find a cgroup's directory for a
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
+pub mod tree;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -37,8 +39,10 @@ pub struct CgroupLayout {
     version: CgroupVersion,
     /// v1: controller name (`cpu`, `cpuacct`, `memory`, `pids`, …) → mount point.
     controllers: BTreeMap<String, PathBuf>,
-    /// v2: the unified mount point.
+    /// v2: the unified mount point; v1: a hybrid machine's (empty) cgroup2 mount, if any.
     unified: Option<PathBuf>,
+    /// v1: the named hierarchies without a controller (`name=systemd`).
+    named: Vec<PathBuf>,
 }
 
 impl CgroupLayout {
@@ -58,6 +62,7 @@ impl CgroupLayout {
     pub fn from_mountinfo(text: &str) -> Result<Self, CgroupError> {
         let mut controllers = BTreeMap::new();
         let mut unified = None;
+        let mut named = Vec::new();
         for line in text.lines() {
             // `id parent major:minor root mountpoint options [optional…] - fstype source super`
             let Some((left, right)) = line.split_once(" - ") else {
@@ -78,6 +83,9 @@ impl CgroupLayout {
             let mount_point = PathBuf::from(unescape(mount_point));
             match fstype {
                 "cgroup" => {
+                    if super_options.split(',').any(|o| o.starts_with("name=")) && !named.contains(&mount_point) {
+                        named.push(mount_point.clone());
+                    }
                     for option in super_options.split(',') {
                         if !matches!(option, "rw" | "ro") && !option.contains('=') {
                             controllers
@@ -103,6 +111,7 @@ impl CgroupLayout {
             version,
             controllers,
             unified,
+            named,
         })
     }
 
@@ -112,6 +121,7 @@ impl CgroupLayout {
             version: CgroupVersion::V1,
             controllers: controllers.iter().map(|c| (c.to_string(), root.join(c))).collect(),
             unified: None,
+            named: Vec::new(),
         }
     }
 
@@ -121,6 +131,7 @@ impl CgroupLayout {
             version: CgroupVersion::V2,
             controllers: BTreeMap::new(),
             unified: Some(root.to_path_buf()),
+            named: Vec::new(),
         }
     }
 
@@ -139,6 +150,18 @@ impl CgroupLayout {
             CgroupVersion::V1 => self.controllers.get(controller).map(|m| m.join(relative)),
             CgroupVersion::V2 => self.unified.as_ref().map(|m| m.join(relative)),
         }
+    }
+
+    /// The root of every mounted hierarchy: each v1 controller's, the named ones
+    /// (`name=systemd`) and a hybrid machine's unified mount, or the v2 root. runc makes a
+    /// container's cgroup in all of them, so a pod cgroup is removed from all of them.
+    pub fn hierarchies(&self) -> Vec<PathBuf> {
+        let mut all: Vec<PathBuf> = self.controllers.values().cloned().collect();
+        all.extend(self.named.iter().cloned());
+        all.extend(self.unified.iter().cloned());
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// The v1 controllers mounted (empty on v2).
@@ -203,6 +226,10 @@ mod tests {
         );
         assert_eq!(layout.dir("hugetlb", "/kubepods"), None);
         assert!(!layout.controllers().any(|c| c.starts_with("name=")));
+        let hierarchies = layout.hierarchies();
+        assert_eq!(hierarchies.len(), 5, "{hierarchies:?}");
+        assert!(hierarchies.contains(&PathBuf::from("/sys/fs/cgroup/systemd")));
+        assert!(hierarchies.contains(&PathBuf::from("/sys/fs/cgroup/unified")));
     }
 
     #[test]
