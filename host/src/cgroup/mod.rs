@@ -2,6 +2,8 @@
 //! unified root, so the pod tree and the stats readers find a cgroup's directory for a
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
+pub mod stats;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
