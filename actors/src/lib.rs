@@ -30,5 +30,6 @@ pub mod prober;
 pub mod recorder;
 pub mod registry;
 pub mod source;
+pub mod stats;
 pub mod status;
 pub mod supervisor;

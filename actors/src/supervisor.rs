@@ -15,6 +15,7 @@
 //! | GetPods                        | HTTP `/pods`          | forward to the StatusActor                   |
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
+//! | GetStatsSummary, GetStatsContainers | HTTP `/stats/summary` | forward to the StatsActor              |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
 //! | GetPodSandbox                  | HTTP `/portForward/…` | the pod's newest sandbox from the pod cache  |
 //! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
@@ -39,6 +40,7 @@ use dockerlet_messages::debug::{
 };
 use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
+use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
@@ -58,6 +60,7 @@ use crate::pod_cache::PodCache;
 use crate::pod_config::{pod_ref, PodConfig};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
 use crate::pressure::{PressureActor, PressureConfig};
+use crate::stats::{StatsActor, StatsConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
 use crate::registry::{ask, AfterRestart, Child, Registry, QUERY_TIMEOUT};
@@ -112,6 +115,8 @@ pub struct SupervisorConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// The eviction signals and thresholds (observed in both modes).
     pub pressure: PressureConfig,
+    /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
+    pub stats: Option<StatsConfig>,
 }
 
 impl SupervisorConfig {
@@ -135,6 +140,7 @@ struct Children {
     probe: Child<ProbeActor>,
     pleg: Child<PlegActor>,
     pressure: Child<PressureActor>,
+    stats: Option<Child<StatsActor>>,
     api_source: Option<Child<ApiSource>>,
 }
 
@@ -186,6 +192,12 @@ impl Children {
                 PressureActor::new(pressure.clone()).start()
             })
         };
+        let stats = config.stats.clone().map(|stats| {
+            let cache = cache.clone();
+            Child::start("StatsActor", "stats", AfterRestart::Nothing, move || {
+                StatsActor::new(stats.clone(), cache.clone()).start()
+            })
+        });
         let file_source = config.manifest_path.clone().map(|path| {
             let (me, node, every) = (me.clone(), node.clone(), config.file_check_frequency);
             Child::start("FileSource", "file", AfterRestart::Nothing, move || {
@@ -229,6 +241,7 @@ impl Children {
         registry.add(&probe);
         registry.add(&pleg);
         registry.add(&pressure);
+        registry.add_some(&stats);
         registry.add_some(&file_source);
         registry.add_some(&api_source);
         registry.add_some(&http_source);
@@ -239,6 +252,7 @@ impl Children {
             probe,
             pleg,
             pressure,
+            stats,
             api_source,
         }
     }
@@ -651,6 +665,35 @@ impl Handler<GetNodePressure> for Supervisor {
     }
 }
 
+impl Handler<GetStatsSummary> for Supervisor {
+    type Result = ResponseFuture<Option<Arc<Summary>>>;
+
+    /// The StatsActor's last summary; none before its first pass, while it is being re-created,
+    /// or without one.
+    fn handle(&mut self, msg: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let stats = self.children.stats.as_ref().map(Child::addr);
+        Box::pin(async move {
+            let stats = stats?;
+            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
+        })
+    }
+}
+
+impl Handler<GetStatsContainers> for Supervisor {
+    type Result = ResponseFuture<Option<Arc<Vec<ContainerRef>>>>;
+
+    /// The containers of the StatsActor's last summary (for cAdvisor's labels).
+    fn handle(&mut self, msg: GetStatsContainers, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let stats = self.children.stats.as_ref().map(Child::addr);
+        Box::pin(async move {
+            let stats = stats?;
+            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
+        })
+    }
+}
+
 impl Handler<GetDebugSnapshot> for Supervisor {
     type Result = ResponseFuture<DebugSnapshot>;
 
@@ -778,6 +821,7 @@ mod tests {
             mode: Mode::Standalone,
             manifest_url: None,
             pressure: roomy_node(),
+            stats: None,
         }
     }
 

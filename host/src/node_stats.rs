@@ -156,6 +156,28 @@ pub fn filesystem(path: &Path) -> Option<FsFigures> {
     })
 }
 
+/// Whether `a` and `b` are on the same filesystem (an emptyDir on disk, not on tmpfs).
+pub fn same_filesystem(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev(),
+        _ => false,
+    }
+}
+
+/// The entries of a directory (a pod's `volumes/kubernetes.io~empty-dir`), by name; none if
+/// it is missing.
+pub fn dir_entries(dir: &Path) -> Vec<(String, PathBuf)> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut out: Vec<_> = entries
+        .flatten()
+        .map(|e| (e.file_name().to_string_lossy().into_owned(), e.path()))
+        .collect();
+    out.sort();
+    out
+}
+
 /// Disk use of a directory tree, as `du` counts it.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DirUsage {
