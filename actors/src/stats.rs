@@ -91,7 +91,11 @@ impl StatsActor {
                 act.collector = Some(collector);
                 act.passes += 1;
                 act.last_pass = started.elapsed();
-                tracing::debug!(pods = summary.pods.len(), took_ms = act.last_pass.as_millis() as u64, "stats housekeeping");
+                tracing::debug!(
+                    pods = summary.pods.len(),
+                    took_ms = act.last_pass.as_millis() as u64,
+                    "stats housekeeping"
+                );
                 act.summary = Some(Arc::new(summary));
                 act.containers = Some(Arc::new(containers));
             }

@@ -40,10 +40,10 @@ use dockerlet_messages::debug::{
 };
 use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
-use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
+use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
@@ -60,13 +60,13 @@ use crate::pod_cache::PodCache;
 use crate::pod_config::{pod_ref, PodConfig};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
 use crate::pressure::{PressureActor, PressureConfig};
-use crate::stats::{StatsActor, StatsConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
 use crate::registry::{ask, AfterRestart, Child, Registry, QUERY_TIMEOUT};
 use crate::source::api::ApiSource;
 use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
+use crate::stats::{StatsActor, StatsConfig};
 use crate::status::StatusActor;
 
 /// How often the watchdog looks for dead children.

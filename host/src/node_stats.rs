@@ -21,12 +21,7 @@ use crate::meminfo::MemInfo;
 pub fn node_cpu_ns() -> Option<u64> {
     let stat = procfs::KernelStats::current().ok()?;
     let t = &stat.total;
-    let ticks = t.user
-        + t.nice
-        + t.system
-        + t.irq.unwrap_or(0)
-        + t.softirq.unwrap_or(0)
-        + t.steal.unwrap_or(0);
+    let ticks = t.user + t.nice + t.system + t.irq.unwrap_or(0) + t.softirq.unwrap_or(0) + t.steal.unwrap_or(0);
     let per_tick = 1_000_000_000 / procfs::ticks_per_second().max(1);
     Some(ticks.saturating_mul(per_tick))
 }
@@ -284,9 +279,8 @@ mod tests {
     /// Node memory as cAdvisor's root: usage = total − free, working set without inactive file.
     #[test]
     fn node_memory_follows_cadvisor() {
-        let m = MemInfo::parse(
-            "MemTotal: 1000 kB\nMemFree: 400 kB\nInactive(file): 100 kB\nAnonPages: 200 kB\n".into(),
-        );
+        let m =
+            MemInfo::parse("MemTotal: 1000 kB\nMemFree: 400 kB\nInactive(file): 100 kB\nAnonPages: 200 kB\n".into());
         let vm: HashMap<String, i64> = [("pgfault".to_string(), 7), ("pgmajfault".to_string(), 1)].into();
         let n = node_memory_from(&m, &vm).unwrap();
         assert_eq!(

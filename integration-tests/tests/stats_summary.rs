@@ -255,7 +255,8 @@ impl Check {
         let now = Timestamp::now();
         let age = SignedDuration::try_from(max_age).unwrap();
         if t < now - age || t > now + SignedDuration::from_secs(180) {
-            self.problems.push(format!("{what} = {time} is not within {max_age:?} of now"));
+            self.problems
+                .push(format!("{what} = {time} is not within {max_age:?} of now"));
         }
     }
 
@@ -293,9 +294,19 @@ impl Check {
         };
         self.recent(&format!("{what}.cpu.time"), &cpu.time, MAX_STATS_AGE);
         if !(zero_ok && cpu.usage_nano_cores == Some(0)) {
-            self.bounded(&format!("{what}.cpu.usageNanoCores"), cpu.usage_nano_cores, nano_cores.0, nano_cores.1);
+            self.bounded(
+                &format!("{what}.cpu.usageNanoCores"),
+                cpu.usage_nano_cores,
+                nano_cores.0,
+                nano_cores.1,
+            );
         }
-        self.bounded(&format!("{what}.cpu.usageCoreNanoSeconds"), cpu.usage_core_nano_seconds, core_ns.0, core_ns.1);
+        self.bounded(
+            &format!("{what}.cpu.usageCoreNanoSeconds"),
+            cpu.usage_core_nano_seconds,
+            core_ns.0,
+            core_ns.1,
+        );
         self.psi(&format!("{what}.cpu"), &cpu.psi);
     }
 
@@ -313,9 +324,24 @@ impl Check {
         let (lo, hi) = bounds.usage;
         self.bounded(&format!("{what}.memory.usageBytes"), m.usage_bytes, lo, hi);
         self.bounded(&format!("{what}.memory.workingSetBytes"), m.working_set_bytes, lo, hi);
-        self.bounded(&format!("{what}.memory.rssBytes"), m.rss_bytes, bounds.rss.0, bounds.rss.1);
-        self.bounded(&format!("{what}.memory.pageFaults"), m.page_faults, bounds.faults.0, bounds.faults.1);
-        self.bounded(&format!("{what}.memory.majorPageFaults"), m.major_page_faults, 0, 1_000_000_000);
+        self.bounded(
+            &format!("{what}.memory.rssBytes"),
+            m.rss_bytes,
+            bounds.rss.0,
+            bounds.rss.1,
+        );
+        self.bounded(
+            &format!("{what}.memory.pageFaults"),
+            m.page_faults,
+            bounds.faults.0,
+            bounds.faults.1,
+        );
+        self.bounded(
+            &format!("{what}.memory.majorPageFaults"),
+            m.major_page_faults,
+            0,
+            1_000_000_000,
+        );
         self.psi(&format!("{what}.memory"), &m.psi);
     }
 
@@ -338,7 +364,8 @@ impl Check {
             }
         } else {
             if n.name != "eth0" {
-                self.problems.push(format!("{what}.network.name = {:?}, want eth0", n.name));
+                self.problems
+                    .push(format!("{what}.network.name = {:?}, want eth0", n.name));
             }
             self.bounded(&format!("{what}.network.rxBytes"), n.rx_bytes, 10, 10 * MB);
             self.bounded(&format!("{what}.network.txBytes"), n.tx_bytes, 10, 10 * MB);
@@ -409,7 +436,13 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
         c.problems.push(format!("node.nodeName = {:?}", n.node_name));
     }
     c.recent("node.startTime", &n.start_time, MAX_START_AGE);
-    c.cpu("node", &n.cpu, (100_000, 2_000_000_000), (1_000_000_000, 1_000_000_000_000_000), false);
+    c.cpu(
+        "node",
+        &n.cpu,
+        (100_000, 2_000_000_000),
+        (1_000_000_000, 1_000_000_000_000_000),
+        false,
+    );
     c.memory(
         "node",
         &n.memory,
@@ -448,12 +481,20 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
     let mut names: Vec<&str> = n.system_containers.iter().map(|c| c.name.as_str()).collect();
     names.sort();
     if names != ["kubelet", "pods", "runtime"] {
-        c.problems.push(format!("node.systemContainers = {names:?}, want kubelet, pods, runtime"));
+        c.problems.push(format!(
+            "node.systemContainers = {names:?}, want kubelet, pods, runtime"
+        ));
     }
     for sc in &n.system_containers {
         let what = format!("systemContainers[{}]", sc.name);
         c.recent(&format!("{what}.startTime"), &sc.start_time, MAX_START_AGE);
-        c.cpu(&what, &sc.cpu, (10_000, 2_000_000_000), (10_000_000, 1_000_000_000_000_000), true);
+        c.cpu(
+            &what,
+            &sc.cpu,
+            (10_000, 2_000_000_000),
+            (10_000_000, 1_000_000_000_000_000),
+            true,
+        );
         let bounds = if sc.name == "pods" {
             // Pods are limited by node allocatable. Upstream's rss floor (1 kB) is the pods'.
             MemoryBounds {
@@ -473,7 +514,11 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
         c.none(&format!("{what}.logs"), &sc.logs);
     }
     for name in pods {
-        let Some(p) = s.pods.iter().find(|p| &p.pod_ref.name == name && p.pod_ref.namespace == "default") else {
+        let Some(p) = s
+            .pods
+            .iter()
+            .find(|p| &p.pod_ref.name == name && p.pod_ref.namespace == "default")
+        else {
             c.problems.push(format!("pod default/{name} missing"));
             continue;
         };
@@ -492,8 +537,21 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
         for ct in &p.containers {
             let what = format!("{what}.containers[{}]", ct.name);
             c.recent(&format!("{what}.startTime"), &ct.start_time, MAX_START_AGE);
-            c.cpu(&what, &ct.cpu, (10_000, 1_000_000_000), (10_000_000, 100_000_000_000), false);
-            c.memory(&what, &ct.memory, MemoryBounds { faults: (100, 1_000_000), ..limited });
+            c.cpu(
+                &what,
+                &ct.cpu,
+                (10_000, 1_000_000_000),
+                (10_000_000, 100_000_000_000),
+                false,
+            );
+            c.memory(
+                &what,
+                &ct.memory,
+                MemoryBounds {
+                    faults: (100, 1_000_000),
+                    ..limited
+                },
+            );
             c.fs(&format!("{what}.rootfs"), &ct.rootfs, (KB, 10 * MB));
             c.fs(&format!("{what}.logs"), &ct.logs, (KB, 10 * MB));
             if !ct.accelerators.is_empty() || !ct.user_defined_metrics.is_empty() {
@@ -501,11 +559,18 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
             }
         }
         c.network(&what, &p.network, false);
-        c.cpu(&what, &p.cpu, (10_000, 1_000_000_000), (10_000_000, 100_000_000_000), false);
+        c.cpu(
+            &what,
+            &p.cpu,
+            (10_000, 1_000_000_000),
+            (10_000_000, 100_000_000_000),
+            false,
+        );
         c.memory(&what, &p.memory, limited);
         let volumes: Vec<&str> = p.volume.iter().map(|v| v.name.as_str()).collect();
         if volumes != ["test-empty-dir"] {
-            c.problems.push(format!("{what}.volume = {volumes:?}, want [test-empty-dir]"));
+            c.problems
+                .push(format!("{what}.volume = {volumes:?}, want [test-empty-dir]"));
         }
         for v in &p.volume {
             let w = format!("{what}.volume[{}]", v.name);
@@ -522,7 +587,11 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
             });
             c.fs(&w, &fs, (KB, MB));
         }
-        c.fs(&format!("{what}.ephemeral-storage"), &p.ephemeral_storage, (KB, 21 * MB));
+        c.fs(
+            &format!("{what}.ephemeral-storage"),
+            &p.ephemeral_storage,
+            (KB, 21 * MB),
+        );
         c.bounded(
             &format!("{what}.process_stats.process_count"),
             p.process_stats.as_ref().and_then(|s| s.process_count),
@@ -591,10 +660,17 @@ fn summary_reports_resource_usage_through_the_stats_api() {
     wait_until("both pods restarted once and running", POD_START_TIMEOUT, || {
         let all = agent.try_pods().map_err(|e| format!("{e:#}"))?;
         for name in &pods {
-            let pod = all.iter().find(|p| p.name() == name).ok_or(format!("{name} not in /pods"))?;
+            let pod = all
+                .iter()
+                .find(|p| p.name() == name)
+                .ok_or(format!("{name} not in /pods"))?;
             let c = pod.container("busybox-container").ok_or("no status")?;
             if c.restart_count < 1 || c.running_since().is_none() {
-                return Err(format!("{name}: restarts {} running {:?}", c.restart_count, c.running_since()));
+                return Err(format!(
+                    "{name}: restarts {} running {:?}",
+                    c.restart_count,
+                    c.running_since()
+                ));
             }
         }
         Ok(())
@@ -609,18 +685,26 @@ fn summary_reports_resource_usage_through_the_stats_api() {
         Ok(decode(&body))
     };
     // Upstream: Eventually within 180 s (polling every 15 s), then Consistently for 30 s.
-    wait_until("the summary to match upstream's expectations", Duration::from_secs(180), || {
-        let problems = check_summary(&fetch()?, agent.node(), &pods, limit);
-        if problems.is_empty() {
-            Ok(())
-        } else {
-            Err(problems.join("\n"))
-        }
-    });
+    wait_until(
+        "the summary to match upstream's expectations",
+        Duration::from_secs(180),
+        || {
+            let problems = check_summary(&fetch()?, agent.node(), &pods, limit);
+            if problems.is_empty() {
+                Ok(())
+            } else {
+                Err(problems.join("\n"))
+            }
+        },
+    );
     for _ in 0..3 {
         std::thread::sleep(Duration::from_secs(5));
         let problems = check_summary(&fetch().unwrap(), agent.node(), &pods, limit);
-        assert!(problems.is_empty(), "the summary stopped matching:\n{}", problems.join("\n"));
+        assert!(
+            problems.is_empty(),
+            "the summary stopped matching:\n{}",
+            problems.join("\n")
+        );
     }
 
     // The kubelet API serves the same (anonymous allowed here), GET and POST.

@@ -109,24 +109,30 @@ impl Collector {
             let pod = self.pod(uid, sandbox, containers, &time, now, nodefs, containerfs, &mut seen);
             pod_cgroups.push(pod.cgroup);
             pods.push(pod.stats);
-            refs.extend(containers.iter().filter(|c| c.role == ContainerRole::App).map(|c| ContainerRef {
-                pod_uid: c.pod_uid.0.clone(),
-                container: c.name.clone(),
-                id: c.id.0.clone(),
-                docker_name: dockerlet_pod::labels::container_name(
-                    &c.name,
-                    &c.pod_name,
-                    &c.pod_namespace,
-                    c.pod_uid.0.as_str(),
-                    c.attempt,
-                ),
-                image: c.image.clone(),
-                image_id: c.image_id.clone(),
-            }));
+            refs.extend(
+                containers
+                    .iter()
+                    .filter(|c| c.role == ContainerRole::App)
+                    .map(|c| ContainerRef {
+                        pod_uid: c.pod_uid.0.clone(),
+                        container: c.name.clone(),
+                        id: c.id.0.clone(),
+                        docker_name: dockerlet_pod::labels::container_name(
+                            &c.name,
+                            &c.pod_name,
+                            &c.pod_namespace,
+                            c.pod_uid.0.as_str(),
+                            c.attempt,
+                        ),
+                        image: c.image.clone(),
+                        image_id: c.image_id.clone(),
+                    }),
+            );
         }
         let node = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
         self.cpu.retain(|k, _| seen.contains(k));
-        self.disk.retain(|_, (_, at)| now.duration_since(*at) < IMAGE_FS_REFRESH * 2);
+        self.disk
+            .retain(|_, (_, at)| now.duration_since(*at) < IMAGE_FS_REFRESH * 2);
         Collected {
             summary: Summary { node, pods },
             containers: refs,
@@ -190,10 +196,7 @@ impl Collector {
             }),
             network,
             fs: nodefs.map(|fs| fs_stats(time, fs, Some(fs.used), Some(fs.inodes.saturating_sub(fs.inodes_free)))),
-            runtime: Some(RuntimeStats {
-                image_fs,
-                container_fs,
-            }),
+            runtime: Some(RuntimeStats { image_fs, container_fs }),
             rlimit: Some(RlimitStats {
                 time: time.clone(),
                 max_pid: max_pid.map(|v| v as i64),
@@ -223,7 +226,15 @@ impl Collector {
         let mut out = Vec::new();
         if let Some(path) = node_stats::process_cgroup(std::process::id()) {
             if let Some(s) = self.read_cgroup(&layout, &path, "sys:kubelet") {
-                out.push(self.system(system_container::KUBELET, Time(self.agent_started), &s, None, time, now, seen));
+                out.push(self.system(
+                    system_container::KUBELET,
+                    Time(self.agent_started),
+                    &s,
+                    None,
+                    time,
+                    now,
+                    seen,
+                ));
             }
         }
         if let Some(s) = self.runtime_cgroups(&layout) {
@@ -263,7 +274,9 @@ impl Collector {
         ContainerStats {
             name: name.to_string(),
             start_time: start,
-            cpu: s.cpu_usage_ns.map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone())),
+            cpu: s
+                .cpu_usage_ns
+                .map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone())),
             memory: s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone())),
             accelerators: Vec::new(),
             rootfs: None,
@@ -342,15 +355,25 @@ impl Collector {
             writable_layers += rootfs.map_or(0, |u| u.bytes);
             ephemeral = ephemeral + rootfs.unwrap_or_default() + logs.unwrap_or_default();
             let fs_of = |u: Option<DirUsage>| {
-                containerfs.zip(u).map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)))
+                containerfs
+                    .zip(u)
+                    .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)))
             };
-            let logs_fs = nodefs.or(containerfs).zip(logs).map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)));
+            let logs_fs = nodefs
+                .or(containerfs)
+                .zip(logs)
+                .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)));
             container_stats.push(ContainerStats {
                 name: c.name.clone(),
-                start_time: c.started_at.clone().or_else(|| c.created_at.clone()).unwrap_or_else(|| time.clone()),
-                cpu: cgroup
-                    .as_ref()
-                    .and_then(|s| s.cpu_usage_ns.map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone()))),
+                start_time: c
+                    .started_at
+                    .clone()
+                    .or_else(|| c.created_at.clone())
+                    .unwrap_or_else(|| time.clone()),
+                cpu: cgroup.as_ref().and_then(|s| {
+                    s.cpu_usage_ns
+                        .map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone()))
+                }),
                 memory: cgroup
                     .as_ref()
                     .and_then(|s| s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone()))),
@@ -414,9 +437,10 @@ impl Collector {
                 .map(|ifaces| network_stats(time, ifaces, Some("eth0"))),
             volume_stats: volumes.into_iter().map(|v| v.0).collect(),
             ephemeral_storage: nodefs.map(|fs| fs_stats(time, fs, Some(ephemeral.bytes), Some(ephemeral.inodes))),
-            process_stats: pod.as_ref().and_then(|s| s.pids).map(|n| ProcessStats {
-                process_count: Some(n),
-            }),
+            process_stats: pod
+                .as_ref()
+                .and_then(|s| s.pids)
+                .map(|n| ProcessStats { process_count: Some(n) }),
             swap: None,
             io: pod.as_ref().and_then(|s| io_stats(time, &s.io_psi)),
         };
@@ -571,7 +595,9 @@ fn pod_cgroup_of(uid: &str, containers: &[&ObservedContainer]) -> Option<String>
     let first = containers.first()?.cgroup_parent.trim_end_matches('/');
     let suffix = format!("pod{uid}");
     (first.rsplit('/').next() == Some(suffix.as_str())
-        && containers.iter().all(|c| c.cgroup_parent.trim_end_matches('/') == first))
+        && containers
+            .iter()
+            .all(|c| c.cgroup_parent.trim_end_matches('/') == first))
     .then(|| first.to_string())
 }
 

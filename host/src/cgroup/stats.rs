@@ -336,7 +336,10 @@ mod tests {
 
     /// A cgroup v1 container as Docker makes it: cpuacct, memory (limited) and pids.
     fn v1_tree(root: &Path, id: &str, limit: &str) {
-        write(&root.join("cpuacct/docker").join(id), &[("cpuacct.usage", "123456789\n")]);
+        write(
+            &root.join("cpuacct/docker").join(id),
+            &[("cpuacct.usage", "123456789\n")],
+        );
         write(
             &root.join("memory/docker").join(id),
             &[
@@ -398,7 +401,10 @@ mod tests {
         // "max" is not a v1 value: an error naming the file, not a panic or a wrong figure.
         let err = s.unwrap_err().to_string();
         assert!(err.contains("memory.limit_in_bytes"), "{err}");
-        write(&tmp.path().join("memory/docker/abc"), &[("memory.limit_in_bytes", "100\n")]);
+        write(
+            &tmp.path().join("memory/docker/abc"),
+            &[("memory.limit_in_bytes", "100\n")],
+        );
         let s = read(&layout, &path).unwrap();
         assert_eq!(s.cpu_usage_ns, Some(5));
         assert_eq!(s.memory.unwrap().limit, Some(100));
@@ -408,14 +414,18 @@ mod tests {
     #[test]
     fn v2_figures_and_pressure() {
         let tmp = tempfile::tempdir().unwrap();
-        let psi = "some avg10=1.50 avg60=0.25 avg300=0.00 total=12345\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=6\n";
+        let psi =
+            "some avg10=1.50 avg60=0.25 avg300=0.00 total=12345\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=6\n";
         write(
             &tmp.path().join("kubepods/pod1"),
             &[
                 ("cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n"),
                 ("memory.current", "4096\n"),
                 ("memory.max", "max\n"),
-                ("memory.stat", "anon 1024\nfile 3072\ninactive_file 8192\npgfault 10\npgmajfault 1\n"),
+                (
+                    "memory.stat",
+                    "anon 1024\nfile 3072\ninactive_file 8192\npgfault 10\npgmajfault 1\n",
+                ),
                 ("pids.current", "3\n"),
                 ("cpu.pressure", psi),
                 ("memory.pressure", psi),
@@ -448,7 +458,10 @@ mod tests {
         write(&tmp.path().join("docker/dead"), &[("memory.stat", "anon 1\n")]);
         assert!(matches!(read(&layout, &path), Err(StatsError::Gone { .. })));
         let v1 = CgroupLayout::v1_at(tmp.path(), &["cpuacct"]);
-        assert!(matches!(read(&v1, &path), Err(StatsError::Gone { .. })), "no memory controller");
+        assert!(
+            matches!(read(&v1, &path), Err(StatsError::Gone { .. })),
+            "no memory controller"
+        );
     }
 
     /// Summing a pod's containers adds every figure and keeps no limit.

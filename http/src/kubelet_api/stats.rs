@@ -55,7 +55,11 @@ fn only_cpu_and_memory(req: &HttpRequest, body: &[u8]) -> Result<bool, ApiError>
 }
 
 /// `GET` or `POST /stats/summary`.
-pub async fn summary(handles: web::Data<Handles>, req: HttpRequest, body: web::Bytes) -> Result<HttpResponse, ApiError> {
+pub async fn summary(
+    handles: web::Data<Handles>,
+    req: HttpRequest,
+    body: web::Bytes,
+) -> Result<HttpResponse, ApiError> {
     let only = only_cpu_and_memory(&req, &body)?;
     let summary = handles
         .stats
