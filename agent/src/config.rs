@@ -861,6 +861,21 @@ mod tests {
         "My-Host".to_string()
     }
 
+    /// `--housekeeping-interval` defaults to kubelet's 10 s, takes a duration, refuses 0.
+    #[test]
+    fn housekeeping_interval_is_kubelets_flag() {
+        assert_eq!(
+            build(&cli(&[]), host).unwrap().housekeeping_interval,
+            Duration::from_secs(10)
+        );
+        let c = build(&cli(&["--housekeeping-interval", "2s"]), host).unwrap();
+        assert_eq!(c.housekeeping_interval, Duration::from_secs(2));
+        let err = build(&cli(&["--housekeeping-interval", "0s"]), host)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--housekeeping-interval"), "{err}");
+    }
+
     /// With no flags the agent uses kubelet's flag defaults and the lowercased hostname.
     #[test]
     fn defaults_match_kubelet_flag_defaults() {

@@ -59,6 +59,8 @@ pub struct Collector {
     runtime_pids: Vec<u32>,
     /// When the agent started (the `kubelet` system container's start).
     agent_started: Timestamp,
+    /// When the machine booted (the node's start); read once.
+    boot: Option<Timestamp>,
 }
 
 /// The result of a pass.
@@ -79,6 +81,7 @@ impl Collector {
             warned: HashSet::new(),
             runtime_pids: Vec::new(),
             agent_started: Timestamp::now(),
+            boot: None,
         }
     }
 
@@ -150,9 +153,10 @@ impl Collector {
         pods: &[PodCgroup],
         seen: &mut HashSet<String>,
     ) -> NodeStats {
-        let boot = node_stats::boot_time_secs()
-            .and_then(|s| Timestamp::from_second(s as i64).ok())
-            .unwrap_or(self.agent_started);
+        if self.boot.is_none() {
+            self.boot = node_stats::boot_time_secs().and_then(|s| Timestamp::from_second(s as i64).ok());
+        }
+        let boot = self.boot.unwrap_or(self.agent_started);
         let memory = node_stats::node_memory();
         let cpu = node_stats::node_cpu_ns().map(|ns| {
             let rate = self.rate("node", ns, now, None, seen);
@@ -665,6 +669,9 @@ fn network_stats(time: &Time, interfaces: Vec<InterfaceStats>, default: Option<&
 }
 
 #[cfg(test)]
+// The tests record cgroup trees on disk and wait out a CPU window: plain blocking calls, off
+// any actor.
+#[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
 
@@ -695,6 +702,135 @@ mod tests {
             Some(500_000_000)
         );
         assert_eq!(nano_cores(1, Duration::ZERO), None);
+    }
+
+    fn write(dir: &Path, files: &[(&str, String)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+    }
+
+    /// A recorded v1 container cgroup: CPU ns, memory usage and limit, PIDs.
+    fn v1_container(root: &Path, id: &str, cpu_ns: u64, usage: u64, limit: u64, pids: u64) {
+        write(
+            &root.join("cpuacct/docker").join(id),
+            &[("cpuacct.usage", cpu_ns.to_string())],
+        );
+        write(
+            &root.join("memory/docker").join(id),
+            &[
+                ("memory.usage_in_bytes", usage.to_string()),
+                ("memory.limit_in_bytes", limit.to_string()),
+                (
+                    "memory.stat",
+                    "total_rss 4096\ntotal_inactive_file 1000\ntotal_pgfault 500\ntotal_pgmajfault 0\n".into(),
+                ),
+            ],
+        );
+        write(
+            &root.join("pids/docker").join(id),
+            &[("pids.current", pids.to_string())],
+        );
+    }
+
+    fn observed(id: &str, name: &str, role: ContainerRole) -> ObservedContainer {
+        let labels = [
+            (dockerlet_pod::labels::POD_UID, "u1"),
+            (dockerlet_pod::labels::CONTAINER_NAME, name),
+            (dockerlet_pod::labels::POD_NAME, "web"),
+            (dockerlet_pod::labels::POD_NAMESPACE, "ns"),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let parsed = dockerlet_pod::labels::parse(&labels).expect("pod labels");
+        let mut c = parsed.observed(
+            dockerlet_messages::ContainerId(id.into()),
+            dockerlet_messages::runtime::RuntimeState::Running,
+            String::new(),
+        );
+        c.role = role;
+        c
+    }
+
+    /// Over a recorded v1 tree with the pod under /docker: the container's own figures, the
+    /// pod's as the sum with the sandbox, its memory limit the app's, usageNanoCores from the
+    /// second pass; a container whose cgroup vanished is left out of the next pass, not zeroed.
+    #[test]
+    fn a_pod_under_docker_is_the_sum_of_its_containers() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let root = tmp.path().join("root");
+        std::fs::create_dir_all(root.join("pods/u1/volumes/kubernetes.io~empty-dir/scratch")).unwrap();
+        std::fs::write(root.join("pods/u1/volumes/kubernetes.io~empty-dir/scratch/f"), "hello").unwrap();
+        v1_container(&cg, "sb", 1_000, 100_000, 9223372036854771712, 1);
+        v1_container(&cg, "app", 2_000, 200_000, 80_000_000, 2);
+        let mut c = Collector::new(Paths {
+            node_name: "n1".into(),
+            root_dir: root.clone(),
+            docker_root: None,
+            layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
+        });
+        let running = vec![
+            observed("sb", "POD", ContainerRole::Sandbox),
+            observed("app", "app", ContainerRole::App),
+        ];
+        let first = c.collect(&running).summary;
+        let pod = &first.pods[0];
+        assert_eq!(
+            (pod.pod_ref.name.as_str(), pod.pod_ref.namespace.as_str()),
+            ("web", "ns")
+        );
+        let app = &pod.containers[0];
+        assert_eq!(app.name, "app");
+        assert_eq!(app.cpu.as_ref().unwrap().usage_core_nano_seconds, Some(2_000));
+        assert_eq!(app.cpu.as_ref().unwrap().usage_nano_cores, None, "no previous reading");
+        let m = app.memory.as_ref().unwrap();
+        assert_eq!(
+            (m.usage_bytes, m.working_set_bytes, m.available_bytes),
+            (Some(200_000), Some(199_000), Some(79_801_000))
+        );
+        assert_eq!(pod.cpu.as_ref().unwrap().usage_core_nano_seconds, Some(3_000));
+        let pm = pod.memory.as_ref().unwrap();
+        assert_eq!(
+            (pm.usage_bytes, pm.available_bytes),
+            (Some(300_000), Some(80_000_000 - 298_000))
+        );
+        assert_eq!(pod.process_stats.as_ref().unwrap().process_count, Some(3));
+        assert_eq!(pod.volume_stats.len(), 1);
+        assert_eq!(pod.volume_stats[0].name, "scratch");
+        assert!(pod.volume_stats[0].fs.used_bytes.unwrap() > 0);
+        let pods = first.node.system_containers.iter().find(|s| s.name == "pods").unwrap();
+        assert_eq!(pods.cpu.as_ref().unwrap().usage_core_nano_seconds, Some(3_000));
+        assert!(
+            pods.memory.as_ref().unwrap().available_bytes.is_some(),
+            "bounded by the node"
+        );
+
+        std::thread::sleep(Duration::from_millis(20));
+        v1_container(&cg, "app", 2_000 + 10_000_000, 200_000, 80_000_000, 2);
+        let second = c.collect(&running).summary;
+        let rate = second.pods[0].containers[0]
+            .cpu
+            .as_ref()
+            .unwrap()
+            .usage_nano_cores
+            .unwrap();
+        assert!(rate > 0 && rate <= 10_000_000 * 1_000_000_000 / 20_000_000, "{rate}");
+
+        std::fs::remove_dir_all(cg.join("memory/docker/app")).unwrap();
+        let third = c.collect(&running).summary;
+        let app = &third.pods[0].containers[0];
+        assert!(
+            app.cpu.is_none() && app.memory.is_none(),
+            "a gone cgroup is left out: {app:?}"
+        );
+        assert_eq!(
+            third.pods[0].cpu.as_ref().unwrap().usage_core_nano_seconds,
+            Some(1_000),
+            "the sandbox alone"
+        );
     }
 
     /// Cgroup paths: Docker's default parent, the pod cgroup only when all share it, kubepods.
