@@ -11,6 +11,8 @@
 //!   (`/healthz`, `/pods`, `/configz`, `/stats/summary`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
+//! - [`stats`]: `/stats/summary` (GET and POST, `only_cpu_and_memory`), mounted by the
+//!   kubelet API and the read-only server.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
 //!
 //! Handlers reach the actors only through typed messages sent to the [`Handles`] recipients;
@@ -22,6 +24,7 @@ pub mod healthz;
 pub mod kubelet_api;
 pub mod metrics;
 pub mod read_only;
+pub mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -14,8 +14,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/pods", web::get().to(pods))
         .route("/pods/", web::get().to(pods))
         .route("/healthz", web::get().to(crate::healthz::healthz))
-        .route("/stats/summary", web::get().to(crate::kubelet_api::stats::summary))
-        .route("/stats/summary", web::post().to(crate::kubelet_api::stats::summary))
+        .route("/stats/summary", web::get().to(crate::stats::summary))
+        .route("/stats/summary", web::post().to(crate::stats::summary))
         .configure(crate::metrics::configure);
 }
 

@@ -23,7 +23,6 @@ pub mod auth;
 pub mod exec;
 pub mod logs;
 pub mod port_forward;
-pub mod stats;
 pub mod streams;
 pub mod tls;
 pub mod webhook;
@@ -104,8 +103,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runningpods", web::get().to(running_pods))
             .route("/metrics", web::get().to(crate::metrics::metrics))
             .route("/metrics/probes", web::get().to(crate::metrics::probes))
-            .route("/stats/summary", web::get().to(stats::summary))
-            .route("/stats/summary", web::post().to(stats::summary))
+            .route("/stats/summary", web::get().to(crate::stats::summary))
+            .route("/stats/summary", web::post().to(crate::stats::summary))
             .route(
                 "/containerLogs/{namespace}/{pod}/{container}",
                 web::get().to(logs::container_logs),
