@@ -16,6 +16,7 @@
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
 //! - [`pressure`]: observes the eviction signals on both kinds of node.
+//! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
