@@ -326,6 +326,12 @@ impl Collector {
         containerfs: Option<FsFigures>,
         seen: &mut HashSet<String>,
     ) -> Pod {
+        let span = tracing::debug_span!(
+            "pod",
+            pod.uid = uid,
+            pod.name = %format_args!("{}/{}", sandbox.pod_namespace, sandbox.pod_name)
+        );
+        let _entered = span.enter();
         let layout = self.paths.layout.clone();
         let mut container_stats = Vec::new();
         let mut reads = Vec::new();
