@@ -732,6 +732,12 @@ fn summary_reports_resource_usage_through_the_stats_api() {
     let (status, body) = curl(port, "POST", "/stats/summary", Some(r#"{"only_cpu_and_memory":1}"#));
     assert_eq!(status, 400, "{body}");
 
+    // The StatsActor shows on /debug/actors with its passes (the pass time is printed, never
+    // asserted: no wall-clock bounds in tests).
+    let actor = agent.actor("StatsActor", "stats").expect("StatsActor on /debug/actors");
+    assert!(actor["detail"]["passes"].as_u64().unwrap() >= 5, "{actor}");
+    eprintln!("stats housekeeping pass: {} ms", actor["detail"]["last_pass_ms"]);
+
     // A container's CPU and memory are its own cgroup's: the pod's include the sandbox.
     let s = fetch().unwrap();
     let by_name: BTreeMap<&str, &PodStats> = s.pods.iter().map(|p| (p.pod_ref.name.as_str(), p)).collect();
