@@ -134,6 +134,16 @@ impl Collector {
         }
         let node = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
         self.cpu.retain(|k, _| seen.contains(k));
+        // Forget what was logged about containers and pods that are gone (so the set stays
+        // bounded); node-level keys stay.
+        let alive: HashSet<String> = running
+            .iter()
+            .flat_map(|c| [c.id.0.clone(), format!("pod:{}", c.pod_uid.0)])
+            .collect();
+        self.warned.retain(|k| {
+            let base = k.strip_suffix(":backwards").unwrap_or(k);
+            base.starts_with("sys:") || base == "node" || alive.contains(base)
+        });
         self.disk
             .retain(|_, (_, at)| now.duration_since(*at) < IMAGE_FS_REFRESH * 2);
         Collected {
