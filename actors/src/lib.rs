@@ -17,6 +17,7 @@
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
 //! - [`pressure`]: observes the eviction signals on both kinds of node.
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
+//! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
@@ -32,5 +33,6 @@ pub mod prober;
 pub mod recorder;
 pub mod registry;
 pub mod source;
+pub mod stats;
 pub mod status;
 pub mod supervisor;

@@ -15,6 +15,7 @@
 //! | GetPods                        | HTTP `/pods`          | forward to the StatusActor                   |
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
+//! | GetStatsSummary, GetStatsContainers | HTTP `/stats/summary` | forward to the StatsActor              |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
 //! | GetPodSandbox                  | HTTP `/portForward/…` | the pod's newest sandbox from the pod cache  |
 //! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
@@ -42,6 +43,7 @@ use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
+use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
@@ -65,6 +67,7 @@ use crate::registry::{ask, AfterRestart, Child, Registry, QUERY_TIMEOUT};
 use crate::source::api::ApiSource;
 use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
+use crate::stats::{StatsActor, StatsConfig};
 use crate::status::StatusActor;
 
 /// How often the watchdog looks for dead children.
@@ -115,6 +118,8 @@ pub struct SupervisorConfig {
     pub pressure: PressureConfig,
     /// The OOM watcher's kernel log and checkpoint; `None` runs none.
     pub oom: Option<OomWatcherConfig>,
+    /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
+    pub stats: Option<StatsConfig>,
 }
 
 impl SupervisorConfig {
@@ -138,6 +143,7 @@ struct Children {
     probe: Child<ProbeActor>,
     pleg: Child<PlegActor>,
     pressure: Child<PressureActor>,
+    stats: Option<Child<StatsActor>>,
     api_source: Option<Child<ApiSource>>,
 }
 
@@ -189,6 +195,12 @@ impl Children {
                 PressureActor::new(pressure.clone()).start()
             })
         };
+        let stats = config.stats.clone().map(|stats| {
+            let cache = cache.clone();
+            Child::start("StatsActor", "stats", AfterRestart::Nothing, move || {
+                StatsActor::new(stats.clone(), cache.clone()).start()
+            })
+        });
         let file_source = config.manifest_path.clone().map(|path| {
             let (me, node, every) = (me.clone(), node.clone(), config.file_check_frequency);
             Child::start("FileSource", "file", AfterRestart::Nothing, move || {
@@ -238,6 +250,7 @@ impl Children {
         registry.add(&probe);
         registry.add(&pleg);
         registry.add(&pressure);
+        registry.add_some(&stats);
         registry.add_some(&file_source);
         registry.add_some(&api_source);
         registry.add_some(&http_source);
@@ -249,6 +262,7 @@ impl Children {
             probe,
             pleg,
             pressure,
+            stats,
             api_source,
         }
     }
@@ -661,6 +675,35 @@ impl Handler<GetNodePressure> for Supervisor {
     }
 }
 
+impl Handler<GetStatsSummary> for Supervisor {
+    type Result = ResponseFuture<Option<Arc<Summary>>>;
+
+    /// The StatsActor's last summary; none before its first pass, while it is being re-created,
+    /// or without one.
+    fn handle(&mut self, msg: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let stats = self.children.stats.as_ref().map(Child::addr);
+        Box::pin(async move {
+            let stats = stats?;
+            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
+        })
+    }
+}
+
+impl Handler<GetStatsContainers> for Supervisor {
+    type Result = ResponseFuture<Option<Arc<Vec<ContainerRef>>>>;
+
+    /// The containers of the StatsActor's last summary (for cAdvisor's labels).
+    fn handle(&mut self, msg: GetStatsContainers, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let stats = self.children.stats.as_ref().map(Child::addr);
+        Box::pin(async move {
+            let stats = stats?;
+            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
+        })
+    }
+}
+
 impl Handler<GetDebugSnapshot> for Supervisor {
     type Result = ResponseFuture<DebugSnapshot>;
 
@@ -791,6 +834,7 @@ mod tests {
             manifest_url: None,
             pressure: roomy_node(),
             oom: None,
+            stats: None,
         }
     }
 

@@ -52,6 +52,10 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub file_check_frequency: Option<Duration>,
 
+    /// How often container and node statistics are collected (`/stats/summary`) [default: 10s].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub housekeeping_interval: Option<Duration>,
+
     /// Longest time between two syncs of a pod with nothing happening [default: 1m].
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub sync_frequency: Option<Duration>,

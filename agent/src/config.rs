@@ -40,6 +40,9 @@ pub struct AgentConfig {
     pub file_check_frequency: Duration,
     /// Pod resync period.
     pub sync_frequency: Duration,
+    /// Statistics housekeeping period (`--housekeeping-interval`, a command-line flag only, as
+    /// kubelet's).
+    pub housekeeping_interval: Duration,
     /// Sandbox image; none for the built-in one.
     pub sandbox_image: Option<String>,
     /// Docker endpoint.
@@ -444,6 +447,10 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     if file_check_frequency.is_zero() {
         return Err(invalid("--file-check-frequency", "must be greater than 0".to_string()));
     }
+    let housekeeping_interval = cli.housekeeping_interval.unwrap_or(Duration::from_secs(10));
+    if housekeeping_interval.is_zero() {
+        return Err(invalid("--housekeeping-interval", "must be greater than 0".to_string()));
+    }
     let sync_frequency = cli
         .sync_frequency
         .or(file.sync_frequency)
@@ -682,6 +689,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             .unwrap_or_else(|| "127.0.0.1:10265".parse().expect("valid default")),
         file_check_frequency,
         sync_frequency,
+        housekeeping_interval,
         sandbox_image: cli
             .pod_infra_container_image
             .clone()
@@ -931,6 +939,21 @@ mod tests {
 
     fn host() -> String {
         "My-Host".to_string()
+    }
+
+    /// `--housekeeping-interval` defaults to kubelet's 10 s, takes a duration, refuses 0.
+    #[test]
+    fn housekeeping_interval_is_kubelets_flag() {
+        assert_eq!(
+            build(&cli(&[]), host).unwrap().housekeeping_interval,
+            Duration::from_secs(10)
+        );
+        let c = build(&cli(&["--housekeeping-interval", "2s"]), host).unwrap();
+        assert_eq!(c.housekeeping_interval, Duration::from_secs(2));
+        let err = build(&cli(&["--housekeeping-interval", "0s"]), host)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--housekeeping-interval"), "{err}");
     }
 
     /// With no flags the agent uses kubelet's flag defaults and the lowercased hostname.

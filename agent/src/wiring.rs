@@ -89,7 +89,22 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         transition_period: config.eviction_pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,
-        observe: PressureConfig::observe_node(root_dir.clone(), image_dir),
+        observe: PressureConfig::observe_node(root_dir.clone(), image_dir.clone()),
+    };
+    let stats = dockerlet_actors::stats::StatsConfig {
+        paths: dockerlet_actors::stats::StatsPaths {
+            node_name: config.node_name.clone(),
+            root_dir: root_dir.clone(),
+            docker_root: image_dir.clone(),
+            layout: match dockerlet_host::cgroup::CgroupLayout::detect() {
+                Ok(layout) => Some(layout),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no cgroup statistics: /stats/summary reports the node only");
+                    None
+                }
+            },
+        },
+        interval: config.housekeeping_interval,
     };
     tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
     let metrics = Arc::new(metrics(&config.node_name));
@@ -134,6 +149,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 checkpoint_dir: root_dir.join("oom_watcher"),
                 node_name: config.node_name.clone(),
             }),
+            stats: Some(stats),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );
@@ -152,6 +168,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         sandbox: supervisor.clone().recipient(),
         health: supervisor.clone().recipient(),
         debug: supervisor.clone().recipient(),
+        stats: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
         metrics,
         logs_port: None,

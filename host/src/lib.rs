@@ -14,7 +14,10 @@
 //! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 //! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
 //! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
-//! - [`cgroup`]: where the node's cgroups are mounted (v1 controllers or the v2 root).
+//! - [`cgroup`]: where the node's cgroups are mounted (v1 controllers or the v2 root), and
+//!   one cgroup's CPU, memory, PIDs and pressure (`cgroup::stats`).
+//! - [`node_stats`]: the rest of the Summary API's figures: the machine's CPU and memory,
+//!   network counters of a namespace, filesystems, directory and writable-layer disk use, rlimit.
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
 //! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
 //!   checkpoint.
@@ -25,6 +28,7 @@ pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;
 pub mod oom;
+pub mod node_stats;
 pub mod ownership;
 pub mod pod_files;
 pub mod security;

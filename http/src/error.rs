@@ -14,6 +14,9 @@ pub enum ApiError {
         /// The mailbox error.
         reason: String,
     },
+    /// What is asked for is not there yet (statistics before the first pass); retry.
+    #[error("{0}")]
+    NotReady(String),
     /// The request is malformed.
     #[error("bad request: {0}")]
     BadRequest(String),
@@ -34,7 +37,7 @@ pub enum ApiError {
 impl ResponseError for ApiError {
     fn status_code(&self) -> StatusCode {
         match self {
-            ApiError::ActorUnavailable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::ActorUnavailable { .. } | ApiError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,

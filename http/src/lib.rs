@@ -3,16 +3,18 @@
 //!
 //! # Layout
 //! - [`healthz`]: `GET /healthz` on `--healthz-bind-address:--healthz-port`.
-//! - [`read_only`]: `GET /pods`, `GET /healthz`, `GET /metrics[/probes]` on
+//! - [`read_only`]: `GET /pods`, `GET /healthz`, `GET /metrics[/probes]`, `/stats/summary` on
 //!   `--address:--read-only-port`.
 //! - [`metrics`]: the `/metrics` and `/metrics/probes` handlers any server mounts, the request
 //!   metrics middleware ([`metrics::track`]) and the process metrics collector.
 //! - [`stats_metrics`]: `/metrics/resource` and `/metrics/cadvisor`, rendered from the stats
 //!   collector's cached summary.
 //! - [`kubelet_api`]: the authenticated kubelet API over HTTPS on `--address:--port`
-//!   (`/healthz`, `/pods`, `/configz`, `/containerLogs/…`).
+//!   (`/healthz`, `/pods`, `/configz`, `/stats/summary`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
+//! - [`stats`]: `/stats/summary` (GET and POST, `only_cpu_and_memory`), mounted by the
+//!   kubelet API and the read-only server.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
 //!
 //! Handlers reach the actors only through typed messages sent to the [`Handles`] recipients;
@@ -25,6 +27,7 @@ pub mod kubelet_api;
 pub mod metrics;
 pub mod read_only;
 pub mod stats_metrics;
+pub mod stats;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +37,7 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
 use dockerlet_messages::metrics::Metrics;
+use dockerlet_messages::stats::GetStatsSummary;
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 
 /// The actor mailboxes the HTTP handlers talk to.
@@ -49,6 +53,8 @@ pub struct Handles {
     pub health: Recipient<GetHealth>,
     /// Debug snapshot (`/debug/actors`).
     pub debug: Recipient<GetDebugSnapshot>,
+    /// The last statistics summary (`/stats/summary`).
+    pub stats: Recipient<GetStatsSummary>,
     /// Fault hook; `None` unless fault injection is enabled.
     pub faults: Option<Recipient<InjectFault>>,
     /// The agent's metrics (`/metrics`, `/metrics/probes`, the request middleware).
@@ -187,6 +193,39 @@ mod tests {
         }
     }
 
+    impl Handler<dockerlet_messages::stats::GetStatsSummary> for Stub {
+        type Result = Option<std::sync::Arc<dockerlet_messages::stats::Summary>>;
+        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsSummary, _: &mut Context<Self>) -> Self::Result {
+            let t = "2026-12-01T10:00:00Z";
+            let fs = serde_json::json!({"time": t, "availableBytes": 1, "capacityBytes": 2, "usedBytes": 1});
+            let summary = serde_json::json!({
+                "node": {
+                    "nodeName": "n1",
+                    "startTime": t,
+                    "cpu": {"time": t, "usageNanoCores": 5, "usageCoreNanoSeconds": 9},
+                    "memory": {"time": t, "workingSetBytes": 7},
+                    "fs": fs,
+                },
+                "pods": [],
+            });
+            Some(std::sync::Arc::new(serde_json::from_value(summary).expect("a summary")))
+        }
+    }
+
+    /// A StatsActor stand-in before its first pass.
+    pub struct NoStats;
+
+    impl Actor for NoStats {
+        type Context = Context<Self>;
+    }
+
+    impl Handler<dockerlet_messages::stats::GetStatsSummary> for NoStats {
+        type Result = Option<std::sync::Arc<dockerlet_messages::stats::Summary>>;
+        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsSummary, _: &mut Context<Self>) -> Self::Result {
+            None
+        }
+    }
+
     impl Handler<GetDebugSnapshot> for Stub {
         type Result = MessageResult<GetDebugSnapshot>;
         fn handle(&mut self, _: GetDebugSnapshot, _: &mut Context<Self>) -> Self::Result {
@@ -263,7 +302,8 @@ mod tests {
             running: addr.clone().recipient(),
             sandbox: addr.clone().recipient(),
             health: addr.clone().recipient(),
-            debug: addr.recipient(),
+            debug: addr.clone().recipient(),
+            stats: addr.recipient(),
             faults: None,
             metrics: std::sync::Arc::new(test_metrics()),
             logs_port: Some(10250),

@@ -1,5 +1,5 @@
 //! The read-only kubelet API (`--read-only-port`, 10255): `GET /pods`, `GET /healthz`,
-//! `GET /metrics` and `GET /metrics/probes`.
+//! `GET /metrics`, `GET /metrics/probes` and `GET|POST /stats/summary`.
 
 use actix_web::{web, HttpResponse};
 use dockerlet_messages::status::GetPods;
@@ -14,6 +14,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
     cfg.route("/pods", web::get().to(pods))
         .route("/pods/", web::get().to(pods))
         .route("/healthz", web::get().to(crate::healthz::healthz))
+        .route("/stats/summary", web::get().to(crate::stats::summary))
+        .route("/stats/summary", web::post().to(crate::stats::summary))
         .configure(crate::metrics::configure);
 }
 

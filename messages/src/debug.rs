@@ -239,7 +239,7 @@ pub struct GetHealth;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum FaultTarget {
     /// A supervised actor, by its name in the Supervisor's registry (`pleg`, `probes`,
-    /// `status`, `pressure`, `file`, `http`, `api`, `node`, `oom`).
+    /// `status`, `pressure`, `stats`, `file`, `http`, `api`, `node`, `oom`).
     Actor(String),
     /// The PodWorker of this pod.
     PodWorker(PodUid),

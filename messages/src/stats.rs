@@ -449,6 +449,30 @@ pub struct MachineInfo {
 #[rtype(result = "Option<Arc<Summary>>")]
 pub struct GetStatsSummary;
 
+/// Which Docker container a [`Summary`] entry (pod reference + container name) is, for the
+/// labels of cAdvisor's `container_*` series (`id`, `name`, `image`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContainerRef {
+    /// The pod's UID (as in `podRef.uid`).
+    pub pod_uid: String,
+    /// `spec.containers[].name` (as in `containers[].name`).
+    pub container: String,
+    /// Docker's container ID.
+    pub id: String,
+    /// Docker's container name (`k8s_<container>_<pod>_<ns>_<uid>_<attempt>`).
+    pub docker_name: String,
+    /// The image reference it was created from.
+    pub image: String,
+    /// The image ID (`sha256:…`).
+    pub image_id: String,
+}
+
+/// The containers of the last housekeeping's summary, from the StatsActor; `None` before the
+/// first one finished.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "Option<Arc<Vec<ContainerRef>>>")]
+pub struct GetStatsContainers;
+
 impl Summary {
     /// The answer to `only_cpu_and_memory=true`: as kubelet's `summaryProvider.GetCPUAndMemoryStats`,
     /// the node's and each pod's and container's CPU and memory (and the system containers');

@@ -3,6 +3,7 @@
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
 pub mod tree;
+pub mod stats;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

@@ -103,6 +103,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/runningpods", web::get().to(running_pods))
             .route("/metrics", web::get().to(crate::metrics::metrics))
             .route("/metrics/probes", web::get().to(crate::metrics::probes))
+            .route("/stats/summary", web::get().to(crate::stats::summary))
+            .route("/stats/summary", web::post().to(crate::stats::summary))
             .route(
                 "/containerLogs/{namespace}/{pod}/{container}",
                 web::get().to(logs::container_logs),

@@ -1,0 +1,235 @@
+//! StatsActor: the node's and the pods' statistics without cAdvisor, for `/stats/summary`
+//! (kubelet's `pkg/kubelet/stats` over cAdvisor's housekeeping).
+//!
+//! | Message            | From                      | Effect                                        |
+//! |--------------------|---------------------------|-----------------------------------------------|
+//! | GetStatsSummary    | HTTP (through the Supervisor) | the last summary; none before the first    |
+//! | GetStatsContainers | HTTP (through the Supervisor) | the containers of the last summary (IDs, images) |
+//! | GetActorState      | Supervisor                | debug snapshot: passes, last duration, pods   |
+//! | Panic              | Supervisor                | test-only fault hook                          |
+//! | at start, every `--housekeeping-interval` | self | one pass of [`collect::Collector`] on the blocking pool |
+//!
+//! Containers come from the [`PodCache`] (no Docker call); every figure is read from cgroupfs,
+//! /proc and statvfs by `dockerlet_host`, off the actor thread. The summary is kept as an
+//! `Arc`, so a request never touches the node.
+
+mod collect;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
+use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
+use serde_json::json;
+
+pub use collect::Paths as StatsPaths;
+use collect::{Collected, Collector};
+
+use crate::pod_cache::PodCache;
+
+/// How soon to look again when the pod cache has not been filled by a first relist yet.
+const CACHE_RETRY: Duration = Duration::from_millis(200);
+
+/// What the StatsActor reads and how often.
+#[derive(Debug, Clone)]
+pub struct StatsConfig {
+    /// Where things are.
+    pub paths: StatsPaths,
+    /// `--housekeeping-interval` (10 s).
+    pub interval: Duration,
+}
+
+/// The actor.
+pub struct StatsActor {
+    config: StatsConfig,
+    cache: Arc<PodCache>,
+    /// The collector between passes; none while a pass runs (so passes never overlap).
+    collector: Option<Collector>,
+    /// The last pass's summary.
+    summary: Option<Arc<Summary>>,
+    /// The last pass's containers.
+    containers: Option<Arc<Vec<ContainerRef>>>,
+    /// Passes done.
+    passes: u64,
+    /// How long the last pass took.
+    last_pass: Duration,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl StatsActor {
+    /// A stats actor over the pod cache.
+    pub fn new(config: StatsConfig, cache: Arc<PodCache>) -> Self {
+        StatsActor {
+            collector: Some(Collector::new(config.paths.clone())),
+            config,
+            cache,
+            summary: None,
+            containers: None,
+            passes: 0,
+            last_pass: Duration::ZERO,
+            handled: 0,
+        }
+    }
+
+    fn housekeep(&mut self, ctx: &mut Context<Self>) {
+        let Some(running) = self.cache.running() else {
+            ctx.run_later(CACHE_RETRY, |act, ctx| act.housekeep(ctx));
+            return;
+        };
+        let Some(mut collector) = self.collector.take() else {
+            return;
+        };
+        let started = Instant::now();
+        let pass = tokio::task::spawn_blocking(move || {
+            let collected = collector.collect(&running);
+            (collector, collected)
+        });
+        ctx.spawn(pass.into_actor(self).map(move |result, act, _| match result {
+            Ok((collector, Collected { summary, containers })) => {
+                act.collector = Some(collector);
+                act.passes += 1;
+                act.last_pass = started.elapsed();
+                tracing::debug!(
+                    pods = summary.pods.len(),
+                    took_ms = act.last_pass.as_millis() as u64,
+                    "stats housekeeping"
+                );
+                act.summary = Some(Arc::new(summary));
+                act.containers = Some(Arc::new(containers));
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "stats housekeeping failed; starting again with no history");
+                act.collector = Some(Collector::new(act.config.paths.clone()));
+            }
+        }));
+    }
+}
+
+impl Actor for StatsActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        tracing::info!(
+            interval_ms = self.config.interval.as_millis() as u64,
+            cgroups = self.config.paths.layout.is_some(),
+            docker_root = ?self.config.paths.docker_root,
+            "stats housekeeping started"
+        );
+        self.housekeep(ctx);
+        ctx.run_interval(self.config.interval, |act, ctx| act.housekeep(ctx));
+    }
+}
+
+impl Handler<GetStatsSummary> for StatsActor {
+    type Result = Option<Arc<Summary>>;
+
+    /// The last summary, shared.
+    fn handle(&mut self, _: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        self.summary.clone()
+    }
+}
+
+impl Handler<GetStatsContainers> for StatsActor {
+    type Result = Option<Arc<Vec<ContainerRef>>>;
+
+    /// The last summary's containers, shared.
+    fn handle(&mut self, _: GetStatsContainers, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        self.containers.clone()
+    }
+}
+
+impl Handler<GetActorState> for StatsActor {
+    type Result = MessageResult<GetActorState>;
+
+    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(ActorState {
+            kind: "StatsActor".to_string(),
+            name: "stats".to_string(),
+            messages_handled: self.handled,
+            restarts: 0,
+            last_error: None,
+            detail: json!({
+                "passes": self.passes,
+                "last_pass_ms": self.last_pass.as_secs_f64() * 1000.0,
+                "pods": self.summary.as_ref().map(|s| s.pods.len()),
+                "interval_ms": self.config.interval.as_millis() as u64,
+            }),
+            view: None,
+        })
+    }
+}
+
+impl Handler<Panic> for StatsActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
+        panic!("fault injection: StatsActor");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
+    use dockerlet_messages::{ContainerId, PodUid};
+
+    fn container(id: &str, name: &str, role: ContainerRole) -> dockerlet_messages::runtime::ObservedContainer {
+        let labels = [
+            (dockerlet_pod::labels::POD_UID, "u1"),
+            (dockerlet_pod::labels::CONTAINER_NAME, name),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let parsed = dockerlet_pod::labels::parse(&labels).expect("pod labels");
+        let mut c = parsed.observed(ContainerId(id.into()), RuntimeState::Running, String::new());
+        c.role = role;
+        c.pod_uid = PodUid("u1".into());
+        c
+    }
+
+    /// Nothing is served before the first pass; then a summary of this node, with the pod
+    /// whose sandbox runs (its containers' cgroups are absent here: their figures left out,
+    /// never zero).
+    #[actix::test]
+    async fn serves_a_summary_after_the_first_pass() {
+        let root = tempfile::tempdir().unwrap();
+        let cache = Arc::new(PodCache::default());
+        let config = StatsConfig {
+            paths: StatsPaths {
+                node_name: "n1".into(),
+                root_dir: root.path().to_path_buf(),
+                docker_root: None,
+                layout: dockerlet_host::cgroup::CgroupLayout::detect().ok(),
+            },
+            interval: Duration::from_secs(3600),
+        };
+        let addr = StatsActor::new(config, cache.clone()).start();
+        assert_eq!(addr.send(GetStatsSummary).await.unwrap(), None);
+        cache.put(container("s1", "POD", ContainerRole::Sandbox), Instant::now());
+        cache.put(container("a1", "app", ContainerRole::App), Instant::now());
+        cache.relisted(Instant::now());
+        let summary = loop {
+            if let Some(s) = addr.send(GetStatsSummary).await.unwrap() {
+                break s;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert_eq!(summary.node.node_name, "n1");
+        assert!(summary.node.cpu.as_ref().unwrap().usage_core_nano_seconds.unwrap() > 0);
+        assert!(summary.node.fs.is_some() && summary.node.rlimit.is_some());
+        assert_eq!(summary.pods.len(), 1);
+        let pod = &summary.pods[0];
+        assert_eq!(pod.pod_ref.uid, "u1");
+        assert_eq!(pod.containers.len(), 1);
+        assert_eq!(pod.containers[0].name, "app");
+        assert!(pod.containers[0].cpu.is_none() && pod.containers[0].memory.is_none());
+        let refs = addr.send(GetStatsContainers).await.unwrap().unwrap();
+        assert_eq!(refs[0].id, "a1");
+    }
+}

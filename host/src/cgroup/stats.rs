@@ -1,0 +1,494 @@
+//! One cgroup's CPU, memory, PIDs and pressure, read from cgroupfs (v1 or v2), as cAdvisor
+//! reads them for the kubelet's Summary API.
+//!
+//! | figure | cgroup v1 | cgroup v2 |
+//! |---|---|---|
+//! | CPU ns | `cpuacct.usage` | `cpu.stat` `usage_usec` × 1000 |
+//! | memory usage | `memory.usage_in_bytes` | `memory.current` |
+//! | working set | usage − `total_inactive_file` | usage − `inactive_file` (never below 0) |
+//! | rss | `total_rss` | `anon` |
+//! | page faults | `total_pgfault`, `total_pgmajfault` | `pgfault`, `pgmajfault` |
+//! | limit | `memory.limit_in_bytes` (≥ 2^62: none) | `memory.max` (`max`: none) |
+//! | PIDs | `pids.current` | `pids.current` |
+//! | PSI | none | `cpu.pressure`, `memory.pressure`, `io.pressure` |
+//!
+//! A controller that is not mounted, or a file the kernel does not have, leaves that figure
+//! out (`None`); a cgroup that is gone (or goes while being read) is [`StatsError::Gone`], so the
+//! caller skips that sample rather than serving a partial one.
+
+use std::collections::BTreeMap;
+use std::io::ErrorKind;
+use std::path::{Path, PathBuf};
+
+use dockerlet_messages::stats::{PsiData, PsiStats};
+
+use super::{CgroupLayout, CgroupVersion};
+
+/// Above this a v1 memory limit is the kernel's "unlimited" (`PAGE_COUNTER_MAX` rounded to pages).
+const V1_UNLIMITED: u64 = 1 << 62;
+
+/// Why a cgroup's figures could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum StatsError {
+    /// The cgroup does not exist (any more): its container exited or was never started.
+    #[error("cgroup {cgroup} is gone")]
+    Gone {
+        /// The cgroup path.
+        cgroup: String,
+    },
+    /// A file of the cgroup could not be read.
+    #[error("reading {path}: {source}")]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A file did not hold what the kernel writes there.
+    #[error("{path}: {reason}")]
+    Parse {
+        /// The file.
+        path: PathBuf,
+        /// What was wrong.
+        reason: String,
+    },
+}
+
+/// Which cgroup: the same path under every controller (a container's `/docker/<id>`), or one
+/// path per v1 controller, as `/proc/<pid>/cgroup` lists them for a process.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CgroupPath {
+    /// One path for every controller.
+    Same(String),
+    /// v1 controller (`memory`, `cpuacct`, `pids`, …) → path; key `""` is the v2 path.
+    PerController(BTreeMap<String, String>),
+}
+
+impl CgroupPath {
+    /// The path under `controller` (`""` on v2).
+    fn under(&self, controller: &str) -> Option<&str> {
+        match self {
+            CgroupPath::Same(p) => Some(p),
+            CgroupPath::PerController(map) => map.get(controller).map(String::as_str),
+        }
+    }
+
+    /// The text of `/proc/<pid>/cgroup` (`id:controllers:path` lines).
+    pub fn from_proc_cgroup(text: &str) -> Self {
+        let mut map = BTreeMap::new();
+        for line in text.lines() {
+            let mut parts = line.splitn(3, ':');
+            let (Some(_), Some(controllers), Some(path)) = (parts.next(), parts.next(), parts.next()) else {
+                continue;
+            };
+            for c in controllers.split(',') {
+                map.insert(c.to_string(), path.to_string());
+            }
+        }
+        CgroupPath::PerController(map)
+    }
+
+    /// A short name for logs and sample keys.
+    pub fn key(&self) -> String {
+        match self {
+            CgroupPath::Same(p) => p.clone(),
+            CgroupPath::PerController(map) => {
+                let pick = |c: &str| map.get(c).map(String::as_str).unwrap_or("-");
+                format!("cpu={},memory={},v2={}", pick("cpuacct"), pick("memory"), pick(""))
+            }
+        }
+    }
+}
+
+/// Memory figures of one cgroup, in bytes.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MemoryUsage {
+    /// All memory charged, page cache included.
+    pub usage: u64,
+    /// Usage − inactive file pages.
+    pub working_set: u64,
+    /// Anonymous memory.
+    pub rss: u64,
+    /// Minor page faults.
+    pub page_faults: u64,
+    /// Major page faults.
+    pub major_page_faults: u64,
+    /// The limit; none when unlimited.
+    pub limit: Option<u64>,
+}
+
+/// One read of a cgroup.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CgroupStats {
+    /// CPU time used, in nanoseconds.
+    pub cpu_usage_ns: Option<u64>,
+    /// Memory.
+    pub memory: Option<MemoryUsage>,
+    /// Tasks in the cgroup.
+    pub pids: Option<u64>,
+    /// CPU pressure (v2).
+    pub cpu_psi: Option<PsiStats>,
+    /// Memory pressure (v2).
+    pub memory_psi: Option<PsiStats>,
+    /// IO pressure (v2).
+    pub io_psi: Option<PsiStats>,
+}
+
+impl CgroupStats {
+    /// The sum of several cgroups (a pod's containers when there is no pod cgroup): a figure is
+    /// there when some part has it; limits and pressure are not summed (none).
+    pub fn sum<'a>(parts: impl IntoIterator<Item = &'a CgroupStats>) -> CgroupStats {
+        let mut out = CgroupStats::default();
+        for p in parts {
+            if let Some(ns) = p.cpu_usage_ns {
+                *out.cpu_usage_ns.get_or_insert(0) += ns;
+            }
+            if let Some(pids) = p.pids {
+                *out.pids.get_or_insert(0) += pids;
+            }
+            if let Some(m) = p.memory {
+                let o = out.memory.get_or_insert_with(MemoryUsage::default);
+                o.usage += m.usage;
+                o.working_set += m.working_set;
+                o.rss += m.rss;
+                o.page_faults += m.page_faults;
+                o.major_page_faults += m.major_page_faults;
+            }
+        }
+        out
+    }
+}
+
+/// Read the cgroup at `path`. The cgroup must exist under the memory controller (v1) or in
+/// the unified tree (v2); other v1 controllers are optional.
+pub fn read(layout: &CgroupLayout, path: &CgroupPath) -> Result<CgroupStats, StatsError> {
+    let gone = || StatsError::Gone { cgroup: path.key() };
+    let (memory_ctl, cpu_ctl, pids_ctl) = match layout.version() {
+        CgroupVersion::V1 => ("memory", "cpuacct", "pids"),
+        CgroupVersion::V2 => ("", "", ""),
+    };
+    let dir_of = |controller: &str| {
+        let cgroup = path.under(controller)?;
+        // `dir` is keyed by the v1 controller name; on v2 any name gives the unified tree.
+        layout.dir(if controller.is_empty() { "memory" } else { controller }, cgroup)
+    };
+    let memory_dir = dir_of(memory_ctl).ok_or_else(gone)?;
+    if !memory_dir.is_dir() {
+        return Err(gone());
+    }
+    let result = match layout.version() {
+        CgroupVersion::V1 => read_v1(&memory_dir, dir_of(cpu_ctl), dir_of(pids_ctl)),
+        CgroupVersion::V2 => read_v2(&memory_dir),
+    };
+    match result {
+        // A file vanishing under an existing directory means the cgroup is being removed.
+        Err(StatsError::Read { source, .. }) if is_gone(&source) => Err(gone()),
+        Ok(_) if !memory_dir.is_dir() => Err(gone()),
+        other => other,
+    }
+}
+
+fn is_gone(e: &std::io::Error) -> bool {
+    e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(19) // ENODEV: cgroup removed
+}
+
+fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Result<CgroupStats, StatsError> {
+    let stat = read_flat_keyed(&memory.join("memory.stat"))?;
+    let usage = read_u64(&memory.join("memory.usage_in_bytes"))?;
+    let limit = read_u64(&memory.join("memory.limit_in_bytes"))?;
+    let key = |k: &str| stat.get(k).copied().unwrap_or(0);
+    let memory = MemoryUsage {
+        usage,
+        working_set: usage.saturating_sub(key("total_inactive_file")),
+        rss: key("total_rss"),
+        page_faults: key("total_pgfault"),
+        major_page_faults: key("total_pgmajfault"),
+        limit: (limit < V1_UNLIMITED).then_some(limit),
+    };
+    let cpu_usage_ns = match cpuacct.filter(|d| d.is_dir()) {
+        Some(dir) => Some(read_u64(&dir.join("cpuacct.usage"))?),
+        None => None,
+    };
+    let pids = match pids.filter(|d| d.is_dir()) {
+        Some(dir) => optional(read_u64(&dir.join("pids.current")))?,
+        None => None,
+    };
+    Ok(CgroupStats {
+        cpu_usage_ns,
+        memory: Some(memory),
+        pids,
+        ..CgroupStats::default()
+    })
+}
+
+fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
+    let stat = read_flat_keyed(&dir.join("memory.stat"))?;
+    let usage = read_u64(&dir.join("memory.current"))?;
+    let max_path = dir.join("memory.max");
+    let limit = match optional(read_text(&max_path))? {
+        None => None,
+        Some(t) if t.trim() == "max" => None,
+        Some(t) => Some(parse_u64(&max_path, t.trim())?),
+    };
+    let key = |k: &str| stat.get(k).copied().unwrap_or(0);
+    let memory = MemoryUsage {
+        usage,
+        working_set: usage.saturating_sub(key("inactive_file")),
+        rss: key("anon"),
+        page_faults: key("pgfault"),
+        major_page_faults: key("pgmajfault"),
+        limit,
+    };
+    let cpu_usage_ns = optional(read_flat_keyed(&dir.join("cpu.stat")))?
+        .and_then(|s| s.get("usage_usec").copied())
+        .map(|us| us.saturating_mul(1000));
+    Ok(CgroupStats {
+        cpu_usage_ns,
+        memory: Some(memory),
+        pids: optional(read_u64(&dir.join("pids.current")))?,
+        cpu_psi: optional(read_psi(&dir.join("cpu.pressure")))?,
+        memory_psi: optional(read_psi(&dir.join("memory.pressure")))?,
+        io_psi: optional(read_psi(&dir.join("io.pressure")))?,
+    })
+}
+
+/// A missing file (controller not enabled, older kernel) is `None`, not an error.
+fn optional<T>(r: Result<T, StatsError>) -> Result<Option<T>, StatsError> {
+    match r {
+        Ok(v) => Ok(Some(v)),
+        Err(StatsError::Read { source, .. }) if source.kind() == ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+fn read_text(path: &Path) -> Result<String, StatsError> {
+    std::fs::read_to_string(path).map_err(|source| StatsError::Read {
+        path: path.to_path_buf(),
+        source,
+    })
+}
+
+fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
+    text.parse().map_err(|e| StatsError::Parse {
+        path: path.to_path_buf(),
+        reason: format!("{text:?} is not a count: {e}"),
+    })
+}
+
+fn read_u64(path: &Path) -> Result<u64, StatsError> {
+    let text = read_text(path)?;
+    parse_u64(path, text.trim())
+}
+
+/// A `key value` per line file (`memory.stat`, `cpu.stat`).
+fn read_flat_keyed(path: &Path) -> Result<BTreeMap<String, u64>, StatsError> {
+    let text = read_text(path)?;
+    let mut out = BTreeMap::new();
+    for line in text.lines() {
+        let Some((k, v)) = line.split_once(' ') else {
+            continue;
+        };
+        out.insert(k.to_string(), parse_u64(path, v.trim())?);
+    }
+    Ok(out)
+}
+
+/// A pressure file, parsed by procfs (the same format as `/proc/pressure/*`).
+fn read_psi(path: &Path) -> Result<PsiStats, StatsError> {
+    let text = read_text(path)?;
+    let parse_err = |e: procfs::ProcError| StatsError::Parse {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let data = |r: procfs::PressureRecord| PsiData {
+        total: r.total,
+        avg10: f64::from(r.avg10),
+        avg60: f64::from(r.avg60),
+        avg300: f64::from(r.avg300),
+    };
+    let mut some = None;
+    let mut full = None;
+    for line in text.lines() {
+        let record = procfs::parse_pressure_record(line).map_err(parse_err)?;
+        if line.starts_with("some") {
+            some = Some(data(record));
+        } else if line.starts_with("full") {
+            full = Some(data(record));
+        }
+    }
+    Ok(PsiStats {
+        some: some.unwrap_or_default(),
+        full: full.unwrap_or_default(),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(dir: &Path, files: &[(&str, &str)]) {
+        std::fs::create_dir_all(dir).unwrap();
+        for (name, content) in files {
+            std::fs::write(dir.join(name), content).unwrap();
+        }
+    }
+
+    /// A cgroup v1 container as Docker makes it: cpuacct, memory (limited) and pids.
+    fn v1_tree(root: &Path, id: &str, limit: &str) {
+        write(
+            &root.join("cpuacct/docker").join(id),
+            &[("cpuacct.usage", "123456789\n")],
+        );
+        write(
+            &root.join("memory/docker").join(id),
+            &[
+                ("memory.usage_in_bytes", "10485760\n"),
+                ("memory.limit_in_bytes", limit),
+                (
+                    "memory.stat",
+                    "cache 0\nrss 1\ninactive_file 1\ntotal_cache 4096\ntotal_rss 2097152\ntotal_inactive_file 1048576\ntotal_pgfault 900\ntotal_pgmajfault 3\n",
+                ),
+            ],
+        );
+        write(&root.join("pids/docker").join(id), &[("pids.current", "2\n")]);
+    }
+
+    /// v1: the total_* keys, the limit, no PSI.
+    #[test]
+    fn v1_figures_come_from_the_hierarchical_totals() {
+        let tmp = tempfile::tempdir().unwrap();
+        v1_tree(tmp.path(), "abc", "83886080\n");
+        let layout = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory", "pids"]);
+        let s = read(&layout, &CgroupPath::Same("/docker/abc".into())).unwrap();
+        assert_eq!(s.cpu_usage_ns, Some(123456789));
+        assert_eq!(
+            s.memory,
+            Some(MemoryUsage {
+                usage: 10485760,
+                working_set: 10485760 - 1048576,
+                rss: 2097152,
+                page_faults: 900,
+                major_page_faults: 3,
+                limit: Some(83886080),
+            })
+        );
+        assert_eq!(s.pids, Some(2));
+        assert!(s.cpu_psi.is_none() && s.memory_psi.is_none() && s.io_psi.is_none());
+    }
+
+    /// v1's "unlimited" is a huge number, not a limit; a missing pids controller leaves PIDs out.
+    #[test]
+    fn v1_unlimited_is_no_limit_and_a_missing_controller_is_left_out() {
+        let tmp = tempfile::tempdir().unwrap();
+        v1_tree(tmp.path(), "abc", "9223372036854771712\n");
+        let layout = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory"]);
+        let s = read(&layout, &CgroupPath::Same("/docker/abc".into())).unwrap();
+        assert_eq!(s.memory.unwrap().limit, None);
+        assert_eq!(s.pids, None);
+        assert_eq!(s.cpu_usage_ns, Some(123456789));
+    }
+
+    /// A process's cgroups differ per controller on v1: each figure is read from its own.
+    #[test]
+    fn per_controller_paths_are_followed() {
+        let tmp = tempfile::tempdir().unwrap();
+        v1_tree(tmp.path(), "abc", "max");
+        write(&tmp.path().join("cpuacct"), &[("cpuacct.usage", "5\n")]);
+        let path = CgroupPath::from_proc_cgroup("4:memory:/docker/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n");
+        let layout = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory"]);
+        let s = read(&layout, &path);
+        // "max" is not a v1 value: an error naming the file, not a panic or a wrong figure.
+        let err = s.unwrap_err().to_string();
+        assert!(err.contains("memory.limit_in_bytes"), "{err}");
+        write(
+            &tmp.path().join("memory/docker/abc"),
+            &[("memory.limit_in_bytes", "100\n")],
+        );
+        let s = read(&layout, &path).unwrap();
+        assert_eq!(s.cpu_usage_ns, Some(5));
+        assert_eq!(s.memory.unwrap().limit, Some(100));
+    }
+
+    /// v2: usage_usec in ns, anon as rss, `max` as no limit, the three pressure files.
+    #[test]
+    fn v2_figures_and_pressure() {
+        let tmp = tempfile::tempdir().unwrap();
+        let psi =
+            "some avg10=1.50 avg60=0.25 avg300=0.00 total=12345\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=6\n";
+        write(
+            &tmp.path().join("kubepods/pod1"),
+            &[
+                ("cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n"),
+                ("memory.current", "4096\n"),
+                ("memory.max", "max\n"),
+                (
+                    "memory.stat",
+                    "anon 1024\nfile 3072\ninactive_file 8192\npgfault 10\npgmajfault 1\n",
+                ),
+                ("pids.current", "3\n"),
+                ("cpu.pressure", psi),
+                ("memory.pressure", psi),
+                ("io.pressure", psi),
+            ],
+        );
+        let layout = CgroupLayout::v2_at(tmp.path());
+        let s = read(&layout, &CgroupPath::Same("/kubepods/pod1".into())).unwrap();
+        assert_eq!(s.cpu_usage_ns, Some(2_500_000));
+        let m = s.memory.unwrap();
+        // inactive_file above usage: the working set is 0, never negative.
+        assert_eq!((m.usage, m.working_set, m.rss, m.limit), (4096, 0, 1024, None));
+        assert_eq!(s.pids, Some(3));
+        let cpu = s.cpu_psi.unwrap();
+        assert_eq!(cpu.some.total, 12345);
+        assert!((cpu.some.avg10 - 1.5).abs() < 1e-6);
+        assert_eq!(cpu.full.total, 6);
+        write(&tmp.path().join("kubepods/pod1"), &[("memory.max", "52428800\n")]);
+        let s = read(&layout, &CgroupPath::Same("/kubepods/pod1".into())).unwrap();
+        assert_eq!(s.memory.unwrap().limit, Some(52428800));
+    }
+
+    /// A cgroup that does not exist, or loses a file mid-read, is Gone: the sample is skipped.
+    #[test]
+    fn a_vanished_cgroup_is_gone() {
+        let tmp = tempfile::tempdir().unwrap();
+        let layout = CgroupLayout::v2_at(tmp.path());
+        let path = CgroupPath::Same("/docker/dead".into());
+        assert!(matches!(read(&layout, &path), Err(StatsError::Gone { .. })));
+        write(&tmp.path().join("docker/dead"), &[("memory.stat", "anon 1\n")]);
+        assert!(matches!(read(&layout, &path), Err(StatsError::Gone { .. })));
+        let v1 = CgroupLayout::v1_at(tmp.path(), &["cpuacct"]);
+        assert!(
+            matches!(read(&v1, &path), Err(StatsError::Gone { .. })),
+            "no memory controller"
+        );
+    }
+
+    /// Summing a pod's containers adds every figure and keeps no limit.
+    #[test]
+    fn sums_add_figures() {
+        let a = CgroupStats {
+            cpu_usage_ns: Some(10),
+            memory: Some(MemoryUsage {
+                usage: 5,
+                working_set: 4,
+                rss: 3,
+                page_faults: 2,
+                major_page_faults: 1,
+                limit: Some(100),
+            }),
+            pids: Some(1),
+            ..CgroupStats::default()
+        };
+        let b = CgroupStats {
+            cpu_usage_ns: Some(1),
+            ..CgroupStats::default()
+        };
+        let s = CgroupStats::sum([&a, &b]);
+        assert_eq!(s.cpu_usage_ns, Some(11));
+        assert_eq!(s.memory.unwrap().limit, None);
+        assert_eq!(s.memory.unwrap().usage, 5);
+        assert_eq!(s.pids, Some(1));
+        assert_eq!(CgroupStats::sum([]), CgroupStats::default());
+    }
+}
