@@ -56,26 +56,51 @@ pub fn host_network(pod: &Pod) -> bool {
     pod.spec.as_ref().and_then(|s| s.host_network).unwrap_or(false)
 }
 
-/// The pod's QoS class, as the API reports it.
+/// The pod's QoS class, as kubelet's `GetPodQOS` computes it (`pkg/apis/core/v1/helper/qos`)
+/// over the init and app containers: BestEffort without any non-zero CPU or memory request or
+/// limit; Guaranteed when every container has non-zero CPU and memory limits and the summed
+/// requests equal the summed limits (a request left out defaults to its limit, as the API
+/// defaults it); Burstable otherwise.
 pub fn qos_class(pod: &Pod) -> &'static str {
-    let containers = pod.spec.as_ref().map(|s| s.containers.as_slice()).unwrap_or_default();
-    let mut any = false;
-    let mut guaranteed = !containers.is_empty();
-    for c in containers {
+    const RESOURCES: [&str; 2] = ["cpu", "memory"];
+    let Some(spec) = pod.spec.as_ref() else {
+        return "BestEffort";
+    };
+    let all = spec.init_containers.iter().flatten().chain(&spec.containers);
+    let value = |q: &k8s_openapi::apimachinery::pkg::api::resource::Quantity| {
+        crate::quantity::quantity_value(&q.0).filter(|v| *v > 0.0)
+    };
+    let mut requests = [None::<f64>; 2];
+    let mut limits = [None::<f64>; 2];
+    let mut guaranteed = true;
+    for c in all {
         let r = c.resources.as_ref();
-        let limits = r.and_then(|r| r.limits.as_ref());
-        let requests = r.and_then(|r| r.requests.as_ref());
-        for key in ["cpu", "memory"] {
-            let limit = limits.and_then(|m| m.get(key));
-            let request = requests.and_then(|m| m.get(key)).or(limit);
-            any |= limit.is_some() || request.is_some();
-            guaranteed &= limit.is_some() && request == limit;
+        let lim = r.and_then(|r| r.limits.as_ref());
+        let req = r.and_then(|r| r.requests.as_ref());
+        for (i, key) in RESOURCES.iter().enumerate() {
+            let limit = lim.and_then(|m| m.get(*key)).and_then(value);
+            let request = req.and_then(|m| m.get(*key)).map_or(limit, value);
+            if let Some(v) = request {
+                *requests[i].get_or_insert(0.0) += v;
+            }
+            match limit {
+                Some(v) => *limits[i].get_or_insert(0.0) += v,
+                None => guaranteed = false,
+            }
         }
     }
-    match (any, guaranteed) {
-        (false, _) => "BestEffort",
-        (true, true) => "Guaranteed",
-        (true, false) => "Burstable",
+    if requests.iter().chain(&limits).all(Option::is_none) {
+        return "BestEffort";
+    }
+    let equal = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) => (a - b).abs() <= 1e-9 * a.abs().max(b.abs()),
+        (None, None) => true,
+        _ => false,
+    };
+    if guaranteed && (0..2).all(|i| equal(requests[i], limits[i])) {
+        "Guaranteed"
+    } else {
+        "Burstable"
     }
 }
 
@@ -94,6 +119,77 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn pod_of(init: &[(&[(&str, &str)], &[(&str, &str)])], apps: &[(&[(&str, &str)], &[(&str, &str)])]) -> Pod {
+        use k8s_openapi::api::core::v1::ResourceRequirements;
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        let list = |pairs: &[(&str, &str)]| {
+            (!pairs.is_empty()).then(|| {
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), Quantity(v.to_string())))
+                    .collect()
+            })
+        };
+        let containers = |specs: &[(&[(&str, &str)], &[(&str, &str)])]| -> Vec<Container> {
+            specs
+                .iter()
+                .map(|(requests, limits)| Container {
+                    name: "c".into(),
+                    resources: Some(ResourceRequirements {
+                        requests: list(requests),
+                        limits: list(limits),
+                        ..Default::default()
+                    }),
+                    ..Default::default()
+                })
+                .collect()
+        };
+        Pod {
+            spec: Some(PodSpec {
+                init_containers: Some(containers(init)),
+                containers: containers(apps),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    /// kubelet's GetPodQOS cases: init containers count, zero quantities do not, a request
+    /// defaults to its limit, sums decide.
+    #[test]
+    fn qos_class_follows_get_pod_qos() {
+        let both: &[(&str, &str)] = &[("cpu", "100m"), ("memory", "100Mi")];
+        assert_eq!(qos_class(&pod_of(&[], &[(&[], &[])])), "BestEffort");
+        assert_eq!(qos_class(&pod_of(&[], &[(&[("cpu", "0")], &[])])), "BestEffort");
+        assert_eq!(qos_class(&pod_of(&[], &[(both, both)])), "Guaranteed");
+        assert_eq!(
+            qos_class(&pod_of(&[], &[(&[], both)])),
+            "Guaranteed",
+            "requests default to limits"
+        );
+        assert_eq!(
+            qos_class(&pod_of(&[], &[(&[("cpu", "0.1"), ("memory", "100Mi")], both)])),
+            "Guaranteed",
+            "100m = 0.1"
+        );
+        assert_eq!(
+            qos_class(&pod_of(&[(&[("cpu", "1")], &[])], &[(&[], &[])])),
+            "Burstable",
+            "an init container's request"
+        );
+        assert_eq!(
+            qos_class(&pod_of(&[(&[], &[])], &[(both, both)])),
+            "Burstable",
+            "an init container without limits"
+        );
+        assert_eq!(qos_class(&pod_of(&[], &[(&[("cpu", "50m")], both)])), "Burstable");
+        assert_eq!(
+            qos_class(&pod_of(&[], &[(&[], &[("cpu", "1")])])),
+            "Burstable",
+            "no memory limit"
+        );
+    }
 
     /// Pull policy defaults as the API server sets them.
     #[test]
