@@ -4,7 +4,7 @@
 //! | Message            | From                      | Effect                                        |
 //! |--------------------|---------------------------|-----------------------------------------------|
 //! | GetStatsSummary    | HTTP (through the Supervisor) | the last summary; none before the first    |
-//! | GetStatsContainers | HTTP (through the Supervisor) | the containers of the last summary (IDs, images) |
+//! | GetStatsView       | HTTP (through the Supervisor) | the last summary with its containers (IDs, cgroups, images) and the machine's size |
 //! | GetActorState      | Supervisor                | debug snapshot: passes, last duration, pods   |
 //! | Panic              | Supervisor                | test-only fault hook                          |
 //! | at start, every `--housekeeping-interval` | self | one pass of [`collect::Collector`] on the blocking pool |
@@ -20,7 +20,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
-use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
+use dockerlet_messages::metrics::Metrics;
+use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
 use serde_json::json;
 
 pub use collect::Paths as StatsPaths;
@@ -46,10 +47,12 @@ pub struct StatsActor {
     cache: Arc<PodCache>,
     /// The collector between passes; none while a pass runs (so passes never overlap).
     collector: Option<Collector>,
-    /// The last pass's summary.
-    summary: Option<Arc<Summary>>,
-    /// The last pass's containers.
-    containers: Option<Arc<Vec<ContainerRef>>>,
+    /// The last pass's summary and containers.
+    view: Option<Arc<StatsView>>,
+    /// The machine's size, read once.
+    machine: MachineInfo,
+    /// The collector's CPU time and pass durations are counted here.
+    metrics: Option<Arc<Metrics>>,
     /// Passes done.
     passes: u64,
     /// How long the last pass took.
@@ -65,12 +68,19 @@ impl StatsActor {
             collector: Some(Collector::new(config.paths.clone())),
             config,
             cache,
-            summary: None,
-            containers: None,
+            view: None,
+            machine: machine_info(),
+            metrics: None,
             passes: 0,
             last_pass: Duration::ZERO,
             handled: 0,
         }
+    }
+
+    /// Count the collector's CPU time and pass durations in `metrics`.
+    pub fn with_metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
     }
 
     fn housekeep(&mut self, ctx: &mut Context<Self>) {
@@ -83,21 +93,30 @@ impl StatsActor {
         };
         let started = Instant::now();
         let pass = tokio::task::spawn_blocking(move || {
+            // The pass's own CPU time: it runs on this one blocking-pool thread.
+            let cpu = thread_cpu();
             let collected = collector.collect(&running);
-            (collector, collected)
+            (collector, collected, thread_cpu().saturating_sub(cpu))
         });
         ctx.spawn(pass.into_actor(self).map(move |result, act, _| match result {
-            Ok((collector, Collected { summary, containers })) => {
+            Ok((collector, Collected { summary, containers }, cpu)) => {
                 act.collector = Some(collector);
                 act.passes += 1;
                 act.last_pass = started.elapsed();
+                if let Some(m) = &act.metrics {
+                    m.stats_collection_cpu.inc_by(cpu.as_secs_f64());
+                    m.stats_collection_duration.observe(act.last_pass.as_secs_f64());
+                }
                 tracing::debug!(
                     pods = summary.pods.len(),
                     took_ms = act.last_pass.as_millis() as u64,
                     "stats housekeeping"
                 );
-                act.summary = Some(Arc::new(summary));
-                act.containers = Some(Arc::new(containers));
+                act.view = Some(Arc::new(StatsView {
+                    summary: Arc::new(summary),
+                    containers: Arc::new(containers),
+                    machine: act.machine,
+                }));
             }
             Err(e) => {
                 tracing::error!(error = %e, "stats housekeeping failed; starting again with no history");
@@ -128,17 +147,32 @@ impl Handler<GetStatsSummary> for StatsActor {
     /// The last summary, shared.
     fn handle(&mut self, _: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        self.summary.clone()
+        self.view.as_ref().map(|v| v.summary.clone())
     }
 }
 
-impl Handler<GetStatsContainers> for StatsActor {
-    type Result = Option<Arc<Vec<ContainerRef>>>;
+impl Handler<GetStatsView> for StatsActor {
+    type Result = Option<Arc<StatsView>>;
 
-    /// The last summary's containers, shared.
-    fn handle(&mut self, _: GetStatsContainers, _: &mut Self::Context) -> Self::Result {
+    /// The last pass's view, shared.
+    fn handle(&mut self, _: GetStatsView, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        self.containers.clone()
+        self.view.clone()
+    }
+}
+
+/// The calling thread's CPU time.
+fn thread_cpu() -> Duration {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ThreadCPUTime);
+    Duration::new(t.tv_sec.max(0) as u64, t.tv_nsec.clamp(0, 999_999_999) as u32)
+}
+
+/// Logical CPUs and installed memory, as cAdvisor's `machine_*` series give them.
+fn machine_info() -> MachineInfo {
+    let memory = dockerlet_host::meminfo::MemInfo::read().total();
+    MachineInfo {
+        cpu_cores: std::thread::available_parallelism().ok().map(|n| n.get() as u64),
+        memory_bytes: u64::try_from(memory).ok().filter(|m| *m > 0),
     }
 }
 
@@ -156,7 +190,7 @@ impl Handler<GetActorState> for StatsActor {
             detail: json!({
                 "passes": self.passes,
                 "last_pass_ms": self.last_pass.as_secs_f64() * 1000.0,
-                "pods": self.summary.as_ref().map(|s| s.pods.len()),
+                "pods": self.view.as_ref().map(|v| v.summary.pods.len()),
                 "interval_ms": self.config.interval.as_millis() as u64,
             }),
             view: None,
@@ -229,7 +263,9 @@ mod tests {
         assert_eq!(pod.containers.len(), 1);
         assert_eq!(pod.containers[0].name, "app");
         assert!(pod.containers[0].cpu.is_none() && pod.containers[0].memory.is_none());
-        let refs = addr.send(GetStatsContainers).await.unwrap().unwrap();
-        assert_eq!(refs[0].id, "a1");
+        let view = addr.send(GetStatsView).await.unwrap().unwrap();
+        assert_eq!(view.containers[0].id, "a1");
+        assert_eq!(view.containers[0].cgroup, "/docker/a1", "Docker's default parent");
+        assert!(view.machine.cpu_cores.is_some_and(|n| n > 0));
     }
 }

@@ -15,7 +15,7 @@
 //! | GetPods                        | HTTP `/pods`          | forward to the StatusActor                   |
 //! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
-//! | GetStatsSummary, GetStatsContainers | HTTP `/stats/summary` | forward to the StatsActor              |
+//! | GetStatsSummary, GetStatsView | HTTP `/stats/summary`, `/metrics/resource`, `/metrics/cadvisor` | forward to the StatsActor |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
 //! | GetPodSandbox                  | HTTP `/portForward/…` | the pod's newest sandbox from the pod cache  |
 //! | GetRunningPods                 | HTTP `/runningpods/`  | the pod cache's running pods                 |
@@ -43,7 +43,7 @@ use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
-use dockerlet_messages::stats::{ContainerRef, GetStatsContainers, GetStatsSummary, Summary};
+use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, StatsView, Summary};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
@@ -196,9 +196,11 @@ impl Children {
             })
         };
         let stats = config.stats.clone().map(|stats| {
-            let cache = cache.clone();
+            let (cache, metrics) = (cache.clone(), config.worker.metrics.clone());
             Child::start("StatsActor", "stats", AfterRestart::Nothing, move || {
-                StatsActor::new(stats.clone(), cache.clone()).start()
+                StatsActor::new(stats.clone(), cache.clone())
+                    .with_metrics(metrics.clone())
+                    .start()
             })
         });
         let file_source = config.manifest_path.clone().map(|path| {
@@ -690,11 +692,11 @@ impl Handler<GetStatsSummary> for Supervisor {
     }
 }
 
-impl Handler<GetStatsContainers> for Supervisor {
-    type Result = ResponseFuture<Option<Arc<Vec<ContainerRef>>>>;
+impl Handler<GetStatsView> for Supervisor {
+    type Result = ResponseFuture<Option<Arc<StatsView>>>;
 
-    /// The containers of the StatsActor's last summary (for cAdvisor's labels).
-    fn handle(&mut self, msg: GetStatsContainers, _: &mut Self::Context) -> Self::Result {
+    /// The StatsActor's last view (the summary with its containers, for cAdvisor's labels).
+    fn handle(&mut self, msg: GetStatsView, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
         let stats = self.children.stats.as_ref().map(Child::addr);
         Box::pin(async move {

@@ -26,8 +26,8 @@ pub mod healthz;
 pub mod kubelet_api;
 pub mod metrics;
 pub mod read_only;
-pub mod stats_metrics;
 pub mod stats;
+pub mod stats_metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,7 +37,7 @@ use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
 use dockerlet_messages::metrics::Metrics;
-use dockerlet_messages::stats::GetStatsSummary;
+use dockerlet_messages::stats::GetStatsView;
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 
 /// The actor mailboxes the HTTP handlers talk to.
@@ -54,7 +54,7 @@ pub struct Handles {
     /// Debug snapshot (`/debug/actors`).
     pub debug: Recipient<GetDebugSnapshot>,
     /// The last statistics summary (`/stats/summary`).
-    pub stats: Recipient<GetStatsSummary>,
+    pub stats: Recipient<GetStatsView>,
     /// Fault hook; `None` unless fault injection is enabled.
     pub faults: Option<Recipient<InjectFault>>,
     /// The agent's metrics (`/metrics`, `/metrics/probes`, the request middleware).
@@ -193,9 +193,9 @@ mod tests {
         }
     }
 
-    impl Handler<dockerlet_messages::stats::GetStatsSummary> for Stub {
-        type Result = Option<std::sync::Arc<dockerlet_messages::stats::Summary>>;
-        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsSummary, _: &mut Context<Self>) -> Self::Result {
+    impl Handler<dockerlet_messages::stats::GetStatsView> for Stub {
+        type Result = Option<std::sync::Arc<dockerlet_messages::stats::StatsView>>;
+        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsView, _: &mut Context<Self>) -> Self::Result {
             let t = "2026-12-01T10:00:00Z";
             let fs = serde_json::json!({"time": t, "availableBytes": 1, "capacityBytes": 2, "usedBytes": 1});
             let summary = serde_json::json!({
@@ -208,7 +208,11 @@ mod tests {
                 },
                 "pods": [],
             });
-            Some(std::sync::Arc::new(serde_json::from_value(summary).expect("a summary")))
+            Some(std::sync::Arc::new(dockerlet_messages::stats::StatsView {
+                summary: std::sync::Arc::new(serde_json::from_value(summary).expect("a summary")),
+                containers: Default::default(),
+                machine: Default::default(),
+            }))
         }
     }
 
@@ -219,9 +223,9 @@ mod tests {
         type Context = Context<Self>;
     }
 
-    impl Handler<dockerlet_messages::stats::GetStatsSummary> for NoStats {
-        type Result = Option<std::sync::Arc<dockerlet_messages::stats::Summary>>;
-        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsSummary, _: &mut Context<Self>) -> Self::Result {
+    impl Handler<dockerlet_messages::stats::GetStatsView> for NoStats {
+        type Result = Option<std::sync::Arc<dockerlet_messages::stats::StatsView>>;
+        fn handle(&mut self, _: dockerlet_messages::stats::GetStatsView, _: &mut Context<Self>) -> Self::Result {
             None
         }
     }

@@ -16,6 +16,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/healthz", web::get().to(crate::healthz::healthz))
         .route("/stats/summary", web::get().to(crate::stats::summary))
         .route("/stats/summary", web::post().to(crate::stats::summary))
+        .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
+        .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics))
         .configure(crate::metrics::configure);
 }
 

@@ -1,5 +1,7 @@
 //! `/stats/summary` (kubelet's `pkg/kubelet/server/stats`): the StatsActor's last summary as
-//! `k8s.io/kubelet/pkg/apis/stats/v1alpha1` JSON, on the kubelet API and the read-only port.
+//! `k8s.io/kubelet/pkg/apis/stats/v1alpha1` JSON, on the kubelet API and the read-only port;
+//! and `/metrics/resource` and `/metrics/cadvisor`, rendered from the same snapshot by
+//! [`crate::stats_metrics`].
 //!
 //! `only_cpu_and_memory=true` (in the query, or a POST body as a form or as the JSON
 //! `{"only_cpu_and_memory":true}` older clients send) serves CPU and memory alone, as
@@ -7,7 +9,9 @@
 
 use actix_web::http::header::CONTENT_TYPE;
 use actix_web::{web, HttpRequest, HttpResponse};
-use dockerlet_messages::stats::GetStatsSummary;
+use std::sync::Arc;
+
+use dockerlet_messages::stats::{GetStatsView, StatsView};
 use serde::Deserialize;
 
 use crate::error::ApiError;
@@ -61,22 +65,51 @@ pub async fn summary(
     body: web::Bytes,
 ) -> Result<HttpResponse, ApiError> {
     let only = only_cpu_and_memory(&req, &body)?;
-    let summary = handles
-        .stats
-        .send(GetStatsSummary)
-        .await
-        .map_err(|e| ApiError::ActorUnavailable {
-            actor: "stats",
-            reason: e.to_string(),
-        })?
+    let summary = view(&handles)
+        .await?
         .ok_or_else(|| {
             ApiError::NotReady("no statistics yet: the first housekeeping pass has not finished; retry shortly".into())
-        })?;
+        })?
+        .summary
+        .clone();
     Ok(if only {
         HttpResponse::Ok().json(summary.cpu_and_memory())
     } else {
         HttpResponse::Ok().json(&*summary)
     })
+}
+
+/// The StatsActor's last snapshot; `None` before its first pass.
+async fn view(handles: &Handles) -> Result<Option<Arc<StatsView>>, ApiError> {
+    handles
+        .stats
+        .send(GetStatsView)
+        .await
+        .map_err(|e| ApiError::ActorUnavailable {
+            actor: "stats",
+            reason: e.to_string(),
+        })
+}
+
+fn exposition(body: String) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(crate::stats_metrics::CONTENT_TYPE)
+        .body(body)
+}
+
+/// `GET /metrics/resource`: before the first pass only `resource_scrape_error 1`, as kubelet
+/// answers when its summary provider fails.
+pub async fn resource_metrics(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError> {
+    let view = view(&handles).await?;
+    Ok(exposition(crate::stats_metrics::resource(
+        view.as_deref().map(|v| &*v.summary),
+    )))
+}
+
+/// `GET /metrics/cadvisor`: before the first pass only `container_scrape_error 1`.
+pub async fn cadvisor_metrics(handles: web::Data<Handles>) -> Result<HttpResponse, ApiError> {
+    let view = view(&handles).await?;
+    Ok(exposition(crate::stats_metrics::cadvisor(view.as_deref())))
 }
 
 #[cfg(test)]

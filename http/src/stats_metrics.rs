@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use dockerlet_messages::stats::{ContainerStats, NetworkStats, PodStats, StatsView, Summary};
+use dockerlet_messages::stats::{ContainerRef, ContainerStats, NetworkStats, PodStats, StatsView, Summary};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The content type of both routes.
@@ -408,38 +408,40 @@ fn network_series(e: &mut Exposition, base: &Base, net: &NetworkStats) {
     }
 }
 
-fn pod_series(e: &mut Exposition, view: &StatsView, pod: &PodStats) {
-    let info = view.pods.get(&pod.pod_ref.uid);
+/// The containers of one pod, by name.
+type PodContainers<'a> = BTreeMap<&'a str, &'a ContainerRef>;
+
+fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, pod: &PodStats) {
+    let pod_cgroup = containers
+        .and_then(|c| c.values().next())
+        .map(|c| c.pod_cgroup.clone())
+        .unwrap_or_default();
     let base = Base {
         container: String::new(),
-        id: info.map(|p| p.cgroup.clone()).unwrap_or_default(),
+        id: pod_cgroup,
         image: String::new(),
         name: String::new(),
         namespace: pod.pod_ref.namespace.clone(),
         pod: pod.pod_ref.name.clone(),
     };
-    // The pod cgroup, as cAdvisor shows it: CPU and memory of the whole pod, and the pod's
-    // network (every container of a pod shares the sandbox's namespace).
-    let whole = ContainerStats {
-        name: String::new(),
-        start_time: pod.start_time.clone(),
-        cpu: pod.cpu.clone(),
-        memory: pod.memory.clone(),
-        accelerators: Vec::new(),
-        rootfs: None,
-        logs: None,
-        user_defined_metrics: Vec::new(),
-        swap: None,
-        io: None,
-    };
+    // The pod cgroup, as cAdvisor shows it: CPU and memory of the whole pod, its process count,
+    // and the pod's network (every container of a pod shares the sandbox's namespace). Without
+    // a pod cgroup (pods outside the kubepods tree) only the network, on no cgroup.
     if !base.id.is_empty() {
+        let whole = ContainerStats {
+            name: String::new(),
+            start_time: pod.start_time.clone(),
+            cpu: pod.cpu.clone(),
+            memory: pod.memory.clone(),
+            accelerators: Vec::new(),
+            rootfs: None,
+            logs: None,
+            user_defined_metrics: Vec::new(),
+            swap: None,
+            io: None,
+        };
         cgroup_series(e, &base, &whole);
-    }
-    if let Some(net) = &pod.network {
-        network_series(e, &base, net);
-    }
-    if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
-        if !base.id.is_empty() {
+        if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
             e.sample(
                 "container_processes",
                 "gauge",
@@ -450,8 +452,11 @@ fn pod_series(e: &mut Exposition, view: &StatsView, pod: &PodStats) {
             );
         }
     }
+    if let Some(net) = &pod.network {
+        network_series(e, &base, net);
+    }
     for c in &pod.containers {
-        let meta = info.and_then(|p| p.containers.get(&c.name));
+        let meta = containers.and_then(|m| m.get(c.name.as_str()));
         let base = Base {
             container: c.name.clone(),
             id: meta.map(|m| m.cgroup.clone()).unwrap_or_default(),
@@ -461,13 +466,14 @@ fn pod_series(e: &mut Exposition, view: &StatsView, pod: &PodStats) {
             pod: pod.pod_ref.name.clone(),
         };
         cgroup_series(e, &base, c);
-        // The writable layer is the container's filesystem in cAdvisor's sense.
+        // The writable layer is the container's filesystem in cAdvisor's sense (its device is
+        // not known here: the label is left empty).
         if let Some((fs, used)) = c.rootfs.as_ref().and_then(|f| Some((f, f.used_bytes?))) {
             e.sample(
                 "container_fs_usage_bytes",
                 "gauge",
                 "Number of bytes that are consumed by the container on this filesystem.",
-                base.with(&[("device", meta.map(|m| m.device.as_str()).unwrap_or(""))]),
+                base.with(&[("device", "")]),
                 used as f64,
                 Some(&fs.time),
             );
@@ -476,7 +482,8 @@ fn pod_series(e: &mut Exposition, view: &StatsView, pod: &PodStats) {
 }
 
 /// `/metrics/cadvisor`: cAdvisor's `container_*` and `machine_*` series for the node's root
-/// cgroup, each pod cgroup and each container, with cAdvisor's labels. `view` is `None` before
+/// cgroup, each pod cgroup and each app container, with cAdvisor's labels (the system
+/// containers and sandboxes are not served). `view` is `None` before
 /// the first housekeeping: then only `container_scrape_error 1`.
 pub fn cadvisor(view: Option<&StatsView>) -> String {
     let mut e = Exposition::default();
@@ -514,17 +521,15 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
     if let Some(net) = &summary.node.network {
         network_series(&mut e, &root, net);
     }
-    for (name, cgroup) in &view.system_cgroups {
-        if let Some(stats) = summary.node.system_containers.iter().find(|c| &c.name == name) {
-            let base = Base {
-                id: cgroup.clone(),
-                ..root.clone()
-            };
-            cgroup_series(&mut e, &base, stats);
-        }
+    let mut by_pod: BTreeMap<&str, PodContainers> = BTreeMap::new();
+    for c in view.containers.iter() {
+        by_pod
+            .entry(c.pod_uid.as_str())
+            .or_default()
+            .insert(c.container.as_str(), c);
     }
     for pod in &summary.pods {
-        pod_series(&mut e, view, pod);
+        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), pod);
     }
     if let Some(cores) = view.machine.cpu_cores {
         e.sample(
@@ -553,8 +558,9 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
 mod tests {
     use super::*;
     use dockerlet_messages::stats::{
-        ContainerInfo, CpuStats, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodInfo, PodReference,
+        CpuStats, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
     };
+    use std::sync::Arc;
 
     fn at(s: &str) -> Time {
         serde_json::from_str(&format!("\"{s}\"")).unwrap()
@@ -652,23 +658,19 @@ mod tests {
             },
             pods: vec![pod],
         };
-        let app = ContainerInfo {
-            cgroup: "/kubepods/burstable/podu1/abc".into(),
+        let app = ContainerRef {
+            pod_uid: "u1".into(),
+            container: "app".into(),
+            id: "abc".into(),
             docker_name: "k8s_app_web_default_u1_0".into(),
             image: "busybox:1".into(),
-            device: "/dev/vda1".into(),
+            image_id: "sha256:1".into(),
+            cgroup: "/kubepods/burstable/podu1/abc".into(),
+            pod_cgroup: "/kubepods/burstable/podu1".into(),
         };
         StatsView {
-            summary,
-            pods: [(
-                "u1".to_string(),
-                PodInfo {
-                    cgroup: "/kubepods/burstable/podu1".into(),
-                    containers: [("app".to_string(), app)].into(),
-                },
-            )]
-            .into(),
-            system_cgroups: [("kubelet".to_string(), "/system.slice/dockerlet".to_string())].into(),
+            summary: Arc::new(summary),
+            containers: Arc::new(vec![app]),
             machine: MachineInfo {
                 cpu_cores: Some(2),
                 memory_bytes: Some(24 << 30),
@@ -714,12 +716,11 @@ mod tests {
             "container_cpu_usage_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 2.5 1796119205000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 90 1796119205000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 3 1796119205000",
-            "container_cpu_usage_seconds_total{container=\"\",id=\"/system.slice/dockerlet\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 2.5 1796119205000",
             "container_memory_working_set_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4096 1796119206000",
             "container_spec_memory_limit_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 5096",
             "container_memory_failures_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",failure_type=\"pgmajfault\",scope=\"container\"} 1 1796119206000",
             "container_network_receive_bytes_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",interface=\"eth0\"} 10 1796119207000",
-            "container_fs_usage_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda1\"} 12288 1796119200000",
+            "container_fs_usage_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"\"} 12288 1796119200000",
             "machine_cpu_cores 2",
             "container_scrape_error 0",
         ] {

@@ -7,7 +7,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 use dockerlet_integration_tests::docker::{docker, docker_ok, remove_node_containers};
-use dockerlet_integration_tests::harness::{binary, free_port, unique_node_name};
+use dockerlet_integration_tests::harness::{binary, cgroup_root, free_port, remove_cgroup_tree, unique_node_name};
 use dockerlet_integration_tests::{wait_for, POD_START_TIMEOUT};
 use serde_json::Value;
 
@@ -30,6 +30,9 @@ impl Drop for Cleanup {
         }
         let _ = docker(&["rm", "-f", &self.container]);
         remove_node_containers(&self.node);
+        if let Err(e) = remove_cgroup_tree(&cgroup_root(&self.node)) {
+            eprintln!("---- node {}: cgroup tree left behind: {e}", self.node);
+        }
         let _ = docker(&["rmi", &self.image]);
     }
 }
@@ -123,6 +126,8 @@ fn the_agent_runs_as_a_kind_style_node_in_a_container() {
         "-v",
         "/var/run/docker.sock:/var/run/docker.sock",
         "-v",
+        "/sys/fs/cgroup:/sys/fs/cgroup",
+        "-v",
         &mount,
         &image,
         "/usr/local/bin/dockerlet",
@@ -132,6 +137,8 @@ fn the_agent_runs_as_a_kind_style_node_in_a_container() {
         &format!("{work_path}/root"),
         "--hostname-override",
         &node,
+        "--cgroup-root",
+        &cgroup_root(&node),
         "--read-only-port",
         &read_only.to_string(),
         "--healthz-port",

@@ -65,6 +65,12 @@ fn millis(time: &Json) -> i64 {
     t.as_millisecond()
 }
 
+/// A sample's millisecond timestamp is the summary's time, which the JSON gives to the second
+/// (`metav1.Time`, as kubelet's).
+fn same_time(sample: &Sample, time: &Json) -> bool {
+    sample.timestamp.timestamp_millis().div_euclid(1000) == millis(time) / 1000
+}
+
 fn nanos_as_seconds(v: &Json) -> f64 {
     v.as_u64().expect("a count") as f64 / 1e9
 }
@@ -123,7 +129,12 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         number(&node_cpu.value),
         nanos_as_seconds(&node["cpu"]["usageCoreNanoSeconds"])
     ));
-    assert_eq!(node_cpu.timestamp.timestamp_millis(), millis(&node["cpu"]["time"]));
+    assert!(
+        same_time(node_cpu, &node["cpu"]["time"]),
+        "{} at {}",
+        node_cpu.timestamp,
+        &node["cpu"]["time"]
+    );
     let node_mem = find(&res, "node_memory_working_set_bytes", &[]).expect("node memory");
     assert_eq!(
         number(&node_mem.value),
@@ -151,7 +162,12 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         number(&pod_cpu.value),
         nanos_as_seconds(&pod["cpu"]["usageCoreNanoSeconds"])
     ));
-    assert_eq!(pod_cpu.timestamp.timestamp_millis(), millis(&pod["cpu"]["time"]));
+    assert!(
+        same_time(pod_cpu, &pod["cpu"]["time"]),
+        "{} at {}",
+        pod_cpu.timestamp,
+        &pod["cpu"]["time"]
+    );
     let pod_mem = find(&res, "pod_memory_working_set_bytes", &pod_labels).expect("pod memory");
     assert_eq!(
         number(&pod_mem.value),
@@ -172,10 +188,20 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
             number(&cpu.value),
             nanos_as_seconds(&c["cpu"]["usageCoreNanoSeconds"])
         ));
-        assert_eq!(cpu.timestamp.timestamp_millis(), millis(&c["cpu"]["time"]));
+        assert!(
+            same_time(cpu, &c["cpu"]["time"]),
+            "{} at {}",
+            cpu.timestamp,
+            &c["cpu"]["time"]
+        );
         let mem = find(&res, "container_memory_working_set_bytes", &labels).expect("container memory");
         assert_eq!(number(&mem.value), c["memory"]["workingSetBytes"].as_f64().unwrap());
-        assert_eq!(mem.timestamp.timestamp_millis(), millis(&c["memory"]["time"]));
+        assert!(
+            same_time(mem, &c["memory"]["time"]),
+            "{} at {}",
+            mem.timestamp,
+            &c["memory"]["time"]
+        );
         let start = find(&res, "container_start_time_seconds", &labels).expect("start time");
         assert!(close(number(&start.value), millis(&c["startTime"]) as f64 / 1000.0));
 

@@ -398,44 +398,20 @@ pub struct UserDefinedMetric {
     pub value: f64,
 }
 
-/// The last housekeeping's results: the summary and what cAdvisor's series carry besides
-/// (cgroup paths, Docker names, images), for `/metrics/cadvisor`.
+/// The last housekeeping's results: the summary, the containers it covers (for cAdvisor's
+/// labels) and the machine's size, for `/metrics/cadvisor`; one snapshot, shared.
 #[derive(Debug, Clone, PartialEq)]
 pub struct StatsView {
     /// The summary `/stats/summary` serves.
-    pub summary: Summary,
-    /// Pods by UID.
-    pub pods: std::collections::BTreeMap<String, PodInfo>,
-    /// System container name (`kubelet`, `runtime`, `pods`) → its cgroup path.
-    pub system_cgroups: std::collections::BTreeMap<String, String>,
+    pub summary: Arc<Summary>,
+    /// The app containers of the summary's pods.
+    pub containers: Arc<Vec<ContainerRef>>,
     /// The machine.
     pub machine: MachineInfo,
 }
 
-/// A pod's cgroup and its containers' identities.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct PodInfo {
-    /// The pod cgroup (`/kubepods/burstable/pod<uid>`).
-    pub cgroup: String,
-    /// By container name in the pod spec.
-    pub containers: std::collections::BTreeMap<String, ContainerInfo>,
-}
-
-/// One container's identity, as cAdvisor labels it.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ContainerInfo {
-    /// Its cgroup (`/kubepods/burstable/pod<uid>/<id>`): cAdvisor's `id`.
-    pub cgroup: String,
-    /// The Docker container's name (`k8s_…`): cAdvisor's `name`.
-    pub docker_name: String,
-    /// The image reference.
-    pub image: String,
-    /// The block device under its writable layer (`/dev/vda1`); empty when unknown.
-    pub device: String,
-}
-
 /// The machine's size.
-#[derive(Debug, Clone, Default, PartialEq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MachineInfo {
     /// Logical CPUs.
     pub cpu_cores: Option<u64>,
@@ -465,13 +441,17 @@ pub struct ContainerRef {
     pub image: String,
     /// The image ID (`sha256:…`).
     pub image_id: String,
+    /// Its cgroup (`/kubepods/burstable/pod<uid>/<id>`): cAdvisor's `id`.
+    pub cgroup: String,
+    /// Its pod's cgroup (`/kubepods/burstable/pod<uid>`); empty when the pod has none.
+    pub pod_cgroup: String,
 }
 
-/// The containers of the last housekeeping's summary, from the StatsActor; `None` before the
-/// first one finished.
+/// The last housekeeping's [`StatsView`], from the StatsActor; `None` before the first one
+/// finished.
 #[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<Arc<Vec<ContainerRef>>>")]
-pub struct GetStatsContainers;
+#[rtype(result = "Option<Arc<StatsView>>")]
+pub struct GetStatsView;
 
 impl Summary {
     /// The answer to `only_cpu_and_memory=true`: as kubelet's `summaryProvider.GetCPUAndMemoryStats`,

@@ -120,10 +120,15 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 mod tests {
     use super::*;
 
-    fn pod_of(init: &[(&[(&str, &str)], &[(&str, &str)])], apps: &[(&[(&str, &str)], &[(&str, &str)])]) -> Pod {
+    /// Resource name and quantity pairs.
+    type Pairs<'a> = &'a [(&'a str, &'a str)];
+    /// A container's requests and limits.
+    type Resources<'a> = (Pairs<'a>, Pairs<'a>);
+
+    fn pod_of(init: &[Resources], apps: &[Resources]) -> Pod {
         use k8s_openapi::api::core::v1::ResourceRequirements;
         use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
-        let list = |pairs: &[(&str, &str)]| {
+        let list = |pairs: Pairs| {
             (!pairs.is_empty()).then(|| {
                 pairs
                     .iter()
@@ -131,7 +136,7 @@ mod tests {
                     .collect()
             })
         };
-        let containers = |specs: &[(&[(&str, &str)], &[(&str, &str)])]| -> Vec<Container> {
+        let containers = |specs: &[Resources]| -> Vec<Container> {
             specs
                 .iter()
                 .map(|(requests, limits)| Container {

@@ -452,9 +452,12 @@ impl PodWorker {
                 );
             }
         }
+        // Not the sandbox: an OOM of the pod cgroup is notified to every cgroup under it, so
+        // Docker flags the pause container OOMKilled too, though the kernel killed an app's
+        // process (and the pause container is only stopped later, with the pod).
         for c in observed
             .iter()
-            .filter(|c| c.state == RuntimeState::Exited && c.oom_killed)
+            .filter(|c| c.state == RuntimeState::Exited && c.oom_killed && c.role != ContainerRole::Sandbox)
         {
             if self.known_oom_killed.insert(c.id.clone()) && self.observed_once {
                 tracing::info!(container = %c.name, "container OOM-killed");

@@ -109,6 +109,7 @@ impl Collector {
             if kubepods.is_none() {
                 kubepods = kubepods_of(&sandbox.cgroup_parent);
             }
+            let pod_cgroup = pod_cgroup_of(uid, containers);
             let pod = self.pod(uid, sandbox, containers, &time, now, nodefs, containerfs, &mut seen);
             pod_cgroups.push(pod.cgroup);
             pods.push(pod.stats);
@@ -129,6 +130,8 @@ impl Collector {
                         ),
                         image: c.image.clone(),
                         image_id: c.image_id.clone(),
+                        cgroup: container_cgroup(c),
+                        pod_cgroup: pod_cgroup.clone().unwrap_or_default(),
                     }),
             );
         }

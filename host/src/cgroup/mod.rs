@@ -2,8 +2,8 @@
 //! unified root, so the pod tree and the stats readers find a cgroup's directory for a
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
-pub mod tree;
 pub mod stats;
+pub mod tree;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +23,17 @@ pub enum CgroupError {
     /// Neither a cgroup v1 memory hierarchy nor a cgroup v2 mount is present.
     #[error("no cgroup filesystem is mounted (looked for cgroup v1 controllers and cgroup2 in /proc/self/mountinfo)")]
     NotMounted,
+    /// Only sub-trees of the hierarchies are mounted (the agent runs in a container that sees
+    /// its own cgroup), so the cgroups Docker makes from the host's root are out of reach.
+    #[error(
+        "only a sub-tree of the cgroup hierarchies is mounted here (cgroup {root:?} at {mount_point}): the agent cannot reach the host's cgroups that Docker makes; in a container, mount the host's with -v /sys/fs/cgroup:/sys/fs/cgroup"
+    )]
+    SubTreeOnly {
+        /// The cgroup the mount shows as its root.
+        root: String,
+        /// Where it is mounted.
+        mount_point: PathBuf,
+    },
 }
 
 /// cgroup v1 (one hierarchy per controller or controller group) or v2 (one unified tree).
@@ -64,6 +75,7 @@ impl CgroupLayout {
         let mut controllers = BTreeMap::new();
         let mut unified = None;
         let mut named = Vec::new();
+        let mut sub_tree = None;
         for line in text.lines() {
             // `id parent major:minor root mountpoint options [optional…] - fstype source super`
             let Some((left, right)) = line.split_once(" - ") else {
@@ -79,6 +91,9 @@ impl CgroupLayout {
             };
             // A bind mount of a sub-tree (inside a container) does not show the whole hierarchy.
             if root != "/" {
+                if matches!(fstype, "cgroup" | "cgroup2") && sub_tree.is_none() {
+                    sub_tree = Some((unescape(root), PathBuf::from(unescape(mount_point))));
+                }
                 continue;
             }
             let mount_point = PathBuf::from(unescape(mount_point));
@@ -105,6 +120,8 @@ impl CgroupLayout {
             CgroupVersion::V1
         } else if unified.is_some() {
             CgroupVersion::V2
+        } else if let Some((root, mount_point)) = sub_tree {
+            return Err(CgroupError::SubTreeOnly { root, mount_point });
         } else {
             return Err(CgroupError::NotMounted);
         };
@@ -250,6 +267,10 @@ mod tests {
             Err(CgroupError::NotMounted)
         ));
         assert_eq!(unescape(r"/a\040b/é"), "/a b/é");
+        let inside = "85 83 0:32 /docker/abc /sys/fs/cgroup/memory ro,nosuid - cgroup cgroup rw,memory\n";
+        let err = CgroupLayout::from_mountinfo(inside).unwrap_err();
+        assert!(matches!(err, CgroupError::SubTreeOnly { .. }), "{err}");
+        assert!(err.to_string().contains("-v /sys/fs/cgroup:/sys/fs/cgroup"), "{err}");
         assert!(CgroupLayout::detect().is_ok(), "this machine has cgroups");
     }
 }

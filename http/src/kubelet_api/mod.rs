@@ -105,6 +105,8 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
             .route("/metrics/probes", web::get().to(crate::metrics::probes))
             .route("/stats/summary", web::get().to(crate::stats::summary))
             .route("/stats/summary", web::post().to(crate::stats::summary))
+            .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
+            .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics))
             .route(
                 "/containerLogs/{namespace}/{pod}/{container}",
                 web::get().to(logs::container_logs),
