@@ -26,6 +26,12 @@ pub fn node_cpu_ns() -> Option<u64> {
     Some(ticks.saturating_mul(per_tick))
 }
 
+/// The machine's online CPUs (the `cpuN` lines of `/proc/stat`).
+pub fn online_cpus() -> Option<u64> {
+    let stat = procfs::KernelStats::current().ok()?;
+    u64::try_from(stat.cpu_time.len()).ok().filter(|n| *n > 0)
+}
+
 /// The machine's memory, as cAdvisor reports the root container.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct NodeMemory {

@@ -61,6 +61,9 @@ pub struct Collector {
     agent_started: Timestamp,
     /// When the machine booted (the node's start); read once.
     boot: Option<Timestamp>,
+    /// The machine's CPUs in nanocores: no rate is above it (a rate over a short window with
+    /// tick-granular counters can come out a little over, and is clamped).
+    max_nano_cores: Option<u64>,
 }
 
 /// The result of a pass.
@@ -82,6 +85,7 @@ impl Collector {
             runtime_pids: Vec::new(),
             agent_started: Timestamp::now(),
             boot: None,
+            max_nano_cores: node_stats::online_cpus().map(|n| n.saturating_mul(1_000_000_000)),
         }
     }
 
@@ -562,7 +566,8 @@ impl Collector {
     ) -> Option<u64> {
         seen.insert(key.to_string());
         let previous = self.cpu.insert(key.to_string(), CpuSample { ns, at: now });
-        match previous {
+        let max = self.max_nano_cores.unwrap_or(u64::MAX);
+        let rate = match previous {
             Some(p) if ns < p.ns => {
                 self.warn_once(
                     &format!("{key}:backwards"),
@@ -574,7 +579,8 @@ impl Collector {
             None => since_start
                 .filter(|d| *d <= SLOW_REFRESH)
                 .and_then(|d| nano_cores(ns, d)),
-        }
+        };
+        rate.map(|r| r.min(max))
     }
 }
 
@@ -721,6 +727,13 @@ mod tests {
             Some(500_000_000)
         );
         assert_eq!(nano_cores(1, Duration::ZERO), None);
+        // Never more than the machine: 2.02 cores measured on 2 CPUs is 2 cores.
+        c.max_nano_cores = Some(2_000_000_000);
+        assert_eq!(c.rate("c", 0, t0, None, &mut seen), None);
+        assert_eq!(
+            c.rate("c", 20_200_000_000, t0 + Duration::from_secs(10), None, &mut seen),
+            Some(2_000_000_000)
+        );
     }
 
     fn write(dir: &Path, files: &[(&str, String)]) {
