@@ -356,7 +356,14 @@ impl Collector {
         let mut ephemeral = DirUsage::default();
         let mut writable_layers = 0;
         let mut app_limits = Some(0u64);
+        // The pod cgroup when the containers are under one (the kubepods tree), else their sum.
+        let pod_cgroup = pod_cgroup_of(uid, containers);
         for c in containers {
+            // With a pod cgroup the sandbox's own figures are not needed (the summary has no
+            // entry for it): one cgroup fewer to read per pod.
+            if c.role == ContainerRole::Sandbox && pod_cgroup.is_some() {
+                continue;
+            }
             let cgroup = layout
                 .as_ref()
                 .and_then(|l| self.read_cgroup(l, &CgroupPath::Same(container_cgroup(c)), c.id.0.as_str()));
@@ -414,8 +421,6 @@ impl Collector {
         }
         container_stats.sort_by(|a, b| a.name.cmp(&b.name));
 
-        // The pod cgroup when the containers are under one (the kubepods tree), else their sum.
-        let pod_cgroup = pod_cgroup_of(uid, containers);
         let (pod, pod_rate) = match (&layout, pod_cgroup) {
             (Some(l), Some(cgroup)) => {
                 let key = format!("pod:{uid}");

@@ -194,16 +194,18 @@ fn is_gone(e: &std::io::Error) -> bool {
 }
 
 fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Result<CgroupStats, StatsError> {
-    let stat = read_flat_keyed(&memory.join("memory.stat"))?;
+    let [inactive_file, rss, page_faults, major_page_faults] = read_keys(
+        &memory.join("memory.stat"),
+        ["total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"],
+    )?;
     let usage = read_u64(&memory.join("memory.usage_in_bytes"))?;
     let limit = read_u64(&memory.join("memory.limit_in_bytes"))?;
-    let key = |k: &str| stat.get(k).copied().unwrap_or(0);
     let memory = MemoryUsage {
         usage,
-        working_set: usage.saturating_sub(key("total_inactive_file")),
-        rss: key("total_rss"),
-        page_faults: key("total_pgfault"),
-        major_page_faults: key("total_pgmajfault"),
+        working_set: usage.saturating_sub(inactive_file),
+        rss,
+        page_faults,
+        major_page_faults,
         limit: (limit < V1_UNLIMITED).then_some(limit),
     };
     let cpu_usage_ns = match cpuacct.filter(|d| d.is_dir()) {
@@ -223,7 +225,10 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
 }
 
 fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
-    let stat = read_flat_keyed(&dir.join("memory.stat"))?;
+    let [inactive_file, rss, page_faults, major_page_faults] = read_keys(
+        &dir.join("memory.stat"),
+        ["inactive_file", "anon", "pgfault", "pgmajfault"],
+    )?;
     let usage = read_u64(&dir.join("memory.current"))?;
     let max_path = dir.join("memory.max");
     let limit = match optional(read_text(&max_path))? {
@@ -231,18 +236,15 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         Some(t) if t.trim() == "max" => None,
         Some(t) => Some(parse_u64(&max_path, t.trim())?),
     };
-    let key = |k: &str| stat.get(k).copied().unwrap_or(0);
     let memory = MemoryUsage {
         usage,
-        working_set: usage.saturating_sub(key("inactive_file")),
-        rss: key("anon"),
-        page_faults: key("pgfault"),
-        major_page_faults: key("pgmajfault"),
+        working_set: usage.saturating_sub(inactive_file),
+        rss,
+        page_faults,
+        major_page_faults,
         limit,
     };
-    let cpu_usage_ns = optional(read_flat_keyed(&dir.join("cpu.stat")))?
-        .and_then(|s| s.get("usage_usec").copied())
-        .map(|us| us.saturating_mul(1000));
+    let cpu_usage_ns = optional(read_keys(&dir.join("cpu.stat"), ["usage_usec"]))?.map(|[us]| us.saturating_mul(1000));
     Ok(CgroupStats {
         cpu_usage_ns,
         memory: Some(memory),
@@ -281,15 +283,19 @@ fn read_u64(path: &Path) -> Result<u64, StatsError> {
     parse_u64(path, text.trim())
 }
 
-/// A `key value` per line file (`memory.stat`, `cpu.stat`).
-fn read_flat_keyed(path: &Path) -> Result<BTreeMap<String, u64>, StatsError> {
+/// The values of `keys` in a `key value` per line file (`memory.stat`, `cpu.stat`); a key not
+/// in the file is 0. Only the wanted lines are parsed, nothing is collected: the stats pass reads
+/// this file for every cgroup of the node.
+fn read_keys<const N: usize>(path: &Path, keys: [&str; N]) -> Result<[u64; N], StatsError> {
     let text = read_text(path)?;
-    let mut out = BTreeMap::new();
+    let mut out = [0u64; N];
     for line in text.lines() {
         let Some((k, v)) = line.split_once(' ') else {
             continue;
         };
-        out.insert(k.to_string(), parse_u64(path, v.trim())?);
+        if let Some(i) = keys.iter().position(|key| *key == k) {
+            out[i] = parse_u64(path, v.trim())?;
+        }
     }
     Ok(out)
 }
