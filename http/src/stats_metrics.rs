@@ -9,7 +9,9 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-use dockerlet_messages::stats::{ContainerRef, ContainerStats, NetworkStats, PodStats, StatsView, Summary};
+use dockerlet_messages::stats::{
+    ContainerRef, ContainerStats, CpuStats, MemoryStats, NetworkStats, PodStats, StatsView, Summary, SwapStats,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 /// The content type of both routes.
@@ -113,162 +115,164 @@ fn unix_seconds(time: &Time) -> f64 {
     time.0.as_nanosecond() as f64 / 1e9
 }
 
+/// A figure and the time it was read.
+type Reading<'a> = Option<(f64, &'a Time)>;
+
+/// CPU seconds used, when the counter is known.
+fn cpu_seconds(cpu: Option<&CpuStats>) -> Reading<'_> {
+    cpu.and_then(|c| Some((seconds(c.usage_core_nano_seconds?), &c.time)))
+}
+
+/// The working set in bytes, when known.
+fn working_set(memory: Option<&MemoryStats>) -> Reading<'_> {
+    memory.and_then(|m| Some((m.working_set_bytes? as f64, &m.time)))
+}
+
+/// Swap used in bytes, when known.
+fn swap_used(swap: Option<&SwapStats>) -> Reading<'_> {
+    swap.and_then(|s| Some((s.swap_usage_bytes? as f64, &s.time)))
+}
+
+/// The swap limit (available + used), when known.
+fn swap_limit(swap: Option<&SwapStats>) -> Reading<'_> {
+    swap.and_then(|s| {
+        Some((
+            (s.swap_available_bytes? + s.swap_usage_bytes.unwrap_or(0)) as f64,
+            &s.time,
+        ))
+    })
+}
+
+impl Exposition {
+    /// A sample stamped with the time of its reading; nothing when the figure is unknown.
+    fn reading(
+        &mut self,
+        name: &'static str,
+        kind: &'static str,
+        help: &str,
+        labels: Vec<(&'static str, String)>,
+        r: Reading,
+    ) {
+        if let Some((value, time)) = r {
+            self.sample(name, kind, help, labels, value, Some(time));
+        }
+    }
+}
+
 /// `/metrics/resource`, as kubelet's `resource_metrics.go` writes it from the CPU and memory
 /// summary. `summary` is `None` when no housekeeping has finished: then only the scrape error
 /// gauges, at 1.
 pub fn resource(summary: Option<&Summary>) -> String {
-    const STABLE: &str = "[STABLE] ";
-    const ALPHA: &str = "[ALPHA] ";
+    const SWAP: &str = "Reported only on non-windows systems";
+    let stable = |help: &str| format!("[STABLE] {help}");
+    let alpha = |help: &str| format!("[ALPHA] {help}");
     let mut e = Exposition::default();
     let error = if summary.is_some() { 0.0 } else { 1.0 };
+    let scrape = "1 if there was an error while getting container metrics, 0 otherwise";
     e.sample(
         "resource_scrape_error",
         "gauge",
-        &format!("{STABLE}1 if there was an error while getting container metrics, 0 otherwise"),
+        &stable(scrape),
         Vec::new(),
         error,
         None,
     );
-    e.sample(
-        "scrape_error",
-        "gauge",
-        &format!(
-            "{ALPHA}(Deprecated since 1.29.0) 1 if there was an error while getting container metrics, 0 otherwise"
-        ),
-        Vec::new(),
-        error,
-        None,
-    );
+    let deprecated = format!("(Deprecated since 1.29.0) {scrape}");
+    e.sample("scrape_error", "gauge", &alpha(&deprecated), Vec::new(), error, None);
     let Some(summary) = summary else { return e.render() };
     let node = &summary.node;
-    if let Some((cpu, used)) = node.cpu.as_ref().and_then(|c| Some((c, c.usage_core_nano_seconds?))) {
-        e.sample(
-            "node_cpu_usage_seconds_total",
-            "counter",
-            &format!("{STABLE}Cumulative cpu time consumed by the node in core-seconds"),
-            Vec::new(),
-            seconds(used),
-            Some(&cpu.time),
-        );
-    }
-    if let Some((mem, ws)) = node.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
-        e.sample(
-            "node_memory_working_set_bytes",
-            "gauge",
-            &format!("{STABLE}Current working set of the node in bytes"),
-            Vec::new(),
-            ws as f64,
-            Some(&mem.time),
-        );
-    }
-    if let Some((swap, used)) = node.swap.as_ref().and_then(|s| Some((s, s.swap_usage_bytes?))) {
-        e.sample(
-            "node_swap_usage_bytes",
-            "gauge",
-            &format!("{ALPHA}Current swap usage of the node in bytes. Reported only on non-windows systems"),
-            Vec::new(),
-            used as f64,
-            Some(&swap.time),
-        );
-    }
+    e.reading(
+        "node_cpu_usage_seconds_total",
+        "counter",
+        &stable("Cumulative cpu time consumed by the node in core-seconds"),
+        Vec::new(),
+        cpu_seconds(node.cpu.as_ref()),
+    );
+    e.reading(
+        "node_memory_working_set_bytes",
+        "gauge",
+        &stable("Current working set of the node in bytes"),
+        Vec::new(),
+        working_set(node.memory.as_ref()),
+    );
+    e.reading(
+        "node_swap_usage_bytes",
+        "gauge",
+        &alpha(&format!("Current swap usage of the node in bytes. {SWAP}")),
+        Vec::new(),
+        swap_used(node.swap.as_ref()),
+    );
     for pod in &summary.pods {
-        let pod_labels = || {
-            vec![
-                ("namespace", pod.pod_ref.namespace.clone()),
-                ("pod", pod.pod_ref.name.clone()),
-            ]
-        };
+        let (ns, name) = (&pod.pod_ref.namespace, &pod.pod_ref.name);
+        let pod_labels = || vec![("namespace", ns.clone()), ("pod", name.clone())];
         for c in &pod.containers {
             let labels = || {
                 vec![
                     ("container", c.name.clone()),
-                    ("namespace", pod.pod_ref.namespace.clone()),
-                    ("pod", pod.pod_ref.name.clone()),
+                    ("namespace", ns.clone()),
+                    ("pod", name.clone()),
                 ]
             };
             if c.start_time.0.as_second() > 0 {
                 e.sample(
                     "container_start_time_seconds",
                     "gauge",
-                    &format!("{STABLE}Start time of the container since unix epoch in seconds"),
+                    &stable("Start time of the container since unix epoch in seconds"),
                     labels(),
                     unix_seconds(&c.start_time),
                     None,
                 );
             }
-            if let Some((cpu, used)) = c.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
-                e.sample(
-                    "container_cpu_usage_seconds_total",
-                    "counter",
-                    &format!("{STABLE}Cumulative cpu time consumed by the container in core-seconds"),
-                    labels(),
-                    seconds(used),
-                    Some(&cpu.time),
-                );
-            }
-            if let Some((mem, ws)) = c.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
-                e.sample(
-                    "container_memory_working_set_bytes",
-                    "gauge",
-                    &format!("{STABLE}Current working set of the container in bytes"),
-                    labels(),
-                    ws as f64,
-                    Some(&mem.time),
-                );
-            }
-            if let Some(swap) = &c.swap {
-                if let Some(used) = swap.swap_usage_bytes {
-                    e.sample(
-                        "container_swap_usage_bytes",
-                        "gauge",
-                        &format!("{ALPHA}Current amount of the container swap usage in bytes. Reported only on non-windows systems"),
-                        labels(),
-                        used as f64,
-                        Some(&swap.time),
-                    );
-                }
-                if let Some(available) = swap.swap_available_bytes {
-                    e.sample(
-                        "container_swap_limit_bytes",
-                        "gauge",
-                        &format!("{ALPHA}Current amount of the container swap limit in bytes. Reported only on non-windows systems"),
-                        labels(),
-                        (available + swap.swap_usage_bytes.unwrap_or(0)) as f64,
-                        Some(&swap.time),
-                    );
-                }
-            }
-        }
-        if let Some((cpu, used)) = pod.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
-            e.sample(
-                "pod_cpu_usage_seconds_total",
+            e.reading(
+                "container_cpu_usage_seconds_total",
                 "counter",
-                &format!("{STABLE}Cumulative cpu time consumed by the pod in core-seconds"),
-                pod_labels(),
-                seconds(used),
-                Some(&cpu.time),
+                &stable("Cumulative cpu time consumed by the container in core-seconds"),
+                labels(),
+                cpu_seconds(c.cpu.as_ref()),
             );
-        }
-        if let Some((mem, ws)) = pod.memory.as_ref().and_then(|m| Some((m, m.working_set_bytes?))) {
-            e.sample(
-                "pod_memory_working_set_bytes",
+            e.reading(
+                "container_memory_working_set_bytes",
                 "gauge",
-                &format!("{STABLE}Current working set of the pod in bytes"),
-                pod_labels(),
-                ws as f64,
-                Some(&mem.time),
+                &stable("Current working set of the container in bytes"),
+                labels(),
+                working_set(c.memory.as_ref()),
             );
-        }
-        if let Some((swap, used)) = pod.swap.as_ref().and_then(|s| Some((s, s.swap_usage_bytes?))) {
-            e.sample(
-                "pod_swap_usage_bytes",
+            e.reading(
+                "container_swap_usage_bytes",
                 "gauge",
-                &format!("{ALPHA}Current amount of the pod swap usage in bytes. Reported only on non-windows systems"),
-                pod_labels(),
-                used as f64,
-                Some(&swap.time),
+                &alpha(&format!("Current amount of the container swap usage in bytes. {SWAP}")),
+                labels(),
+                swap_used(c.swap.as_ref()),
+            );
+            e.reading(
+                "container_swap_limit_bytes",
+                "gauge",
+                &alpha(&format!("Current amount of the container swap limit in bytes. {SWAP}")),
+                labels(),
+                swap_limit(c.swap.as_ref()),
             );
         }
+        e.reading(
+            "pod_cpu_usage_seconds_total",
+            "counter",
+            &stable("Cumulative cpu time consumed by the pod in core-seconds"),
+            pod_labels(),
+            cpu_seconds(pod.cpu.as_ref()),
+        );
+        e.reading(
+            "pod_memory_working_set_bytes",
+            "gauge",
+            &stable("Current working set of the pod in bytes"),
+            pod_labels(),
+            working_set(pod.memory.as_ref()),
+        );
+        e.reading(
+            "pod_swap_usage_bytes",
+            "gauge",
+            &alpha(&format!("Current amount of the pod swap usage in bytes. {SWAP}")),
+            pod_labels(),
+            swap_used(pod.swap.as_ref()),
+        );
     }
     e.render()
 }
@@ -306,16 +310,13 @@ impl Base {
 
 /// The series cAdvisor gives for one cgroup's CPU and memory.
 fn cgroup_series(e: &mut Exposition, base: &Base, stats: &ContainerStats) {
-    if let Some((cpu, used)) = stats.cpu.as_ref().and_then(|x| Some((x, x.usage_core_nano_seconds?))) {
-        e.sample(
-            "container_cpu_usage_seconds_total",
-            "counter",
-            "Cumulative cpu time consumed in seconds.",
-            base.with(&[("cpu", "total")]),
-            seconds(used),
-            Some(&cpu.time),
-        );
-    }
+    e.reading(
+        "container_cpu_usage_seconds_total",
+        "counter",
+        "Cumulative cpu time consumed in seconds.",
+        base.with(&[("cpu", "total")]),
+        cpu_seconds(stats.cpu.as_ref()),
+    );
     if let Some(mem) = &stats.memory {
         let t = Some(&mem.time);
         let mut gauge = |name: &'static str, help: &str, v: Option<u64>| {
