@@ -282,9 +282,12 @@ pub async fn sync_pod(
             }
         }
     }
-    if !stop_only && !observed.is_empty() && sync.config.cgroups.is_some() {
+    let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
+    let cgroup_unknown = sync.config.cgroups.as_ref().is_some_and(|t| !t.knows(pod_uid));
+    if !stop_only && !observed.is_empty() && cgroup_unknown {
         // A pod an earlier agent started: its cgroup (and its share of the burstable cgroup) is
-        // set up at its first sync; nothing is written when it is unchanged.
+        // set up at its first sync; later syncs of the pod (one this agent set up) skip the
+        // check, which is file I/O on the blocking pool.
         if let Err(e) = ensure_pod_cgroup(&sync, &pod).await {
             tracing::warn!(error = %e, "could not set up the pod cgroup");
         }

@@ -148,6 +148,12 @@ impl PodCgroups {
         Ok(cgroup)
     }
 
+    /// Whether this agent set up the pod's cgroup (limits written, counted in the burstable
+    /// cgroup): a later sync of the running pod has nothing to check.
+    pub fn knows(&self, uid: &str) -> bool {
+        self.lock().pods.contains_key(uid)
+    }
+
     /// Remove the pod's cgroup in every hierarchy, children first (wherever its QoS class put
     /// it), and take its requests off the burstable cgroup.
     pub fn remove_pod(&self, uid: &str) -> Result<(), CgroupTreeError> {
@@ -491,8 +497,10 @@ mod tests {
             }
         }
         std::fs::create_dir(dir.join("container1")).unwrap();
+        assert!(tree.knows("b1"), "set up by this agent: later syncs skip the check");
         tree.remove_pod("b1").unwrap();
         assert!(!dir.exists());
+        assert!(!tree.knows("b1"));
         assert_eq!(read(kubepods.join("burstable/cpu.weight")), "1");
         let (removed, errors) = tree.remove_orphans(&BTreeSet::from(["g1".to_string()]));
         assert!(errors.is_empty(), "{errors:?}");
