@@ -202,6 +202,11 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub authorization_webhook_cache_unauthorized_ttl: Option<Duration>,
 
+    /// Exec, attach and port-forward connections on which nothing has moved for this long are
+    /// closed; 0 for no limit [default: 4h].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub streaming_connection_idle_timeout: Option<Duration>,
+
     /// Taints the Node is registered with: `key=value:Effect` or `key:Effect`, comma-separated.
     #[arg(long, value_name = "TAINTS", value_delimiter = ',')]
     pub register_with_taints: Vec<String>,

@@ -145,7 +145,12 @@ pub struct KubeletApiConfig {
     pub token_webhook: Option<Duration>,
     /// `--authorization-mode`.
     pub authorization: AuthorizationMode,
+    /// `--streaming-connection-idle-timeout`; none for no limit (0).
+    pub stream_idle_timeout: Option<Duration>,
 }
+
+/// kubelet's `--streaming-connection-idle-timeout` default.
+pub const STREAMING_CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
 
 /// The config file's `authentication` (kubelet's KubeletAuthentication).
 #[derive(Debug, Default, serde::Deserialize)]
@@ -222,6 +227,7 @@ struct FileSettings {
     tls_private_key_file: Option<PathBuf>,
     tls_min_version: Option<String>,
     tls_cipher_suites: Option<Vec<String>>,
+    streaming_connection_idle_timeout: Option<Duration>,
     authentication: Option<FileAuthentication>,
     authorization: Option<FileAuthorization>,
     node_status_report_frequency: Option<Duration>,
@@ -317,6 +323,7 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         tls_private_key_file: field(path, &mut map, "tlsPrivateKeyFile")?,
         tls_min_version: field(path, &mut map, "tlsMinVersion")?,
         tls_cipher_suites: field(path, &mut map, "tlsCipherSuites")?,
+        streaming_connection_idle_timeout: duration_field(path, &mut map, "streamingConnectionIdleTimeout")?,
         authentication: field(path, &mut map, "authentication")?,
         authorization: field(path, &mut map, "authorization")?,
         node_status_report_frequency: duration_field(path, &mut map, "nodeStatusReportFrequency")?,
@@ -854,6 +861,12 @@ fn kubelet_api_config(
             .unwrap_or(false),
         token_webhook: token_webhook.then_some(token_ttl),
         authorization,
+        stream_idle_timeout: Some(
+            cli.streaming_connection_idle_timeout
+                .or(file.streaming_connection_idle_timeout)
+                .unwrap_or(STREAMING_CONNECTION_IDLE_TIMEOUT),
+        )
+        .filter(|t| !t.is_zero()),
     }))
 }
 
@@ -1008,18 +1021,36 @@ mod tests {
         assert!(!api.anonymous);
         assert_eq!(api.authorization, AuthorizationMode::AlwaysDeny);
         assert_eq!(api.tls.cert_dir, PathBuf::from("/r/pki"));
+        assert_eq!(api.stream_idle_timeout, Some(Duration::from_secs(4 * 3600)));
         assert_eq!(build(&cli(&["--port", "0"]), host).unwrap().kubelet_api, None);
+        let idle = |args: &[&str]| {
+            build(&cli(args), host)
+                .unwrap()
+                .kubelet_api
+                .unwrap()
+                .stream_idle_timeout
+        };
+        assert_eq!(
+            idle(&["--streaming-connection-idle-timeout", "5m"]),
+            Some(Duration::from_secs(300))
+        );
+        assert_eq!(
+            idle(&["--streaming-connection-idle-timeout", "0s"]),
+            None,
+            "0 is no limit"
+        );
 
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("config.yaml");
         std::fs::write(
             &path,
-            "kind: KubeletConfiguration\nport: 10260\ntlsCertFile: /c.crt\ntlsPrivateKeyFile: /c.key\ntlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\nauthentication:\n  anonymous:\n    enabled: true\n  x509:\n    clientCAFile: /ca.crt\nauthorization:\n  mode: AlwaysAllow\n",
+            "kind: KubeletConfiguration\nport: 10260\ntlsCertFile: /c.crt\ntlsPrivateKeyFile: /c.key\ntlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\nauthentication:\n  anonymous:\n    enabled: true\n  x509:\n    clientCAFile: /ca.crt\nauthorization:\n  mode: AlwaysAllow\nstreamingConnectionIdleTimeout: 30m\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
         let api = build(&cli(&["--config", p]), host).unwrap().kubelet_api.unwrap();
         assert_eq!(api.address.port(), 10260);
+        assert_eq!(api.stream_idle_timeout, Some(Duration::from_secs(1800)));
         assert!(api.anonymous);
         assert_eq!(api.authorization, AuthorizationMode::AlwaysAllow);
         assert_eq!(api.tls.cert_and_key, Some(("/c.crt".into(), "/c.key".into())));

@@ -67,6 +67,7 @@ pub fn configz(config: &AgentConfig) -> Value {
             "tlsPrivateKeyFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.1),
             "tlsMinVersion": api.and_then(|a| a.tls.min_version.clone()),
             "tlsCipherSuites": api.map(|a| a.tls.cipher_suites.clone()).unwrap_or_default(),
+            "streamingConnectionIdleTimeout": go_duration(api.and_then(|a| a.stream_idle_timeout).unwrap_or_default()),
             "authentication": {
                 "x509": {"clientCAFile": api.and_then(|a| a.tls.client_ca_file.clone())},
                 "webhook": {

@@ -197,6 +197,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             attach: attach.clone(),
             port_forward: port_forward.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
+            stream_idle_timeout: api.stream_idle_timeout,
         };
         let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;
         handles.logs_port = Some(bound.port());

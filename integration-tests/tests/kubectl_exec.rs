@@ -14,7 +14,11 @@ use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, POD_START_TIMEOU
 const MODES: [(&str, &str); 2] = [("websocket", "true"), ("spdy", "false")];
 
 fn start(name: &str) -> (ApiServer, Agent, ManifestDir) {
-    let (api, agent, manifests) = common::proxied_node(name);
+    start_with(name, &[])
+}
+
+fn start_with(name: &str, agent_args: &[&str]) -> (ApiServer, Agent, ManifestDir) {
+    let (api, agent, manifests) = common::proxied_node_with(name, agent_args);
     let path = api.dir().join("shell.yaml");
     std::fs::write(
         &path,
@@ -81,6 +85,55 @@ fn text(out: &Output) -> String {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     )
+}
+
+/// `--streaming-connection-idle-timeout`: a `kubectl exec` on which nothing moves is closed by
+/// the agent after the timeout, long before its command would end; one whose command writes
+/// more often than that runs to its end. In both protocols.
+#[test]
+fn idle_exec_streams_are_closed_after_the_idle_timeout() {
+    let (api, _agent, _manifests) = start_with("kubectl-idle", &["--streaming-connection-idle-timeout", "2s"]);
+    for (mode, websockets) in MODES {
+        let started = std::time::Instant::now();
+        let out = kubectl(
+            &api,
+            websockets,
+            &["exec", "shell", "-c", "app", "--", "sleep", "45"],
+            None,
+        );
+        let took = started.elapsed();
+        assert!(
+            took < std::time::Duration::from_secs(30),
+            "{mode}: the idle exec was not closed ({took:?}): {}",
+            text(&out)
+        );
+        // kubectl over WebSocket reports the lost connection; over SPDY, as against kubelet, a
+        // connection closed before the error stream said anything reads as success.
+        assert!(out.stdout.is_empty(), "{mode}: {}", text(&out));
+
+        let out = kubectl(
+            &api,
+            websockets,
+            &[
+                "exec",
+                "shell",
+                "-c",
+                "app",
+                "--",
+                "sh",
+                "-c",
+                "for i in 1 2 3 4; do echo $i; sleep 1; done",
+            ],
+            None,
+        );
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout),
+            "1\n2\n3\n4\n",
+            "{mode}: {}",
+            text(&out)
+        );
+        assert!(out.status.success(), "{mode}: {}", text(&out));
+    }
 }
 
 /// `kubectl exec` (output, `-i` stdin, the exit code), `kubectl exec -i -t` on a terminal with

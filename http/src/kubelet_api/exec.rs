@@ -386,13 +386,19 @@ async fn ws_streams(
 
 /// Upgrade (WebSocket or SPDY) and run `session` on the client's streams once they exist;
 /// returns the 101 (or the refusal).
-fn upgrade<F, Fut>(req: &HttpRequest, payload: web::Payload, options: StreamOptions, session: F) -> HttpResponse
+fn upgrade<F, Fut>(
+    req: &HttpRequest,
+    payload: web::Payload,
+    options: StreamOptions,
+    idle: Option<Duration>,
+    session: F,
+) -> HttpResponse
 where
     F: FnOnce(ClientIo) -> Fut + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
     if streams::is_websocket(req) {
-        let accepted = match ws::accept(req, payload, false) {
+        let accepted = match ws::accept(req, payload, false, idle) {
             Ok(a) => a,
             Err(refusal) => return actix_web::ResponseError::error_response(&refusal),
         };
@@ -408,7 +414,7 @@ where
         });
         return response;
     }
-    let upgraded = match spdy::upgrade(req, payload, &SPDY_PROTOCOLS) {
+    let upgraded = match spdy::upgrade(req, payload, &SPDY_PROTOCOLS, idle) {
         Ok(u) => u,
         Err(refusal) => return actix_web::ResponseError::error_response(&refusal),
     };
@@ -673,7 +679,7 @@ pub async fn exec(
     tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
         container = %target.container, command = ?cmd, tty = options.tty, "exec");
     let runtime = api.exec.clone();
-    Ok(upgrade(&req, payload, options, move |io| {
+    Ok(upgrade(&req, payload, options, api.stream_idle_timeout, move |io| {
         exec_session(runtime, target, cmd, options, io)
     }))
 }
@@ -690,7 +696,7 @@ pub async fn attach(
     tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
         container = %target.container, tty = options.tty, "attach");
     let runtime = api.attach.clone();
-    Ok(upgrade(&req, payload, options, move |io| {
+    Ok(upgrade(&req, payload, options, api.stream_idle_timeout, move |io| {
         attach_session(runtime, target, options, io)
     }))
 }
@@ -770,6 +776,10 @@ mod tests {
     /// The kubelet API's routes on a plain local port, anonymous and always allowed, over
     /// `fake`; the port.
     fn serve(fake: &FakeRuntime) -> u16 {
+        serve_with_idle_timeout(fake, None)
+    }
+
+    fn serve_with_idle_timeout(fake: &FakeRuntime, stream_idle_timeout: Option<Duration>) -> u16 {
         let api = KubeletApi {
             handles: crate::tests::fake_handles(true),
             logs: Arc::new(fake.clone()),
@@ -777,6 +787,7 @@ mod tests {
             attach: Arc::new(fake.clone()),
             configz: Arc::new(serde_json::json!({})),
             port_forward: Arc::new(crate::kubelet_api::port_forward::tests::Loopback),
+            stream_idle_timeout,
         };
         let auth = Arc::new(AuthConfig {
             node_name: "n1".into(),
@@ -867,6 +878,47 @@ mod tests {
             Message::Binary(Bytes::from_static(&[1]))
         );
         drop(ws);
+        for _ in 0..200 {
+            if fake.calls().iter().any(|c| matches!(c, Call::KillExec(_))) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("the exec was not killed: {:?}", fake.calls());
+    }
+
+    /// `--streaming-connection-idle-timeout`: an exec on which nothing moves is closed after
+    /// the timeout (its process killed, as for a client gone), one that keeps moving is not.
+    #[actix_web::test]
+    async fn an_idle_exec_connection_is_closed() {
+        let fake = FakeRuntime::default();
+        let port = serve_with_idle_timeout(&fake, Some(Duration::from_millis(400)));
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1").await;
+        let started = std::time::Instant::now();
+        // Activity: stdin every 200 ms for a second keeps it open and echoed; the last at 0.8 s,
+        // so it closes at 1.2 s.
+        for _ in 0..5 {
+            ws.send(Message::Binary(Bytes::from_static(b"\x00x"))).await.unwrap();
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        let mut echoed = Vec::new();
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while let Some(Ok(message)) = ws.next().await {
+                match message {
+                    Message::Binary(b) if b.first() == Some(&1) => echoed.extend_from_slice(&b[1..]),
+                    Message::Close(_) => return,
+                    _ => {}
+                }
+            }
+        })
+        .await
+        .expect("the idle connection was not closed");
+        assert_eq!(echoed, b"xxxxx", "stdin sent while active was echoed");
+        assert!(
+            started.elapsed() >= Duration::from_millis(1100),
+            "{:?}",
+            started.elapsed()
+        );
         for _ in 0..200 {
             if fake.calls().iter().any(|c| matches!(c, Call::KillExec(_))) {
                 return;

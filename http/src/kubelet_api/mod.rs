@@ -85,6 +85,9 @@ pub struct KubeletApi {
     /// The `/configz` document (`{"kubeletconfig": {...}}`), made by the agent from its
     /// effective configuration.
     pub configz: Arc<serde_json::Value>,
+    /// `--streaming-connection-idle-timeout`: exec, attach and port-forward connections idle
+    /// this long are closed; none for no limit.
+    pub stream_idle_timeout: Option<Duration>,
 }
 
 /// The routes, behind [`auth::filter`].
@@ -259,6 +262,7 @@ mod tests {
             attach: Arc::new(dockerlet_runtime::fake::FakeRuntime::default()),
             configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
             port_forward: Arc::new(port_forward::tests::Loopback),
+            stream_idle_timeout: None,
         }
     }
 

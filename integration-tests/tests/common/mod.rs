@@ -7,7 +7,13 @@ use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
 /// A TLS API server and an agent registered with it, reachable through the server's kubelet
 /// proxy: the agent reports 127.0.0.1 as its address and trusts the server's kubelet client
 /// certificate (`--client-ca-file`). Returns once the Node exists.
+#[allow(dead_code, reason = "each test crate compiles this module; not all use both forms")]
 pub fn proxied_node(name: &str) -> (ApiServer, Agent, ManifestDir) {
+    proxied_node_with(name, &[])
+}
+
+/// [`proxied_node`] with more agent flags.
+pub fn proxied_node_with(name: &str, extra: &[&str]) -> (ApiServer, Agent, ManifestDir) {
     let api = ApiServer::start_with(ApiServerConfig {
         tls: true,
         ..ApiServerConfig::default()
@@ -16,20 +22,18 @@ pub fn proxied_node(name: &str) -> (ApiServer, Agent, ManifestDir) {
     let manifests = ManifestDir::new();
     let kubeconfig = api.kubeconfig_path().display().to_string();
     let ca = api.kubelet_client_ca_path().display().to_string();
-    let agent = Agent::start(
-        name,
-        manifests.path(),
-        &[
-            "--kubeconfig",
-            &kubeconfig,
-            "--node-status-update-frequency",
-            "1s",
-            "--node-ip",
-            "127.0.0.1",
-            "--client-ca-file",
-            &ca,
-        ],
-    );
+    let mut args = vec![
+        "--kubeconfig",
+        &kubeconfig,
+        "--node-status-update-frequency",
+        "1s",
+        "--node-ip",
+        "127.0.0.1",
+        "--client-ca-file",
+        &ca,
+    ];
+    args.extend_from_slice(extra);
+    let agent = Agent::start(name, manifests.path(), &args);
     wait_for("the node registered", CHANGE_TIMEOUT, || {
         api.get("nodes", "", agent.node())
     });

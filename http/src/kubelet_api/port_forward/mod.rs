@@ -321,7 +321,7 @@ pub async fn port_forward(
         span,
     };
     if let Some(ports) = ports {
-        let accepted = match streams::ws::accept(&req, payload, true) {
+        let accepted = match streams::ws::accept(&req, payload, true, api.stream_idle_timeout) {
             Ok(a) => a,
             Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
         };
@@ -329,14 +329,15 @@ pub async fn port_forward(
         return Ok(accepted.response);
     }
     if websocket {
-        let (response, connection) = match tunnel::accept(&req, payload, PORT_FORWARD_PROTOCOL) {
+        let (response, connection) = match tunnel::accept(&req, payload, PORT_FORWARD_PROTOCOL, api.stream_idle_timeout)
+        {
             Ok(accepted) => accepted,
             Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
         };
         actix_web::rt::spawn(serve_spdy(target, connection));
         return Ok(response);
     }
-    let upgraded = match streams::spdy::upgrade(&req, payload, &[PORT_FORWARD_PROTOCOL]) {
+    let upgraded = match streams::spdy::upgrade(&req, payload, &[PORT_FORWARD_PROTOCOL], api.stream_idle_timeout) {
         Ok(u) => u,
         Err(refusal) => return Ok(actix_web::ResponseError::error_response(&refusal)),
     };

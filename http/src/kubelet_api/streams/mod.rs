@@ -9,11 +9,13 @@
 //! - [`ws`]: the WebSocket handshake with a channel subprotocol (actix-ws), then whole
 //!   messages mapped to channels by [`dockerlet_streaming::websocket`].
 //!
+//! - [`idle`]: `--streaming-connection-idle-timeout` for all three.
 //! - [`shim`]: below actix-http, makes a SPDY upgrade's head look like a WebSocket upgrade so
 //!   that actix streams the connection to the handler.
 //!
 //! Both are generic: they know streams and channels, not what exec or port-forward put on them.
 
+pub mod idle;
 pub mod shim;
 pub mod spdy;
 pub mod tunnel;

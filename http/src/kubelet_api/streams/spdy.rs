@@ -13,7 +13,9 @@ use dockerlet_streaming::spdy::{FlowControl, Role, SessionConfig};
 use dockerlet_streaming::upgrade::{check_spdy_upgrade, negotiate, UpgradeError, HEADER_PROTOCOL_VERSION, SPDY_31};
 use futures::StreamExt;
 
+use super::idle::Activity;
 use super::Refused;
+use std::time::Duration;
 
 /// An accepted SPDY upgrade.
 #[derive(Debug)]
@@ -37,8 +39,14 @@ pub fn server_config() -> SessionConfig {
 /// Check the upgrade headers, negotiate `X-Stream-Protocol-Version` among `protocols` (the
 /// server's preference order), and start the driver over the rest of the connection. Refused
 /// with 400 for a request that is not a SPDY upgrade or names no version, 403 with
-/// `X-Accepted-Stream-Protocol-Versions` when no version is shared.
-pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static str]) -> Result<Upgraded, Refused> {
+/// `X-Accepted-Stream-Protocol-Versions` when no version is shared. With `idle`, the connection
+/// is closed once no frame has moved either way for that long.
+pub fn upgrade(
+    req: &HttpRequest,
+    payload: web::Payload,
+    protocols: &[&'static str],
+    idle: Option<Duration>,
+) -> Result<Upgraded, Refused> {
     let connection_values = req
         .headers()
         .get_all(header::CONNECTION)
@@ -53,8 +61,21 @@ pub fn upgrade(req: &HttpRequest, payload: web::Payload, protocols: &[&'static s
         negotiate(&offered, protocols)
     });
     let protocol = negotiated.map_err(|e| refusal(&e, protocols))?;
+    let activity = idle.map(Activity::new);
     let input = payload.map(|chunk| chunk.map_err(std::io::Error::other));
+    let (input, output_activity) = match &activity {
+        Some(a) => (
+            a.watch(input).take_until(a.clone().expired()).left_stream(),
+            Some(a.clone()),
+        ),
+        None => (input.right_stream(), None),
+    };
     let (connection, driver, output) = conn::connect(server_config(), Box::pin(input));
+    let output = output.inspect(move |_| {
+        if let Some(a) = &output_activity {
+            a.touch();
+        }
+    });
     actix_web::rt::spawn(async move {
         if let Err(e) = driver.await {
             tracing::info!(error = %e, source = ?std::error::Error::source(&e), "SPDY connection ended");

@@ -11,8 +11,10 @@ use actix_web::{web, HttpRequest, HttpResponse};
 use dockerlet_streaming::spdy::conn::{self, Connection};
 use futures::StreamExt;
 
+use super::idle::Activity;
 use super::spdy::server_config;
 use super::Refused;
+use std::time::Duration;
 
 /// The subprotocol prefix of a SPDY tunnel (client-go `constants.WebsocketsSPDYTunnelingPrefix`).
 pub const TUNNELING_PREFIX: &str = "SPDY/3.1+";
@@ -35,8 +37,14 @@ pub fn tunnelled_protocol(req: &HttpRequest, protocols: &[&'static str]) -> Opti
 
 /// Accept the WebSocket with `SPDY/3.1+<protocol>` and start the SPDY driver over its binary
 /// messages; each chunk the driver writes goes out as one binary message. Pings are answered;
-/// a text message ends the connection (it cannot carry SPDY).
-pub fn accept(req: &HttpRequest, payload: web::Payload, protocol: &str) -> Result<(HttpResponse, Connection), Refused> {
+/// a text message ends the connection (it cannot carry SPDY). With `idle`, the connection is
+/// closed once no message has moved either way for that long.
+pub fn accept(
+    req: &HttpRequest,
+    payload: web::Payload,
+    protocol: &str,
+    idle: Option<Duration>,
+) -> Result<(HttpResponse, Connection), Refused> {
     let name = format!("{TUNNELING_PREFIX}{protocol}");
     let (response, session, stream) =
         actix_ws::handle_with_protocols(req, payload, &[name.as_str()]).map_err(|e| Refused {
@@ -49,7 +57,15 @@ pub fn accept(req: &HttpRequest, payload: web::Payload, protocol: &str) -> Resul
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE);
     let pong = session.clone();
+    let activity = idle.map(Activity::new);
+    let (touch_in, touch_out) = (activity.clone(), activity.clone());
     let input = stream
+        .inspect(move |_| {
+            if let Some(a) = &touch_in {
+                a.touch();
+            }
+        })
+        .take_until(super::idle::expired(activity))
         .take_while(|m| std::future::ready(!matches!(m, Ok(actix_ws::AggregatedMessage::Close(_)))))
         .filter_map(move |m| {
             let mut pong = pong.clone();
@@ -77,6 +93,9 @@ pub fn accept(req: &HttpRequest, payload: web::Payload, protocol: &str) -> Resul
     let mut writer = session;
     actix_web::rt::spawn(async move {
         while let Some(chunk) = output.next().await {
+            if let Some(a) = &touch_out {
+                a.touch();
+            }
             if writer.binary(chunk).await.is_err() {
                 return;
             }

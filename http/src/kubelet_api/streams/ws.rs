@@ -4,9 +4,11 @@
 
 use actix_web::http::{header, StatusCode};
 
+use super::idle::Activity;
 use super::Refused;
 use actix_web::{web, HttpRequest, HttpResponse};
 use dockerlet_streaming::websocket::{self, ChannelError, ChannelProtocol, Incoming, WsMessage};
+use std::time::Duration;
 
 /// The largest message accepted from a client (kubectl sends stdin in 32 KiB pieces).
 pub const MAX_MESSAGE: usize = 1024 * 1024;
@@ -38,8 +40,14 @@ impl std::fmt::Debug for Accepted {
 
 /// Handshake with the first subprotocol the client offers that the server speaks for a
 /// remote command (`port_forward` false) or a port-forward; 403 when it offers only unknown
-/// ones (as wsstream's handshake), 400 for a bad WebSocket handshake.
-pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> Result<Accepted, Refused> {
+/// ones (as wsstream's handshake), 400 for a bad WebSocket handshake. With `idle`, the
+/// receiver ends (and the socket is closed) once no message has moved either way for that long.
+pub fn accept(
+    req: &HttpRequest,
+    payload: web::Payload,
+    port_forward: bool,
+    idle: Option<Duration>,
+) -> Result<Accepted, Refused> {
     let offered: Vec<&str> = req
         .headers()
         .get_all(header::SEC_WEBSOCKET_PROTOCOL)
@@ -62,17 +70,20 @@ pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> R
         .max_frame_size(MAX_MESSAGE)
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE);
+    let activity = idle.map(Activity::new);
     Ok(Accepted {
         protocol,
         response,
         sender: Sender {
             protocol,
             session: session.clone(),
+            activity: activity.clone(),
         },
         receiver: Receiver {
             protocol,
             session,
             stream,
+            activity,
         },
     })
 }
@@ -82,6 +93,7 @@ pub fn accept(req: &HttpRequest, payload: web::Payload, port_forward: bool) -> R
 pub struct Sender {
     protocol: ChannelProtocol,
     session: actix_ws::Session,
+    activity: Option<Activity>,
 }
 
 impl std::fmt::Debug for Sender {
@@ -122,6 +134,9 @@ impl Sender {
     }
 
     async fn send_message(&mut self, message: WsMessage) -> Result<(), Closed> {
+        if let Some(a) = &self.activity {
+            a.touch();
+        }
         match message {
             WsMessage::Binary(b) => self.session.binary(b).await,
             WsMessage::Text(t) => self.session.text(t).await,
@@ -146,6 +161,7 @@ pub struct Receiver {
     protocol: ChannelProtocol,
     session: actix_ws::Session,
     stream: actix_ws::AggregatedMessageStream,
+    activity: Option<Activity>,
 }
 
 impl std::fmt::Debug for Receiver {
@@ -156,10 +172,22 @@ impl std::fmt::Debug for Receiver {
 
 impl Receiver {
     /// The next data or close message; `None` when the client closed the WebSocket or went
-    /// away. Pings are answered, pongs and empty messages skipped.
+    /// away, or the connection was idle for the timeout (the socket is then closed). Pings are
+    /// answered, pongs and empty messages skipped.
     pub async fn recv(&mut self) -> Option<Result<Incoming, ReceiveError>> {
         loop {
-            let message = match self.stream.recv().await? {
+            let received = tokio::select! {
+                received = self.stream.recv() => received?,
+                () = super::idle::expired(self.activity.clone()) => {
+                    tracing::info!("closing a WebSocket stream idle for --streaming-connection-idle-timeout");
+                    let _ = self.session.clone().close(None).await;
+                    return None;
+                }
+            };
+            if let Some(a) = &self.activity {
+                a.touch();
+            }
+            let message = match received {
                 Ok(m) => m,
                 // The connection ended without a close frame (kubectl through the API server's
                 // proxy just closes it): the client went away, not a protocol breach.
