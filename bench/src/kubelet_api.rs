@@ -2,7 +2,9 @@
 //! API server (`dockerlet-fake-apiserver`, TLS, in the bench process), beside raw Docker in the
 //! same run:
 //! - `kubectl exec p8 -c app -- true` through the API server's kubelet proxy and the agent,
-//!   against `docker exec <container> true` (the docker CLI), alternating;
+//!   against `docker exec <container> true` (the docker CLI), alternating; and each CLI's
+//!   start-up alone (`kubectl version --client`, `docker --version`), the part of the ratio
+//!   neither the agent nor Docker has a say in;
 //! - the same exec on the kubelet API directly (SPDY/3.1, `v4.channel.k8s.io`, the integration
 //!   tests' streaming client: no kubectl start-up, no API server), against bollard's exec
 //!   (create, start and drain, inspect);
@@ -342,6 +344,10 @@ fn alternate(
     Ok((Samples::from_durations(&xs), Samples::from_durations(&ys)))
 }
 
+fn ratio_text(r: Option<f64>) -> String {
+    r.map_or("n/a".into(), |r| format!("{r:.2}×"))
+}
+
 fn p50_p99(s: &Samples) -> String {
     match s.p50_p99() {
         Some((p50, p99)) => format!("{} / {}", ms(Some(p50)), ms(Some(p99))),
@@ -400,6 +406,15 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         p50_p99(&kubectl_s),
         p50_p99(&docker_s)
     );
+
+    // Each CLI's own start-up, no request: what the exec ratio carries that neither the agent
+    // nor Docker does.
+    let kubectl_start =
+        || -> anyhow::Result<Duration> { Ok(timed_command(kubectl(&api, &["version", "--client"]))?.0) };
+    let docker_start = || -> anyhow::Result<Duration> { Ok(timed_command(docker_cli(&["--version"]))?.0) };
+    kubectl_start().context("kubectl version --client (warm-up)")?;
+    docker_start().context("docker --version (warm-up)")?;
+    let (kubectl_start_s, docker_start_s) = alternate(s.kubelet_exec_runs, kubectl_start, docker_start)?;
 
     // The same on the kubelet API directly (SPDY), against bollard.
     let spdy_exec = || -> anyhow::Result<Duration> {
@@ -530,6 +545,27 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         exec_ratio,
         EXEC_RATIO,
     );
+    report.row(
+        scenario,
+        &format!(
+            "each CLI's start-up alone (`kubectl version --client` │ `docker --version`), p50 / p99 ({} runs)",
+            kubectl_start_s.len()
+        ),
+        p50_p99(&kubectl_start_s),
+        p50_p99(&docker_start_s),
+    );
+    let beyond = |a: &Samples, floor: &Samples| a.median().zip(floor.median()).map(|(a, f)| a - f);
+    let (kubectl_beyond, docker_beyond) = (beyond(&kubectl_s, &kubectl_start_s), beyond(&docker_s, &docker_start_s));
+    report.row(
+        scenario,
+        "exec beyond its CLI's start-up at p50 (kubectl │ docker); their ratio",
+        format!(
+            "{}; {}",
+            ms(kubectl_beyond),
+            ratio_text(kubectl_beyond.zip(docker_beyond).map(|(k, d)| k / d))
+        ),
+        ms(docker_beyond),
+    );
     let api_ratio = ratio(&spdy_s, &bollard_s);
     report.row(
         scenario,
@@ -585,6 +621,8 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             "kubectl_exec": kubectl_s.json_ms(),
             "docker_exec": docker_s.json_ms(),
             "kubectl_over_docker_p50": exec_ratio.map(round3),
+            "kubectl_version_client": kubectl_start_s.json_ms(),
+            "docker_version_flag": docker_start_s.json_ms(),
             "kubelet_spdy_exec": spdy_s.json_ms(),
             "bollard_exec": bollard_s.json_ms(),
             "kubelet_over_bollard_p50": api_ratio.map(round3),
