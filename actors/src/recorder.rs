@@ -29,7 +29,7 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 16] = [
+        const WARNINGS: [&str; 17] = [
             "BackOff",
             "FailedMount",
             "Failed",
@@ -48,6 +48,7 @@ impl EventType {
             dockerlet_pod::admission::APPARMOR,
             dockerlet_pod::admission::SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED,
             dockerlet_pod::admission::UNSUPPORTED_SECURITY_CONTEXT,
+            dockerlet_pod::admission::UNSUPPORTED_POD_SPEC,
         ];
         if WARNINGS.contains(&reason) {
             EventType::Warning

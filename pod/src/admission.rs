@@ -9,6 +9,9 @@
 //!   memberships. Reason `SupplementalGroupsPolicyNotSupported`, as kubelet on such a runtime.
 //! - `hostUsers: false` and Windows options: Docker cannot give a pod its own user namespace,
 //!   and this is a Linux node. Reason `UnsupportedSecurityContext`.
+//! - Sidecar containers (an init container with `restartPolicy: Always`): not implemented yet;
+//!   run as a plain init container, the pod would wait for it to finish forever. Reason
+//!   `UnsupportedPodSpec`.
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
@@ -23,6 +26,8 @@ pub const APPARMOR: &str = "AppArmor";
 pub const SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED: &str = "SupplementalGroupsPolicyNotSupported";
 /// dockerlet's reason for other pod-level security settings Docker cannot honour.
 pub const UNSUPPORTED_SECURITY_CONTEXT: &str = "UnsupportedSecurityContext";
+/// dockerlet's reason for pod features it does not implement yet.
+pub const UNSUPPORTED_POD_SPEC: &str = "UnsupportedPodSpec";
 
 /// kubelet's safe sysctls (`pkg/kubelet/sysctl/safe_sysctls.go`); all are namespaced.
 pub const SAFE_SYSCTLS: &[&str] = &[
@@ -179,6 +184,16 @@ pub fn admit(pod: &Pod, config: &SecurityConfig) -> Result<(), Rejection> {
             UNSUPPORTED_SECURITY_CONTEXT,
             "spec.securityContext.windowsOptions: Windows options cannot be honoured on a Linux node".to_string(),
         ));
+    }
+    for (i, init) in spec.init_containers.iter().flatten().enumerate() {
+        if let Some(policy) = init.restart_policy.as_deref() {
+            return Err(reject(
+                UNSUPPORTED_POD_SPEC,
+                format!(
+                    "spec.initContainers[{i}].restartPolicy: {policy:?} (a sidecar container) is not supported by this node yet"
+                ),
+            ));
+        }
     }
     for (field, container) in containers_with_fields(spec) {
         if container
@@ -342,6 +357,39 @@ mod tests {
                 "Cannot enforce AppArmor: AppArmor is not enabled on the host"
             );
         }
+    }
+
+    /// A sidecar (restartable init container) is refused, not run as an init container the
+    /// pod would wait on forever.
+    #[test]
+    fn sidecar_containers_are_refused_at_admission() {
+        let config = SecurityConfig::default();
+        let sidecar = pod_with(PodSecurityContext::default(), |s| {
+            s.init_containers = Some(vec![
+                Container {
+                    name: "setup".into(),
+                    ..Default::default()
+                },
+                Container {
+                    name: "proxy".into(),
+                    restart_policy: Some("Always".into()),
+                    ..Default::default()
+                },
+            ]);
+        });
+        let r = admit(&sidecar, &config).unwrap_err();
+        assert_eq!(r.reason, UNSUPPORTED_POD_SPEC);
+        assert_eq!(
+            r.message,
+            r#"spec.initContainers[1].restartPolicy: "Always" (a sidecar container) is not supported by this node yet"#
+        );
+        let plain = pod_with(PodSecurityContext::default(), |s| {
+            s.init_containers = Some(vec![Container {
+                name: "setup".into(),
+                ..Default::default()
+            }]);
+        });
+        assert_eq!(admit(&plain, &config), Ok(()));
     }
 
     /// Strict supplemental groups, user namespaces and Windows options are refused, naming the
