@@ -187,6 +187,8 @@ pub struct PodWorker {
     next_operation: WorkerOperation,
     /// When the sync or termination in flight began.
     operation_began: Instant,
+    /// Ephemeral containers already reported as not run (not implemented yet).
+    ephemeral_refused: HashSet<String>,
 }
 
 impl PodWorker {
@@ -228,6 +230,29 @@ impl PodWorker {
             start_observed: false,
             next_operation: WorkerOperation::create,
             operation_began: Instant::now(),
+            ephemeral_refused: HashSet::new(),
+        }
+    }
+
+    /// Ephemeral containers (`kubectl debug`) are not run yet: each new one gets a Warning
+    /// `Failed` event saying so, once, rather than being ignored without a word.
+    fn refuse_ephemeral_containers(&mut self) {
+        let names: Vec<String> = self
+            .pod
+            .spec
+            .iter()
+            .flat_map(|s| s.ephemeral_containers.iter().flatten())
+            .map(|c| c.name.clone())
+            .filter(|n| !self.ephemeral_refused.contains(n))
+            .collect();
+        for name in names {
+            tracing::warn!(container = %name, "ephemeral containers are not supported by this node yet");
+            self.record_about(
+                Some(&name),
+                "Failed",
+                format!("Error: ephemeral container {name:?} not started: ephemeral containers are not supported by this node yet"),
+            );
+            self.ephemeral_refused.insert(name);
         }
     }
 
@@ -295,6 +320,7 @@ impl PodWorker {
             self.report_rejection(&rejection);
             return self.step(Input::SyncFinished { ok: true }, ctx);
         }
+        self.refuse_ephemeral_containers();
         let failed: HashMap<ContainerId, ProbeKind> = self
             .probes
             .iter()
@@ -731,6 +757,7 @@ impl Handler<UpdatePod> for PodWorker {
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
         }
+        self.refuse_ephemeral_containers();
         if self.next_operation == WorkerOperation::sync {
             self.next_operation = WorkerOperation::update;
         }
@@ -1054,6 +1081,41 @@ mod tests {
 
     fn count(runtime: &FakeRuntime, pred: impl Fn(&Call) -> bool) -> usize {
         runtime.calls().iter().filter(|c| pred(c)).count()
+    }
+
+    /// An ephemeral container added to a running pod is not run (not implemented yet): one
+    /// Warning `Failed` event names it, however often the pod is updated, and nothing is
+    /// created for it.
+    #[actix::test]
+    async fn ephemeral_containers_are_refused_with_one_event() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let worker = PodWorker::new(named("one", "u1"), relisted(&runtime), links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut debugged = (*named("one", "u1")).clone();
+        if let Some(spec) = debugged.spec.as_mut() {
+            spec.ephemeral_containers = Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                name: "dbg".into(),
+                image: Some("img:1".into()),
+                ..Default::default()
+            }]);
+        }
+        let debugged = Arc::new(debugged);
+        worker.do_send(UpdatePod { pod: debugged.clone() });
+        worker.do_send(UpdatePod { pod: debugged });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let events = sink.send(Events).await.unwrap();
+        let refused: Vec<&String> = events.iter().filter(|e| e.contains("ephemeral")).collect();
+        assert_eq!(
+            refused,
+            vec!["Failed: Error: ephemeral container \"dbg\" not started: ephemeral containers are not supported by this node yet"],
+            "{events:?}"
+        );
+        assert_eq!(
+            count(&runtime, |c| matches!(c, Call::Create(name) if name.contains("dbg"))),
+            0
+        );
     }
 
     /// The Docker API calls of a pod start, counted: create and start each of the sandbox and
