@@ -10,6 +10,8 @@ use dockerlet_fake_apiserver::{AccessRule, ApiServer, ApiServerConfig, KUBECTL};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
+mod common;
+
 fn api_server() -> ApiServer {
     ApiServer::start_with(ApiServerConfig {
         tls: true,
@@ -21,24 +23,7 @@ fn api_server() -> ApiServer {
 /// The agent in API mode, its kubelet API trusting the API server's kubelet client CA, its
 /// node reachable at 127.0.0.1.
 fn start(name: &str, api: &ApiServer, manifests: &ManifestDir, extra: &[&str]) -> Agent {
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    let ca = api.kubelet_client_ca_path().display().to_string();
-    let mut args = vec![
-        "--kubeconfig",
-        &kubeconfig,
-        "--node-status-update-frequency",
-        "1s",
-        "--node-ip",
-        "127.0.0.1",
-        "--client-ca-file",
-        &ca,
-    ];
-    args.extend_from_slice(extra);
-    let agent = Agent::start(name, manifests.path(), &args);
-    wait_for("the node registered", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", agent.node())
-    });
-    agent
+    common::proxied_agent(name, api, manifests, extra)
 }
 
 /// `GET https://127.0.0.1:<port><path>` with curl, optionally with a bearer token.

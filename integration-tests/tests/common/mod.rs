@@ -1,5 +1,8 @@
 //! Set-up shared by the test files that reach the agent through the test API server's kubelet
-//! proxy (`kubectl exec`, `port-forward`, `logs`).
+//! proxy (`kubectl exec`, `port-forward`, `logs`, the kubelet API's auth).
+
+// Each test crate compiles this module and uses only some of it.
+#![allow(dead_code)]
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
@@ -7,7 +10,6 @@ use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
 /// A TLS API server and an agent registered with it, reachable through the server's kubelet
 /// proxy: the agent reports 127.0.0.1 as its address and trusts the server's kubelet client
 /// certificate (`--client-ca-file`). Returns once the Node exists.
-#[allow(dead_code, reason = "each test crate compiles this module; not all use both forms")]
 pub fn proxied_node(name: &str) -> (ApiServer, Agent, ManifestDir) {
     proxied_node_with(name, &[])
 }
@@ -20,6 +22,13 @@ pub fn proxied_node_with(name: &str, extra: &[&str]) -> (ApiServer, Agent, Manif
     })
     .expect("start the API server");
     let manifests = ManifestDir::new();
+    let agent = proxied_agent(name, &api, &manifests, extra);
+    (api, agent, manifests)
+}
+
+/// An agent for `api` reading `manifests`, set up as [`proxied_node`]'s, with more flags;
+/// returns once its Node exists.
+pub fn proxied_agent(name: &str, api: &ApiServer, manifests: &ManifestDir, extra: &[&str]) -> Agent {
     let kubeconfig = api.kubeconfig_path().display().to_string();
     let ca = api.kubelet_client_ca_path().display().to_string();
     let mut args = vec![
@@ -37,5 +46,5 @@ pub fn proxied_node_with(name: &str, extra: &[&str]) -> (ApiServer, Agent, Manif
     wait_for("the node registered", CHANGE_TIMEOUT, || {
         api.get("nodes", "", agent.node())
     });
-    (api, agent, manifests)
+    agent
 }
