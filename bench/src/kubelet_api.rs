@@ -539,7 +539,7 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         "P8",
         scenario,
         "kubectl exec / docker exec at p50",
-        exec_ratio.map_or("n/a".into(), |r| format!("{r:.2}×")),
+        ratio_text(exec_ratio),
         String::new(),
         "≤ 1.2×",
         exec_ratio,
@@ -576,7 +576,7 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         format!(
             "{}; {}",
             p50_p99(&spdy_s),
-            api_ratio.map_or("n/a".into(), |r| format!("{r:.2}×"))
+            ratio_text(api_ratio)
         ),
         p50_p99(&bollard_s),
     );

@@ -4,7 +4,7 @@
 //! deadlines close it in kubelet. Any frame or message counts, pings included.
 //!
 //! ```text
-//! let activity = Activity::new(timeout);
+//! let activity = Activity::new(timeout);        // None: no limit, nothing ever expires
 //! let input = activity.watch(input).take_until(activity.clone().expired());
 //! let output = activity.watch(output);
 //! ```
@@ -23,12 +23,13 @@ pub struct Activity {
     start: Instant,
     /// Milliseconds from `start` to the last movement.
     last: Arc<AtomicU64>,
-    timeout: Duration,
+    /// None: the connection may stay idle for ever.
+    timeout: Option<Duration>,
 }
 
 impl Activity {
-    /// A connection that moved just now and may stay idle for `timeout`.
-    pub fn new(timeout: Duration) -> Self {
+    /// A connection that moved just now and may stay idle for `timeout` (for ever with none).
+    pub fn new(timeout: Option<Duration>) -> Self {
         Activity {
             start: Instant::now(),
             last: Arc::new(AtomicU64::new(0)),
@@ -38,15 +39,20 @@ impl Activity {
 
     /// The connection moved.
     pub fn touch(&self) {
-        let since_start = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last.fetch_max(since_start, Ordering::Relaxed);
+        if self.timeout.is_some() {
+            let since_start = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
+            self.last.fetch_max(since_start, Ordering::Relaxed);
+        }
     }
 
-    /// Resolves once the connection has not moved for the timeout.
+    /// Resolves once the connection has not moved for the timeout; never without one.
     pub async fn expired(self) {
+        let Some(timeout) = self.timeout else {
+            return std::future::pending().await;
+        };
         loop {
             let last = self.start + Duration::from_millis(self.last.load(Ordering::Relaxed));
-            let deadline = last + self.timeout;
+            let deadline = last + timeout;
             if Instant::now() >= deadline {
                 return;
             }
@@ -61,14 +67,6 @@ impl Activity {
     }
 }
 
-/// Resolves when `activity` expires; never without one (no timeout).
-pub async fn expired(activity: Option<Activity>) {
-    match activity {
-        Some(a) => a.expired().await,
-        None => std::future::pending().await,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -76,7 +74,7 @@ mod tests {
     /// Expiry waits out the timeout from the last touch, not from the start.
     #[tokio::test(start_paused = true)]
     async fn expiry_counts_from_the_last_movement() {
-        let activity = Activity::new(Duration::from_secs(10));
+        let activity = Activity::new(Some(Duration::from_secs(10)));
         let start = Instant::now();
         tokio::time::sleep(Duration::from_secs(6)).await;
         activity.touch();
@@ -87,7 +85,7 @@ mod tests {
     /// Items passing through a watched stream keep the connection alive.
     #[tokio::test(start_paused = true)]
     async fn a_watched_stream_touches() {
-        let activity = Activity::new(Duration::from_secs(5));
+        let activity = Activity::new(Some(Duration::from_secs(5)));
         let start = Instant::now();
         let ticks = futures::stream::unfold(0, |n| async move {
             tokio::time::sleep(Duration::from_secs(3)).await;
@@ -106,7 +104,7 @@ mod tests {
     /// Without a timeout, nothing expires.
     #[tokio::test(start_paused = true)]
     async fn no_timeout_never_expires() {
-        let waited = tokio::time::timeout(Duration::from_secs(86_400), expired(None)).await;
+        let waited = tokio::time::timeout(Duration::from_secs(86_400), Activity::new(None).expired()).await;
         assert!(waited.is_err());
     }
 }

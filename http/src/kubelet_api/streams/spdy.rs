@@ -61,21 +61,11 @@ pub fn upgrade(
         negotiate(&offered, protocols)
     });
     let protocol = negotiated.map_err(|e| refusal(&e, protocols))?;
-    let activity = idle.map(Activity::new);
+    let activity = Activity::new(idle);
     let input = payload.map(|chunk| chunk.map_err(std::io::Error::other));
-    let (input, output_activity) = match &activity {
-        Some(a) => (
-            a.watch(input).take_until(a.clone().expired()).left_stream(),
-            Some(a.clone()),
-        ),
-        None => (input.right_stream(), None),
-    };
+    let input = activity.watch(input).take_until(activity.clone().expired());
     let (connection, driver, output) = conn::connect(server_config(), Box::pin(input));
-    let output = output.inspect(move |_| {
-        if let Some(a) = &output_activity {
-            a.touch();
-        }
-    });
+    let output = activity.watch(output);
     actix_web::rt::spawn(async move {
         if let Err(e) = driver.await {
             tracing::info!(error = %e, source = ?std::error::Error::source(&e), "SPDY connection ended");

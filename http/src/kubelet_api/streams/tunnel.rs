@@ -57,15 +57,10 @@ pub fn accept(
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE);
     let pong = session.clone();
-    let activity = idle.map(Activity::new);
-    let (touch_in, touch_out) = (activity.clone(), activity.clone());
-    let input = stream
-        .inspect(move |_| {
-            if let Some(a) = &touch_in {
-                a.touch();
-            }
-        })
-        .take_until(super::idle::expired(activity))
+    let activity = Activity::new(idle);
+    let input = activity
+        .watch(stream)
+        .take_until(activity.clone().expired())
         .take_while(|m| std::future::ready(!matches!(m, Ok(actix_ws::AggregatedMessage::Close(_)))))
         .filter_map(move |m| {
             let mut pong = pong.clone();
@@ -93,9 +88,7 @@ pub fn accept(
     let mut writer = session;
     actix_web::rt::spawn(async move {
         while let Some(chunk) = output.next().await {
-            if let Some(a) = &touch_out {
-                a.touch();
-            }
+            activity.touch();
             if writer.binary(chunk).await.is_err() {
                 return;
             }

@@ -70,7 +70,7 @@ pub fn accept(
         .max_frame_size(MAX_MESSAGE)
         .aggregate_continuations()
         .max_continuation_size(MAX_MESSAGE);
-    let activity = idle.map(Activity::new);
+    let activity = Activity::new(idle);
     Ok(Accepted {
         protocol,
         response,
@@ -93,7 +93,7 @@ pub fn accept(
 pub struct Sender {
     protocol: ChannelProtocol,
     session: actix_ws::Session,
-    activity: Option<Activity>,
+    activity: Activity,
 }
 
 impl std::fmt::Debug for Sender {
@@ -134,9 +134,7 @@ impl Sender {
     }
 
     async fn send_message(&mut self, message: WsMessage) -> Result<(), Closed> {
-        if let Some(a) = &self.activity {
-            a.touch();
-        }
+        self.activity.touch();
         match message {
             WsMessage::Binary(b) => self.session.binary(b).await,
             WsMessage::Text(t) => self.session.text(t).await,
@@ -161,7 +159,7 @@ pub struct Receiver {
     protocol: ChannelProtocol,
     session: actix_ws::Session,
     stream: actix_ws::AggregatedMessageStream,
-    activity: Option<Activity>,
+    activity: Activity,
 }
 
 impl std::fmt::Debug for Receiver {
@@ -178,15 +176,13 @@ impl Receiver {
         loop {
             let received = tokio::select! {
                 received = self.stream.recv() => received?,
-                () = super::idle::expired(self.activity.clone()) => {
+                () = self.activity.clone().expired() => {
                     tracing::info!("closing a WebSocket stream idle for --streaming-connection-idle-timeout");
                     let _ = self.session.clone().close(None).await;
                     return None;
                 }
             };
-            if let Some(a) = &self.activity {
-                a.touch();
-            }
+            self.activity.touch();
             let message = match received {
                 Ok(m) => m,
                 // The connection ended without a close frame (kubectl through the API server's
