@@ -235,7 +235,8 @@ impl PodWorker {
     }
 
     /// Ephemeral containers (`kubectl debug`) are not run yet: each new one gets a Warning
-    /// `Failed` event saying so, once, rather than being ignored without a word.
+    /// `Failed` event saying so, once, rather than being ignored without a word. Checked at
+    /// the start of each sync (an update of the pod starts one).
     fn refuse_ephemeral_containers(&mut self) {
         let names: Vec<String> = self
             .pod
@@ -757,7 +758,6 @@ impl Handler<UpdatePod> for PodWorker {
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
         }
-        self.refuse_ephemeral_containers();
         if self.next_operation == WorkerOperation::sync {
             self.next_operation = WorkerOperation::update;
         }
