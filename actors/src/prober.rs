@@ -29,6 +29,7 @@ use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState
 use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_pod::plan::is_sidecar;
 use k8s_openapi::api::core::v1::{Container, Pod, Probe};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
@@ -639,7 +640,10 @@ impl Handler<WatchContainers> for ProbeActor {
             .pod
             .spec
             .iter()
-            .flat_map(|s| s.containers.iter())
+            .flat_map(|s| {
+                let sidecars = s.init_containers.iter().flatten().filter(|c| is_sidecar(c));
+                s.containers.iter().chain(sidecars)
+            })
             .map(|c| (c.name.as_str(), c))
             .collect();
         let mut wanted = Vec::new();

@@ -3,8 +3,7 @@
 //! message) and its containers stop; setting the deadline of a running API pod (upstream
 //! `pods.go` "should allow activeDeadlineSeconds to be updated") takes effect. Deletion: an API
 //! pod kept by a finalizer after the node is done with it shows phase Failed with its
-//! containers terminated, as kubelet's status manager leaves it. A pod with a sidecar (not
-//! implemented yet) is refused at admission rather than left waiting in Init.
+//! containers terminated, as kubelet's status manager leaves it.
 
 use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT};
@@ -108,47 +107,6 @@ fn a_deleted_pod_kept_by_a_finalizer_ends_failed() {
     wait_for("the containers removed", CHANGE_TIMEOUT, || {
         agent.pod_containers(&uid).is_empty().then_some(())
     });
-}
-
-/// An API pod with a sidecar (an init container with `restartPolicy: Always`) is rejected at
-/// admission, Failed with reason UnsupportedPodSpec naming the field, and none of its
-/// containers is created (not left waiting in Init for a container that never finishes).
-#[test]
-fn a_pod_with_a_sidecar_is_refused_not_left_in_init() {
-    let (api, _manifests, agent) = api_agent("ending-sidecar");
-    let path = api.dir().join("sidecar.yaml");
-    let yaml = format!(
-        r#"apiVersion: v1
-kind: Pod
-metadata: {{name: with-sidecar}}
-spec:
-  nodeName: {node}
-  automountServiceAccountToken: false
-  initContainers:
-  - name: proxy
-    image: dockerlet.local/busybox:1
-    restartPolicy: Always
-    command: ["sleep", "3600"]
-  containers:
-  - name: app
-    image: dockerlet.local/busybox:1
-    command: ["sleep", "3600"]
-"#,
-        node = agent.node()
-    );
-    std::fs::write(&path, yaml).expect("write pod");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
-    let pod = wait_for("the pod Failed", CHANGE_TIMEOUT, || {
-        api.get("pods", "default", "with-sidecar")
-            .filter(|p| p["status"]["phase"] == "Failed")
-    });
-    assert_eq!(pod["status"]["reason"], "UnsupportedPodSpec", "{pod}");
-    assert_eq!(
-        pod["status"]["message"],
-        r#"Pod was rejected: spec.initContainers[0].restartPolicy: "Always" (a sidecar container) is not supported by this node yet"#
-    );
-    let uid = pod["metadata"]["uid"].as_str().expect("uid");
-    assert!(agent.pod_containers(uid).is_empty(), "nothing ran");
 }
 
 /// An agent in API-server mode against a fresh in-memory API server.

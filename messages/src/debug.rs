@@ -83,6 +83,8 @@ pub struct ContainerDebug {
     pub name: String,
     /// An init container.
     pub init: bool,
+    /// A sidecar (an init container with `restartPolicy: Always`).
+    pub sidecar: bool,
     /// The image in the spec.
     pub image: String,
     /// Its current state.

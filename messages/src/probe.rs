@@ -59,7 +59,7 @@ pub struct WatchContainers {
     pub pod: Arc<Pod>,
     /// The pod's IP (default probe host).
     pub pod_ip: Option<String>,
-    /// Running app containers; probes of containers not listed stop.
+    /// Running app containers and sidecars; probes of containers not listed stop.
     pub running: Vec<ProbeTarget>,
 }
 

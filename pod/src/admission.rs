@@ -9,9 +9,8 @@
 //!   memberships. Reason `SupplementalGroupsPolicyNotSupported`, as kubelet on such a runtime.
 //! - `hostUsers: false` and Windows options: Docker cannot give a pod its own user namespace,
 //!   and this is a Linux node. Reason `UnsupportedSecurityContext`.
-//! - Sidecar containers (an init container with `restartPolicy: Always`): not implemented yet;
-//!   run as a plain init container, the pod would wait for it to finish forever. Reason
-//!   `UnsupportedPodSpec`.
+//! - An init container `restartPolicy` other than `Always` (a sidecar): the API accepts no
+//!   other value, and run as anything else the pod could hang. Reason `UnsupportedPodSpec`.
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
@@ -186,11 +185,11 @@ pub fn admit(pod: &Pod, config: &SecurityConfig) -> Result<(), Rejection> {
         ));
     }
     for (i, init) in spec.init_containers.iter().flatten().enumerate() {
-        if let Some(policy) = init.restart_policy.as_deref() {
+        if let Some(policy) = init.restart_policy.as_deref().filter(|p| *p != "Always") {
             return Err(reject(
                 UNSUPPORTED_POD_SPEC,
                 format!(
-                    "spec.initContainers[{i}].restartPolicy: {policy:?} (a sidecar container) is not supported by this node yet"
+                    "spec.initContainers[{i}].restartPolicy: Unsupported value: {policy:?}: supported values: \"Always\""
                 ),
             ));
         }
@@ -359,37 +358,33 @@ mod tests {
         }
     }
 
-    /// A sidecar (restartable init container) is refused, not run as an init container the
-    /// pod would wait on forever.
+    /// A sidecar (restartable init container, `restartPolicy: Always`) is admitted; any other
+    /// init container restart policy is refused, as the API refuses it.
     #[test]
-    fn sidecar_containers_are_refused_at_admission() {
+    fn sidecars_are_admitted_other_init_restart_policies_refused() {
         let config = SecurityConfig::default();
-        let sidecar = pod_with(PodSecurityContext::default(), |s| {
-            s.init_containers = Some(vec![
-                Container {
-                    name: "setup".into(),
-                    ..Default::default()
-                },
-                Container {
-                    name: "proxy".into(),
-                    restart_policy: Some("Always".into()),
-                    ..Default::default()
-                },
-            ]);
-        });
-        let r = admit(&sidecar, &config).unwrap_err();
+        let with_policy = |policy: &str| {
+            pod_with(PodSecurityContext::default(), |s| {
+                s.init_containers = Some(vec![
+                    Container {
+                        name: "setup".into(),
+                        ..Default::default()
+                    },
+                    Container {
+                        name: "proxy".into(),
+                        restart_policy: Some(policy.into()),
+                        ..Default::default()
+                    },
+                ]);
+            })
+        };
+        assert_eq!(admit(&with_policy("Always"), &config), Ok(()));
+        let r = admit(&with_policy("OnFailure"), &config).unwrap_err();
         assert_eq!(r.reason, UNSUPPORTED_POD_SPEC);
         assert_eq!(
             r.message,
-            r#"spec.initContainers[1].restartPolicy: "Always" (a sidecar container) is not supported by this node yet"#
+            r#"spec.initContainers[1].restartPolicy: Unsupported value: "OnFailure": supported values: "Always""#
         );
-        let plain = pod_with(PodSecurityContext::default(), |s| {
-            s.init_containers = Some(vec![Container {
-                name: "setup".into(),
-                ..Default::default()
-            }]);
-        });
-        assert_eq!(admit(&plain, &config), Ok(()));
     }
 
     /// Strict supplemental groups, user namespaces and Windows options are refused, naming the

@@ -150,10 +150,10 @@ pub fn validate(pod: &Pod) -> Result<(), FieldError> {
         }
     }
     for (i, c) in spec.init_containers.iter().flatten().enumerate() {
-        if c.restart_policy.is_some() {
+        if let Some(policy) = c.restart_policy.as_deref().filter(|p| *p != "Always") {
             return Err(FieldError::unsupported(
                 format!("spec.initContainers[{i}].restartPolicy"),
-                "sidecar (restartable init) containers are not supported yet",
+                format!("{policy:?}: supported values: \"Always\""),
             ));
         }
     }

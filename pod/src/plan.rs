@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 use std::time::Duration;
 
-use dockerlet_messages::probe::ProbeKind;
+use dockerlet_messages::probe::{ProbeKind, ProbeResult, ProbeResults};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
 use k8s_openapi::api::core::v1::{Container, Pod};
@@ -206,17 +206,18 @@ pub fn compute_pod_actions(
     now: Timestamp,
     backoff: &BackoffConfig,
 ) -> PodActions {
-    compute_pod_actions_with_probes(pod, observed, now, backoff, &HashMap::new())
+    compute_pod_actions_with_probes(pod, observed, now, backoff, &ProbeResults::new())
 }
 
-/// [`compute_pod_actions`] with the running containers whose liveness or startup probe failed:
-/// kubelet kills them, and the restart policy and back-off apply once they are seen dead.
+/// [`compute_pod_actions`] with the published probe results: kubelet kills a running container
+/// whose liveness or startup probe failed (the restart policy and back-off apply once it is seen
+/// dead), and a sidecar with a startup probe holds back the next init container until it passed.
 pub fn compute_pod_actions_with_probes(
     pod: &Pod,
     observed: &[ObservedContainer],
     now: Timestamp,
     backoff: &BackoffConfig,
-    failed_probes: &HashMap<ContainerId, ProbeKind>,
+    probes: &ProbeResults,
 ) -> PodActions {
     let view = PodView::new(observed);
     let spec = pod.spec.clone().unwrap_or_default();
@@ -225,6 +226,7 @@ pub fn compute_pod_actions_with_probes(
         view: &view,
         now,
         backoff,
+        probes,
         actions: PodActions::default(),
     };
     planner.remove_stale();
@@ -237,17 +239,30 @@ pub fn compute_pod_actions_with_probes(
         planner.recreate_sandbox(&spec.init_containers.unwrap_or_default(), &spec.containers, policy);
         return planner.actions;
     };
+    let in_sandbox = |name: &str| view.latest(name).filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
 
+    // kubelet's computeInitContainerActions. Once an app container ran in this sandbox the pod
+    // is initialized: ordinary init containers never run again, sidecars are kept running.
+    let initialized_before = spec.containers.iter().any(|c| in_sandbox(&c.name).is_some());
     for init in spec.init_containers.iter().flatten() {
-        let latest = view
-            .latest(&init.name)
-            .filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
+        let latest = in_sandbox(&init.name);
+        if is_sidecar(init) {
+            let started = planner.sidecar(init, latest);
+            if !started && !initialized_before {
+                // The next init container waits until this one runs (and its startup probe
+                // passed).
+                return planner.actions;
+            }
+            continue;
+        }
+        if initialized_before {
+            continue;
+        }
         match latest {
             Some(c) if c.state == RuntimeState::Running => return planner.actions,
             Some(c) if has_exited(c) && c.exit_code == 0 => continue,
             Some(c) if has_exited(c) && policy == RestartPolicy::Never => {
                 // Init failed and the pod will not restart: the pod is Failed; stop the sandbox.
-                let _ = c;
                 planner.actions.kill_pod = true;
                 return planner.actions;
             }
@@ -258,6 +273,7 @@ pub fn compute_pod_actions_with_probes(
         }
     }
 
+    let (sidecar_starts, sidecar_waits) = (planner.actions.start.len(), planner.actions.backing_off.len());
     let mut keep = 0;
     for container in &spec.containers {
         let latest = view.latest(&container.name);
@@ -275,21 +291,8 @@ pub fn compute_pod_actions_with_probes(
                         format!("Container {} definition changed, will be restarted", container.name),
                     );
                     planner.schedule_start(container, ContainerRole::App, latest);
-                } else if let Some(kind) = failed_probes.get(&c.id) {
-                    let (which, probe) = match kind {
-                        ProbeKind::Startup => ("startup", container.startup_probe.as_ref()),
-                        _ => ("liveness", container.liveness_probe.as_ref()),
-                    };
-                    let grace = probe
-                        .and_then(|p| p.termination_grace_period_seconds)
-                        .map(|s| Duration::from_secs(s.max(0) as u64));
-                    let reason = format!("Container {} failed {which} probe, will be restarted", container.name);
-                    planner.actions.kill.push(KillAction {
-                        id: c.id.clone(),
-                        name: c.name.clone(),
-                        reason,
-                        grace,
-                    });
+                } else if let Some(kill) = planner.probe_kill(container, c, "Container", ", will be restarted") {
+                    planner.actions.kill.push(kill);
                     // A probe kill counts as a failure: it runs again unless the policy is Never.
                     if policy.restarts(1) {
                         keep += 1;
@@ -306,17 +309,30 @@ pub fn compute_pod_actions_with_probes(
             _ => planner.schedule_start(container, ContainerRole::App, latest),
         }
     }
-    if keep == 0 && planner.actions.start.is_empty() && planner.actions.backing_off.is_empty() {
-        // Rule 5: nothing runs and nothing will: stop the sandbox.
+    let app_starts = planner.actions.start.len() - sidecar_starts;
+    let app_waits = planner.actions.backing_off.len() - sidecar_waits;
+    if keep == 0 && app_starts == 0 && app_waits == 0 {
+        // Rule 5: no app container runs and none will: stop the sandbox. Sidecars do not keep
+        // a finished pod alive, so none is restarted either (kubelet drops their starts).
         planner.actions.kill_pod = true;
+        planner.actions.start.clear();
+        planner.actions.backing_off.clear();
     }
     planner.actions
+}
+
+/// Is this init container a sidecar (`restartPolicy: Always`, kubelet's restartable init
+/// container)? It starts in order with the other init containers, but keeps running beside the
+/// app containers, is restarted whenever it exits, and stops after them.
+pub fn is_sidecar(container: &Container) -> bool {
+    container.restart_policy.as_deref() == Some("Always")
 }
 
 struct Planner<'v, 'a> {
     view: &'v PodView<'a>,
     now: Timestamp,
     backoff: &'v BackoffConfig,
+    probes: &'v ProbeResults,
     actions: PodActions,
 }
 
@@ -336,6 +352,58 @@ impl Planner<'_, '_> {
             .skip(1)
             .filter(|c| c.state != RuntimeState::Running);
         self.actions.remove.extend(stale_sandboxes.map(|c| c.id.clone()));
+    }
+
+    /// The published result of `container`'s `kind` probe for the running instance `c`.
+    fn probe(&self, container: &Container, c: &ObservedContainer, kind: ProbeKind) -> Option<ProbeResult> {
+        self.probes
+            .get(&(container.name.clone(), kind))
+            .filter(|(id, _)| *id == c.id)
+            .map(|(_, result)| *result)
+    }
+
+    /// The kill a failed liveness or startup probe of the running `c` asks for (kubelet's
+    /// message: `<what> <name> failed <which> probe<tail>`), with the probe's own grace period.
+    fn probe_kill(&self, container: &Container, c: &ObservedContainer, what: &str, tail: &str) -> Option<KillAction> {
+        let failed = |kind| self.probe(container, c, kind) == Some(ProbeResult::Failure);
+        let (which, probe) = if failed(ProbeKind::Startup) {
+            ("startup", container.startup_probe.as_ref())
+        } else if failed(ProbeKind::Liveness) {
+            ("liveness", container.liveness_probe.as_ref())
+        } else {
+            return None;
+        };
+        let grace = probe
+            .and_then(|p| p.termination_grace_period_seconds)
+            .map(|s| Duration::from_secs(s.max(0) as u64));
+        Some(KillAction {
+            id: c.id.clone(),
+            name: c.name.clone(),
+            reason: format!("{what} {} failed {which} probe{tail}", container.name),
+            grace,
+        })
+    }
+
+    /// A sidecar in the current sandbox: (re)started whenever it does not run, whatever the
+    /// pod's restart policy (with the usual back-off); killed and restarted when its definition
+    /// changed or its startup or liveness probe failed. True once it runs and its startup probe,
+    /// if it has one, passed: then the next init container may start.
+    fn sidecar(&mut self, sidecar: &Container, latest: Option<&ObservedContainer>) -> bool {
+        let Some(c) = latest.filter(|c| c.state == RuntimeState::Running) else {
+            self.schedule_start(sidecar, ContainerRole::Init, latest);
+            return false;
+        };
+        if c.spec_hash != container_hash(sidecar) {
+            self.kill(c, format!("Init container {} definition changed", sidecar.name));
+            self.schedule_start(sidecar, ContainerRole::Init, latest);
+            return false;
+        }
+        if let Some(kill) = self.probe_kill(sidecar, c, "Init container", "") {
+            // Started again once it is seen dead, after its back-off.
+            self.actions.kill.push(kill);
+            return false;
+        }
+        sidecar.startup_probe.is_none() || self.probe(sidecar, c, ProbeKind::Startup) == Some(ProbeResult::Success)
     }
 
     fn kill(&mut self, c: &ObservedContainer, reason: String) {
@@ -362,15 +430,23 @@ impl Planner<'_, '_> {
         if policy == RestartPolicy::Never && attempt != 0 && any_ran {
             return;
         }
+        // kubelet: app containers that finished for good are not run again, and a pod none of
+        // whose app containers would run gets no new sandbox (nor its init containers again).
+        let to_start: Vec<&Container> = containers
+            .iter()
+            .filter(|c| {
+                let latest = view.latest(&c.name);
+                !latest.is_some_and(|l| has_exited(l) && !policy.restarts(l.exit_code))
+            })
+            .collect();
+        if to_start.is_empty() {
+            return;
+        }
         if let Some(first) = init.first() {
             self.schedule_start(first, ContainerRole::Init, view.latest(&first.name));
         } else {
-            for c in containers {
-                let latest = view.latest(&c.name);
-                let done = latest.is_some_and(|l| has_exited(l) && !policy.restarts(l.exit_code));
-                if !done {
-                    self.schedule_start(c, ContainerRole::App, latest);
-                }
+            for c in to_start {
+                self.schedule_start(c, ContainerRole::App, view.latest(&c.name));
             }
         }
         if !self.actions.start.is_empty() || !self.actions.backing_off.is_empty() {
@@ -644,7 +720,10 @@ mod tests {
     fn failed_liveness_kills_the_container() {
         let sb = sandbox(0, RuntimeState::Running);
         let running = instance("a", ContainerRole::App, 0, RuntimeState::Running, 0);
-        let failed = HashMap::from([(running.id.clone(), ProbeKind::Liveness)]);
+        let failed = ProbeResults::from([(
+            ("a".to_string(), ProbeKind::Liveness),
+            (running.id.clone(), ProbeResult::Failure),
+        )]);
         let cfg = BackoffConfig::default();
         let observed = [sb.clone(), running.clone()];
         let a = compute_pod_actions_with_probes(&pod("Always", &[], &["a"]), &observed, at(30), &cfg, &failed);
@@ -713,5 +792,131 @@ mod tests {
         let mut removed: Vec<_> = a.remove.iter().map(|c| c.0.as_str()).collect();
         removed.sort();
         assert_eq!(removed, vec!["a0", "a1"]);
+    }
+
+    /// `pod` with its init containers `names` made sidecars (`restartPolicy: Always`), and a
+    /// startup probe on `probed`.
+    fn with_sidecars(mut pod: Pod, names: &[&str], probed: &[&str]) -> Pod {
+        for c in pod.spec.as_mut().unwrap().init_containers.iter_mut().flatten() {
+            if names.contains(&c.name.as_str()) {
+                c.restart_policy = Some("Always".into());
+            }
+            if probed.contains(&c.name.as_str()) {
+                c.startup_probe = Some(Default::default());
+            }
+        }
+        pod
+    }
+
+    /// An instance of `pod`'s container `name` (its spec hash from the pod).
+    fn instance_of(
+        pod: &Pod,
+        name: &str,
+        role: ContainerRole,
+        attempt: u32,
+        state: RuntimeState,
+        code: i64,
+    ) -> ObservedContainer {
+        let spec = pod.spec.as_ref().unwrap();
+        let c = spec
+            .init_containers
+            .iter()
+            .flatten()
+            .chain(&spec.containers)
+            .find(|c| c.name == name)
+            .unwrap();
+        ObservedContainer {
+            spec_hash: container_hash(c),
+            ..instance(name, role, attempt, state, code)
+        }
+    }
+
+    /// Sidecars start in order with the init containers; the next one starts once the sidecar
+    /// runs, and the app containers once the ordinary init containers finished — with the
+    /// sidecar left running.
+    #[test]
+    fn sidecars_start_in_order_and_keep_running() {
+        let p = with_sidecars(pod("Never", &["s", "i"], &["a"]), &["s"], &[]);
+        let cfg = BackoffConfig::default();
+        let a = compute_pod_actions(&p, &[], at(0), &cfg);
+        assert_eq!(names(&a), vec!["s"]);
+        assert_eq!(a.create_sandbox, Some(0));
+        let sb = sandbox(0, RuntimeState::Running);
+        let s = instance_of(&p, "s", ContainerRole::Init, 0, RuntimeState::Running, 0);
+        let a = compute_pod_actions(&p, &[sb.clone(), s.clone()], at(30), &cfg);
+        assert_eq!(names(&a), vec!["i"]);
+        let i = instance_of(&p, "i", ContainerRole::Init, 0, RuntimeState::Exited, 0);
+        let a = compute_pod_actions(&p, &[sb.clone(), s.clone(), i.clone()], at(30), &cfg);
+        assert_eq!(names(&a), vec!["a"]);
+        assert!(!a.kill_pod && a.kill.is_empty());
+        let running = instance_of(&p, "a", ContainerRole::App, 0, RuntimeState::Running, 0);
+        let a = compute_pod_actions(&p, &[sb, s, i, running], at(30), &cfg);
+        assert!(a.is_idle(), "{a:?}");
+    }
+
+    /// A sidecar with a startup probe holds the next init container back until the probe
+    /// passed; a failed startup probe restarts it.
+    #[test]
+    fn a_sidecars_startup_probe_gates_the_next_container() {
+        let p = with_sidecars(pod("Always", &["s"], &["a"]), &["s"], &["s"]);
+        let cfg = BackoffConfig::default();
+        let sb = sandbox(0, RuntimeState::Running);
+        let s = instance_of(&p, "s", ContainerRole::Init, 0, RuntimeState::Running, 0);
+        let observed = [sb, s.clone()];
+        let a = compute_pod_actions(&p, &observed, at(30), &cfg);
+        assert!(a.is_idle(), "{a:?}");
+        let result = |r| ProbeResults::from([(("s".to_string(), ProbeKind::Startup), (s.id.clone(), r))]);
+        let a = compute_pod_actions_with_probes(&p, &observed, at(30), &cfg, &result(ProbeResult::Success));
+        assert_eq!(names(&a), vec!["a"]);
+        let a = compute_pod_actions_with_probes(&p, &observed, at(30), &cfg, &result(ProbeResult::Failure));
+        assert_eq!(a.kill.len(), 1);
+        assert_eq!(a.kill[0].reason, "Init container s failed startup probe");
+        assert!(a.start.is_empty() && !a.kill_pod);
+    }
+
+    /// A sidecar that exits is started again whatever the pod's restart policy, after its
+    /// back-off; its liveness probe failing restarts it too.
+    #[test]
+    fn sidecars_restart_whatever_the_pod_policy() {
+        let p = with_sidecars(pod("Never", &["s"], &["a"]), &["s"], &[]);
+        let cfg = BackoffConfig::default();
+        let sb = sandbox(0, RuntimeState::Running);
+        let dead = instance_of(&p, "s", ContainerRole::Init, 1, RuntimeState::Exited, 0);
+        let app = instance_of(&p, "a", ContainerRole::App, 0, RuntimeState::Running, 0);
+        let a = compute_pod_actions(&p, &[sb.clone(), dead.clone(), app.clone()], at(30), &cfg);
+        assert_eq!(names(&a), vec!["s"]);
+        assert_eq!(a.start[0].attempt, 2);
+        let a = compute_pod_actions(&p, &[sb.clone(), dead, app.clone()], at(25), &cfg);
+        assert!(a.start.is_empty());
+        assert_eq!(a.backing_off[0].name, "s", "{a:?}");
+        let s = instance_of(&p, "s", ContainerRole::Init, 2, RuntimeState::Running, 0);
+        let failed = ProbeResults::from([(
+            ("s".to_string(), ProbeKind::Liveness),
+            (s.id.clone(), ProbeResult::Failure),
+        )]);
+        let a = compute_pod_actions_with_probes(&p, &[sb, s, app], at(30), &cfg, &failed);
+        assert_eq!(a.kill[0].reason, "Init container s failed liveness probe");
+        assert!(!a.kill_pod);
+    }
+
+    /// Once every app container finished for good the pod is done: its sidecars are stopped
+    /// with it, not restarted, and no new sandbox brings the init containers back.
+    #[test]
+    fn sidecars_do_not_keep_a_finished_pod_alive() {
+        let cfg = BackoffConfig::default();
+        for policy in ["Never", "OnFailure"] {
+            let p = with_sidecars(pod(policy, &["s"], &["a"]), &["s"], &[]);
+            let sb = sandbox(0, RuntimeState::Running);
+            let app = instance_of(&p, "a", ContainerRole::App, 0, RuntimeState::Exited, 0);
+            let s = instance_of(&p, "s", ContainerRole::Init, 0, RuntimeState::Running, 0);
+            let a = compute_pod_actions(&p, &[sb.clone(), s, app.clone()], at(30), &cfg);
+            assert!(a.kill_pod && a.start.is_empty(), "{policy}: {a:?}");
+            let dead = instance_of(&p, "s", ContainerRole::Init, 0, RuntimeState::Exited, 143);
+            let a = compute_pod_actions(&p, &[sb.clone(), dead.clone(), app.clone()], at(30), &cfg);
+            assert!(a.start.is_empty() && a.backing_off.is_empty(), "{policy}: {a:?}");
+            let stopped = sandbox(0, RuntimeState::Exited);
+            let a = compute_pod_actions(&p, &[stopped, dead, app], at(30), &cfg);
+            assert!(a.is_idle() && a.create_sandbox.is_none(), "{policy}: {a:?}");
+        }
     }
 }

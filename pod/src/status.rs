@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 
 use dockerlet_messages::probe::{ProbeKind, ProbeResult, ProbeResults};
-use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
+use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
     HostIP, Pod, PodCondition, PodIP, PodStatus,
@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
-use crate::plan::{has_exited, PodView, RestartPolicy};
+use crate::plan::{has_exited, is_sidecar, PodView, RestartPolicy};
 use crate::spec::{host_network, qos_class};
 
 /// Why a container is waiting, as the PodWorker last decided (kubelet's reasonCache).
@@ -56,14 +56,26 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
 
     let init_statuses: Vec<ContainerStatus> = init_specs
         .iter()
-        .map(|c| container_status(&view, c, input.waiting, true, false))
+        .map(|c| {
+            let mut status = container_status(&view, c, input.waiting, true, false);
+            if is_sidecar(c) {
+                // A sidecar is started and ready as an app container is, by its probes.
+                apply_probes(&mut status, c, input.probes);
+            }
+            status
+        })
         .collect();
-    let initialized = init_statuses.iter().all(|s| s.ready);
+    let app_started = view
+        .containers
+        .values()
+        .flatten()
+        .any(|c| c.role == ContainerRole::App && c.started_at.is_some());
+    let initialized = app_started || incomplete_init(&init_specs, &init_statuses).is_empty();
     let app_statuses: Vec<ContainerStatus> = spec
         .containers
         .iter()
         .map(|c| {
-            let mut status = container_status(&view, c, input.waiting, false, !init_specs.is_empty() && !initialized);
+            let mut status = container_status(&view, c, input.waiting, false, !initialized);
             apply_probes(&mut status, c, input.probes);
             status
         })
@@ -71,7 +83,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
 
     let phase = match input.failure {
         Some(_) => "Failed".to_string(),
-        None => pod_phase(RestartPolicy::of(pod), &init_statuses, &app_statuses),
+        None => pod_phase(RestartPolicy::of(pod), &init_specs, &init_statuses, &app_statuses),
     };
     let sandbox_ready = view.sandbox().is_some_and(|s| s.state == RuntimeState::Running);
     let host_net = host_network(pod);
@@ -93,7 +105,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         })
         .unwrap_or(Time(input.now));
 
-    let conditions = conditions(&init_statuses, &app_statuses, &phase, sandbox_ready, input);
+    let conditions = conditions(&init_specs, &init_statuses, &app_statuses, &phase, sandbox_ready, input);
     PodStatus {
         phase: Some(phase),
         conditions: Some(conditions),
@@ -250,8 +262,37 @@ fn apply_probes(status: &mut ContainerStatus, spec: &Container, probes: &ProbeRe
     status.ready = started && (spec.readiness_probe.is_none() || passed(ProbeKind::Readiness));
 }
 
+/// The init containers that keep the pod from being initialized (kubelet's
+/// GeneratePodInitializedCondition): an ordinary one until it exited 0, a sidecar until it
+/// started.
+fn incomplete_init(specs: &[Container], statuses: &[ContainerStatus]) -> Vec<String> {
+    specs
+        .iter()
+        .zip(statuses)
+        .filter(|(spec, status)| {
+            if is_sidecar(spec) {
+                status.started != Some(true)
+            } else {
+                status
+                    .state
+                    .as_ref()
+                    .and_then(|s| s.terminated.as_ref())
+                    .is_none_or(|t| t.exit_code != 0)
+            }
+        })
+        .map(|(spec, _)| spec.name.clone())
+        .collect()
+}
+
 /// kubelet's getPhase (`pkg/kubelet/kubelet_pods.go`) over the generated container statuses.
-pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[ContainerStatus]) -> String {
+/// Sidecars count as running while they run, hold the pod Pending until they started (unless an
+/// app container already ran), and do not count once they stopped.
+pub fn pod_phase(
+    policy: RestartPolicy,
+    init_specs: &[Container],
+    init: &[ContainerStatus],
+    apps: &[ContainerStatus],
+) -> String {
     let exit_of = |s: &ContainerStatus| {
         s.state
             .as_ref()
@@ -265,9 +306,22 @@ pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[Contai
             .map(|t| t.exit_code)
     };
 
-    let (mut pending_init, mut failed_init) = (0, 0);
-    for s in init {
+    let (mut pending_init, mut failed_init, mut pending_sidecars) = (0, 0, 0);
+    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    for (spec, s) in init_specs.iter().zip(init) {
         let st = s.state.clone().unwrap_or_default();
+        if is_sidecar(spec) {
+            if st.running.is_some() {
+                running += 1;
+                if s.started != Some(true) {
+                    pending_sidecars += 1;
+                }
+            } else if st.waiting.is_some() && last_exit_of(s).is_none() {
+                pending_sidecars += 1;
+                waiting += 1;
+            }
+            continue;
+        }
         if st.running.is_some() {
             pending_init += 1;
         } else if let Some(code) = exit_of(s) {
@@ -285,9 +339,10 @@ pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[Contai
         }
     }
 
-    let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);
+    let mut app_ran = false;
     for s in apps {
         let st = s.state.clone().unwrap_or_default();
+        app_ran |= st.running.is_some() || st.terminated.is_some();
         if st.running.is_some() {
             running += 1;
         } else if let Some(code) = exit_of(s) {
@@ -305,7 +360,11 @@ pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[Contai
 
     let phase = if failed_init > 0 && policy == RestartPolicy::Never {
         "Failed"
-    } else if pending_init > 0 || waiting > 0 || (failed_init > 0 && running == 0 && stopped == 0) {
+    } else if pending_init > 0
+        || (pending_sidecars > 0 && !app_ran)
+        || waiting > 0
+        || (failed_init > 0 && running == 0 && stopped == 0)
+    {
         "Pending"
     } else if running > 0 {
         "Running"
@@ -323,41 +382,49 @@ pub fn pod_phase(policy: RestartPolicy, init: &[ContainerStatus], apps: &[Contai
 }
 
 fn conditions(
+    init_specs: &[Container],
     init: &[ContainerStatus],
     apps: &[ContainerStatus],
     phase: &str,
     sandbox_ready: bool,
     input: &StatusInput<'_>,
 ) -> Vec<PodCondition> {
-    let not_ready = |statuses: &[ContainerStatus]| {
-        statuses
-            .iter()
-            .filter(|s| !s.ready)
-            .map(|s| s.name.clone())
-            .collect::<Vec<_>>()
-    };
     let succeeded = phase == "Succeeded";
-    let unready_init = not_ready(init);
-    let unready_apps = not_ready(apps);
-    let initialized = match (succeeded, unready_init.is_empty()) {
+    // kubelet: once an app container ran, the pod stays initialized.
+    let app_ran = apps.iter().any(|s| {
+        s.state
+            .as_ref()
+            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+    });
+    let incomplete = if app_ran {
+        Vec::new()
+    } else {
+        incomplete_init(init_specs, init)
+    };
+    // Ready counts the sidecars with the app containers.
+    let unready: Vec<String> = init_specs
+        .iter()
+        .zip(init)
+        .filter(|(spec, status)| is_sidecar(spec) && !status.ready)
+        .map(|(_, status)| status.name.clone())
+        .chain(apps.iter().filter(|s| !s.ready).map(|s| s.name.clone()))
+        .collect();
+    let initialized = match (succeeded, incomplete.is_empty()) {
         (true, _) => (true, Some("PodCompleted"), None),
         (false, true) => (true, None, None),
         (false, false) => (
             false,
             Some("ContainersNotInitialized"),
-            Some(format!(
-                "containers with incomplete status: [{}]",
-                unready_init.join(" ")
-            )),
+            Some(format!("containers with incomplete status: [{}]", incomplete.join(" "))),
         ),
     };
-    let containers_ready = match (succeeded, unready_apps.is_empty()) {
+    let containers_ready = match (succeeded, unready.is_empty()) {
         (true, _) => (false, Some("PodCompleted"), None),
         (false, true) => (true, None, None),
         (false, false) => (
             false,
             Some("ContainersNotReady"),
-            Some(format!("containers with unready status: [{}]", unready_apps.join(" "))),
+            Some(format!("containers with unready status: [{}]", unready.join(" "))),
         ),
     };
     let wanted = [
@@ -612,5 +679,81 @@ mod tests {
         let mut c = obs("a", ContainerRole::App, 0, RuntimeState::Exited, 137);
         c.oom_killed = true;
         assert_eq!(terminated(&c).reason.as_deref(), Some("OOMKilled"));
+    }
+
+    /// A sidecar counts for Initialized once started and for Ready while ready; it keeps a
+    /// Never pod Running while it runs beside a finished app container, and does not count once
+    /// it stopped (the pod Succeeded).
+    #[test]
+    fn sidecars_in_status_phase_and_conditions() {
+        let mut p = pod("Never", &["s"], &["a"]);
+        let sidecar = &mut p.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[0];
+        sidecar.restart_policy = Some("Always".into());
+        sidecar.startup_probe = Some(Default::default());
+        let sb = obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0);
+        let s_running = obs("s", ContainerRole::Init, 0, RuntimeState::Running, 0);
+        let none = HashMap::new();
+
+        // Started only once its startup probe passed: until then the pod is Pending.
+        let s = status_of(&p, &[sb.clone(), s_running.clone()], &none);
+        assert_eq!(s.phase.as_deref(), Some("Pending"));
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!((init.started, init.ready), (Some(false), false));
+        let c = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "Initialized")
+            .unwrap();
+        assert_eq!(c.message.as_deref(), Some("containers with incomplete status: [s]"));
+        assert_eq!(
+            s.container_statuses.as_ref().unwrap()[0]
+                .state
+                .as_ref()
+                .unwrap()
+                .waiting
+                .as_ref()
+                .unwrap()
+                .reason
+                .as_deref(),
+            Some("PodInitializing")
+        );
+
+        let probes = ProbeResults::from([(
+            ("s".to_string(), ProbeKind::Startup),
+            (s_running.id.clone(), ProbeResult::Success),
+        )]);
+        let with = |observed: &[ObservedContainer]| {
+            generate(&StatusInput {
+                pod: &p,
+                observed,
+                waiting: &none,
+                probes: &probes,
+                host_ip: "10.0.0.1",
+                previous: None,
+                now: at(100),
+                failure: None,
+            })
+        };
+        let a_running = obs("a", ContainerRole::App, 0, RuntimeState::Running, 0);
+        let s = with(&[sb.clone(), s_running.clone(), a_running]);
+        assert_eq!(s.phase.as_deref(), Some("Running"));
+        let init = &s.init_container_statuses.as_ref().unwrap()[0];
+        assert_eq!((init.started, init.ready), (Some(true), true));
+        assert_eq!(condition(&s, "Initialized"), "True");
+        assert_eq!(condition(&s, "Ready"), "True");
+
+        let a_done = obs("a", ContainerRole::App, 0, RuntimeState::Exited, 0);
+        let s = with(&[sb.clone(), s_running, a_done.clone()]);
+        assert_eq!(s.phase.as_deref(), Some("Running"), "the sidecar still runs");
+        let s_stopped = obs("s", ContainerRole::Init, 0, RuntimeState::Exited, 143);
+        let s = with(&[sb, s_stopped, a_done]);
+        assert_eq!(
+            s.phase.as_deref(),
+            Some("Succeeded"),
+            "a stopped sidecar does not count"
+        );
+        assert_eq!(condition(&s, "Initialized"), "True");
     }
 }

@@ -322,16 +322,11 @@ impl PodWorker {
             return self.step(Input::SyncFinished { ok: true }, ctx);
         }
         self.refuse_ephemeral_containers();
-        let failed: HashMap<ContainerId, ProbeKind> = self
-            .probes
-            .iter()
-            .filter(|((_, kind), (_, result))| *kind != ProbeKind::Readiness && *result == ProbeResult::Failure)
-            .map(|((_, kind), (id, _))| (id.clone(), *kind))
-            .collect();
         self.check_deadline();
         let stop_only = self.failure.is_some();
         self.operation_began = Instant::now();
-        let future = sync::sync_pod(self.sync.clone(), self.pod.clone(), failed, self.newer_than, stop_only)
+        let probes = self.probes.clone();
+        let future = sync::sync_pod(self.sync.clone(), self.pod.clone(), probes, self.newer_than, stop_only)
             .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
@@ -504,7 +499,7 @@ impl PodWorker {
         let running: Vec<ProbeTarget> = self
             .last_observed
             .iter()
-            .filter(|c| c.role == ContainerRole::App && c.state == RuntimeState::Running)
+            .filter(|c| c.state == RuntimeState::Running && self.probed(c))
             .map(|c| ProbeTarget {
                 container_name: c.name.clone(),
                 container_id: c.id.clone(),
@@ -522,6 +517,25 @@ impl PodWorker {
             pod_ip,
             running,
         });
+    }
+
+    /// Whether `c`'s probes run: app containers' and sidecars' (ordinary init containers have
+    /// none).
+    fn probed(&self, c: &ObservedContainer) -> bool {
+        match c.role {
+            ContainerRole::App => true,
+            ContainerRole::Init => self.is_sidecar(&c.name),
+            _ => false,
+        }
+    }
+
+    /// Whether the init container `name` is a sidecar.
+    fn is_sidecar(&self, name: &str) -> bool {
+        self.pod
+            .spec
+            .iter()
+            .flat_map(|s| s.init_containers.iter().flatten())
+            .any(|c| c.name == name && dockerlet_pod::plan::is_sidecar(c))
     }
 
     fn publish_status(&mut self) {
@@ -650,6 +664,7 @@ impl PodWorker {
                     let mut view = found.map(container_debug).unwrap_or_default();
                     view.name = c.name.clone();
                     view.init = init;
+                    view.sidecar = init && dockerlet_pod::plan::is_sidecar(c);
                     view.image = c.image.clone().unwrap_or_default();
                     view.restart_at = self.restart_at.get(&c.name).map(ToString::to_string);
                     view
@@ -812,6 +827,12 @@ impl Handler<ProbeResultChanged> for PodWorker {
         self.publish_status();
         if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
             self.step(Input::Sync(Trigger::ProbeFailed), ctx);
+        } else if msg.result == ProbeResult::Success
+            && msg.kind == ProbeKind::Startup
+            && self.is_sidecar(&msg.container_name)
+        {
+            // A sidecar started: the next init container (or the app containers) may start.
+            self.step(Input::Sync(Trigger::SidecarStarted), ctx);
         }
     }
 }
@@ -1019,6 +1040,66 @@ mod tests {
 
     /// A removal cuts into a slow start: the start in flight is dropped, the app container is
     /// never created, and the worker reports the pod terminated.
+    /// Sidecars start one by one before the app container, and stop after it, the last declared
+    /// first (kubelet's termination ordering), then the sandbox.
+    #[actix::test]
+    async fn sidecars_start_in_order_and_stop_after_the_app_in_reverse() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sink = Sink::default().start();
+        let c = |name: &str, sidecar: bool| Container {
+            name: name.into(),
+            image: Some("img:1".into()),
+            restart_policy: sidecar.then(|| "Always".to_string()),
+            ..Default::default()
+        };
+        let pod = Arc::new(Pod {
+            spec: Some(PodSpec {
+                init_containers: Some(vec![c("s1", true), c("s2", true)]),
+                containers: vec![c("app", false)],
+                ..Default::default()
+            }),
+            ..(*pod()).clone()
+        });
+        let worker = PodWorker::new(pod, relisted(&runtime), links(&sink)).start();
+        // No PLEG here: each sync starts the next container.
+        for _ in 0..3 {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            worker.do_send(SyncPod);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let kind = |name: &str| name.split('_').nth(1).unwrap_or_default().to_string();
+        let mut names = HashMap::new();
+        let mut created = Vec::new();
+        for call in runtime.calls() {
+            match call {
+                Call::Create(name) => created.push(kind(&name)),
+                Call::Start(id) => {
+                    names.insert(id, created.last().cloned().unwrap_or_default());
+                }
+                _ => {}
+            }
+        }
+        assert_eq!(created, ["POD", "s1", "s2", "app"], "{:?}", runtime.calls());
+        runtime.clear_calls();
+        worker.do_send(TerminatePod { grace_period: None });
+        for _ in 0..100 {
+            if sink.send(Terminated).await.unwrap() == 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        let stopped: Vec<String> = runtime
+            .calls()
+            .iter()
+            .filter_map(|call| match call {
+                Call::Stop(id) => names.get(id).cloned(),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(stopped, ["app", "s2", "s1", "POD"], "{:?}", runtime.calls());
+    }
+
     #[actix::test]
     async fn termination_cuts_into_a_slow_start() {
         tokio::time::pause();

@@ -44,6 +44,8 @@ pub enum Trigger {
     Timer,
     /// A liveness or startup probe failed: the sync kills the container.
     ProbeFailed,
+    /// A sidecar's startup probe passed: the sync starts what waited for it.
+    SidecarStarted,
 }
 
 /// What happened.

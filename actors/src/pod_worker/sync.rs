@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_host::pod_files::{self, PodFileError};
-use dockerlet_messages::probe::ProbeKind;
+use dockerlet_messages::probe::ProbeResults;
 use dockerlet_pod::container::{
     container_env, container_spec, env_references, sandbox_spec, EnvObjects, ManagedFiles, PodContext,
 };
@@ -241,7 +241,7 @@ pub struct TerminateOutcome {
 pub async fn sync_pod(
     sync: SyncContext,
     pod: Arc<Pod>,
-    failed_probes: HashMap<ContainerId, ProbeKind>,
+    probes: ProbeResults,
     newer_than: Option<Instant>,
     stop_only: bool,
 ) -> SyncOutcome {
@@ -298,7 +298,7 @@ pub async fn sync_pod(
             ..PodActions::default()
         }
     } else {
-        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &failed_probes)
+        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &probes)
     };
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
@@ -455,8 +455,9 @@ enum Settle {
 }
 
 /// Stop one container as kubelet does: its preStop hook first, counted against the grace
-/// period; then the stop signal, and SIGKILL when what is left of the grace period runs out
-/// (never less than [`MIN_GRACE`]). Returns the result and a FailedPreStopHook event, if any.
+/// period; then, for a sidecar, its turn (see [`Turn`]); then the stop signal, and SIGKILL when
+/// what is left of the grace period runs out (never less than [`MIN_GRACE`]). Returns the result
+/// and a FailedPreStopHook event, if any.
 async fn stop_container(
     sync: &SyncContext,
     pod: Option<&Pod>,
@@ -465,7 +466,7 @@ async fn stop_container(
     settle: Settle,
     unobserved: &mut Option<Instant>,
 ) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
-    let StopTarget { id, name, pod_ip } = stop;
+    let StopTarget { id, name, pod_ip, turn } = stop;
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
         s.containers
@@ -491,6 +492,12 @@ async fn stop_container(
             }
         }
     }
+    if let Some(Turn { mut done, after }) = turn {
+        // kubelet's terminationOrdering: wait, within the grace period, for the containers
+        // this one outlives to stop.
+        let left = grace.saturating_sub(began.elapsed());
+        let _ = tokio::time::timeout(left, done.wait_for(|stopped| *stopped >= after)).await;
+    }
     let remaining = grace.saturating_sub(began.elapsed()).max(MIN_GRACE);
     let result = sync.runtime.stop_container(id, remaining).await;
     // An exited container never runs again: if the PLEG's `die` already put it, it is known.
@@ -506,10 +513,22 @@ struct StopTarget<'a> {
     name: &'a str,
     /// For an httpGet preStop hook.
     pod_ip: Option<String>,
+    /// For a sidecar stopped with its pod: what its stop signal waits for.
+    turn: Option<Turn>,
 }
 
-/// Stop running app and init containers in parallel (each with its preStop hook and `grace`),
-/// then the sandboxes.
+/// When a sidecar stopped with its pod gets its stop signal: once `done` (the groups stopped so
+/// far: first every other container, then the sidecars one by one from the last declared) has
+/// reached `after`.
+struct Turn {
+    done: tokio::sync::watch::Receiver<usize>,
+    after: usize,
+}
+
+/// Stop the pod's running containers, each with its preStop hook and `grace`, then the
+/// sandboxes. Every hook starts at once; app and ordinary init containers stop in parallel, and
+/// sidecars after them in reverse order of declaration (kubelet's terminationOrdering), so a
+/// sidecar serves the others until they stopped.
 async fn stop_all(
     sync: &SyncContext,
     pod: Option<&Pod>,
@@ -531,20 +550,56 @@ async fn stop_all(
             format!("Stopping container {}", c.name),
         ));
     }
-    let stops = running(false).map(|c| {
-        let pod_ip = pod_ip.clone();
-        async move {
-            let target = StopTarget {
-                id: &c.id,
-                name: &c.name,
-                pod_ip,
-            };
-            let mut unobserved = None;
-            stop_container(sync, pod, target, grace, settle, &mut unobserved).await
-        }
+    // Running sidecars by rank: 0 is the last declared, which stops first.
+    let sidecar_running = |name: &str| running(false).any(|c| c.role == ContainerRole::Init && c.name == name);
+    let sidecars: Vec<&str> = pod
+        .and_then(|p| p.spec.as_ref())
+        .map(|s| {
+            s.init_containers
+                .iter()
+                .flatten()
+                .rev()
+                .filter(|c| dockerlet_pod::plan::is_sidecar(c) && sidecar_running(&c.name))
+                .map(|c| c.name.as_str())
+                .collect()
+        })
+        .unwrap_or_default();
+    let rank = |c: &ObservedContainer| {
+        (c.role == ContainerRole::Init)
+            .then(|| sidecars.iter().position(|n| *n == c.name))
+            .flatten()
+    };
+    let (stopped, done) = tokio::sync::watch::channel(0usize);
+    let stop = StopAll {
+        sync,
+        pod,
+        pod_ip: pod_ip.as_deref(),
+        grace,
+        settle,
+    };
+    let others = async {
+        let results =
+            futures::future::join_all(running(false).filter(|c| rank(c).is_none()).map(|c| stop.one(c, None))).await;
+        stopped.send_modify(|n| *n = (*n).max(1));
+        results
+    };
+    let sidecar_stops = running(false).filter_map(|c| {
+        let rank = rank(c)?;
+        let turn = Turn {
+            done: done.clone(),
+            after: rank + 1,
+        };
+        let stopped = &stopped;
+        let stop = stop.one(c, Some(turn));
+        Some(async move {
+            let result = stop.await;
+            stopped.send_modify(|n| *n = (*n).max(rank + 2));
+            result
+        })
     });
+    let (others, sidecars) = futures::join!(others, futures::future::join_all(sidecar_stops));
     let mut errors = Vec::new();
-    for (result, event) in futures::future::join_all(stops).await {
+    for (result, event) in others.into_iter().chain(sidecars) {
         events.extend(event);
         errors.extend(result.err());
     }
@@ -568,6 +623,28 @@ async fn stop_all(
         Ok(())
     } else {
         Err(errors)
+    }
+}
+
+/// What every stop of [`stop_all`] shares.
+struct StopAll<'a> {
+    sync: &'a SyncContext,
+    pod: Option<&'a Pod>,
+    pod_ip: Option<&'a str>,
+    grace: Duration,
+    settle: Settle,
+}
+
+impl StopAll<'_> {
+    async fn one(&self, c: &ObservedContainer, turn: Option<Turn>) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
+        let target = StopTarget {
+            id: &c.id,
+            name: &c.name,
+            pod_ip: self.pod_ip.map(str::to_string),
+            turn,
+        };
+        let mut unobserved = None;
+        stop_container(self.sync, self.pod, target, self.grace, self.settle, &mut unobserved).await
     }
 }
 
@@ -606,6 +683,7 @@ impl Executor<'_> {
                 id: &c.id,
                 name: &c.name,
                 pod_ip: sandbox_ip(observed),
+                turn: None,
             };
             let grace = kill.grace.unwrap_or(grace);
             let unobserved = &mut self.outcome.unobserved;
@@ -1015,6 +1093,7 @@ impl Executor<'_> {
             id,
             name: &container.name,
             pod_ip: target.pod_ip,
+            turn: None,
         };
         let unobserved = &mut self.outcome.unobserved;
         let (result, event) = stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;

@@ -167,7 +167,9 @@ fn container(pod: &PodDebug, c: &ContainerDebug, probes: &[&ProbeDebug], now: Ti
             .filter_map(|p| probe(name, p))
             .collect(),
         ContainerStateDebug::Terminated(exit) => {
+            let finished = matches!(pod.pod_phase.as_deref(), Some("Succeeded" | "Failed"));
             let restarts = match pod.restart_policy.as_str() {
+                _ if c.sidecar => !finished,
                 "Never" => false,
                 "OnFailure" => exit.exit_code != 0,
                 _ => !c.init || exit.exit_code != 0,
@@ -177,8 +179,10 @@ fn container(pod: &PodDebug, c: &ContainerDebug, probes: &[&ProbeDebug], now: Ti
                 exit.exit_code,
                 reason_suffix(&exit.reason)
             );
-            if c.init && exit.exit_code == 0 {
+            if c.init && !c.sidecar && exit.exit_code == 0 {
                 Vec::new()
+            } else if c.sidecar && finished {
+                vec![Finding::fine(format!("{ended}; a sidecar, stopped with its pod"))]
             } else if restarts {
                 vec![Finding::progressing(format!("{ended}; restarting it"))]
             } else if exit.exit_code == 0 {
