@@ -261,7 +261,7 @@ fn mount_token(spec: &mut Value, suffix: &str) {
     let mount = json!({"name": volume, "readOnly": true, "mountPath": SERVICE_ACCOUNT_MOUNT_PATH});
     let mut needed = false;
     for list in ["initContainers", "containers"] {
-        for c in spec[list].as_array_mut().into_iter().flatten() {
+        for c in spec.get_mut(list).and_then(Value::as_array_mut).into_iter().flatten() {
             let mounted = c["volumeMounts"]
                 .as_array()
                 .into_iter()

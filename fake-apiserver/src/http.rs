@@ -429,6 +429,7 @@ fn route(
     let sub = match rest.get(2).copied() {
         None => None,
         Some("status") if resource.has_status => Some(Subresource::Status),
+        Some("ephemeralcontainers") if resource.kind == "Pod" => Some(Subresource::EphemeralContainers),
         Some("binding") if resource.kind == "Pod" => None,
         Some("token") if resource.kind == "ServiceAccount" => None,
         Some(_) => return Err(not_found_path()),

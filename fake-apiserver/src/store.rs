@@ -59,6 +59,8 @@ pub enum Subresource {
     Main,
     /// `/status`: everything but `status` (and metadata labels/annotations) is ignored.
     Status,
+    /// A pod's `/ephemeralcontainers`: only `spec.ephemeralContainers` changes.
+    EphemeralContainers,
 }
 
 /// Options of a create, update or patch.
@@ -614,10 +616,29 @@ impl Store {
             meta.remove("selfLink");
             meta.remove("managedFields");
         }
+        if resource.kind == "Pod" {
+            // kube-apiserver's ephemeralContainersStrategy: the subresource changes only
+            // `spec.ephemeralContainers`; every other write keeps them as they were.
+            let (keep, from) = match sub {
+                Subresource::EphemeralContainers => (&old, &new),
+                _ => (&new, &old),
+            };
+            // Everything else, metadata included, as stored (dropNonEphemeralContainerUpdates).
+            let mut merged = keep.clone();
+            match from["spec"].get("ephemeralContainers") {
+                Some(list) => merged["spec"]["ephemeralContainers"] = list.clone(),
+                None => {
+                    if let Value::Object(spec) = &mut merged["spec"] {
+                        spec.remove("ephemeralContainers");
+                    }
+                }
+            }
+            new = merged;
+        }
         if resource.has_status {
             let obj = new.as_object_mut().expect("decoded objects are objects");
             match sub {
-                Subresource::Main => match old.get("status") {
+                Subresource::Main | Subresource::EphemeralContainers => match old.get("status") {
                     Some(status) => {
                         obj.insert("status".into(), status.clone());
                     }
@@ -651,6 +672,9 @@ impl Store {
         if resource.kind == "Service" {
             let seed = self.random_u64();
             cluster::allocate_service(self, &mut new, Some(&old), seed)?;
+        }
+        if sub == Subresource::EphemeralContainers {
+            validate::validate_ephemeral_update(&new, &old)?;
         }
         validate::validate(resource, &new, Some(&old))?;
         if resource.kind == "Pod" && new["spec"] != old["spec"] {

@@ -336,7 +336,7 @@ fn default_pod(pod: &mut Value) {
         }
     }
     for list in ["containers", "initContainers", "ephemeralContainers"] {
-        if let Some(items) = spec[list].as_array_mut() {
+        if let Some(items) = spec.get_mut(list).and_then(Value::as_array_mut) {
             items.iter_mut().for_each(default_container);
         }
     }
@@ -541,7 +541,7 @@ fn validate_pod_spec(spec: &Value, causes: &mut Vec<Cause>) {
         }
     }
     let mut names: Vec<String> = Vec::new();
-    for list in ["initContainers", "containers"] {
+    for list in ["initContainers", "containers", "ephemeralContainers"] {
         for (i, c) in spec[list].as_array().into_iter().flatten().enumerate() {
             let path = format!("spec.{list}[{i}]");
             let name = c["name"].as_str().unwrap_or_default();
@@ -750,7 +750,7 @@ fn validate_pod_status(new: &Value, old: Option<&Value>, causes: &mut Vec<Cause>
 fn mutable_spec_view(spec: &Value) -> Value {
     let mut spec = spec.clone();
     for list in ["containers", "initContainers"] {
-        if let Some(items) = spec[list].as_array_mut() {
+        if let Some(items) = spec.get_mut(list).and_then(Value::as_array_mut) {
             for c in items {
                 if let Value::Object(m) = c {
                     m.remove("image");
@@ -763,8 +763,84 @@ fn mutable_spec_view(spec: &Value) -> Value {
         m.remove("tolerations");
         m.remove("terminationGracePeriodSeconds");
         m.remove("schedulingGates");
+        // Changed only through their subresource, which keeps the rest as stored.
+        m.remove("ephemeralContainers");
     }
     spec
+}
+
+/// What kube-apiserver's ValidatePodEphemeralContainersUpdate adds for a write of a pod's
+/// `ephemeralcontainers` subresource (`new` as it would be stored): existing ephemeral
+/// containers stay as they are, and none sets a field an ephemeral container may not have or
+/// targets a container the pod does not have. The rest of the pod is validated as for any
+/// update.
+pub fn validate_ephemeral_update(new: &Value, old: &Value) -> Result<(), ApiError> {
+    const FORBIDDEN: [&str; 7] = [
+        "ports",
+        "livenessProbe",
+        "readinessProbe",
+        "startupProbe",
+        "lifecycle",
+        "resources",
+        "restartPolicy",
+    ];
+    let list = |pod: &Value| {
+        pod["spec"]["ephemeralContainers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default()
+    };
+    let (now, before) = (list(new), list(old));
+    let mut causes = Vec::new();
+    for (i, was) in before.iter().enumerate() {
+        let name = was["name"].as_str().unwrap_or_default();
+        match now.iter().position(|c| c["name"] == was["name"]) {
+            None => causes.push(Cause::forbidden(
+                format!("spec.ephemeralContainers[{i}]"),
+                &format!("existing ephemeral containers \"{name}\" may not be removed"),
+            )),
+            Some(j) if now[j] != *was => causes.push(Cause::forbidden(
+                format!("spec.ephemeralContainers[{j}]"),
+                &format!("existing ephemeral containers \"{name}\" may not be changed"),
+            )),
+            Some(_) => {}
+        }
+    }
+    let targets: Vec<&Value> = ["containers", "initContainers"]
+        .iter()
+        .flat_map(|l| new["spec"][*l].as_array().into_iter().flatten())
+        .map(|c| &c["name"])
+        .collect();
+    for (i, c) in now.iter().enumerate() {
+        for field in FORBIDDEN {
+            let set = match c.get(field) {
+                None | Some(Value::Null) => false,
+                Some(Value::Object(m)) => m.values().any(|v| !v.is_null() && *v != json!({}) && *v != json!([])),
+                Some(Value::Array(a)) => !a.is_empty(),
+                Some(_) => true,
+            };
+            if set {
+                causes.push(Cause::forbidden(
+                    format!("spec.ephemeralContainers[{i}].{field}"),
+                    "cannot be set for an Ephemeral Container",
+                ));
+            }
+        }
+        let target = &c["targetContainerName"];
+        if target.is_string() && !targets.contains(&target) {
+            causes.push(Cause {
+                reason: "FieldValueNotFound",
+                field: format!("spec.ephemeralContainers[{i}].targetContainerName"),
+                detail: format!("Not found: {target}"),
+            });
+        }
+    }
+    if causes.is_empty() {
+        Ok(())
+    } else {
+        let name = new["metadata"]["name"].as_str().unwrap_or_default();
+        Err(ApiError::invalid("Pod", name, causes))
+    }
 }
 
 /// 422 Invalid checks of an object about to be stored; `old` is the stored one on update.

@@ -1191,3 +1191,112 @@ fn tls_requires_a_token_or_a_client_certificate() {
     let token = format!("Bearer {}", server.token());
     assert!(status_line(Some(&token)).contains(" 200"));
 }
+
+/// A pod's `ephemeralcontainers` subresource (what `kubectl debug` patches) adds ephemeral
+/// containers and changes nothing else; existing ones may not change or go, forbidden fields
+/// and unknown targets are refused; a plain update leaves them as they are.
+#[test]
+fn the_ephemeralcontainers_subresource_only_adds_ephemeral_containers() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    client.post(PODS, &pod("a", "n1", json!({})));
+    let sub = format!("{PODS}/a/ephemeralcontainers");
+    let debugger = json!({"name": "debugger", "image": "dockerlet.local/busybox:1", "targetContainerName": "c", "stdin": true, "tty": true});
+    let (code, patched) = client.patch(
+        &sub,
+        "application/strategic-merge-patch+json",
+        &json!({"metadata": {"labels": {"x": "y"}}, "spec": {"nodeName": "elsewhere", "ephemeralContainers": [debugger]}}),
+    );
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["spec"]["ephemeralContainers"][0]["name"], "debugger");
+    assert_eq!(
+        patched["spec"]["ephemeralContainers"][0]["terminationMessagePolicy"], "File",
+        "defaulted"
+    );
+    assert_eq!(patched["spec"]["nodeName"], "n1", "only ephemeral containers change");
+    assert!(patched["metadata"]["labels"]["x"].is_null(), "{patched}");
+    assert_eq!(patched["metadata"]["generation"], 2);
+    let (code, got) = client.get(&sub);
+    assert_eq!(
+        (code, &got["spec"]["ephemeralContainers"][0]["name"]),
+        (200, &json!("debugger"))
+    );
+    let (code, status) = client.patch(
+        &format!("{PODS}/a/status"),
+        "application/merge-patch+json",
+        &json!({"status": {"phase": "Running", "ephemeralContainerStatuses": [{"name": "debugger", "image": "dockerlet.local/busybox:1", "imageID": "", "ready": false, "restartCount": 0, "state": {"running": {}}}]}}),
+    );
+    assert_eq!(code, 200, "{status}");
+    assert_eq!(
+        status["metadata"]["generation"], 2,
+        "a status write is no spec change: {status}"
+    );
+
+    // A second one through PUT of the subresource.
+    let (_, mut pod_now) = client.get(&sub);
+    pod_now["spec"]["ephemeralContainers"]
+        .as_array_mut()
+        .unwrap()
+        .push(json!({"name": "debugger2", "image": "dockerlet.local/busybox:1"}));
+    let (code, put) = client.put(&sub, &pod_now);
+    assert_eq!(code, 200, "{put}");
+    assert_eq!(put["spec"]["ephemeralContainers"].as_array().unwrap().len(), 2);
+
+    let mut removed = put.clone();
+    removed["spec"]["ephemeralContainers"].as_array_mut().unwrap().remove(0);
+    let (code, refused) = client.put(&sub, &removed);
+    assert_eq!(code, 422, "{refused}");
+    assert!(
+        refused["message"].as_str().unwrap().contains(
+            "spec.ephemeralContainers[0]: Forbidden: existing ephemeral containers \"debugger\" may not be removed"
+        ),
+        "{refused}"
+    );
+    let (code, refused) = client.patch(
+        &sub,
+        "application/strategic-merge-patch+json",
+        &json!({"spec": {"ephemeralContainers": [{"name": "p", "image": "i", "ports": [{"containerPort": 80}], "targetContainerName": "nope"}]}}),
+    );
+    assert_eq!(code, 422, "{refused}");
+    let message = refused["message"].as_str().unwrap();
+    assert!(
+        message.contains("spec.ephemeralContainers[2].ports: Forbidden: cannot be set for an Ephemeral Container"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.ephemeralContainers[2].targetContainerName: Not found: \"nope\""),
+        "{message}"
+    );
+    let (code, refused) = client.patch(
+        &sub,
+        "application/strategic-merge-patch+json",
+        &json!({"spec": {"ephemeralContainers": [{"name": "c", "image": "i"}]}}),
+    );
+    assert_eq!(code, 422, "a name taken by a container: {refused}");
+
+    // A plain update keeps them.
+    let (_, current) = client.get(&format!("{PODS}/a"));
+    let mut plain = current.clone();
+    plain["spec"]["ephemeralContainers"] = json!([]);
+    let (code, updated) = client.put(&format!("{PODS}/a"), &plain);
+    assert_eq!(code, 200, "{updated}");
+    assert_eq!(updated["spec"]["ephemeralContainers"].as_array().unwrap().len(), 2);
+}
+
+/// A pod's generation counts spec changes only: a status write (what every kubelet does) leaves
+/// it alone, and defaulting adds no empty lists a later write would see as a change.
+#[test]
+fn a_status_write_leaves_the_pod_generation_alone() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    let (_, created) = client.post(PODS, &pod("a", "n1", json!({})));
+    assert_eq!(created["metadata"]["generation"], 1, "{created}");
+    let (_, patched) = client.patch(
+        &format!("{PODS}/a/status"),
+        "application/merge-patch+json",
+        &json!({"status": {"phase": "Running"}}),
+    );
+    assert_eq!(patched["metadata"]["generation"], 1, "{patched}");
+    assert!(patched["spec"].get("initContainers").is_none(), "{patched}");
+    assert!(patched["spec"].get("ephemeralContainers").is_none(), "{patched}");
+}

@@ -88,6 +88,7 @@ pub struct ContainerStateLabel {
 pub enum ContainerType {
     container,
     init_container,
+    ephemeral_container,
     podsandbox,
 }
 

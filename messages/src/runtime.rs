@@ -17,6 +17,8 @@ pub enum ContainerRole {
     Init,
     /// An entry of `spec.containers`.
     App,
+    /// An entry of `spec.ephemeralContainers` (`kubectl debug`): started once, never restarted.
+    Ephemeral,
 }
 
 /// A container's runtime state, as CRI names them.

@@ -333,10 +333,12 @@ pub fn container_spec(
     let (name, namespace, uid) = pod_identity(ctx.pod);
     let mut l = identity_labels(ctx.pod, ctx.node_name, &container.name, attempt);
     l.insert(labels::DOCKER_TYPE.to_string(), "container".to_string());
-    l.insert(
-        labels::ROLE.to_string(),
-        if role == ContainerRole::Init { "init" } else { "app" }.to_string(),
-    );
+    let role_label = match role {
+        ContainerRole::Init => "init",
+        ContainerRole::Ephemeral => "ephemeral",
+        _ => "app",
+    };
+    l.insert(labels::ROLE.to_string(), role_label.to_string());
     l.insert(labels::CONTAINER_HASH.to_string(), container_hash(container));
     l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
     l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());

@@ -113,6 +113,7 @@ pub fn parse(labels: &BTreeMap<String, String>) -> Option<ParsedLabels> {
     ) {
         (Some("podsandbox"), _) => ContainerRole::Sandbox,
         (_, Some("init")) => ContainerRole::Init,
+        (_, Some("ephemeral")) => ContainerRole::Ephemeral,
         _ => ContainerRole::App,
     };
     let number = |key: &str| labels.get(key).and_then(|v| v.parse().ok()).unwrap_or(0);

@@ -241,6 +241,19 @@ pub fn compute_pod_actions_with_probes(
     };
     let in_sandbox = |name: &str| view.latest(name).filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
 
+    // kubelet: ephemeral containers start once each, before the init containers finished if need
+    // be, and are never restarted (nor run again in a new sandbox).
+    for e in spec.ephemeral_containers.iter().flatten() {
+        if view.latest(&e.name).is_none() {
+            planner.actions.start.push(StartAction {
+                name: e.name.clone(),
+                role: ContainerRole::Ephemeral,
+                attempt: 0,
+                backoff_step: 0,
+            });
+        }
+    }
+
     // kubelet's computeInitContainerActions. Once an app container ran in this sandbox the pod
     // is initialized: ordinary init containers never run again, sidecars are kept running.
     let initialized_before = spec.containers.iter().any(|c| in_sandbox(&c.name).is_some());

@@ -1,7 +1,7 @@
 //! Small facts read off a pod spec that the rest of the crate, the actors and the agent share:
 //! identity, grace period, network mode, QoS class, a container's spec hash.
 
-use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
+use k8s_openapi::api::core::v1::{Container, EphemeralContainer, Pod, PodSpec};
 use sha2::{Digest, Sha256};
 
 /// kubelet's minimum termination grace period (`pkg/kubelet/kuberuntime/kuberuntime_container.go`:
@@ -12,6 +12,33 @@ pub const MIN_GRACE: std::time::Duration = std::time::Duration::from_secs(2);
 pub fn container_hash(container: &Container) -> String {
     let json = serde_json::to_vec(container).unwrap_or_default();
     hex::encode(&Sha256::digest(&json)[..4])
+}
+
+/// An ephemeral container as the [`Container`] it is run as: the same fields but
+/// `targetContainerName` (which [`ephemeral_target`] reads).
+pub fn ephemeral_container(e: &EphemeralContainer) -> Container {
+    let mut json = serde_json::to_value(e).unwrap_or_default();
+    if let Some(fields) = json.as_object_mut() {
+        fields.remove("targetContainerName");
+    }
+    serde_json::from_value(json).unwrap_or_else(|_| Container {
+        name: e.name.clone(),
+        image: e.image.clone(),
+        ..Default::default()
+    })
+}
+
+/// The pod's ephemeral container `name`, as a [`Container`], and the container whose process
+/// namespace it joins (`targetContainerName`).
+pub fn ephemeral_target(pod: &Pod, name: &str) -> Option<(Container, Option<String>)> {
+    let e = pod
+        .spec
+        .as_ref()?
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .find(|e| e.name == name)?;
+    Some((ephemeral_container(e), e.target_container_name.clone()))
 }
 
 /// Pod name, namespace and UID.

@@ -15,7 +15,7 @@ use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
 use crate::plan::{has_exited, is_sidecar, PodView, RestartPolicy};
-use crate::spec::{host_network, qos_class};
+use crate::spec::{ephemeral_container, host_network, qos_class};
 
 /// Why a container is waiting, as the PodWorker last decided (kubelet's reasonCache).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -81,6 +81,18 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         })
         .collect();
 
+    // Ephemeral containers: never ready, no `started` (kubelet's prober does not see them).
+    let ephemeral_statuses: Vec<ContainerStatus> = spec
+        .ephemeral_containers
+        .iter()
+        .flatten()
+        .map(|e| ContainerStatus {
+            ready: false,
+            started: None,
+            ..container_status(&view, &ephemeral_container(e), input.waiting, false, false)
+        })
+        .collect();
+
     let phase = match input.failure {
         Some(_) => "Failed".to_string(),
         None => pod_phase(RestartPolicy::of(pod), &init_specs, &init_statuses, &app_statuses),
@@ -119,6 +131,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         qos_class: Some(qos_class(pod).to_string()),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
         container_statuses: Some(app_statuses),
+        ephemeral_container_statuses: (!ephemeral_statuses.is_empty()).then_some(ephemeral_statuses),
         reason: input.failure.map(|f| f.reason.clone()),
         message: input.failure.map(|f| f.message.clone()),
         ..Default::default()

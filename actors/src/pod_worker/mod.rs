@@ -187,8 +187,6 @@ pub struct PodWorker {
     next_operation: WorkerOperation,
     /// When the sync or termination in flight began.
     operation_began: Instant,
-    /// Ephemeral containers already reported as not run (not implemented yet).
-    ephemeral_refused: HashSet<String>,
 }
 
 impl PodWorker {
@@ -230,30 +228,6 @@ impl PodWorker {
             start_observed: false,
             next_operation: WorkerOperation::create,
             operation_began: Instant::now(),
-            ephemeral_refused: HashSet::new(),
-        }
-    }
-
-    /// Ephemeral containers (`kubectl debug`) are not run yet: each new one gets a Warning
-    /// `Failed` event saying so, once, rather than being ignored without a word. Checked at
-    /// the start of each sync (an update of the pod starts one).
-    fn refuse_ephemeral_containers(&mut self) {
-        let names: Vec<String> = self
-            .pod
-            .spec
-            .iter()
-            .flat_map(|s| s.ephemeral_containers.iter().flatten())
-            .map(|c| c.name.clone())
-            .filter(|n| !self.ephemeral_refused.contains(n))
-            .collect();
-        for name in names {
-            tracing::warn!(container = %name, "ephemeral containers are not supported by this node yet");
-            self.record_about(
-                Some(&name),
-                "Failed",
-                format!("Error: ephemeral container {name:?} not started: ephemeral containers are not supported by this node yet"),
-            );
-            self.ephemeral_refused.insert(name);
         }
     }
 
@@ -321,7 +295,6 @@ impl PodWorker {
             self.report_rejection(&rejection);
             return self.step(Input::SyncFinished { ok: true }, ctx);
         }
-        self.refuse_ephemeral_containers();
         self.check_deadline();
         let stop_only = self.failure.is_some();
         self.operation_began = Instant::now();
@@ -1164,45 +1137,62 @@ mod tests {
         runtime.calls().iter().filter(|c| pred(c)).count()
     }
 
-    /// An ephemeral container added to a running pod is not run (not implemented yet): one
-    /// Warning `Failed` event names it, however often the pod is updated, and nothing is
-    /// created for it.
+    /// An ephemeral container added to a running pod is started once, in the process namespace
+    /// of its target container, and not restarted when it exits.
     #[actix::test]
-    async fn ephemeral_containers_are_refused_with_one_event() {
+    async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
         tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sink = Sink::default().start();
-        let worker = PodWorker::new(named("one", "u1"), relisted(&runtime), links(&sink)).start();
+        let sync = relisted(&runtime);
+        let worker = PodWorker::new(named("one", "u1"), sync.clone(), links(&sink)).start();
         tokio::time::sleep(Duration::from_millis(100)).await;
         let mut debugged = (*named("one", "u1")).clone();
         if let Some(spec) = debugged.spec.as_mut() {
             spec.ephemeral_containers = Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
                 name: "dbg".into(),
                 image: Some("img:1".into()),
+                target_container_name: Some("app".into()),
                 ..Default::default()
             }]);
         }
         let debugged = Arc::new(debugged);
         worker.do_send(UpdatePod { pod: debugged.clone() });
-        worker.do_send(UpdatePod { pod: debugged });
+        worker.do_send(UpdatePod { pod: debugged.clone() });
         tokio::time::sleep(Duration::from_millis(100)).await;
-        let events = sink.send(Events).await.unwrap();
-        let refused: Vec<&String> = events.iter().filter(|e| e.contains("ephemeral")).collect();
+        let created = |name: &str| {
+            let state = runtime.state.lock().unwrap();
+            state
+                .containers
+                .iter()
+                .filter(|(_, c)| c.spec.name.starts_with(&format!("k8s_{name}_")))
+                .map(|(id, c)| (id.clone(), c.spec.pid_mode.clone()))
+                .collect::<Vec<_>>()
+        };
+        let dbg = created("dbg");
+        let app = created("app");
+        assert_eq!(dbg.len(), 1, "{:?}", runtime.calls());
+        assert_eq!(dbg[0].1, Some(format!("container:{}", app[0].0)));
+        runtime.exit(&dbg[0].0, 0);
+        // What the PLEG's relist would put.
+        let exited = runtime.state.lock().unwrap().containers[&dbg[0].0].observed.clone();
+        sync.cache.put(exited, Instant::now());
+        worker.do_send(SyncPod);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert_eq!(created("dbg").len(), 1, "never restarted");
+        let statuses = sink.send(Statuses).await.unwrap();
+        let status = statuses.last().and_then(|p| p.status.clone()).unwrap();
+        let dbg = &status.ephemeral_container_statuses.unwrap()[0];
+        assert_eq!(dbg.name, "dbg");
+        assert!(!dbg.ready && dbg.started.is_none(), "{dbg:?}");
+        assert!(dbg.state.as_ref().unwrap().terminated.is_some(), "{dbg:?}");
         assert_eq!(
-            refused,
-            vec!["Failed: Error: ephemeral container \"dbg\" not started: ephemeral containers are not supported by this node yet"],
-            "{events:?}"
-        );
-        assert_eq!(
-            count(&runtime, |c| matches!(c, Call::Create(name) if name.contains("dbg"))),
-            0
+            status.phase.as_deref(),
+            Some("Running"),
+            "ephemeral containers do not count"
         );
     }
 
-    /// The Docker API calls of a pod start, counted: create and start each of the sandbox and
-    /// the app, one inspect of each (the sandbox's gives the pod IP), the image inspected only
-    /// for the first pod that uses it, and no listing at all. A sync right after sees the
-    /// worker's own containers without asking Docker (no PLEG runs here) and does nothing.
     #[actix::test]
     async fn a_pod_start_costs_six_calls_and_the_next_sync_none() {
         tokio::time::pause();

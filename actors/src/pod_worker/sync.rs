@@ -3,6 +3,7 @@
 //! open while they run.
 
 use dockerlet_messages::metrics::ContainerType;
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -728,7 +729,7 @@ impl Executor<'_> {
             },
         };
         for start in &actions.start {
-            self.start_container(start, &sandbox).await;
+            self.start_container(start, &sandbox, observed).await;
         }
     }
 
@@ -866,15 +867,33 @@ impl Executor<'_> {
         Ok(files)
     }
 
-    async fn start_container(&mut self, start: &StartAction, sandbox: &ObservedContainer) {
+    async fn start_container(
+        &mut self,
+        start: &StartAction,
+        sandbox: &ObservedContainer,
+        observed: &[ObservedContainer],
+    ) {
         let spec = self.pod.spec.as_ref();
-        let list = match start.role {
-            ContainerRole::Init => spec.and_then(|s| s.init_containers.as_ref()),
-            _ => spec.map(|s| &s.containers),
+        let named = |c: &&Container| c.name == start.name;
+        let (container, target) = match start.role {
+            ContainerRole::Init => (
+                spec.and_then(|s| s.init_containers.iter().flatten().find(named))
+                    .map(Cow::Borrowed),
+                None,
+            ),
+            ContainerRole::Ephemeral => match dockerlet_pod::spec::ephemeral_target(self.pod, &start.name) {
+                Some((c, target)) => (Some(Cow::Owned(c)), target),
+                None => (None, None),
+            },
+            _ => (
+                spec.and_then(|s| s.containers.iter().find(named)).map(Cow::Borrowed),
+                None,
+            ),
         };
-        let Some(container) = list.and_then(|l| l.iter().find(|c| c.name == start.name)) else {
+        let Some(container) = container else {
             return;
         };
+        let container = container.as_ref();
         if let Err(reason) = self.ensure_image(container).await {
             self.outcome.waiting.insert(container.name.clone(), reason);
             return;
@@ -926,6 +945,20 @@ impl Executor<'_> {
         if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
             return self.wait(container, "CreateContainerConfigError", e.to_string());
         }
+        if let Some(target) = target.filter(|_| create.pid_mode.is_none()) {
+            // An ephemeral container's targetContainerName: it joins that container's process
+            // namespace (CRI's NamespaceMode TARGET).
+            let running = observed
+                .iter()
+                .find(|c| c.name == target && c.role != ContainerRole::Sandbox && c.state == RuntimeState::Running);
+            match running {
+                Some(t) => create.pid_mode = Some(format!("container:{}", t.id)),
+                None => {
+                    let message = format!("target container {target:?} is not running");
+                    return self.wait(container, "CreateContainerConfigError", message);
+                }
+            }
+        }
         let id = match self.sync.create(create).await {
             Ok(id) => id,
             Err(e) => return self.wait(container, "CreateContainerError", e.to_string()),
@@ -938,6 +971,7 @@ impl Executor<'_> {
         let started = self.sync.runtime.start_container(&id).await;
         let kind = match start.role {
             ContainerRole::Init => ContainerType::init_container,
+            ContainerRole::Ephemeral => ContainerType::ephemeral_container,
             _ => ContainerType::container,
         };
         self.sync.config.metrics.container_started(kind, started.is_ok());
