@@ -165,6 +165,50 @@ pub fn token_volume(name: &str) -> Value {
     })
 }
 
+/// The RuntimeClass admission plugin on a pod being created: a `runtimeClassName` must name a
+/// RuntimeClass (403 otherwise); its `overhead.podFixed` becomes the pod's `spec.overhead` (a
+/// pod that sets a different one is refused), and its `scheduling.nodeSelector` joins the
+/// pod's (a conflicting value is refused). `name` is the pod's name or generateName.
+pub fn admit_runtime_class(store: &Store, name: &str, pod: &mut Value) -> Result<(), ApiError> {
+    let Some(class_name) = pod["spec"]["runtimeClassName"].as_str().map(str::to_string) else {
+        return Ok(());
+    };
+    let resource = crate::resources::by_name("runtimeclasses").expect("runtimeclasses are served");
+    let Ok(class) = store.get(resource, "", &class_name) else {
+        return Err(forbidden(
+            name,
+            format!("pod rejected: RuntimeClass \"{class_name}\" not found"),
+        ));
+    };
+    let fixed = &class["overhead"]["podFixed"];
+    if fixed.is_object() {
+        match pod["spec"].get("overhead") {
+            Some(overhead) if !overhead.is_null() && overhead != fixed => {
+                return Err(forbidden(
+                    name,
+                    "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead".into(),
+                ));
+            }
+            _ => pod["spec"]["overhead"] = fixed.clone(),
+        }
+    }
+    if let Some(selector) = class["scheduling"]["nodeSelector"].as_object() {
+        for (key, value) in selector {
+            match pod["spec"]["nodeSelector"].get(key) {
+                Some(existing) if existing != value => {
+                    return Err(forbidden(
+                        name,
+                        "pod rejected: conflict: runtimeClass.scheduling.nodeSelector selector conflicts with pod.spec.nodeSelector"
+                            .into(),
+                    ));
+                }
+                _ => pod["spec"]["nodeSelector"][key] = value.clone(),
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The ServiceAccount admission plugin on a pod being created in `ns` (`Admit`, then
 /// `Validate`): mirror pods may reference no service account, secret or token projection;
 /// other pods get `default` if they name no account, which must exist (403 otherwise), its

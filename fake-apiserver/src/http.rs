@@ -394,7 +394,7 @@ fn route(
         ["apis", group] => {
             if matches!(
                 *group,
-                "coordination.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
+                "coordination.k8s.io" | "node.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
             ) {
                 return ok(resources::api_group(group));
             }

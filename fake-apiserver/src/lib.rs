@@ -1,9 +1,9 @@
 //! [`ApiServer`]: an in-memory Kubernetes API server for testing the agent's API-server mode.
 //!
-//! It speaks the real REST protocol for what a node uses — discovery, pods (with `status` and
-//! `binding`), nodes (with `status`), events, secrets, configmaps, services, serviceaccounts
-//! (with `token`), namespaces and
-//! `coordination.k8s.io/v1` leases; get, list, watch, create, update, merge / strategic-merge /
+//! It speaks the real REST protocol for what a node uses — discovery, pods (with `status`,
+//! `binding` and `ephemeralcontainers`), nodes (with `status`), events, secrets, configmaps,
+//! services, serviceaccounts (with `token`), namespaces, `coordination.k8s.io/v1` leases and
+//! `node.k8s.io/v1` runtimeclasses (with the RuntimeClass admission plugin); get, list, watch, create, update, merge / strategic-merge /
 //! JSON / apply patch and delete — with one monotonically increasing resourceVersion, 409 on a
 //! stale update, lists paged with `limit`/`continue`, and a bounded history for watches (a watch from a resourceVersion older than
 //! the history gets kube-apiserver's ERROR event with a 410 `Expired` Status). Bodies are decoded

@@ -1,5 +1,5 @@
 //! The resources the fixture serves and its discovery documents (`/api`, `/api/v1`, `/apis`,
-//! `/apis/coordination.k8s.io/v1`, `/version`, `/openapi/v3`).
+//! `/apis/coordination.k8s.io/v1`, `/apis/node.k8s.io/v1`, `/version`, `/openapi/v3`).
 
 use serde_json::{json, Value};
 
@@ -193,6 +193,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
         field_labels: &[],
         create_on_update: false,
     },
+    ResourceInfo {
+        group: "node.k8s.io",
+        version: "v1",
+        plural: "runtimeclasses",
+        singular: "runtimeclass",
+        kind: "RuntimeClass",
+        namespaced: false,
+        short_names: &[],
+        has_status: false,
+        field_labels: &[],
+        create_on_update: false,
+    },
 ];
 
 /// The resource served at `prefix` (`/api/v1`, `/apis/coordination.k8s.io/v1`) as `plural`.
@@ -300,6 +312,7 @@ pub fn api_group_list() -> Value {
         "apiVersion": "v1",
         "groups": [
             api_group("coordination.k8s.io"),
+            api_group("node.k8s.io"),
             api_group("authentication.k8s.io"),
             api_group("authorization.k8s.io"),
         ],
@@ -342,6 +355,9 @@ pub fn openapi_v3_root() -> Value {
             "api/v1": {"serverRelativeURL": "/openapi/v3/api/v1?hash=dockerlet-test-apiserver"},
             "apis/coordination.k8s.io/v1": {
                 "serverRelativeURL": "/openapi/v3/apis/coordination.k8s.io/v1?hash=dockerlet-test-apiserver"
+            },
+            "apis/node.k8s.io/v1": {
+                "serverRelativeURL": "/openapi/v3/apis/node.k8s.io/v1?hash=dockerlet-test-apiserver"
             },
         }
     })

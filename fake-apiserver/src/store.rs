@@ -482,6 +482,9 @@ impl Store {
         // As on kube-apiserver: the namespace lifecycle and the mutating admission plugins run
         // before validation.
         self.check_namespace(resource, ns)?;
+        if resource.kind == "Pod" {
+            cluster::admit_runtime_class(self, &admission_name, &mut obj)?;
+        }
         match resource.kind {
             "Pod" if self.cluster.service_account_admission => {
                 let suffix = self.random_suffix();

@@ -482,6 +482,20 @@ fn columns_and_row(resource: &ResourceInfo) -> (Vec<Value>, RowFn) {
             ],
             node_row,
         ),
+        "RuntimeClass" => (
+            vec![
+                name,
+                column("Handler", "string", "", 0, "The underlying runtime and configuration."),
+                age,
+            ],
+            |r| {
+                vec![
+                    r["metadata"]["name"].clone(),
+                    json!(r["handler"].as_str().unwrap_or_default()),
+                    json!(age_since(&r["metadata"]["creationTimestamp"])),
+                ]
+            },
+        ),
         "Lease" => (
             vec![name, column("Holder", "string", "", 0, "The holder of the lease."), age],
             |l| {

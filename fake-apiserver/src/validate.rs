@@ -109,6 +109,7 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
         "Namespace" => typed::<core::Namespace>(&obj),
         "ServiceAccount" => typed::<core::ServiceAccount>(&obj),
         "Lease" => typed::<coordination::Lease>(&obj),
+        "RuntimeClass" => typed::<k8s_openapi::api::node::v1::RuntimeClass>(&obj),
         other => Err(format!("no type for {other}")),
     };
     let object = result.map_err(|e| {
@@ -924,6 +925,17 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
                 ));
             }
         }
+        "RuntimeClass" => match obj["handler"].as_str() {
+            None | Some("") => causes.push(Cause::required("handler", "")),
+            Some(handler) if !is_dns_label(handler) => {
+                causes.push(Cause::invalid("handler", &obj["handler"], DNS_LABEL_MSG));
+            }
+            Some(_) => {
+                if old.is_some_and(|o| o["handler"] != obj["handler"]) {
+                    causes.push(Cause::invalid("handler", &obj["handler"], "field is immutable"));
+                }
+            }
+        },
         "Secret" | "ConfigMap" => {
             for field in ["data", "binaryData", "stringData"] {
                 for key in obj[field].as_object().map(Map::keys).into_iter().flatten() {

@@ -1300,3 +1300,54 @@ fn a_status_write_leaves_the_pod_generation_alone() {
     assert!(patched["spec"].get("initContainers").is_none(), "{patched}");
     assert!(patched["spec"].get("ephemeralContainers").is_none(), "{patched}");
 }
+
+/// `node.k8s.io/v1` RuntimeClasses are served (a handler is required and immutable) and the
+/// RuntimeClass admission plugin checks pods: an unknown class is 403, a class's overhead
+/// becomes the pod's, a different overhead is refused.
+#[test]
+fn runtime_classes_are_served_and_admit_pods() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    const CLASSES: &str = "/apis/node.k8s.io/v1/runtimeclasses";
+    let (code, refused) = client.post(
+        CLASSES,
+        &json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": "bad"}}),
+    );
+    assert_eq!(code, 422, "{refused}");
+    let class = json!({
+        "apiVersion": "node.k8s.io/v1",
+        "kind": "RuntimeClass",
+        "metadata": {"name": "with-overhead"},
+        "handler": "test-handler",
+        "overhead": {"podFixed": {"cpu": "10m", "memory": "1Mi"}},
+    });
+    let (code, created) = client.post(CLASSES, &class);
+    assert_eq!(code, 201, "{created}");
+    let (code, listed) = client.get(CLASSES);
+    assert_eq!((code, listed["items"].as_array().map(Vec::len)), (200, Some(1)));
+    let (code, refused) = client.patch(
+        &format!("{CLASSES}/with-overhead"),
+        "application/merge-patch+json",
+        &json!({"handler": "other"}),
+    );
+    assert_eq!(code, 422, "the handler is immutable: {refused}");
+
+    let mut unknown = pod("unknown", "n1", json!({}));
+    unknown["spec"]["runtimeClassName"] = json!("nope");
+    let (code, refused) = client.post(PODS, &unknown);
+    assert_eq!(code, 403, "{refused}");
+    assert_eq!(
+        refused["message"],
+        "pods \"unknown\" is forbidden: pod rejected: RuntimeClass \"nope\" not found"
+    );
+    let mut with = pod("with", "n1", json!({}));
+    with["spec"]["runtimeClassName"] = json!("with-overhead");
+    let (code, admitted) = client.post(PODS, &with);
+    assert_eq!(code, 201, "{admitted}");
+    assert_eq!(admitted["spec"]["overhead"], json!({"cpu": "10m", "memory": "1Mi"}));
+    let mut mismatched = pod("mismatched", "n1", json!({}));
+    mismatched["spec"]["runtimeClassName"] = json!("with-overhead");
+    mismatched["spec"]["overhead"] = json!({"cpu": "1"});
+    let (code, refused) = client.post(PODS, &mismatched);
+    assert_eq!(code, 403, "{refused}");
+}

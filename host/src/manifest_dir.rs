@@ -273,6 +273,7 @@ mod tests {
                 GOOD.replace("web", "cm")
             ),
         );
+        // A sidecar is fine; an init container restart policy but Always is not.
         write(
             dir.path(),
             "sidecar.yaml",
@@ -281,8 +282,16 @@ mod tests {
                 "  initContainers:\n  - name: s\n    image: i:1\n    restartPolicy: Always\n  containers:",
             ),
         );
+        write(
+            dir.path(),
+            "initpolicy.yaml",
+            &GOOD.replace("web", "ip").replace(
+                "  containers:",
+                "  initContainers:\n  - name: s\n    image: i:1\n    restartPolicy: OnFailure\n  containers:",
+            ),
+        );
         let (pods, errors) = read_manifests(dir.path(), "n");
-        assert_eq!(pods.len(), 1);
+        assert_eq!(pods.len(), 2);
         let reason = |file: &str| {
             errors
                 .iter()
@@ -303,10 +312,9 @@ mod tests {
             reason("cm.yaml"),
             "spec.volumes[0]: static pods may not reference configmaps"
         );
-        assert!(
-            reason("sidecar.yaml").starts_with("spec.initContainers[0].restartPolicy"),
-            "{}",
-            reason("sidecar.yaml")
+        assert_eq!(
+            reason("initpolicy.yaml"),
+            r#"spec.initContainers[0].restartPolicy: Unsupported value: "OnFailure": supported values: "Always""#
         );
     }
 

@@ -107,6 +107,9 @@ pub struct HostConfig {
     /// Published ports: `"8080/tcp"` → host bindings.
     #[serde(default)]
     pub port_bindings: Option<BTreeMap<String, Option<Vec<PortBinding>>>>,
+    /// The OCI runtime (`runc`, …).
+    #[serde(default)]
+    pub runtime: Option<String>,
 }
 
 /// One published port of `HostConfig.PortBindings`.

@@ -10,6 +10,7 @@ use k8s_openapi::api::authentication::v1::{BoundObjectReference, TokenRequest, T
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, ServiceAccount};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
@@ -23,8 +24,8 @@ use serde_json::json;
 use async_trait::async_trait;
 
 use crate::client::KubeClient;
+use crate::cluster_cache::ClusterCache;
 use crate::objects::ObjectCache;
-use crate::services::ServiceCache;
 use crate::tokens::{ServiceAccountToken, TokenCache, TokenRequestFor};
 use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 
@@ -77,7 +78,8 @@ pub struct KubeApi {
     /// Service-account tokens of projected volumes, until they need a refresh.
     tokens: std::sync::Arc<TokenCache>,
     /// Every Service, from one watch started at connect (kubelet's service informer).
-    services: std::sync::Arc<ServiceCache>,
+    services: std::sync::Arc<ClusterCache<k8s_openapi::api::core::v1::Service>>,
+    runtime_classes: std::sync::Arc<ClusterCache<RuntimeClass>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -178,7 +180,8 @@ impl KubeApi {
             secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
             config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
             tokens: std::sync::Arc::default(),
-            services: std::sync::Arc::new(ServiceCache::start(client.clone())),
+            services: std::sync::Arc::new(ClusterCache::start(client.clone(), "services")),
+            runtime_classes: std::sync::Arc::new(ClusterCache::start(client.clone(), "runtimeclasses")),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -653,6 +656,11 @@ impl KubeClient for KubeApi {
 
     /// From the Service watch started at connect; no request.
     async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<k8s_openapi::api::core::v1::Service>>, ApiError> {
-        self.services.services(wait).await
+        self.services.all(wait).await
+    }
+
+    /// From the RuntimeClass watch started at connect; no request.
+    async fn runtime_class(&self, name: &str) -> Result<Option<std::sync::Arc<RuntimeClass>>, ApiError> {
+        self.runtime_classes.get(name, true).await
     }
 }

@@ -10,6 +10,7 @@ use futures::stream::BoxStream;
 use k8s_openapi::api::authentication::v1::TokenReview;
 use k8s_openapi::api::authorization::v1::SubjectAccessReview;
 use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Secret, Service};
+use k8s_openapi::api::node::v1::RuntimeClass;
 
 use crate::tokens::{ServiceAccountToken, TokenRequestFor};
 use crate::types::{ApiError, PodEvent, PodEventRef};
@@ -90,6 +91,11 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// `wait` (API pods, as kubelet does), a cache that has not listed yet is waited for a few
     /// seconds and then [`ApiError::NotSynced`]; without (static pods), it answers what it has.
     async fn services(&self, wait: bool) -> Result<Vec<std::sync::Arc<Service>>, ApiError>;
+
+    /// A RuntimeClass (`node.k8s.io/v1`), from the watch-backed cache (waited for a few
+    /// seconds before its first list, then [`ApiError::NotSynced`]); `None` when it does not
+    /// exist.
+    async fn runtime_class(&self, name: &str) -> Result<Option<Arc<RuntimeClass>>, ApiError>;
 
     /// Create a `authentication.k8s.io/v1` TokenReview (the kubelet API's bearer tokens) and
     /// return it with the API server's status.

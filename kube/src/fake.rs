@@ -8,6 +8,7 @@ use std::sync::{Arc, Mutex};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewStatus};
 use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewStatus};
 use k8s_openapi::api::core::v1::{ConfigMap, Secret};
+use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::ByteString;
 
 use async_trait::async_trait;
@@ -87,6 +88,8 @@ pub struct FakeKubeState {
     /// The cluster's Services (`services`; none at first); `None` stands for a cache that has
     /// not listed.
     pub services: Option<Vec<Service>>,
+    /// The cluster's RuntimeClasses by name.
+    pub runtime_classes: BTreeMap<String, RuntimeClass>,
     /// Where the pod watch's events come from (taken by the first `watch_pods`).
     watch: Option<mpsc::UnboundedReceiver<Result<PodEvent, ApiError>>>,
 }
@@ -260,6 +263,11 @@ impl KubeClient for FakeKube {
             None if wait => Err(ApiError::NotSynced { what: "services" }),
             None => Ok(Vec::new()),
         }
+    }
+
+    async fn runtime_class(&self, name: &str) -> Result<Option<Arc<RuntimeClass>>, ApiError> {
+        let state = self.state.lock().expect("fake state");
+        Ok(state.runtime_classes.get(name).cloned().map(Arc::new))
     }
 
     /// Every token is unauthenticated (tests of the kubelet API's authenticator use their own

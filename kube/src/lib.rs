@@ -9,7 +9,8 @@
 //!   recording every write as a typed `KubeCall`.
 //! - [`objects`]: a watch-backed cache of the Secrets and ConfigMaps the pods refer to, one
 //!   watch per object (kubelet's watch-based manager).
-//! - [`services`]: every Service of the cluster from one watch (service link env vars).
+//! - [`cluster_cache`]: every object of a cluster-wide kind from one watch (Services for the
+//!   service link env vars, RuntimeClasses for the runtime handler).
 //! - [`types`]: what the trait speaks in — event references, watch events, [`ApiError`].
 //! - [`tokens`]: service-account tokens for projected volumes, requested through TokenRequest
 //!   and kept until 80 % of their lifetime has passed (kubelet's token manager).
@@ -18,11 +19,11 @@
 
 pub mod api;
 pub mod client;
+pub mod cluster_cache;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 pub mod objects;
 pub mod recorder;
-pub mod services;
 pub mod tokens;
 pub mod types;
 

@@ -120,6 +120,10 @@ pub struct CreateSpec {
     /// Docker's `CgroupParent`: the pod cgroup (`crate::cgroup::CgroupNaming::parent_of`), the
     /// same for the sandbox and every container; none for Docker's default.
     pub cgroup_parent: Option<String>,
+    /// Docker's `Runtime` (an OCI runtime configured in the engine): the handler of the pod's
+    /// RuntimeClass, the same for the sandbox and every container; none for the engine's
+    /// default.
+    pub runtime: Option<String>,
 }
 
 /// Why a container's config could not be built (reason `CreateContainerConfigError`).

@@ -819,6 +819,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         masked_paths: spec.masked_paths,
         readonly_paths: spec.readonly_paths,
         cgroup_parent: spec.cgroup_parent,
+        runtime: spec.runtime,
         ..Default::default()
     };
     ContainerCreateBody {

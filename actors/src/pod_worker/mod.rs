@@ -1473,6 +1473,73 @@ mod tests {
         );
     }
 
+    /// A pod's `runtimeClassName` gives its sandbox and containers the class's handler as their
+    /// Docker runtime; a class that does not exist fails the sandbox (FailedCreatePodSandBox
+    /// naming it) and creates nothing; a standalone node cannot resolve one and says so.
+    #[actix::test]
+    async fn a_runtime_class_sets_the_docker_runtime_or_fails_the_sandbox() {
+        use dockerlet_kube::fake::FakeKube;
+        use k8s_openapi::api::node::v1::RuntimeClass;
+        let api = FakeKube::new("n1");
+        api.state.lock().unwrap().runtime_classes.insert(
+            "sandboxed".into(),
+            RuntimeClass {
+                metadata: ObjectMeta {
+                    name: Some("sandboxed".into()),
+                    ..Default::default()
+                },
+                handler: "runsc".into(),
+                ..Default::default()
+            },
+        );
+        let with_class = |name: &str, uid: &str, class: &str| {
+            let mut pod = (*named(name, uid)).clone();
+            pod.spec.as_mut().unwrap().runtime_class_name = Some(class.into());
+            Arc::new(pod)
+        };
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let mut with_api = relisted(&runtime);
+        let mut config = (*config()).clone();
+        config.api = Some(Arc::new(api));
+        with_api.config = Arc::new(config);
+        let standalone = relisted(&runtime);
+        let sink = Sink::default().start();
+        let _a = PodWorker::new(with_class("a", "ua", "sandboxed"), with_api.clone(), links(&sink)).start();
+        let _b = PodWorker::new(with_class("b", "ub", "missing"), with_api, links(&sink)).start();
+        let _c = PodWorker::new(with_class("c", "uc", "sandboxed"), standalone, links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let runtimes: Vec<(String, Option<String>)> = runtime
+            .state
+            .lock()
+            .unwrap()
+            .containers
+            .values()
+            .map(|c| (c.spec.name.clone(), c.spec.runtime.clone()))
+            .collect();
+        assert_eq!(
+            runtimes,
+            [
+                ("k8s_POD_a_default_ua_0".to_string(), Some("runsc".to_string())),
+                ("k8s_app_a_default_ua_0".to_string(), Some("runsc".to_string())),
+            ],
+            "only pod a runs, with runsc"
+        );
+        let events = sink.send(Events).await.unwrap();
+        let failed: Vec<&String> = events
+            .iter()
+            .filter(|e| e.starts_with("FailedCreatePodSandBox"))
+            .collect();
+        assert!(
+            failed.iter().any(|e| e
+                .contains(r#"failed to lookup RuntimeClass missing: runtimeclass.node.k8s.io "missing" not found"#)),
+            "{events:?}"
+        );
+        assert!(
+            failed.iter().any(|e| e.contains("RuntimeClasses need the API server")),
+            "{events:?}"
+        );
+    }
+
     /// An API pod's container gets the service variables from the API's Service cache and the
     /// pod's resolv.conf and hosts file mounted; written under the pod's directory, with the
     /// sandbox's hostname. While the cache has not listed, the container waits with

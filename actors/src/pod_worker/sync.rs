@@ -78,6 +78,9 @@ pub enum SyncError {
     /// The blocking task making or removing the pod cgroup did not finish.
     #[error("pod cgroup: the blocking task did not finish: {0}")]
     PodCgroupUnfinished(#[source] tokio::task::JoinError),
+    /// The pod's RuntimeClass cannot be resolved to a runtime handler.
+    #[error(transparent)]
+    RuntimeClass(#[from] RuntimeClassError),
     /// The pod's directory (its volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {
@@ -86,6 +89,33 @@ pub enum SyncError {
         /// Why.
         #[source]
         source: dockerlet_host::volume_dirs::VolumeDirError,
+    },
+}
+
+/// Why the runtime handler of a pod's `runtimeClassName` is not known (kubelet's runtime class
+/// manager): its sandbox is not created (FailedCreatePodSandBox) and the next sync tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeClassError {
+    /// A standalone node cannot read RuntimeClasses.
+    #[error("failed to lookup RuntimeClass {name}: RuntimeClasses need the API server (--kubeconfig)")]
+    NeedsApiServer {
+        /// `spec.runtimeClassName`.
+        name: String,
+    },
+    /// No such RuntimeClass.
+    #[error("failed to lookup RuntimeClass {name}: runtimeclass.node.k8s.io {name:?} not found")]
+    NotFound {
+        /// `spec.runtimeClassName`.
+        name: String,
+    },
+    /// The API server could not be asked (or the RuntimeClasses have not been listed yet).
+    #[error("failed to lookup RuntimeClass {name}: {source}")]
+    Api {
+        /// `spec.runtimeClassName`.
+        name: String,
+        /// Why.
+        #[source]
+        source: dockerlet_kube::ApiError,
     },
 }
 
@@ -739,6 +769,23 @@ impl Executor<'_> {
 
     /// Create and start the sandbox; its one inspect gives the pod IP. Its hostname and the
     /// pod's resolv.conf are formed first, as kubelet's generatePodSandboxConfig does.
+    /// The Docker runtime of the pod's `runtimeClassName` (its RuntimeClass's handler, from the
+    /// watch-backed cache): none without one. Docker refuses a handler it has no runtime for
+    /// ("unknown or invalid runtime name"), which fails the sandbox as kubelet's CRI does.
+    async fn runtime_handler(&self) -> Result<Option<String>, RuntimeClassError> {
+        let Some(name) = self.pod.spec.as_ref().and_then(|s| s.runtime_class_name.clone()) else {
+            return Ok(None);
+        };
+        let Some(api) = &self.sync.config.api else {
+            return Err(RuntimeClassError::NeedsApiServer { name });
+        };
+        match api.runtime_class(&name).await {
+            Ok(Some(class)) => Ok(Some(class.handler.clone())),
+            Ok(None) => Err(RuntimeClassError::NotFound { name }),
+            Err(source) => Err(RuntimeClassError::Api { name, source }),
+        }
+    }
+
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, SyncError> {
         let config = self.sync.config.clone();
         let hostname = PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?;
@@ -758,6 +805,7 @@ impl Executor<'_> {
         }
         dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
+        spec.runtime = self.runtime_handler().await?;
         let id = self.sync.create(spec).await?;
         let started = self.sync.runtime.start_container(&id).await;
         let metrics = &self.sync.config.metrics;
@@ -945,6 +993,10 @@ impl Executor<'_> {
         if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
             return self.wait(container, "CreateContainerConfigError", e.to_string());
         }
+        create.runtime = match self.runtime_handler().await {
+            Ok(handler) => handler,
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        };
         if let Some(target) = target.filter(|_| create.pid_mode.is_none()) {
             // An ephemeral container's targetContainerName: it joins that container's process
             // namespace (CRI's NamespaceMode TARGET).
