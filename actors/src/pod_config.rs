@@ -106,7 +106,7 @@ impl PodConfig {
         }
         for (uid, pod) in wanted {
             if let Some(old) = self.desired.get_mut(&uid) {
-                if same_pod(&old.pod, &pod.pod) {
+                if same_pod(&old.pod, &pod.pod) && !readiness_gates_changed(&old.pod, &pod.pod) {
                     // Kubelet's reconcile: keep the newer object (its status, resourceVersion),
                     // which is no change for the pod's worker.
                     old.pod = pod.pod;
@@ -146,6 +146,23 @@ pub fn same_pod(a: &Arc<Pod>, b: &Arc<Pod>) -> bool {
         && ma.generation == mb.generation
         && ma.name == mb.name
         && ma.namespace == mb.namespace
+}
+
+/// Whether a condition a readiness gate of the pod waits for changed in its status (kubelet's
+/// `NeedToReconcilePodReadiness`): others set these, and the pod's Ready condition follows
+/// them, so the worker needs the new status.
+pub fn readiness_gates_changed(a: &Pod, b: &Pod) -> bool {
+    let gates = b.spec.iter().flat_map(|s| s.readiness_gates.iter().flatten());
+    let status_of = |p: &Pod, kind: &str| {
+        p.status
+            .as_ref()
+            .and_then(|s| s.conditions.as_ref())
+            .and_then(|c| c.iter().find(|c| c.type_ == kind))
+            .map(|c| c.status.clone())
+    };
+    gates
+        .map(|g| g.condition_type.as_str())
+        .any(|kind| status_of(a, kind) != status_of(b, kind))
 }
 
 /// `namespace/name`, as logs and the debug page name a pod.

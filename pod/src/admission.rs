@@ -1,6 +1,10 @@
 //! Pod admission: what kubelet's admit handlers refuse before a pod's first sync. A rejected pod
 //! never runs: its phase is Failed with the handler's reason, as kubelet's `rejectPod` reports it.
 //!
+//! - The operating system (`pkg/kubelet/lifecycle/predicate.go`): a `kubernetes.io/os` pod
+//!   label other than `linux` (reason `PodOSSelectorNodeLabelDoesNotMatch`; kubelet reads the
+//!   pod's labels here, not its node selector), and `spec.os.name` other than `linux` (reason
+//!   `PodOSNotSupported`).
 //! - sysctls (`pkg/kubelet/sysctl`): the safe set, plus `--allowed-unsafe-sysctls`; a sysctl in a
 //!   namespace the pod shares with the host is refused. Reason `SysctlForbidden`.
 //! - AppArmor (`pkg/kubelet/lifecycle` + `pkg/security/apparmor`): a profile other than
@@ -17,6 +21,12 @@ use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use crate::security::{apparmor_profile, normalize_sysctl, SecurityConfig};
 use crate::spec::{containers_with_fields, qos_class};
 
+/// kubelet's reason for a pod whose `kubernetes.io/os` label is not the node's OS.
+pub const POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH: &str = "PodOSSelectorNodeLabelDoesNotMatch";
+/// kubelet's reason for a pod whose `spec.os.name` is not the node's OS.
+pub const POD_OS_NOT_SUPPORTED: &str = "PodOSNotSupported";
+/// The node's operating system, as `kubernetes.io/os` and `spec.os.name` name it.
+const NODE_OS: &str = "linux";
 /// kubelet's `ForbiddenReason` for sysctls.
 pub const SYSCTL_FORBIDDEN: &str = "SysctlForbidden";
 /// kubelet's AppArmor admission reason.
@@ -136,6 +146,19 @@ pub fn admit(pod: &Pod, config: &SecurityConfig) -> Result<(), Rejection> {
     let Some(spec) = pod.spec.as_ref() else {
         return Ok(());
     };
+    let os_label = pod.metadata.labels.as_ref().and_then(|l| l.get("kubernetes.io/os"));
+    if os_label.is_some_and(|os| os != NODE_OS) {
+        return Err(reject(
+            POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH,
+            "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label".to_string(),
+        ));
+    }
+    if spec.os.as_ref().is_some_and(|os| os.name != NODE_OS) {
+        return Err(reject(
+            POD_OS_NOT_SUPPORTED,
+            "Failed to admit pod as the OS field doesn't match node OS".to_string(),
+        ));
+    }
     let psc = spec.security_context.clone().unwrap_or_default();
     let host_net = spec.host_network == Some(true);
     let host_ipc = spec.host_ipc == Some(true);
@@ -356,6 +379,31 @@ mod tests {
                 "Cannot enforce AppArmor: AppArmor is not enabled on the host"
             );
         }
+    }
+
+    /// kubelet's OS predicates: `spec.os.name` and the `kubernetes.io/os` pod label must be
+    /// linux (the podOSRejection conformance test asks for PodOSNotSupported).
+    #[test]
+    fn pods_for_another_os_are_rejected() {
+        let config = SecurityConfig::default();
+        let windows = pod_with(PodSecurityContext::default(), |s| {
+            s.os = Some(k8s_openapi::api::core::v1::PodOS { name: "windows".into() });
+        });
+        let r = admit(&windows, &config).unwrap_err();
+        assert_eq!(r.reason, POD_OS_NOT_SUPPORTED);
+        assert_eq!(r.message, "Failed to admit pod as the OS field doesn't match node OS");
+        let linux = pod_with(PodSecurityContext::default(), |s| {
+            s.os = Some(k8s_openapi::api::core::v1::PodOS { name: "linux".into() });
+        });
+        assert_eq!(admit(&linux, &config), Ok(()));
+        let mut labelled = pod_with(PodSecurityContext::default(), |_| {});
+        labelled.metadata.labels = Some([("kubernetes.io/os".to_string(), "windows".to_string())].into());
+        let r = admit(&labelled, &config).unwrap_err();
+        assert_eq!(r.reason, POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH);
+        assert_eq!(
+            r.message,
+            "Failed to admit pod as the `kubernetes.io/os` label doesn't match node label"
+        );
     }
 
     /// A sidecar (restartable init container, `restartPolicy: Always`) is admitted; any other

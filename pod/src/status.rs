@@ -394,6 +394,38 @@ pub fn pod_phase(
     phase.to_string()
 }
 
+/// A condition's truth, reason and message.
+type Verdict = (bool, Option<&'static str>, Option<String>);
+
+/// The pod's `readinessGates` against the conditions others set in its status (kubelet's
+/// messages): ready when each gate's condition is True.
+fn readiness_gates(pod: &Pod) -> Verdict {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    let unready: Vec<String> = pod
+        .spec
+        .iter()
+        .flat_map(|s| s.readiness_gates.iter().flatten())
+        .filter_map(|gate| {
+            let kind = &gate.condition_type;
+            match conditions.into_iter().flatten().find(|c| &c.type_ == kind) {
+                None => Some(format!(
+                    "corresponding condition of pod readiness gate {kind:?} does not exist."
+                )),
+                Some(c) if c.status != "True" => Some(format!(
+                    "the status of pod readiness gate {kind:?} is not \"True\", but {}",
+                    c.status
+                )),
+                Some(_) => None,
+            }
+        })
+        .collect();
+    if unready.is_empty() {
+        (true, None, None)
+    } else {
+        (false, Some("ReadinessGatesNotReady"), Some(unready.join(", ")))
+    }
+}
+
 fn conditions(
     init_specs: &[Container],
     init: &[ContainerStatus],
@@ -440,10 +472,15 @@ fn conditions(
             Some(format!("containers with unready status: [{}]", unready.join(" "))),
         ),
     };
+    // kubelet's GeneratePodReadyCondition: ContainersReady, then the readiness gates.
+    let ready = match containers_ready {
+        (true, _, _) => readiness_gates(input.pod),
+        ref unready => unready.clone(),
+    };
     let wanted = [
         ("PodReadyToStartContainers", (sandbox_ready, None, None)),
         ("Initialized", initialized),
-        ("Ready", containers_ready.clone()),
+        ("Ready", ready),
         ("ContainersReady", containers_ready),
         ("PodScheduled", (true, None, None)),
     ];
@@ -768,5 +805,62 @@ mod tests {
             "a stopped sidecar does not count"
         );
         assert_eq!(condition(&s, "Initialized"), "True");
+    }
+
+    /// Ready waits for the readiness gates' conditions (set by others) to be True, with
+    /// kubelet's reason and messages; ContainersReady does not.
+    #[test]
+    fn readiness_gates_hold_ready_back() {
+        let mut p = pod("Always", &[], &["a"]);
+        p.spec.as_mut().unwrap().readiness_gates = Some(
+            ["k8s.io/test-condition1", "k8s.io/test-condition2"]
+                .iter()
+                .map(|t| k8s_openapi::api::core::v1::PodReadinessGate {
+                    condition_type: t.to_string(),
+                })
+                .collect(),
+        );
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+        ];
+        let ready = |p: &Pod| {
+            let s = status_of(p, &observed, &HashMap::new());
+            assert_eq!(condition(&s, "ContainersReady"), "True");
+            let c = s.conditions.unwrap().into_iter().find(|c| c.type_ == "Ready").unwrap();
+            (c.status, c.reason, c.message)
+        };
+        assert_eq!(
+            ready(&p),
+            (
+                "False".to_string(),
+                Some("ReadinessGatesNotReady".to_string()),
+                Some(r#"corresponding condition of pod readiness gate "k8s.io/test-condition1" does not exist., corresponding condition of pod readiness gate "k8s.io/test-condition2" does not exist."#.to_string())
+            )
+        );
+        let set = |p: &mut Pod, one: &str, two: &str| {
+            p.status = Some(PodStatus {
+                conditions: Some(vec![
+                    PodCondition {
+                        type_: "k8s.io/test-condition1".into(),
+                        status: one.into(),
+                        ..Default::default()
+                    },
+                    PodCondition {
+                        type_: "k8s.io/test-condition2".into(),
+                        status: two.into(),
+                        ..Default::default()
+                    },
+                ]),
+                ..Default::default()
+            });
+        };
+        set(&mut p, "True", "False");
+        assert_eq!(
+            ready(&p).2.as_deref(),
+            Some(r#"the status of pod readiness gate "k8s.io/test-condition2" is not "True", but False"#)
+        );
+        set(&mut p, "True", "True");
+        assert_eq!(ready(&p), ("True".to_string(), None, None));
     }
 }

@@ -1,0 +1,114 @@
+//! Pod conditions others drive, and pods for another OS: upstream `pods.go` "should support
+//! pod readiness gates" (Ready follows the gates' conditions, which a client patches into the
+//! status) and `pod_admission.go` "should reject pod when the node OS doesn't match pod's OS"
+//! (phase Failed, reason PodOSNotSupported), through kubectl and the test API server.
+
+mod common;
+
+use dockerlet_integration_tests::{wait_until, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use serde_json::Value;
+
+fn condition(pod: &Value, kind: &str) -> Value {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn ready_follows_the_readiness_gates_and_another_os_is_rejected() {
+    let (api, agent, _manifests) = common::proxied_node("pod-conditions");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: pod-ready}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 1
+  readinessGates:
+  - conditionType: k8s.io/test-condition1
+  - conditionType: k8s.io/test-condition2
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+    command: ["sleep", "3600"]
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: windows-pod}}
+spec:
+  nodeName: {node}
+  os: {{name: windows}}
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+"#,
+        node = agent.node()
+    );
+    let path = api.dir().join("pods.yaml");
+    std::fs::write(&path, yaml).expect("write the pods");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
+
+    // Waits for the Ready condition to be `want` with `message` (any, if empty).
+    let ready_is = |want: &str, message: &str, what: &str| {
+        wait_until(what, CHANGE_TIMEOUT, || {
+            let pod = api.get("pods", "default", "pod-ready").ok_or("no pod")?;
+            let ready = condition(&pod, "Ready");
+            (pod["status"]["phase"] == "Running"
+                && condition(&pod, "ContainersReady")["status"] == "True"
+                && ready["status"] == want
+                && (message.is_empty() || ready["message"] == message))
+                .then_some(ready.clone())
+                .ok_or_else(|| pod["status"].to_string())
+        })
+    };
+    let ready = ready_is("False", "", "the pod running, not Ready");
+    assert_eq!(ready["reason"], "ReadinessGatesNotReady", "{ready}");
+    let patch = |kind: &str, status: &str| {
+        let body = format!(r#"{{"status":{{"conditions":[{{"type":"{kind}","status":"{status}"}}]}}}}"#);
+        api.kubectl_ok(&[
+            "patch",
+            "pod",
+            "pod-ready",
+            "--subresource=status",
+            "--type=strategic",
+            "-p",
+            &body,
+        ]);
+    };
+    patch("k8s.io/test-condition1", "True");
+    ready_is(
+        "False",
+        r#"corresponding condition of pod readiness gate "k8s.io/test-condition2" does not exist."#,
+        "still not Ready with one gate",
+    );
+    patch("k8s.io/test-condition2", "True");
+    ready_is("True", "", "Ready with both gates");
+    patch("k8s.io/test-condition1", "False");
+    ready_is(
+        "False",
+        r#"the status of pod readiness gate "k8s.io/test-condition1" is not "True", but False"#,
+        "not Ready once a gate is False",
+    );
+    let pod = api.get("pods", "default", "pod-ready").expect("pod");
+    assert_eq!(
+        condition(&pod, "k8s.io/test-condition2")["status"],
+        "True",
+        "the node keeps the conditions others set: {pod}"
+    );
+
+    let rejected = wait_until("the windows pod Failed", POD_START_TIMEOUT, || {
+        let pod = api.get("pods", "default", "windows-pod").ok_or("no pod")?;
+        (pod["status"]["phase"] == "Failed")
+            .then_some(pod.clone())
+            .ok_or_else(|| pod["status"].to_string())
+    });
+    assert_eq!(rejected["status"]["reason"], "PodOSNotSupported", "{rejected}");
+    assert_eq!(
+        rejected["status"]["message"],
+        "Pod was rejected: Failed to admit pod as the OS field doesn't match node OS"
+    );
+    let uid = rejected["metadata"]["uid"].as_str().expect("uid");
+    assert!(agent.pod_containers(uid).is_empty(), "nothing ran");
+}
