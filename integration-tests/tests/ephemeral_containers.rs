@@ -21,7 +21,6 @@ fn running<'a>(pod: &'a Value, name: &str) -> Option<&'a Value> {
 #[test]
 fn an_ephemeral_container_starts_in_a_running_pod_and_answers_exec_and_logs() {
     let (api, agent, _manifests) = common::proxied_node("ephemeral");
-    let path = api.dir().join("target.yaml");
     let yaml = format!(
         r#"apiVersion: v1
 kind: Pod
@@ -36,14 +35,8 @@ spec:
 "#,
         node = agent.node()
     );
-    std::fs::write(&path, yaml).expect("write the pod");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
-    wait_until("the pod Running", POD_START_TIMEOUT, || {
-        let pod = api.get("pods", "default", POD).ok_or("no pod")?;
-        (pod["status"]["phase"] == "Running")
-            .then_some(())
-            .ok_or_else(|| pod["status"].to_string())
-    });
+    common::kubectl_create(&api, "target.yaml", &yaml);
+    common::wait_for_phase(&api, POD, "Running", POD_START_TIMEOUT);
 
     let before = api.get("pods", "default", POD).expect("pod");
     assert_eq!(before["metadata"]["generation"], 1, "{before}");

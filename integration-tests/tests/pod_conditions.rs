@@ -46,9 +46,7 @@ spec:
 "#,
         node = agent.node()
     );
-    let path = api.dir().join("pods.yaml");
-    std::fs::write(&path, yaml).expect("write the pods");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
+    common::kubectl_create(&api, "pods.yaml", &yaml);
 
     // Waits for the Ready condition to be `want` with `message` (any, if empty).
     let ready_is = |want: &str, message: &str, what: &str| {
@@ -98,12 +96,7 @@ spec:
         "the node keeps the conditions others set: {pod}"
     );
 
-    let rejected = wait_until("the windows pod Failed", POD_START_TIMEOUT, || {
-        let pod = api.get("pods", "default", "windows-pod").ok_or("no pod")?;
-        (pod["status"]["phase"] == "Failed")
-            .then_some(pod.clone())
-            .ok_or_else(|| pod["status"].to_string())
-    });
+    let rejected = common::wait_for_phase(&api, "windows-pod", "Failed", POD_START_TIMEOUT);
     assert_eq!(rejected["status"]["reason"], "PodOSNotSupported", "{rejected}");
     assert_eq!(
         rejected["status"]["message"],

@@ -47,16 +47,8 @@ spec:
 "#,
         node = agent.node()
     );
-    let path = api.dir().join("classes.yaml");
-    std::fs::write(&path, yaml).expect("write the objects");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
-
-    let pod = wait_until("the runc pod Running", POD_START_TIMEOUT, || {
-        let pod = api.get("pods", "default", "with-runc").ok_or("no pod")?;
-        (pod["status"]["phase"] == "Running")
-            .then_some(pod.clone())
-            .ok_or_else(|| pod["status"].to_string())
-    });
+    common::kubectl_create(&api, "classes.yaml", &yaml);
+    let pod = common::wait_for_phase(&api, "with-runc", "Running", POD_START_TIMEOUT);
     let uid = pod["metadata"]["uid"].as_str().expect("uid");
     let ids: Vec<String> = agent.pod_containers(uid).iter().map(|c| c.id.clone()).collect();
     let ids: Vec<&str> = ids.iter().map(String::as_str).collect();

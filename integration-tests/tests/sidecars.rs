@@ -12,13 +12,6 @@ use std::time::Duration;
 use dockerlet_integration_tests::{wait_for, wait_until, HttpStub, Reply, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
-/// Create the pod in `yaml` with kubectl.
-fn create(api: &dockerlet_fake_apiserver::ApiServer, file: &str, yaml: &str) {
-    let path = api.dir().join(file);
-    std::fs::write(&path, yaml).expect("write the pod");
-    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
-}
-
 /// The status of the init container `name`.
 fn init_status<'a>(pod: &'a Value, name: &str) -> &'a Value {
     pod["status"]["initContainerStatuses"]
@@ -95,7 +88,7 @@ spec:
         node = agent.node(),
         dir = evidence.path().display()
     );
-    create(&api, "hooked.yaml", &yaml);
+    common::kubectl_create(&api, "hooked.yaml", &yaml);
     let name = "pod-with-poststart-http-hook";
     let pod = wait_until("the pod Running and Ready", POD_START_TIMEOUT, || {
         let pod = api.get("pods", "default", name).ok_or("no pod")?;
@@ -168,7 +161,7 @@ spec:
 "#,
         node = agent.node()
     );
-    create(&api, "ending.yaml", &yaml);
+    common::kubectl_create(&api, "ending.yaml", &yaml);
     let name = "sidecar-ending";
     let pod = wait_until("the sidecar restarted beside the app", POD_START_TIMEOUT, || {
         let pod = api.get("pods", "default", name).ok_or("no pod")?;
@@ -183,12 +176,7 @@ spec:
     assert_eq!(pod["status"]["containerStatuses"][0]["restartCount"], 0, "{pod}");
     assert_eq!(condition(&pod, "Initialized"), "True", "{pod}");
 
-    let pod = wait_until("the pod Succeeded", CHANGE_TIMEOUT, || {
-        let pod = api.get("pods", "default", name).ok_or("no pod")?;
-        (pod["status"]["phase"] == "Succeeded")
-            .then_some(pod.clone())
-            .ok_or_else(|| pod["status"].to_string())
-    });
+    let pod = common::wait_for_phase(&api, name, "Succeeded", CHANGE_TIMEOUT);
     let main = &pod["status"]["containerStatuses"][0]["state"]["terminated"];
     assert_eq!(main["exitCode"], 0, "{pod}");
     let uid = pod["metadata"]["uid"].as_str().expect("uid").to_string();
@@ -253,14 +241,9 @@ spec:
         node = agent.node(),
         port = stub.port()
     );
-    create(&api, "own-hooks.yaml", &yaml);
+    common::kubectl_create(&api, "own-hooks.yaml", &yaml);
     let name = "pod-with-sidecar-hooks";
-    wait_until("the pod Running", POD_START_TIMEOUT, || {
-        let pod = api.get("pods", "default", name).ok_or("no pod")?;
-        (pod["status"]["phase"] == "Running")
-            .then_some(())
-            .ok_or_else(|| pod["status"].to_string())
-    });
+    common::wait_for_phase(&api, name, "Running", POD_START_TIMEOUT);
     let seen = |msg: &str| {
         stub.requests_to("/echo")
             .iter()

@@ -48,3 +48,22 @@ pub fn proxied_agent(name: &str, api: &ApiServer, manifests: &ManifestDir, extra
     });
     agent
 }
+
+/// Create the objects of `yaml` with `kubectl create -f` (the file is written as `file` in the
+/// API server's directory).
+pub fn kubectl_create(api: &ApiServer, file: &str, yaml: &str) {
+    let path = api.dir().join(file);
+    std::fs::write(&path, yaml).expect("write the objects");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
+}
+
+/// Wait (up to `timeout`) until the pod `name` of `default` has `phase`; the pod then. The
+/// panic on timeout shows the last status seen.
+pub fn wait_for_phase(api: &ApiServer, name: &str, phase: &str, timeout: std::time::Duration) -> serde_json::Value {
+    dockerlet_integration_tests::wait_until(&format!("pod {name} {phase}"), timeout, || {
+        let pod = api.get("pods", "default", name).ok_or("no pod")?;
+        (pod["status"]["phase"] == phase)
+            .then_some(pod.clone())
+            .ok_or_else(|| pod["status"].to_string())
+    })
+}
