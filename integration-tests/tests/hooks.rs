@@ -289,3 +289,65 @@ spec:
     );
     assert_eq!(deaths.exit_code(&id("web"), Duration::from_secs(10)), Some(0));
 }
+
+/// `lifecycle.stopSignal` (upstream ContainerStopSignals): the container is stopped with that
+/// signal instead of SIGTERM, and its status reports it.
+#[test]
+fn a_stop_signal_replaces_sigterm() {
+    let marks = tempfile::tempdir().expect("marker dir");
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "stopsignal.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: stopsignal
+spec:
+  os: {{name: linux}}
+  terminationGracePeriodSeconds: 10
+  volumes:
+  - name: m
+    hostPath:
+      path: {dir}
+      type: Directory
+  containers:
+  - name: usr1
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'echo USR1 > /m/usr1; exit 0' USR1; trap 'echo TERM > /m/usr1; exit 0' TERM; sleep 3600 & wait"]
+    volumeMounts:
+    - name: m
+      mountPath: /m
+    lifecycle:
+      stopSignal: SIGUSR1
+  - name: plain
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'echo USR1 > /m/plain; exit 0' USR1; trap 'echo TERM > /m/plain; exit 0' TERM; sleep 3600 & wait"]
+    volumeMounts:
+    - name: m
+      mountPath: /m
+"#,
+            dir = marks.path().display(),
+        ),
+    );
+    let agent = Agent::start("stop-signal", manifests.path(), &[]);
+    let pod = agent.wait_for_running("stopsignal");
+    let status = |name: &str| {
+        pod.status
+            .as_ref()
+            .and_then(|s| s.container_statuses.as_ref())
+            .and_then(|all| all.iter().find(|c| c.name == name))
+            .and_then(|c| c.stop_signal.clone())
+    };
+    assert_eq!(status("usr1").as_deref(), Some("SIGUSR1"));
+    assert_eq!(status("plain"), None);
+    manifests.remove("stopsignal.yaml");
+    wait_until("both containers stopped", CHANGE_TIMEOUT, || {
+        let seen = (lines(marks.path(), "usr1"), lines(marks.path(), "plain"));
+        (!seen.0.is_empty() && !seen.1.is_empty())
+            .then_some(())
+            .ok_or_else(|| format!("{seen:?}"))
+    });
+    assert_eq!(lines(marks.path(), "usr1"), ["USR1"]);
+    assert_eq!(lines(marks.path(), "plain"), ["TERM"]);
+}

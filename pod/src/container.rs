@@ -120,6 +120,9 @@ pub struct CreateSpec {
     /// Docker's `CgroupParent`: the pod cgroup (`crate::cgroup::CgroupNaming::parent_of`), the
     /// same for the sandbox and every container; none for Docker's default.
     pub cgroup_parent: Option<String>,
+    /// The signal that stops it (`lifecycle.stopSignal`, Docker's `StopSignal`); none for the
+    /// image's.
+    pub stop_signal: Option<String>,
     /// Docker's `Runtime` (an OCI runtime configured in the engine): the handler of the pod's
     /// RuntimeClass, the same for the sandbox and every container; none for the engine's
     /// default.
@@ -367,6 +370,7 @@ pub fn container_spec(
         cmd: expand_all(&container.args),
         env: env.iter().map(|(k, v)| format!("{k}={v}")).collect(),
         working_dir: container.working_dir.clone().filter(|w| !w.is_empty()),
+        stop_signal: container.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
         labels: l,
         network: Some(joined),
         ipc_mode: Some(if spec.and_then(|s| s.host_ipc) == Some(true) {

@@ -242,6 +242,8 @@ fn container_status(
     };
     ContainerStatus {
         name: spec.name.clone(),
+        // kubelet reports the stop signal a container asked for (ContainerStopSignals).
+        stop_signal: spec.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
         image: spec.image.clone().unwrap_or_default(),
         image_id: latest.map(|c| format!("docker://{}", c.image_id)).unwrap_or_default(),
         container_id: latest.map(|c| format!("docker://{}", c.id)),

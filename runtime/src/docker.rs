@@ -828,6 +828,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         cmd: spec.cmd,
         env: Some(spec.env),
         working_dir: spec.working_dir,
+        stop_signal: spec.stop_signal,
         labels: Some(spec.labels.into_iter().collect()),
         hostname: spec.hostname,
         user: spec.user,
@@ -860,10 +861,14 @@ mod tests {
             pid_mode: Some("host".into()),
             masked_paths: Some(vec![]),
             readonly_paths: Some(vec![]),
+            stop_signal: Some("SIGUSR1".into()),
+            runtime: Some("runsc".into()),
             ..Default::default()
         };
         let body = create_body(spec);
         assert_eq!(body.user.as_deref(), Some("1001:2002"));
+        assert_eq!(body.stop_signal.as_deref(), Some("SIGUSR1"));
+        assert_eq!(body.host_config.as_ref().unwrap().runtime.as_deref(), Some("runsc"));
         let host = body.host_config.unwrap();
         assert_eq!(host.group_add, Some(vec!["3000".to_string()]));
         assert_eq!(host.cap_add, Some(vec!["CAP_NET_ADMIN".to_string()]));
