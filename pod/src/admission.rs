@@ -15,11 +15,54 @@
 //!   and this is a Linux node. Reason `UnsupportedSecurityContext`.
 //! - An init container `restartPolicy` other than `Always` (a sidecar): the API accepts no
 //!   other value, and run as anything else the pod could hang. Reason `UnsupportedPodSpec`.
+//! - Newer features not implemented here, refused rather than ignored (reason
+//!   `UnsupportedPodSpec`): `hostnameOverride`, pod-level `resources`, `resourceClaims` and
+//!   `resources.claims`, a regular container's `restartPolicy` and `restartPolicyRules`,
+//!   `recursiveReadOnly: Enabled` mounts.
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::security::{apparmor_profile, normalize_sysctl, SecurityConfig};
 use crate::spec::{containers_with_fields, qos_class};
+
+/// The first pod field of a newer (alpha or beta) feature this node does not implement, with
+/// why, so a pod that asks for one is refused rather than run without it.
+fn unsupported_feature(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<String> {
+    let not_yet = |field: String, what: &str| Some(format!("{field}: {what} is not supported by this node yet"));
+    if spec.hostname_override.is_some() {
+        return not_yet("spec.hostnameOverride".into(), "a hostname override");
+    }
+    if spec.resources.is_some() {
+        return not_yet("spec.resources".into(), "pod-level resources");
+    }
+    if spec.resource_claims.as_ref().is_some_and(|c| !c.is_empty()) {
+        return not_yet("spec.resourceClaims".into(), "dynamic resource allocation");
+    }
+    for (field, c) in crate::spec::containers_with_fields(spec) {
+        if field.starts_with("spec.containers") && c.restart_policy.is_some() {
+            return not_yet(format!("{field}.restartPolicy"), "a container-level restart policy");
+        }
+        if c.restart_policy_rules.as_ref().is_some_and(|r| !r.is_empty()) {
+            return not_yet(format!("{field}.restartPolicyRules"), "container restart rules");
+        }
+        if c.resources
+            .as_ref()
+            .and_then(|r| r.claims.as_ref())
+            .is_some_and(|c| !c.is_empty())
+        {
+            return not_yet(format!("{field}.resources.claims"), "dynamic resource allocation");
+        }
+        for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
+            if m.recursive_read_only.as_deref() == Some("Enabled") {
+                return not_yet(
+                    format!("{field}.volumeMounts[{i}].recursiveReadOnly"),
+                    "\"Enabled\" (a recursively read-only mount)",
+                );
+            }
+        }
+    }
+    None
+}
 
 /// kubelet's reason for a pod whose `kubernetes.io/os` label is not the node's OS.
 pub const POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH: &str = "PodOSSelectorNodeLabelDoesNotMatch";
@@ -207,6 +250,9 @@ pub fn admit(pod: &Pod, config: &SecurityConfig) -> Result<(), Rejection> {
             "spec.securityContext.windowsOptions: Windows options cannot be honoured on a Linux node".to_string(),
         ));
     }
+    if let Some(message) = unsupported_feature(spec) {
+        return Err(reject(UNSUPPORTED_POD_SPEC, message));
+    }
     for (i, init) in spec.init_containers.iter().flatten().enumerate() {
         if let Some(policy) = init.restart_policy.as_deref().filter(|p| *p != "Always") {
             return Err(reject(
@@ -379,6 +425,42 @@ mod tests {
                 "Cannot enforce AppArmor: AppArmor is not enabled on the host"
             );
         }
+    }
+
+    /// Newer pod features this node does not implement are refused, naming the field.
+    #[test]
+    fn unimplemented_newer_features_are_refused() {
+        use k8s_openapi::api::core::v1::{ResourceRequirements, VolumeMount};
+        let config = SecurityConfig::default();
+        let refused = |edit: &dyn Fn(&mut PodSpec)| {
+            let r = admit(&pod_with(PodSecurityContext::default(), edit), &config).unwrap_err();
+            assert_eq!(r.reason, UNSUPPORTED_POD_SPEC);
+            r.message
+        };
+        assert_eq!(
+            refused(&|s| s.hostname_override = Some("h".into())),
+            "spec.hostnameOverride: a hostname override is not supported by this node yet"
+        );
+        assert_eq!(
+            refused(&|s| s.resources = Some(ResourceRequirements::default())),
+            "spec.resources: pod-level resources is not supported by this node yet"
+        );
+        assert_eq!(
+            refused(&|s| s.containers[0].restart_policy = Some("Never".into())),
+            "spec.containers[0].restartPolicy: a container-level restart policy is not supported by this node yet"
+        );
+        assert_eq!(
+            refused(&|s| {
+                s.containers[0].volume_mounts = Some(vec![VolumeMount {
+                    name: "v".into(),
+                    mount_path: "/v".into(),
+                    read_only: Some(true),
+                    recursive_read_only: Some("Enabled".into()),
+                    ..Default::default()
+                }])
+            }),
+            "spec.containers[0].volumeMounts[0].recursiveReadOnly: \"Enabled\" (a recursively read-only mount) is not supported by this node yet"
+        );
     }
 
     /// kubelet's OS predicates: `spec.os.name` and the `kubernetes.io/os` pod label must be
