@@ -5,7 +5,7 @@
 
 mod common;
 
-use dockerlet_integration_tests::{wait_until, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use dockerlet_integration_tests::{holds_for, wait_until, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
 fn condition(pod: &Value, kind: &str) -> Value {
@@ -95,6 +95,24 @@ spec:
         "True",
         "the node keeps the conditions others set: {pod}"
     );
+    // pods.go "should patch a pod status": a client's status fields stay.
+    api.kubectl_ok(&[
+        "patch",
+        "pod",
+        "pod-ready",
+        "--subresource=status",
+        "--type=merge",
+        "-p",
+        r#"{"status":{"message":"Patched by e2e test","reason":"E2E"}}"#,
+    ]);
+    patch("k8s.io/test-condition1", "True");
+    ready_is("True", "", "Ready again, after the node wrote its status");
+    holds_for("the patched status fields", std::time::Duration::from_secs(3), || {
+        let pod = api.get("pods", "default", "pod-ready").ok_or("no pod")?;
+        (pod["status"]["message"] == "Patched by e2e test" && pod["status"]["reason"] == "E2E")
+            .then_some(())
+            .ok_or_else(|| pod["status"].to_string())
+    });
 
     let rejected = common::wait_for_phase(&api, "windows-pod", "Failed", POD_START_TIMEOUT);
     assert_eq!(rejected["status"]["reason"], "PodOSNotSupported", "{rejected}");

@@ -288,6 +288,11 @@ impl KubeClient for KubeApi {
         let mut conditions = wanted.conditions.take().unwrap_or_default();
         conditions.extend(foreign.cloned());
         wanted.conditions = Some(conditions);
+        // Fields the node leaves unset are not removed by its merge patch: what others put
+        // there stays, so it counts as the node's too (no patch just for them).
+        wanted.reason = wanted.reason.or(theirs.reason.clone());
+        wanted.message = wanted.message.or(theirs.message.clone());
+        wanted.nominated_node_name = wanted.nominated_node_name.or(theirs.nominated_node_name.clone());
         // Compare as the API stores it (second-precision times).
         if serde_json::to_value(&wanted).ok() == serde_json::to_value(&theirs).ok() {
             return Ok(());
