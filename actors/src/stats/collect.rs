@@ -120,7 +120,7 @@ impl Collector {
             refs.extend(
                 containers
                     .iter()
-                    .filter(|c| c.role == ContainerRole::App)
+                    .filter(|c| c.role != ContainerRole::Sandbox)
                     .map(|c| ContainerRef {
                         pod_uid: c.pod_uid.0.clone(),
                         container: c.name.clone(),
@@ -378,7 +378,10 @@ impl Collector {
             if let Some(s) = &cgroup {
                 reads.push(s.clone());
             }
-            if c.role != ContainerRole::App {
+            // Every running container but the sandbox has its entry, as kubelet's CRI stats
+            // provider lists them: app containers, sidecars (and init containers while they
+            // run), ephemeral containers.
+            if c.role == ContainerRole::Sandbox {
                 continue;
             }
             app_limits = match (app_limits, cgroup.as_ref().and_then(|s| s.memory).and_then(|m| m.limit)) {
@@ -789,6 +792,40 @@ mod tests {
         );
         c.role = role;
         c
+    }
+
+    /// Sidecars and ephemeral containers have their entries beside the app containers (the
+    /// summary and the cAdvisor series); the sandbox has none.
+    #[test]
+    fn every_running_container_but_the_sandbox_has_an_entry() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        for id in ["sb", "app", "side", "dbg"] {
+            v1_container(&cg, id, 1_000, 100_000, 80_000_000, 1);
+        }
+        let mut c = Collector::new(Paths {
+            node_name: "n1".into(),
+            root_dir: tmp.path().join("root"),
+            docker_root: None,
+            layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
+        });
+        let running = vec![
+            observed("sb", "POD", ContainerRole::Sandbox),
+            observed("app", "app", ContainerRole::App),
+            observed("side", "side", ContainerRole::Init),
+            observed("dbg", "dbg", ContainerRole::Ephemeral),
+        ];
+        let collected = c.collect(&running);
+        let mut names: Vec<&str> = collected.summary.pods[0]
+            .containers
+            .iter()
+            .map(|c| c.name.as_str())
+            .collect();
+        names.sort();
+        assert_eq!(names, ["app", "dbg", "side"]);
+        let mut refs: Vec<&str> = collected.containers.iter().map(|c| c.container.as_str()).collect();
+        refs.sort();
+        assert_eq!(refs, ["app", "dbg", "side"]);
     }
 
     /// Over a recorded v1 tree with the pod under /docker: the container's own figures, the
