@@ -2,7 +2,6 @@
 //! to the agent, both with kubectl's default (WebSocket to the API server, which passes it on)
 //! and with `KUBECTL_REMOTE_COMMAND_WEBSOCKETS=false` (SPDY/3.1 end to end).
 
-use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
 mod common;
@@ -55,27 +54,7 @@ spec:
 
 /// kubectl against the API server, `websockets` saying which protocol; `stdin` piped in.
 fn kubectl(api: &ApiServer, websockets: &str, args: &[&str], stdin: Option<&[u8]>) -> Output {
-    let mut child = Command::new("timeout")
-        .arg("60")
-        .arg(KUBECTL)
-        .arg("--kubeconfig")
-        .arg(api.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(api.dir().join("kube-cache"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .env("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", websockets)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("run kubectl");
-    let mut input = child.stdin.take().unwrap();
-    if let Some(data) = stdin {
-        input.write_all(data).unwrap();
-    }
-    drop(input);
-    child.wait_with_output().unwrap()
+    common::kubectl_with_stdin(api, &[("KUBECTL_REMOTE_COMMAND_WEBSOCKETS", websockets)], args, stdin)
 }
 
 fn text(out: &Output) -> String {

@@ -67,3 +67,35 @@ pub fn wait_for_phase(api: &ApiServer, name: &str, phase: &str, timeout: std::ti
             .ok_or_else(|| pod["status"].to_string())
     })
 }
+
+/// kubectl against `api` with `env` set, `stdin` piped in (then closed), at most 60 s.
+pub fn kubectl_with_stdin(
+    api: &ApiServer,
+    env: &[(&str, &str)],
+    args: &[&str],
+    stdin: Option<&[u8]>,
+) -> std::process::Output {
+    use std::io::Write;
+    use std::process::{Command, Stdio};
+    let mut child = Command::new("timeout")
+        .arg("60")
+        .arg(dockerlet_fake_apiserver::KUBECTL)
+        .arg("--kubeconfig")
+        .arg(api.kubeconfig_path())
+        .arg("--cache-dir")
+        .arg(api.dir().join("kube-cache"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .envs(env.iter().copied())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run kubectl");
+    let mut input = child.stdin.take().expect("kubectl's stdin");
+    if let Some(data) = stdin {
+        input.write_all(data).expect("write kubectl's stdin");
+    }
+    drop(input);
+    child.wait_with_output().expect("kubectl's output")
+}
