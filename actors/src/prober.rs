@@ -666,7 +666,7 @@ impl Handler<WatchContainers> for ProbeActor {
 impl Handler<ForgetPod> for ProbeActor {
     type Result = ();
 
-    /// Stop every probe of a pod.
+    /// Stop every probe of a pod (but its readiness probes, with `keep_readiness`).
     fn handle(&mut self, msg: ForgetPod, _: &mut Self::Context) {
         self.handled += 1;
         let pod = self
@@ -679,7 +679,7 @@ impl Handler<ForgetPod> for ProbeActor {
         let before = self.probes.len();
         let metrics = self.metrics.clone();
         self.probes.retain(|key, worker| {
-            let keep = key.pod_uid != msg.pod_uid;
+            let keep = key.pod_uid != msg.pod_uid || (msg.keep_readiness && key.kind == ProbeKind::Readiness);
             if !keep {
                 metrics.forget_probe(&worker.series);
             }

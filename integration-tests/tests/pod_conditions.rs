@@ -1,7 +1,8 @@
 //! Pod conditions others drive, and pods for another OS: upstream `pods.go` "should support
 //! pod readiness gates" (Ready follows the gates' conditions, which a client patches into the
 //! status) and `pod_admission.go` "should reject pod when the node OS doesn't match pod's OS"
-//! (phase Failed, reason PodOSNotSupported), through kubectl and the test API server.
+//! (phase Failed, reason PodOSNotSupported); and `container_probe.go`'s Ready while a pod
+//! terminates. Through kubectl and the test API server.
 
 mod common;
 
@@ -122,4 +123,65 @@ spec:
     );
     let uid = rejected["metadata"]["uid"].as_str().expect("uid");
     assert!(agent.pod_containers(uid).is_empty(), "nothing ran");
+}
+
+/// container_probe.go's readiness-while-terminating tests: once deleted, the pod keeps being
+/// probed for readiness, so Ready turns False when the container's SIGTERM trap removes its
+/// ready file; its liveness probe (failing just the same) no longer runs, so nothing kills it.
+#[test]
+fn readiness_is_probed_while_terminating_and_liveness_is_not() {
+    let (api, agent, _manifests) = common::proxied_node("terminating-readiness");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: probe-test}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 60
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "touch /tmp/ready; trap 'rm -f /tmp/ready; sleep 12; exit 0' TERM; sleep 3600 & wait"]
+    readinessProbe:
+      exec: {{command: ["cat", "/tmp/ready"]}}
+      periodSeconds: 1
+      failureThreshold: 1
+    livenessProbe:
+      exec: {{command: ["cat", "/tmp/ready"]}}
+      periodSeconds: 1
+      failureThreshold: 1
+"#,
+        node = agent.node()
+    );
+    common::kubectl_create(&api, "probe-test.yaml", &yaml);
+    wait_until("the pod Ready", POD_START_TIMEOUT, || {
+        let pod = api.get("pods", "default", "probe-test").ok_or("no pod")?;
+        (condition(&pod, "Ready")["status"] == "True")
+            .then_some(())
+            .ok_or_else(|| pod["status"].to_string())
+    });
+    api.kubectl_ok(&["delete", "pod", "probe-test", "--wait=false"]);
+    let pod = wait_until("Ready False while terminating", CHANGE_TIMEOUT, || {
+        let pod = api.get("pods", "default", "probe-test").ok_or("the pod went first")?;
+        (condition(&pod, "Ready")["status"] == "False")
+            .then_some(pod.clone())
+            .ok_or_else(|| pod["status"].to_string())
+    });
+    assert!(pod["metadata"]["deletionTimestamp"].is_string(), "{pod}");
+    wait_until("the pod gone", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "probe-test")
+            .map(|p| p["status"].to_string())
+            .map_or(Ok(()), Err)
+    });
+    let liveness_kills: Vec<Value> = api
+        .list("events")
+        .into_iter()
+        .filter(|e| {
+            e["involvedObject"]["name"] == "probe-test"
+                && e["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains("failed liveness probe"))
+        })
+        .collect();
+    assert!(liveness_kills.is_empty(), "{liveness_kills:?}");
 }

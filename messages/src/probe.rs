@@ -71,6 +71,9 @@ pub struct WatchContainers {
 pub struct ForgetPod {
     /// The pod.
     pub pod_uid: PodUid,
+    /// Keep its readiness probes (the pod is terminating: kubelet keeps probing readiness, so
+    /// Ready can turn False meanwhile, and stops liveness and startup probes).
+    pub keep_readiness: bool,
 }
 
 /// A probe's result changed.

@@ -258,6 +258,10 @@ impl PodWorker {
             Effect::ReportTerminated => {
                 tracing::info!("pod terminated");
                 self.next_action = "none".to_string();
+                self.links.forget.do_send(ForgetPod {
+                    pod_uid: self.uid.clone(),
+                    keep_readiness: false,
+                });
                 if let Some(api) = &self.sync.config.api {
                     api.forget_pod(&self.uid.0);
                 }
@@ -570,8 +574,11 @@ impl PodWorker {
                 .map(|s| Duration::from_secs(s.max(0) as u64))
         });
         tracing::info!(grace = ?grace, "terminating pod");
+        // Readiness keeps being probed while the pod terminates (kubelet), liveness and
+        // startup not.
         self.links.forget.do_send(ForgetPod {
             pod_uid: self.uid.clone(),
+            keep_readiness: true,
         });
         self.operation_began = Instant::now();
         let future = sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace).instrument(self.span.clone());
@@ -791,7 +798,11 @@ impl Handler<ProbeResultChanged> for PodWorker {
             .last_observed
             .iter()
             .any(|c| c.id == msg.container_id && c.state == RuntimeState::Running);
-        if !current || self.state.is_terminating() {
+        // While the pod terminates only readiness still counts (Ready can turn False); once it
+        // is terminated, nothing.
+        let terminating = self.state.is_terminating();
+        let done = self.state.phase() == Phase::Terminated;
+        if !current || done || (terminating && msg.kind != ProbeKind::Readiness) {
             return;
         }
         let _span = self.span.clone().entered();
