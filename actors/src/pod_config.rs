@@ -264,4 +264,40 @@ mod tests {
         let c = config.apply(update(PodSource::Api, vec![relabelled]));
         assert_eq!(uids(&c.upserted), ["u1"]);
     }
+
+    /// Only the conditions a readiness gate waits for make a status change an update.
+    #[test]
+    fn a_readiness_gate_condition_change_is_an_update() {
+        use k8s_openapi::api::core::v1::{PodCondition, PodReadinessGate, PodSpec, PodStatus};
+        let with = |gate: bool, kind: &str, status: &str| Pod {
+            spec: Some(PodSpec {
+                readiness_gates: gate.then(|| {
+                    vec![PodReadinessGate {
+                        condition_type: "example.com/ready".into(),
+                    }]
+                }),
+                ..Default::default()
+            }),
+            status: Some(PodStatus {
+                conditions: Some(vec![PodCondition {
+                    type_: kind.into(),
+                    status: status.into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let gated = |status| with(true, "example.com/ready", status);
+        assert!(readiness_gates_changed(&gated("False"), &gated("True")));
+        assert!(!readiness_gates_changed(&gated("True"), &gated("True")));
+        assert!(!readiness_gates_changed(
+            &with(true, "Ready", "False"),
+            &with(true, "Ready", "True")
+        ));
+        assert!(!readiness_gates_changed(
+            &with(false, "example.com/ready", "False"),
+            &with(false, "example.com/ready", "True")
+        ));
+    }
 }
