@@ -105,4 +105,29 @@ spec:
     assert_eq!(pod["spec"]["ephemeralContainers"].as_array().map(Vec::len), Some(2));
     let first = running(&pod, "debugger").expect("running");
     assert_eq!(first["restartCount"], 0, "the first one was not restarted: {first}");
+
+    // `kubectl debug -i`: kubectl waits for the container to run, then attaches to its stdin.
+    let out = common::kubectl_with_stdin(
+        &api,
+        &[],
+        &[
+            "debug",
+            "-i",
+            POD,
+            "-c",
+            "interactive",
+            "--image=dockerlet.local/busybox:1",
+            "--image-pull-policy=IfNotPresent",
+            "--",
+            "sh",
+        ],
+        Some(b"echo hello-from-debug; exit 0\n"),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("hello-from-debug"),
+        "{} stdout={stdout:?} stderr={:?}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

@@ -272,3 +272,50 @@ fn kubectl_cp_both_ways_in_both_protocols() {
         assert_eq!(std::fs::read_to_string(&back).unwrap(), content, "{mode}");
     }
 }
+
+/// `kubectl attach -i` with piped input gets the output of what the input ran, also when the
+/// container exits right after: without `stdinOnce` the end of the input is not passed on
+/// (Docker would end the attach's output with it), with `stdinOnce` it closes the container's
+/// stdin, so a shell reading it ends.
+#[test]
+fn an_attach_gets_the_output_of_its_input_with_and_without_stdin_once() {
+    let (api, agent, _manifests) = common::proxied_node("attach-input");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: keeps-stdin}}
+spec:
+  nodeName: {node}
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+    command: ["sh"]
+    stdin: true
+---
+apiVersion: v1
+kind: Pod
+metadata: {{name: stdin-once}}
+spec:
+  nodeName: {node}
+  restartPolicy: Never
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+    command: ["sh"]
+    stdin: true
+    stdinOnce: true
+"#,
+        node = agent.node()
+    );
+    common::kubectl_create(&api, "attach.yaml", &yaml);
+    for (pod, input, expected) in [
+        ("keeps-stdin", "echo hello; exit 0\n", "hello\n"),
+        ("stdin-once", "echo hello-once\n", "hello-once\n"),
+    ] {
+        common::wait_for_phase(&api, pod, "Running", POD_START_TIMEOUT);
+        let out = common::kubectl_with_stdin(&api, &[], &["attach", "-i", pod, "-c", "c"], Some(input.as_bytes()));
+        assert_eq!(String::from_utf8_lossy(&out.stdout), expected, "{pod}: {}", text(&out));
+        common::wait_for_phase(&api, pod, "Succeeded", POD_START_TIMEOUT);
+    }
+}

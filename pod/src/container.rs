@@ -93,6 +93,9 @@ pub struct CreateSpec {
     pub tty: bool,
     /// Keep stdin open (`stdin: true`).
     pub stdin: bool,
+    /// Close stdin when the first attached client closes it (`stdinOnce: true`, Docker's
+    /// `StdinOnce`).
+    pub stdin_once: bool,
     /// `User`: `uid`, `uid:gid`, or the image's user with a group (`runAsUser`, `runAsGroup`);
     /// none keeps the image's.
     pub user: Option<String>,
@@ -388,6 +391,7 @@ pub fn container_spec(
         oom_score_adj: Some(oom_score_adj(ctx.pod, &resources, ctx.node_memory_bytes)),
         tty: container.tty.unwrap_or(false),
         stdin: container.stdin.unwrap_or(false),
+        stdin_once: container.stdin_once.unwrap_or(false),
         cgroup_parent: ctx.cgroup_parent.map(str::to_string),
         // The security fields are filled by `crate::security::apply_container`.
         ..Default::default()

@@ -835,6 +835,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         exposed_ports: (!exposed.is_empty()).then_some(exposed),
         tty: Some(spec.tty),
         open_stdin: Some(spec.stdin),
+        stdin_once: Some(spec.stdin_once),
         host_config: Some(host_config),
         ..Default::default()
     }

@@ -123,6 +123,9 @@ struct Target {
     uid: String,
     container: String,
     id: ContainerId,
+    /// The container's `stdinOnce`: an attach's end of input then closes the container's
+    /// stdin; otherwise the container keeps it, and so does the attach.
+    stdin_once: bool,
 }
 
 /// Find the running container `{namespace}/{pod}[/{uid}]/{container}` among the pods the agent
@@ -156,12 +159,22 @@ async fn find_container(api: &KubeletApi, req: &HttpRequest) -> Result<Target, A
         .and_then(|c| c.container_id.clone())
         .ok_or_else(not_found)?;
     let id = ContainerId(id.strip_prefix("docker://").unwrap_or(&id).to_string());
+    let stdin_once = pod.spec.as_ref().is_some_and(|s| {
+        let ephemeral = s.ephemeral_containers.iter().flatten().map(|e| (&e.name, e.stdin_once));
+        s.containers
+            .iter()
+            .chain(s.init_containers.iter().flatten())
+            .map(|c| (&c.name, c.stdin_once))
+            .chain(ephemeral)
+            .any(|(name, once)| *name == container && once == Some(true))
+    });
     Ok(Target {
         namespace,
         pod: pod_name,
         uid: pod_uid,
         container,
         id,
+        stdin_once,
     })
 }
 
@@ -494,9 +507,12 @@ where
 }
 
 /// Copy the client's stdin into the process; EOF shuts the process's stdin.
+/// Copy the client's stdin to the process. At its end the process's input is closed when
+/// `close_at_end`; otherwise it is held open until the session ends (the task is aborted).
 fn pump_input(
     input: Option<dockerlet_runtime::InputWriter>,
     stdin: Option<BoxStream<'static, Bytes>>,
+    close_at_end: bool,
 ) -> Option<tokio::task::JoinHandle<()>> {
     let (mut input, mut stdin) = (input?, stdin?);
     Some(actix_web::rt::spawn(async move {
@@ -508,7 +524,11 @@ fn pump_input(
                 return;
             }
         }
-        let _ = input.shutdown().await;
+        if close_at_end {
+            let _ = input.shutdown().await;
+        } else {
+            std::future::pending::<()>().await;
+        }
     }))
 }
 
@@ -579,7 +599,7 @@ async fn exec_session(
                 runtime: runtime.clone(),
                 exec: Some(exec.clone()),
             };
-            let input = pump_input(attached.stdin, stdin);
+            let input = pump_input(attached.stdin, stdin, true);
             let resizer = resize.filter(|_| options.tty).map(|sizes| {
                 let (runtime, exec) = (runtime.clone(), exec.clone());
                 spawn_resizer(sizes, move |size| {
@@ -637,7 +657,11 @@ async fn attach_session(runtime: Arc<dyn Attach>, target: Target, options: Strea
     let outcome = match runtime.attach(&target.id, options).await {
         Err(e) => ExecOutcome::AttachFailed { message: e.to_string() },
         Ok(attached) => {
-            let input = pump_input(attached.stdin, stdin);
+            // Docker ends an attach's output when its input closes, unless the container is
+            // StdinOnce (then it closes the container's stdin instead): without stdinOnce the
+            // end of the client's input is not passed on, so output keeps coming, as kubelet's
+            // CRI attach does.
+            let input = pump_input(attached.stdin, stdin, target.stdin_once);
             let resizer = resize.filter(|_| options.tty).map(|sizes| {
                 let (runtime, id) = (runtime.clone(), target.id.clone());
                 spawn_resizer(sizes, move |size| {
