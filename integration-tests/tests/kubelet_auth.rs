@@ -6,7 +6,7 @@
 
 use std::process::{Command, Output};
 
-use dockerlet_fake_apiserver::{AccessRule, ApiServer, ApiServerConfig, KUBECTL};
+use dockerlet_fake_apiserver::{AccessRule, ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
@@ -259,17 +259,7 @@ fn always_allow_still_authenticates() {
 
 /// `kubectl --kubeconfig <api> <args>` under a time limit (for `logs -f`).
 fn kubectl(api: &ApiServer, args: &[&str]) -> Output {
-    Command::new("timeout")
-        .arg("120")
-        .arg(KUBECTL)
-        .arg("--kubeconfig")
-        .arg(api.kubeconfig_path())
-        .arg("--cache-dir")
-        .arg(api.dir().join("kube-cache"))
-        .args(args)
-        .env_remove("KUBECONFIG")
-        .output()
-        .expect("run kubectl")
+    common::kubectl_with_stdin(api, &[], args, None)
 }
 
 fn stdout_ok(out: &Output, what: &str) -> String {

@@ -68,7 +68,7 @@ pub fn wait_for_phase(api: &ApiServer, name: &str, phase: &str, timeout: std::ti
     })
 }
 
-/// kubectl against `api` with `env` set, `stdin` piped in (then closed), at most 60 s.
+/// kubectl against `api` with `env` set, `stdin` piped in (then closed), at most 120 s.
 pub fn kubectl_with_stdin(
     api: &ApiServer,
     env: &[(&str, &str)],
@@ -78,7 +78,7 @@ pub fn kubectl_with_stdin(
     use std::io::Write;
     use std::process::{Command, Stdio};
     let mut child = Command::new("timeout")
-        .arg("60")
+        .arg("120")
         .arg(dockerlet_fake_apiserver::KUBECTL)
         .arg("--kubeconfig")
         .arg(api.kubeconfig_path())
