@@ -46,6 +46,8 @@ const NODE_PORTS: std::ops::RangeInclusive<i64> = 30000..=32767;
 pub struct ClusterConfig {
     /// Run the ServiceAccount admission plugin on pod create.
     pub service_account_admission: bool,
+    /// Bind unbound pods to nodes ([`crate::scheduler`]).
+    pub scheduler: bool,
     /// The CA certificate (PEM) published in every namespace's `kube-root-ca.crt`.
     pub root_ca_pem: String,
     /// The API server's port: the `kubernetes` Service's `targetPort`.
@@ -56,6 +58,7 @@ impl Default for ClusterConfig {
     fn default() -> Self {
         Self {
             service_account_admission: false,
+            scheduler: false,
             root_ca_pem: String::new(),
             port: 6443,
         }

@@ -29,6 +29,9 @@
 //! ([`KUBELET_CLIENT_USER`], CA at [`ApiServer::kubelet_client_ca_path`]), upgrades
 //! (SPDY, WebSocket) passed through byte for byte.
 //!
+//! A small [`scheduler`] binds pods created without `spec.nodeName` to a node that fits them,
+//! with kube-scheduler's condition, events and messages (`ApiServerConfig::scheduler`).
+//!
 //! Not covered: kube-apiserver's own WebSocket→SPDY translation for exec/attach/portforward
 //! (WebSocket upgrades go to the kubelet as they are); `PodLogOptions` are passed to the kubelet
 //! unchecked; `nodes/{name}:{port}/proxy`; other admission (no quota, limit ranges,
@@ -53,6 +56,7 @@ mod protobuf;
 mod proxy;
 pub mod resources;
 pub mod review;
+pub mod scheduler;
 mod selectors;
 mod store;
 mod table;
@@ -136,6 +140,9 @@ pub struct ApiServerConfig {
     /// mounted in its containers. Default true; off only for tests of agents that cannot
     /// mount those volumes.
     pub service_account_admission: bool,
+    /// Run [`scheduler`]: pods created without `spec.nodeName` are bound to a node that fits
+    /// them, as kube-scheduler would. Default true.
+    pub scheduler: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -148,6 +155,7 @@ impl Default for ApiServerConfig {
             log_requests: std::env::var_os("TEST_APISERVER_LOG").is_some(),
             tls: false,
             service_account_admission: true,
+            scheduler: true,
         }
     }
 }
@@ -344,6 +352,7 @@ impl ApiServer {
         let certificates = Tls::new()?;
         let cluster = cluster::ClusterConfig {
             service_account_admission: config.service_account_admission,
+            scheduler: config.scheduler,
             root_ca_pem: certificates.ca_pem.clone(),
             port: addr.port(),
         };

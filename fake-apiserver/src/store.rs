@@ -8,6 +8,7 @@ use super::cluster::{self, ClusterConfig};
 use super::error::ApiError;
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceInfo};
+use super::scheduler;
 use super::selectors::{FieldSelector, LabelSelector};
 use super::table::{self, OutputFormat};
 use super::validate::{self, FieldValidation};
@@ -167,6 +168,8 @@ pub struct Store {
     uid_seed: std::collections::hash_map::RandomState,
     uid_counter: u64,
     cluster: ClusterConfig,
+    /// The scheduler is binding pods (its own changes do not run it again).
+    scheduling: bool,
 }
 
 /// `2024-01-02T03:04:05Z`, as `metav1.Time` serializes.
@@ -249,6 +252,7 @@ impl Store {
             uid_seed: Default::default(),
             uid_counter: 0,
             cluster,
+            scheduling: false,
         };
         let namespaces = resources::by_name("namespaces").expect("namespaces are served");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -776,8 +780,30 @@ impl Store {
                 &format!("pod {name} is already assigned to node \"{bound}\""),
             ));
         }
+        if !old["metadata"]["deletionTimestamp"].is_null() {
+            return Err(ApiError::conflict_because(
+                "pods",
+                name,
+                &format!("pod {name} is being deleted, cannot be assigned to a host"),
+            ));
+        }
+        // As kube-apiserver's binding storage: the node, and PodScheduled=True.
         let mut new = old.clone();
         new["spec"]["nodeName"] = json!(node);
+        let mut conditions: Vec<Value> = old["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|c| c["type"] != "PodScheduled")
+            .cloned()
+            .collect();
+        conditions.push(json!({
+            "type": "PodScheduled",
+            "status": "True",
+            "lastProbeTime": null,
+            "lastTransitionTime": now_rfc3339(),
+        }));
+        new["status"]["conditions"] = json!(conditions);
         self.commit(pods, key, EventType::Modified, Some(new), Some(old));
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
@@ -920,7 +946,117 @@ impl Store {
                 self.compacted = dropped.rv;
             }
         }
+        if self.cluster.scheduler && !self.scheduling && matches!(resource.plural, "pods" | "nodes") {
+            self.schedule();
+        }
         obj
+    }
+
+    /// The scheduler's turn after a change of a pod or a node: every pod it should place, oldest
+    /// first, is bound to a node that fits it, or marked unschedulable with why.
+    fn schedule(&mut self) {
+        let pods = resources::by_name("pods").expect("pods are served");
+        let mut all = self.all(pods);
+        let mut pending: Vec<Value> = all.iter().filter(|p| scheduler::wants(p)).cloned().collect();
+        if pending.is_empty() {
+            return;
+        }
+        self.scheduling = true;
+        pending.sort_by(|a, b| {
+            let at = |p: &Value| {
+                (
+                    meta_str(p, "creationTimestamp").to_string(),
+                    meta_str(p, "name").to_string(),
+                )
+            };
+            at(a).cmp(&at(b))
+        });
+        let nodes = self.all(resources::by_name("nodes").expect("nodes are served"));
+        for pod in pending {
+            let (ns, name) = (
+                meta_str(&pod, "namespace").to_string(),
+                meta_str(&pod, "name").to_string(),
+            );
+            if scheduler::gated(&pod) {
+                let message = "Scheduling is blocked due to non-empty scheduling gates";
+                self.set_scheduled_condition(&pod, "SchedulingGated", message);
+                continue;
+            }
+            match scheduler::place(&pod, &nodes, &all) {
+                Ok(node) => {
+                    let binding = json!({"target": {"kind": "Node", "name": node}});
+                    if self.bind(&ns, &name, &binding).is_ok() {
+                        let message = format!("Successfully assigned {ns}/{name} to {node}");
+                        self.scheduler_event(&pod, "Normal", "Scheduled", &message);
+                        if let Ok(bound) = self.get(pods, &ns, &name) {
+                            all.push(bound);
+                        }
+                    }
+                }
+                Err(message) => {
+                    if self.set_scheduled_condition(&pod, "Unschedulable", &message) {
+                        self.scheduler_event(&pod, "Warning", "FailedScheduling", &message);
+                    }
+                }
+            }
+        }
+        self.scheduling = false;
+    }
+
+    /// `PodScheduled=False` with `reason` and `message` on an unbound pod, unless it has just
+    /// that already; whether it was written.
+    fn set_scheduled_condition(&mut self, pod: &Value, reason: &str, message: &str) -> bool {
+        let pods = resources::by_name("pods").expect("pods are served");
+        let conditions = pod["status"]["conditions"].as_array().cloned().unwrap_or_default();
+        let same = conditions.iter().any(|c| {
+            c["type"] == "PodScheduled" && c["status"] == "False" && c["reason"] == reason && c["message"] == message
+        });
+        if same {
+            return false;
+        }
+        let mut new = pod.clone();
+        let mut rest: Vec<Value> = conditions.into_iter().filter(|c| c["type"] != "PodScheduled").collect();
+        rest.push(json!({
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+            "lastProbeTime": null,
+            "lastTransitionTime": now_rfc3339(),
+        }));
+        new["status"]["conditions"] = json!(rest);
+        let key = Self::key(pods, meta_str(pod, "namespace"), meta_str(pod, "name"));
+        self.commit(pods, key, EventType::Modified, Some(new), Some(pod.clone()));
+        true
+    }
+
+    /// An Event from `default-scheduler` about `pod`.
+    fn scheduler_event(&mut self, pod: &Value, type_: &str, reason: &str, message: &str) {
+        let events = resources::by_name("events").expect("events are served");
+        let ns = meta_str(pod, "namespace").to_string();
+        let now = now_rfc3339();
+        let suffix = self.random_u64();
+        let event = json!({
+            "metadata": {"name": format!("{}.{suffix:016x}", meta_str(pod, "name")), "namespace": ns},
+            "involvedObject": {
+                "kind": "Pod",
+                "apiVersion": "v1",
+                "namespace": ns,
+                "name": meta_str(pod, "name"),
+                "uid": meta_str(pod, "uid"),
+                "resourceVersion": meta_str(pod, "resourceVersion"),
+            },
+            "type": type_,
+            "reason": reason,
+            "message": message,
+            "source": {"component": scheduler::DEFAULT_SCHEDULER},
+            "reportingComponent": scheduler::DEFAULT_SCHEDULER,
+            "reportingInstance": scheduler::DEFAULT_SCHEDULER,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        });
+        let _ = self.create(events, &ns, event, &WriteOptions::default());
     }
 
     /// Opens a watch. Returns the receiving end of its event lines (the initial events already

@@ -43,6 +43,9 @@ struct Args {
     /// kube-api-access volume on new pods).
     #[arg(long)]
     no_service_account_admission: bool,
+    /// Do not bind pods created without `spec.nodeName` to a node (no scheduler).
+    #[arg(long)]
+    no_scheduler: bool,
 }
 
 fn main() -> std::process::ExitCode {
@@ -55,6 +58,7 @@ fn main() -> std::process::ExitCode {
         log_requests: args.log_requests || std::env::var_os("TEST_APISERVER_LOG").is_some(),
         tls: args.tls,
         service_account_admission: !args.no_service_account_admission,
+        scheduler: !args.no_scheduler,
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,
@@ -70,9 +74,21 @@ fn main() -> std::process::ExitCode {
         eprintln!("test-apiserver: cannot write {}: {e}", kubeconfig.display());
         return std::process::ExitCode::from(1);
     }
+    // The CA of the certificate it proxies kubelet API calls with, beside the kubeconfig, for
+    // the agent's --client-ca-file (kubectl logs, exec, attach, port-forward).
+    let client_ca = kubeconfig.with_file_name("kubelet-client-ca.crt");
+    if let Err(e) = std::fs::copy(server.kubelet_client_ca_path(), &client_ca) {
+        eprintln!("test-apiserver: cannot write {}: {e}", client_ca.display());
+        return std::process::ExitCode::from(1);
+    }
     println!("test-apiserver: serving {} (in memory; Ctrl-C to stop)", server.url());
     println!("  kubeconfig: {}", kubeconfig.display());
     println!("  kubectl --kubeconfig {} get nodes", kubeconfig.display());
+    println!(
+        "  a node: dockerlet --kubeconfig {} --client-ca-file {} --hostname-override node-a",
+        kubeconfig.display(),
+        client_ca.display()
+    );
     if args.tls {
         match server.client_certificate_kubeconfig() {
             Ok(path) => println!("  with a client certificate instead of the token: {}", path.display()),
