@@ -336,7 +336,7 @@ mod tests {
         let nodes = [node("a", |_| {}), node("b", |_| {})];
         let on_a = pod(|p| p["spec"]["nodeName"] = json!("a"));
         assert_eq!(place(&pod(|_| {}), &nodes, &[]), Ok("a".into()));
-        assert_eq!(place(&pod(|_| {}), &nodes, &[on_a.clone()]), Ok("b".into()));
+        assert_eq!(place(&pod(|_| {}), &nodes, std::slice::from_ref(&on_a)), Ok("b".into()));
         let mut done = on_a;
         done["status"]["phase"] = json!("Succeeded");
         assert_eq!(place(&pod(|_| {}), &nodes, &[done]), Ok("a".into()));
@@ -437,7 +437,7 @@ mod tests {
         });
         assert_eq!(place(&big, &nodes, &[]), Ok("a".into()));
         assert_eq!(
-            place(&big, &nodes, &[bound.clone()]),
+            place(&big, &nodes, std::slice::from_ref(&bound)),
             Err("0/1 nodes are available: 1 Insufficient cpu.".into())
         );
         let gpu = pod(|p| p["spec"]["containers"][0]["resources"] = json!({"limits": {"example.com/gpu": "1"}}));
@@ -450,7 +450,7 @@ mod tests {
                 p["spec"]["containers"][0]["ports"] = json!([{"containerPort": 80, "hostPort": 8080, "hostIP": ip}])
             })
         };
-        assert!(place(&port("127.0.0.1"), &nodes, &[bound.clone()]).is_err());
+        assert!(place(&port("127.0.0.1"), &nodes, std::slice::from_ref(&bound)).is_err());
         let mut udp = port("0.0.0.0");
         udp["spec"]["containers"][0]["ports"][0]["protocol"] = json!("UDP");
         assert_eq!(place(&udp, &nodes, &[bound]), Ok("a".into()));
