@@ -50,7 +50,12 @@ impl EventType {
             dockerlet_pod::admission::UNSUPPORTED_SECURITY_CONTEXT,
             dockerlet_pod::admission::UNSUPPORTED_POD_SPEC,
         ];
-        if WARNINGS.contains(&reason) {
+        // kubelet's predicate admission: OutOfcpu, OutOfpods, …, and the predicates' names.
+        let refused_by_node = reason.starts_with("OutOf")
+            || dockerlet_pod::node_fit::PREDICATES.contains(&reason)
+            || reason == dockerlet_pod::admission::POD_OS_NOT_SUPPORTED
+            || reason == dockerlet_pod::admission::POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH;
+        if WARNINGS.contains(&reason) || refused_by_node {
             EventType::Warning
         } else {
             EventType::Normal

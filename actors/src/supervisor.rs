@@ -49,8 +49,9 @@ use dockerlet_messages::worker::{
     FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::PodUid;
+use dockerlet_pod::admission::Rejection;
 use dockerlet_runtime::ContainerRuntime;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
@@ -120,6 +121,9 @@ pub struct SupervisorConfig {
     pub oom: Option<OomWatcherConfig>,
     /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
     pub stats: Option<StatsConfig>,
+    /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
+    /// against it (kubelet's `initialNode`), or against the API's Node once the agent sees it.
+    pub node: Arc<Node>,
 }
 
 impl SupervisorConfig {
@@ -278,6 +282,10 @@ struct WorkerEntry {
     termination: Option<Termination>,
     /// The pod the worker was started for (orphans get a stand-in with only the UID).
     pod: Arc<Pod>,
+    /// Why the node did not admit the pod (it then never runs); kept for a re-created worker.
+    rejection: Option<Rejection>,
+    /// Its last status was Succeeded or Failed: it no longer counts against the node.
+    finished: bool,
 }
 
 /// A termination asked of a worker.
@@ -301,6 +309,9 @@ pub struct Supervisor {
     /// deletion not through yet): they are done on this node and get no worker again — a watch
     /// event about one only repeats the final deletion.
     finished: HashSet<PodUid>,
+    /// New pods refused by node affinity alone whose Node is being read again before they
+    /// are admitted (they have no worker yet).
+    awaiting_node: HashSet<PodUid>,
     /// Every other child.
     children: Children,
     /// The debug ring and API events.
@@ -325,6 +336,7 @@ impl Supervisor {
                 recorder: EventRecorder::new(config.mode.api().cloned()),
                 workers: HashMap::new(),
                 finished: HashSet::new(),
+                awaiting_node: HashSet::new(),
                 children,
                 handled: 0,
                 config,
@@ -354,6 +366,7 @@ impl Supervisor {
         &self,
         pod: Arc<Pod>,
         termination: Option<Termination>,
+        rejection: Option<Rejection>,
         ctx: &mut Context<Self>,
     ) -> Addr<PodWorker> {
         let me = ctx.address();
@@ -365,21 +378,95 @@ impl Supervisor {
             watch: me.clone().recipient(),
             forget: me.recipient(),
         };
-        let worker = PodWorker::new(pod, self.sync.clone(), links);
+        let mut worker = PodWorker::new(pod, self.sync.clone(), links);
+        if let Some(rejection) = rejection {
+            worker = worker.rejected(rejection);
+        }
         match termination {
             Some(t) => worker.terminating(t.grace).start(),
             None => worker.start(),
         }
     }
 
-    fn add_worker(&mut self, pod: Arc<Pod>, termination: Option<Termination>, ctx: &mut Context<Self>) {
+    /// The Node to admit pods against: the API's, once seen, else the one registered.
+    fn node(&self) -> Arc<Node> {
+        self.config
+            .mode
+            .api()
+            .and_then(|api| api.node_object())
+            .unwrap_or_else(|| self.config.node.clone())
+    }
+
+    /// kubelet's predicate admission of a new pod on `node` against the pods admitted before
+    /// it that still run ([`dockerlet_pod::node_fit`]).
+    fn admit(&self, pod: &Pod, node: &Node) -> Option<Rejection> {
+        let others: Vec<&Pod> = self
+            .workers
+            .values()
+            .filter(|e| e.termination.is_none() && e.rejection.is_none() && !e.finished)
+            .map(|e| e.pod.as_ref())
+            .collect();
+        dockerlet_pod::node_fit::admit(pod, node, &others).err()
+    }
+
+    /// A worker for a pod new to the node, once admitted. Refused by node affinity alone, with
+    /// an API server, the Node is first read again (kubelet's `generalFilter`: the watch may
+    /// lag a label just added) and the pod admitted against it; meanwhile it has no worker.
+    fn add_pod(&mut self, pod: Arc<Pod>, ctx: &mut Context<Self>) {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-        let addr = self.start_worker(pod.clone(), termination, ctx);
+        let rejection = self.admit(&pod, &self.node());
+        let api = self.config.mode.api().cloned();
+        match (rejection, api) {
+            (Some(r), Some(api)) if r.reason == dockerlet_pod::node_fit::NODE_AFFINITY => {
+                if !self.awaiting_node.insert(uid.clone()) {
+                    return;
+                }
+                let fetch = async move { api.get_node().await };
+                ctx.spawn(fetch.into_actor(self).map(move |fetched, act, ctx| {
+                    act.awaiting_node.remove(&uid);
+                    let Some(desired) = act.pods.get(&uid).map(|d| d.pod.clone()) else {
+                        return;
+                    };
+                    if act.workers.contains_key(&uid) {
+                        return;
+                    }
+                    let node = match fetched {
+                        Ok(Some(node)) => Arc::new(node),
+                        Ok(None) => act.node(),
+                        Err(e) => {
+                            tracing::warn!(pod.uid = %uid, error = %e, "cannot read the Node again for admission");
+                            act.node()
+                        }
+                    };
+                    let rejection = act.admit(&desired, &node);
+                    act.add_worker_admitted(desired, None, rejection, ctx);
+                }));
+            }
+            (rejection, _) => self.add_worker_admitted(pod, None, rejection, ctx),
+        }
+    }
+
+    /// A worker that only terminates what runs of `pod` (no admission).
+    fn add_terminating_worker(&mut self, pod: Arc<Pod>, termination: Termination, ctx: &mut Context<Self>) {
+        self.add_worker_admitted(pod, Some(termination), None, ctx);
+    }
+
+    fn add_worker_admitted(
+        &mut self,
+        pod: Arc<Pod>,
+        termination: Option<Termination>,
+        rejection: Option<Rejection>,
+        ctx: &mut Context<Self>,
+    ) {
+        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        let addr = self.start_worker(pod.clone(), termination, rejection.clone(), ctx);
         let entry = WorkerEntry {
             addr,
             restarts: 0,
             termination,
             pod,
+            finished: rejection.is_some(),
+            rejection,
         };
         self.workers.insert(uid, entry);
     }
@@ -404,8 +491,9 @@ impl Supervisor {
             .map(|(uid, _)| uid.clone())
             .collect();
         for uid in dead {
-            let (pod, termination) = (self.workers[&uid].pod.clone(), self.workers[&uid].termination);
-            let addr = self.start_worker(pod, termination, ctx);
+            let entry = &self.workers[&uid];
+            let (pod, termination, rejection) = (entry.pod.clone(), entry.termination, entry.rejection.clone());
+            let addr = self.start_worker(pod, termination, rejection, ctx);
             let entry = self.workers.get_mut(&uid).expect("listed above");
             entry.addr = addr;
             entry.restarts += 1;
@@ -450,7 +538,13 @@ impl Handler<SourcePodsChanged> for Supervisor {
                 entry.addr.do_send(TerminatePod { grace_period: None });
             }
         }
-        for pod in changes.upserted {
+        // kubelet admits new pods oldest first (HandlePodAdditions sorts by creation time).
+        let mut upserted = changes.upserted;
+        upserted.sort_by(|a, b| {
+            let created = |p: &Pod| p.metadata.creation_timestamp.as_ref().map(|t| t.0);
+            created(&a.pod).cmp(&created(&b.pod))
+        });
+        for pod in upserted {
             let shared = pod.pod.clone();
             match self.workers.get_mut(&pod.uid) {
                 Some(entry) if entry.termination.is_none() => {
@@ -465,7 +559,7 @@ impl Handler<SourcePodsChanged> for Supervisor {
                     span.in_scope(|| tracing::info!(origin = %pod.origin, "pod added"));
                     self.recorder
                         .note("PodAdded", pod_ref(&pod.pod), format!("from {}", pod.origin));
-                    self.add_worker(shared, None, ctx);
+                    self.add_pod(shared, ctx);
                 }
             }
         }
@@ -507,7 +601,7 @@ impl Handler<RelistCompleted> for Supervisor {
                 uid.to_string(),
                 "containers of a pod no source wants are being removed".to_string(),
             );
-            self.add_worker(Arc::new(orphan(&uid)), Some(Termination { grace: None }), ctx);
+            self.add_terminating_worker(Arc::new(orphan(&uid)), Termination { grace: None }, ctx);
         }
     }
 }
@@ -553,8 +647,23 @@ macro_rules! forward {
 forward! {
     WatchContainers => probe,
     ForgetPod => probe,
-    SetPodStatus => status,
     RemovePodStatus => status,
+}
+
+impl Handler<SetPodStatus> for Supervisor {
+    type Result = ();
+
+    /// Note whether the pod finished (it then no longer counts at admission); on to the
+    /// StatusActor.
+    fn handle(&mut self, msg: SetPodStatus, _: &mut Self::Context) {
+        self.handled += 1;
+        let uid = PodUid(msg.pod.metadata.uid.clone().unwrap_or_default());
+        if let Some(entry) = self.workers.get_mut(&uid) {
+            let phase = msg.pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            entry.finished = entry.rejection.is_some() || matches!(phase, Some("Succeeded" | "Failed"));
+        }
+        self.children.status.do_send(msg);
+    }
 }
 
 impl Handler<RecordEvent> for Supervisor {
@@ -602,7 +711,7 @@ impl Handler<PodTerminated> for Supervisor {
             })
             .inc();
         let pod = desired.pod.clone();
-        self.add_worker(pod, None, ctx);
+        self.add_pod(pod, ctx);
     }
 }
 
@@ -837,6 +946,13 @@ mod tests {
             pressure: roomy_node(),
             oom: None,
             stats: None,
+            node: Arc::new(Node {
+                metadata: ObjectMeta {
+                    name: Some(NODE.into()),
+                    ..Default::default()
+                },
+                ..Default::default()
+            }),
         }
     }
 
@@ -914,6 +1030,79 @@ mod tests {
         assert!(sup.send(GetPods).await.unwrap().is_empty());
         let stops = runtime.calls().iter().filter(|c| matches!(c, Call::Stop(_))).count();
         assert_eq!(stops, 2, "{:?}", runtime.calls());
+    }
+
+    /// Pods are admitted oldest first against the node's allocatable less the pods admitted
+    /// before them: the one that does not fit fails with kubelet's reason and runs nothing,
+    /// and once the first pod is gone a new one fits again.
+    #[actix::test]
+    async fn pods_that_do_not_fit_beside_the_admitted_ones_are_rejected() {
+        use k8s_openapi::api::core::v1::{NodeStatus, ResourceRequirements};
+        use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let mut config = config();
+        config.node = Arc::new(Node {
+            metadata: ObjectMeta {
+                name: Some(NODE.into()),
+                ..Default::default()
+            },
+            status: Some(NodeStatus {
+                allocatable: Some([("cpu".to_string(), Quantity("2".into()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        });
+        let sup = Supervisor::start(config, Arc::new(runtime.clone()));
+        let wanting = |name: &str, uid: &str, age: i64| {
+            let mut d = desired(name, uid, 0);
+            let pod = Arc::make_mut(&mut d.pod);
+            pod.metadata.creation_timestamp = Some(Time(jiff::Timestamp::from_second(1_000_000 + age).unwrap()));
+            pod.spec.as_mut().unwrap().containers[0].resources = Some(ResourceRequirements {
+                requests: Some([("cpu".to_string(), Quantity("1500m".into()))].into()),
+                ..Default::default()
+            });
+            d
+        };
+        // Listed newest first: the older pod is still the one admitted.
+        sup.do_send(SourcePodsChanged {
+            source: PodSource::File,
+            pods: vec![wanting("second", "u2", 2), wanting("first", "u1", 1)],
+            errors: vec![],
+        });
+        eventually("the first pod runs", || running(&runtime).len() == 2).await;
+        let phase_of = |pods: &[Pod], name: &str| {
+            let pod = pods.iter().find(|p| p.metadata.name.as_deref() == Some(name)).cloned();
+            pod.and_then(|p| p.status).unwrap_or_default()
+        };
+        let mut rejected = Default::default();
+        for _ in 0..200 {
+            rejected = phase_of(&sup.send(GetPods).await.unwrap(), "second");
+            if rejected.phase.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(rejected.phase.as_deref(), Some("Failed"));
+        assert_eq!(rejected.reason.as_deref(), Some("OutOfcpu"));
+        assert_eq!(
+            rejected.message.as_deref(),
+            Some(
+                "Pod was rejected: Node didn't have enough resource: cpu, requested: 1500, used: 1500, capacity: 2000"
+            )
+        );
+        assert_eq!(running(&runtime).len(), 2, "nothing of the rejected pod runs");
+
+        sup.do_send(SourcePodsChanged {
+            source: PodSource::File,
+            pods: vec![wanting("third", "u3", 3)],
+            errors: vec![],
+        });
+        eventually("the third pod runs once the first is gone", || {
+            let state = runtime.state.lock().unwrap();
+            state.containers.values().any(|c| c.observed.pod_uid.0 == "u3")
+        })
+        .await;
     }
 
     /// A PodWorker and the PlegActor that panic are re-created; the pod's containers are not

@@ -53,23 +53,26 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         ),
         (None, None) => None,
     };
+    // The Node as registered: admission checks pods against it in both modes (kubelet's
+    // initialNode), and in cluster mode it is what the agent registers.
+    let facts = crate::node::NodeFacts {
+        name: config.node_name.clone(),
+        ip: host_ip.clone(),
+        labels: config.node_labels.clone(),
+        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        memory_bytes: node_memory_bytes(),
+        docker_version: runtime.version().await.unwrap_or_default(),
+        port: config.port,
+        ephemeral_storage_bytes: FsStats::of(&root_dir).map(|f| f.capacity_bytes),
+        taints: config.taints.clone(),
+        reserved: config.reserved.clone(),
+        eviction: config.eviction_hard.clone(),
+    };
+    let initial_node = crate::node::node(&facts);
     let mode = match api.clone() {
         Some(api) => {
-            let facts = crate::node::NodeFacts {
-                name: config.node_name.clone(),
-                ip: host_ip.clone(),
-                labels: config.node_labels.clone(),
-                cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
-                memory_bytes: node_memory_bytes(),
-                docker_version: runtime.version().await.unwrap_or_default(),
-                port: config.port,
-                ephemeral_storage_bytes: FsStats::of(&root_dir).map(|f| f.capacity_bytes),
-                taints: config.taints.clone(),
-                reserved: config.reserved.clone(),
-                eviction: config.eviction_hard.clone(),
-            };
             let node = NodeStatusConfig {
-                node: crate::node::node(&facts),
+                node: initial_node.clone(),
                 register: config.register_node,
                 update_frequency: config.node_status_update_frequency,
                 report_frequency: config.node_status_report_frequency,
@@ -150,6 +153,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 node_name: config.node_name.clone(),
             }),
             stats: Some(stats),
+            node: Arc::new(initial_node),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );

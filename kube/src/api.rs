@@ -80,6 +80,8 @@ pub struct KubeApi {
     /// Every Service, from one watch started at connect (kubelet's service informer).
     services: std::sync::Arc<ClusterCache<k8s_openapi::api::core::v1::Service>>,
     runtime_classes: std::sync::Arc<ClusterCache<RuntimeClass>>,
+    /// This node's own Node (`metadata.name=<node>`).
+    node_object: std::sync::Arc<ClusterCache<k8s_openapi::api::core::v1::Node>>,
 }
 
 impl std::fmt::Debug for KubeApi {
@@ -182,6 +184,11 @@ impl KubeApi {
             tokens: std::sync::Arc::default(),
             services: std::sync::Arc::new(ClusterCache::start(client.clone(), "services")),
             runtime_classes: std::sync::Arc::new(ClusterCache::start(client.clone(), "runtimeclasses")),
+            node_object: std::sync::Arc::new(ClusterCache::start_selected(
+                client.clone(),
+                "nodes",
+                kube::runtime::watcher::Config::default().fields(&format!("metadata.name={node}")),
+            )),
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
@@ -667,5 +674,17 @@ impl KubeClient for KubeApi {
     /// From the RuntimeClass watch started at connect; no request.
     async fn runtime_class(&self, name: &str) -> Result<Option<std::sync::Arc<RuntimeClass>>, ApiError> {
         self.runtime_classes.get(name, true).await
+    }
+
+    /// One GET of this Node.
+    async fn get_node(&self) -> Result<Option<k8s_openapi::api::core::v1::Node>, ApiError> {
+        self.limiter.wait_turn().await;
+        let api: Api<Node> = Api::all(self.client.clone());
+        api.get_opt(&self.node).await.map_err(|e| failed("get node", e))
+    }
+
+    /// From the watch on this Node started at connect; no request.
+    fn node_object(&self) -> Option<std::sync::Arc<k8s_openapi::api::core::v1::Node>> {
+        self.node_object.first_now()
     }
 }

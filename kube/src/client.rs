@@ -97,6 +97,19 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// exist.
     async fn runtime_class(&self, name: &str) -> Result<Option<Arc<RuntimeClass>>, ApiError>;
 
+    /// This node's Node as the API last showed it (a watch on it alone), without waiting:
+    /// `None` before the first list or when it is not registered. Admission reads its labels,
+    /// taints and allocatable, as kubelet's node lister.
+    fn node_object(&self) -> Option<Arc<Node>> {
+        None
+    }
+
+    /// This node's Node read from the API server now (kubelet's synchronous node fetch when
+    /// only node affinity refused a pod: the watch may not have its newest labels yet).
+    async fn get_node(&self) -> Result<Option<Node>, ApiError> {
+        Ok(self.node_object().map(|n| (*n).clone()))
+    }
+
     /// Create a `authentication.k8s.io/v1` TokenReview (the kubelet API's bearer tokens) and
     /// return it with the API server's status.
     async fn review_token(&self, review: &TokenReview) -> Result<TokenReview, ApiError>;

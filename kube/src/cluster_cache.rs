@@ -1,6 +1,7 @@
 //! Every object of one cluster-wide kind from one watch (kubelet's informers over
-//! `NamespaceAll`): the Services behind the service link environment variables, and the
-//! RuntimeClasses that name a pod's runtime handler. A container start asks the API server
+//! `NamespaceAll`): the Services behind the service link environment variables, the
+//! RuntimeClasses that name a pod's runtime handler, and the node's own Node (admission reads
+//! its labels and taints). A container start asks the API server
 //! nothing.
 
 use std::fmt::Debug;
@@ -53,11 +54,15 @@ where
     /// Start watching every object of the kind (list, then watch; re-list with back-off on
     /// errors).
     pub fn start(client: kube::Client, what: &'static str) -> Self {
+        Self::start_selected(client, what, watcher::Config::default())
+    }
+
+    /// [`ClusterCache::start`] for the objects `config` selects (a field selector: the node's
+    /// own Node).
+    pub fn start_selected(client: kube::Client, what: &'static str, config: watcher::Config) -> Self {
         let (store, writer) = reflector::store::<K>();
         let api: Api<K> = Api::all(client);
-        let stream = watcher(api, watcher::Config::default())
-            .default_backoff()
-            .reflect(writer);
+        let stream = watcher(api, config).default_backoff().reflect(writer);
         let task = tokio::spawn(stream.for_each(|_| std::future::ready(())));
         ClusterCache {
             store,
@@ -85,6 +90,11 @@ where
     pub async fn all(&self, wait: bool) -> Result<Vec<Arc<K>>, ApiError> {
         self.listed(wait).await?;
         Ok(self.store.state())
+    }
+
+    /// The first object as last seen, without waiting: `None` before the first list.
+    pub fn first_now(&self) -> Option<Arc<K>> {
+        self.store.state().into_iter().next()
     }
 
     /// The cluster-scoped object `name` as last seen; `None` when it does not exist.

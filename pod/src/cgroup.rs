@@ -221,6 +221,12 @@ fn all_limited(pod: &Pod, key: &str) -> bool {
         })
 }
 
+/// The pod's request of resource `key` as kubelet's `PodRequests` counts it (cpu in
+/// millicores), requests defaulting to limits.
+pub fn pod_request(pod: &Pod, key: &str) -> Result<i64, FieldError> {
+    pod_sum(pod, true, key)
+}
+
 /// The pod's summed requests and limits.
 pub fn pod_resources(pod: &Pod) -> Result<PodResources, FieldError> {
     Ok(PodResources {

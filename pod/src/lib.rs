@@ -17,6 +17,7 @@
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
 //! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
+//! - [`node_fit`]: kubelet's predicate admission (resources, node affinity, host ports, taints).
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
 //! - [`backoff`]: CrashLoopBackOff, the restart delay of exited containers.
@@ -40,6 +41,7 @@ pub mod hosts;
 pub mod labels;
 pub mod manifest;
 pub mod names;
+pub mod node_fit;
 pub mod plan;
 pub mod probe_state;
 pub mod quantity;

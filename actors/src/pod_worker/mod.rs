@@ -231,6 +231,13 @@ impl PodWorker {
         }
     }
 
+    /// Refuse the pod for why the node cannot take it (kubelet's predicate admission, which the
+    /// Supervisor runs knowing the other pods), unless the pod itself was refused already.
+    pub fn rejected(mut self, rejection: Rejection) -> Self {
+        self.rejection.get_or_insert(rejection);
+        self
+    }
+
     /// Start in the terminating state (an orphaned pod, or re-creation during termination).
     pub fn terminating(mut self, grace: Option<Duration>) -> Self {
         let config = self.sync.config.clone();
