@@ -398,7 +398,9 @@ impl Supervisor {
     }
 
     /// kubelet's predicate admission of a new pod on `node` against the pods admitted before
-    /// it that still run ([`dockerlet_pod::node_fit`]).
+    /// it that still run ([`dockerlet_pod::node_fit`]): as kubelet's pod manager, a pod gone
+    /// from its source no longer counts (one being deleted in the API does until it is gone),
+    /// nor does one that finished.
     fn admit(&self, pod: &Pod, node: &Node) -> Option<Rejection> {
         let others: Vec<&Pod> = self
             .workers

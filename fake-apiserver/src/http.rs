@@ -521,6 +521,17 @@ fn route(
                 let (obj, warnings) = shared.store().create(resource, ns_str, body, &opts()?)?;
                 Ok(json_response(201, &obj, &warnings))
             }
+            // deletecollection: every selected object deleted as one DELETE would, the list
+            // of them answered (a namespaced kind only within a namespace).
+            Method::DELETE if sub.is_none() && !binding && (ns.is_some() || !resource.namespaced) => {
+                let opts = delete_options(query, body)?;
+                let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), resource)?;
+                let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
+                let list = shared
+                    .store()
+                    .delete_collection(resource, ns, &fields, &labels, &opts)?;
+                ok(list)
+            }
             _ => Err(ApiError::method_not_allowed(format!(
                 "the server does not allow this method on the requested resource ({method})"
             ))),

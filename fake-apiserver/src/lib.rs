@@ -420,6 +420,19 @@ impl ApiServer {
         Ok(path)
     }
 
+    /// The client certificate and key of [`ApiServer::client_certificate_kubeconfig`] as PEM
+    /// files in the server's directory (TLS only), for clients other than kubectl.
+    pub fn client_certificate_files(&self) -> io::Result<(PathBuf, PathBuf)> {
+        let tls = self
+            .tls
+            .as_ref()
+            .ok_or_else(|| io::Error::other("client certificates need TLS"))?;
+        let (cert, key) = (self.dir.path().join("client.crt"), self.dir.path().join("client.key"));
+        std::fs::write(&cert, &tls.client_pem.0)?;
+        std::fs::write(&key, &tls.client_pem.1)?;
+        Ok((cert, key))
+    }
+
     /// The CA certificate (PEM) that signed the server's certificate, when serving TLS.
     pub fn ca_pem(&self) -> Option<&str> {
         self.tls.as_ref().map(|t| t.ca_pem.as_str())

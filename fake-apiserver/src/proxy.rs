@@ -231,6 +231,80 @@ fn is_upgrade(req: &HttpRequest) -> bool {
         .any(|t| t.trim().eq_ignore_ascii_case("upgrade"))
 }
 
+fn is_websocket(req: &HttpRequest) -> bool {
+    is_upgrade(req)
+        && req
+            .headers()
+            .get("Upgrade")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.eq_ignore_ascii_case("websocket"))
+}
+
+/// The subprotocols kube-apiserver's `wsstream` reader offers for a log: each chunk one binary
+/// message (also with no subprotocol), or one base64 text message.
+const LOG_PROTOCOLS: [&str; 2] = ["binary.k8s.io", "base64.binary.k8s.io"];
+
+/// `pods/log` over WebSocket (upstream's "should support retrieving logs from the container
+/// over websockets"): as kube-apiserver, the log is read from the kubelet as a plain GET and
+/// each chunk written as a message; the socket closes when the log ends. A kubelet error is
+/// answered before any upgrade.
+async fn log_over_websocket(shared: &Shared, target: Target, req: &HttpRequest, payload: web::Payload) -> HttpResponse {
+    let headers: Vec<(String, Vec<u8>)> = req
+        .headers()
+        .iter()
+        .filter(|(n, _)| !hop_by_hop(n.as_str()) && !n.as_str().starts_with("sec-websocket"))
+        .map(|(n, v)| (n.as_str().to_string(), v.as_bytes().to_vec()))
+        .collect();
+    let response = match kubelet_request(shared, &target, "GET", &headers, false, Bytes::new()).await {
+        Ok(r) => r,
+        Err(e) => return unreachable(&target, "GET", e),
+    };
+    let status = response.status().as_u16();
+    if !(200..=206).contains(&status) {
+        let text = match response.into_body().collect().await {
+            Ok(b) => String::from_utf8_lossy(&b.to_bytes()).into_owned(),
+            Err(e) => e.to_string(),
+        };
+        return status_response(&checked_error(status, text));
+    }
+    let (out, mut session, incoming) = match actix_ws::handle_with_protocols(req, payload, &LOG_PROTOCOLS) {
+        Ok(accepted) => accepted,
+        Err(e) => return status_response(&ApiError::bad_request(format!("unable to upgrade: {e}"))),
+    };
+    let base64 = out
+        .headers()
+        .get("Sec-WebSocket-Protocol")
+        .is_some_and(|p| p.as_bytes() == LOG_PROTOCOLS[1].as_bytes());
+    // Nothing is read from the client but its close and pings (answered by actix-ws).
+    actix_web::rt::spawn(incoming.for_each(|_| std::future::ready(())));
+    actix_web::rt::spawn(async move {
+        use base64::Engine as _;
+        let mut body = http_body_util::BodyStream::new(response.into_body());
+        while let Some(frame) = body.next().await {
+            let data = match frame.map(|f| f.into_data()) {
+                Ok(Ok(data)) if !data.is_empty() => data,
+                Ok(_) => continue,
+                Err(e) => {
+                    debug_log(&format!("log over WebSocket: {e}"));
+                    break;
+                }
+            };
+            let sent = if base64 {
+                session
+                    .text(base64::engine::general_purpose::STANDARD.encode(&data))
+                    .await
+            } else {
+                session.binary(data).await
+            };
+            if sent.is_err() {
+                return;
+            }
+        }
+        let _ = session.close(None).await;
+    });
+    out
+}
+
 fn status_response(err: &ApiError) -> HttpResponse {
     HttpResponse::build(StatusCode::from_u16(err.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR))
         .content_type("application/json")
@@ -254,7 +328,9 @@ pub async fn pod_subresource(
         Err(e) => return status_response(&e),
     };
     let query = req.query_string().to_string();
+    let websocket_log = sub == "log" && is_websocket(&req);
     match pod_target(&shared, &pod, &sub, req.method().as_str(), &query, is_upgrade(&req)) {
+        Ok(Some((target, _))) if websocket_log => log_over_websocket(&shared, target, &req, payload).await,
         Ok(Some((target, answer))) => forward(&shared, target, answer, &req, payload).await,
         // A pod not yet on a node has no log: kube-apiserver streams nothing.
         Ok(None) => HttpResponse::Ok().content_type("text/plain").finish(),

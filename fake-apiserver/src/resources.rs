@@ -226,7 +226,16 @@ pub fn by_kind(api_version: &str, kind: &str) -> Option<&'static ResourceInfo> {
         .find(|r| r.kind == kind && r.api_version() == api_version)
 }
 
-const VERBS: &[&str] = &["create", "delete", "get", "list", "patch", "update", "watch"];
+const VERBS: &[&str] = &[
+    "create",
+    "delete",
+    "deletecollection",
+    "get",
+    "list",
+    "patch",
+    "update",
+    "watch",
+];
 
 fn resource_entry(r: &ResourceInfo) -> Value {
     let mut entry = json!({

@@ -808,6 +808,37 @@ impl Store {
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 
+    /// DELETE of a collection: each selected object as [`Store::delete`] deletes it (those gone
+    /// meanwhile skipped); the `<Kind>List` of them as they were left.
+    pub fn delete_collection(
+        &mut self,
+        resource: &'static ResourceInfo,
+        ns: Option<&str>,
+        fields: &FieldSelector,
+        labels: &LabelSelector,
+        opts: &DeleteOptions,
+    ) -> Result<Value, ApiError> {
+        let mut items = Vec::new();
+        for obj in self.select(resource, ns, fields, labels) {
+            let (ns, name) = (
+                meta_str(&obj, "namespace").to_string(),
+                meta_str(&obj, "name").to_string(),
+            );
+            match self.delete(resource, &ns, &name, opts) {
+                Ok(left) if left["kind"] == "Status" => items.push(obj),
+                Ok(left) => items.push(left),
+                Err(e) if e.code == 404 => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(json!({
+            "kind": format!("{}List", resource.kind),
+            "apiVersion": resource.api_version(),
+            "metadata": {"resourceVersion": self.rv.to_string()},
+            "items": items,
+        }))
+    }
+
     /// DELETE. Bound, non-terminal pods with a grace period > 0 get `deletionTimestamp` and stay
     /// until deleted with grace 0; objects with finalizers stay until the last one is removed.
     pub fn delete(

@@ -465,6 +465,38 @@ fn deleting_a_bound_pod_sets_deletion_timestamp_and_grace_zero_removes_it() {
     );
 }
 
+/// DELETE on a collection (client-go's DeleteCollection, upstream "should delete a collection
+/// of pods"): the selected pods are deleted as one by one, the list of them answered.
+#[test]
+fn deleting_a_collection_deletes_what_the_selector_selects() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    client.post(PODS, &pod("a", "n1", json!({"set": "x"})));
+    client.post(PODS, &pod("b", "", json!({"set": "x"})));
+    client.post(PODS, &pod("c", "n1", json!({"set": "y"})));
+    let (code, list) = client.delete(&format!("{PODS}?labelSelector=set%3Dx"), None);
+    assert_eq!(code, 200, "{list}");
+    assert_eq!(list["kind"], "PodList");
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["a", "b"]);
+    let a = server
+        .get("pods", "default", "a")
+        .expect("a bound pod terminates first");
+    assert!(a["metadata"]["deletionTimestamp"].is_string());
+    assert!(
+        server.get("pods", "default", "b").is_none(),
+        "an unbound one goes at once"
+    );
+    assert!(server.get("pods", "default", "c").is_some(), "not selected");
+    let (code, _) = client.delete("/api/v1/pods", None);
+    assert_eq!(code, 405, "not across namespaces");
+}
+
 /// Unknown fields (in status or anywhere) and wrong types are rejected with a message naming the
 /// field; `fieldValidation=Ignore` drops unknown fields instead.
 #[test]
