@@ -927,6 +927,7 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            log_links: None,
             // No node resolv.conf: the tests do not depend on the machine's.
             dns: dockerlet_pod::dns::ClusterDns {
                 resolv_conf: None,

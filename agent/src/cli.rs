@@ -32,6 +32,11 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub root_dir: Option<PathBuf>,
 
+    /// Where container log files go: `<dir>/<namespace>_<pod>_<uid>/<container>/<restart>.log`,
+    /// linked from `/var/log/containers` [default: /var/log/pods].
+    #[arg(long, value_name = "DIR")]
+    pub pod_logs_dir: Option<PathBuf>,
+
     /// Port of the read-only API (`/pods`); 0 disables it [default: 10255].
     #[arg(long, value_name = "PORT")]
     pub read_only_port: Option<u16>,

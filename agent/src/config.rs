@@ -28,6 +28,8 @@ pub struct AgentConfig {
     pub node_name: String,
     /// State directory.
     pub root_dir: PathBuf,
+    /// `--pod-logs-dir` (`podLogsDir`): the CRI log paths, linked to Docker's json-file logs.
+    pub pod_logs_dir: PathBuf,
     /// Static pod path.
     pub manifest_path: Option<PathBuf>,
     /// Read-only API address; none when disabled.
@@ -245,6 +247,7 @@ struct FileSettings {
     cgroups_per_qos: Option<bool>,
     cgroup_driver: Option<String>,
     pod_pids_limit: Option<i64>,
+    pod_logs_dir: Option<PathBuf>,
     present: bool,
 }
 
@@ -341,6 +344,7 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cgroups_per_qos: field(path, &mut map, "cgroupsPerQOS")?,
         cgroup_driver: field(path, &mut map, "cgroupDriver")?,
         pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
+        pod_logs_dir: field(path, &mut map, "podLogsDir")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -683,6 +687,11 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             .unwrap_or(Duration::from_secs(300)),
         node_name,
         root_dir,
+        pod_logs_dir: cli
+            .pod_logs_dir
+            .clone()
+            .or(file.pod_logs_dir)
+            .unwrap_or_else(|| PathBuf::from("/var/log/pods")),
         manifest_path: cli
             .pod_manifest_path
             .clone()

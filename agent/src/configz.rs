@@ -56,6 +56,7 @@ pub fn configz(config: &AgentConfig) -> Value {
             "kind": "KubeletConfiguration",
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "staticPodPath": config.manifest_path,
+            "podLogsDir": config.pod_logs_dir,
             "syncFrequency": go_duration(config.sync_frequency),
             "fileCheckFrequency": go_duration(config.file_check_frequency),
             "address": api.map(|a| a.address.ip().to_string()),

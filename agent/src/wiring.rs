@@ -127,6 +127,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         min_oom_score_adj: protect_from_oom_killer(),
         root_dir: root_dir.clone(),
         api: api.clone(),
+        log_links: log_links(&runtime, &config.pod_logs_dir, image_dir.as_deref()).await,
         dns: config.dns.clone(),
         security: SecurityConfig {
             seccomp_default: config.seccomp_default,
@@ -401,6 +402,35 @@ async fn pod_cgroups(
 
 fn node_memory_bytes() -> i64 {
     dockerlet_host::meminfo::MemInfo::read().total()
+}
+
+/// The container log links (kubelet's `/var/log/pods` and `/var/log/containers`), when Docker
+/// writes json-file logs under its root; otherwise none, said once.
+async fn log_links(
+    runtime: &DockerRuntime,
+    pods_dir: &std::path::Path,
+    docker_root: Option<&std::path::Path>,
+) -> Option<dockerlet_host::pod_logs::LogLinks> {
+    let driver = match runtime.logging_driver().await {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot read Docker's log driver: no container log files under --pod-logs-dir");
+            return None;
+        }
+    };
+    if driver != "json-file" {
+        tracing::warn!(driver = %driver, "Docker's log driver is not json-file: no container log files under --pod-logs-dir (kubectl logs works through Docker)");
+        return None;
+    }
+    let Some(docker_root) = docker_root else {
+        tracing::warn!("Docker's root directory is not visible here: no container log files under --pod-logs-dir");
+        return None;
+    };
+    Some(dockerlet_host::pod_logs::LogLinks {
+        pods_dir: pods_dir.to_path_buf(),
+        containers_dir: std::path::PathBuf::from(dockerlet_host::pod_logs::CONTAINERS_DIR),
+        docker_root: docker_root.to_path_buf(),
+    })
 }
 
 #[cfg(test)]

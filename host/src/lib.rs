@@ -13,6 +13,7 @@
 //!   projected volumes swapped in with one rename.
 //! - [`ownership`]: fsGroup ownership of a volume's files (kubelet's `SetVolumeOwnership`).
 //! - [`pod_files`]: the pod's `etc-hosts` and `resolv.conf`, and the node files they come from.
+//! - [`pod_logs`]: the container log files under `/var/log/pods` and `/var/log/containers`.
 //! - [`security`]: whether AppArmor is enabled; Localhost seccomp profiles.
 //! - [`cgroup`]: where the node's cgroups are mounted (v1 controllers or the v2 root), and
 //!   one cgroup's CPU, memory, PIDs and pressure (`cgroup::stats`).
@@ -31,6 +32,7 @@ pub mod node_stats;
 pub mod oom;
 pub mod ownership;
 pub mod pod_files;
+pub mod pod_logs;
 pub mod security;
 pub mod signals;
 pub mod volume_dirs;

@@ -187,6 +187,14 @@ impl Agent {
         if !extra_args.contains(&"--cgroup-root") {
             args.extend(["--cgroup-root".to_string(), cgroup_root(&node)]);
         }
+        // Its container log files under its work dir (the links in /var/log/containers are
+        // the machine's: removed when the agent is dropped).
+        if !extra_args.contains(&"--pod-logs-dir") {
+            args.extend([
+                "--pod-logs-dir".to_string(),
+                work.path().join("pod-logs").display().to_string(),
+            ]);
+        }
         args.extend(extra_args.iter().map(|s| s.to_string()));
 
         let http = ureq::Agent::config_builder()
@@ -226,6 +234,22 @@ impl Agent {
             .and_then(|i| self.args.get(i + 1))
             .cloned()
             .unwrap_or_else(|| cgroup_root(&self.node))
+    }
+
+    /// The agent's `--pod-logs-dir` (its work dir's `pod-logs` unless the test gave one).
+    pub fn pod_logs_dir(&self) -> PathBuf {
+        self.args
+            .iter()
+            .position(|a| a == "--pod-logs-dir")
+            .and_then(|i| self.args.get(i + 1))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| {
+                self.work
+                    .as_ref()
+                    .expect("the agent's work dir")
+                    .path()
+                    .join("pod-logs")
+            })
     }
 
     /// The agent's `--root-dir`.
@@ -564,6 +588,7 @@ enum Startup {
 
 impl Drop for Agent {
     fn drop(&mut self) {
+        let pod_logs = self.work.as_ref().map(|_| self.pod_logs_dir());
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
@@ -591,6 +616,9 @@ impl Drop for Agent {
         }
         // The agent is dead, so nothing re-creates containers behind our back.
         docker::remove_node_containers(&self.node);
+        if let Some(pod_logs) = pod_logs {
+            remove_container_log_links(&pod_logs);
+        }
         // Then its pod cgroup tree, now that no container is in it; only a tests' tree (an agent
         // given `--cgroup-root /` shares the machine's).
         let cgroup_root = self.cgroup_root();
@@ -599,6 +627,18 @@ impl Drop for Agent {
         }
         if let Err(e) = remove_cgroup_tree(&cgroup_root) {
             eprintln!("---- node {}: cgroup tree left behind: {e}", self.node);
+        }
+    }
+}
+
+/// The `/var/log/containers` links into `pod_logs` (a dropped agent's container logs).
+fn remove_container_log_links(pod_logs: &std::path::Path) {
+    let Ok(entries) = std::fs::read_dir("/var/log/containers") else {
+        return;
+    };
+    for link in entries.flatten().map(|e| e.path()) {
+        if std::fs::read_link(&link).is_ok_and(|t| t.starts_with(pod_logs)) {
+            let _ = std::fs::remove_file(&link);
         }
     }
 }

@@ -77,6 +77,12 @@ impl DockerRuntime {
         Ok(info.cgroup_driver.map(|d| d.to_string()).unwrap_or_default())
     }
 
+    /// Docker's default log driver (`LoggingDriver`: `json-file`, `local`, `journald`, …).
+    pub async fn logging_driver(&self) -> Result<String, RuntimeError> {
+        let info = self.docker.info().await.map_err(|e| failed("info", e))?;
+        Ok(info.logging_driver.unwrap_or_default())
+    }
+
     /// Docker's root directory (`DockerRootDir`): its filesystem holds images and containers.
     pub async fn root_dir(&self) -> Option<std::path::PathBuf> {
         let info = self.docker.info().await.ok()?;

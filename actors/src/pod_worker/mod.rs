@@ -83,6 +83,9 @@ pub struct PodWorkerConfig {
     /// The API server (API-server mode): Secrets and ConfigMaps for env, Services for the
     /// service link variables.
     pub api: Option<Arc<dyn dockerlet_kube::KubeClient>>,
+    /// The container log files under `--pod-logs-dir` and `/var/log/containers`; none when
+    /// Docker's log driver is not json-file.
+    pub log_links: Option<dockerlet_host::pod_logs::LogLinks>,
     /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`: the pods' DNS and FQDNs.
     pub dns: dockerlet_pod::dns::ClusterDns,
     /// `--seccomp-default`, `--allowed-unsafe-sysctls` and whether the host has AppArmor:
@@ -1017,6 +1020,7 @@ mod tests {
             min_oom_score_adj: -1000,
             root_dir: std::env::temp_dir(),
             api: None,
+            log_links: None,
             // No node resolv.conf: the tests do not depend on the machine's.
             dns: dockerlet_pod::dns::ClusterDns {
                 resolv_conf: None,

@@ -439,6 +439,16 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
                     },
                 }),
             }
+            // Its log files (kubelet's container GC removes a deleted pod's log directory).
+            if let Some(links) = sync.config.log_links.clone() {
+                let pod_uid = uid.0.clone();
+                match tokio::task::spawn_blocking(move || links.remove_pod(&pod_uid)).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(e)) => tracing::warn!(error = %e, "cannot remove the pod's log files"),
+                    Err(e) => tracing::warn!(error = %e, "cannot remove the pod's log files"),
+                }
+                remove_dangling_logs(&sync).await;
+            }
             // And the pod cgroup, once no container is left in it (kubelet's pod cgroup
             // cleanup).
             if let Err(e) = remove_pod_cgroup(&sync, &uid).await {
@@ -448,6 +458,19 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
         }
     }
     outcome
+}
+
+/// `/var/log/containers` links whose container is gone (kubelet's container GC), off the
+/// actor thread.
+async fn remove_dangling_logs(sync: &SyncContext) {
+    let Some(links) = sync.config.log_links.clone() else {
+        return;
+    };
+    match tokio::task::spawn_blocking(move || links.remove_dangling()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "cannot remove dangling container log links"),
+        Err(e) => tracing::warn!(error = %e, "cannot remove dangling container log links"),
+    }
 }
 
 /// Make (or check) the pod's cgroup with its limits, off the actor thread; returns the
@@ -726,11 +749,15 @@ impl Executor<'_> {
             }
         }
         self.start_all(actions, observed).await;
-        // Dead instances go after the restart, which should not wait for them.
+        // Dead instances go after the restart, which should not wait for them; then the log
+        // links left dangling by removed instances.
         for id in &actions.remove {
             if let Err(e) = self.sync.remove(id).await {
                 tracing::warn!(container = %id, error = %e, "could not remove dead container");
             }
+        }
+        if !actions.remove.is_empty() {
+            remove_dangling_logs(self.sync).await;
         }
     }
 
@@ -1020,6 +1047,7 @@ impl Executor<'_> {
             "Created",
             format!("Created container {}", container.name),
         ));
+        self.link_logs(&container.name, start.attempt, &id).await;
         let started = self.sync.runtime.start_container(&id).await;
         let kind = match start.role {
             ContainerRole::Init => ContainerType::init_container,
@@ -1045,6 +1073,34 @@ impl Executor<'_> {
                     .push(WorkerEvent::container(&container.name, "Failed", format!("Error: {e}")));
                 tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
             }
+        }
+    }
+
+    /// The new instance's log files (`--pod-logs-dir`, `/var/log/containers`), off the actor
+    /// thread. Without them the container still runs and `kubectl logs` works: a failure is
+    /// logged, not the container's.
+    async fn link_logs(&self, container: &str, attempt: u32, id: &ContainerId) {
+        let Some(links) = self.sync.config.log_links.clone() else {
+            return;
+        };
+        let (name, namespace, uid) = dockerlet_pod::spec::pod_identity(self.pod);
+        let (name, namespace, uid) = (name.to_string(), namespace.to_string(), uid.to_string());
+        let (container, id) = (container.to_string(), id.0.clone());
+        let linked = tokio::task::spawn_blocking(move || {
+            links.link(&dockerlet_host::pod_logs::Instance {
+                namespace: &namespace,
+                pod: &name,
+                uid: &uid,
+                container: &container,
+                attempt,
+                id: &id,
+            })
+        })
+        .await;
+        match linked {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "no container log file"),
+            Err(e) => tracing::warn!(error = %e, "no container log file"),
         }
     }
 
