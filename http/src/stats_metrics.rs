@@ -317,6 +317,25 @@ fn cgroup_series(e: &mut Exposition, base: &Base, stats: &ContainerStats) {
         base.with(&[("cpu", "total")]),
         cpu_seconds(stats.cpu.as_ref()),
     );
+    if let Some(cpu) = &stats.cpu {
+        let split = [
+            (
+                "container_cpu_user_seconds_total",
+                "Cumulative user cpu time consumed in seconds.",
+                cpu.user_nano_seconds,
+            ),
+            (
+                "container_cpu_system_seconds_total",
+                "Cumulative system cpu time consumed in seconds.",
+                cpu.system_nano_seconds,
+            ),
+        ];
+        for (name, help, ns) in split {
+            if let Some(ns) = ns {
+                e.sample(name, "counter", help, base.labels(), ns as f64 / 1e9, Some(&cpu.time));
+            }
+        }
+    }
     if let Some(mem) = &stats.memory {
         let t = Some(&mem.time);
         let mut gauge = |name: &'static str, help: &str, v: Option<u64>| {
@@ -573,6 +592,8 @@ mod tests {
             usage_nano_cores: Some(1000),
             usage_core_nano_seconds: Some(ns),
             psi: None,
+            user_nano_seconds: Some(ns / 5 * 4),
+            system_nano_seconds: Some(ns / 5),
         })
     }
 
@@ -717,6 +738,8 @@ mod tests {
             "container_cpu_usage_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 2.5 1796119205000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 90 1796119205000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 3 1796119205000",
+            "container_cpu_user_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 2 1796119205000",
+            "container_cpu_system_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 0.5 1796119205000",
             "container_memory_working_set_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4096 1796119206000",
             "container_spec_memory_limit_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 5096",
             "container_memory_failures_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",failure_type=\"pgmajfault\",scope=\"container\"} 1 1796119206000",

@@ -221,6 +221,23 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
             number(&cpu.value),
             nanos_as_seconds(&c["cpu"]["usageCoreNanoSeconds"])
         ));
+        // The user/system split (cpuacct.stat on v1: sampled at each clock tick, where the total
+        // is exact): together about the total, for the same reading.
+        let part = |metric: &str| {
+            let labels = [("container", name), ("pod", pod_name.as_str())];
+            find(&cad, metric, &labels).unwrap_or_else(|| panic!("{metric} of {name}:\n{cadvisor}"))
+        };
+        let (user, system) = (
+            part("container_cpu_user_seconds_total"),
+            part("container_cpu_system_seconds_total"),
+        );
+        assert_eq!((user.timestamp, system.timestamp), (cpu.timestamp, cpu.timestamp));
+        let split = number(&user.value) + number(&system.value);
+        assert!(
+            (split - number(&cpu.value)).abs() <= 0.1 + 0.2 * number(&cpu.value),
+            "user + system {split} against {} for {name}",
+            number(&cpu.value)
+        );
     }
     let limit = find(
         &cad,

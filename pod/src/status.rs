@@ -354,10 +354,9 @@ pub fn pod_phase(
         }
     }
 
-    let mut app_ran = false;
+    let app_ran = app_container_ran(apps);
     for s in apps {
         let st = s.state.clone().unwrap_or_default();
-        app_ran |= st.running.is_some() || st.terminated.is_some();
         if st.running.is_some() {
             running += 1;
         } else if let Some(code) = exit_of(s) {
@@ -394,6 +393,15 @@ pub fn pod_phase(
         "Pending"
     };
     phase.to_string()
+}
+
+/// Whether some app container runs or ran (its state is running or terminated).
+fn app_container_ran(apps: &[ContainerStatus]) -> bool {
+    apps.iter().any(|s| {
+        s.state
+            .as_ref()
+            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
+    })
 }
 
 /// A condition's truth, reason and message.
@@ -438,12 +446,7 @@ fn conditions(
 ) -> Vec<PodCondition> {
     let succeeded = phase == "Succeeded";
     // kubelet: once an app container ran, the pod stays initialized.
-    let app_ran = apps.iter().any(|s| {
-        s.state
-            .as_ref()
-            .is_some_and(|st| st.running.is_some() || st.terminated.is_some())
-    });
-    let incomplete = if app_ran {
+    let incomplete = if app_container_ran(apps) {
         Vec::new()
     } else {
         incomplete_init(init_specs, init)

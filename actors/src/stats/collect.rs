@@ -295,9 +295,7 @@ impl Collector {
         ContainerStats {
             name: name.to_string(),
             start_time: start,
-            cpu: s
-                .cpu_usage_ns
-                .map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone())),
+            cpu: cgroup_cpu(time, s, rate),
             memory: s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone())),
             accelerators: Vec::new(),
             rootfs: None,
@@ -407,10 +405,7 @@ impl Collector {
                     .clone()
                     .or_else(|| c.created_at.clone())
                     .unwrap_or_else(|| time.clone()),
-                cpu: cgroup.as_ref().and_then(|s| {
-                    s.cpu_usage_ns
-                        .map(|ns| cpu_stats(time, Some(ns), rate, s.cpu_psi.clone()))
-                }),
+                cpu: cgroup.as_ref().and_then(|s| cgroup_cpu(time, s, rate)),
                 memory: cgroup
                     .as_ref()
                     .and_then(|s| s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone()))),
@@ -459,10 +454,7 @@ impl Collector {
             },
             start_time: sandbox.created_at.clone().unwrap_or_else(|| time.clone()),
             containers: container_stats,
-            cpu: pod.as_ref().and_then(|s| {
-                s.cpu_usage_ns
-                    .map(|ns| cpu_stats(time, Some(ns), pod_rate, s.cpu_psi.clone()))
-            }),
+            cpu: pod.as_ref().and_then(|s| cgroup_cpu(time, s, pod_rate)),
             memory: pod
                 .as_ref()
                 .and_then(|s| s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone()))),
@@ -651,7 +643,18 @@ fn cpu_stats(time: &Time, ns: Option<u64>, rate: Option<u64>, psi: Option<PsiSta
         usage_nano_cores: rate,
         usage_core_nano_seconds: ns,
         psi,
+        user_nano_seconds: None,
+        system_nano_seconds: None,
     }
+}
+
+/// A cgroup's CPU figures (its user and system split included).
+fn cgroup_cpu(time: &Time, s: &CgroupStats, rate: Option<u64>) -> Option<CpuStats> {
+    s.cpu_usage_ns.map(|ns| CpuStats {
+        user_nano_seconds: s.cpu_user_ns,
+        system_nano_seconds: s.cpu_system_ns,
+        ..cpu_stats(time, Some(ns), rate, s.cpu_psi.clone())
+    })
 }
 
 fn memory_stats(time: &Time, m: MemoryUsage, psi: Option<PsiStats>) -> MemoryStats {

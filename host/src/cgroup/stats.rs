@@ -4,6 +4,7 @@
 //! | figure | cgroup v1 | cgroup v2 |
 //! |---|---|---|
 //! | CPU ns | `cpuacct.usage` | `cpu.stat` `usage_usec` × 1000 |
+//! | user / system CPU ns | `cpuacct.stat` `user`/`system` × 10⁹ / USER_HZ | `cpu.stat` `user_usec`/`system_usec` × 1000 |
 //! | memory usage | `memory.usage_in_bytes` | `memory.current` |
 //! | working set | usage − `total_inactive_file` | usage − `inactive_file` (never below 0) |
 //! | rss | `total_rss` | `anon` |
@@ -123,6 +124,10 @@ pub struct MemoryUsage {
 pub struct CgroupStats {
     /// CPU time used, in nanoseconds.
     pub cpu_usage_ns: Option<u64>,
+    /// Of it, in user mode (v1 `cpuacct.stat` in clock ticks; v2 `cpu.stat` `user_usec`).
+    pub cpu_user_ns: Option<u64>,
+    /// Of it, in kernel mode.
+    pub cpu_system_ns: Option<u64>,
     /// Memory.
     pub memory: Option<MemoryUsage>,
     /// Tasks in the cgroup.
@@ -141,8 +146,14 @@ impl CgroupStats {
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a CgroupStats>) -> CgroupStats {
         let mut out = CgroupStats::default();
         for p in parts {
-            if let Some(ns) = p.cpu_usage_ns {
-                *out.cpu_usage_ns.get_or_insert(0) += ns;
+            for (total, part) in [
+                (&mut out.cpu_usage_ns, p.cpu_usage_ns),
+                (&mut out.cpu_user_ns, p.cpu_user_ns),
+                (&mut out.cpu_system_ns, p.cpu_system_ns),
+            ] {
+                if let Some(ns) = part {
+                    *total.get_or_insert(0) += ns;
+                }
             }
             if let Some(pids) = p.pids {
                 *out.pids.get_or_insert(0) += pids;
@@ -208,9 +219,16 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
         major_page_faults,
         limit: (limit < V1_UNLIMITED).then_some(limit),
     };
-    let cpu_usage_ns = match cpuacct.filter(|d| d.is_dir()) {
-        Some(dir) => Some(read_u64(&dir.join("cpuacct.usage"))?),
-        None => None,
+    let (cpu_usage_ns, user_system) = match cpuacct.filter(|d| d.is_dir()) {
+        Some(dir) => {
+            let usage = read_u64(&dir.join("cpuacct.usage"))?;
+            // Clock ticks (USER_HZ) to nanoseconds.
+            let tick_ns = 1_000_000_000 / rustix::param::clock_ticks_per_second().max(1);
+            let split = optional(read_keys(&dir.join("cpuacct.stat"), ["user", "system"]))?
+                .map(|[u, s]| (u.saturating_mul(tick_ns), s.saturating_mul(tick_ns)));
+            (Some(usage), split)
+        }
+        None => (None, None),
     };
     let pids = match pids.filter(|d| d.is_dir()) {
         Some(dir) => optional(read_u64(&dir.join("pids.current")))?,
@@ -218,6 +236,8 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
     };
     Ok(CgroupStats {
         cpu_usage_ns,
+        cpu_user_ns: user_system.map(|(u, _)| u),
+        cpu_system_ns: user_system.map(|(_, s)| s),
         memory: Some(memory),
         pids,
         ..CgroupStats::default()
@@ -244,9 +264,15 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         major_page_faults,
         limit,
     };
-    let cpu_usage_ns = optional(read_keys(&dir.join("cpu.stat"), ["usage_usec"]))?.map(|[us]| us.saturating_mul(1000));
+    let cpu = optional(read_keys(
+        &dir.join("cpu.stat"),
+        ["usage_usec", "user_usec", "system_usec"],
+    ))?
+    .map(|usec| usec.map(|us| us.saturating_mul(1000)));
     Ok(CgroupStats {
-        cpu_usage_ns,
+        cpu_usage_ns: cpu.map(|[usage, _, _]| usage),
+        cpu_user_ns: cpu.map(|[_, user, _]| user),
+        cpu_system_ns: cpu.map(|[_, _, system]| system),
         memory: Some(memory),
         pids: optional(read_u64(&dir.join("pids.current")))?,
         cpu_psi: optional(read_psi(&dir.join("cpu.pressure")))?,
@@ -414,6 +440,19 @@ mod tests {
         let s = read(&layout, &path).unwrap();
         assert_eq!(s.cpu_usage_ns, Some(5));
         assert_eq!(s.memory.unwrap().limit, Some(100));
+        assert_eq!((s.cpu_user_ns, s.cpu_system_ns), (None, None), "no cpuacct.stat");
+        write(
+            &tmp.path().join("cpuacct"),
+            &[(
+                "cpuacct.stat",
+                "user 3
+system 1
+",
+            )],
+        );
+        let tick = 1_000_000_000 / rustix::param::clock_ticks_per_second();
+        let s = read(&layout, &path).unwrap();
+        assert_eq!((s.cpu_user_ns, s.cpu_system_ns), (Some(3 * tick), Some(tick)));
     }
 
     /// v2: usage_usec in ns, anon as rss, `max` as no limit, the three pressure files.
@@ -441,6 +480,7 @@ mod tests {
         let layout = CgroupLayout::v2_at(tmp.path());
         let s = read(&layout, &CgroupPath::Same("/kubepods/pod1".into())).unwrap();
         assert_eq!(s.cpu_usage_ns, Some(2_500_000));
+        assert_eq!((s.cpu_user_ns, s.cpu_system_ns), (Some(2_000_000), Some(500_000)));
         let m = s.memory.unwrap();
         // inactive_file above usage: the working set is 0, never negative.
         assert_eq!((m.usage, m.working_set, m.rss, m.limit), (4096, 0, 1024, None));
