@@ -160,8 +160,15 @@ impl Handler<RemovePodStatus> for StatusActor {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
             let name = pod.metadata.name.clone().unwrap_or_default();
             let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
+            let hash = pod
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_HASH))
+                .cloned()
+                .unwrap_or_default();
             let future = async move {
-                if let Err(e) = api.delete_mirror_pod(&namespace, &name).await {
+                if let Err(e) = api.delete_mirror_pod(&namespace, &name, &hash).await {
                     tracing::warn!(error = %e, "cannot delete the mirror pod");
                 }
             }

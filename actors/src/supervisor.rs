@@ -312,6 +312,11 @@ pub struct Supervisor {
     /// New pods refused by node affinity alone whose Node is being read again before they
     /// are admitted (they have no worker yet).
     awaiting_node: HashSet<PodUid>,
+    /// Static pods waiting for a terminating static pod of the same namespace and name (an
+    /// edited manifest's earlier version) to stop first, by that full name: kubelet's
+    /// `waitingToStartStaticPodsByFullname`, so the two never run at once and the mirror pod
+    /// stays the old one's until it is gone. The newest version waiting wins.
+    waiting_static: HashMap<(String, String), PodUid>,
     /// Every other child.
     children: Children,
     /// The debug ring and API events.
@@ -337,6 +342,7 @@ impl Supervisor {
                 workers: HashMap::new(),
                 finished: HashSet::new(),
                 awaiting_node: HashSet::new(),
+                waiting_static: HashMap::new(),
                 children,
                 handled: 0,
                 config,
@@ -416,6 +422,17 @@ impl Supervisor {
     /// lag a label just added) and the pod admitted against it; meanwhile it has no worker.
     fn add_pod(&mut self, pod: Arc<Pod>, ctx: &mut Context<Self>) {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        if let Some(name) = static_full_name(&pod) {
+            let terminating = self
+                .workers
+                .values()
+                .any(|e| e.termination.is_some() && static_full_name(&e.pod).as_ref() == Some(&name));
+            if terminating {
+                tracing::info!(pod.uid = %uid, pod.name = %pod_ref(&pod), "static pod waits for its earlier version to stop");
+                self.waiting_static.insert(name, uid);
+                return;
+            }
+        }
         let rejection = self.admit(&pod, &self.node());
         let api = self.config.mode.api().cloned();
         match (rejection, api) {
@@ -608,6 +625,17 @@ impl Handler<RelistCompleted> for Supervisor {
     }
 }
 
+/// A static pod's namespace and name (kubelet's full name), which one version at a time may
+/// run under; `None` for API pods and orphans.
+fn static_full_name(pod: &Pod) -> Option<(String, String)> {
+    let source = dockerlet_pod::annotations::source(pod)?;
+    if source == dockerlet_pod::annotations::SOURCE_API {
+        return None;
+    }
+    let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
+    Some((namespace.to_string(), name.to_string()))
+}
+
 /// A stand-in for a pod known only by the UID on its containers; the name is for logs.
 fn orphan(uid: &PodUid) -> Pod {
     Pod {
@@ -689,6 +717,11 @@ impl Handler<PodTerminated> for Supervisor {
         self.handled += 1;
         if let Some(entry) = self.workers.remove(&msg.uid) {
             entry.addr.do_send(StopActor);
+            // A newer version of a static pod that waited for this one starts now.
+            let waiting = static_full_name(&entry.pod).and_then(|name| self.waiting_static.remove(&name));
+            if let Some(next) = waiting.and_then(|uid| self.pods.get(&uid).map(|d| d.pod.clone())) {
+                self.add_pod(next, ctx);
+            }
         }
         self.recorder.forget(&msg.uid.0);
         let Some(desired) = self.pods.get(&msg.uid) else {
@@ -1106,6 +1139,60 @@ mod tests {
             state.containers.values().any(|c| c.observed.pod_uid.0 == "u3")
         })
         .await;
+    }
+
+    /// An edited static pod (same namespace and name, a new UID) starts only once its earlier
+    /// version has stopped and its containers are gone, as kubelet runs one at a time.
+    #[actix::test]
+    async fn a_static_pods_new_version_waits_for_the_old_one_to_stop() {
+        let runtime = FakeRuntime::with_images(&["img:1"]);
+        let sup = supervisor(&runtime);
+        let version = |uid: &str| {
+            let mut d = desired("web", uid, 1);
+            let pod = Arc::make_mut(&mut d.pod);
+            pod.metadata.annotations = Some(
+                [(
+                    dockerlet_pod::annotations::CONFIG_SOURCE.to_string(),
+                    "file".to_string(),
+                )]
+                .into(),
+            );
+            d
+        };
+        sup.do_send(SourcePodsChanged {
+            source: PodSource::File,
+            pods: vec![version("u1")],
+            errors: vec![],
+        });
+        eventually("the first version runs", || running(&runtime).len() == 2).await;
+        let old: Vec<String> = running(&runtime).into_iter().map(|(id, _)| id).collect();
+        // The old version takes a while to stop.
+        runtime.state.lock().unwrap().stop_delay = Duration::from_millis(500);
+        sup.do_send(SourcePodsChanged {
+            source: PodSource::File,
+            pods: vec![version("u2")],
+            errors: vec![],
+        });
+        eventually("the second version runs", || {
+            let state = runtime.state.lock().unwrap();
+            state
+                .containers
+                .values()
+                .filter(|c| c.observed.pod_uid.0 == "u2" && c.observed.state == RuntimeState::Running)
+                .count()
+                == 2
+        })
+        .await;
+        let calls = runtime.calls();
+        let last_removal = calls
+            .iter()
+            .rposition(|c| matches!(c, Call::Remove(id) if old.contains(&id.0)))
+            .expect("the old containers removed");
+        let first_create = calls
+            .iter()
+            .position(|c| matches!(c, Call::Create(name) if name.contains("_u2_")))
+            .expect("the new containers created");
+        assert!(last_removal < first_create, "{calls:?}");
     }
 
     /// A PodWorker and the PlegActor that panic are re-created; the pod's containers are not

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresource};
-use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use dockerlet_integration_tests::{docker, holds_for, wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
 /// The API server of these tests (HTTPS if `tls`), with its ServiceAccount admission: the pods
@@ -387,6 +387,82 @@ fn static_pods_get_mirror_pods() {
     );
 
     std::fs::remove_file(manifests.path().join("sleeper.yaml")).expect("remove manifest");
+    wait_for("the mirror pod deleted", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", &name).is_none().then_some(())
+    });
+}
+
+/// Upstream `mirror_pod_grace_period_test.go` (NodeConformance): a static pod that takes a
+/// while to stop keeps its mirror pod (same UID, Running) through its grace period, when its
+/// manifest is edited (the new version starts only after the old one stopped, then gets a new
+/// mirror pod) and when it is deleted (then the mirror goes).
+#[test]
+fn mirror_pods_stay_through_the_static_pods_grace_period() {
+    let api = api_server(false);
+    let manifests = ManifestDir::new();
+    let agent = start("api-mirror-grace", &api, &manifests);
+    let manifest = |marker: &str| {
+        format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: graceful, namespace: default}}
+spec:
+  terminationGracePeriodSeconds: 30
+  containers:
+  - name: main
+    image: dockerlet.local/busybox:1
+    env: [{{name: VERSION, value: "{marker}"}}]
+    command: ["sh", "-c", "trap 'sleep 6; exit 0' TERM; while true; do sleep 1; done"]
+"#
+        )
+    };
+    manifests.write("graceful.yaml", &manifest("one"));
+    let name = agent.pod_name("graceful");
+    let running = |api: &ApiServer| {
+        api.get("pods", "default", &name)
+            .filter(|p| p["status"]["phase"] == "Running" && p["metadata"]["deletionTimestamp"].is_null())
+    };
+    let first = wait_for("a Running mirror pod", POD_START_TIMEOUT, || running(&api));
+    let first_uid = first["metadata"]["uid"].clone();
+    let annotations = &first["metadata"]["annotations"];
+    assert_eq!(
+        annotations["kubernetes.io/config.mirror"],
+        annotations["kubernetes.io/config.hash"]
+    );
+
+    // Edited: the old version stops over about 6 s; its mirror stays meanwhile.
+    manifests.write("graceful.yaml", &manifest("two"));
+    holds_for(
+        "the first mirror pod Running while its static pod stops",
+        Duration::from_secs(4),
+        || match running(&api) {
+            Some(p) if p["metadata"]["uid"] == first_uid => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
+    let second = wait_for("the new version's mirror pod", POD_START_TIMEOUT, || {
+        running(&api).filter(|p| p["metadata"]["uid"] != first_uid)
+    });
+    let env = &second["spec"]["containers"][0]["env"][0]["value"];
+    assert_eq!(env, "two", "the mirror pod is the new version's");
+    let versions: Vec<String> = docker::node_containers(agent.node())
+        .iter()
+        .filter(|c| !c.is_sandbox() && c.pod_name() == name)
+        .filter_map(|c| c.env("VERSION").map(str::to_string))
+        .collect();
+    assert_eq!(versions, ["two"], "never both versions at once once it runs");
+
+    // Deleted: the mirror stays through the grace period, then goes.
+    let second_uid = second["metadata"]["uid"].clone();
+    manifests.remove("graceful.yaml");
+    holds_for(
+        "the mirror pod Running while its static pod stops",
+        Duration::from_secs(4),
+        || match running(&api) {
+            Some(p) if p["metadata"]["uid"] == second_uid => Ok(()),
+            other => Err(format!("{other:?}")),
+        },
+    );
     wait_for("the mirror pod deleted", CHANGE_TIMEOUT, || {
         api.get("pods", "default", &name).is_none().then_some(())
     });

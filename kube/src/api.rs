@@ -384,18 +384,19 @@ impl KubeClient for KubeApi {
     }
 
     /// Delete the mirror pod of a static pod that is gone.
-    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str, hash: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
         let Some(existing) = api.get_opt(name).await.map_err(|e| failed("get mirror pod", e))? else {
             return Ok(());
         };
-        let is_mirror = existing
+        let mirrored = existing
             .metadata
             .annotations
             .as_ref()
-            .is_some_and(|a| a.contains_key(dockerlet_pod::annotations::CONFIG_MIRROR));
-        if !is_mirror {
+            .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_MIRROR));
+        // Not a mirror pod, or a newer version's (an edited manifest's) already.
+        if mirrored.is_none_or(|h| !hash.is_empty() && h != hash) {
             return Ok(());
         }
         self.delete_pod(namespace, name, existing.metadata.uid.as_deref().unwrap_or_default())

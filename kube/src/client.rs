@@ -31,8 +31,9 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
     /// Make sure a static pod has its mirror pod, with this status.
     async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError>;
 
-    /// Delete a static pod's mirror pod (the static pod is gone).
-    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError>;
+    /// Delete a static pod's mirror pod (the static pod is gone): only the mirror of that
+    /// version (`config.mirror` = `hash`), not a newer version's of the same name.
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str, hash: &str) -> Result<(), ApiError>;
 
     /// Delete a pod for good (grace 0, UID precondition) once it has stopped here.
     async fn delete_pod(&self, namespace: &str, name: &str, uid: &str) -> Result<(), ApiError>;

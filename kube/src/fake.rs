@@ -160,7 +160,7 @@ impl KubeClient for FakeKube {
         Ok(())
     }
 
-    async fn delete_mirror_pod(&self, namespace: &str, name: &str) -> Result<(), ApiError> {
+    async fn delete_mirror_pod(&self, namespace: &str, name: &str, _hash: &str) -> Result<(), ApiError> {
         self.record(KubeCall::MirrorPodDeleted(format!("{namespace}/{name}")));
         Ok(())
     }

@@ -78,6 +78,8 @@ pub struct FakeState {
     next_id: u64,
     /// How long each create takes (to test that a slow start can be cut short).
     pub create_delay: Duration,
+    /// How long `stop_container` takes (a container slow to stop: its SIGTERM trap).
+    pub stop_delay: Duration,
     /// Make listing fail, as when the engine is unreachable.
     pub unreachable: bool,
     /// Exit code of every exec (0 unless a test sets it).
@@ -254,8 +256,15 @@ impl Containers for FakeRuntime {
     }
 
     async fn stop_container(&self, id: &ContainerId, _grace: Duration) -> Result<(), RuntimeError> {
+        let delay = {
+            let mut state = self.state.lock().expect("fake state");
+            state.calls.push(Call::Stop(id.clone()));
+            state.stop_delay
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(Call::Stop(id.clone()));
         if let Some(c) = state.containers.get_mut(&id.0) {
             if c.observed.state == RuntimeState::Running {
                 c.observed.state = RuntimeState::Exited;
