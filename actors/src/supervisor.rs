@@ -465,6 +465,30 @@ impl Supervisor {
         }
     }
 
+    /// The desired pods without a worker yet, each with why, for the debug page.
+    fn waiting_pods(&self) -> Vec<serde_json::Value> {
+        let named = |uid: &PodUid| self.pods.get(uid).map(|d| pod_ref(&d.pod));
+        let static_waits = self.waiting_static.iter().filter_map(|((ns, name), uid)| {
+            Some(json!({
+                "pod": named(uid)?,
+                "uid": uid.0,
+                "why": format!(
+                    "an earlier version of static pod {ns}/{name} is still stopping; one version runs at a time, \
+                     so this one starts when that one has stopped"
+                ),
+            }))
+        });
+        let node_waits = self.awaiting_node.iter().filter_map(|uid| {
+            Some(json!({
+                "pod": named(uid)?,
+                "uid": uid.0,
+                "why": "its node affinity does not match the Node as last watched; the Node is being read again \
+                        before the pod is admitted or rejected",
+            }))
+        });
+        static_waits.chain(node_waits).collect()
+    }
+
     /// A worker that only terminates what runs of `pod` (no admission).
     fn add_terminating_worker(&mut self, pod: Arc<Pod>, termination: Termination, ctx: &mut Context<Self>) {
         self.add_worker_admitted(pod, Some(termination), None, ctx);
@@ -866,6 +890,8 @@ impl Handler<GetDebugSnapshot> for Supervisor {
                 "desired_pods": self.pods.len(),
                 "workers": self.workers.len(),
                 "sources_ready": self.pods.sources_ready(),
+                // Desired pods that have no worker yet, and why.
+                "waiting_pods": self.waiting_pods(),
             }),
             view: None,
         };
@@ -1173,6 +1199,11 @@ mod tests {
             pods: vec![version("u2")],
             errors: vec![],
         });
+        // Meanwhile the debug page says why the new version has no worker.
+        let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
+        let waiting = &snapshot.actors[0].detail["waiting_pods"];
+        assert_eq!(waiting[0]["uid"], "u2", "{waiting}");
+        assert!(waiting[0]["why"].as_str().unwrap().contains("still stopping"), "{waiting}");
         eventually("the second version runs", || {
             let state = runtime.state.lock().unwrap();
             state
@@ -1184,6 +1215,8 @@ mod tests {
         })
         .await;
         let calls = runtime.calls();
+        let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
+        assert_eq!(snapshot.actors[0].detail["waiting_pods"], json!([]), "nothing waits any more");
         let last_removal = calls
             .iter()
             .rposition(|c| matches!(c, Call::Remove(id) if old.contains(&id.0)))
