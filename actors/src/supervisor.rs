@@ -1203,7 +1203,10 @@ mod tests {
         let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
         let waiting = &snapshot.actors[0].detail["waiting_pods"];
         assert_eq!(waiting[0]["uid"], "u2", "{waiting}");
-        assert!(waiting[0]["why"].as_str().unwrap().contains("still stopping"), "{waiting}");
+        assert!(
+            waiting[0]["why"].as_str().unwrap().contains("still stopping"),
+            "{waiting}"
+        );
         eventually("the second version runs", || {
             let state = runtime.state.lock().unwrap();
             state
@@ -1216,7 +1219,11 @@ mod tests {
         .await;
         let calls = runtime.calls();
         let snapshot = sup.send(GetDebugSnapshot).await.unwrap();
-        assert_eq!(snapshot.actors[0].detail["waiting_pods"], json!([]), "nothing waits any more");
+        assert_eq!(
+            snapshot.actors[0].detail["waiting_pods"],
+            json!([]),
+            "nothing waits any more"
+        );
         let last_removal = calls
             .iter()
             .rposition(|c| matches!(c, Call::Remove(id) if old.contains(&id.0)))
