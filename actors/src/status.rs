@@ -160,13 +160,7 @@ impl Handler<RemovePodStatus> for StatusActor {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
             let name = pod.metadata.name.clone().unwrap_or_default();
             let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
-            let hash = pod
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_HASH))
-                .cloned()
-                .unwrap_or_default();
+            let hash = dockerlet_pod::annotations::config_hash(&pod).to_string();
             let future = async move {
                 if let Err(e) = api.delete_mirror_pod(&namespace, &name, &hash).await {
                     tracing::warn!(error = %e, "cannot delete the mirror pod");

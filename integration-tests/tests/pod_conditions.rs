@@ -9,13 +9,7 @@ mod common;
 use dockerlet_integration_tests::{holds_for, wait_until, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
-fn condition(pod: &Value, kind: &str) -> Value {
-    pod["status"]["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
+use common::condition;
 
 #[test]
 fn ready_follows_the_readiness_gates_and_another_os_is_rejected() {

@@ -6,15 +6,8 @@
 mod common;
 
 use dockerlet_integration_tests::{wait_until, CHANGE_TIMEOUT, POD_START_TIMEOUT};
-use serde_json::Value;
 
-fn condition(pod: &Value, kind: &str) -> Value {
-    pod["status"]["conditions"]
-        .as_array()
-        .and_then(|all| all.iter().find(|c| c["type"] == kind))
-        .cloned()
-        .unwrap_or(Value::Null)
-}
+use common::condition;
 
 #[test]
 fn unbound_pods_are_scheduled_onto_the_node_that_fits_them() {

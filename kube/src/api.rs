@@ -319,13 +319,7 @@ impl KubeClient for KubeApi {
             .clone()
             .unwrap_or_else(|| "default".to_string());
         let name = static_pod.metadata.name.clone().unwrap_or_default();
-        let hash = static_pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_HASH))
-            .cloned()
-            .unwrap_or_default();
+        let hash = dockerlet_pod::annotations::config_hash(static_pod).to_string();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
         let existing = api
             .get_opt(&name)

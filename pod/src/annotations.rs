@@ -24,3 +24,12 @@ pub fn source(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
         .get(CONFIG_SOURCE)
         .map(String::as_str)
 }
+
+/// The pod's `kubernetes.io/config.hash` (a static pod's content hash), empty when absent.
+pub fn config_hash(pod: &k8s_openapi::api::core::v1::Pod) -> &str {
+    pod.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(CONFIG_HASH))
+        .map_or("", String::as_str)
+}

@@ -99,3 +99,12 @@ pub fn kubectl_with_stdin(
     drop(input);
     child.wait_with_output().expect("kubectl's output")
 }
+
+/// The pod's status condition of type `kind`, or null.
+pub fn condition(pod: &serde_json::Value, kind: &str) -> serde_json::Value {
+    pod["status"]["conditions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["type"] == kind))
+        .cloned()
+        .unwrap_or(serde_json::Value::Null)
+}
