@@ -41,6 +41,7 @@ run: docker image build
 		--read-only-port 10255 --healthz-port 10248 --debug-address 127.0.0.1:10265
 
 test: docker image
+	scripts/ensure-test-tools.sh
 	$(CARGO) build --workspace --bins
 	@mkdir -p target
 	set -o pipefail; $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS) 2>&1 | tee target/test-output.log

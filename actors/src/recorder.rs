@@ -29,8 +29,9 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 17] = [
+        const WARNINGS: [&str; 18] = [
             "BackOff",
+            "FailedToRetrieveImagePullSecret",
             "FailedMount",
             "Failed",
             "Unhealthy",

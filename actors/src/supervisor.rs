@@ -335,6 +335,7 @@ impl Supervisor {
                 runtime,
                 cache,
                 config: config.worker.clone(),
+                pulls: Default::default(),
             };
             Supervisor {
                 pods: PodConfig::new(config.sources()),

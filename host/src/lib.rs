@@ -25,6 +25,7 @@
 
 pub mod atomic_writer;
 pub mod cgroup;
+pub mod docker_config;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;

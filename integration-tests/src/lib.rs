@@ -43,6 +43,7 @@ pub mod kubelet_stream;
 pub mod manifest;
 pub mod pod;
 pub mod promtool;
+pub mod registry;
 pub mod wait;
 
 pub use docker::{Container, DieEvents};

@@ -76,6 +76,8 @@ pub struct FakeKubeState {
     pub calls: Vec<KubeCall>,
     /// Secrets' data by `namespace/name`.
     pub secrets: BTreeMap<String, BTreeMap<String, String>>,
+    /// Secrets' `type` by `namespace/name` (none: Opaque).
+    pub secret_types: BTreeMap<String, String>,
     /// ConfigMaps' data by `namespace/name`.
     pub config_maps: BTreeMap<String, BTreeMap<String, String>>,
     /// ConfigMaps' binaryData by `namespace/name` (for ConfigMaps also in `config_maps`).
@@ -201,8 +203,10 @@ impl KubeClient for FakeKube {
 
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ApiError> {
         let state = self.state.lock().expect("fake state");
-        Ok(state.secrets.get(&format!("{namespace}/{name}")).map(|data| {
+        let key = format!("{namespace}/{name}");
+        Ok(state.secrets.get(&key).map(|data| {
             Arc::new(Secret {
+                type_: state.secret_types.get(&key).cloned(),
                 data: Some(
                     data.iter()
                         .map(|(k, v)| (k.clone(), ByteString(v.clone().into_bytes())))

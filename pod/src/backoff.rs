@@ -99,6 +99,82 @@ fn elapsed(since: Timestamp, now: Timestamp) -> Duration {
     Duration::try_from(now.duration_since(since)).unwrap_or(Duration::ZERO)
 }
 
+/// kubelet's image pull back-off (`pkg/kubelet/images/image_manager.go`): a client-go
+/// `flowcontrol.Backoff` of 10 s doubling to 300 s, keyed by pod UID and image, that remembers
+/// the last pull's error for the `ImagePullBackOff` message. An entry untouched for twice the
+/// cap starts over at the initial delay; a successful pull removes it.
+#[derive(Debug, Default)]
+pub struct PullBackoff {
+    config: BackoffConfig,
+    entries: std::collections::HashMap<(String, String), PullFailure>,
+}
+
+/// The last failed pull of one image for one pod.
+#[derive(Debug, Clone)]
+struct PullFailure {
+    at: std::time::Instant,
+    delay: Duration,
+    message: String,
+}
+
+/// A pull that may not be tried yet.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PullBackingOff {
+    /// When it may be tried again.
+    pub until: std::time::Instant,
+    /// The last pull's error (`ErrImagePull: <message>`, kubelet's prevPullErrMsg).
+    pub last_error: String,
+}
+
+impl PullBackoff {
+    /// A back-off with these delays (kubelet's are the defaults, not configurable).
+    pub fn new(config: BackoffConfig) -> Self {
+        PullBackoff {
+            config,
+            entries: Default::default(),
+        }
+    }
+
+    /// Whether `image` is in back-off for the pod `uid` at `now` (IsInBackOffSinceUpdate).
+    pub fn backing_off(&self, uid: &str, image: &str, now: std::time::Instant) -> Option<PullBackingOff> {
+        let entry = self.entries.get(&(uid.to_string(), image.to_string()))?;
+        let until = entry.at + entry.delay;
+        (now < until).then(|| PullBackingOff {
+            until,
+            last_error: entry.message.clone(),
+        })
+    }
+
+    /// A pull failed with `message`: the next delay (Next), returned as when it ends.
+    pub fn failed(&mut self, uid: &str, image: &str, message: String, now: std::time::Instant) -> std::time::Instant {
+        let reset = self.config.reset_after();
+        self.entries.retain(|_, e| now.saturating_duration_since(e.at) <= reset);
+        let config = self.config;
+        let entry = self
+            .entries
+            .entry((uid.to_string(), image.to_string()))
+            .and_modify(|e| e.delay = (e.delay * 2).min(config.max))
+            .or_insert(PullFailure {
+                at: now,
+                delay: config.initial,
+                message: String::new(),
+            });
+        entry.at = now;
+        entry.message = message;
+        now + entry.delay
+    }
+
+    /// A pull succeeded: its back-off is gone.
+    pub fn succeeded(&mut self, uid: &str, image: &str) {
+        self.entries.remove(&(uid.to_string(), image.to_string()));
+    }
+
+    /// The pod is gone: forget its entries.
+    pub fn forget_pod(&mut self, uid: &str) {
+        self.entries.retain(|(u, _), _| u != uid);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -182,5 +258,46 @@ mod tests {
             restart_decision(&c, &dead(5, 100, 800), "h", at(801)),
             RestartDecision::StartNow { step: 1 }
         );
+    }
+    /// The pull back-off doubles from 10 s to 300 s, answers the last error while it lasts,
+    /// starts over after a success or 10 idle minutes, and is kept per pod and image.
+    #[test]
+    fn the_pull_backoff_doubles_and_resets() {
+        use std::time::Instant;
+        let mut b = PullBackoff::new(BackoffConfig::default());
+        let t0 = Instant::now();
+        assert_eq!(b.backing_off("u", "img", t0), None);
+        assert_eq!(
+            b.failed("u", "img", "ErrImagePull: one".into(), t0),
+            t0 + Duration::from_secs(10)
+        );
+        let off = b
+            .backing_off("u", "img", t0 + Duration::from_secs(9))
+            .expect("in back-off");
+        assert_eq!(off.last_error, "ErrImagePull: one");
+        assert_eq!(b.backing_off("u", "img", t0 + Duration::from_secs(10)), None);
+        assert_eq!(b.backing_off("other", "img", t0), None);
+        let t1 = t0 + Duration::from_secs(11);
+        assert_eq!(
+            b.failed("u", "img", "ErrImagePull: two".into(), t1),
+            t1 + Duration::from_secs(20)
+        );
+        let mut t = t1;
+        for _ in 0..10 {
+            t += Duration::from_secs(1);
+            b.failed("u", "img", "again".into(), t);
+        }
+        assert_eq!(
+            b.backing_off("u", "img", t).unwrap().until,
+            t + Duration::from_secs(300)
+        );
+        let later = t + Duration::from_secs(601);
+        assert_eq!(b.failed("u", "img", "x".into(), later), later + Duration::from_secs(10));
+        b.succeeded("u", "img");
+        assert_eq!(b.backing_off("u", "img", later), None);
+        b.failed("u", "a", "x".into(), later);
+        b.failed("v", "a", "x".into(), later);
+        b.forget_pod("u");
+        assert!(b.backing_off("u", "a", later).is_none() && b.backing_off("v", "a", later).is_some());
     }
 }

@@ -32,6 +32,7 @@ pub mod annotations;
 pub mod backoff;
 pub mod cgroup;
 pub mod container;
+pub mod credentials;
 pub mod deadline;
 pub mod dns;
 pub mod envvars;

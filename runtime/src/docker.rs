@@ -24,8 +24,8 @@ use dockerlet_pod::labels;
 
 use super::{
     pause, Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput,
-    ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RuntimeError,
-    RuntimeEvent, StreamOptions, TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
+    ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RegistryAuth,
+    RuntimeError, RuntimeEvent, StreamOptions, TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
@@ -337,16 +337,22 @@ impl Images for DockerRuntime {
         Ok(users.user(image).cloned().unwrap_or_default())
     }
 
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
         let options = CreateImageOptions {
             from_image: Some(image.to_string()),
             ..Default::default()
         };
+        let credentials = auth.map(|a| bollard::auth::DockerCredentials {
+            username: Some(a.username.clone()),
+            password: Some(a.password.clone()),
+            serveraddress: Some(a.server.clone()),
+            ..Default::default()
+        });
         self.docker
-            .create_image(Some(options), None, None)
+            .create_image(Some(options), None, credentials)
             .try_collect::<Vec<_>>()
             .await
-            .map_err(|e| failed(&format!("pull image {image}"), e))?;
+            .map_err(|e| pull_failed(image, e))?;
         self.known_images().insert(image.to_string());
         // The reference may name another image now: its user is inspected again when needed.
         self.image_users().ids.remove(image);
@@ -357,7 +363,7 @@ impl Images for DockerRuntime {
         match configured {
             Some(image) => {
                 if !self.image_present(image).await? {
-                    self.pull_image(image).await?;
+                    self.pull_image(image, None).await?;
                 }
                 Ok(image.to_string())
             }
@@ -693,6 +699,21 @@ fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
             operation: operation.to_string(),
             source: other,
         },
+    }
+}
+
+/// A failed pull: the engine's refusal or the registry's unreachability, with Docker's words.
+/// Errors that are not the engine's answer (the socket) stay [`RuntimeError::EngineFailed`].
+fn pull_failed(image: &str, error: bollard::errors::Error) -> RuntimeError {
+    let message = match &error {
+        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
+        bollard::errors::Error::DockerStreamError { error } => error.clone(),
+        _ => return failed(&format!("pull image {image}"), error),
+    };
+    RuntimeError::PullFailed {
+        image: image.to_string(),
+        unreachable: crate::unreachable_registry_message(&message),
+        message: format!("Error response from daemon: {message}"),
     }
 }
 

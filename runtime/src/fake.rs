@@ -16,7 +16,7 @@ use dockerlet_pod::labels;
 
 use super::{
     ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, LogChunks, LogRequest,
-    LogStream, RuntimeError, RuntimeEvent,
+    LogStream, RegistryAuth, RuntimeError, RuntimeEvent,
 };
 
 /// A call, as the fake saw it: one per Docker Engine API request the real runtime would make.
@@ -99,6 +99,10 @@ pub struct FakeState {
     pub interactive: BTreeMap<String, bool>,
     /// Log output by container ID: (stream, line) in the order written.
     pub logs: BTreeMap<String, Vec<(LogStream, String)>>,
+    /// Images a pull can fetch, each with the (user, password) it needs (none: anonymous).
+    pub registry: BTreeMap<String, Option<(String, String)>>,
+    /// The user of each pull's credential, in order (none: anonymous).
+    pub pull_users: Vec<Option<String>>,
     /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
     events: Vec<futures::channel::mpsc::UnboundedSender<Result<RuntimeEvent, RuntimeError>>>,
 }
@@ -310,15 +314,30 @@ impl Images for FakeRuntime {
         Ok(state.image_users.get(image).cloned().unwrap_or_default())
     }
 
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        self.state
-            .lock()
-            .expect("fake state")
-            .calls
-            .push(Call::Pull(image.to_string()));
-        Err(RuntimeError::NotFound {
-            what: format!("image {image}"),
-        })
+    /// Pulls what [`FakeState::registry`] serves, with its credential; any other image's
+    /// registry cannot be reached (an offline node), and a wrong or missing credential is
+    /// refused as Docker refuses it.
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        state.calls.push(Call::Pull(image.to_string()));
+        state.pull_users.push(auth.map(|a| a.username.clone()));
+        let Some(wanted) = state.registry.get(image).cloned() else {
+            return Err(RuntimeError::PullFailed {
+                image: image.to_string(),
+                message: format!("Error response from daemon: dial tcp: lookup {image}: no such host"),
+                unreachable: true,
+            });
+        };
+        let given = auth.map(|a| (a.username.clone(), a.password.clone()));
+        if wanted.is_some() && given != wanted {
+            return Err(RuntimeError::PullFailed {
+                image: image.to_string(),
+                message: "Error response from daemon: no basic auth credentials".into(),
+                unreachable: false,
+            });
+        }
+        state.images.push(image.to_string());
+        Ok(())
     }
 
     async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {

@@ -23,6 +23,7 @@ pub mod measured;
 pub mod pause;
 
 pub use dockerlet_pod::container::{CreateSpec, NetworkMode, PortBinding};
+pub use dockerlet_pod::credentials::RegistryAuth;
 
 use std::time::Duration;
 
@@ -75,6 +76,45 @@ pub enum RuntimeError {
         /// `std::env::consts::ARCH`.
         arch: &'static str,
     },
+    /// A pull the engine could not do: the registry refused it (credentials, a missing image)
+    /// or could not be reached. Retried after the pull back-off.
+    #[error("{message}")]
+    PullFailed {
+        /// The image.
+        image: String,
+        /// The engine's answer, as `docker pull` prints it.
+        message: String,
+        /// The registry could not be reached (name, connection, timeout), as opposed to refusing.
+        unreachable: bool,
+    },
+}
+
+impl RuntimeError {
+    /// A pull failed only because the registry could not be reached: an offline node may use the
+    /// copy it has. A refusal (no or wrong credentials, no such image) is never papered over.
+    pub fn registry_unreachable(&self) -> bool {
+        matches!(self, RuntimeError::PullFailed { unreachable: true, .. })
+    }
+}
+
+/// Whether an engine's pull error says the registry could not be reached rather than that it
+/// refused: Go's resolver and dialer errors, as Docker passes them on.
+pub fn unreachable_registry_message(message: &str) -> bool {
+    const TRANSPORT: &[&str] = &[
+        "dial tcp",
+        "no such host",
+        "connection refused",
+        "connection reset",
+        "i/o timeout",
+        "network is unreachable",
+        "no route to host",
+        "server misbehaving",
+        "Temporary failure in name resolution",
+        "TLS handshake timeout",
+        "Client.Timeout exceeded",
+        "context deadline exceeded",
+    ];
+    TRANSPORT.iter().any(|t| message.contains(t))
 }
 
 /// The Docker events the PLEG is told of: the OOM killer struck (Docker sends `oom` just before
@@ -165,8 +205,8 @@ pub trait Images: Send + Sync {
     /// inspect per image (none when [`Images::image_present`] inspected it already).
     async fn image_user(&self, image: &str) -> Result<String, RuntimeError>;
 
-    /// Pull the image from its registry.
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError>;
+    /// Pull the image from its registry, with this credential (anonymously without).
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError>;
 
     /// Make sure the sandbox image is present, provisioning the built-in one if needed; returns
     /// the image reference to use.
@@ -352,4 +392,27 @@ pub enum PortForwardError {
     /// entered.
     #[error("{0}")]
     Connect(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+#[cfg(test)]
+mod tests {
+    /// Docker's words for a registry it could not reach, against those of a refusal.
+    #[test]
+    fn unreachable_registries_are_told_from_refusals() {
+        for unreachable in [
+            r#"Get "https://dockerlet.local/v2/": dial tcp: lookup dockerlet.local: no such host"#,
+            r#"Get "http://127.0.0.1:1/v2/": dial tcp 127.0.0.1:1: connect: connection refused"#,
+            r#"Get "https://r.example/v2/": net/http: TLS handshake timeout"#,
+        ] {
+            assert!(super::unreachable_registry_message(unreachable), "{unreachable}");
+        }
+        for refused in [
+            r#"Head "http://127.0.0.1:5555/v2/private/busybox/manifests/t1": no basic auth credentials"#,
+            "pull access denied for x, repository does not exist or may require 'docker login': denied",
+            "unauthorized: authentication required",
+            "manifest for r.example/app:2 not found: manifest unknown",
+        ] {
+            assert!(!super::unreachable_registry_message(refused), "{refused}");
+        }
+    }
 }

@@ -12,7 +12,9 @@ use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::BoxStream;
 
-use crate::{ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RuntimeError, RuntimeEvent};
+use crate::{
+    ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RegistryAuth, RuntimeError, RuntimeEvent,
+};
 
 /// `inner`, with every call counted in `metrics`.
 pub struct Measured<R> {
@@ -107,8 +109,8 @@ impl<R: ContainerRuntime> Images for Measured<R> {
             .await
     }
 
-    async fn pull_image(&self, image: &str) -> Result<(), RuntimeError> {
-        self.call(RuntimeOperation::pull_image, self.inner.pull_image(image))
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+        self.call(RuntimeOperation::pull_image, self.inner.pull_image(image, auth))
             .await
     }
 

@@ -275,6 +275,7 @@ impl PodWorker {
                 if let Some(api) = &self.sync.config.api {
                     api.forget_pod(&self.uid.0);
                 }
+                self.sync.pulls.lock().expect("pull back-off").forget_pod(&self.uid.0);
                 self.links.removed.do_send(RemovePodStatus {
                     uid: self.uid.clone(),
                     final_status: self.final_status.take(),
@@ -1145,6 +1146,7 @@ mod tests {
             runtime: Arc::new(runtime.clone()),
             cache,
             config: config(),
+            pulls: Default::default(),
         }
     }
 
@@ -1699,5 +1701,139 @@ mod tests {
             Some("services have not yet been read at least once, cannot construct envvars")
         );
         assert!(spec_of("k8s_app_web_default_u10_0").is_none());
+    }
+    /// A private image is pulled with the credential of the pod's `imagePullSecrets`; without
+    /// one the pull is refused (ErrImagePull, then ImagePullBackOff with the last error) even
+    /// though the image is on the node (a refusal is never papered over by the local copy); a
+    /// missing pull Secret is a Warning and the pull goes on.
+    #[actix::test]
+    async fn private_images_are_pulled_with_the_pods_pull_secret() {
+        use base64::Engine as _;
+        use dockerlet_kube::fake::FakeKube;
+        use k8s_openapi::api::core::v1::LocalObjectReference;
+        let api = FakeKube::new("n1");
+        let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
+        {
+            let mut state = api.state.lock().unwrap();
+            let config = format!(r#"{{"auths":{{"reg.example:5000":{{"auth":"{auth}"}}}}}}"#);
+            state.secrets.insert(
+                "default/regcred".into(),
+                [(".dockerconfigjson".to_string(), config)].into(),
+            );
+            state
+                .secret_types
+                .insert("default/regcred".into(), "kubernetes.io/dockerconfigjson".into());
+        }
+        let image = "reg.example:5000/private/app:1";
+        let runtime = FakeRuntime::with_images(&[image]);
+        runtime
+            .state
+            .lock()
+            .unwrap()
+            .registry
+            .insert(image.into(), Some(("alice".into(), "s3cret".into())));
+        let mut sync = relisted(&runtime);
+        let mut config = (*config()).clone();
+        config.api = Some(Arc::new(api));
+        sync.config = Arc::new(config);
+        let with_secrets = |name: &str, uid: &str, secrets: &[&str]| {
+            let mut pod = (*named(name, uid)).clone();
+            let spec = pod.spec.as_mut().unwrap();
+            spec.containers[0].image = Some(image.into());
+            spec.containers[0].image_pull_policy = Some("Always".into());
+            spec.image_pull_secrets = Some(
+                secrets
+                    .iter()
+                    .map(|s| LocalObjectReference { name: s.to_string() })
+                    .collect(),
+            );
+            Arc::new(pod)
+        };
+        let sink = Sink::default().start();
+        let _with = PodWorker::new(
+            with_secrets("with", "uw", &["gone", "regcred"]),
+            sync.clone(),
+            links(&sink),
+        )
+        .start();
+        let _without = PodWorker::new(with_secrets("without", "uo", &[]), sync, links(&sink)).start();
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let created: Vec<String> = runtime
+            .state
+            .lock()
+            .unwrap()
+            .containers
+            .values()
+            .map(|c| c.spec.name.clone())
+            .collect();
+        assert!(
+            created.contains(&"k8s_app_with_default_uw_0".to_string()),
+            "{created:?}"
+        );
+        assert!(!created.iter().any(|n| n.starts_with("k8s_app_without")), "{created:?}");
+        let users = runtime.state.lock().unwrap().pull_users.clone();
+        assert!(
+            users.contains(&Some("alice".into())) && users.contains(&None),
+            "{users:?}"
+        );
+        let events = sink.send(Events).await.unwrap();
+        assert!(
+            events.iter().any(|e| e
+                == "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed."),
+            "{events:?}"
+        );
+        let waiting = |statuses: &[Pod]| {
+            statuses
+                .iter()
+                .rev()
+                .find(|p| p.metadata.name.as_deref() == Some("without"))
+                .and_then(|p| {
+                    p.status
+                        .as_ref()?
+                        .container_statuses
+                        .as_ref()?
+                        .first()?
+                        .state
+                        .clone()?
+                        .waiting
+                })
+        };
+        let first = waiting(&sink.send(Statuses).await.unwrap()).expect("waiting");
+        assert_eq!(first.reason.as_deref(), Some("ErrImagePull"));
+        assert_eq!(
+            first.message.as_deref(),
+            Some(
+                r#"failed to pull image "reg.example:5000/private/app:1": Error response from daemon: no basic auth credentials"#
+            )
+        );
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let later = waiting(&sink.send(Statuses).await.unwrap()).expect("waiting");
+        assert_eq!(later.reason.as_deref(), Some("ImagePullBackOff"));
+        assert_eq!(
+            later.message.as_deref(),
+            Some(
+                r#"Back-off pulling image "reg.example:5000/private/app:1": ErrImagePull: failed to pull image "reg.example:5000/private/app:1": Error response from daemon: no basic auth credentials"#
+            )
+        );
+        let anonymous = runtime
+            .state
+            .lock()
+            .unwrap()
+            .pull_users
+            .iter()
+            .filter(|u| u.is_none())
+            .count();
+        assert_eq!(anonymous, 1, "no pull during the back-off");
+        let events = sink.send(Events).await.unwrap();
+        assert!(
+            events
+                .iter()
+                .any(|e| e == r#"BackOff: Back-off pulling image "reg.example:5000/private/app:1""#),
+            "{events:?}"
+        );
+        assert!(
+            events.iter().any(|e| e == "Failed: Error: ImagePullBackOff"),
+            "{events:?}"
+        );
     }
 }

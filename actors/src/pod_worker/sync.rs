@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, Secret};
 use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_host::pod_files::{self, PodFileError};
@@ -18,6 +18,7 @@ use dockerlet_messages::probe::ProbeResults;
 use dockerlet_pod::container::{
     container_env, container_spec, env_references, sandbox_spec, EnvObjects, ManagedFiles, PodContext,
 };
+use dockerlet_pod::credentials::DockerKeyring;
 use dockerlet_pod::dns::{pod_dns, ResolvConf, ResolvConfError};
 use dockerlet_pod::hosts::{self, HostnameError, PodHostname};
 use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions, StartAction};
@@ -182,6 +183,8 @@ pub struct SyncContext {
     pub cache: Arc<PodCache>,
     /// The worker's settings.
     pub config: Arc<PodWorkerConfig>,
+    /// kubelet's image pull back-off, of every pod (by pod UID and image).
+    pub pulls: Arc<std::sync::Mutex<dockerlet_pod::backoff::PullBackoff>>,
 }
 
 impl SyncContext {
@@ -970,6 +973,12 @@ impl Executor<'_> {
         };
         let container = container.as_ref();
         if let Err(reason) = self.ensure_image(container).await {
+            // kubelet's startContainer: `Failed` "Error: ErrImagePull" (the reason alone).
+            self.outcome.events.push(WorkerEvent::container(
+                &container.name,
+                "Failed",
+                format!("Error: {}", reason.reason),
+            ));
             self.outcome.waiting.insert(container.name.clone(), reason);
             return;
         }
@@ -1295,55 +1304,211 @@ impl Executor<'_> {
                 ));
                 Ok(())
             }
-            _ => {
-                self.outcome.events.push(WorkerEvent::container(
-                    &container.name,
-                    "Pulling",
-                    format!("Pulling image \"{image}\""),
-                ));
-                let began = std::time::Instant::now();
-                let pulled = self.sync.runtime.pull_image(&image).await;
-                self.pulled(container, &image, began.elapsed(), pulled, present)
-            }
+            _ => self.pull(container, &image, present).await,
         }
     }
 
-    /// The events and outcome of a pull.
+    /// Pull `image` for `container` unless its pull is in back-off (kubelet's
+    /// EnsureImageExists and PullImage): with each credential that matches it in turn (the
+    /// pod's `imagePullSecrets`, then the node's Docker config), anonymously when none does.
+    async fn pull(&mut self, container: &Container, image: &str, present: bool) -> Result<(), WaitingReason> {
+        let (_, _, uid) = pod_identity(self.pod);
+        let uid = uid.to_string();
+        let backing_off = self
+            .sync
+            .pulls
+            .lock()
+            .expect("pull back-off")
+            .backing_off(&uid, image, Instant::now());
+        if let Some(off) = backing_off {
+            let message = format!("Back-off pulling image \"{image}\"");
+            self.outcome
+                .events
+                .push(WorkerEvent::container(&container.name, "BackOff", message.clone()));
+            self.retry_at(off.until);
+            return Err(WaitingReason {
+                reason: "ImagePullBackOff".into(),
+                message: format!("{message}: {}", off.last_error),
+            });
+        }
+        let keyrings = self.pull_keyrings().await.map_err(|message| WaitingReason {
+            reason: "ErrImagePull".into(),
+            message,
+        })?;
+        let auths = dockerlet_pod::credentials::lookup(&keyrings, image);
+        self.outcome.events.push(WorkerEvent::container(
+            &container.name,
+            "Pulling",
+            format!("Pulling image \"{image}\""),
+        ));
+        let began = Instant::now();
+        let mut errors = Vec::new();
+        if auths.is_empty() {
+            errors.extend(self.sync.runtime.pull_image(image, None).await.err());
+        } else {
+            for auth in &auths {
+                match self.sync.runtime.pull_image(image, Some(auth)).await {
+                    Ok(()) => {
+                        errors.clear();
+                        break;
+                    }
+                    Err(e) => {
+                        tracing::debug!(image = %image, registry = %auth.server, error = %e, "pull with a credential failed");
+                        errors.push(e);
+                    }
+                }
+            }
+        }
+        self.pulled(container, image, began.elapsed(), errors, present)
+    }
+
+    /// The credentials a pull may use: the pod's `imagePullSecrets` (a missing one is a
+    /// `FailedToRetrieveImagePullSecret` Warning and the pull goes on, as in kubelet; one that
+    /// is not a Docker config fails the pull), then the node's Docker config file.
+    async fn pull_keyrings(&mut self) -> Result<Vec<DockerKeyring>, String> {
+        let mut keyrings = Vec::new();
+        let names: Vec<String> = self
+            .pod
+            .spec
+            .as_ref()
+            .and_then(|s| s.image_pull_secrets.as_ref())
+            .into_iter()
+            .flatten()
+            .map(|r| r.name.clone())
+            .filter(|n| !n.is_empty())
+            .collect();
+        let (_, namespace, _) = pod_identity(self.pod);
+        let mut missing = Vec::new();
+        for name in names {
+            let secret = match &self.sync.config.api {
+                Some(api) => match api.secret(namespace, &name).await {
+                    Ok(found) => found,
+                    Err(e) => {
+                        tracing::info!(secret = %name, error = %e, "unable to retrieve a pull secret; the image pull may not succeed");
+                        None
+                    }
+                },
+                None => None,
+            };
+            let Some(secret) = secret else {
+                missing.push(name);
+                continue;
+            };
+            if let Some(keyring) = pull_secret_keyring(&secret, namespace, &name)? {
+                keyrings.push(keyring);
+            }
+        }
+        if !missing.is_empty() {
+            self.outcome.events.push(WorkerEvent::pod(
+                "FailedToRetrieveImagePullSecret",
+                format!(
+                    "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        let files = dockerlet_host::docker_config::candidates(&self.sync.config.root_dir);
+        match tokio::task::spawn_blocking(move || dockerlet_host::docker_config::node_keyring(&files)).await {
+            Ok(Ok(Some((path, keyring)))) => {
+                tracing::debug!(path = %path.display(), "the node's Docker config");
+                keyrings.push(keyring);
+            }
+            Ok(Ok(None)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "the node's Docker config is not used"),
+            Err(e) => tracing::warn!(error = %e, "reading the node's Docker config did not finish"),
+        }
+        Ok(keyrings)
+    }
+
+    /// Wake the worker for a sync at `until` (a pull back-off's end, or soon after a failed
+    /// pull to show the back-off), unless something wakes it earlier.
+    fn retry_at(&mut self, until: Instant) {
+        let after = until.saturating_duration_since(Instant::now());
+        let Ok(at) = Timestamp::now().checked_add(after) else {
+            return;
+        };
+        self.outcome.backoff_until = Some(self.outcome.backoff_until.map_or(at, |b| b.min(at)));
+    }
+
+    /// The events and outcome of a pull: `errors` empty means it succeeded.
     fn pulled(
         &mut self,
         container: &Container,
         image: &str,
         took: std::time::Duration,
-        result: Result<(), RuntimeError>,
+        errors: Vec<RuntimeError>,
         present: bool,
     ) -> Result<(), WaitingReason> {
-        match result {
-            Ok(()) => {
-                self.outcome.events.push(WorkerEvent::container(
-                    &container.name,
-                    "Pulled",
-                    format!("Successfully pulled image \"{image}\" in {took:.3?}"),
-                ));
-                Ok(())
-            }
-            // Offline first: a local copy serves when the registry cannot be reached.
-            Err(e) if present => {
-                tracing::warn!(image = %image, error = %e, "pull failed; using the local image");
-                Ok(())
-            }
-            Err(e) => {
-                self.outcome.events.push(WorkerEvent::container(
-                    &container.name,
-                    "Failed",
-                    format!("Failed to pull image \"{image}\": {e}"),
-                ));
-                Err(WaitingReason {
-                    reason: "ErrImagePull".into(),
-                    message: format!("failed to pull image \"{image}\": {e}"),
-                })
-            }
+        let (_, _, uid) = pod_identity(self.pod);
+        let uid = uid.to_string();
+        if errors.is_empty() {
+            self.sync.pulls.lock().expect("pull back-off").succeeded(&uid, image);
+            self.outcome.events.push(WorkerEvent::container(
+                &container.name,
+                "Pulled",
+                format!("Successfully pulled image \"{image}\" in {took:.3?}"),
+            ));
+            return Ok(());
         }
+        // Offline first: a local copy serves when the registry cannot be reached, never when it
+        // refused (no or wrong credentials must not run an image another pod pulled).
+        if present && errors.iter().all(RuntimeError::registry_unreachable) {
+            tracing::warn!(image = %image, error = %errors[0], "registry unreachable; using the local image");
+            return Ok(());
+        }
+        // utilerrors.NewAggregate's text: one error alone, several in brackets.
+        let error = match errors.as_slice() {
+            [one] => one.to_string(),
+            many => format!(
+                "[{}]",
+                many.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+            ),
+        };
+        self.outcome.events.push(WorkerEvent::container(
+            &container.name,
+            "Failed",
+            format!("Failed to pull image \"{image}\": {error}"),
+        ));
+        let message = format!("failed to pull image \"{image}\": {error}");
+        let until = self.sync.pulls.lock().expect("pull back-off").failed(
+            &uid,
+            image,
+            format!("ErrImagePull: {message}"),
+            Instant::now(),
+        );
+        // The next sync shows ImagePullBackOff; the one at its end pulls again.
+        self.retry_at((Instant::now() + PULL_BACKOFF_SHOWN).min(until));
+        Err(WaitingReason {
+            reason: "ErrImagePull".into(),
+            message,
+        })
     }
+}
+
+/// How soon after a failed pull the status turns from ErrImagePull to ImagePullBackOff.
+const PULL_BACKOFF_SHOWN: Duration = Duration::from_secs(1);
+
+/// The keyring of an image pull Secret (kubelet's MakeDockerKeyring): `.dockerconfigjson` of a
+/// `kubernetes.io/dockerconfigjson` Secret, `.dockercfg` of a `kubernetes.io/dockercfg` one;
+/// other types and empty keys give none.
+fn pull_secret_keyring(secret: &Secret, namespace: &str, name: &str) -> Result<Option<DockerKeyring>, String> {
+    use dockerlet_pod::credentials::ConfigFormat;
+    let (key, format) = match secret.type_.as_deref() {
+        Some("kubernetes.io/dockerconfigjson") => (".dockerconfigjson", ConfigFormat::Json),
+        Some("kubernetes.io/dockercfg") => (".dockercfg", ConfigFormat::Legacy),
+        _ => return Ok(None),
+    };
+    let Some(bytes) = secret
+        .data
+        .as_ref()
+        .and_then(|d| d.get(key))
+        .filter(|b| !b.0.is_empty())
+    else {
+        return Ok(None);
+    };
+    DockerKeyring::parse(&bytes.0, format, &format!("Secret {namespace}/{name}"))
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 fn humanize(d: Duration) -> String {
