@@ -182,6 +182,18 @@ pub static RESOURCES: &[ResourceInfo] = &[
         create_on_update: false,
     },
     ResourceInfo {
+        group: "",
+        version: "v1",
+        plural: "podtemplates",
+        singular: "podtemplate",
+        kind: "PodTemplate",
+        namespaced: true,
+        short_names: &[],
+        has_status: false,
+        field_labels: &[],
+        create_on_update: false,
+    },
+    ResourceInfo {
         group: "coordination.k8s.io",
         version: "v1",
         plural: "leases",

@@ -496,6 +496,55 @@ fn columns_and_row(resource: &ResourceInfo) -> (Vec<Value>, RowFn) {
                 ]
             },
         ),
+        "PodTemplate" => (
+            vec![
+                name,
+                column(
+                    "Containers",
+                    "string",
+                    "",
+                    0,
+                    "Names of each container in the template.",
+                ),
+                column(
+                    "Images",
+                    "string",
+                    "",
+                    0,
+                    "Images referenced by each container in the template.",
+                ),
+                column("Pod Labels", "string", "", 0, "The labels for the pod template."),
+            ],
+            |t| {
+                let containers = t["template"]["spec"]["containers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let each = |field: &str| {
+                    containers
+                        .iter()
+                        .map(|c| c[field].as_str().unwrap_or_default())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                };
+                let labels = t["template"]["metadata"]["labels"]
+                    .as_object()
+                    .map(|l| {
+                        l.iter()
+                            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    })
+                    .filter(|s| !s.is_empty())
+                    .unwrap_or_else(|| "<none>".into());
+                vec![
+                    t["metadata"]["name"].clone(),
+                    json!(each("name")),
+                    json!(each("image")),
+                    json!(labels),
+                ]
+            },
+        ),
         "Lease" => (
             vec![name, column("Holder", "string", "", 0, "The holder of the lease."), age],
             |l| {

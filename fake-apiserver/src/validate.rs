@@ -109,6 +109,7 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
         "Namespace" => typed::<core::Namespace>(&obj),
         "ServiceAccount" => typed::<core::ServiceAccount>(&obj),
         "Lease" => typed::<coordination::Lease>(&obj),
+        "PodTemplate" => typed::<core::PodTemplate>(&obj),
         "RuntimeClass" => typed::<k8s_openapi::api::node::v1::RuntimeClass>(&obj),
         other => Err(format!("no type for {other}")),
     };
@@ -923,6 +924,14 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
                     &spec["leaseTransitions"],
                     "must be greater than or equal to 0",
                 ));
+            }
+        }
+        "PodTemplate" => {
+            if obj["template"]["spec"]["containers"]
+                .as_array()
+                .is_none_or(Vec::is_empty)
+            {
+                causes.push(Cause::required("template.spec.containers", ""));
             }
         }
         "RuntimeClass" => match obj["handler"].as_str() {

@@ -497,6 +497,47 @@ fn deleting_a_collection_deletes_what_the_selector_selects() {
     assert_eq!(code, 405, "not across namespaces");
 }
 
+/// PodTemplates (upstream `podtemplates.go`, Conformance): create, get, patch, replace, list by
+/// label, delete a collection; a template without containers is invalid.
+#[test]
+fn pod_templates_run_through_their_lifecycle() {
+    const TEMPLATES: &str = "/api/v1/namespaces/default/podtemplates";
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    let template = |name: &str| {
+        json!({"apiVersion": "v1", "kind": "PodTemplate",
+               "metadata": {"name": name, "labels": {"podtemplate-static": "true"}},
+               "template": {"metadata": {"labels": {"app": name}},
+                            "spec": {"containers": [{"name": "nginx", "image": "nginx"}]}}})
+    };
+    let (code, created) = client.post(TEMPLATES, &template("one"));
+    assert_eq!(code, 201, "{created}");
+    client.post(TEMPLATES, &template("two"));
+    let (code, patched) = client.patch(
+        &format!("{TEMPLATES}/one"),
+        "application/merge-patch+json",
+        &json!({"metadata": {"labels": {"podtemplate": "patched"}}}),
+    );
+    assert_eq!(code, 200, "{patched}");
+    assert_eq!(patched["metadata"]["labels"]["podtemplate"], "patched");
+    let mut replaced = patched.clone();
+    replaced["template"]["metadata"]["labels"]["replaced"] = json!("1");
+    let (code, replaced) = client.put(&format!("{TEMPLATES}/one"), &replaced);
+    assert_eq!(code, 200, "{replaced}");
+    assert_eq!(replaced["template"]["metadata"]["labels"]["replaced"], "1");
+    let (code, list) = client.get(&format!("{TEMPLATES}?labelSelector=podtemplate%3Dpatched"));
+    assert_eq!((code, list["kind"].as_str()), (200, Some("PodTemplateList")), "{list}");
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(1));
+    let (code, _) = client.delete(&format!("{TEMPLATES}?labelSelector=podtemplate-static%3Dtrue"), None);
+    assert_eq!(code, 200);
+    let (_, list) = client.get(TEMPLATES);
+    assert_eq!(list["items"].as_array().map(Vec::len), Some(0), "{list}");
+    let mut empty = template("empty");
+    empty["template"]["spec"]["containers"] = json!([]);
+    let (code, status) = client.post(TEMPLATES, &empty);
+    assert_eq!(code, 422, "{status}");
+}
+
 /// Unknown fields (in status or anywhere) and wrong types are rejected with a message naming the
 /// field; `fieldValidation=Ignore` drops unknown fields instead.
 #[test]
