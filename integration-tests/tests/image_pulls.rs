@@ -89,10 +89,47 @@ fn images_are_pulled_with_the_pods_pull_secrets_and_refused_without() {
         pull_pod("private-with-secret", &node, &private_image, Some("regcred")),
     ]
     .concat();
-    common::kubectl_create(&api, "pulls.yaml", &yaml);
+    // container_lifecycle_test.go "an init container fails to start because of a bad image":
+    // the init container waits in ImagePullBackOff, the pod stays Pending, nothing starts.
+    let bad_init = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: bad-init-image}}
+spec:
+  nodeName: {node}
+  restartPolicy: Never
+  initContainers:
+  - name: init1-1
+    image: invalid.registry.k8s.io/invalid/alpine:3.1
+    command: ["sh", "-c", "echo init"]
+  containers:
+  - name: regular1-1
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "sleep 3600"]
+"#
+    );
+    common::kubectl_create(&api, "pulls.yaml", &(yaml + &bad_init));
 
     // "should not be able to pull image from invalid registry"
     wait_pull_refused(&api, "invalid-registry");
+    let bad_init = wait_until("the init container in ImagePullBackOff", CHANGE_TIMEOUT, || {
+        let pod = api.get("pods", "default", "bad-init-image").ok_or("no pod")?;
+        let waiting = &pod["status"]["initContainerStatuses"][0]["state"]["waiting"];
+        (waiting["reason"] == "ImagePullBackOff" && pod["status"]["phase"] == "Pending")
+            .then(|| pod.clone())
+            .ok_or_else(|| pod["status"].to_string())
+    });
+    let uid = bad_init["metadata"]["uid"].as_str().expect("uid");
+    let started: Vec<String> = agent
+        .pod_containers(uid)
+        .iter()
+        .filter(|c| !c.is_sandbox())
+        .map(|c| c.kube_name().to_string())
+        .collect();
+    assert!(
+        started.is_empty(),
+        "neither init nor regular container was created: {started:?}"
+    );
     // "should be able to pull image"
     common::wait_for_phase(&api, "public-image", "Running", POD_START_TIMEOUT);
     // "should be able to pull from private registry with secret"
