@@ -926,13 +926,12 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
                 ));
             }
         }
-        "PodTemplate" => {
+        "PodTemplate"
             if obj["template"]["spec"]["containers"]
                 .as_array()
-                .is_none_or(Vec::is_empty)
-            {
-                causes.push(Cause::required("template.spec.containers", ""));
-            }
+                .is_none_or(Vec::is_empty) =>
+        {
+            causes.push(Cause::required("template.spec.containers", ""));
         }
         "RuntimeClass" => match obj["handler"].as_str() {
             None | Some("") => causes.push(Cause::required("handler", "")),
