@@ -34,8 +34,8 @@ const RESYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 /// Holds every pod's latest status, and writes the API's pods' statuses to the API server.
 #[derive(Default)]
 pub struct StatusActor {
-    /// Pod (with status) by UID.
-    pods: HashMap<PodUid, Pod>,
+    /// Pod (shared with its worker) and its status, by UID.
+    pods: HashMap<PodUid, SetPodStatus>,
     /// The API, in API-server mode.
     api: Option<Arc<dyn KubeClient>>,
     /// The status last written to the API per pod; a differing one is written again.
@@ -68,8 +68,9 @@ impl StatusActor {
     /// Write the pod's newest status unless it is already written or a write is in flight.
     fn push(&mut self, uid: PodUid, ctx: &mut Context<Self>) {
         let Some(api) = self.api.clone() else { return };
-        let Some(pod) = self.pods.get(&uid) else { return };
-        let Some(status) = pod.status.clone() else { return };
+        let Some(held) = self.pods.get(&uid) else { return };
+        let status = held.status.clone();
+        let pod = held.to_pod();
         if self.pushing.contains(&uid) || self.pushed.get(&uid) == Some(&status) {
             return;
         }
@@ -77,7 +78,6 @@ impl StatusActor {
         let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
         let name = pod.metadata.name.clone().unwrap_or_default();
         let sent = status.clone();
-        let pod = pod.clone();
         let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %format!("{namespace}/{name}"));
         let future = async move {
             match Self::source(&pod) {
@@ -128,8 +128,8 @@ impl Handler<SetPodStatus> for StatusActor {
     /// Store the pod and its status.
     fn handle(&mut self, msg: SetPodStatus, ctx: &mut Self::Context) {
         self.handled += 1;
-        let uid = PodUid(msg.pod.metadata.uid.clone().unwrap_or_default());
-        self.pods.insert(uid.clone(), msg.pod);
+        let uid = msg.uid();
+        self.pods.insert(uid.clone(), msg);
         self.push(uid, ctx);
     }
 }
@@ -156,6 +156,7 @@ impl Handler<RemovePodStatus> for StatusActor {
             ctx.spawn(future.into_actor(self));
             return;
         }
+        let gone = gone.map(|held| held.pod);
         if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
             let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
             let name = pod.metadata.name.clone().unwrap_or_default();
@@ -178,7 +179,7 @@ impl Handler<GetPods> for StatusActor {
     /// Every pod, ordered by namespace and name.
     fn handle(&mut self, _: GetPods, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        let mut pods: Vec<Pod> = self.pods.values().cloned().collect();
+        let mut pods: Vec<Pod> = self.pods.values().map(SetPodStatus::to_pod).collect();
         pods.sort_by(|a, b| (&a.metadata.namespace, &a.metadata.name).cmp(&(&b.metadata.namespace, &b.metadata.name)));
         MessageResult(pods)
     }
@@ -218,6 +219,13 @@ mod tests {
     use dockerlet_kube::fake::{FakeKube, KubeCall};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    fn set(pod: Pod) -> SetPodStatus {
+        SetPodStatus {
+            status: pod.status.clone().unwrap_or_default(),
+            pod: Arc::new(pod),
+        }
+    }
+
     fn pod(name: &str, uid: &str, source: &str, phase: &str) -> Pod {
         Pod {
             metadata: ObjectMeta {
@@ -247,12 +255,8 @@ mod tests {
     async fn statuses_go_to_the_pod_or_its_mirror() {
         let api = FakeKube::new("n1");
         let status = StatusActor::new(Some(Arc::new(api.clone()))).start();
-        status.do_send(SetPodStatus {
-            pod: pod("web", "u1", "api", "Running"),
-        });
-        status.do_send(SetPodStatus {
-            pod: pod("static-n1", "u2", "file", "Pending"),
-        });
+        status.do_send(set(pod("web", "u1", "api", "Running")));
+        status.do_send(set(pod("static-n1", "u2", "file", "Pending")));
         assert_eq!(status.send(GetPods).await.unwrap().len(), 2);
         status.do_send(RemovePodStatus {
             final_status: None,

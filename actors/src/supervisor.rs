@@ -712,9 +712,9 @@ impl Handler<SetPodStatus> for Supervisor {
     /// StatusActor.
     fn handle(&mut self, msg: SetPodStatus, _: &mut Self::Context) {
         self.handled += 1;
-        let uid = PodUid(msg.pod.metadata.uid.clone().unwrap_or_default());
+        let uid = msg.uid();
         if let Some(entry) = self.workers.get_mut(&uid) {
-            let phase = msg.pod.status.as_ref().and_then(|s| s.phase.as_deref());
+            let phase = msg.status.phase.as_deref();
             entry.finished = entry.rejection.is_some() || matches!(phase, Some("Succeeded" | "Failed"));
         }
         self.children.status.do_send(msg);

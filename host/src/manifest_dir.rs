@@ -78,10 +78,24 @@ impl ManifestCache {
                     _ => false,
                 })
     }
+
+    /// Put `pod` (the sent version of a cached pod, with its `config.seen` stamp) in place of
+    /// the cached pod of the same UID, so both are one object.
+    pub fn share(&mut self, pod: &Arc<Pod>) {
+        let uid = pod.metadata.uid.as_ref();
+        for (_, _, cached) in self.files.values_mut() {
+            if let Ok(cached) = cached {
+                if cached.metadata.uid.as_ref() == uid && !Arc::ptr_eq(cached, pod) {
+                    *cached = pod.clone();
+                }
+            }
+        }
+    }
 }
 
 /// A file's modification time and size when it was read, and what it gave.
-type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Pod, ManifestFileError>);
+/// The pod is shared with the set sent (one copy of each pod, not two).
+type CachedManifest = (Option<std::time::SystemTime>, u64, Result<Arc<Pod>, ManifestFileError>);
 
 /// [`read_manifests`] reusing `cache` for files whose modification time and size are unchanged.
 pub fn read_manifests_cached(
@@ -110,11 +124,11 @@ pub fn read_manifests_cached(
         let result = match (stamp, cache.files.get(&file)) {
             (Some((mtime, len)), Some((m, l, cached))) if *m == mtime && *l == len && mtime.is_some() => cached.clone(),
             (Some((mtime, len)), _) => {
-                let result = read_one(&file, node_name);
+                let result = read_one(&file, node_name).map(Arc::new);
                 cache.files.insert(file.clone(), (mtime, len, result.clone()));
                 result
             }
-            (None, _) => read_one(&file, node_name),
+            (None, _) => read_one(&file, node_name).map(Arc::new),
         };
         match result {
             Ok(pod) => {
@@ -135,7 +149,7 @@ pub fn read_manifests_cached(
                 names.insert(key, display.clone());
                 pods.push(DesiredPod {
                     uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
-                    pod: std::sync::Arc::new(pod),
+                    pod,
                     origin: display,
                 });
             }
@@ -195,6 +209,28 @@ mod tests {
 
     fn write(dir: &Path, name: &str, content: &str) {
         fs::write(dir.join(name), content).unwrap();
+    }
+
+    /// An unchanged file gives the cached pod itself, and after `share` the stamped version of
+    /// it: the cache and the set sent hold one copy of each pod.
+    #[test]
+    fn the_cache_and_the_sent_set_share_each_pod() {
+        let dir = tempfile::tempdir().unwrap();
+        write(dir.path(), "web.yaml", GOOD);
+        let mut cache = ManifestCache::default();
+        let (first, _) = read_manifests_cached(dir.path(), "n1", &mut cache);
+        let (again, _) = read_manifests_cached(dir.path(), "n1", &mut cache);
+        assert!(Arc::ptr_eq(&first[0].pod, &again[0].pod));
+        let mut stamped = (*first[0].pod).clone();
+        stamped
+            .metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert("seen".into(), "t".into());
+        let stamped = Arc::new(stamped);
+        cache.share(&stamped);
+        let (third, _) = read_manifests_cached(dir.path(), "n1", &mut cache);
+        assert!(Arc::ptr_eq(&third[0].pod, &stamped));
     }
 
     /// A static pod is named `<name>-<node>`, lands in `default`, and gets kubelet's UID and

@@ -1,7 +1,9 @@
 //! Pod status: written by PodWorkers, held and served by the StatusActor.
 
+use std::sync::Arc;
+
 use actix::Message;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::ids::PodUid;
 
@@ -11,8 +13,25 @@ use crate::ids::PodUid;
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct SetPodStatus {
-    /// The pod object with `status` filled in.
-    pub pod: Pod,
+    /// The pod object as the worker has it (shared with it: the StatusActor keeps no copy of
+    /// the spec; its own `status` is not read).
+    pub pod: Arc<Pod>,
+    /// Its freshly generated status.
+    pub status: PodStatus,
+}
+
+impl SetPodStatus {
+    /// The pod with `status` filled in.
+    pub fn to_pod(&self) -> Pod {
+        let mut pod = (*self.pod).clone();
+        pod.status = Some(self.status.clone());
+        pod
+    }
+
+    /// `metadata.uid`.
+    pub fn uid(&self) -> PodUid {
+        PodUid(self.pod.metadata.uid.clone().unwrap_or_default())
+    }
 }
 
 /// The pod is gone from this node; forget its status.

@@ -414,10 +414,11 @@ impl PodWorker {
         }
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
         self.record(&rejection.reason, rejection.message.clone());
-        let mut pod = (*self.pod).clone();
-        pod.status = Some(status.clone());
-        self.last_status = Some(status);
-        self.links.status.do_send(SetPodStatus { pod });
+        self.last_status = Some(status.clone());
+        self.links.status.do_send(SetPodStatus {
+            pod: self.pod.clone(),
+            status,
+        });
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
@@ -551,10 +552,11 @@ impl PodWorker {
                 .pod_start_duration
                 .observe(self.first_seen.elapsed().as_secs_f64());
         }
-        let mut pod = (*self.pod).clone();
-        pod.status = Some(status.clone());
-        self.last_status = Some(status);
-        self.links.status.do_send(SetPodStatus { pod });
+        self.last_status = Some(status.clone());
+        self.links.status.do_send(SetPodStatus {
+            pod: self.pod.clone(),
+            status,
+        });
     }
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
@@ -849,9 +851,10 @@ impl Handler<PublishStatus> for PodWorker {
     fn handle(&mut self, _: PublishStatus, _: &mut Self::Context) {
         self.handled += 1;
         if let (Some(status), false) = (&self.last_status, self.state.is_terminating()) {
-            let mut pod = (*self.pod).clone();
-            pod.status = Some(status.clone());
-            self.links.status.do_send(SetPodStatus { pod });
+            self.links.status.do_send(SetPodStatus {
+                pod: self.pod.clone(),
+                status: status.clone(),
+            });
         }
     }
 }
@@ -924,7 +927,7 @@ mod tests {
     impl Handler<SetPodStatus> for Sink {
         type Result = ();
         fn handle(&mut self, msg: SetPodStatus, _: &mut Context<Self>) {
-            self.statuses.push(msg.pod);
+            self.statuses.push(msg.to_pod());
         }
     }
 

@@ -132,11 +132,22 @@ impl FileSource {
                 .entry(p.uid.clone())
                 .or_insert_with(|| Timestamp::now().to_string())
                 .clone();
-            std::sync::Arc::make_mut(&mut p.pod)
+            let stamped = p
+                .pod
                 .metadata
                 .annotations
-                .get_or_insert_with(Default::default)
-                .insert(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen);
+                .as_ref()
+                .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_SEEN))
+                == Some(&seen);
+            if !stamped {
+                std::sync::Arc::make_mut(&mut p.pod)
+                    .metadata
+                    .annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen);
+                // The cache keeps the stamped pod, so the next read shares it.
+                self.cache.share(&p.pod);
+            }
         }
         let current = (pods, errors);
         if self.last_sent.as_ref() == Some(&current) {
