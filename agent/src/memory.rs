@@ -20,13 +20,28 @@ pub const TRIM_EVERY: Duration = Duration::from_secs(30);
 /// briefly, and an arena each only multiplies the memory kept free after a burst.
 const ARENA_MAX: i32 = 2;
 
+/// The variable glibc itself reads for the cap; when the operator sets it, it wins.
+const ARENA_MAX_ENV: &str = "MALLOC_ARENA_MAX";
+
+/// The cap to set: none when `MALLOC_ARENA_MAX` is set (glibc has applied it already),
+/// otherwise [`ARENA_MAX`].
+fn arena_cap(env: Option<std::ffi::OsString>) -> Option<i32> {
+    match env {
+        Some(_) => None,
+        None => Some(ARENA_MAX),
+    }
+}
+
 /// Cap glibc's arenas; call first thing in `main`, before any thread starts.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 #[allow(unsafe_code)]
 pub fn limit_arenas() {
+    let Some(cap) = arena_cap(std::env::var_os(ARENA_MAX_ENV)) else {
+        return;
+    };
     // SAFETY: mallopt sets one allocator parameter under glibc's own lock; M_ARENA_MAX takes
     // any positive count, and no arena beyond it exists yet.
-    let set = unsafe { libc::mallopt(libc::M_ARENA_MAX, ARENA_MAX) } == 1;
+    let set = unsafe { libc::mallopt(libc::M_ARENA_MAX, cap) } == 1;
     if !set {
         tracing::debug!("glibc refused M_ARENA_MAX; keeping its default");
     }
@@ -74,5 +89,12 @@ mod tests {
         super::trim();
         let again: Vec<u8> = vec![7; 1 << 20];
         assert_eq!(again[12345], 7);
+    }
+
+    /// The operator's MALLOC_ARENA_MAX is left to glibc; without it the agent's cap applies.
+    #[test]
+    fn the_environment_cap_wins() {
+        assert_eq!(super::arena_cap(Some("1".into())), None);
+        assert_eq!(super::arena_cap(None), Some(super::ARENA_MAX));
     }
 }
