@@ -331,12 +331,7 @@ impl Supervisor {
         Supervisor::create(|ctx| {
             let cache = Arc::new(PodCache::default());
             let children = Children::start(&config, &runtime, &cache, ctx.address());
-            let sync = SyncContext {
-                runtime,
-                cache,
-                config: config.worker.clone(),
-                pulls: Default::default(),
-            };
+            let sync = SyncContext::new(runtime, cache, config.worker.clone());
             Supervisor {
                 pods: PodConfig::new(config.sources()),
                 recorder: EventRecorder::new(config.mode.api().cloned()),
@@ -997,6 +992,7 @@ mod tests {
             metrics: Default::default(),
             cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
             cgroups: None,
+            image_pulls: Default::default(),
         };
         SupervisorConfig {
             worker: Arc::new(worker),

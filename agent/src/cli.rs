@@ -276,6 +276,17 @@ pub struct Cli {
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub pod_max_pids: Option<i64>,
 
+    /// Pull images one at a time; false lets several pulls run at once (up to
+    /// `--max-parallel-image-pulls`) [default: true, or false when --max-parallel-image-pulls
+    /// is 2 or more].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub serialize_image_pulls: Option<bool>,
+
+    /// Most image pulls at once when they are not serialized (`maxParallelImagePulls`)
+    /// [default: no limit].
+    #[arg(long, value_name = "N")]
+    pub max_parallel_image_pulls: Option<i64>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

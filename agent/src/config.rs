@@ -8,6 +8,7 @@ use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use dockerlet_actors::pod_worker::ImagePullLimit;
 use dockerlet_actors::source::http::HttpSourceConfig;
 use dockerlet_host::signals::Thresholds;
 use dockerlet_http::kubelet_api::auth::AuthorizationMode;
@@ -97,6 +98,8 @@ pub struct AgentConfig {
     pub allowed_unsafe_sysctls: Vec<String>,
     /// `--cgroup-root`, `--cgroups-per-qos`, `--cgroup-driver`, `--pod-max-pids`.
     pub cgroups: CgroupConfig,
+    /// `--serialize-image-pulls` and `--max-parallel-image-pulls`.
+    pub image_pulls: ImagePullLimit,
 }
 
 /// The pod cgroup tree's settings.
@@ -248,6 +251,8 @@ struct FileSettings {
     cgroup_driver: Option<String>,
     pod_pids_limit: Option<i64>,
     pod_logs_dir: Option<PathBuf>,
+    serialize_image_pulls: Option<bool>,
+    max_parallel_image_pulls: Option<i64>,
     present: bool,
 }
 
@@ -345,6 +350,8 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cgroup_driver: field(path, &mut map, "cgroupDriver")?,
         pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
         pod_logs_dir: field(path, &mut map, "podLogsDir")?,
+        serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
+        max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -394,6 +401,37 @@ fn cgroup_settings(
         driver,
         pod_pids_limit,
     })
+}
+
+/// `serializeImagePulls` and `maxParallelImagePulls`, flags over the file, as kubelet defaults
+/// and validates them: serialized unless a limit of 2 or more is given; a limit must be
+/// positive, and more than 1 only without serialization.
+fn image_pull_limit(
+    serialize: Option<bool>,
+    max_parallel: Option<i64>,
+    invalid: &dyn Fn(&str, String) -> ConfigError,
+) -> Result<ImagePullLimit, ConfigError> {
+    if let Some(n) = max_parallel.filter(|n| *n < 1) {
+        return Err(invalid(
+            "--max-parallel-image-pulls",
+            format!("{n} must be a positive number"),
+        ));
+    }
+    let serialize = serialize.unwrap_or(max_parallel.is_none_or(|n| n <= 1));
+    match (serialize, max_parallel) {
+        (true, Some(n)) if n > 1 => Err(invalid(
+            "--max-parallel-image-pulls",
+            format!("{n}: cannot be larger than 1 unless --serialize-image-pulls (serializeImagePulls) is false"),
+        )),
+        (true, _) => Ok(ImagePullLimit::default()),
+        (false, None) => Ok(ImagePullLimit::Unlimited),
+        (false, Some(n)) => Ok(ImagePullLimit::AtOnce(
+            usize::try_from(n)
+                .ok()
+                .and_then(std::num::NonZeroUsize::new)
+                .expect("checked positive above"),
+        )),
+    }
 }
 
 /// Merge flags over the file over kubelet's defaults, and validate.
@@ -655,9 +693,15 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         ),
         &invalid,
     )?;
+    let image_pulls = image_pull_limit(
+        cli.serialize_image_pulls.or(file.serialize_image_pulls),
+        cli.max_parallel_image_pulls.or(file.max_parallel_image_pulls),
+        &invalid,
+    )?;
     Ok(AgentConfig {
         dns,
         cgroups,
+        image_pulls,
         seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
         allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
@@ -1015,6 +1059,47 @@ mod tests {
         .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// Image pulls: serialized by default; `maxParallelImagePulls` of 2 or more alone turns
+    /// serialization off (kubelet's defaulting); a limit above 1 with serialization asked for,
+    /// or below 1, is refused naming the flag.
+    #[test]
+    fn image_pull_limits_as_kubelet_defaults_and_validates_them() {
+        let at_once = |n: usize| ImagePullLimit::AtOnce(std::num::NonZeroUsize::new(n).unwrap());
+        let limit = |args: &[&str]| build(&cli(args), host).map(|c| c.image_pulls);
+        assert_eq!(limit(&[]).unwrap(), at_once(1));
+        assert_eq!(
+            limit(&["--serialize-image-pulls=false"]).unwrap(),
+            ImagePullLimit::Unlimited
+        );
+        assert_eq!(limit(&["--max-parallel-image-pulls", "3"]).unwrap(), at_once(3));
+        assert_eq!(limit(&["--max-parallel-image-pulls", "1"]).unwrap(), at_once(1));
+        assert_eq!(
+            limit(&["--serialize-image-pulls=false", "--max-parallel-image-pulls", "2"]).unwrap(),
+            at_once(2)
+        );
+        let refused = limit(&["--serialize-image-pulls", "--max-parallel-image-pulls", "2"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            refused.starts_with("invalid value for --max-parallel-image-pulls: 2: cannot be larger than 1"),
+            "{refused}"
+        );
+        let refused = limit(&["--max-parallel-image-pulls", "0"]).unwrap_err().to_string();
+        assert_eq!(
+            refused,
+            "invalid value for --max-parallel-image-pulls: 0 must be a positive number"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(&path, "kind: KubeletConfiguration\nmaxParallelImagePulls: 5\n").unwrap();
+        assert_eq!(limit(&["--config", path.to_str().unwrap()]).unwrap(), at_once(5));
+        std::fs::write(&path, "kind: KubeletConfiguration\nserializeImagePulls: false\n").unwrap();
+        assert_eq!(
+            limit(&["--config", path.to_str().unwrap()]).unwrap(),
+            ImagePullLimit::Unlimited
+        );
     }
 
     /// The kubelet API: on 0.0.0.0:10250 by default, secure (no anonymous, every request

@@ -1,35 +1,11 @@
 //! `/configz`: the effective configuration as kubelet shows it, `{"kubeletconfig": {...}}` with
 //! KubeletConfiguration's field names and Go's duration text (`1m0s`).
 
-use std::time::Duration;
-
+use dockerlet_actors::pod_worker::ImagePullLimit;
+use dockerlet_pod::go::go_duration;
 use serde_json::{json, Value};
 
 use crate::config::AgentConfig;
-
-/// A duration as Go's `time.Duration.String()` writes whole seconds and milliseconds: `20s`,
-/// `1m0s`, `1h0m0s`, `500ms`, `0s`.
-fn go_duration(d: Duration) -> String {
-    let ms = d.as_millis();
-    if ms == 0 {
-        return "0s".into();
-    }
-    if ms < 1000 {
-        return format!("{ms}ms");
-    }
-    let secs = d.as_secs();
-    let frac = ms % 1000;
-    let s = if frac == 0 {
-        format!("{}s", secs % 60)
-    } else {
-        format!("{}.{}s", secs % 60, format!("{frac:03}").trim_end_matches('0'))
-    };
-    match (secs / 3600, (secs / 60) % 60) {
-        (0, 0) => s,
-        (0, m) => format!("{m}m{s}"),
-        (h, m) => format!("{h}h{m}m{s}"),
-    }
-}
 
 /// The `/configz` document of `config`.
 pub fn configz(config: &AgentConfig) -> Value {
@@ -99,6 +75,11 @@ pub fn configz(config: &AgentConfig) -> Value {
             "cgroupsPerQOS": config.cgroups.per_qos,
             "cgroupDriver": config.cgroups.driver,
             "podPidsLimit": config.cgroups.pod_pids_limit,
+            "serializeImagePulls": config.image_pulls == ImagePullLimit::default(),
+            "maxParallelImagePulls": match config.image_pulls {
+                ImagePullLimit::Unlimited => None,
+                ImagePullLimit::AtOnce(n) => Some(n.get()),
+            },
         }
     })
 }
@@ -107,16 +88,6 @@ pub fn configz(config: &AgentConfig) -> Value {
 mod tests {
     use super::*;
     use clap::Parser;
-
-    /// Durations read as Go writes them.
-    #[test]
-    fn durations_as_go_writes_them() {
-        let d = |ms| go_duration(Duration::from_millis(ms));
-        assert_eq!(
-            [d(0), d(500), d(20_000), d(60_000), d(90_000), d(3_600_000), d(1_500)],
-            ["0s", "500ms", "20s", "1m0s", "1m30s", "1h0m0s", "1.5s"]
-        );
-    }
 
     /// The document carries kubelet's names and the effective values, flags included.
     #[test]

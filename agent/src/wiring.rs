@@ -39,7 +39,10 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
     let runtime = connect(&config.runtime_endpoint).await?;
     let (cgroup_naming, cgroups) = pod_cgroups(&config, &runtime).await?;
     let sandbox_image = runtime
-        .ensure_sandbox_image(config.sandbox_image.as_deref())
+        .ensure_sandbox_image(
+            config.sandbox_image.as_deref(),
+            &sandbox_credentials(config.sandbox_image.as_deref(), &root_dir),
+        )
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
     let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
@@ -137,6 +140,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         cgroup_naming,
         cgroups,
+        image_pulls: config.image_pulls,
     };
     let supervisor = Supervisor::start(
         SupervisorConfig {
@@ -283,6 +287,20 @@ fn go_arch(arch: &str) -> &str {
         "aarch64" => "arm64",
         "x86" => "386",
         other => other,
+    }
+}
+
+/// The node's credentials for a configured sandbox image (its Docker config files, as for a
+/// pod's pull); none for the built-in image, which is never pulled.
+fn sandbox_credentials(image: Option<&str>, root_dir: &std::path::Path) -> Vec<dockerlet_runtime::RegistryAuth> {
+    let Some(image) = image else { return Vec::new() };
+    match dockerlet_host::docker_config::node_keyring(&dockerlet_host::docker_config::candidates(root_dir)) {
+        Ok(Some((_, keyring))) => keyring.lookup(image),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            tracing::warn!(error = %e, "the node's Docker config is not used");
+            Vec::new()
+        }
     }
 }
 

@@ -320,6 +320,12 @@ impl Agent {
         self.spawn();
     }
 
+    /// Like [`Agent::restart`], with `extra_args` added to its flags from now on.
+    pub fn restart_with(&mut self, extra_args: &[&str]) {
+        self.args.extend(extra_args.iter().map(|a| a.to_string()));
+        self.restart();
+    }
+
     /// `GET /pods` on the read-only port.
     pub fn try_pods(&self) -> anyhow::Result<Vec<Pod>> {
         let url = format!("http://127.0.0.1:{}/pods", self.ports.read_only);

@@ -82,8 +82,14 @@ impl Registry {
     /// Push the test image as `<addr>/<repository>:1` and remove the local tag; returns the
     /// reference.
     pub fn push(&self, repository: &str) -> String {
+        self.push_image("dockerlet.local/busybox:1", repository)
+    }
+
+    /// Push the local image `local` as `<addr>/<repository>:1` and remove that tag; returns
+    /// the reference.
+    pub fn push_image(&self, local: &str, repository: &str) -> String {
         let reference = format!("{}/{repository}:1", self.addr);
-        docker_ok(&["tag", "dockerlet.local/busybox:1", &reference]);
+        docker_ok(&["tag", local, &reference]);
         let config = self.dir.path().join("docker-config");
         let config = config.to_str().expect("utf-8 path");
         if self.auth {

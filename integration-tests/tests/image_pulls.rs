@@ -180,10 +180,19 @@ spec:
     );
     assert!(failed.iter().any(|m| m == "Error: ErrImagePull"), "{failed:?}");
     let pulled = about("private-with-secret", "Pulled");
+    // kubelet's text: `Successfully pulled image "x" in 1.2s (1.3s including waiting). Image
+    // size: 1234 bytes.`, the size Docker's.
     assert!(
-        pulled
-            .iter()
-            .any(|m| m.starts_with(&format!("Successfully pulled image \"{private_image}\""))),
+        pulled.iter().any(|m| {
+            let Some(rest) = m.strip_prefix(&format!("Successfully pulled image \"{private_image}\" in ")) else {
+                return false;
+            };
+            let size = rest
+                .split_once(" including waiting). Image size: ")
+                .and_then(|(_, size)| size.strip_suffix(" bytes."))
+                .and_then(|size| size.parse::<u64>().ok());
+            size.is_some_and(|s| s > 100_000)
+        }),
         "{pulled:?}"
     );
 
@@ -209,6 +218,10 @@ spec:
 /// credential provider": the node's Docker config in its root dir serves a static pod's pull;
 /// without it the pull is refused, and once it is written the next pull (after the back-off)
 /// succeeds.
+/// The agent's built-in sandbox image (`dockerlet_runtime::pause::IMAGE`), imported by the
+/// first agent of the test.
+const BUILT_IN_PAUSE_IMAGE: &str = "dockerlet.local/pause:3.10-dockerlet1";
+
 #[test]
 fn the_nodes_docker_config_in_its_root_dir_serves_pulls() {
     let private = Registry::start(true);
@@ -244,5 +257,39 @@ spec:
         "Running with the node's credentials",
         POD_START_TIMEOUT,
         |p| p.phase() == "Running",
+    );
+
+    // A configured sandbox image the node lacks is pulled at start with the node's
+    // credentials too (the registry refuses anonymous pulls: without them the agent could not
+    // start). The built-in pause image, pushed as a private one, is not present under that name.
+    let pause = private.push_image(BUILT_IN_PAUSE_IMAGE, "node/pause");
+    let mut agent = agent;
+    agent.restart_with(&["--pod-infra-container-image", &pause]);
+    manifests.write(
+        "second.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: second}}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: {image}
+    command: ["sh", "-c", "while true; do sleep 1; done"]
+"#
+        ),
+    );
+    let second = agent.wait_for_pod("second", "Running", POD_START_TIMEOUT, |p| p.phase() == "Running");
+    let sandbox_images: Vec<String> = agent
+        .pod_containers(second.uid())
+        .into_iter()
+        .filter(|c| c.name.starts_with("/k8s_POD_"))
+        .map(|c| c.config.image)
+        .collect();
+    assert_eq!(
+        sandbox_images,
+        [pause],
+        "the second pod's sandbox is the private pause image"
     );
 }

@@ -24,7 +24,7 @@
 //! - [`labels`]: the Docker name and label scheme that lets an agent rebuild a pod from Docker.
 //! - [`field`]: field errors, printed as the API server prints them.
 //! - [`expansion`]: kubelet's `$(VAR)` expansion.
-//! - [`annotations`], [`quantity`], [`version`]: small shared facts.
+//! - [`annotations`], [`quantity`], [`version`], [`go`]: small shared facts and formats.
 
 pub mod action;
 pub mod admission;
@@ -38,6 +38,7 @@ pub mod dns;
 pub mod envvars;
 pub mod expansion;
 pub mod field;
+pub mod go;
 pub mod hosts;
 pub mod labels;
 pub mod manifest;

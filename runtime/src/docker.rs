@@ -337,7 +337,7 @@ impl Images for DockerRuntime {
         Ok(users.user(image).cloned().unwrap_or_default())
     }
 
-    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError> {
         let options = CreateImageOptions {
             from_image: Some(image.to_string()),
             ..Default::default()
@@ -356,14 +356,31 @@ impl Images for DockerRuntime {
         self.known_images().insert(image.to_string());
         // The reference may name another image now: its user is inspected again when needed.
         self.image_users().ids.remove(image);
-        Ok(())
+        let inspected = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(|e| failed(&format!("inspect image {image}"), e))?;
+        Ok(inspected.size.map_or(0, |s| s.max(0) as u64))
     }
 
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+    async fn ensure_sandbox_image(
+        &self,
+        configured: Option<&str>,
+        auths: &[RegistryAuth],
+    ) -> Result<String, RuntimeError> {
         match configured {
             Some(image) => {
                 if !self.image_present(image).await? {
-                    self.pull_image(image, None).await?;
+                    // Each matching credential in turn, as a pod's pull; anonymous without.
+                    let mut result = Ok(0);
+                    for auth in auths.iter().map(Some).chain(auths.is_empty().then_some(None)) {
+                        result = self.pull_image(image, auth).await;
+                        if result.is_ok() {
+                            break;
+                        }
+                    }
+                    result?;
                 }
                 Ok(image.to_string())
             }

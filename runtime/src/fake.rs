@@ -61,6 +61,9 @@ pub struct FakeContainer {
     pub observed: ObservedContainer,
 }
 
+/// The size [`FakeRuntime`] reports of every image it pulls.
+pub const FAKE_IMAGE_SIZE: u64 = 4_321_000;
+
 /// Shared state of a [`FakeRuntime`].
 #[derive(Debug, Default)]
 pub struct FakeState {
@@ -103,6 +106,10 @@ pub struct FakeState {
     pub registry: BTreeMap<String, Option<(String, String)>>,
     /// The user of each pull's credential, in order (none: anonymous).
     pub pull_users: Vec<Option<String>>,
+    /// How long each pull takes.
+    pub pull_delay: Duration,
+    /// Pulls running now, and the most that ever ran at once.
+    pub pulls_running: (usize, usize),
     /// The event streams handed out; [`FakeRuntime::emit`] sends to each.
     events: Vec<futures::channel::mpsc::UnboundedSender<Result<RuntimeEvent, RuntimeError>>>,
 }
@@ -317,10 +324,20 @@ impl Images for FakeRuntime {
     /// Pulls what [`FakeState::registry`] serves, with its credential; any other image's
     /// registry cannot be reached (an offline node), and a wrong or missing credential is
     /// refused as Docker refuses it.
-    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError> {
+        let delay = {
+            let mut state = self.state.lock().expect("fake state");
+            state.calls.push(Call::Pull(image.to_string()));
+            state.pull_users.push(auth.map(|a| a.username.clone()));
+            state.pulls_running.0 += 1;
+            state.pulls_running.1 = state.pulls_running.1.max(state.pulls_running.0);
+            state.pull_delay
+        };
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
         let mut state = self.state.lock().expect("fake state");
-        state.calls.push(Call::Pull(image.to_string()));
-        state.pull_users.push(auth.map(|a| a.username.clone()));
+        state.pulls_running.0 -= 1;
         let Some(wanted) = state.registry.get(image).cloned() else {
             return Err(RuntimeError::PullFailed {
                 image: image.to_string(),
@@ -337,10 +354,14 @@ impl Images for FakeRuntime {
             });
         }
         state.images.push(image.to_string());
-        Ok(())
+        Ok(FAKE_IMAGE_SIZE)
     }
 
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+    async fn ensure_sandbox_image(
+        &self,
+        configured: Option<&str>,
+        _auths: &[RegistryAuth],
+    ) -> Result<String, RuntimeError> {
         Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
     }
 }

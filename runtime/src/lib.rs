@@ -205,12 +205,18 @@ pub trait Images: Send + Sync {
     /// inspect per image (none when [`Images::image_present`] inspected it already).
     async fn image_user(&self, image: &str) -> Result<String, RuntimeError>;
 
-    /// Pull the image from its registry, with this credential (anonymously without).
-    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError>;
+    /// Pull the image from its registry, with this credential (anonymously without); returns
+    /// the pulled image's size in bytes (kubelet's `Pulled` event names it).
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError>;
 
     /// Make sure the sandbox image is present, provisioning the built-in one if needed; returns
-    /// the image reference to use.
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError>;
+    /// the image reference to use. A configured image that is missing is pulled with each of
+    /// `auths` in turn (the node's credentials for it), anonymously when there are none.
+    async fn ensure_sandbox_image(
+        &self,
+        configured: Option<&str>,
+        auths: &[RegistryAuth],
+    ) -> Result<String, RuntimeError>;
 }
 
 /// Which of a container's output streams a log read returns.

@@ -109,15 +109,19 @@ impl<R: ContainerRuntime> Images for Measured<R> {
             .await
     }
 
-    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<(), RuntimeError> {
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError> {
         self.call(RuntimeOperation::pull_image, self.inner.pull_image(image, auth))
             .await
     }
 
-    async fn ensure_sandbox_image(&self, configured: Option<&str>) -> Result<String, RuntimeError> {
+    async fn ensure_sandbox_image(
+        &self,
+        configured: Option<&str>,
+        auths: &[RegistryAuth],
+    ) -> Result<String, RuntimeError> {
         self.call(
             RuntimeOperation::image_status,
-            self.inner.ensure_sandbox_image(configured),
+            self.inner.ensure_sandbox_image(configured, auths),
         )
         .await
     }

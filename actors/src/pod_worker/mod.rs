@@ -98,6 +98,26 @@ pub struct PodWorkerConfig {
     /// The kubepods tree the pod cgroups are made in and removed from (none with
     /// `--cgroups-per-qos=false`, and in tests that leave the node's cgroups alone).
     pub cgroups: Option<Arc<dockerlet_host::cgroup::tree::PodCgroups>>,
+    /// `serializeImagePulls` and `maxParallelImagePulls`: how many image pulls the node runs at
+    /// once.
+    pub image_pulls: ImagePullLimit,
+}
+
+/// How many image pulls run at once on the node (kubelet's image puller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ImagePullLimit {
+    /// `serializeImagePulls: false` without `maxParallelImagePulls`: every pull at once.
+    Unlimited,
+    /// At most this many: 1 with `serializeImagePulls: true` (kubelet's default), otherwise
+    /// `maxParallelImagePulls`.
+    AtOnce(std::num::NonZeroUsize),
+}
+
+impl Default for ImagePullLimit {
+    /// kubelet's default: one pull at a time.
+    fn default() -> Self {
+        ImagePullLimit::AtOnce(std::num::NonZeroUsize::MIN)
+    }
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -1034,6 +1054,7 @@ mod tests {
             metrics: Default::default(),
             cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
             cgroups: None,
+            image_pulls: Default::default(),
         })
     }
 
@@ -1145,12 +1166,7 @@ mod tests {
     fn relisted(runtime: &FakeRuntime) -> SyncContext {
         let cache = Arc::new(crate::pod_cache::PodCache::default());
         cache.relisted(Instant::now());
-        SyncContext {
-            runtime: Arc::new(runtime.clone()),
-            cache,
-            config: config(),
-            pulls: Default::default(),
-        }
+        SyncContext::new(Arc::new(runtime.clone()), cache, config())
     }
 
     fn named(name: &str, uid: &str) -> Arc<Pod> {
@@ -1838,5 +1854,68 @@ mod tests {
             events.iter().any(|e| e == "Failed: Error: ImagePullBackOff"),
             "{events:?}"
         );
+    }
+    /// kubelet's serialized image pulls (`serializeImagePulls`, the default): two pods that
+    /// each pull an image pull one after the other, and the second's `Pulled` event counts its
+    /// wait; without the limit both pulls run at once.
+    #[actix::test]
+    async fn image_pulls_are_serialized_unless_configured_otherwise() {
+        async fn max_pulls_at_once(limit: ImagePullLimit) -> (usize, Vec<String>) {
+            let runtime = FakeRuntime::with_images(&[]);
+            {
+                let mut state = runtime.state.lock().unwrap();
+                state.pull_delay = Duration::from_millis(300);
+                state.registry.insert("reg.example/a:1".into(), None);
+                state.registry.insert("reg.example/b:1".into(), None);
+            }
+            let mut sync = relisted(&runtime);
+            let mut config = (*config()).clone();
+            config.image_pulls = limit;
+            sync = SyncContext::new(sync.runtime, sync.cache, Arc::new(config));
+            let sink = Sink::default().start();
+            let pulling = |name: &str, uid: &str, image: &str| {
+                let mut pod = (*named(name, uid)).clone();
+                pod.spec.as_mut().unwrap().containers[0].image = Some(image.into());
+                Arc::new(pod)
+            };
+            let _a = PodWorker::new(pulling("a", "ua", "reg.example/a:1"), sync.clone(), links(&sink)).start();
+            let _b = PodWorker::new(pulling("b", "ub", "reg.example/b:1"), sync, links(&sink)).start();
+            tokio::time::sleep(Duration::from_millis(1200)).await;
+            let pulled: Vec<String> = sink
+                .send(Events)
+                .await
+                .unwrap()
+                .into_iter()
+                .filter(|e| e.starts_with("Pulled: "))
+                .collect();
+            let (running, most) = runtime.state.lock().unwrap().pulls_running;
+            assert_eq!(running, 0, "both pulls ended");
+            (most, pulled)
+        }
+        let (serial, pulled) = max_pulls_at_once(ImagePullLimit::default()).await;
+        assert_eq!(serial, 1, "serialized: one pull at a time");
+        assert_eq!(pulled.len(), 2, "{pulled:?}");
+        let size = dockerlet_runtime::fake::FAKE_IMAGE_SIZE;
+        let waited = pulled
+            .iter()
+            .find(|e| {
+                // "in 300ms (6xxms including waiting)": the second pull waited for the first.
+                let Some(rest) = e.split(" including waiting").next() else {
+                    return false;
+                };
+                let total = rest.rsplit('(').next().unwrap_or_default();
+                total.ends_with("ms") && total.trim_end_matches("ms").parse::<u64>().is_ok_and(|ms| ms >= 550)
+            })
+            .unwrap_or_else(|| panic!("one pull waited for the other: {pulled:?}"));
+        assert!(
+            waited.starts_with("Pulled: Successfully pulled image \"reg.example/")
+                && waited.contains("\" in 3")
+                && waited.ends_with(&format!("including waiting). Image size: {size} bytes.")),
+            "{waited}"
+        );
+        let (parallel, _) = max_pulls_at_once(ImagePullLimit::Unlimited).await;
+        assert_eq!(parallel, 2, "not serialized: both pulls at once");
+        let (two, _) = max_pulls_at_once(ImagePullLimit::AtOnce(std::num::NonZeroUsize::new(2).unwrap())).await;
+        assert_eq!(two, 2, "maxParallelImagePulls 2");
     }
 }

@@ -185,9 +185,28 @@ pub struct SyncContext {
     pub config: Arc<PodWorkerConfig>,
     /// kubelet's image pull back-off, of every pod (by pod UID and image).
     pub pulls: Arc<std::sync::Mutex<dockerlet_pod::backoff::PullBackoff>>,
+    /// The node's image pulls at once (`serializeImagePulls`, `maxParallelImagePulls`): a pull
+    /// holds a permit; none means no limit.
+    pub pull_slots: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl SyncContext {
+    /// The context every worker of one node shares: no pull back-off yet, and the pull permits
+    /// `config.image_pulls` allows.
+    pub fn new(runtime: Arc<dyn ContainerRuntime>, cache: Arc<PodCache>, config: Arc<PodWorkerConfig>) -> Self {
+        let pull_slots = match config.image_pulls {
+            super::ImagePullLimit::Unlimited => None,
+            super::ImagePullLimit::AtOnce(n) => Some(Arc::new(tokio::sync::Semaphore::new(n.get()))),
+        };
+        SyncContext {
+            runtime,
+            cache,
+            config,
+            pulls: Default::default(),
+            pull_slots,
+        }
+    }
+
     /// Inspect `id` into the cache after an action on it. Returns what was seen; none if it is
     /// gone or could not be inspected (then `unobserved` says since when).
     async fn observe(&self, id: &ContainerId, unobserved: &mut Option<Instant>) -> Option<ObservedContainer> {
@@ -1341,25 +1360,48 @@ impl Executor<'_> {
             "Pulling",
             format!("Pulling image \"{image}\""),
         ));
+        let asked = Instant::now();
+        // kubelet's serial (or bounded parallel) puller: wait for a turn. The permit is
+        // released when this pull ends, or when the sync is dropped while waiting.
+        let _permit = match &self.sync.pull_slots {
+            Some(slots) => {
+                if slots.available_permits() == 0 {
+                    tracing::debug!(image = %image, "waiting for another pull to end (serializeImagePulls / maxParallelImagePulls)");
+                }
+                Some(
+                    slots
+                        .clone()
+                        .acquire_owned()
+                        .await
+                        .expect("the pull semaphore is never closed"),
+                )
+            }
+            None => None,
+        };
         let began = Instant::now();
         let mut errors = Vec::new();
-        if auths.is_empty() {
-            errors.extend(self.sync.runtime.pull_image(image, None).await.err());
-        } else {
-            for auth in &auths {
-                match self.sync.runtime.pull_image(image, Some(auth)).await {
-                    Ok(()) => {
-                        errors.clear();
-                        break;
-                    }
-                    Err(e) => {
+        let mut size = 0;
+        for auth in auths.iter().map(Some).chain(auths.is_empty().then_some(None)) {
+            match self.sync.runtime.pull_image(image, auth).await {
+                Ok(bytes) => {
+                    errors.clear();
+                    size = bytes;
+                    break;
+                }
+                Err(e) => {
+                    if let Some(auth) = auth {
                         tracing::debug!(image = %image, registry = %auth.server, error = %e, "pull with a credential failed");
-                        errors.push(e);
                     }
+                    errors.push(e);
                 }
             }
         }
-        self.pulled(container, image, began.elapsed(), errors, present)
+        let took = PullTimes {
+            pulling: began.elapsed(),
+            with_waiting: asked.elapsed(),
+            size,
+        };
+        self.pulled(container, image, took, errors, present)
     }
 
     /// The credentials a pull may use: the pod's `imagePullSecrets` (a missing one is a
@@ -1435,7 +1477,7 @@ impl Executor<'_> {
         &mut self,
         container: &Container,
         image: &str,
-        took: std::time::Duration,
+        took: PullTimes,
         errors: Vec<RuntimeError>,
         present: bool,
     ) -> Result<(), WaitingReason> {
@@ -1443,11 +1485,9 @@ impl Executor<'_> {
         let uid = uid.to_string();
         if errors.is_empty() {
             self.sync.pulls.lock().expect("pull back-off").succeeded(&uid, image);
-            self.outcome.events.push(WorkerEvent::container(
-                &container.name,
-                "Pulled",
-                format!("Successfully pulled image \"{image}\" in {took:.3?}"),
-            ));
+            self.outcome
+                .events
+                .push(WorkerEvent::container(&container.name, "Pulled", took.message(image)));
             return Ok(());
         }
         // Offline first: a local copy serves when the registry cannot be reached, never when it
@@ -1482,6 +1522,30 @@ impl Executor<'_> {
             reason: "ErrImagePull".into(),
             message,
         })
+    }
+}
+
+/// How long a successful pull took, and what it brought.
+#[derive(Debug, Clone, Copy)]
+struct PullTimes {
+    /// From the start of the pull to its end.
+    pulling: Duration,
+    /// From asking for the pull, the wait for a turn included.
+    with_waiting: Duration,
+    /// The image's size in bytes.
+    size: u64,
+}
+
+impl PullTimes {
+    /// kubelet's `Pulled` event text, its times truncated to the millisecond as Go prints them.
+    fn message(&self, image: &str) -> String {
+        use dockerlet_pod::go::go_duration;
+        format!(
+            "Successfully pulled image \"{image}\" in {} ({} including waiting). Image size: {} bytes.",
+            go_duration(self.pulling),
+            go_duration(self.with_waiting),
+            self.size
+        )
     }
 }
 
