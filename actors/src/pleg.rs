@@ -220,6 +220,29 @@ impl PlegActor {
         ctx.add_stream(self.runtime.events(&self.node_name));
     }
 
+    /// The OOM killer struck a container. Usually before its `die`, which then carries it; but
+    /// Docker can send the `oom` after the `die` (and answer an inspect between them with
+    /// `OOMKilled: false`), so a container already known exited is marked at once.
+    fn oom(&mut self, id: ContainerId) {
+        match self.cache.container(&id) {
+            Some(c) if c.state == RuntimeState::Exited => {
+                if c.oom_killed {
+                    return;
+                }
+                let marked = ObservedContainer { oom_killed: true, ..c };
+                let change = self.cache.put(marked.clone(), Instant::now());
+                self.emit(vec![change.unwrap_or_else(|| Change::unchanged(&marked))]);
+            }
+            _ => {
+                // Bounded: an `oom` whose `die` never came is dropped with the rest.
+                if self.oom_killed.len() > 1024 {
+                    self.oom_killed.clear();
+                }
+                self.oom_killed.insert(id);
+            }
+        }
+    }
+
     /// A container died. If the cache knows it running, it is exited at once with what the
     /// event says (exit code, time, and an `oom` before it) — the worker can restart it without
     /// waiting for Docker's exit handling, which an inspect waits for (6–10 ms) — and one inspect
@@ -342,13 +365,7 @@ impl StreamHandler<Result<RuntimeEvent, RuntimeError>> for PlegActor {
                 self.docker_events += 1;
                 tracing::trace!(container = %e.id, action = %e.action, "docker event");
                 match e.action.as_str() {
-                    "oom" => {
-                        // Bounded: an `oom` whose `die` never came is dropped with the rest.
-                        if self.oom_killed.len() > 1024 {
-                            self.oom_killed.clear();
-                        }
-                        self.oom_killed.insert(e.id);
-                    }
+                    "oom" => self.oom(e.id),
                     "die" => self.died(e, ctx),
                     "destroy" => {
                         let change = self.cache.remove(&e.id, Instant::now());
@@ -663,6 +680,40 @@ mod tests {
             (RuntimeState::Exited, 137, true)
         );
         assert!(dead.finished_at.is_some());
+    }
+
+    /// An `oom` that comes after the `die` (Docker sends it late at times) still marks the
+    /// exited container OOM-killed and tells its worker.
+    #[actix::test]
+    async fn an_oom_after_the_death_still_counts() {
+        tokio::time::pause();
+        let runtime = FakeRuntime::default();
+        let id = runtime.create_container(spec("app")).await.unwrap();
+        runtime.start_container(&id).await.unwrap();
+        let cache = Arc::new(PodCache::default());
+        let (_pleg, sink) = start(&runtime, &cache, Duration::from_secs(3600));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        sink.send(Take).await.unwrap();
+        runtime.exit(&id.0, 137);
+        let event = |action: &str, exit_code| RuntimeEvent {
+            id: id.clone(),
+            action: action.into(),
+            exit_code,
+            time: Some(Timestamp::now()),
+        };
+        runtime.emit(event("die", Some(137)));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!cache.container(&id).unwrap().oom_killed, "Docker said no OOM yet");
+        sink.send(Take).await.unwrap();
+        runtime.emit(event("oom", None));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        let dead = cache.container(&id).unwrap();
+        assert_eq!((dead.state, dead.oom_killed), (RuntimeState::Exited, true));
+        assert_eq!(
+            sink.send(Take).await.unwrap(),
+            vec![(id.0.clone(), LifecycleEventKind::ContainerDied)],
+            "the worker hears of it"
+        );
     }
 
     /// PLEG is healthy while relists succeed, and names the runtime as the reason once Docker
