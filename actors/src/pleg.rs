@@ -258,6 +258,7 @@ impl PlegActor {
                     exit_code: event.exit_code.unwrap_or(c.exit_code),
                     oom_killed: oom,
                     finished_at: event.time.map(Time).or_else(|| Some(Time(Timestamp::now()))),
+                    details_pending: true,
                     ..c
                 };
                 let change = self.cache.put(exited.clone(), Instant::now());

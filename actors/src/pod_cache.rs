@@ -201,8 +201,9 @@ impl PodCache {
             .iter()
             .filter(|l| match known(&l.id) {
                 None => inner.removed.get(&l.id).is_none_or(|at| *at < listed),
+                // A death known from its event alone is inspected too (its details).
                 Some(entry) => {
-                    entry.observed.state != l.state
+                    (entry.observed.state != l.state || entry.observed.details_pending)
                         && entry.stamp < listed
                         && entry.claimed_until.is_none_or(|until| until <= listed)
                 }

@@ -69,9 +69,35 @@ pub fn write_pod_file(path: &Path, content: &str) -> Result<(), PodFileError> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(error("chmod", path))
 }
 
+/// Make a container instance's termination message file: empty, mode 0666 whatever the
+/// umask (any user the container runs as may write it, as kubelet makes it), its directory
+/// created (0750) if needed.
+pub fn create_termination_message_file(path: &Path) -> Result<(), PodFileError> {
+    if let Some(dir) = path.parent() {
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o750)
+            .create(dir)
+            .map_err(error("create directory", dir))?;
+    }
+    std::fs::File::create(path).map_err(error("create", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(error("chmod", path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The termination message file is empty and writable by anyone, its directories made.
+    #[test]
+    fn termination_message_files_are_writable_by_anyone() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("pods/u1/containers/app/0-1");
+        create_termination_message_file(&path).unwrap();
+        let meta = std::fs::metadata(&path).unwrap();
+        assert_eq!((meta.len(), meta.mode() & 0o777), (0, 0o666));
+    }
 
     /// A pod file is created with its directory, mode 0644, rewritten in place when it changes.
     #[test]

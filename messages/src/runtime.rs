@@ -89,6 +89,13 @@ pub struct ObservedContainer {
     /// with the cgroupfs driver). With the cgroupfs driver the container's cgroup is
     /// `<cgroup_parent>/<id>` under each controller.
     pub cgroup_parent: String,
+    /// What the container left as its termination message once exited (kubelet's: the file
+    /// at its `terminationMessagePath`, or with `FallbackToLogsOnError` and a failure the end
+    /// of its log); empty while it runs.
+    pub termination_message: String,
+    /// Known exited from a `die` event alone: the inspect that fills in the details (the
+    /// termination message, Docker's own finish time) has not answered yet.
+    pub details_pending: bool,
 }
 
 /// One line of a cheap listing of all of a node's containers, as PLEG relists it.

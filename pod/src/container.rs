@@ -209,6 +209,31 @@ impl ManagedFiles {
     }
 }
 
+/// A container instance's termination message file on the node (kubelet's
+/// `<pod dir>/containers/<container>/<instance>`): made empty and writable by anyone before the
+/// instance is created, bind-mounted at its `terminationMessagePath`.
+pub fn termination_message_file(
+    root: &std::path::Path,
+    uid: &str,
+    container: &str,
+    instance: &str,
+) -> std::path::PathBuf {
+    crate::volume::pod_dir(root, uid)
+        .join("containers")
+        .join(container)
+        .join(instance)
+}
+
+/// The bind mount of an instance's termination message file `host` at the container's
+/// `terminationMessagePath`; none when it has no path, or mounts a volume there itself.
+pub fn termination_message_bind(container: &Container, host: &std::path::Path) -> Option<String> {
+    let path = container
+        .termination_message_path
+        .as_deref()
+        .filter(|p| !p.is_empty())?;
+    (!mounts_own(container, path.trim_end_matches('/'))).then(|| format!("{}:{path}", host.display()))
+}
+
 /// The data of the Secrets and ConfigMaps a container's env refers to; `None` for one that does
 /// not exist.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -352,6 +377,16 @@ pub fn container_spec(
     l.insert(labels::CONTAINER_HASH.to_string(), container_hash(container));
     l.insert(labels::BACKOFF_STEP.to_string(), backoff_step.to_string());
     l.insert(labels::SANDBOX_ID.to_string(), ctx.sandbox_id.0.clone());
+    if let Some(path) = container.termination_message_path.as_deref().filter(|p| !p.is_empty()) {
+        l.insert(labels::TERMINATION_MESSAGE_PATH.to_string(), path.to_string());
+        l.insert(
+            labels::TERMINATION_MESSAGE_POLICY.to_string(),
+            container
+                .termination_message_policy
+                .clone()
+                .unwrap_or_else(|| "File".to_string()),
+        );
+    }
 
     let env = container_env(ctx, container)?;
     let env_map: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
@@ -601,6 +636,33 @@ mod tests {
     use k8s_openapi::api::core::v1::{EnvVar, EnvVarSource, ObjectFieldSelector, PodSpec};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+    /// Each instance's termination message file is bind-mounted at the container's path,
+    /// unless it has none or a volume is mounted there.
+    #[test]
+    fn termination_message_files_are_bound_at_the_containers_path() {
+        use k8s_openapi::api::core::v1::VolumeMount;
+        let file = termination_message_file(std::path::Path::new("/r"), "u1", "app", "0-1");
+        assert_eq!(file, std::path::PathBuf::from("/r/pods/u1/containers/app/0-1"));
+        let mut c = Container {
+            name: "app".into(),
+            termination_message_path: Some("/dev/termination-custom-log".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            termination_message_bind(&c, &file).as_deref(),
+            Some("/r/pods/u1/containers/app/0-1:/dev/termination-custom-log")
+        );
+        c.volume_mounts = Some(vec![VolumeMount {
+            name: "v".into(),
+            mount_path: "/dev/termination-custom-log".into(),
+            ..Default::default()
+        }]);
+        assert_eq!(termination_message_bind(&c, &file), None, "a volume is mounted there");
+        c.volume_mounts = None;
+        c.termination_message_path = Some(String::new());
+        assert_eq!(termination_message_bind(&c, &file), None, "no path");
+    }
 
     fn pod(containers: Vec<Container>) -> Pod {
         Pod {

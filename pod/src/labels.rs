@@ -24,6 +24,10 @@ pub const RESTART_COUNT: &str = "annotation.io.kubernetes.container.restartCount
 pub const CONTAINER_HASH: &str = "annotation.io.kubernetes.container.hash";
 /// The pod's termination grace period, for a later agent to honour
 pub const TERMINATION_GRACE: &str = "annotation.io.kubernetes.pod.terminationGracePeriod";
+/// The container's `terminationMessagePath` (where the runtime finds its message file)
+pub const TERMINATION_MESSAGE_PATH: &str = "annotation.io.kubernetes.container.terminationMessagePath";
+/// The container's `terminationMessagePolicy` (`File` or `FallbackToLogsOnError`)
+pub const TERMINATION_MESSAGE_POLICY: &str = "annotation.io.kubernetes.container.terminationMessagePolicy";
 /// The node whose agent owns the container; agents touch nothing else
 pub const NODE: &str = "io.dockerlet.node";
 /// `init` or `app`
@@ -99,6 +103,8 @@ impl ParsedLabels {
             pod_grace_seconds: self.pod_grace_seconds,
             pid: None,
             cgroup_parent: String::new(),
+            termination_message: String::new(),
+            details_pending: false,
         }
     }
 }

@@ -564,6 +564,8 @@ mod tests {
             pod_grace_seconds: None,
             pid: None,
             cgroup_parent: String::new(),
+            termination_message: String::new(),
+            details_pending: false,
         }
     }
 

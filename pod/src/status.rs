@@ -157,7 +157,14 @@ fn terminated(c: &ObservedContainer) -> ContainerStateTerminated {
     ContainerStateTerminated {
         exit_code: c.exit_code as i32,
         reason: Some(reason.to_string()),
-        message: (!c.error.is_empty()).then(|| c.error.clone()),
+        // The runtime's reason first, then what the container wrote (kubelet's
+        // toKubeContainerStatus).
+        message: match (c.error.as_str(), c.termination_message.as_str()) {
+            ("", "") => None,
+            (error, "") => Some(error.to_string()),
+            ("", written) => Some(written.to_string()),
+            (error, written) => Some(format!("{error}: {written}")),
+        },
         started_at: if never_ran {
             time(&c.created_at)
         } else {
@@ -571,6 +578,8 @@ mod tests {
             pod_grace_seconds: None,
             pid: None,
             cgroup_parent: String::new(),
+            termination_message: String::new(),
+            details_pending: false,
         }
     }
 
@@ -621,6 +630,22 @@ mod tests {
         let cs = &s.container_statuses.unwrap()[0];
         assert!(cs.ready);
         assert_eq!(cs.container_id.as_deref(), Some("docker://a0"));
+    }
+
+    /// The terminated state's message is Docker's error, then what the container wrote, joined
+    /// as kubelet joins them.
+    #[test]
+    fn the_termination_message_follows_the_runtimes_error() {
+        let with = |error: &str, written: &str| {
+            let mut c = obs("a", ContainerRole::App, 0, RuntimeState::Exited, 1);
+            c.error = error.into();
+            c.termination_message = written.into();
+            terminated(&c).message
+        };
+        assert_eq!(with("", ""), None);
+        assert_eq!(with("", "DONE").as_deref(), Some("DONE"));
+        assert_eq!(with("oci error", "").as_deref(), Some("oci error"));
+        assert_eq!(with("oci error", "DONE").as_deref(), Some("oci error: DONE"));
     }
 
     /// Phases for every restart policy and exit code, as kubelet's getPhase gives them.

@@ -191,7 +191,18 @@ impl Containers for DockerRuntime {
 
     async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
         match self.docker.inspect_container(&id.0, None).await {
-            Ok(response) => Ok(observe(response)),
+            Ok(response) => {
+                let source = TerminationMessageSource::of(&response);
+                let Some(mut observed) = observe(response) else {
+                    return Ok(None);
+                };
+                if observed.state == RuntimeState::Exited {
+                    if let Some(source) = source {
+                        observed.termination_message = self.termination_message(&observed, source).await;
+                    }
+                }
+                Ok(Some(observed))
+            }
             // Removed meanwhile: it is simply gone.
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(None),
             Err(e) => Err(failed(&format!("inspect container {id}"), e)),
@@ -775,6 +786,92 @@ impl DockerRuntime {
             Err(e) => Err(failed(&format!("inspect container {id}"), e)),
         }
     }
+}
+
+/// Most of a termination message file that is read: its last 4 KiB (kubelet's
+/// `MaxContainerTerminationMessageLength`).
+const TERMINATION_MESSAGE_MAX: u64 = 4096;
+/// With `FallbackToLogsOnError`, the log lines and bytes (the last ones) that stand in for an
+/// empty message (kubelet's `MaxContainerTerminationMessageLogLines` and `…LogLength`).
+const TERMINATION_LOG_LINES: u64 = 80;
+const TERMINATION_LOG_BYTES: usize = 2048;
+
+/// Where an exited container's termination message comes from: the host file mounted at its
+/// `terminationMessagePath` (the label the agent set), and whether its log stands in.
+struct TerminationMessageSource {
+    /// The host side of the mount at the path; none when nothing is mounted there.
+    file: Option<std::path::PathBuf>,
+    /// `FallbackToLogsOnError`.
+    fallback_to_logs: bool,
+}
+
+impl TerminationMessageSource {
+    fn of(response: &ContainerInspectResponse) -> Option<Self> {
+        let labels = response.config.as_ref()?.labels.as_ref()?;
+        let path = labels.get(labels::TERMINATION_MESSAGE_PATH)?;
+        let file = response
+            .mounts
+            .iter()
+            .flatten()
+            .find(|m| m.destination.as_deref() == Some(path.as_str()))
+            .and_then(|m| m.source.as_ref())
+            .map(std::path::PathBuf::from);
+        Some(TerminationMessageSource {
+            file,
+            fallback_to_logs: labels
+                .get(labels::TERMINATION_MESSAGE_POLICY)
+                .is_some_and(|p| p == "FallbackToLogsOnError"),
+        })
+    }
+}
+
+impl DockerRuntime {
+    /// kubelet's termination message of an exited container (getTerminationMessage): the last
+    /// 4 KiB of its message file; when that is empty or missing, the policy is
+    /// `FallbackToLogsOnError` and the container failed after running, the last 80 lines of
+    /// its log, at most their last 2 KiB.
+    async fn termination_message(&self, c: &ObservedContainer, source: TerminationMessageSource) -> String {
+        let fallback = source.fallback_to_logs && c.exit_code != 0 && c.started_at.is_some();
+        let written = match &source.file {
+            Some(file) => match read_tail(file, TERMINATION_MESSAGE_MAX).await {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => return format!("Error on reading termination log {}: {e}", file.display()),
+            },
+            None => String::new(),
+        };
+        if !written.is_empty() || !fallback {
+            return written;
+        }
+        let request = LogRequest {
+            follow: false,
+            timestamps: false,
+            tail_lines: Some(TERMINATION_LOG_LINES),
+            since_unix: None,
+            stream: LogStream::All,
+        };
+        let mut log = Vec::new();
+        let mut chunks = self.logs(&c.id, &request);
+        while let Some(chunk) = chunks.next().await {
+            match chunk {
+                Ok(bytes) => log.extend_from_slice(&bytes),
+                Err(e) => return format!("Error on reading termination message from logs: {e}"),
+            }
+        }
+        let start = log.len().saturating_sub(TERMINATION_LOG_BYTES);
+        String::from_utf8_lossy(&log[start..]).into_owned()
+    }
+}
+
+/// The last `max` bytes of the file at `path`.
+async fn read_tail(path: &std::path::Path, max: u64) -> std::io::Result<Vec<u8>> {
+    use tokio::io::{AsyncReadExt as _, AsyncSeekExt as _};
+    let mut file = tokio::fs::File::open(path).await?;
+    let len = file.metadata().await?.len();
+    file.seek(std::io::SeekFrom::Start(len.saturating_sub(max))).await?;
+    let mut bytes = Vec::with_capacity(len.min(max) as usize);
+    file.take(max).read_to_end(&mut bytes).await?;
+    Ok(bytes)
 }
 
 /// Turn an inspect answer into an [`ObservedContainer`]; `None` if it is not a pod container.

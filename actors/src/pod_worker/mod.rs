@@ -548,6 +548,12 @@ impl PodWorker {
     }
 
     fn publish_status(&mut self) {
+        // A container known dead from its `die` event alone: its termination message and exit
+        // details come with the inspect that follows (milliseconds later, or the next relist),
+        // and a status without them must not be the one a client reads as final.
+        if self.last_observed.iter().any(|c| c.details_pending) {
+            return;
+        }
         let status = generate(&StatusInput {
             pod: &self.pod,
             observed: &self.last_observed,

@@ -371,7 +371,11 @@ pub async fn sync_pod(
         outcome.events.push(WorkerEvent::container(
             &b.name,
             "BackOff",
-            format!("Back-off restarting failed container {} in pod {name}", b.name),
+            // kubelet's format.Pod: name_namespace(uid).
+            format!(
+                "Back-off restarting failed container {} in pod {name}_{namespace}({uid_str})",
+                b.name
+            ),
         ));
     }
     outcome.backoff_until = actions.backing_off.iter().map(|b| b.until).min();
@@ -1048,6 +1052,10 @@ impl Executor<'_> {
         if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
             return self.wait(container, "CreateContainerConfigError", e.to_string());
         }
+        match self.termination_message_bind(container, start.attempt).await {
+            Ok(bind) => create.binds.extend(bind),
+            Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+        }
         create.runtime = match self.runtime_handler().await {
             Ok(handler) => handler,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
@@ -1101,6 +1109,38 @@ impl Executor<'_> {
                     .push(WorkerEvent::container(&container.name, "Failed", format!("Error: {e}")));
                 tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
             }
+        }
+    }
+
+    /// A new file for this instance's termination message, and its bind mount at the
+    /// container's `terminationMessagePath` (none without a path). One file per instance, as
+    /// kubelet's, so a restart starts from an empty message.
+    async fn termination_message_bind(
+        &self,
+        container: &Container,
+        attempt: u32,
+    ) -> Result<Option<String>, PodFileError> {
+        let (_, _, uid) = pod_identity(self.pod);
+        let salt = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let file = dockerlet_pod::container::termination_message_file(
+            &self.sync.config.root_dir,
+            uid,
+            &container.name,
+            &format!("{attempt}-{salt:08x}"),
+        );
+        let Some(bind) = dockerlet_pod::container::termination_message_bind(container, &file) else {
+            return Ok(None);
+        };
+        let target = file.clone();
+        match tokio::task::spawn_blocking(move || pod_files::create_termination_message_file(&target)).await {
+            Ok(created) => created.map(|()| Some(bind)),
+            Err(e) => Err(PodFileError {
+                what: "create",
+                path: file,
+                source: std::io::Error::other(e),
+            }),
         }
     }
 
@@ -1273,11 +1313,12 @@ impl Executor<'_> {
         }
     }
 
+    /// The container waits with `reason`; kubelet's `Failed` event says `Error: <message>`.
     fn wait(&mut self, container: &Container, reason: &str, message: String) {
         self.outcome.events.push(WorkerEvent::container(
             &container.name,
             "Failed",
-            format!("Error: {reason}: {message}"),
+            format!("Error: {message}"),
         ));
         self.outcome.waiting.insert(
             container.name.clone(),
