@@ -135,10 +135,11 @@ impl Handler<SetPodStatus> for StatusActor {
 }
 
 impl Handler<RemovePodStatus> for StatusActor {
-    type Result = ();
+    type Result = ResponseActFuture<Self, ()>;
 
-    /// Forget a pod that is gone (and delete a static pod's mirror pod).
-    fn handle(&mut self, msg: RemovePodStatus, ctx: &mut Self::Context) {
+    /// Forget a pod that is gone (and delete a static pod's mirror pod). A deleted API pod's
+    /// final status is written first: the answer comes once that write ended.
+    fn handle(&mut self, msg: RemovePodStatus, ctx: &mut Self::Context) -> Self::Result {
         self.handled += 1;
         let gone = self.pods.remove(&msg.uid);
         self.pushed.remove(&msg.uid);
@@ -153,8 +154,7 @@ impl Handler<RemovePodStatus> for StatusActor {
                 }
             }
             .instrument(span);
-            ctx.spawn(future.into_actor(self));
-            return;
+            return Box::pin(future.into_actor(self));
         }
         let gone = gone.map(|held| held.pod);
         if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
@@ -170,6 +170,7 @@ impl Handler<RemovePodStatus> for StatusActor {
             .instrument(span);
             ctx.spawn(future.into_actor(self));
         }
+        Box::pin(actix::fut::ready(()))
     }
 }
 

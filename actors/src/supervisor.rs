@@ -697,7 +697,21 @@ macro_rules! forward {
 forward! {
     WatchContainers => probe,
     ForgetPod => probe,
-    RemovePodStatus => status,
+}
+
+impl Handler<RemovePodStatus> for Supervisor {
+    type Result = ResponseFuture<()>;
+
+    /// On to the StatusActor, answered once it has written a deleted pod's final status.
+    fn handle(&mut self, msg: RemovePodStatus, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let removed = self.children.status.addr().send(msg);
+        Box::pin(async move {
+            if let Err(e) = removed.await {
+                tracing::warn!(error = %e, "the status actor did not answer a pod's removal");
+            }
+        })
+    }
 }
 
 impl Handler<SetPodStatus> for Supervisor {

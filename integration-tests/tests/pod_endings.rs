@@ -83,30 +83,87 @@ fn setting_the_deadline_of_a_running_api_pod_fails_it() {
     assert_eq!(pod["status"]["message"], MESSAGE);
 }
 
-/// A running API pod with a finalizer, deleted: the agent stops it and deletes it (grace 0);
-/// the finalizer keeps the object, whose final status says Failed with every container
-/// terminated (exit code and reason from Docker).
+/// Running API pods with a finalizer, deleted (upstream e2e_node `deleted_pods_test.go`): the
+/// agent stops them and deletes them (grace 0); the finalizer keeps each object, whose final
+/// status has every container terminated. A pod whose containers all ended with 0 is
+/// Succeeded whatever its restart policy (kubelet's getPhase for a terminal pod); one killed
+/// at the end of its grace period (137) is Failed.
 #[test]
-fn a_deleted_pod_kept_by_a_finalizer_ends_failed() {
+fn deleted_pods_kept_by_a_finalizer_end_succeeded_or_failed() {
     let (api, _manifests, agent) = api_agent("ending-finalizer");
+    // Default restartPolicy Always; SIGTERM ends the container with 0.
     create_sleeper(&api, &agent, "{name: kept, finalizers: [example.com/keep]}", 5);
-    let running = wait_for("the pod Running", POD_START_TIMEOUT, || {
-        api.get("pods", "default", "kept")
+    // Ignores SIGTERM: killed after its 2 s grace period.
+    create_pod(
+        &api,
+        &agent,
+        "{name: stubborn, finalizers: [example.com/keep]}",
+        2,
+        "trap '' TERM; while true; do sleep 1; done",
+    );
+    let mut uids = Vec::new();
+    for name in ["kept", "stubborn"] {
+        let running = wait_for(&format!("{name} Running"), POD_START_TIMEOUT, || {
+            api.get("pods", "default", name)
+                .filter(|p| p["status"]["phase"] == "Running")
+        });
+        uids.push(running["metadata"]["uid"].as_str().expect("uid").to_string());
+        api.kubectl_ok(&["delete", "pod", name, "--wait=false"]);
+    }
+    for (name, phase, exit_code, reason) in [
+        ("kept", "Succeeded", 0, "Completed"),
+        ("stubborn", "Failed", 137, "Error"),
+    ] {
+        let ended = wait_for(&format!("{name} {phase}"), CHANGE_TIMEOUT, || {
+            api.get("pods", "default", name)
+                .filter(|p| p["status"]["phase"] == "Succeeded" || p["status"]["phase"] == "Failed")
+        });
+        assert_eq!(ended["status"]["phase"], phase, "{ended}");
+        assert!(!ended["metadata"]["deletionTimestamp"].is_null(), "{ended}");
+        let state = &ended["status"]["containerStatuses"][0]["state"]["terminated"];
+        assert_eq!(state["exitCode"], exit_code, "{ended}");
+        assert_eq!(state["reason"], reason, "{ended}");
+    }
+    for uid in &uids {
+        wait_for("the containers removed", CHANGE_TIMEOUT, || {
+            agent.pod_containers(uid).is_empty().then_some(())
+        });
+    }
+}
+
+/// A deleted API pod without finalizers: its final status (phase, terminated containers) is
+/// written before the agent deletes it for good, so watchers see how it ended before it goes
+/// (kubelet's status manager; upstream `pods.go` checks this of every pod it deletes).
+#[test]
+fn a_deleted_pods_final_status_is_written_before_it_is_deleted() {
+    let (api, _manifests, agent) = api_agent("ending-order");
+    create_sleeper(&api, &agent, "{name: ordered}", 5);
+    wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "ordered")
             .filter(|p| p["status"]["phase"] == "Running")
     });
-    let uid = running["metadata"]["uid"].as_str().expect("uid").to_string();
-    api.kubectl_ok(&["delete", "pod", "kept", "--wait=false"]);
-    let ended = wait_for("the kept pod Failed", CHANGE_TIMEOUT, || {
-        api.get("pods", "default", "kept")
-            .filter(|p| p["status"]["phase"] == "Failed")
+    api.clear_requests();
+    api.kubectl_ok(&["delete", "pod", "ordered", "--wait=false"]);
+    wait_for("the pod gone", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "ordered").is_none().then_some(())
     });
-    assert!(!ended["metadata"]["deletionTimestamp"].is_null(), "{ended}");
-    let state = &ended["status"]["containerStatuses"][0]["state"]["terminated"];
-    assert_eq!(state["exitCode"], 0, "the container ended on SIGTERM: {ended}");
-    assert_eq!(state["reason"], "Completed", "{ended}");
-    wait_for("the containers removed", CHANGE_TIMEOUT, || {
-        agent.pod_containers(&uid).is_empty().then_some(())
-    });
+    let requests = api.requests();
+    let summary: Vec<String> = requests
+        .iter()
+        .filter(|r| r.path.contains("/pods/ordered"))
+        .map(|r| format!("{} {} {:?} {}", r.method, r.path, r.user_agent, r.body))
+        .collect();
+    let final_write = requests
+        .iter()
+        .rposition(|r| r.path.ends_with("/pods/ordered/status") && r.body.contains("Succeeded"));
+    // The agent's delete is the last one (kubectl's comes first).
+    let delete = requests
+        .iter()
+        .rposition(|r| r.method == "DELETE" && r.path.ends_with("/namespaces/default/pods/ordered"));
+    let (Some(final_write), Some(delete)) = (final_write, delete) else {
+        panic!("a final status write and the agent's delete: {summary:?}");
+    };
+    assert!(final_write < delete, "the final status before the delete: {summary:?}");
 }
 
 /// An agent in API-server mode against a fresh in-memory API server.
@@ -121,7 +178,17 @@ fn api_agent(name: &str) -> (ApiServer, ManifestDir, Agent) {
 /// Create, through kubectl, a pod bound to `agent`'s node whose container stops at once on
 /// SIGTERM; `metadata` is the YAML of its metadata (flow style).
 fn create_sleeper(api: &ApiServer, agent: &Agent, metadata: &str, grace: u32) {
-    let path = api.dir().join("pod.yaml");
+    create_pod(api, agent, metadata, grace, "trap 'exit 0' TERM; sleep 3600 & wait");
+}
+
+/// Create, through kubectl, a one-container pod bound to `agent`'s node running `script`.
+fn create_pod(api: &ApiServer, agent: &Agent, metadata: &str, grace: u32, script: &str) {
+    let name = metadata
+        .split("name: ")
+        .nth(1)
+        .and_then(|rest| rest.split([',', '}']).next())
+        .expect("a name in the metadata");
+    let path = api.dir().join(format!("{name}.yaml"));
     let yaml = format!(
         r#"apiVersion: v1
 kind: Pod
@@ -133,7 +200,7 @@ spec:
   containers:
   - name: app
     image: dockerlet.local/busybox:1
-    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    command: ["sh", "-c", "{script}"]
 "#,
         node = agent.node()
     );

@@ -296,11 +296,23 @@ impl PodWorker {
                     api.forget_pod(&self.uid.0);
                 }
                 self.sync.pulls.lock().expect("pull back-off").forget_pod(&self.uid.0);
-                self.links.removed.do_send(RemovePodStatus {
+                let removed = self.links.removed.send(RemovePodStatus {
                     uid: self.uid.clone(),
                     final_status: self.final_status.take(),
                 });
-                self.links.terminated.do_send(PodTerminated { uid: self.uid.clone() });
+                let (terminated, uid) = (self.links.terminated.clone(), self.uid.clone());
+                // The final status of a deleted API pod is written before the Supervisor may
+                // delete the pod for good: watchers see its final phase, then its deletion (as
+                // kubelet's status manager orders them).
+                ctx.spawn(
+                    async move {
+                        if let Err(e) = removed.await {
+                            tracing::warn!(error = %e, "the status actor did not answer the pod's removal");
+                        }
+                        terminated.do_send(PodTerminated { uid });
+                    }
+                    .into_actor(self),
+                );
             }
         }
     }
@@ -344,8 +356,9 @@ impl PodWorker {
         self.in_flight = Some(handle);
     }
 
-    /// The pod with its final status, from its containers as they stopped: phase Failed unless
-    /// it Succeeded (kubelet's status manager on TerminatePod).
+    /// The pod with its final status, from its containers as they stopped: phase Succeeded when
+    /// every regular container ended with 0, Failed otherwise (kubelet's status manager on
+    /// TerminatePod, and getPhase for a terminal pod).
     fn final_status_of(&self, stopped: &[ObservedContainer]) -> Pod {
         let mut status = generate(&StatusInput {
             pod: &self.pod,
@@ -357,8 +370,19 @@ impl PodWorker {
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
+        // kubelet's getPhase for a terminal pod: whatever the restart policy, Succeeded when
+        // every regular container ran and ended with 0, otherwise Failed.
+        let all_succeeded = status.container_statuses.as_ref().is_some_and(|statuses| {
+            !statuses.is_empty()
+                && statuses.iter().all(|c| {
+                    c.state
+                        .as_ref()
+                        .and_then(|s| s.terminated.as_ref())
+                        .is_some_and(|t| t.exit_code == 0)
+                })
+        });
         if status.phase.as_deref() != Some("Succeeded") {
-            status.phase = Some("Failed".to_string());
+            status.phase = Some(if all_succeeded { "Succeeded" } else { "Failed" }.to_string());
         }
         let mut pod = (*self.pod).clone();
         pod.status = Some(status);
