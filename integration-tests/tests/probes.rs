@@ -217,6 +217,49 @@ spec:
 
 /// A tcpSocket readiness probe starts not ready; Ready flips true and false with the listener,
 /// and `/pods` shows it in the container's `ready` and the pod's conditions; nothing restarts.
+/// Under `restartPolicy: OnFailure` a container killed for a failed liveness probe is started
+/// again even though it ends with 0 on SIGTERM (kubelet restarts it in the same sync; upstream
+/// `storage/subpath.go` "container restart" tests rely on it).
+#[test]
+fn an_on_failure_container_killed_by_its_liveness_probe_restarts_though_it_exits_0() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "onfailure.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: onfailure
+spec:
+  restartPolicy: OnFailure
+  terminationGracePeriodSeconds: 5
+  containers:
+  - name: main
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap exit TERM; while true; do sleep 1; done"]
+    livenessProbe:
+      exec:
+        command: ["cat", "/tmp/nonexistent"]
+      initialDelaySeconds: 1
+      periodSeconds: 2
+      failureThreshold: 1
+"#,
+    );
+    let agent = Agent::start("onfailure-liveness", manifests.path(), &[]);
+    let pod = agent.wait_for_pod(
+        "onfailure",
+        "main restarted after a liveness kill",
+        CHANGE_TIMEOUT,
+        |p| p.container("main").is_some_and(|c| c.restart_count >= 1),
+    );
+    assert_ne!(pod.phase(), "Succeeded", "{}", pod.summary());
+    let last = pod
+        .container("main")
+        .and_then(|c| c.last_state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .map(|t| t.exit_code);
+    assert_eq!(last, Some(0), "the killed instance ended with 0: {}", pod.summary());
+}
+
 #[test]
 fn a_tcp_readiness_probe_makes_the_pod_ready_only_while_the_port_accepts() {
     let manifests = ManifestDir::new();

@@ -178,3 +178,43 @@ fn mounts_under(dir: &std::path::Path) -> usize {
         .filter(|p| p.starts_with(&dir))
         .count()
 }
+
+/// Upstream e2e_node `volume_manager_test.go` ("should remove the volume from the node"): once a
+/// pod has finished (Succeeded, not deleted), its memory-backed emptyDir is unmounted and its
+/// directory removed, as kubelet's volume manager does; the pod stays Succeeded.
+#[test]
+fn a_finished_pods_volumes_are_torn_down() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "finished.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: finished}
+spec:
+  restartPolicy: Never
+  volumes:
+  - name: memory-volume
+    emptyDir: {medium: Memory}
+  containers:
+  - name: memory-volume-test
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "echo"]
+    volumeMounts: [{name: memory-volume, mountPath: /tmp}]
+"#,
+    );
+    let agent = Agent::start("finished-volumes", manifests.path(), &[]);
+    let pod = agent.wait_for_pod("finished", "Succeeded", CHANGE_TIMEOUT, |p| p.phase() == "Succeeded");
+    let volume = agent
+        .root_dir()
+        .join("pods")
+        .join(pod.uid())
+        .join("volumes/kubernetes.io~empty-dir/memory-volume");
+    let volume = volume.to_str().expect("utf-8").to_string();
+    dockerlet_integration_tests::wait_for("the volume unmounted and removed", CHANGE_TIMEOUT, || {
+        let mounts = std::fs::read_to_string("/proc/mounts").unwrap_or_default();
+        let mounted = mounts.lines().any(|l| l.split(' ').nth(1) == Some(volume.as_str()));
+        (!mounted && !std::path::Path::new(&volume).exists()).then_some(())
+    });
+    let after = agent.pod("finished").expect("pod");
+    assert_eq!(after.phase(), "Succeeded", "{}", after.summary());
+}

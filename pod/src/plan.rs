@@ -307,8 +307,13 @@ pub fn compute_pod_actions_with_probes(
                 } else if let Some(kill) = planner.probe_kill(container, c, "Container", ", will be restarted") {
                     planner.actions.kill.push(kill);
                     // A probe kill counts as a failure: it runs again unless the policy is Never.
-                    if policy.restarts(1) {
-                        keep += 1;
+                    // Under OnFailure it is started again in this sync, as kubelet does
+                    // (ContainersToStart): killed, it may well exit 0, which alone would not
+                    // restart it. Under Always it restarts once seen dead, with the back-off.
+                    match policy {
+                        RestartPolicy::OnFailure => planner.schedule_start(container, ContainerRole::App, latest),
+                        RestartPolicy::Always => keep += 1,
+                        RestartPolicy::Never => {}
                     }
                 } else {
                     keep += 1;
@@ -747,6 +752,12 @@ mod tests {
         assert!(a.start.is_empty() && !a.kill_pod);
         let a = compute_pod_actions_with_probes(&pod("Never", &[], &["a"]), &observed, at(30), &cfg, &failed);
         assert!(a.kill_pod, "nothing will run again: the sandbox goes too");
+        // OnFailure: killed and started again at once (its exit code, maybe 0, does not matter).
+        let a = compute_pod_actions_with_probes(&pod("OnFailure", &[], &["a"]), &observed, at(30), &cfg, &failed);
+        assert_eq!(a.kill.len(), 1);
+        assert_eq!(a.start.len(), 1, "{a:?}");
+        assert_eq!(a.start[0].attempt, 1);
+        assert!(!a.kill_pod);
     }
 
     /// A running pod that matches its spec needs nothing.

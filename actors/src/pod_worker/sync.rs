@@ -309,6 +309,17 @@ pub async fn sync_pod(
             return outcome;
         }
     };
+    if finished(&sync, &pod, &observed, &probes, stop_only) {
+        // kubelet's volume manager unmounts the volumes of a pod that finished (Succeeded or
+        // Failed, nothing running), and its pod worker never starts it again.
+        if let Err(e) = tear_down_volumes(&sync, &uid).await {
+            tracing::warn!(error = %e, "cannot tear down the volumes of a finished pod");
+            outcome.errors.push(e);
+        }
+        outcome.actions_summary = "none: the pod finished".to_string();
+        outcome.observed = Some(observed);
+        return outcome;
+    }
     if !stop_only {
         let failures = super::volumes::set_up(&sync, &pod).await;
         if !failures.is_empty() {
@@ -391,6 +402,59 @@ pub async fn sync_pod(
     executor.run(&actions, &observed).await;
     outcome.observed = sync.cache.pod(&uid);
     outcome
+}
+
+/// Whether the pod is done on this node: nothing of it runs and its phase is Succeeded or Failed
+/// (from the containers as observed, or `failed_by_node`: its deadline passed).
+fn finished(
+    sync: &SyncContext,
+    pod: &Pod,
+    observed: &[ObservedContainer],
+    probes: &ProbeResults,
+    failed_by_node: bool,
+) -> bool {
+    if observed.is_empty() || observed.iter().any(|c| c.state != RuntimeState::Exited) {
+        return false;
+    }
+    if failed_by_node {
+        return true;
+    }
+    let status = dockerlet_pod::status::generate(&dockerlet_pod::status::StatusInput {
+        pod,
+        observed,
+        waiting: &HashMap::new(),
+        probes,
+        host_ip: &sync.config.host_ip,
+        previous: None,
+        now: Timestamp::now(),
+        failure: None,
+    });
+    matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"))
+}
+
+/// Unmount and remove a finished pod's volumes (`<pod dir>/volumes`, `<pod dir>/volume-subpaths`);
+/// the rest of its directory (hosts file, termination messages) stays until the pod is removed.
+async fn tear_down_volumes(sync: &SyncContext, uid: &PodUid) -> Result<(), SyncError> {
+    let pod_dir = dockerlet_pod::volume::pod_dir(&sync.config.root_dir, &uid.0);
+    for dir in [pod_dir.join("volumes"), pod_dir.join("volume-subpaths")] {
+        let target = dir.clone();
+        let removal = tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::remove_pod_dir(&target)).await;
+        match removal {
+            Ok(Ok(())) => {}
+            Ok(Err(source)) => return Err(SyncError::RemovePodDir { path: dir, source }),
+            Err(e) => {
+                return Err(SyncError::RemovePodDir {
+                    path: dir,
+                    source: dockerlet_host::volume_dirs::VolumeDirError::Io {
+                        op: "finish removing",
+                        path: std::path::PathBuf::new(),
+                        source: std::io::Error::other(e.to_string()),
+                    },
+                })
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Stop every container of the pod (app and init first, with the grace period; then the
