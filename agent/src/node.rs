@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use dockerlet_host::signals::{Signal, Thresholds};
+use dockerlet_pod::resource::Allocatable;
 use k8s_openapi::api::core::v1::{
     DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
@@ -63,31 +64,39 @@ pub fn arch() -> &'static str {
     }
 }
 
-/// Capacity and allocatable: allocatable = capacity − kube/system-reserved − hard eviction
-/// thresholds, floored at 0 (`pkg/kubelet/cm/node_container_manager_linux.go`: GetNodeAllocatableAbsolute).
-fn resources(facts: &NodeFacts) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
+/// The node's allocatable cpu, memory and ephemeral storage: capacity − kube/system-reserved −
+/// hard eviction thresholds (`pkg/kubelet/cm/node_container_manager_linux.go`:
+/// GetNodeAllocatableAbsolute). What the Node reports, and what downward API limits default to.
+pub fn allocatable(facts: &NodeFacts) -> Allocatable {
     let reserved = |name: &str| facts.reserved.get(name).copied().unwrap_or(0);
     let threshold = |signal: Signal, capacity: i64| facts.eviction.0.get(&signal).map_or(0, |t| t.resolve(capacity));
+    Allocatable {
+        cpu_milli: (facts.cpus as i64 * 1000 - reserved("cpu")).max(0),
+        memory_bytes: (facts.memory_bytes - reserved("memory") - threshold(Signal::MemoryAvailable, facts.memory_bytes))
+            .max(0),
+        ephemeral_storage_bytes: facts.ephemeral_storage_bytes.map_or(0, |storage| {
+            (storage - reserved("ephemeral-storage") - threshold(Signal::NodefsAvailable, storage)).max(0)
+        }),
+    }
+}
+
+/// Capacity and allocatable, as the Node's quantities.
+fn resources(facts: &NodeFacts) -> (BTreeMap<String, Quantity>, BTreeMap<String, Quantity>) {
     let cpu_millis = facts.cpus as i64 * 1000;
+    let free = allocatable(facts);
     let mut capacity = BTreeMap::from([
         ("cpu".to_string(), millis(cpu_millis)),
         ("memory".to_string(), bytes(facts.memory_bytes)),
         ("pods".to_string(), Quantity(MAX_PODS.to_string())),
     ]);
     let mut allocatable = BTreeMap::from([
-        ("cpu".to_string(), millis(cpu_millis - reserved("cpu"))),
-        (
-            "memory".to_string(),
-            bytes(facts.memory_bytes - reserved("memory") - threshold(Signal::MemoryAvailable, facts.memory_bytes)),
-        ),
+        ("cpu".to_string(), millis(free.cpu_milli)),
+        ("memory".to_string(), bytes(free.memory_bytes)),
         ("pods".to_string(), Quantity(MAX_PODS.to_string())),
     ]);
     if let Some(storage) = facts.ephemeral_storage_bytes {
         capacity.insert("ephemeral-storage".to_string(), bytes(storage));
-        allocatable.insert(
-            "ephemeral-storage".to_string(),
-            bytes(storage - reserved("ephemeral-storage") - threshold(Signal::NodefsAvailable, storage)),
-        );
+        allocatable.insert("ephemeral-storage".to_string(), bytes(free.ephemeral_storage_bytes));
     }
     (capacity, allocatable)
 }
@@ -210,6 +219,15 @@ mod tests {
         assert_eq!(allocatable["memory"].0, format!("{}Ki", (3 << 20) - 100 * 1024));
         // 100 Gi − 10 % (nodefs.available).
         assert_eq!(allocatable["ephemeral-storage"].0, "94371840Ki");
+        // The same figures are what downward API limits default to.
+        assert_eq!(
+            super::allocatable(&facts),
+            Allocatable {
+                cpu_milli: 1500,
+                memory_bytes: (3 << 30) - (100 << 20),
+                ephemeral_storage_bytes: 94371840 * 1024,
+            }
+        );
         assert_eq!(s.node_info.unwrap().container_runtime_version, "docker://20.10.24");
         assert_eq!(s.addresses.unwrap()[0].address, "10.0.0.1");
     }

@@ -122,11 +122,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         backoff: config.backoff,
         sync_frequency: config.sync_frequency,
         node_memory_bytes: node_memory_bytes(),
-        allocatable: dockerlet_pod::resource::Allocatable {
-            cpu_milli: std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 * 1000,
-            memory_bytes: node_memory_bytes(),
-            ephemeral_storage_bytes: FsStats::of(&root_dir).map_or(0, |f| f.capacity_bytes),
-        },
+        allocatable: crate::node::allocatable(&facts),
         min_oom_score_adj: protect_from_oom_killer(),
         root_dir: root_dir.clone(),
         api: api.clone(),
