@@ -72,8 +72,10 @@ pub fn allocatable(facts: &NodeFacts) -> Allocatable {
     let threshold = |signal: Signal, capacity: i64| facts.eviction.0.get(&signal).map_or(0, |t| t.resolve(capacity));
     Allocatable {
         cpu_milli: (facts.cpus as i64 * 1000 - reserved("cpu")).max(0),
-        memory_bytes: (facts.memory_bytes - reserved("memory") - threshold(Signal::MemoryAvailable, facts.memory_bytes))
-            .max(0),
+        memory_bytes: (facts.memory_bytes
+            - reserved("memory")
+            - threshold(Signal::MemoryAvailable, facts.memory_bytes))
+        .max(0),
         ephemeral_storage_bytes: facts.ephemeral_storage_bytes.map_or(0, |storage| {
             (storage - reserved("ephemeral-storage") - threshold(Signal::NodefsAvailable, storage)).max(0)
         }),

@@ -53,7 +53,15 @@ pub fn prepare(mounts: &[Mount], ownership: Option<Ownership>) -> Result<(), Vol
             }
         }
         if let Some(sub) = &m.sub_path {
-            bind_sub_path(m.source.path(), sub).map_err(|e| config_error(m.field.clone(), e))?;
+            // kubelet's wording: "failed to prepare subPath for volumeMount …" (its tests look
+            // for "subPath" in the message).
+            bind_sub_path(m.source.path(), sub).map_err(|e| match e {
+                VolumeDirError::SubPathOutsideVolume { .. } => config_error(m.field.clone(), e),
+                other => config_error(
+                    m.field.clone(),
+                    format!("failed to prepare subPath {:?}: {other}", sub.path),
+                ),
+            })?;
         }
     }
     Ok(())

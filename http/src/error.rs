@@ -18,7 +18,7 @@ pub enum ApiError {
     #[error("{0}")]
     NotReady(String),
     /// The request is malformed.
-    #[error("bad request: {0}")]
+    #[error("{0}")]
     BadRequest(String),
     /// What the request names does not exist.
     #[error("{0}")]

@@ -132,7 +132,8 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
                     } else {
                         out.output
                     }),
-                    None => Outcome::Failure(format!("command {command:?} timed out after {:?}", target.timeout)),
+                    // kubelet's TimeoutError text: the command joined by spaces, quoted.
+                    None => Outcome::Failure(format!("command {:?} timed out", command.join(" "))),
                 },
                 Err(e) => Outcome::Failure(e.to_string()),
             }
