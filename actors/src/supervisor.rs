@@ -317,6 +317,9 @@ pub struct Supervisor {
     /// `waitingToStartStaticPodsByFullname`, so the two never run at once and the mirror pod
     /// stays the old one's until it is gone. The newest version waiting wins.
     waiting_static: HashMap<(String, String), PodUid>,
+    /// Pods stopped and wanted again under the same UID: the next attempt of each of their
+    /// containers, for their new worker (a restarted pod's restart counts go on).
+    next_attempts: HashMap<PodUid, std::collections::BTreeMap<String, u32>>,
     /// Every other child.
     children: Children,
     /// The debug ring and API events.
@@ -339,6 +342,7 @@ impl Supervisor {
                 finished: HashSet::new(),
                 awaiting_node: HashSet::new(),
                 waiting_static: HashMap::new(),
+                next_attempts: HashMap::new(),
                 children,
                 handled: 0,
                 config,
@@ -369,6 +373,7 @@ impl Supervisor {
         pod: Arc<Pod>,
         termination: Option<Termination>,
         rejection: Option<Rejection>,
+        next_attempts: std::collections::BTreeMap<String, u32>,
         ctx: &mut Context<Self>,
     ) -> Addr<PodWorker> {
         let me = ctx.address();
@@ -380,7 +385,7 @@ impl Supervisor {
             watch: me.clone().recipient(),
             forget: me.recipient(),
         };
-        let mut worker = PodWorker::new(pod, self.sync.clone(), links);
+        let mut worker = PodWorker::new(pod, self.sync.clone(), links).attempts_from(next_attempts);
         if let Some(rejection) = rejection {
             worker = worker.rejected(rejection);
         }
@@ -498,7 +503,8 @@ impl Supervisor {
         ctx: &mut Context<Self>,
     ) {
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-        let addr = self.start_worker(pod.clone(), termination, rejection.clone(), ctx);
+        let next_attempts = self.next_attempts.remove(&uid).unwrap_or_default();
+        let addr = self.start_worker(pod.clone(), termination, rejection.clone(), next_attempts, ctx);
         let entry = WorkerEntry {
             addr,
             restarts: 0,
@@ -532,7 +538,8 @@ impl Supervisor {
         for uid in dead {
             let entry = &self.workers[&uid];
             let (pod, termination, rejection) = (entry.pod.clone(), entry.termination, entry.rejection.clone());
-            let addr = self.start_worker(pod, termination, rejection, ctx);
+            // Its containers are on Docker still: their attempts count on by themselves.
+            let addr = self.start_worker(pod, termination, rejection, Default::default(), ctx);
             let entry = self.workers.get_mut(&uid).expect("listed above");
             entry.addr = addr;
             entry.restarts += 1;
@@ -768,7 +775,9 @@ impl Handler<PodTerminated> for Supervisor {
             self.finalize_deletion(&pod, msg.uid);
             return;
         }
-        // Wanted again under the same UID while it stopped: kubelet counts a restarted pod.
+        // Wanted again under the same UID while it stopped: kubelet counts a restarted pod, and
+        // its containers' restarts count on.
+        self.next_attempts.insert(msg.uid.clone(), msg.next_attempts);
         let is_static =
             dockerlet_pod::annotations::source(&desired.pod) != Some(dockerlet_pod::annotations::SOURCE_API);
         self.sync

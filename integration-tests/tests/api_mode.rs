@@ -392,6 +392,37 @@ fn static_pods_get_mirror_pods() {
     });
 }
 
+/// Upstream `mirror_pod_test.go` "should successfully recreate when file is removed and
+/// recreated" (NodeConformance): the manifest removed and written again at once stops the static
+/// pod and starts it again under the same UID, its container's restart count going on (1), and
+/// its mirror pod Running again.
+#[test]
+fn a_static_pods_manifest_removed_and_written_again_restarts_it() {
+    let api = api_server(false);
+    let manifests = ManifestDir::new();
+    manifests.add_fixture("sleeper.yaml");
+    let agent = start("api-mirror-recreate", &api, &manifests);
+    let name = agent.pod_name("sleeper");
+    let restarts = |p: &Value| p["status"]["containerStatuses"][0]["restartCount"].as_i64();
+    let first = wait_for("a Running mirror pod", POD_START_TIMEOUT, || {
+        api.get("pods", "default", &name)
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    assert_eq!(restarts(&first), Some(0), "{first}");
+    let content = std::fs::read_to_string(manifests.path().join("sleeper.yaml")).expect("read manifest");
+    // As upstream: os.Remove, then the file written anew (not a rename over it).
+    std::fs::remove_file(manifests.path().join("sleeper.yaml")).expect("remove manifest");
+    std::fs::write(manifests.path().join("sleeper.yaml"), content).expect("write manifest");
+    let again = wait_for("the mirror pod Running with restartCount 1", POD_START_TIMEOUT, || {
+        api.get("pods", "default", &name)
+            .filter(|p| p["status"]["phase"] == "Running" && restarts(p) == Some(1))
+    });
+    assert!(
+        again["status"]["containerStatuses"][0]["state"]["running"].is_object(),
+        "{again}"
+    );
+}
+
 /// Upstream `mirror_pod_grace_period_test.go` (NodeConformance): a static pod that takes a
 /// while to stop keeps its mirror pod (same UID, Running) through its grace period, when its
 /// manifest is edited (the new version starts only after the old one stopped, then gets a new

@@ -50,6 +50,9 @@ pub struct PublishStatus;
 pub struct PodTerminated {
     /// The pod that is gone.
     pub uid: PodUid,
+    /// The next attempt of each container that ran: a pod wanted again under the same UID
+    /// counts its restarts on from there (kubelet keeps the dead containers it counts from).
+    pub next_attempts: std::collections::BTreeMap<String, u32>,
 }
 
 /// Stop the actor (its work is over); containers are left as they are.

@@ -190,6 +190,8 @@ pub struct PodWorker {
     probes: ProbeResults,
     /// Docker's view after the last sync, to recompute status when a probe result changes.
     last_observed: Vec<ObservedContainer>,
+    /// The first attempt of each container, for a pod that ran before under this UID.
+    attempt_floor: std::collections::BTreeMap<String, u32>,
     /// The running containers last given to the ProbeActor.
     watched: Vec<ProbeTarget>,
     /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
@@ -242,6 +244,7 @@ impl PodWorker {
             mount_failures: Vec::new(),
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
+            attempt_floor: Default::default(),
             watched: Vec::new(),
             failure: None,
             final_status: None,
@@ -258,6 +261,13 @@ impl PodWorker {
     /// Supervisor runs knowing the other pods), unless the pod itself was refused already.
     pub fn rejected(mut self, rejection: Rejection) -> Self {
         self.rejection.get_or_insert(rejection);
+        self
+    }
+
+    /// Count container attempts on from `next_attempts` (the pod ran before under this UID and
+    /// was stopped; its containers are gone).
+    pub fn attempts_from(mut self, next_attempts: std::collections::BTreeMap<String, u32>) -> Self {
+        self.attempt_floor = next_attempts;
         self
     }
 
@@ -301,6 +311,11 @@ impl PodWorker {
                     final_status: self.final_status.take(),
                 });
                 let (terminated, uid) = (self.links.terminated.clone(), self.uid.clone());
+                let mut next_attempts = self.attempt_floor.clone();
+                for c in self.last_observed.iter().filter(|c| c.role != ContainerRole::Sandbox) {
+                    let next = next_attempts.entry(c.name.clone()).or_default();
+                    *next = (*next).max(c.attempt + 1);
+                }
                 // The final status of a deleted API pod is written before the Supervisor may
                 // delete the pod for good: watchers see its final phase, then its deletion (as
                 // kubelet's status manager orders them).
@@ -309,7 +324,7 @@ impl PodWorker {
                         if let Err(e) = removed.await {
                             tracing::warn!(error = %e, "the status actor did not answer the pod's removal");
                         }
-                        terminated.do_send(PodTerminated { uid });
+                        terminated.do_send(PodTerminated { uid, next_attempts });
                     }
                     .into_actor(self),
                 );
@@ -346,8 +361,16 @@ impl PodWorker {
         let stop_only = self.failure.is_some();
         self.operation_began = Instant::now();
         let probes = self.probes.clone();
-        let future = sync::sync_pod(self.sync.clone(), self.pod.clone(), probes, self.newer_than, stop_only)
-            .instrument(self.span.clone());
+        let floor = self.attempt_floor.clone();
+        let future = sync::sync_pod(
+            self.sync.clone(),
+            self.pod.clone(),
+            probes,
+            self.newer_than,
+            stop_only,
+            floor,
+        )
+        .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)

@@ -297,6 +297,7 @@ pub async fn sync_pod(
     probes: ProbeResults,
     newer_than: Option<Instant>,
     stop_only: bool,
+    attempt_floor: std::collections::BTreeMap<String, u32>,
 ) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = SyncOutcome::default();
@@ -364,6 +365,12 @@ pub async fn sync_pod(
     } else {
         compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &probes)
     };
+    let mut actions = actions;
+    for start in &mut actions.start {
+        if let Some(floor) = attempt_floor.get(&start.name) {
+            start.attempt = start.attempt.max(*floor);
+        }
+    }
     outcome.actions_summary = actions.summary();
     let (name, namespace, uid_str) = pod_identity(&pod);
     for b in &actions.backing_off {

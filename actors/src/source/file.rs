@@ -4,6 +4,7 @@
 //! |-----------------------------|----------------------------------------------------|
 //! | start                       | read the path, send the full set                   |
 //! | inotify change (debounced)  | re-read, send the full set if it changed           |
+//! | inotify removal of a file   | at once, the set without that file's pods          |
 //! | every `fileCheckFrequency`  | re-read (safety net), and retry the watch if it failed |
 //! | GetActorState               | debug snapshot                                     |
 //! | Panic                       | test-only fault hook                               |
@@ -51,6 +52,9 @@ pub struct FileSource {
     reading: bool,
     /// A re-read was asked for while one ran: run one more.
     read_again: bool,
+    /// A file's pods were dropped on its removal: the next re-read reads everything, even if
+    /// the files look as they did (the same manifest written again at once).
+    force_read: bool,
     /// Re-reads done.
     reads: u64,
     /// Last watch error.
@@ -74,6 +78,7 @@ impl FileSource {
             reread_scheduled: false,
             reading: false,
             read_again: false,
+            force_read: false,
             reads: 0,
             last_error: None,
             handled: 0,
@@ -91,7 +96,7 @@ impl FileSource {
         self.reading = true;
         let (path, node) = (self.path.clone(), self.node_name.clone());
         let mut cache = std::mem::take(&mut self.cache);
-        let unchanged_is_enough = self.last_sent.is_some();
+        let unchanged_is_enough = self.last_sent.is_some() && !std::mem::take(&mut self.force_read);
         let read = async move {
             tokio::task::spawn_blocking(move || {
                 // Same files, same modification times and sizes: the same set as last sent.
@@ -164,14 +169,43 @@ impl FileSource {
         self.last_sent = Some(current);
     }
 
+    /// Files were removed: their pods leave the set at once, as kubelet's file source deletes
+    /// them on the event, so a manifest removed and written again restarts its pod (a debounced
+    /// re-read alone would find the same set and change nothing).
+    fn removed(&mut self, files: &[PathBuf]) {
+        let Some((pods, errors)) = &self.last_sent else {
+            return;
+        };
+        let gone = |origin: &str| {
+            let origin = std::path::Path::new(origin);
+            files
+                .iter()
+                .any(|f| f == origin || (f.file_name().is_some() && f.file_name() == origin.file_name()))
+        };
+        if !pods.iter().any(|p| gone(&p.origin)) {
+            return;
+        }
+        let kept: Vec<DesiredPod> = pods.iter().filter(|p| !gone(&p.origin)).cloned().collect();
+        let errors = errors.clone();
+        self.force_read = true;
+        self.publish(kept, errors);
+    }
+
     fn watch(&mut self, ctx: &mut Context<Self>) {
         if self.watcher.is_some() {
             return;
         }
-        let (tx, rx) = futures::channel::mpsc::unbounded::<()>();
+        let (tx, rx) = futures::channel::mpsc::unbounded::<Vec<PathBuf>>();
         let result = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-            if event.is_ok_and(|e| is_relevant(&e)) {
-                let _ = tx.unbounded_send(());
+            if let Some(e) = event.ok().filter(is_relevant) {
+                // The files removed (none for other changes).
+                let removed = match e.kind {
+                    notify::EventKind::Remove(notify::event::RemoveKind::File | notify::event::RemoveKind::Any) => {
+                        e.paths
+                    }
+                    _ => Vec::new(),
+                };
+                let _ = tx.unbounded_send(removed);
             }
         })
         .and_then(|mut w| w.watch(&self.path, RecursiveMode::NonRecursive).map(|()| w));
@@ -219,10 +253,14 @@ impl Actor for FileSource {
     }
 }
 
-impl StreamHandler<()> for FileSource {
-    /// Something changed in the directory: re-read once things are quiet.
-    fn handle(&mut self, _: (), ctx: &mut Self::Context) {
+impl StreamHandler<Vec<PathBuf>> for FileSource {
+    /// Something changed in the directory: re-read once things are quiet; the pods of removed
+    /// files go at once.
+    fn handle(&mut self, removed: Vec<PathBuf>, ctx: &mut Self::Context) {
         self.handled += 1;
+        if !removed.is_empty() {
+            self.removed(&removed);
+        }
         if std::mem::replace(&mut self.reread_scheduled, true) {
             return;
         }
