@@ -57,6 +57,10 @@ pub use sync::SyncContext;
 use sync::{SyncOutcome, TerminateOutcome};
 use tracing::Instrument;
 
+/// How long a terminated pod waits for its final status to be written before it is reported
+/// terminated (and a deleted API pod deleted for good).
+const FINAL_STATUS_WAIT: Duration = Duration::from_secs(30);
+
 /// Settings every PodWorker shares.
 #[derive(Debug, Clone)]
 pub struct PodWorkerConfig {
@@ -321,8 +325,16 @@ impl PodWorker {
                 // kubelet's status manager orders them).
                 ctx.spawn(
                     async move {
-                        if let Err(e) = removed.await {
-                            tracing::warn!(error = %e, "the status actor did not answer the pod's removal");
+                        // Bounded: an API server that does not answer must not hold the pod's
+                        // end (nor a static pod's next version) for ever.
+                        match tokio::time::timeout(FINAL_STATUS_WAIT, removed).await {
+                            Ok(Ok(())) => {}
+                            Ok(Err(e)) => {
+                                tracing::warn!(error = %e, "the status actor did not answer the pod's removal")
+                            }
+                            Err(_) => {
+                                tracing::warn!("the final status was not written in time; the pod ends without it")
+                            }
                         }
                         terminated.do_send(PodTerminated { uid, next_attempts });
                     }
