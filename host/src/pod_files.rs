@@ -58,28 +58,28 @@ pub fn write_pod_file(path: &Path, content: &str) -> Result<(), PodFileError> {
     if std::fs::read(path).is_ok_and(|current| current == content.as_bytes()) {
         return Ok(());
     }
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
+    make_parent(path)?;
+    std::fs::write(path, content).map_err(error("write", path))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(error("chmod", path))
+}
+
+/// Create the directory `path` goes in (0750, with its parents) if needed.
+fn make_parent(path: &Path) -> Result<(), PodFileError> {
+    match path.parent() {
+        Some(dir) => std::fs::DirBuilder::new()
             .recursive(true)
             .mode(0o750)
             .create(dir)
-            .map_err(error("create directory", dir))?;
+            .map_err(error("create directory", dir)),
+        None => Ok(()),
     }
-    std::fs::write(path, content).map_err(error("write", path))?;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644)).map_err(error("chmod", path))
 }
 
 /// Make a container instance's termination message file: empty, mode 0666 whatever the
 /// umask (any user the container runs as may write it, as kubelet makes it), its directory
 /// created (0750) if needed.
 pub fn create_termination_message_file(path: &Path) -> Result<(), PodFileError> {
-    if let Some(dir) = path.parent() {
-        std::fs::DirBuilder::new()
-            .recursive(true)
-            .mode(0o750)
-            .create(dir)
-            .map_err(error("create directory", dir))?;
-    }
+    make_parent(path)?;
     std::fs::File::create(path).map_err(error("create", path))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o666)).map_err(error("chmod", path))
 }

@@ -443,25 +443,25 @@ fn finished(
 /// the rest of its directory (hosts file, termination messages) stays until the pod is removed.
 async fn tear_down_volumes(sync: &SyncContext, uid: &PodUid) -> Result<(), SyncError> {
     let pod_dir = dockerlet_pod::volume::pod_dir(&sync.config.root_dir, &uid.0);
-    for dir in [pod_dir.join("volumes"), pod_dir.join("volume-subpaths")] {
-        let target = dir.clone();
-        let removal = tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::remove_pod_dir(&target)).await;
-        match removal {
-            Ok(Ok(())) => {}
-            Ok(Err(source)) => return Err(SyncError::RemovePodDir { path: dir, source }),
-            Err(e) => {
-                return Err(SyncError::RemovePodDir {
-                    path: dir,
-                    source: dockerlet_host::volume_dirs::VolumeDirError::Io {
-                        op: "finish removing",
-                        path: std::path::PathBuf::new(),
-                        source: std::io::Error::other(e.to_string()),
-                    },
-                })
-            }
-        }
+    remove_dir_with_mounts(pod_dir.join("volumes")).await?;
+    remove_dir_with_mounts(pod_dir.join("volume-subpaths")).await
+}
+
+/// Unmount everything under `dir` and remove it, on the blocking pool.
+async fn remove_dir_with_mounts(dir: std::path::PathBuf) -> Result<(), SyncError> {
+    let target = dir.clone();
+    match tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::remove_pod_dir(&target)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(source)) => Err(SyncError::RemovePodDir { path: dir, source }),
+        Err(e) => Err(SyncError::RemovePodDir {
+            path: dir,
+            source: dockerlet_host::volume_dirs::VolumeDirError::Io {
+                op: "finish removing",
+                path: std::path::PathBuf::new(),
+                source: std::io::Error::other(e.to_string()),
+            },
+        }),
     }
-    Ok(())
 }
 
 /// Stop every container of the pod (app and init first, with the grace period; then the
@@ -520,21 +520,8 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
             // The pod's directory (its volumes) goes with it, as in kubelet: every mount under it
             // (tmpfs, subPath binds) unmounted first.
             let dir = dockerlet_pod::volume::pod_dir(&sync.config.root_dir, &uid.0);
-            let removal = {
-                let dir = dir.clone();
-                tokio::task::spawn_blocking(move || dockerlet_host::volume_dirs::remove_pod_dir(&dir)).await
-            };
-            match removal {
-                Ok(Ok(())) => {}
-                Ok(Err(source)) => outcome.errors.push(SyncError::RemovePodDir { path: dir, source }),
-                Err(e) => outcome.errors.push(SyncError::RemovePodDir {
-                    path: dir,
-                    source: dockerlet_host::volume_dirs::VolumeDirError::Io {
-                        op: "finish removing",
-                        path: std::path::PathBuf::new(),
-                        source: std::io::Error::other(e.to_string()),
-                    },
-                }),
+            if let Err(e) = remove_dir_with_mounts(dir).await {
+                outcome.errors.push(e);
             }
             // Its log files (kubelet's container GC removes a deleted pod's log directory).
             if let Some(links) = sync.config.log_links.clone() {
