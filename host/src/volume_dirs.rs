@@ -416,7 +416,7 @@ pub enum HostPathError {
 }
 
 /// kubelet's hostPath type checks; `…OrCreate` types create the path.
-fn prepare_host_path(path: &Path, kind: &str) -> Result<(), HostPathError> {
+pub fn prepare_host_path(path: &Path, kind: &str) -> Result<(), HostPathError> {
     use std::os::unix::fs::FileTypeExt;
     let meta = std::fs::metadata(path);
     let wrong = |what: &'static str| {

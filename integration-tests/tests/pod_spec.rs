@@ -231,3 +231,64 @@ spec:
         (!pod_dir.exists() && agent.pod_containers(&uid).is_empty()).then_some(())
     });
 }
+
+/// A hostPath whose `type` does not match (upstream `host_path_type.go`) keeps the pod
+/// ContainerCreating with kubelet's FailedMount event and creates no container; once the path
+/// is what the volume says, the pod runs.
+#[test]
+fn a_host_path_of_the_wrong_type_fails_the_mount_until_it_is_right() {
+    let host = tempfile::tempdir().expect("host dir");
+    let wanted = host.path().join("later");
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "typed.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: typed
+spec:
+  terminationGracePeriodSeconds: 1
+  volumes:
+  - name: hp
+    hostPath: {{path: {wanted}, type: Directory}}
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    volumeMounts:
+    - {{name: hp, mountPath: /hp}}
+"#,
+            wanted = wanted.display()
+        ),
+    );
+    let agent = Agent::start("host-path-type", manifests.path(), &[]);
+    let message = format!(
+        "MountVolume.SetUp failed for volume \"hp\" : hostPath type check failed: {} is not a directory",
+        wanted.display()
+    );
+    let object = agent.pod_object("typed");
+    dockerlet_integration_tests::wait_for("the FailedMount event", CHANGE_TIMEOUT, || {
+        agent
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "FailedMount" && e["message"] == message.as_str() && e["object"] == object.as_str())
+            .then_some(())
+    });
+    let pod = agent.pod("typed").expect("pod");
+    assert_eq!(pod.phase(), "Pending", "{}", pod.summary());
+    assert_eq!(
+        pod.container("app").and_then(|c| c.waiting_reason()),
+        Some("ContainerCreating"),
+        "{}",
+        pod.summary()
+    );
+    assert!(
+        agent.pod_containers(pod.uid()).iter().all(|c| c.kube_name() == "POD"),
+        "no app container is created"
+    );
+    std::fs::create_dir(&wanted).expect("make the directory");
+    agent.wait_for_pod("typed", "Running once the path is a directory", CHANGE_TIMEOUT, |p| {
+        p.phase() == "Running"
+    });
+}

@@ -322,7 +322,10 @@ pub async fn sync_pod(
         return outcome;
     }
     if !stop_only {
-        let failures = super::volumes::set_up(&sync, &pod).await;
+        let mut failures = super::volumes::set_up(&sync, &pod).await;
+        if !observed.iter().any(|c| c.role != ContainerRole::Sandbox) {
+            failures.extend(super::volumes::check_host_paths(&pod).await);
+        }
         if !failures.is_empty() {
             for f in &failures {
                 tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");

@@ -86,6 +86,47 @@ pub async fn set_up(sync: &SyncContext, pod: &Arc<Pod>) -> Vec<MountFailed> {
     failures
 }
 
+/// kubelet's hostPath `type` checks at mount (`…OrCreate` types create the path), before the
+/// pod's first container: a path that is not what its volume says keeps the pod
+/// ContainerCreating with a FailedMount event, as kubelet's volume manager does.
+pub async fn check_host_paths(pod: &Pod) -> Vec<MountFailed> {
+    let typed: Vec<(String, String, String)> = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.volumes.as_ref())
+        .into_iter()
+        .flatten()
+        .filter_map(|v| {
+            let host = v.host_path.as_ref()?;
+            let kind = host.type_.clone().filter(|t| !t.is_empty())?;
+            Some((v.name.clone(), host.path.clone(), kind))
+        })
+        .collect();
+    if typed.is_empty() {
+        return Vec::new();
+    }
+    let checked = tokio::task::spawn_blocking(move || {
+        typed
+            .into_iter()
+            .filter_map(|(volume, path, kind)| {
+                dockerlet_host::volume_dirs::prepare_host_path(std::path::Path::new(&path), &kind)
+                    .err()
+                    .map(|e| MountFailed {
+                        volume,
+                        reason: e.to_string(),
+                    })
+            })
+            .collect()
+    })
+    .await;
+    checked.unwrap_or_else(|e| {
+        vec![MountFailed {
+            volume: "*".to_string(),
+            reason: format!("hostPath checks did not finish: {e}"),
+        }]
+    })
+}
+
 /// Why the API objects of a pod's volumes could not be read.
 #[derive(Debug, thiserror::Error)]
 enum FetchError {
