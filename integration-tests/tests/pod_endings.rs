@@ -166,6 +166,33 @@ fn a_deleted_pods_final_status_is_written_before_it_is_deleted() {
     assert!(final_write < delete, "the final status before the delete: {summary:?}");
 }
 
+/// While a deleted pod terminates, the node's `/pods` shows it with its deletionTimestamp (as
+/// kubelet's pod manager has it; upstream `node/pods.go` "Delete Grace Period" polls it there).
+#[test]
+fn a_terminating_pod_shows_its_deletion_timestamp_on_the_node() {
+    let (api, _manifests, agent) = api_agent("ending-shown");
+    create_pod(
+        &api,
+        &agent,
+        "{name: slow}",
+        20,
+        "trap '' TERM; while true; do sleep 1; done",
+    );
+    wait_for("the pod Running", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "slow")
+            .filter(|p| p["status"]["phase"] == "Running")
+    });
+    api.kubectl_ok(&["delete", "pod", "slow", "--wait=false"]);
+    let on_node = wait_for("/pods with the deletionTimestamp", CHANGE_TIMEOUT, || {
+        agent
+            .pods()
+            .into_iter()
+            .find(|p| p.metadata.name.as_deref() == Some("slow") && p.metadata.deletion_timestamp.is_some())
+    });
+    assert_eq!(on_node.metadata.deletion_grace_period_seconds, Some(20));
+    api.kubectl_ok(&["delete", "pod", "slow", "--grace-period=0", "--force"]);
+}
+
 /// An agent in API-server mode against a fresh in-memory API server.
 fn api_agent(name: &str) -> (ApiServer, ManifestDir, Agent) {
     let api = ApiServer::start();

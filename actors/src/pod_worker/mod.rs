@@ -194,6 +194,8 @@ pub struct PodWorker {
     probes: ProbeResults,
     /// Docker's view after the last sync, to recompute status when a probe result changes.
     last_observed: Vec<ObservedContainer>,
+    /// The pod object last sent with a status.
+    published_pod: Option<Arc<Pod>>,
     /// The first attempt of each container, for a pod that ran before under this UID.
     attempt_floor: std::collections::BTreeMap<String, u32>,
     /// The running containers last given to the ProbeActor.
@@ -249,6 +251,7 @@ impl PodWorker {
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
             attempt_floor: Default::default(),
+            published_pod: None,
             watched: Vec::new(),
             failure: None,
             final_status: None,
@@ -494,6 +497,7 @@ impl PodWorker {
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
         self.record(&rejection.reason, rejection.message.clone());
         self.last_status = Some(status.clone());
+        self.published_pod = Some(self.pod.clone());
         self.links.status.do_send(SetPodStatus {
             pod: self.pod.clone(),
             status,
@@ -623,7 +627,10 @@ impl PodWorker {
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
-        if self.last_status.as_ref() == Some(&status) {
+        // The same status of the same pod object: nothing to tell. A new pod object (labels, a
+        // deletionTimestamp) goes out with its status, so `/pods` shows the pod as it is now.
+        let same_pod = self.published_pod.as_ref().is_some_and(|p| Arc::ptr_eq(p, &self.pod));
+        if same_pod && self.last_status.as_ref() == Some(&status) {
             return;
         }
         if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
@@ -646,6 +653,10 @@ impl PodWorker {
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
     fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
+        // `/pods` shows it terminating (its deletionTimestamp), as kubelet's pod manager does.
+        if self.last_status.is_some() {
+            self.publish_status();
+        }
         let grace = self
             .pod
             .metadata
