@@ -351,3 +351,63 @@ spec:
     assert_eq!(lines(marks.path(), "usr1"), ["USR1"]);
     assert_eq!(lines(marks.path(), "plain"), ["TERM"]);
 }
+
+/// A preStop hook still running when the grace period ends goes on until the container is
+/// killed, 2 s later at the least, as kubelet's does (upstream `container_lifecycle_test.go`
+/// "should terminate sidecars simultaneously if prestop doesn't exit" times it at grace + 2 s):
+/// the agent stops waiting for it, but does not end it early, and records no FailedPreStopHook.
+#[test]
+fn a_pre_stop_hook_runs_until_the_container_is_killed() {
+    let host = tempfile::tempdir().expect("host dir");
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "looping.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: looping}}
+spec:
+  terminationGracePeriodSeconds: 3
+  volumes:
+  - name: out
+    hostPath: {{path: {dir}, type: Directory}}
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap '' TERM; while true; do sleep 1; done"]
+    volumeMounts: [{{name: out, mountPath: /out}}]
+    lifecycle:
+      preStop:
+        exec:
+          command: ["sh", "-c", "while true; do cut -d' ' -f1 /proc/uptime >> /out/loops; sleep 0.2; done"]
+"#,
+            dir = host.path().display()
+        ),
+    );
+    let agent = Agent::start("pre-stop-overrun", manifests.path(), &[]);
+    let pod = agent.wait_for_running("looping");
+    let uid = pod.uid().to_string();
+    manifests.remove("looping.yaml");
+    dockerlet_integration_tests::wait_for("the pod's containers gone", CHANGE_TIMEOUT, || {
+        agent.pod_containers(&uid).is_empty().then_some(())
+    });
+    let loops: Vec<f64> = std::fs::read_to_string(host.path().join("loops"))
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.trim().parse().ok())
+        .collect();
+    let (first, last) = (
+        loops.first().copied().unwrap_or(0.0),
+        loops.last().copied().unwrap_or(0.0),
+    );
+    let lived = last - first;
+    assert!(
+        (3.8..6.5).contains(&lived),
+        "the hook ran {lived:.1}s: past the 3 s grace period, until the kill 2 s later ({} lines)",
+        loops.len()
+    );
+    assert!(
+        !agent.events().iter().any(|e| e["reason"] == "FailedPreStopHook"),
+        "no FailedPreStopHook for a hook cut by the kill"
+    );
+}

@@ -257,3 +257,56 @@ spec:
         api.get("pods", "default", name).is_none().then_some(())
     });
 }
+
+/// A sidecar without a startup probe counts as started once it runs: the app container starts
+/// right after it, not at the next periodic sync (upstream `container_lifecycle_test.go` sidecar
+/// tests, whose sidecars have no probe). The agent runs with its own intervals here (a 1 min
+/// resync), so only the follow-up sync can start the app container in time.
+#[test]
+fn the_app_container_starts_right_after_a_probeless_sidecar() {
+    use dockerlet_integration_tests::{Agent, AgentOptions, ContainerStatusExt, ManifestDir, PodExt};
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "sc.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata: {name: sc}
+spec:
+  terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: side
+    image: dockerlet.local/busybox:1
+    restartPolicy: Always
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+  containers:
+  - name: main
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+"#,
+    );
+    let options = AgentOptions {
+        agent_intervals: true,
+        ..AgentOptions::default()
+    };
+    let agent = Agent::start_with("sidecar-follow-up", manifests.path(), &[], options);
+    let pod = agent.wait_for_pod("sc", "main running", Duration::from_secs(40), |p| {
+        p.container("main").and_then(|c| c.running_since()).is_some()
+    });
+    let status = pod.status.as_ref().expect("status");
+    let started = |statuses: &Option<Vec<k8s_openapi::api::core::v1::ContainerStatus>>| {
+        statuses.as_ref().expect("statuses")[0]
+            .running_since()
+            .expect("running")
+            .as_second()
+    };
+    let (side, main) = (
+        started(&status.init_container_statuses),
+        started(&status.container_statuses),
+    );
+    assert!(
+        main - side <= 10,
+        "main started {}s after its sidecar: {}",
+        main - side,
+        pod.summary()
+    );
+}

@@ -31,6 +31,10 @@ use super::PodWorkerConfig;
 use crate::actions::{self, Caller, Outcome, Target};
 use crate::pod_cache::{NotRefreshed, PodCache};
 
+/// How long a preStop hook may run past the stop that follows its grace period before the agent
+/// ends it itself (the stop normally ends it with the container).
+const PRE_STOP_OVERRUN: Duration = Duration::from_secs(5);
+
 /// How long a postStart hook may take (kubelet's runtime request timeout).
 const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -411,6 +415,24 @@ pub async fn sync_pod(
     };
     executor.run(&actions, &observed).await;
     outcome.observed = sync.cache.pod(&uid);
+    // A sidecar just started may let the next init or app container start: sync again at once
+    // (kubelet's sync on the sidecar's ContainerStarted event; the worker observed its own start,
+    // so no lifecycle event comes, and a sidecar without a startup probe has no probe result
+    // to wake the worker either).
+    let sidecar_started = actions.start.iter().any(|s| {
+        s.role == ContainerRole::Init
+            && pod
+                .spec
+                .as_ref()
+                .and_then(|spec| spec.init_containers.as_ref())
+                .into_iter()
+                .flatten()
+                .any(|c| c.name == s.name && dockerlet_pod::plan::is_sidecar(c))
+    });
+    if sidecar_started {
+        let now = Timestamp::now();
+        outcome.backoff_until = Some(outcome.backoff_until.map_or(now, |b| b.min(now)));
+    }
     outcome
 }
 
@@ -618,18 +640,29 @@ async fn stop_container(
     let mut event = None;
     if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
         if let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.preStop", hook, spec) {
+            // kubelet waits for the hook up to the grace period, then stops the container with
+            // what is left (at least 2 s); a hook still running goes on until the container is
+            // killed. So the hook gets its own, later deadline and runs on its own task.
             let target = Target {
                 runtime: sync.runtime.clone(),
                 container_id: id.clone(),
                 pod_ip,
-                timeout: grace,
+                timeout: grace + MIN_GRACE + PRE_STOP_OVERRUN,
             };
-            if let Outcome::Failure(message) = actions::run(&action, &target, Caller::Lifecycle).await {
-                event = Some(WorkerEvent::container(
-                    name,
-                    "FailedPreStopHook",
-                    format!("PreStopHook failed for container {name}: {message}"),
-                ));
+            let mut running =
+                tokio::task::spawn_local(async move { actions::run(&action, &target, Caller::Lifecycle).await });
+            match tokio::time::timeout(grace, &mut running).await {
+                Ok(Ok(Outcome::Failure(message))) => {
+                    event = Some(WorkerEvent::container(
+                        name,
+                        "FailedPreStopHook",
+                        format!("PreStopHook failed for container {name}: {message}"),
+                    ));
+                }
+                Ok(_) => {}
+                Err(_) => {
+                    tracing::info!(container = %name, "preStop hook not completed in the grace period; stopping the container")
+                }
             }
         }
     }
