@@ -645,6 +645,16 @@ mod tests {
         drop(pleg);
     }
 
+    /// Docker's event `action` about container `id`, now.
+    fn docker_event(id: &ContainerId, action: &str, exit_code: Option<i64>) -> RuntimeEvent {
+        RuntimeEvent {
+            id: id.clone(),
+            action: action.into(),
+            exit_code,
+            time: Some(Timestamp::now()),
+        }
+    }
+
     /// A `die` event makes the container exited at once, with the event's exit code and the
     /// `oom` before it — even when the inspect that follows cannot answer.
     #[actix::test]
@@ -662,14 +672,8 @@ mod tests {
             vec![(id.0.clone(), LifecycleEventKind::ContainerStarted)]
         );
         runtime.state.lock().unwrap().inspect_fails = true;
-        let event = |action: &str, exit_code| RuntimeEvent {
-            id: id.clone(),
-            action: action.into(),
-            exit_code,
-            time: Some(Timestamp::now()),
-        };
-        runtime.emit(event("oom", None));
-        runtime.emit(event("die", Some(137)));
+        runtime.emit(docker_event(&id, "oom", None));
+        runtime.emit(docker_event(&id, "die", Some(137)));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert_eq!(
             sink.send(Take).await.unwrap(),
@@ -696,17 +700,11 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         sink.send(Take).await.unwrap();
         runtime.exit(&id.0, 137);
-        let event = |action: &str, exit_code| RuntimeEvent {
-            id: id.clone(),
-            action: action.into(),
-            exit_code,
-            time: Some(Timestamp::now()),
-        };
-        runtime.emit(event("die", Some(137)));
+        runtime.emit(docker_event(&id, "die", Some(137)));
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!cache.container(&id).unwrap().oom_killed, "Docker said no OOM yet");
         sink.send(Take).await.unwrap();
-        runtime.emit(event("oom", None));
+        runtime.emit(docker_event(&id, "oom", None));
         tokio::time::sleep(Duration::from_millis(50)).await;
         let dead = cache.container(&id).unwrap();
         assert_eq!((dead.state, dead.oom_killed), (RuntimeState::Exited, true));
