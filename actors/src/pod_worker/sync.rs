@@ -364,7 +364,7 @@ pub async fn sync_pod(
             tracing::warn!(error = %e, "could not set up the pod cgroup");
         }
     }
-    let actions = if stop_only {
+    let mut actions = if stop_only {
         PodActions {
             kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
             ..PodActions::default()
@@ -372,7 +372,7 @@ pub async fn sync_pod(
     } else {
         compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &probes)
     };
-    let mut actions = actions;
+    // A pod that ran before under this UID counts its containers' attempts on.
     for start in &mut actions.start {
         if let Some(floor) = attempt_floor.get(&start.name) {
             start.attempt = start.attempt.max(*floor);
