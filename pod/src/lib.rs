@@ -2,7 +2,8 @@
 //! times handed in. Everything here is unit-tested without Docker or an API server.
 //!
 //! # Layout
-//! - [`manifest`]: parse, validate and default a static pod (kubelet's `pkg/kubelet/config`).
+//! - [`manifest`]: parse, validate and default a static pod (kubelet's `pkg/kubelet/config`);
+//!   [`decode`]: manifest text to a Pod through one JSON decoder, errors naming the field.
 //! - [`spec`]: identity, grace period, network mode, QoS class, a container's spec hash.
 //! - [`plan`]: kubelet's `computePodActions` — what to start, kill and remove next.
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
@@ -34,6 +35,7 @@ pub mod cgroup;
 pub mod container;
 pub mod credentials;
 pub mod deadline;
+pub mod decode;
 pub mod dns;
 pub mod envvars;
 pub mod expansion;

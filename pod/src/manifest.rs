@@ -10,6 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::action::NON_NUMERIC_GRPC_PORT;
 use crate::annotations::{CONFIG_HASH, CONFIG_SOURCE};
+use crate::decode::{decode_pod, yaml_tree, DecodeError, Step, YamlSource};
 use crate::field::FieldError;
 use crate::names::{is_dns_label, is_dns_subdomain};
 use crate::spec::{containers_with_fields, default_pull_policy};
@@ -20,10 +21,10 @@ pub enum InvalidManifest {
     /// The bytes are not UTF-8.
     #[error("not UTF-8: {0}")]
     NotUtf8(#[source] std::str::Utf8Error),
-    /// JSON that does not parse as a Pod.
+    /// JSON that does not parse.
     #[error("invalid JSON: {0}")]
     Json(#[source] Arc<serde_json::Error>),
-    /// YAML that does not parse as a Pod: line, column and what was expected.
+    /// YAML that does not parse: line, column and what was wrong.
     #[error("invalid YAML: {message}")]
     Yaml {
         /// serde-saphyr's first line (it adds a source snippet after it).
@@ -32,55 +33,56 @@ pub enum InvalidManifest {
     /// A field the API server would refuse, or this node cannot honour.
     #[error(transparent)]
     Field(#[from] FieldError),
-    /// A URL body that is neither a Pod nor a PodList.
-    #[error("{0}")]
-    NotAPod(String),
+    /// A document that does not decode as a Pod: the field (its path, and line in YAML) and why.
+    #[error(
+        "invalid Pod: {}{}: {message}",
+        if field.is_empty() { "the document" } else { field },
+        line.map(|l| format!(" (line {l})")).unwrap_or_default()
+    )]
+    Decode {
+        /// The field's path (`spec.containers[0].ports[0].containerPort`); empty for the document.
+        field: String,
+        /// The field's line in a YAML source.
+        line: Option<u64>,
+        /// What is wrong (serde_json's message, without its position).
+        message: String,
+    },
 }
 
-/// The YAML dialect of kubelet's manifests (YAML 1.1 through sigs.k8s.io/yaml): `0400` is octal,
-/// as file modes (`defaultMode: 0400`) are written.
-fn yaml_options() -> serde_saphyr::Options {
-    let mut options = serde_saphyr::Options::default();
-    options.legacy_octal_numbers = true;
-    options
-}
-
-/// Parse one Pod from YAML or JSON (by extension); errors carry line and column.
+/// Parse one Pod from YAML or JSON (by extension). A syntax error carries line and column; a
+/// field that does not decode is named by its path.
 pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
     let text = std::str::from_utf8(content).map_err(InvalidManifest::NotUtf8)?;
-    let json = file.extension().is_some_and(|e| e == "json");
-    let typed = if json {
-        serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))
+    let (value, source) = if file.extension().is_some_and(|e| e == "json") {
+        let value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
+        (value, None)
     } else {
-        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
-            // serde-saphyr adds a source snippet after the first line; the first line has it all.
-            let message = e.to_string();
-            let first = message.lines().next().unwrap_or_default();
-            InvalidManifest::Yaml {
-                message: first.trim_start_matches("error: ").to_string(),
-            }
-        })
+        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
+        (value, Some(source))
     };
-    typed.or_else(|error| {
-        // A named port on a gRPC probe is a type error for the whole Pod; refuse only its
-        // container instead (the probe's validation names the field).
-        let mut value: serde_json::Value = if json {
-            serde_json::from_str(text).map_err(|_| error.clone())?
-        } else {
-            serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|_| error.clone())?
-        };
-        if !mark_named_grpc_ports(&mut value) {
-            return Err(error);
-        }
-        serde_json::from_value(value).map_err(|_| error)
+    decode(value, source.as_ref())
+}
+
+/// The tree as a Pod; a named port on a gRPC probe is a type error for the whole Pod, so it is
+/// marked first and refused for its container alone (the probe's validation names the field).
+fn decode(mut value: serde_json::Value, source: Option<&YamlSource>) -> Result<Pod, InvalidManifest> {
+    mark_named_grpc_ports(&mut value);
+    decode_pod(value, source).map_err(|DecodeError { field, line, message }| InvalidManifest::Decode {
+        field,
+        line,
+        message,
     })
 }
 
-/// Replace each gRPC probe port given as a string with [`NON_NUMERIC_GRPC_PORT`]; true if any.
-fn mark_named_grpc_ports(pod: &mut serde_json::Value) -> bool {
-    let mut marked = false;
+/// Replace each gRPC probe port given as a string with [`NON_NUMERIC_GRPC_PORT`].
+fn mark_named_grpc_ports(pod: &mut serde_json::Value) {
     for list in ["containers", "initContainers"] {
-        let Some(containers) = pod["spec"][list].as_array_mut() else {
+        // `get_mut`, not indexing: the document may be anything (indexing a string panics).
+        let containers = pod
+            .get_mut("spec")
+            .and_then(|s| s.get_mut(list))
+            .and_then(|l| l.as_array_mut());
+        let Some(containers) = containers else {
             continue;
         };
         for container in containers {
@@ -91,12 +93,10 @@ fn mark_named_grpc_ports(pod: &mut serde_json::Value) -> bool {
                     .and_then(|g| g.get_mut("port"));
                 if let Some(port) = port.filter(|p| p.is_string()) {
                     *port = serde_json::Value::from(NON_NUMERIC_GRPC_PORT);
-                    marked = true;
                 }
             }
         }
     }
-    marked
 }
 
 /// The checks the API server would make that matter to this node; the error names the field.
@@ -230,41 +230,46 @@ pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, InvalidManifest> {
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let value: serde_json::Value = if text.trim_start().starts_with('{') {
-        serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?
+    let (value, source) = if text.trim_start().starts_with('{') {
+        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
+        (value, None)
     } else {
-        serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
-            let message = e.to_string();
-            InvalidManifest::Yaml {
-                message: message
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim_start_matches("error: ")
-                    .to_string(),
-            }
-        })?
-    };
-    let decode = |mut v: serde_json::Value| {
-        serde_json::from_value::<Pod>(v.clone()).or_else(|e| {
-            let invalid = || InvalidManifest::NotAPod(format!("invalid pod: {e}"));
-            if mark_named_grpc_ports(&mut v) {
-                serde_json::from_value::<Pod>(v).map_err(|_| invalid())
-            } else {
-                Err(invalid())
-            }
-        })
+        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
+        (value, Some(source))
     };
     match value.get("kind").and_then(|k| k.as_str()) {
-        Some("PodList") => value
-            .get("items")
-            .and_then(|i| i.as_array())
-            .cloned()
-            .unwrap_or_default()
-            .into_iter()
-            .map(decode)
-            .collect(),
-        _ => Ok(vec![decode(value)?]),
+        Some("PodList") => {
+            let items = match value {
+                serde_json::Value::Object(mut list) => list.remove("items"),
+                _ => None,
+            };
+            let Some(serde_json::Value::Array(items)) = items else {
+                return Ok(Vec::new());
+            };
+            // Each item's source, with the paths made relative to the item.
+            items
+                .into_iter()
+                .enumerate()
+                .map(|(i, item)| {
+                    let source = source
+                        .as_ref()
+                        .map(|s| s.under(&[Step::Key("items".into()), Step::Index(i)]));
+                    decode(item, source.as_ref()).map_err(|e| match e {
+                        InvalidManifest::Decode { field, line, message } => InvalidManifest::Decode {
+                            field: if field.is_empty() {
+                                format!("items[{i}]")
+                            } else {
+                                format!("items[{i}].{field}")
+                            },
+                            line,
+                            message,
+                        },
+                        other => other,
+                    })
+                })
+                .collect()
+        }
+        _ => Ok(vec![decode(value, source.as_ref())?]),
     }
 }
 
@@ -352,5 +357,42 @@ mod tests {
         assert_eq!(d.default_mode, Some(0o400));
         assert_eq!(d.items.as_ref().unwrap()[0].mode, Some(0o440));
         assert_eq!(volumes[1].downward_api.as_ref().unwrap().default_mode, Some(0o644));
+    }
+
+    /// A manifest that is not a Pod names the field, whichever the format (and its line, in
+    /// YAML); a URL's PodList names the item.
+    #[test]
+    fn a_field_that_does_not_decode_is_named() {
+        let yaml = "apiVersion: v1\nkind: Pod\nmetadata: {name: m}\nspec:\n  containers:\n  - name: c\n    image: i\n    ports: [{containerPort: web}]\n";
+        let e = parse(Path::new("m.yaml"), yaml.as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid Pod: spec.containers[0].ports[0].containerPort (line 8): invalid type: string \"web\", expected i32"
+        );
+        let json = r#"{"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "m"}, "spec": {"containers": [{"name": "c", "image": "i", "tty": "yes"}]}}"#;
+        let e = parse(Path::new("m.json"), json.as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid Pod: spec.containers[0].tty: invalid type: string \"yes\", expected a boolean"
+        );
+        let e = parse(Path::new("m.yaml"), b"spec: [").unwrap_err();
+        assert!(
+            e.to_string().starts_with("invalid YAML: ") && e.to_string().contains("line 1"),
+            "{e}"
+        );
+        let list = "kind: PodList\nitems:\n- metadata: {name: a}\n  spec: {containers: [{name: c, image: i}]}\n- metadata: {name: b}\n  spec: {containers: [{name: c, image: i, command: [sleep, 10], stdin: 3}]}\n";
+        let e = parse_url_body(list.as_bytes()).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "invalid Pod: items[1].spec.containers[0].stdin (line 6): invalid type: integer `3`, expected a boolean"
+        );
+        let pods = parse_url_body(list.replace("stdin: 3", "stdin: true").as_bytes()).unwrap();
+        assert_eq!(pods.len(), 2);
+        let command = pods[1].spec.as_ref().unwrap().containers[0].command.clone();
+        assert_eq!(
+            command.unwrap(),
+            ["sleep", "10"],
+            "the item's plain scalars keep their text"
+        );
     }
 }

@@ -21,7 +21,9 @@ pub fn ephemeral_container(e: &EphemeralContainer) -> Container {
     if let Some(fields) = json.as_object_mut() {
         fields.remove("targetContainerName");
     }
-    serde_json::from_value(json).unwrap_or_else(|_| Container {
+    // Through bytes: the API types' one decoder is serde_json's byte reader (see `decode`).
+    let bytes = serde_json::to_vec(&json).unwrap_or_default();
+    serde_json::from_slice(&bytes).unwrap_or_else(|_| Container {
         name: e.name.clone(),
         image: e.image.clone(),
         ..Default::default()
