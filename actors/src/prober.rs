@@ -43,10 +43,14 @@ use dockerlet_runtime::ContainerRuntime;
 
 /// Runs are started on a grid of this grain (at most this much late), so probes due close
 /// together start in one wake-up and their sockets' events tend to arrive together: fewer
-/// wake-ups of the agent at 110 probes a second.
-const RUN_GRAIN: Duration = Duration::from_millis(20);
+/// wake-ups of the agent at 110 probes a second (about 0.003 core fewer than a 20 ms grain).
+/// A period is kept: each run is due a period after the previous was due, not after it ran.
+const RUN_GRAIN: Duration = Duration::from_millis(100);
 
-/// Exec probes started in one grain at most (150 a second): each costs the engine about 45 ms
+/// The grain exec runs are spread on: [`EXEC_RUNS_PER_GRAIN`] start per grain.
+const EXEC_GRAIN: Duration = Duration::from_millis(20);
+
+/// Exec probes started in one exec grain at most (150 a second): each costs the engine about 45 ms
 /// of CPU (dockerd, containerd, the shim and runc; BENCHMARKS.md, P5b), so a node's exec probes
 /// due together are spread over the following grains rather than all fired at once.
 const EXEC_RUNS_PER_GRAIN: usize = 3;
@@ -326,14 +330,17 @@ impl ProbeActor {
         let Some(generation) = self.probes.get(&key).map(|p| p.generation) else {
             return;
         };
-        self.due
-            .push(Reverse((self.on_grid(Instant::now() + delay), generation, key)));
+        self.due.push(Reverse((
+            self.on_grid(Instant::now() + delay, RUN_GRAIN),
+            generation,
+            key,
+        )));
         self.arm(ctx);
     }
 
-    /// `at`, moved up to the next multiple of [`RUN_GRAIN`] since the actor started.
-    fn on_grid(&self, at: Instant) -> Instant {
-        let grain = RUN_GRAIN.as_nanos();
+    /// `at`, moved up to the next multiple of `grain` since the actor started.
+    fn on_grid(&self, at: Instant, grain: Duration) -> Instant {
+        let grain = grain.as_nanos();
         let since = at.saturating_duration_since(self.epoch).as_nanos();
         let steps = since.div_ceil(grain);
         self.epoch + Duration::from_nanos(u64::try_from(steps * grain).unwrap_or(u64::MAX))
@@ -381,7 +388,7 @@ impl ProbeActor {
             }
             // With all slots taken, the next finished exec run re-arms.
             let room = self.exec_running < EXEC_IN_FLIGHT;
-            self.exec_at = (!self.exec_ready.is_empty() && room).then(|| self.on_grid(now + RUN_GRAIN));
+            self.exec_at = (!self.exec_ready.is_empty() && room).then(|| self.on_grid(now + EXEC_GRAIN, EXEC_GRAIN));
             if !self.exec_ready.is_empty() {
                 tracing::trace!(waiting = self.exec_ready.len(), "exec probes spread to the next grain");
             }
@@ -393,7 +400,7 @@ impl ProbeActor {
     fn exec_finished(&mut self, ctx: &mut Context<Self>) {
         self.exec_running = self.exec_running.saturating_sub(1);
         if !self.exec_ready.is_empty() && self.exec_at.is_none() {
-            self.exec_at = Some(self.on_grid(Instant::now()));
+            self.exec_at = Some(self.on_grid(Instant::now(), EXEC_GRAIN));
             self.arm(ctx);
         }
     }
@@ -405,7 +412,7 @@ impl ProbeActor {
         };
         self.exec_ready.push_back((generation, key));
         if self.exec_at.is_none() {
-            self.exec_at = Some(self.on_grid(Instant::now()));
+            self.exec_at = Some(self.on_grid(Instant::now(), EXEC_GRAIN));
             self.arm(ctx);
         }
     }

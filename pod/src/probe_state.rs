@@ -160,6 +160,8 @@ pub struct ProbeState {
     waits_for_startup: bool,
     /// A run is in flight.
     running: bool,
+    /// The time the last [`Next::DueAt`] named: the phase of the probe's ticker.
+    due_at: Duration,
 }
 
 /// Kubelet's `initialValue`: the result before any run.
@@ -183,6 +185,7 @@ impl ProbeState {
             on_hold: true,
             waits_for_startup: false,
             running: false,
+            due_at: Duration::ZERO,
         }
     }
 
@@ -225,7 +228,7 @@ impl ProbeState {
     pub fn on(&mut self, input: Input) -> Effect {
         match input {
             Input::NewInstance { now, waits_for_startup } => self.new_instance(now, waits_for_startup),
-            Input::Due { now } => self.due(now),
+            Input::Due { now } => self.came_due(now),
             Input::Finished { now, outcome } => self.finished(now, outcome),
             Input::StartupSucceeded => {
                 self.waits_for_startup = false;
@@ -241,18 +244,37 @@ impl ProbeState {
             waits_for_startup: waits_for_startup && self.kind != ProbeKind::Startup,
             ..ProbeState::new(self.kind, self.config)
         };
-        Effect::next(Next::DueAt(now.max(self.config.initial_delay)))
+        Effect::next(self.due(now.max(self.config.initial_delay)))
     }
 
-    fn due(&mut self, now: Duration) -> Effect {
+    /// Due at `at`: remember it as the ticker's phase.
+    fn due(&mut self, at: Duration) -> Next {
+        self.due_at = at;
+        Next::DueAt(at)
+    }
+
+    /// The ticker's next tick after `now`, as kubelet's probe worker ticks (`time.Ticker`): a
+    /// period after the last, however long the run took or however late it started; ticks
+    /// already past are dropped.
+    fn next_tick(&mut self, now: Duration) -> Next {
+        let period = self.config.period.max(Duration::from_millis(1));
+        let mut next = self.due_at + period;
+        if next <= now {
+            let behind = (now - self.due_at).as_nanos() / period.as_nanos();
+            next = self.due_at + period * u32::try_from(behind + 1).unwrap_or(u32::MAX);
+        }
+        self.due(next)
+    }
+
+    fn came_due(&mut self, now: Duration) -> Effect {
         if self.on_hold || self.running {
             return Effect::next(Next::Nothing);
         }
         if now < self.config.initial_delay {
-            return Effect::next(Next::DueAt(self.config.initial_delay));
+            return Effect::next(self.due(self.config.initial_delay));
         }
         if self.waits_for_startup {
-            return Effect::next(Next::DueAt(now + self.config.period));
+            return Effect::next(self.next_tick(now));
         }
         self.running = true;
         Effect::next(Next::Run)
@@ -284,7 +306,7 @@ impl ProbeState {
             next: if self.on_hold {
                 Next::Nothing
             } else {
-                Next::DueAt(now + self.config.period)
+                self.next_tick(now)
             },
         }
     }
@@ -399,16 +421,31 @@ mod tests {
         assert_eq!(probe.on(Input::Due { now: secs(10) }), no_change(Next::Run));
     }
 
-    /// Runs follow each other by `periodSeconds`, counted from the end of the previous run.
+    /// Runs follow each other by `periodSeconds`, counted from when the previous one was due (a
+    /// ticker, as kubelet's probe worker); ticks a long run outlasted are dropped.
     #[test]
-    fn the_next_run_is_due_a_period_after_the_last_one_finished() {
+    fn the_next_run_is_due_a_period_after_the_last_was_due() {
         let mut probe = started(Readiness, 1, 3);
         assert_eq!(probe.on(Input::Due { now: secs(0) }).next, Next::Run);
         let effect = probe.on(Input::Finished {
             now: secs(2),
             outcome: Fail,
         });
-        assert_eq!(effect, no_change(Next::DueAt(secs(12))));
+        assert_eq!(effect, no_change(Next::DueAt(secs(10))));
+        // Started late (the actor's grid), finished later still: the phase stays.
+        assert_eq!(
+            probe
+                .on(Input::Due {
+                    now: secs(10) + Duration::from_millis(80)
+                })
+                .next,
+            Next::Run
+        );
+        let effect = probe.on(Input::Finished {
+            now: secs(25),
+            outcome: Fail,
+        });
+        assert_eq!(effect, no_change(Next::DueAt(secs(30))), "the tick at 20 s is dropped");
     }
 
     /// The result turns Failure on the `failureThreshold`-th failure in a row, and only once.
