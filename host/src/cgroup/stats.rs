@@ -18,7 +18,7 @@
 //! caller skips that sample rather than serving a partial one.
 
 use std::collections::BTreeMap;
-use std::io::ErrorKind;
+use std::io::{ErrorKind, Read as _};
 use std::path::{Path, PathBuf};
 
 use dockerlet_messages::stats::{PsiData, PsiStats};
@@ -184,10 +184,9 @@ pub fn read(layout: &CgroupLayout, path: &CgroupPath) -> Result<CgroupStats, Sta
         // `dir` is keyed by the v1 controller name; on v2 any name gives the unified tree.
         layout.dir(if controller.is_empty() { "memory" } else { controller }, cgroup)
     };
+    // No existence checks before reading (a statx each, for every cgroup of the node every
+    // housekeeping): a cgroup that is gone fails its first read with ENOENT or ENODEV.
     let memory_dir = dir_of(memory_ctl).ok_or_else(gone)?;
-    if !memory_dir.is_dir() {
-        return Err(gone());
-    }
     let result = match layout.version() {
         CgroupVersion::V1 => read_v1(&memory_dir, dir_of(cpu_ctl), dir_of(pids_ctl)),
         CgroupVersion::V2 => read_v2(&memory_dir),
@@ -219,18 +218,22 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
         major_page_faults,
         limit: (limit < V1_UNLIMITED).then_some(limit),
     };
-    let (cpu_usage_ns, user_system) = match cpuacct.filter(|d| d.is_dir()) {
-        Some(dir) => {
-            let usage = read_u64(&dir.join("cpuacct.usage"))?;
+    // A controller that is not mounted (or a cgroup not in it) is a missing file: no figure.
+    let usage = match &cpuacct {
+        Some(dir) => optional(read_u64(&dir.join("cpuacct.usage")))?,
+        None => None,
+    };
+    let (cpu_usage_ns, user_system) = match (usage, cpuacct) {
+        (Some(usage), Some(dir)) => {
             // Clock ticks (USER_HZ) to nanoseconds.
             let tick_ns = 1_000_000_000 / rustix::param::clock_ticks_per_second().max(1);
             let split = optional(read_keys(&dir.join("cpuacct.stat"), ["user", "system"]))?
                 .map(|[u, s]| (u.saturating_mul(tick_ns), s.saturating_mul(tick_ns)));
             (Some(usage), split)
         }
-        None => (None, None),
+        _ => (None, None),
     };
-    let pids = match pids.filter(|d| d.is_dir()) {
+    let pids = match pids {
         Some(dir) => optional(read_u64(&dir.join("pids.current")))?,
         None => None,
     };
@@ -290,11 +293,25 @@ fn optional<T>(r: Result<T, StatsError>) -> Result<Option<T>, StatsError> {
     }
 }
 
+/// The file's text: open, read to the end, close. Not `fs::read_to_string`, which first asks
+/// for the file's size (a statx per file; cgroup files report 0 anyway).
 fn read_text(path: &Path) -> Result<String, StatsError> {
-    std::fs::read_to_string(path).map_err(|source| StatsError::Read {
+    let error = |source| StatsError::Read {
         path: path.to_path_buf(),
         source,
-    })
+    };
+    let mut file = std::fs::File::open(path).map_err(error)?;
+    let mut bytes = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        match file.read(&mut chunk) {
+            Ok(0) => break,
+            Ok(n) => bytes.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == ErrorKind::Interrupted => {}
+            Err(e) => return Err(error(e)),
+        }
+    }
+    String::from_utf8(bytes).map_err(|e| error(std::io::Error::new(ErrorKind::InvalidData, e)))
 }
 
 fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
