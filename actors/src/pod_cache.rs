@@ -99,6 +99,8 @@ pub struct PodCache {
     inner: Mutex<Inner>,
     /// Woken by every completed relist.
     relist_done: Notify,
+    /// A reader waits for a relist: the PLEG relists now instead of at its next period.
+    relist_wanted: Notify,
 }
 
 /// [`PodCache::get_newer_than`] waited this long without a complete relist.
@@ -231,6 +233,11 @@ impl PodCache {
         self.relist_done.notify_waiters();
     }
 
+    /// Resolves when a reader waits for a relist ([`Self::get_newer_than`]); for the PLEG.
+    pub async fn relist_wanted(&self) {
+        self.relist_wanted.notified().await;
+    }
+
     /// The pod's containers as the cache knows them now (none before the first relist).
     pub fn pod(&self, uid: &PodUid) -> Option<Vec<ObservedContainer>> {
         let inner = self.lock();
@@ -257,6 +264,7 @@ impl PodCache {
                     return Ok(snapshot(&inner, uid));
                 }
             }
+            self.relist_wanted.notify_one();
             let left = limit.saturating_sub(began.elapsed());
             if left.is_zero() || tokio::time::timeout(left, notified).await.is_err() {
                 return Err(NotRefreshed { waited: limit });

@@ -107,7 +107,7 @@ pub struct SupervisorConfig {
     pub manifest_path: Option<PathBuf>,
     /// `--file-check-frequency`.
     pub file_check_frequency: Duration,
-    /// PLEG relist period.
+    /// PLEG relist period while Docker's events flow (every second otherwise).
     pub relist_period: Duration,
     /// Honour [`InjectFault`] (tests only).
     pub fault_injection: bool,

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
-use dockerlet_actors::pleg::RELIST_PERIOD;
+use dockerlet_actors::pleg::EVENTED_RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
@@ -143,7 +143,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             worker: Arc::new(worker),
             manifest_path: config.manifest_path.clone(),
             file_check_frequency: config.file_check_frequency,
-            relist_period: RELIST_PERIOD,
+            relist_period: EVENTED_RELIST_PERIOD,
             fault_injection: config.fault_injection,
             mode,
             manifest_url: config.manifest_url.clone(),
@@ -216,10 +216,17 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
 
     let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
-    tokio::select! {
-        _ = term.recv() => tracing::info!("SIGTERM: stopping; pods keep running"),
-        _ = int.recv() => tracing::info!("SIGINT: stopping; pods keep running"),
-    }
+    // The signals are awaited on a task of their own: this future is polled at every wake-up of
+    // the event loop (it is the loop's `run_until`), a oneshot costs nothing to poll there.
+    let (stop, stopped) = tokio::sync::oneshot::channel();
+    actix::spawn(async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: stopping; pods keep running"),
+            _ = int.recv() => tracing::info!("SIGINT: stopping; pods keep running"),
+        }
+        let _ = stop.send(());
+    });
+    let _ = stopped.await;
     for stopper in stoppers {
         stopper.stop(false).await;
     }

@@ -1,8 +1,6 @@
 //! `/metrics` and `/metrics/probes` on the read-only port: kubelet's families with this node's
 //! numbers, valid for `promtool check metrics`.
 
-use std::time::Duration;
-
 use dockerlet_integration_tests::{promtool_check, wait_until, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT};
 
 /// The value of the series `series` (name and labels, exactly as exposed), if present.
@@ -123,12 +121,18 @@ spec:
     let seen = value(&first, "kubelet_pleg_last_seen_seconds").unwrap_or_default();
     assert!((now - seen).abs() < 10.0, "PLEG last seen {seen}, now {now}");
 
-    // Relists and probe runs go on; the earlier scrapes were counted.
+    // Relists (every 10 s while Docker's events flow) and probe runs go on; the earlier scrapes
+    // were counted.
     let relists = |b: &str| value(b, "kubelet_pleg_relist_duration_seconds_count").unwrap_or_default();
     let probes_before = value(&scrape(&agent, "/metrics/probes"), &probe_series).unwrap_or_default();
-    std::thread::sleep(Duration::from_secs(3));
-    let second = scrape(&agent, "/metrics");
-    assert!(relists(&second) > relists(&first), "relists did not advance:\n{second}");
+    let second = wait_until("the PLEG to relist again", CHANGE_TIMEOUT, || {
+        let body = scrape(&agent, "/metrics");
+        if relists(&body) > relists(&first) {
+            Ok(body)
+        } else {
+            Err(format!("relists did not advance:\n{body}"))
+        }
+    });
     assert!(
         value(&second, "kubelet_pleg_relist_interval_seconds_count").is_some_and(|n| n >= 1.0),
         "{second}"
