@@ -400,4 +400,23 @@ mod tests {
         assert_eq!(limits["cpu"].0, "1");
         assert_eq!(limits["memory"].0, "1.5");
     }
+
+    /// A document marker, comments, anchors and aliases read as before: the tree holds the
+    /// aliased values, and an alias's plain scalars keep their text.
+    #[test]
+    fn markers_comments_and_aliases_are_read() {
+        let pod = pod_yaml(
+            "---\n# a comment\napiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels: &l {tier: 1.10}\n  annotations: *l\nspec:\n  containers:\n  - name: c # trailing\n    image: i\n",
+        )
+        .unwrap();
+        assert_eq!(pod.metadata.labels.unwrap()["tier"], "1.10");
+        assert_eq!(pod.metadata.annotations.unwrap()["tier"], "1.10");
+        let merged = pod_yaml(
+            "base: &b {image: i, command: [sleep, 60]}\napiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - <<: *b\n    name: c\n",
+        )
+        .unwrap();
+        let c = &merged.spec.unwrap().containers[0];
+        assert_eq!((c.name.as_str(), c.image.as_deref()), ("c", Some("i")), "merge keys");
+        assert_eq!(c.command.as_deref().unwrap(), ["sleep", "60"]);
+    }
 }
