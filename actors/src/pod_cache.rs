@@ -19,7 +19,7 @@
 //! otherwise. Before the first relist nothing is served: only a complete relist knows what an
 //! earlier agent left behind.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -75,13 +75,50 @@ struct Entry {
     claimed_until: Option<Instant>,
 }
 
+/// One pod's entries, sorted by container ID. A Vec, not a BTreeMap: a pod has a few
+/// containers, and a B-tree leaf has room for eleven entries of about 480 bytes (5.4 KB a pod,
+/// 0.6 MB at 110 pods in a heap profile).
+#[derive(Debug, Default)]
+struct PodEntries(Vec<Entry>);
+
+impl PodEntries {
+    fn find(&self, id: &ContainerId) -> Result<usize, usize> {
+        self.0.binary_search_by(|e| e.observed.id.cmp(id))
+    }
+    fn get(&self, id: &ContainerId) -> Option<&Entry> {
+        self.find(id).ok().map(|i| &self.0[i])
+    }
+    fn get_mut(&mut self, id: &ContainerId) -> Option<&mut Entry> {
+        self.find(id).ok().map(|i| &mut self.0[i])
+    }
+    /// Put `entry`, replacing the one of the same container.
+    fn insert(&mut self, entry: Entry) {
+        match self.find(&entry.observed.id) {
+            Ok(i) => self.0[i] = entry,
+            Err(i) => self.0.insert(i, entry),
+        }
+    }
+    fn remove(&mut self, id: &ContainerId) -> Option<Entry> {
+        self.find(id).ok().map(|i| self.0.remove(i))
+    }
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+    fn iter(&self) -> impl Iterator<Item = (&ContainerId, &Entry)> {
+        self.0.iter().map(|e| (&e.observed.id, e))
+    }
+    fn values(&self) -> impl Iterator<Item = &Entry> {
+        self.0.iter()
+    }
+}
+
 /// How long a worker's claim on a container it acts on holds at most.
 const CLAIM: Duration = Duration::from_secs(10);
 
 #[derive(Debug, Default)]
 struct Inner {
     /// Every known container, by pod.
-    pods: HashMap<PodUid, BTreeMap<ContainerId, Entry>>,
+    pods: HashMap<PodUid, PodEntries>,
     /// The pod of each known container.
     pod_of: HashMap<ContainerId, PodUid>,
     /// Removed containers and when, so an inspect issued before the removal cannot bring one
@@ -159,14 +196,11 @@ impl PodCache {
             before,
             after: Some(observed.state),
         };
-        pod.insert(
-            observed.id.clone(),
-            Entry {
-                observed,
-                stamp,
-                claimed_until,
-            },
-        );
+        pod.insert(Entry {
+            observed,
+            stamp,
+            claimed_until,
+        });
         (change.before != change.after).then_some(change)
     }
 
@@ -309,7 +343,7 @@ impl PodCache {
         inner
             .pods
             .values()
-            .flat_map(BTreeMap::values)
+            .flat_map(PodEntries::values)
             .for_each(|e| f(&e.observed));
     }
 
