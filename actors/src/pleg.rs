@@ -184,8 +184,7 @@ impl PlegActor {
     /// The tick: relist when one is due, otherwise bring the running gauges up to date (events
     /// change the cache between relists).
     fn tick(&mut self, ctx: &mut Context<Self>) {
-        let tick = self.tick_period();
-        let period = if self.events_up { self.period } else { tick };
+        let (tick, period) = (self.tick_period(), self.relist_period());
         // Half a tick of slack: a relist due just after this tick runs now, not a tick late.
         let due = self
             .relist_started
@@ -199,6 +198,15 @@ impl PlegActor {
 
     fn tick_period(&self) -> Duration {
         RELIST_PERIOD.min(self.period)
+    }
+
+    /// The relist period now: `period` while Docker's events flow, the tick's otherwise.
+    fn relist_period(&self) -> Duration {
+        if self.events_up {
+            self.period
+        } else {
+            self.tick_period()
+        }
     }
 
     fn relist(&mut self, ctx: &mut Context<Self>) {
@@ -503,7 +511,7 @@ impl Handler<GetActorState> for PlegActor {
                 "last_relist": self.last_relist.map(|(_, t)| t.to_string()),
                 "last_relist_duration_ms": self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
                 "relists": self.relists,
-                "relist_period_s": if self.events_up { self.period } else { self.tick_period() }.as_secs_f64(),
+                "relist_period_s": self.relist_period().as_secs_f64(),
                 "docker_events_up": self.events_up,
                 "inspects": self.inspects,
                 "docker_events": self.docker_events,

@@ -53,21 +53,6 @@ pub struct YamlSource {
     lines: HashMap<Vec<Step>, u64>,
 }
 
-impl YamlSource {
-    /// The same, for the subtree at `prefix`, with paths relative to it.
-    pub fn under(&self, prefix: &[Step]) -> YamlSource {
-        fn strip<T: Clone>(map: &HashMap<Vec<Step>, T>, prefix: &[Step]) -> HashMap<Vec<Step>, T> {
-            map.iter()
-                .filter_map(|(path, v)| Some((path.strip_prefix(prefix)?.to_vec(), v.clone())))
-                .collect()
-        }
-        YamlSource {
-            texts: strip(&self.texts, prefix),
-            lines: strip(&self.lines, prefix),
-        }
-    }
-}
-
 /// A YAML node as written; its scalars' text is recovered through their spans.
 enum Node {
     Null,
@@ -224,13 +209,13 @@ pub struct DecodeError {
     pub message: String,
 }
 
-/// Decode `value` as a Pod. From a YAML document (`source`), a number or boolean where a string
-/// is wanted is replaced by its text and decoding goes on, and an error gives its line.
-pub fn decode_pod(mut value: Value, source: Option<&YamlSource>) -> Result<Pod, DecodeError> {
-    // Each round turns one scalar into a string, so the rounds are bounded by the scalars.
-    let rounds = source.map_or(0, |s| s.texts.len()) + 1;
-    let mut last = None;
-    for _ in 0..rounds {
+/// Decode `value`, the node at `at` of its document, as a Pod. From a YAML document
+/// (`source`), a number or boolean where a string is wanted is replaced by its text and decoding
+/// goes on, and an error gives its line.
+pub fn decode_pod(mut value: Value, source: Option<&YamlSource>, at: &[Step]) -> Result<Pod, DecodeError> {
+    // Each pass either decodes, fails, or turns one number or boolean into a string, which the
+    // next error at that path finds a string already: the passes end.
+    loop {
         let pretty = serde_json::to_vec_pretty(&value).expect("a JSON tree serializes");
         let error = match serde_json::from_slice::<Pod>(&pretty) {
             Ok(pod) => return Ok(pod),
@@ -242,28 +227,21 @@ pub fn decode_pod(mut value: Value, source: Option<&YamlSource>) -> Result<Pod, 
             .rsplit_once(" at line ")
             .map_or(message.as_str(), |(m, _)| m)
             .to_string();
-        let written = source.and_then(|s| s.texts.get(&path));
-        let line = source.and_then(|s| s.lines.get(&path).copied());
-        let node = node_mut(&mut value, &path);
-        match (written, node) {
+        let in_document = [at, &path].concat();
+        let written = source.and_then(|s| s.texts.get(&in_document));
+        match (written, node_mut(&mut value, &path)) {
             (Some(written), Some(node)) if message.contains("expected a string") && !node.is_string() => {
                 *node = Value::String(written.clone());
             }
             _ => {
                 return Err(DecodeError {
-                    field: render(&path),
-                    line,
+                    field: render(&in_document),
+                    line: source.and_then(|s| s.lines.get(&in_document).copied()),
                     message,
                 })
             }
         }
-        last = Some(DecodeError {
-            field: render(&path),
-            line,
-            message,
-        });
     }
-    Err(last.expect("at least one round ran"))
 }
 
 fn node_mut<'a>(value: &'a mut Value, path: &[Step]) -> Option<&'a mut Value> {
@@ -328,7 +306,7 @@ mod tests {
 
     fn pod_yaml(yaml: &str) -> Result<Pod, DecodeError> {
         let (value, source) = yaml_tree(yaml).unwrap();
-        decode_pod(value, Some(&source))
+        decode_pod(value, Some(&source), &[])
     }
 
     /// Every line of a pretty-printed tree leads back to its node, closing lines included.

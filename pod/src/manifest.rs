@@ -53,21 +53,27 @@ pub enum InvalidManifest {
 /// field that does not decode is named by its path.
 pub fn parse(file: &Path, content: &[u8]) -> Result<Pod, InvalidManifest> {
     let text = std::str::from_utf8(content).map_err(InvalidManifest::NotUtf8)?;
-    let (value, source) = if file.extension().is_some_and(|e| e == "json") {
-        let value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
-        (value, None)
-    } else {
-        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
-        (value, Some(source))
-    };
-    decode(value, source.as_ref())
+    let (value, source) = tree(text, file.extension().is_some_and(|e| e == "json"))?;
+    decode(value, source.as_ref(), &[])
 }
 
-/// The tree as a Pod; a named port on a gRPC probe is a type error for the whole Pod, so it is
-/// marked first and refused for its container alone (the probe's validation names the field).
-fn decode(mut value: serde_json::Value, source: Option<&YamlSource>) -> Result<Pod, InvalidManifest> {
+/// The document as a JSON tree, and for YAML what the tree keeps of its source.
+fn tree(text: &str, json: bool) -> Result<(serde_json::Value, Option<YamlSource>), InvalidManifest> {
+    if json {
+        let value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
+        Ok((value, None))
+    } else {
+        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
+        Ok((value, Some(source)))
+    }
+}
+
+/// The tree at `at` of its document as a Pod; a named port on a gRPC probe is a type error for
+/// the whole Pod, so it is marked first and refused for its container alone (the probe's
+/// validation names the field).
+fn decode(mut value: serde_json::Value, source: Option<&YamlSource>, at: &[Step]) -> Result<Pod, InvalidManifest> {
     mark_named_grpc_ports(&mut value);
-    decode_pod(value, source).map_err(|DecodeError { field, line, message }| InvalidManifest::Decode {
+    decode_pod(value, source, at).map_err(|DecodeError { field, line, message }| InvalidManifest::Decode {
         field,
         line,
         message,
@@ -230,13 +236,7 @@ pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, InvalidManifest> {
     if text.trim().is_empty() {
         return Ok(Vec::new());
     }
-    let (value, source) = if text.trim_start().starts_with('{') {
-        let value: serde_json::Value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
-        (value, None)
-    } else {
-        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
-        (value, Some(source))
-    };
+    let (value, source) = tree(text, text.trim_start().starts_with('{'))?;
     match value.get("kind").and_then(|k| k.as_str()) {
         Some("PodList") => {
             let items = match value {
@@ -246,30 +246,13 @@ pub fn parse_url_body(content: &[u8]) -> Result<Vec<Pod>, InvalidManifest> {
             let Some(serde_json::Value::Array(items)) = items else {
                 return Ok(Vec::new());
             };
-            // Each item's source, with the paths made relative to the item.
             items
                 .into_iter()
                 .enumerate()
-                .map(|(i, item)| {
-                    let source = source
-                        .as_ref()
-                        .map(|s| s.under(&[Step::Key("items".into()), Step::Index(i)]));
-                    decode(item, source.as_ref()).map_err(|e| match e {
-                        InvalidManifest::Decode { field, line, message } => InvalidManifest::Decode {
-                            field: if field.is_empty() {
-                                format!("items[{i}]")
-                            } else {
-                                format!("items[{i}].{field}")
-                            },
-                            line,
-                            message,
-                        },
-                        other => other,
-                    })
-                })
+                .map(|(i, item)| decode(item, source.as_ref(), &[Step::Key("items".into()), Step::Index(i)]))
                 .collect()
         }
-        _ => Ok(vec![decode(value, source.as_ref())?]),
+        _ => Ok(vec![decode(value, source.as_ref(), &[])?]),
     }
 }
 
