@@ -99,7 +99,15 @@ impl StatsActor {
             (collector, collected, thread_cpu().saturating_sub(cpu))
         });
         ctx.spawn(pass.into_actor(self).map(move |result, act, _| match result {
-            Ok((collector, Collected { summary, containers }, cpu)) => {
+            Ok((
+                collector,
+                Collected {
+                    summary,
+                    containers,
+                    block_io,
+                },
+                cpu,
+            )) => {
                 act.collector = Some(collector);
                 act.passes += 1;
                 act.last_pass = started.elapsed();
@@ -116,6 +124,7 @@ impl StatsActor {
                     summary: Arc::new(summary),
                     containers: Arc::new(containers),
                     machine: act.machine,
+                    block_io: Arc::new(block_io),
                 }));
             }
             Err(e) => {

@@ -124,6 +124,21 @@ pub fn find_processes(names: &[&str]) -> Vec<u32> {
         .collect()
 }
 
+/// The node path of block device `major:minor` (`/dev/vda`), from the `DEVNAME` of
+/// `/sys/dev/block/<major>:<minor>/uevent`, as cAdvisor names the `device` of its IO series.
+pub fn block_device_name(major: u32, minor: u32) -> Option<String> {
+    let text = std::fs::read_to_string(format!("/sys/dev/block/{major}:{minor}/uevent")).ok()?;
+    devname(&text)
+}
+
+fn devname(uevent: &str) -> Option<String> {
+    uevent
+        .lines()
+        .find_map(|l| l.strip_prefix("DEVNAME="))
+        .filter(|name| !name.is_empty())
+        .map(|name| format!("/dev/{name}"))
+}
+
 /// When the machine booted, in seconds since the epoch.
 pub fn boot_time_secs() -> Option<u64> {
     procfs::boot_time_secs().ok()
@@ -281,6 +296,26 @@ pub fn rlimit() -> (Option<u64>, Option<u64>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A device's name comes from DEVNAME; a uevent without one names nothing.
+    #[test]
+    fn block_devices_are_named_from_their_uevent() {
+        assert_eq!(
+            devname("MAJOR=254\nMINOR=0\nDEVNAME=vda\nDEVTYPE=disk\n").as_deref(),
+            Some("/dev/vda")
+        );
+        assert_eq!(devname("MAJOR=254\nMINOR=0\n"), None);
+        assert_eq!(devname("DEVNAME=\n"), None);
+        let first = std::fs::read_dir("/sys/dev/block")
+            .ok()
+            .and_then(|mut d| d.next())
+            .and_then(Result::ok)
+            .map(|e| e.file_name().to_string_lossy().into_owned());
+        if let Some((major, minor)) = first.as_deref().and_then(|n| n.split_once(':')) {
+            let name = block_device_name(major.parse().unwrap(), minor.parse().unwrap());
+            assert!(name.is_some_and(|n| n.starts_with("/dev/")), "{first:?}");
+        }
+    }
 
     /// Node memory as cAdvisor's root: usage = total − free, working set without inactive file.
     #[test]

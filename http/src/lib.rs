@@ -212,6 +212,7 @@ mod tests {
                 summary: std::sync::Arc::new(serde_json::from_value(summary).expect("a summary")),
                 containers: Default::default(),
                 machine: Default::default(),
+                block_io: Default::default(),
             }))
         }
     }

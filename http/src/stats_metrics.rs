@@ -6,11 +6,12 @@
 //! this module writes the text format 0.0.4 itself: families sorted by name as client_golang
 //! sorts them, label values escaped (`\\`, `"`, newline), HELP escaped (`\\`, newline).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use dockerlet_messages::stats::{
-    ContainerRef, ContainerStats, CpuStats, MemoryStats, NetworkStats, PodStats, StatsView, Summary, SwapStats,
+    CgroupBlockIo, ContainerRef, ContainerStats, CpuStats, MemoryStats, NetworkStats, PodStats, StatsView, Summary,
+    SwapStats,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -428,10 +429,52 @@ fn network_series(e: &mut Exposition, base: &Base, net: &NetworkStats) {
     }
 }
 
+/// cAdvisor's block IO series of one cgroup, per device (`DiskIo` Read and Write).
+fn block_io_series(e: &mut Exposition, base: &Base, io: Option<&&CgroupBlockIo>) {
+    let Some(io) = io else { return };
+    for d in &io.devices {
+        let series: [(&'static str, &str, u64); 4] = [
+            (
+                "container_fs_reads_bytes_total",
+                "Cumulative count of bytes read",
+                d.read_bytes,
+            ),
+            (
+                "container_fs_writes_bytes_total",
+                "Cumulative count of bytes written",
+                d.write_bytes,
+            ),
+            (
+                "container_fs_reads_total",
+                "Cumulative count of reads completed",
+                d.reads,
+            ),
+            (
+                "container_fs_writes_total",
+                "Cumulative count of writes completed",
+                d.writes,
+            ),
+        ];
+        for (name, help, value) in series {
+            e.sample(
+                name,
+                "counter",
+                help,
+                base.with(&[("device", &d.device)]),
+                value as f64,
+                Some(&io.time),
+            );
+        }
+    }
+}
+
 /// The containers of one pod, by name.
 type PodContainers<'a> = BTreeMap<&'a str, &'a ContainerRef>;
 
-fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, pod: &PodStats) {
+/// Block IO readings by cgroup.
+type BlockIo<'a> = HashMap<&'a str, &'a CgroupBlockIo>;
+
+fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, block_io: &BlockIo, pod: &PodStats) {
     let pod_cgroup = containers
         .and_then(|c| c.values().next())
         .map(|c| c.pod_cgroup.clone())
@@ -461,6 +504,7 @@ fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, pod: &PodS
             io: None,
         };
         cgroup_series(e, &base, &whole);
+        block_io_series(e, &base, block_io.get(base.id.as_str()));
         if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
             e.sample(
                 "container_processes",
@@ -486,6 +530,9 @@ fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, pod: &PodS
             pod: pod.pod_ref.name.clone(),
         };
         cgroup_series(e, &base, c);
+        if !base.id.is_empty() {
+            block_io_series(e, &base, block_io.get(base.id.as_str()));
+        }
         // The writable layer is the container's filesystem in cAdvisor's sense (its device is
         // not known here: the label is left empty).
         if let Some((fs, used)) = c.rootfs.as_ref().and_then(|f| Some((f, f.used_bytes?))) {
@@ -503,7 +550,7 @@ fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, pod: &PodS
 
 /// `/metrics/cadvisor`: cAdvisor's `container_*` and `machine_*` series for the node's root
 /// cgroup, each pod cgroup and each app container, with cAdvisor's labels (the system
-/// containers and sandboxes are not served). `view` is `None` before
+/// containers and sandboxes are not served); block IO where it was read. `view` is `None` before
 /// the first housekeeping: then only `container_scrape_error 1`.
 pub fn cadvisor(view: Option<&StatsView>) -> String {
     let mut e = Exposition::default();
@@ -538,6 +585,8 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
         io: None,
     };
     cgroup_series(&mut e, &root, &node);
+    let block_io: BlockIo = view.block_io.iter().map(|io| (io.cgroup.as_str(), io)).collect();
+    block_io_series(&mut e, &root, block_io.get("/"));
     if let Some(net) = &summary.node.network {
         network_series(&mut e, &root, net);
     }
@@ -549,7 +598,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
             .insert(c.container.as_str(), c);
     }
     for pod in &summary.pods {
-        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), pod);
+        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), &block_io, pod);
     }
     if let Some(cores) = view.machine.cpu_cores {
         e.sample(
@@ -578,7 +627,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
 mod tests {
     use super::*;
     use dockerlet_messages::stats::{
-        CpuStats, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
+        CpuStats, DeviceBlockIo, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
     };
     use std::sync::Arc;
 
@@ -697,6 +746,17 @@ mod tests {
                 cpu_cores: Some(2),
                 memory_bytes: Some(24 << 30),
             },
+            block_io: Arc::new(vec![CgroupBlockIo {
+                cgroup: "/kubepods/burstable/podu1/abc".into(),
+                time: at("2026-12-01T10:00:08Z"),
+                devices: vec![DeviceBlockIo {
+                    device: "/dev/vda".into(),
+                    read_bytes: 4096,
+                    write_bytes: 8192,
+                    reads: 1,
+                    writes: 2,
+                }],
+            }]),
         }
     }
 
@@ -745,6 +805,8 @@ mod tests {
             "container_memory_failures_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",failure_type=\"pgmajfault\",scope=\"container\"} 1 1796119206000",
             "container_network_receive_bytes_total{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\",interface=\"eth0\"} 10 1796119207000",
             "container_fs_usage_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"\"} 12288 1796119200000",
+            "container_fs_reads_bytes_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda\"} 4096 1796119208000",
+            "container_fs_writes_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda\"} 2 1796119208000",
             "machine_cpu_cores 2",
             "container_scrape_error 0",
         ] {

@@ -4,6 +4,7 @@
 //! `promtool check metrics`.
 
 use std::collections::HashMap;
+use std::time::Duration;
 
 use dockerlet_integration_tests::docker::node_containers;
 use dockerlet_integration_tests::{promtool_check, wait_until, Agent, ManifestDir, CHANGE_TIMEOUT};
@@ -264,4 +265,99 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         &[("container", ""), ("pod", pod_name.as_str()), ("interface", "eth0")],
     );
     assert!(rx.is_some(), "the pod's network:\n{cadvisor}");
+}
+
+const WRITER: &str = r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: writer
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: writer
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do dd if=/dev/zero of=/tmp/io bs=4k count=16 oflag=direct 2>/dev/null; sleep 1; done"]
+"#;
+
+/// The whole disk `major:minor` under the filesystem holding `path` (a partition's parent).
+fn disk_of(path: &str) -> String {
+    use std::os::unix::fs::MetadataExt;
+    let dev = std::fs::metadata(path).unwrap_or_else(|e| panic!("{path}: {e}")).dev();
+    let number = format!("{}:{}", rustix::fs::major(dev), rustix::fs::minor(dev));
+    let sys = std::path::Path::new("/sys/dev/block").join(&number);
+    if sys.join("partition").exists() {
+        let parent = sys.canonicalize().unwrap().parent().unwrap().join("dev");
+        std::fs::read_to_string(parent).unwrap().trim().to_string()
+    } else {
+        number
+    }
+}
+
+/// cAdvisor's block IO series: a container writing with O_DIRECT shows its bytes and writes on
+/// the disk under Docker's root, with the device's node as `device`, on the container and on
+/// its pod cgroup.
+#[test]
+fn block_io_of_a_writing_container_is_on_metrics_cadvisor() {
+    let manifests = ManifestDir::new();
+    manifests.write("writer.yaml", WRITER);
+    let agent = Agent::start("stats-blkio", manifests.path(), &["--housekeeping-interval", "1s"]);
+    agent.wait_for_running("writer");
+    let pod_name = agent.pod_name("writer");
+    let id = wait_until("the writer's cAdvisor series", CHANGE_TIMEOUT, || {
+        let cad = parse(&scrape(&agent, "/metrics/cadvisor"));
+        let labels = [("container", "writer"), ("pod", pod_name.as_str()), ("cpu", "total")];
+        find(&cad, "container_cpu_usage_seconds_total", &labels)
+            .and_then(|s| s.labels.get("id").map(str::to_string))
+            .ok_or_else(|| "no series yet".to_string())
+    });
+    let cgroups_v1 = std::path::Path::new("/sys/fs/cgroup/blkio").is_dir();
+    if cgroups_v1 {
+        // Linux 6.10+ counts v1 blkio only on a queue with throttling set up (a limit set
+        // anywhere on the disk, once): a limit no IO can reach, on the writer's own cgroup.
+        let root = std::process::Command::new("docker")
+            .args(["info", "--format", "{{.DockerRootDir}}"])
+            .output()
+            .expect("docker info");
+        let root = String::from_utf8_lossy(&root.stdout).trim().to_string();
+        let limit = format!("{} {}\n", disk_of(&root), 1u64 << 40);
+        let file = format!("/sys/fs/cgroup/blkio{id}/blkio.throttle.write_bps_device");
+        if let Err(e) = std::fs::write(&file, &limit) {
+            panic!("cannot turn on v1 block IO accounting ({limit:?} into {file}: {e}); this test needs it");
+        }
+    }
+    let text = wait_until("the writer's block IO", Duration::from_secs(90), || {
+        let text = scrape(&agent, "/metrics/cadvisor");
+        let cad = parse(&text);
+        let written = |container: &str| {
+            let labels = [("container", container), ("pod", pod_name.as_str())];
+            find(&cad, "container_fs_writes_bytes_total", &labels).map(|s| number(&s.value))
+        };
+        // The container's and its pod cgroup's (which counts its containers' IO).
+        match (written("writer"), written("")) {
+            (Some(c), Some(p)) if c >= 65536.0 && p >= 65536.0 => Ok(text),
+            other => Err(format!("bytes written by the writer and its pod: {other:?}")),
+        }
+    });
+    promtool_check("/metrics/cadvisor", &text);
+    let cad = parse(&text);
+    let labels = [("container", "writer"), ("pod", pod_name.as_str())];
+    let bytes = find(&cad, "container_fs_writes_bytes_total", &labels).unwrap();
+    let device = bytes.labels.get("device").unwrap_or_default();
+    assert!(device.starts_with("/dev/"), "device {device:?}");
+    let writes = find(&cad, "container_fs_writes_total", &labels).expect("writes");
+    assert!(number(&writes.value) >= 16.0, "16 direct writes of 4 KiB at least");
+    assert_eq!(writes.timestamp, bytes.timestamp, "one reading");
+    assert!(find(&cad, "container_fs_reads_bytes_total", &labels).is_some());
+    let pod = find(
+        &cad,
+        "container_fs_writes_bytes_total",
+        &[("container", ""), ("pod", pod_name.as_str())],
+    )
+    .unwrap();
+    assert_eq!(pod.labels.get("device"), Some(device), "the same disk");
+    assert!(pod
+        .labels
+        .get("id")
+        .is_some_and(|pod_id| id.starts_with(pod_id) && id != pod_id));
 }

@@ -415,6 +415,35 @@ pub struct StatsView {
     pub containers: Arc<Vec<ContainerRef>>,
     /// The machine.
     pub machine: MachineInfo,
+    /// Block IO of the root cgroup, the pod cgroups and the containers (none of the Summary
+    /// types carries it), for cAdvisor's `container_fs_{reads,writes}[_bytes]_total`.
+    pub block_io: Arc<Vec<CgroupBlockIo>>,
+}
+
+/// One cgroup's block IO per device, as last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupBlockIo {
+    /// The cgroup (`/`, `/kubepods/burstable/pod<uid>`, …): cAdvisor's `id`.
+    pub cgroup: String,
+    /// When it was read.
+    pub time: Time,
+    /// The devices with IO.
+    pub devices: Vec<DeviceBlockIo>,
+}
+
+/// Bytes and operations on one block device (cAdvisor's `DiskIo` Read and Write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DeviceBlockIo {
+    /// The device's node (`/dev/vda`); empty when the kernel does not name it.
+    pub device: String,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Reads completed.
+    pub reads: u64,
+    /// Writes completed.
+    pub writes: u64,
 }
 
 /// The machine's size.

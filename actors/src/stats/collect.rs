@@ -11,9 +11,9 @@ use dockerlet_host::cgroup::CgroupLayout;
 use dockerlet_host::node_stats::{self, DirUsage, FsFigures};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_messages::stats::{
-    system_container, ContainerRef, ContainerStats, CpuStats, FsStats, InterfaceStats, IoStats, MemoryStats,
-    NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats, RlimitStats, RuntimeStats, Summary,
-    VolumeStats,
+    system_container, CgroupBlockIo, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo, FsStats, InterfaceStats,
+    IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats, RlimitStats,
+    RuntimeStats, Summary, VolumeStats,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -24,6 +24,10 @@ pub const SLOW_REFRESH: Duration = Duration::from_secs(60);
 
 /// The image store is walked at most this often.
 const IMAGE_FS_REFRESH: Duration = Duration::from_secs(300);
+
+/// A cgroup's block IO is read again at most this often (two more files per cgroup; only
+/// `/metrics/cadvisor` serves it, each sample with the time it was read).
+pub const BLOCK_IO_REFRESH: Duration = Duration::from_secs(30);
 
 /// Where things are on this node.
 #[derive(Debug, Clone)]
@@ -64,6 +68,10 @@ pub struct Collector {
     /// The machine's CPUs in nanocores: no rate is above it (a rate over a short window with
     /// tick-granular counters can come out a little over, and is clamped).
     max_nano_cores: Option<u64>,
+    /// The last block-IO reading per cgroup (none: unreadable), and when.
+    block_io: HashMap<String, (Option<CgroupBlockIo>, Instant)>,
+    /// Block device names by number (`/dev/vda`), looked up once.
+    devices: HashMap<(u32, u32), String>,
 }
 
 /// The result of a pass.
@@ -72,6 +80,8 @@ pub struct Collected {
     pub summary: Summary,
     /// The containers in it.
     pub containers: Vec<ContainerRef>,
+    /// Block IO of the root cgroup, the pod cgroups and the containers.
+    pub block_io: Vec<CgroupBlockIo>,
 }
 
 impl Collector {
@@ -86,6 +96,8 @@ impl Collector {
             agent_started: Timestamp::now(),
             boot: None,
             max_nano_cores: node_stats::online_cpus().map(|n| n.saturating_mul(1_000_000_000)),
+            block_io: HashMap::new(),
+            devices: HashMap::new(),
         }
     }
 
@@ -140,6 +152,7 @@ impl Collector {
             );
         }
         let node = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
+        let block_io = self.block_io(&refs, now);
         self.cpu.retain(|k, _| seen.contains(k));
         // Forget what was logged about containers and pods that are gone (so the set stays
         // bounded); node-level keys stay.
@@ -148,6 +161,9 @@ impl Collector {
             .flat_map(|c| [c.id.0.clone(), format!("pod:{}", c.pod_uid.0)])
             .collect();
         self.warned.retain(|k| {
+            if let Some(cgroup) = k.strip_prefix("blkio:") {
+                return self.block_io.contains_key(cgroup);
+            }
             let base = k.strip_suffix(":backwards").unwrap_or(k);
             base.starts_with("sys:") || base == "node" || alive.contains(base)
         });
@@ -156,6 +172,7 @@ impl Collector {
         Collected {
             summary: Summary { node, pods },
             containers: refs,
+            block_io,
         }
     }
 
@@ -517,6 +534,73 @@ impl Collector {
         out
     }
 
+    /// The block IO of the root cgroup, each pod cgroup and each container in `refs`, each read
+    /// again when its last reading is older than [`BLOCK_IO_REFRESH`]; readings of cgroups no
+    /// longer listed are dropped.
+    fn block_io(&mut self, refs: &[ContainerRef], now: Instant) -> Vec<CgroupBlockIo> {
+        let Some(layout) = self.paths.layout.clone() else {
+            return Vec::new();
+        };
+        let mut cgroups: Vec<&str> = vec!["/"];
+        cgroups.extend(refs.iter().map(|r| r.pod_cgroup.as_str()).filter(|c| !c.is_empty()));
+        cgroups.extend(refs.iter().map(|r| r.cgroup.as_str()));
+        cgroups.sort_unstable();
+        cgroups.dedup();
+        let mut out = Vec::new();
+        for cgroup in &cgroups {
+            let fresh = self
+                .block_io
+                .get(*cgroup)
+                .is_some_and(|(_, at)| now.duration_since(*at) < BLOCK_IO_REFRESH);
+            if !fresh {
+                let reading = self.read_block_io(&layout, cgroup);
+                self.block_io.insert(cgroup.to_string(), (reading, now));
+            }
+            if let Some((Some(io), _)) = self.block_io.get(*cgroup) {
+                out.push(io.clone());
+            }
+        }
+        self.block_io.retain(|k, _| cgroups.binary_search(&k.as_str()).is_ok());
+        out
+    }
+
+    fn read_block_io(&mut self, layout: &CgroupLayout, cgroup: &str) -> Option<CgroupBlockIo> {
+        let time = Time(Timestamp::now());
+        let devices = match cgstats::read_block_io(layout, cgroup) {
+            Ok(devices) => devices?,
+            Err(e @ StatsError::Gone { .. }) => {
+                tracing::debug!(cgroup, error = %e, "cgroup gone; block IO sample skipped");
+                return None;
+            }
+            Err(e) => {
+                self.warn_once(
+                    &format!("blkio:{cgroup}"),
+                    &format!("block IO of cgroup {cgroup} unreadable ({e}); sample skipped"),
+                );
+                return None;
+            }
+        };
+        let devices = devices
+            .into_iter()
+            .map(|d| DeviceBlockIo {
+                device: self
+                    .devices
+                    .entry((d.major, d.minor))
+                    .or_insert_with(|| node_stats::block_device_name(d.major, d.minor).unwrap_or_default())
+                    .clone(),
+                read_bytes: d.read_bytes,
+                write_bytes: d.write_bytes,
+                reads: d.reads,
+                writes: d.writes,
+            })
+            .collect();
+        Some(CgroupBlockIo {
+            cgroup: cgroup.to_string(),
+            time,
+            devices,
+        })
+    }
+
     /// A directory's disk use, walked again only when the last walk is older than `every`.
     fn disk_usage(&mut self, dir: &Path, now: Instant, every: Duration) -> Option<DirUsage> {
         if let Some((usage, at)) = self.disk.get(dir) {
@@ -829,6 +913,60 @@ mod tests {
         let mut refs: Vec<&str> = collected.containers.iter().map(|c| c.container.as_str()).collect();
         refs.sort();
         assert_eq!(refs, ["app", "dbg", "side"]);
+    }
+
+    /// Block IO is read for the root cgroup and each container, kept for [`BLOCK_IO_REFRESH`]
+    /// (a second pass serves the first reading), and dropped with the container.
+    #[test]
+    fn block_io_of_the_root_and_the_containers_is_read_slowly() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        for id in ["sb", "app"] {
+            v1_container(&cg, id, 1_000, 100_000, 80_000_000, 1);
+        }
+        let blkio = |dir: &Path, read: u64| {
+            write(
+                dir,
+                &[
+                    (
+                        "blkio.throttle.io_service_bytes_recursive",
+                        format!("254:0 Read {read}\n254:0 Write 0\n254:0 Total {read}\nTotal {read}\n"),
+                    ),
+                    (
+                        "blkio.throttle.io_serviced_recursive",
+                        "254:0 Read 1\n254:0 Write 0\nTotal 1\n".into(),
+                    ),
+                ],
+            )
+        };
+        blkio(&cg.join("blkio"), 1 << 20);
+        blkio(&cg.join("blkio/docker/app"), 4096);
+        let mut c = Collector::new(Paths {
+            node_name: "n1".into(),
+            root_dir: tmp.path().join("root"),
+            docker_root: None,
+            layout: Some(CgroupLayout::v1_at(&cg, &["blkio", "cpuacct", "memory", "pids"])),
+        });
+        let running = vec![
+            observed("sb", "POD", ContainerRole::Sandbox),
+            observed("app", "app", ContainerRole::App),
+        ];
+        let reads = |io: &[CgroupBlockIo]| -> Vec<(String, u64, u64)> {
+            io.iter()
+                .flat_map(|c| c.devices.iter().map(|d| (c.cgroup.clone(), d.read_bytes, d.reads)))
+                .collect()
+        };
+        let first = c.collect(&running).block_io;
+        assert_eq!(
+            reads(&first),
+            [("/".to_string(), 1 << 20, 1), ("/docker/app".to_string(), 4096, 1)]
+        );
+        blkio(&cg.join("blkio/docker/app"), 8192);
+        let second = c.collect(&running).block_io;
+        assert_eq!(second, first, "read again only after {BLOCK_IO_REFRESH:?}");
+        let third = c.collect(&running[..1]).block_io;
+        assert_eq!(reads(&third), [("/".to_string(), 1 << 20, 1)]);
+        assert_eq!(c.block_io.len(), 1, "the container's reading is dropped");
     }
 
     /// Over a recorded v1 tree with the pod under /docker: the container's own figures, the

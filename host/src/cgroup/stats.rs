@@ -284,6 +284,160 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
     })
 }
 
+/// What one cgroup's tasks read from and wrote to one block device (cAdvisor's `DiskIo`
+/// `io_service_bytes` and `io_serviced`, Read and Write).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DeviceIo {
+    /// The device's major number.
+    pub major: u32,
+    /// The device's minor number.
+    pub minor: u32,
+    /// Bytes read.
+    pub read_bytes: u64,
+    /// Bytes written.
+    pub write_bytes: u64,
+    /// Read operations.
+    pub reads: u64,
+    /// Write operations.
+    pub writes: u64,
+}
+
+/// The block IO of the cgroup at `cgroup` per device, as cAdvisor reads it: on v1 the blkio
+/// controller's `blkio.throttle.io_service_bytes_recursive` and `…io_serviced_recursive` (the
+/// non-recursive files on kernels without them), on v2 `io.stat` (`rbytes`, `wbytes`, `rios`,
+/// `wios`). Devices with no IO are left out. `None` when the controller or the files are not
+/// there (v2's root cgroup has no `io.stat`); a cgroup that is gone is [`StatsError::Gone`].
+pub fn read_block_io(layout: &CgroupLayout, cgroup: &str) -> Result<Option<Vec<DeviceIo>>, StatsError> {
+    let gone = || StatsError::Gone {
+        cgroup: cgroup.to_string(),
+    };
+    let (dir, result) = match layout.version() {
+        CgroupVersion::V1 => {
+            let Some(dir) = layout.dir("blkio", cgroup) else {
+                return Ok(None);
+            };
+            let result = read_blkio_v1(&dir);
+            (dir, result)
+        }
+        CgroupVersion::V2 => {
+            let Some(dir) = layout.dir("io", cgroup) else {
+                return Ok(None);
+            };
+            let path = dir.join("io.stat");
+            let result = optional(read_text(&path)).and_then(|text| text.map(|t| parse_io_stat(&path, &t)).transpose());
+            (dir, result)
+        }
+    };
+    match result {
+        Err(StatsError::Read { source, .. }) if is_gone(&source) => Err(gone()),
+        // No file: a controller without them, or a cgroup that is not there (any more).
+        Ok(None) if !dir.is_dir() => Err(gone()),
+        other => other,
+    }
+}
+
+fn read_blkio_v1(dir: &Path) -> Result<Option<Vec<DeviceIo>>, StatsError> {
+    let read_either = |name: &str| -> Result<Option<(PathBuf, String)>, StatsError> {
+        for file in [
+            format!("blkio.throttle.{name}_recursive"),
+            format!("blkio.throttle.{name}"),
+        ] {
+            let path = dir.join(file);
+            if let Some(text) = optional(read_text(&path))? {
+                return Ok(Some((path, text)));
+            }
+        }
+        Ok(None)
+    };
+    let Some((bytes_path, bytes)) = read_either("io_service_bytes")? else {
+        return Ok(None);
+    };
+    let mut devices: BTreeMap<(u32, u32), DeviceIo> = BTreeMap::new();
+    for (major, minor, op, value) in parse_blkio_v1(&bytes_path, &bytes)? {
+        let d = devices.entry((major, minor)).or_default();
+        match op {
+            "Read" => d.read_bytes = value,
+            "Write" => d.write_bytes = value,
+            _ => {}
+        }
+    }
+    if let Some((ops_path, ops)) = read_either("io_serviced")? {
+        for (major, minor, op, value) in parse_blkio_v1(&ops_path, &ops)? {
+            let d = devices.entry((major, minor)).or_default();
+            match op {
+                "Read" => d.reads = value,
+                "Write" => d.writes = value,
+                _ => {}
+            }
+        }
+    }
+    Ok(Some(finish(devices)))
+}
+
+/// `MAJ:MIN Op value` lines of a v1 blkio file (the closing `Total n` line is skipped).
+fn parse_blkio_v1<'a>(path: &Path, text: &'a str) -> Result<Vec<(u32, u32, &'a str, u64)>, StatsError> {
+    let mut out = Vec::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let (Some(device), Some(op), Some(value), None) = (fields.next(), fields.next(), fields.next(), fields.next())
+        else {
+            continue;
+        };
+        let (major, minor) = parse_device(path, device)?;
+        out.push((major, minor, op, parse_u64(path, value)?));
+    }
+    Ok(out)
+}
+
+/// v2 `io.stat`: `MAJ:MIN rbytes=… wbytes=… rios=… wios=… dbytes=… dios=…` per device.
+fn parse_io_stat(path: &Path, text: &str) -> Result<Vec<DeviceIo>, StatsError> {
+    let mut devices = BTreeMap::new();
+    for line in text.lines() {
+        let mut fields = line.split_whitespace();
+        let Some(device) = fields.next() else { continue };
+        let (major, minor) = parse_device(path, device)?;
+        let mut d = DeviceIo {
+            major,
+            minor,
+            ..DeviceIo::default()
+        };
+        for field in fields {
+            let Some((key, value)) = field.split_once('=') else {
+                continue;
+            };
+            let slot = match key {
+                "rbytes" => &mut d.read_bytes,
+                "wbytes" => &mut d.write_bytes,
+                "rios" => &mut d.reads,
+                "wios" => &mut d.writes,
+                _ => continue,
+            };
+            *slot = parse_u64(path, value)?;
+        }
+        devices.insert((major, minor), d);
+    }
+    Ok(finish(devices))
+}
+
+fn parse_device(path: &Path, device: &str) -> Result<(u32, u32), StatsError> {
+    let parsed = device
+        .split_once(':')
+        .and_then(|(major, minor)| Some((major.parse().ok()?, minor.parse().ok()?)));
+    parsed.ok_or_else(|| StatsError::Parse {
+        path: path.to_path_buf(),
+        reason: format!("{device:?} is not a MAJOR:MINOR device number"),
+    })
+}
+
+/// The devices in number order, each with its numbers set, those with no IO left out.
+fn finish(devices: BTreeMap<(u32, u32), DeviceIo>) -> Vec<DeviceIo> {
+    devices
+        .into_iter()
+        .map(|((major, minor), d)| DeviceIo { major, minor, ..d })
+        .filter(|d| d.read_bytes + d.write_bytes + d.reads + d.writes > 0)
+        .collect()
+}
+
 /// A missing file (controller not enabled, older kernel) is `None`, not an error.
 fn optional<T>(r: Result<T, StatsError>) -> Result<Option<T>, StatsError> {
     match r {
@@ -525,6 +679,70 @@ system 1
             matches!(read(&v1, &path), Err(StatsError::Gone { .. })),
             "no memory controller"
         );
+    }
+
+    /// v1 block IO: the throttle files' Read and Write per device (the recursive ones when
+    /// the kernel has them), devices without IO left out; v2: io.stat's keys.
+    #[test]
+    fn block_io_per_device() {
+        let tmp = tempfile::tempdir().unwrap();
+        let bytes = "254:0 Read 4096\n254:0 Write 8192\n254:0 Sync 0\n254:0 Async 12288\n254:0 Discard 0\n254:0 Total 12288\n7:0 Read 0\n7:0 Write 0\n7:0 Total 0\nTotal 12288\n";
+        let ops = "254:0 Read 1\n254:0 Write 2\n254:0 Total 3\nTotal 3\n";
+        write(
+            &tmp.path().join("blkio/kubepods/pod1"),
+            &[
+                ("blkio.throttle.io_service_bytes_recursive", bytes),
+                ("blkio.throttle.io_serviced_recursive", ops),
+                ("blkio.throttle.io_service_bytes", "Total 0\n"),
+            ],
+        );
+        let layout = CgroupLayout::v1_at(tmp.path(), &["blkio", "memory"]);
+        let want = DeviceIo {
+            major: 254,
+            minor: 0,
+            read_bytes: 4096,
+            write_bytes: 8192,
+            reads: 1,
+            writes: 2,
+        };
+        assert_eq!(read_block_io(&layout, "/kubepods/pod1").unwrap(), Some(vec![want]));
+        // An older kernel: only the non-recursive files.
+        write(
+            &tmp.path().join("blkio/docker/abc"),
+            &[
+                ("blkio.throttle.io_service_bytes", bytes),
+                ("blkio.throttle.io_serviced", ops),
+            ],
+        );
+        assert_eq!(read_block_io(&layout, "/docker/abc").unwrap(), Some(vec![want]));
+        assert!(matches!(
+            read_block_io(&layout, "/docker/dead"),
+            Err(StatsError::Gone { .. })
+        ));
+        let no_blkio = CgroupLayout::v1_at(tmp.path(), &["memory"]);
+        assert_eq!(read_block_io(&no_blkio, "/docker/abc").unwrap(), None);
+        write(
+            &tmp.path().join("blkio/docker/bad"),
+            &[("blkio.throttle.io_service_bytes_recursive", "vda Read 1\n")],
+        );
+        let err = read_block_io(&layout, "/docker/bad").unwrap_err().to_string();
+        assert!(err.contains("is not a MAJOR:MINOR device number"), "{err}");
+
+        let v2 = CgroupLayout::v2_at(&tmp.path().join("unified"));
+        write(
+            &tmp.path().join("unified/kubepods/pod1"),
+            &[(
+                "io.stat",
+                "254:0 rbytes=4096 wbytes=8192 rios=1 wios=2 dbytes=0 dios=0\n7:1 rbytes=0 wbytes=0 rios=0 wios=0 dbytes=0 dios=0\n",
+            )],
+        );
+        assert_eq!(read_block_io(&v2, "/kubepods/pod1").unwrap(), Some(vec![want]));
+        write(&tmp.path().join("unified"), &[("cgroup.procs", "1\n")]);
+        assert_eq!(read_block_io(&v2, "/").unwrap(), None, "v2's root has no io.stat");
+        assert!(matches!(
+            read_block_io(&v2, "/kubepods/gone"),
+            Err(StatsError::Gone { .. })
+        ));
     }
 
     /// Summing a pod's containers adds every figure and keeps no limit.
