@@ -105,6 +105,7 @@ impl StatsActor {
                     summary,
                     containers,
                     block_io,
+                    extras,
                 },
                 cpu,
             )) => {
@@ -125,6 +126,7 @@ impl StatsActor {
                     containers: Arc::new(containers),
                     machine: act.machine,
                     block_io: Arc::new(block_io),
+                    extras: Arc::new(extras),
                 }));
             }
             Err(e) => {

@@ -213,6 +213,7 @@ mod tests {
                 containers: Default::default(),
                 machine: Default::default(),
                 block_io: Default::default(),
+                extras: Default::default(),
             }))
         }
     }

@@ -10,8 +10,8 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 use dockerlet_messages::stats::{
-    CgroupBlockIo, ContainerRef, ContainerStats, CpuStats, MemoryStats, NetworkStats, PodStats, StatsView, Summary,
-    SwapStats,
+    CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, MemoryStats, NetworkStats, PodStats,
+    StatsView, Summary, SwapStats,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -468,13 +468,68 @@ fn block_io_series(e: &mut Exposition, base: &Base, io: Option<&&CgroupBlockIo>)
     }
 }
 
+/// cAdvisor's page cache, mapped file, swap and CFS throttling series of one cgroup (the
+/// throttling ones only with a CPU quota, where periods elapse, as cAdvisor).
+fn extras_series(e: &mut Exposition, base: &Base, extras: Option<&&CgroupExtras>) {
+    let Some(x) = extras else { return };
+    let t = Some(&x.time);
+    let gauges = [
+        (
+            "container_memory_cache",
+            "Number of bytes of page cache memory.",
+            x.cache_bytes,
+        ),
+        (
+            "container_memory_mapped_file",
+            "Size of memory mapped files in bytes.",
+            x.mapped_file_bytes,
+        ),
+        ("container_memory_swap", "Container swap usage in bytes.", x.swap_bytes),
+    ];
+    for (name, help, value) in gauges {
+        if let Some(v) = value {
+            e.sample(name, "gauge", help, base.labels(), v as f64, t);
+        }
+    }
+    if let Some(cfs) = x.cfs.filter(|c| c.periods > 0) {
+        let counters = [
+            (
+                "container_cpu_cfs_periods_total",
+                "Number of elapsed enforcement period intervals.",
+                cfs.periods as f64,
+            ),
+            (
+                "container_cpu_cfs_throttled_periods_total",
+                "Number of throttled period intervals.",
+                cfs.throttled_periods as f64,
+            ),
+            (
+                "container_cpu_cfs_throttled_seconds_total",
+                "Total time duration the container has been throttled.",
+                cfs.throttled_ns as f64 / 1e9,
+            ),
+        ];
+        for (name, help, value) in counters {
+            e.sample(name, "counter", help, base.labels(), value, t);
+        }
+    }
+}
+
 /// The containers of one pod, by name.
 type PodContainers<'a> = BTreeMap<&'a str, &'a ContainerRef>;
+
+/// cAdvisor's other figures by cgroup.
+type Extras<'a> = HashMap<&'a str, &'a CgroupExtras>;
 
 /// Block IO readings by cgroup.
 type BlockIo<'a> = HashMap<&'a str, &'a CgroupBlockIo>;
 
-fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, block_io: &BlockIo, pod: &PodStats) {
+fn pod_series(
+    e: &mut Exposition,
+    containers: Option<&PodContainers>,
+    (block_io, extras): (&BlockIo, &Extras),
+    pod: &PodStats,
+) {
     let pod_cgroup = containers
         .and_then(|c| c.values().next())
         .map(|c| c.pod_cgroup.clone())
@@ -505,6 +560,7 @@ fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, block_io: 
         };
         cgroup_series(e, &base, &whole);
         block_io_series(e, &base, block_io.get(base.id.as_str()));
+        extras_series(e, &base, extras.get(base.id.as_str()));
         if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
             e.sample(
                 "container_processes",
@@ -532,6 +588,7 @@ fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, block_io: 
         cgroup_series(e, &base, c);
         if !base.id.is_empty() {
             block_io_series(e, &base, block_io.get(base.id.as_str()));
+            extras_series(e, &base, extras.get(base.id.as_str()));
         }
         // The writable layer is the container's filesystem in cAdvisor's sense (its device is
         // not known here: the label is left empty).
@@ -587,6 +644,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
     cgroup_series(&mut e, &root, &node);
     let block_io: BlockIo = view.block_io.iter().map(|io| (io.cgroup.as_str(), io)).collect();
     block_io_series(&mut e, &root, block_io.get("/"));
+    let extras: Extras = view.extras.iter().map(|x| (x.cgroup.as_str(), x)).collect();
     if let Some(net) = &summary.node.network {
         network_series(&mut e, &root, net);
     }
@@ -598,7 +656,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
             .insert(c.container.as_str(), c);
     }
     for pod in &summary.pods {
-        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), &block_io, pod);
+        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), (&block_io, &extras), pod);
     }
     if let Some(cores) = view.machine.cpu_cores {
         e.sample(
@@ -627,7 +685,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
 mod tests {
     use super::*;
     use dockerlet_messages::stats::{
-        CpuStats, DeviceBlockIo, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
+        CfsStats, CpuStats, DeviceBlockIo, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
     };
     use std::sync::Arc;
 
@@ -757,6 +815,32 @@ mod tests {
                     writes: 2,
                 }],
             }]),
+            extras: Arc::new(vec![
+                CgroupExtras {
+                    cgroup: "/kubepods/burstable/podu1/abc".into(),
+                    time: at("2026-12-01T10:00:06Z"),
+                    cache_bytes: Some(1024),
+                    mapped_file_bytes: Some(0),
+                    swap_bytes: None,
+                    cfs: Some(CfsStats {
+                        periods: 10,
+                        throttled_periods: 4,
+                        throttled_ns: 250_000_000,
+                    }),
+                },
+                CgroupExtras {
+                    cgroup: "/kubepods/burstable/podu1".into(),
+                    time: at("2026-12-01T10:00:06Z"),
+                    cache_bytes: Some(2048),
+                    mapped_file_bytes: None,
+                    swap_bytes: Some(0),
+                    cfs: Some(CfsStats {
+                        periods: 0,
+                        throttled_periods: 0,
+                        throttled_ns: 0,
+                    }),
+                },
+            ]),
         }
     }
 
@@ -807,11 +891,22 @@ mod tests {
             "container_fs_usage_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"\"} 12288 1796119200000",
             "container_fs_reads_bytes_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda\"} 4096 1796119208000",
             "container_fs_writes_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",device=\"/dev/vda\"} 2 1796119208000",
+            "container_memory_cache{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 1024 1796119206000",
+            "container_memory_cache{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\"} 2048 1796119206000",
+            "container_memory_swap{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\"} 0 1796119206000",
+            "container_cpu_cfs_throttled_periods_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4 1796119206000",
+            "container_cpu_cfs_throttled_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 0.25 1796119206000",
             "machine_cpu_cores 2",
             "container_scrape_error 0",
         ] {
             assert!(text.lines().any(|l| l == line), "missing {line:?} in\n{text}");
         }
+        // No quota on the pod (no periods): no throttling series; no swap figure on the app.
+        assert!(
+            !text.contains("container_cpu_cfs_periods_total{container=\"\""),
+            "{text}"
+        );
+        assert!(!text.contains("container_memory_swap{container=\"app\""), "{text}");
         // No limit on the pod: no spec limit series for it.
         assert!(!text.lines().any(
             |l| l.starts_with("container_spec_memory_limit_bytes{container=\"\",id=\"/kubepods/burstable/podu1\"")

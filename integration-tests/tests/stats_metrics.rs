@@ -25,6 +25,7 @@ spec:
     resources:
       limits:
         memory: 64Mi
+        cpu: 500m
   - name: idle
     image: dockerlet.local/busybox:1
     imagePullPolicy: Never
@@ -256,6 +257,19 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         .is_none(),
         "no limit, no series"
     );
+    // The worker's CPU quota: CFS periods elapse (and the idle container, with none, has no
+    // such series); page cache from the same reading as the memory figures.
+    let worker = [("container", "worker"), ("pod", pod_name.as_str())];
+    let periods = find(&cad, "container_cpu_cfs_periods_total", &worker).expect("the worker's CFS periods");
+    assert!(number(&periods.value) >= 1.0, "{cadvisor}");
+    let throttled = find(&cad, "container_cpu_cfs_throttled_periods_total", &worker).expect("throttled periods");
+    assert!(number(&throttled.value) <= number(&periods.value));
+    let idle = [("container", "idle"), ("pod", pod_name.as_str())];
+    assert!(find(&cad, "container_cpu_cfs_periods_total", &idle).is_none());
+    let cache = find(&cad, "container_memory_cache", &worker).expect("the worker's page cache");
+    let usage = find(&cad, "container_memory_usage_bytes", &worker).expect("the worker's memory");
+    assert_eq!(cache.timestamp, usage.timestamp);
+    assert!(number(&cache.value) <= number(&usage.value));
     let cores = find(&cad, "machine_cpu_cores", &[]).expect("machine_cpu_cores");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     assert_eq!(number(&cores.value), nproc as f64);

@@ -418,6 +418,37 @@ pub struct StatsView {
     /// Block IO of the root cgroup, the pod cgroups and the containers (none of the Summary
     /// types carries it), for cAdvisor's `container_fs_{reads,writes}[_bytes]_total`.
     pub block_io: Arc<Vec<CgroupBlockIo>>,
+    /// Figures of the pod cgroups and the containers that cAdvisor serves and no Summary type
+    /// carries, from the same readings as the summary's.
+    pub extras: Arc<Vec<CgroupExtras>>,
+}
+
+/// One cgroup's page cache, mapped files, swap and CFS throttling, as last read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CgroupExtras {
+    /// The cgroup: cAdvisor's `id`.
+    pub cgroup: String,
+    /// When it was read (the summary's time for the same cgroup).
+    pub time: Time,
+    /// Page cache bytes (`container_memory_cache`).
+    pub cache_bytes: Option<u64>,
+    /// Memory-mapped file bytes (`container_memory_mapped_file`).
+    pub mapped_file_bytes: Option<u64>,
+    /// Swap bytes (`container_memory_swap`).
+    pub swap_bytes: Option<u64>,
+    /// CFS enforcement periods, throttled periods and throttled nanoseconds (with a CPU quota).
+    pub cfs: Option<CfsStats>,
+}
+
+/// CFS bandwidth control figures (`container_cpu_cfs_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CfsStats {
+    /// Enforcement periods elapsed.
+    pub periods: u64,
+    /// Periods in which the cgroup was throttled.
+    pub throttled_periods: u64,
+    /// Time throttled, in nanoseconds.
+    pub throttled_ns: u64,
 }
 
 /// One cgroup's block IO per device, as last read.

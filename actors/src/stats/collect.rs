@@ -11,9 +11,9 @@ use dockerlet_host::cgroup::CgroupLayout;
 use dockerlet_host::node_stats::{self, DirUsage, FsFigures};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_messages::stats::{
-    system_container, CgroupBlockIo, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo, FsStats, InterfaceStats,
-    IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats, RlimitStats,
-    RuntimeStats, Summary, VolumeStats,
+    system_container, CfsStats, CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo,
+    FsStats, InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats,
+    PsiStats, RlimitStats, RuntimeStats, Summary, VolumeStats,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -82,6 +82,8 @@ pub struct Collected {
     pub containers: Vec<ContainerRef>,
     /// Block IO of the root cgroup, the pod cgroups and the containers.
     pub block_io: Vec<CgroupBlockIo>,
+    /// cAdvisor's other figures of the pod cgroups and the containers.
+    pub extras: Vec<CgroupExtras>,
 }
 
 impl Collector {
@@ -117,6 +119,7 @@ impl Collector {
         let mut pods = Vec::new();
         let mut pod_cgroups = Vec::new();
         let mut refs = Vec::new();
+        let mut extras = Vec::new();
         let mut kubepods = None;
         for (uid, containers) in &by_pod {
             let Some(sandbox) = containers.iter().find(|c| c.role == ContainerRole::Sandbox) else {
@@ -129,6 +132,7 @@ impl Collector {
             let pod = self.pod(uid, sandbox, containers, &time, now, nodefs, containerfs, &mut seen);
             pod_cgroups.push(pod.cgroup);
             pods.push(pod.stats);
+            extras.extend(pod.extras);
             refs.extend(
                 containers
                     .iter()
@@ -173,6 +177,7 @@ impl Collector {
             summary: Summary { node, pods },
             containers: refs,
             block_io,
+            extras,
         }
     }
 
@@ -370,6 +375,7 @@ impl Collector {
         let mut rates = Vec::new();
         let mut ephemeral = DirUsage::default();
         let mut writable_layers = 0;
+        let mut extras = Vec::new();
         let mut app_limits = Some(0u64);
         // The pod cgroup when the containers are under one (the kubepods tree), else their sum.
         let pod_cgroup = pod_cgroup_of(uid, containers);
@@ -398,6 +404,9 @@ impl Collector {
             // run), ephemeral containers.
             if c.role == ContainerRole::Sandbox {
                 continue;
+            }
+            if let Some(s) = &cgroup {
+                extras.push(cgroup_extras(container_cgroup(c), time, s));
             }
             app_limits = match (app_limits, cgroup.as_ref().and_then(|s| s.memory).and_then(|m| m.limit)) {
                 (Some(sum), Some(limit)) => Some(sum + limit),
@@ -439,7 +448,10 @@ impl Collector {
         let (pod, pod_rate) = match (&layout, pod_cgroup) {
             (Some(l), Some(cgroup)) => {
                 let key = format!("pod:{uid}");
-                let s = self.read_cgroup(l, &CgroupPath::Same(cgroup), &key);
+                let s = self.read_cgroup(l, &CgroupPath::Same(cgroup.clone()), &key);
+                if let Some(s) = &s {
+                    extras.push(cgroup_extras(cgroup, time, s));
+                }
                 let rate = s
                     .as_ref()
                     .and_then(|s| s.cpu_usage_ns)
@@ -490,6 +502,7 @@ impl Collector {
         };
         Pod {
             stats,
+            extras,
             cgroup: PodCgroup {
                 stats: pod.unwrap_or_default(),
                 rate: pod_rate,
@@ -678,7 +691,25 @@ struct PodCgroup {
 
 struct Pod {
     stats: PodStats,
+    /// cAdvisor's other figures of its containers and its pod cgroup.
+    extras: Vec<CgroupExtras>,
     cgroup: PodCgroup,
+}
+
+/// The figures of one reading that only `/metrics/cadvisor` serves.
+fn cgroup_extras(cgroup: String, time: &Time, s: &CgroupStats) -> CgroupExtras {
+    CgroupExtras {
+        cgroup,
+        time: time.clone(),
+        cache_bytes: s.memory.map(|m| m.cache),
+        mapped_file_bytes: s.memory.map(|m| m.mapped_file),
+        swap_bytes: s.memory.and_then(|m| m.swap),
+        cfs: s.cfs.map(|c| CfsStats {
+            periods: c.periods,
+            throttled_periods: c.throttled_periods,
+            throttled_ns: c.throttled_ns,
+        }),
+    }
 }
 
 /// `delta` CPU ns over `window`, in nanocores; none for an empty window.

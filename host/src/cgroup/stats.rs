@@ -9,6 +9,9 @@
 //! | working set | usage − `total_inactive_file` | usage − `inactive_file` (never below 0) |
 //! | rss | `total_rss` | `anon` |
 //! | page faults | `total_pgfault`, `total_pgmajfault` | `pgfault`, `pgmajfault` |
+//! | page cache, mapped files | `total_cache`, `total_mapped_file` | `file`, `file_mapped` |
+//! | swap | `total_swap` (0 without swap accounting) | `memory.swap.current` |
+//! | CFS periods, throttled periods and time | `cpu.stat` (cpu controller) `nr_periods`, `nr_throttled`, `throttled_time` | `cpu.stat` `nr_periods`, `nr_throttled`, `throttled_usec` × 1000 |
 //! | limit | `memory.limit_in_bytes` (≥ 2^62: none) | `memory.max` (`max`: none) |
 //! | PIDs | `pids.current` | `pids.current` |
 //! | PSI | none | `cpu.pressure`, `memory.pressure`, `io.pressure` |
@@ -117,6 +120,24 @@ pub struct MemoryUsage {
     pub major_page_faults: u64,
     /// The limit; none when unlimited.
     pub limit: Option<u64>,
+    /// Page cache.
+    pub cache: u64,
+    /// Memory-mapped files.
+    pub mapped_file: u64,
+    /// Swap in use; none where the kernel does not say.
+    pub swap: Option<u64>,
+}
+
+/// CFS bandwidth control of one cgroup (a CPU quota): periods elapsed, periods throttled, and
+/// the time throttled in nanoseconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CfsThrottling {
+    /// Enforcement periods elapsed.
+    pub periods: u64,
+    /// Of them, periods in which the cgroup was throttled.
+    pub throttled_periods: u64,
+    /// Time throttled.
+    pub throttled_ns: u64,
 }
 
 /// One read of a cgroup.
@@ -138,11 +159,13 @@ pub struct CgroupStats {
     pub memory_psi: Option<PsiStats>,
     /// IO pressure (v2).
     pub io_psi: Option<PsiStats>,
+    /// CFS throttling (none without the cpu controller's `cpu.stat`).
+    pub cfs: Option<CfsThrottling>,
 }
 
 impl CgroupStats {
     /// The sum of several cgroups (a pod's containers when there is no pod cgroup): a figure is
-    /// there when some part has it; limits and pressure are not summed (none).
+    /// there when some part has it; limits, pressure and throttling are not summed (none).
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a CgroupStats>) -> CgroupStats {
         let mut out = CgroupStats::default();
         for p in parts {
@@ -165,6 +188,11 @@ impl CgroupStats {
                 o.rss += m.rss;
                 o.page_faults += m.page_faults;
                 o.major_page_faults += m.major_page_faults;
+                o.cache += m.cache;
+                o.mapped_file += m.mapped_file;
+                if let Some(swap) = m.swap {
+                    *o.swap.get_or_insert(0) += swap;
+                }
             }
         }
         out
@@ -188,7 +216,7 @@ pub fn read(layout: &CgroupLayout, path: &CgroupPath) -> Result<CgroupStats, Sta
     // housekeeping): a cgroup that is gone fails its first read with ENOENT or ENODEV.
     let memory_dir = dir_of(memory_ctl).ok_or_else(gone)?;
     let result = match layout.version() {
-        CgroupVersion::V1 => read_v1(&memory_dir, dir_of(cpu_ctl), dir_of(pids_ctl)),
+        CgroupVersion::V1 => read_v1(&memory_dir, dir_of(cpu_ctl), dir_of("cpu"), dir_of(pids_ctl)),
         CgroupVersion::V2 => read_v2(&memory_dir),
     };
     match result {
@@ -203,10 +231,23 @@ fn is_gone(e: &std::io::Error) -> bool {
     e.kind() == ErrorKind::NotFound || e.raw_os_error() == Some(19) // ENODEV: cgroup removed
 }
 
-fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Result<CgroupStats, StatsError> {
-    let [inactive_file, rss, page_faults, major_page_faults] = read_keys(
+fn read_v1(
+    memory: &Path,
+    cpuacct: Option<PathBuf>,
+    cpu: Option<PathBuf>,
+    pids: Option<PathBuf>,
+) -> Result<CgroupStats, StatsError> {
+    let [inactive_file, rss, page_faults, major_page_faults, cache, mapped_file, swap] = read_keys(
         &memory.join("memory.stat"),
-        ["total_inactive_file", "total_rss", "total_pgfault", "total_pgmajfault"],
+        [
+            "total_inactive_file",
+            "total_rss",
+            "total_pgfault",
+            "total_pgmajfault",
+            "total_cache",
+            "total_mapped_file",
+            "total_swap",
+        ],
     )?;
     let usage = read_u64(&memory.join("memory.usage_in_bytes"))?;
     let limit = read_u64(&memory.join("memory.limit_in_bytes"))?;
@@ -217,6 +258,9 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
         page_faults,
         major_page_faults,
         limit: (limit < V1_UNLIMITED).then_some(limit),
+        cache,
+        mapped_file,
+        swap: Some(swap),
     };
     // A controller that is not mounted (or a cgroup not in it) is a missing file: no figure.
     let usage = match &cpuacct {
@@ -237,20 +281,33 @@ fn read_v1(memory: &Path, cpuacct: Option<PathBuf>, pids: Option<PathBuf>) -> Re
         Some(dir) => optional(read_u64(&dir.join("pids.current")))?,
         None => None,
     };
+    let cfs = match cpu {
+        Some(dir) => optional(read_keys(
+            &dir.join("cpu.stat"),
+            ["nr_periods", "nr_throttled", "throttled_time"],
+        ))?
+        .map(|[periods, throttled_periods, throttled_ns]| CfsThrottling {
+            periods,
+            throttled_periods,
+            throttled_ns,
+        }),
+        None => None,
+    };
     Ok(CgroupStats {
         cpu_usage_ns,
         cpu_user_ns: user_system.map(|(u, _)| u),
         cpu_system_ns: user_system.map(|(_, s)| s),
         memory: Some(memory),
         pids,
+        cfs,
         ..CgroupStats::default()
     })
 }
 
 fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
-    let [inactive_file, rss, page_faults, major_page_faults] = read_keys(
+    let [inactive_file, rss, page_faults, major_page_faults, cache, mapped_file] = read_keys(
         &dir.join("memory.stat"),
-        ["inactive_file", "anon", "pgfault", "pgmajfault"],
+        ["inactive_file", "anon", "pgfault", "pgmajfault", "file", "file_mapped"],
     )?;
     let usage = read_u64(&dir.join("memory.current"))?;
     let max_path = dir.join("memory.max");
@@ -266,16 +323,31 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         page_faults,
         major_page_faults,
         limit,
+        cache,
+        mapped_file,
+        swap: optional(read_u64(&dir.join("memory.swap.current")))?,
     };
     let cpu = optional(read_keys(
         &dir.join("cpu.stat"),
-        ["usage_usec", "user_usec", "system_usec"],
-    ))?
-    .map(|usec| usec.map(|us| us.saturating_mul(1000)));
+        [
+            "usage_usec",
+            "user_usec",
+            "system_usec",
+            "nr_periods",
+            "nr_throttled",
+            "throttled_usec",
+        ],
+    ))?;
+    let us = |v: u64| v.saturating_mul(1000);
     Ok(CgroupStats {
-        cpu_usage_ns: cpu.map(|[usage, _, _]| usage),
-        cpu_user_ns: cpu.map(|[_, user, _]| user),
-        cpu_system_ns: cpu.map(|[_, _, system]| system),
+        cpu_usage_ns: cpu.map(|c| us(c[0])),
+        cpu_user_ns: cpu.map(|c| us(c[1])),
+        cpu_system_ns: cpu.map(|c| us(c[2])),
+        cfs: cpu.map(|c| CfsThrottling {
+            periods: c[3],
+            throttled_periods: c[4],
+            throttled_ns: us(c[5]),
+        }),
         memory: Some(memory),
         pids: optional(read_u64(&dir.join("pids.current")))?,
         cpu_psi: optional(read_psi(&dir.join("cpu.pressure")))?,
@@ -550,11 +622,15 @@ mod tests {
                 ("memory.limit_in_bytes", limit),
                 (
                     "memory.stat",
-                    "cache 0\nrss 1\ninactive_file 1\ntotal_cache 4096\ntotal_rss 2097152\ntotal_inactive_file 1048576\ntotal_pgfault 900\ntotal_pgmajfault 3\n",
+                    "cache 0\nrss 1\ninactive_file 1\ntotal_cache 4096\ntotal_rss 2097152\ntotal_inactive_file 1048576\ntotal_pgfault 900\ntotal_pgmajfault 3\ntotal_mapped_file 512\n",
                 ),
             ],
         );
         write(&root.join("pids/docker").join(id), &[("pids.current", "2\n")]);
+        write(
+            &root.join("cpu/docker").join(id),
+            &[("cpu.stat", "nr_periods 10\nnr_throttled 4\nthrottled_time 2500000\n")],
+        );
     }
 
     /// v1: the total_* keys, the limit, no PSI.
@@ -574,10 +650,24 @@ mod tests {
                 page_faults: 900,
                 major_page_faults: 3,
                 limit: Some(83886080),
+                cache: 4096,
+                mapped_file: 512,
+                swap: Some(0),
             })
         );
         assert_eq!(s.pids, Some(2));
         assert!(s.cpu_psi.is_none() && s.memory_psi.is_none() && s.io_psi.is_none());
+        assert_eq!(s.cfs, None, "no cpu controller");
+        let with_cpu = CgroupLayout::v1_at(tmp.path(), &["cpu", "cpuacct", "memory", "pids"]);
+        let s = read(&with_cpu, &CgroupPath::Same("/docker/abc".into())).unwrap();
+        assert_eq!(
+            s.cfs,
+            Some(CfsThrottling {
+                periods: 10,
+                throttled_periods: 4,
+                throttled_ns: 2_500_000,
+            })
+        );
     }
 
     /// v1's "unlimited" is a huge number, not a limit; a missing pids controller leaves PIDs out.
@@ -635,7 +725,11 @@ system 1
         write(
             &tmp.path().join("kubepods/pod1"),
             &[
-                ("cpu.stat", "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\n"),
+                (
+                    "cpu.stat",
+                    "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\nnr_periods 8\nnr_throttled 2\nthrottled_usec 300\n",
+                ),
+                ("memory.swap.current", "65536\n"),
                 ("memory.current", "4096\n"),
                 ("memory.max", "max\n"),
                 (
@@ -655,6 +749,15 @@ system 1
         let m = s.memory.unwrap();
         // inactive_file above usage: the working set is 0, never negative.
         assert_eq!((m.usage, m.working_set, m.rss, m.limit), (4096, 0, 1024, None));
+        assert_eq!((m.cache, m.mapped_file, m.swap), (3072, 0, Some(65536)));
+        assert_eq!(
+            s.cfs,
+            Some(CfsThrottling {
+                periods: 8,
+                throttled_periods: 2,
+                throttled_ns: 300_000,
+            })
+        );
         assert_eq!(s.pids, Some(3));
         let cpu = s.cpu_psi.unwrap();
         assert_eq!(cpu.some.total, 12345);
@@ -757,6 +860,9 @@ system 1
                 page_faults: 2,
                 major_page_faults: 1,
                 limit: Some(100),
+                cache: 7,
+                mapped_file: 6,
+                swap: None,
             }),
             pids: Some(1),
             ..CgroupStats::default()
