@@ -1626,7 +1626,21 @@ mod tests {
         let _a = PodWorker::new(with_class("a", "ua", "sandboxed"), with_api.clone(), links(&sink)).start();
         let _b = PodWorker::new(with_class("b", "ub", "missing"), with_api, links(&sink)).start();
         let _c = PodWorker::new(with_class("c", "uc", "sandboxed"), standalone, links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        // Until pod a's two containers are there and b's and c's sandboxes have failed (a fixed
+        // wait was too short on a loaded machine); then nothing else is created.
+        for _ in 0..500 {
+            let created = runtime.state.lock().unwrap().containers.len();
+            let events = sink.send(Events).await.unwrap();
+            let failed = events
+                .iter()
+                .filter(|e| e.starts_with("FailedCreatePodSandBox"))
+                .count();
+            if created >= 2 && failed >= 2 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
         let runtimes: Vec<(String, Option<String>)> = runtime
             .state
             .lock()
