@@ -106,6 +106,7 @@ impl StatsActor {
                     containers,
                     block_io,
                     extras,
+                    system_cgroups,
                 },
                 cpu,
             )) => {
@@ -127,6 +128,7 @@ impl StatsActor {
                     machine: act.machine,
                     block_io: Arc::new(block_io),
                     extras: Arc::new(extras),
+                    system_cgroups: Arc::new(system_cgroups),
                 }));
             }
             Err(e) => {

@@ -214,6 +214,7 @@ mod tests {
                 machine: Default::default(),
                 block_io: Default::default(),
                 extras: Default::default(),
+                system_cgroups: Default::default(),
             }))
         }
     }

@@ -606,8 +606,8 @@ fn pod_series(
 }
 
 /// `/metrics/cadvisor`: cAdvisor's `container_*` and `machine_*` series for the node's root
-/// cgroup, each pod cgroup and each app container, with cAdvisor's labels (the system
-/// containers and sandboxes are not served); block IO where it was read. `view` is `None` before
+/// cgroup, the system containers that are one cgroup (`/kubepods`), each pod cgroup and each
+/// app container, with cAdvisor's labels (sandboxes are not served); block IO where it was read. `view` is `None` before
 /// the first housekeeping: then only `container_scrape_error 1`.
 pub fn cadvisor(view: Option<&StatsView>) -> String {
     let mut e = Exposition::default();
@@ -645,6 +645,19 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
     let block_io: BlockIo = view.block_io.iter().map(|io| (io.cgroup.as_str(), io)).collect();
     block_io_series(&mut e, &root, block_io.get("/"));
     let extras: Extras = view.extras.iter().map(|x| (x.cgroup.as_str(), x)).collect();
+    // The system containers that are one cgroup (`/kubepods`, the agent's, the engine's), on
+    // their cgroup as cAdvisor shows every cgroup it watches.
+    for (name, cgroup) in view.system_cgroups.iter() {
+        let Some(stats) = summary.node.system_containers.iter().find(|c| &c.name == name) else {
+            continue;
+        };
+        let base = Base {
+            id: cgroup.clone(),
+            ..root.clone()
+        };
+        cgroup_series(&mut e, &base, stats);
+        block_io_series(&mut e, &base, block_io.get(cgroup.as_str()));
+    }
     if let Some(net) = &summary.node.network {
         network_series(&mut e, &root, net);
     }
@@ -815,6 +828,7 @@ mod tests {
                     writes: 2,
                 }],
             }]),
+            system_cgroups: Arc::new(vec![("kubelet".into(), "/system.slice/dockerlet.service".into())]),
             extras: Arc::new(vec![
                 CgroupExtras {
                     cgroup: "/kubepods/burstable/podu1/abc".into(),
@@ -896,6 +910,7 @@ mod tests {
             "container_memory_swap{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\"} 0 1796119206000",
             "container_cpu_cfs_throttled_periods_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4 1796119206000",
             "container_cpu_cfs_throttled_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 0.25 1796119206000",
+            "container_cpu_usage_seconds_total{container=\"\",id=\"/system.slice/dockerlet.service\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 2.5 1796119205000",
             "machine_cpu_cores 2",
             "container_scrape_error 0",
         ] {

@@ -270,6 +270,17 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
     let usage = find(&cad, "container_memory_usage_bytes", &worker).expect("the worker's memory");
     assert_eq!(cache.timestamp, usage.timestamp);
     assert!(number(&cache.value) <= number(&usage.value));
+    // The `pods` system container on its cgroup, `<cgroup-root>/kubepods`, with the summary's
+    // figures; the root only once.
+    let kubepods = format!("{}/kubepods", agent.cgroup_root().trim_end_matches('/'));
+    let pods = node["systemContainers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|c| c["name"] == "pods"))
+        .expect("the pods system container");
+    let ws = find(&cad, "container_memory_working_set_bytes", &[("id", kubepods.as_str())])
+        .unwrap_or_else(|| panic!("no series of {kubepods}:\n{cadvisor}"));
+    assert_eq!(number(&ws.value), pods["memory"]["workingSetBytes"].as_f64().unwrap());
+    assert!(find(&cad, "container_memory_working_set_bytes", &[("id", "/")]).is_some());
     let cores = find(&cad, "machine_cpu_cores", &[]).expect("machine_cpu_cores");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     assert_eq!(number(&cores.value), nproc as f64);

@@ -421,6 +421,9 @@ pub struct StatsView {
     /// Figures of the pod cgroups and the containers that cAdvisor serves and no Summary type
     /// carries, from the same readings as the summary's.
     pub extras: Arc<Vec<CgroupExtras>>,
+    /// The summary's system containers (`kubelet`, `runtime`, `pods`) that are one cgroup each,
+    /// other than the root: (name, cgroup), the `id` of their cAdvisor series.
+    pub system_cgroups: Arc<Vec<(String, String)>>,
 }
 
 /// One cgroup's page cache, mapped files, swap and CFS throttling, as last read.

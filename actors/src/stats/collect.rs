@@ -72,6 +72,8 @@ pub struct Collector {
     block_io: HashMap<String, (Option<CgroupBlockIo>, Instant)>,
     /// Block device names by number (`/dev/vda`), looked up once.
     devices: HashMap<(u32, u32), String>,
+    /// This pass's system containers that are one cgroup each: (name, cgroup).
+    system_cgroups: Vec<(String, String)>,
 }
 
 /// The result of a pass.
@@ -84,6 +86,9 @@ pub struct Collected {
     pub block_io: Vec<CgroupBlockIo>,
     /// cAdvisor's other figures of the pod cgroups and the containers.
     pub extras: Vec<CgroupExtras>,
+    /// The system containers that are one cgroup each, other than the root: (name, cgroup),
+    /// cAdvisor's `id` of their series.
+    pub system_cgroups: Vec<(String, String)>,
 }
 
 impl Collector {
@@ -100,6 +105,7 @@ impl Collector {
             max_nano_cores: node_stats::online_cpus().map(|n| n.saturating_mul(1_000_000_000)),
             block_io: HashMap::new(),
             devices: HashMap::new(),
+            system_cgroups: Vec::new(),
         }
     }
 
@@ -178,6 +184,7 @@ impl Collector {
             containers: refs,
             block_io,
             extras,
+            system_cgroups: std::mem::take(&mut self.system_cgroups),
         }
     }
 
@@ -267,8 +274,10 @@ impl Collector {
             return Vec::new();
         };
         let mut out = Vec::new();
+        let mut cgroups = Vec::new();
         if let Some(path) = node_stats::process_cgroup(std::process::id()) {
             if let Some(s) = self.read_cgroup(&layout, &path, "sys:kubelet") {
+                cgroups.push((system_container::KUBELET, path.id().map(str::to_string)));
                 out.push(self.system(
                     system_container::KUBELET,
                     Time(self.agent_started),
@@ -280,20 +289,30 @@ impl Collector {
                 ));
             }
         }
-        if let Some(s) = self.runtime_cgroups(&layout) {
+        if let Some((s, id)) = self.runtime_cgroups(&layout) {
+            cgroups.push((system_container::RUNTIME, id));
             out.push(self.system(system_container::RUNTIME, boot.clone(), &s, None, time, now, seen));
         }
-        let pods_stats = match kubepods {
-            Some(cgroup) => self.read_cgroup(&layout, &CgroupPath::Same(cgroup), "sys:pods"),
+        let pods_stats = match &kubepods {
+            Some(cgroup) => self.read_cgroup(&layout, &CgroupPath::Same(cgroup.clone()), "sys:pods"),
             None => Some(CgroupStats::sum(pods.iter().map(|p| &p.stats))),
         };
         if let Some(mut s) = pods_stats {
+            cgroups.push((system_container::PODS, kubepods));
             if let Some(m) = s.memory.as_mut() {
                 m.limit = m.limit.or(memory_capacity);
             }
             let rate = (!pods.is_empty() && pods.iter().all(|p| p.rate.is_some()))
                 .then(|| pods.iter().filter_map(|p| p.rate).sum::<u64>());
             out.push(self.system(system_container::PODS, boot, &s, rate, time, now, seen));
+        }
+        // Each cgroup once, and never the root (which has its own series): in a container or
+        // under no service manager the agent and the engine may well be in `/`.
+        self.system_cgroups.clear();
+        for (name, id) in cgroups {
+            if let Some(id) = id.filter(|id| id != "/" && !self.system_cgroups.iter().any(|(_, c)| c == id)) {
+                self.system_cgroups.push((name.to_string(), id));
+            }
         }
         out
     }
@@ -328,8 +347,9 @@ impl Collector {
         }
     }
 
-    /// dockerd's and containerd's cgroups, summed (once when they share one).
-    fn runtime_cgroups(&mut self, layout: &CgroupLayout) -> Option<CgroupStats> {
+    /// dockerd's and containerd's cgroups, summed (once when they share one), and the cgroup
+    /// when it is one.
+    fn runtime_cgroups(&mut self, layout: &CgroupLayout) -> Option<(CgroupStats, Option<String>)> {
         for attempt in 0..2 {
             if self.runtime_pids.is_empty() || attempt == 1 {
                 self.runtime_pids = node_stats::find_processes(&["dockerd", "containerd"]);
@@ -344,7 +364,11 @@ impl Collector {
             }
             let read: Vec<CgroupStats> = paths.iter().filter_map(|p| cgstats::read(layout, p).ok()).collect();
             if !read.is_empty() && read.len() == paths.len() {
-                return Some(CgroupStats::sum(read.iter()));
+                let id = match &paths[..] {
+                    [one] => one.id().map(str::to_string),
+                    _ => None,
+                };
+                return Some((CgroupStats::sum(read.iter()), id));
             }
         }
         self.warn_once("sys:runtime", "cannot read the cgroups of dockerd and containerd");

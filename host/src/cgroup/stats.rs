@@ -93,6 +93,15 @@ impl CgroupPath {
         CgroupPath::PerController(map)
     }
 
+    /// The cgroup as cAdvisor names it (its `id`): the path, or on v1 the memory controller's
+    /// (the unified one on v2).
+    pub fn id(&self) -> Option<&str> {
+        match self {
+            CgroupPath::Same(p) => Some(p),
+            CgroupPath::PerController(map) => map.get("memory").or_else(|| map.get("")).map(String::as_str),
+        }
+    }
+
     /// A short name for logs and sample keys.
     pub fn key(&self) -> String {
         match self {
@@ -689,6 +698,11 @@ mod tests {
         v1_tree(tmp.path(), "abc", "max");
         write(&tmp.path().join("cpuacct"), &[("cpuacct.usage", "5\n")]);
         let path = CgroupPath::from_proc_cgroup("4:memory:/docker/abc\n2:cpuacct:/\n1:cpu:/\n0::/\n");
+        assert_eq!(path.id(), Some("/docker/abc"));
+        assert_eq!(
+            CgroupPath::from_proc_cgroup("0::/system.slice/x\n").id(),
+            Some("/system.slice/x")
+        );
         let layout = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory"]);
         let s = read(&layout, &path);
         // "max" is not a v1 value: an error naming the file, not a panic or a wrong figure.
