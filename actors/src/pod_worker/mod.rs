@@ -1866,7 +1866,37 @@ mod tests {
         )
         .start();
         let _without = PodWorker::new(with_secrets("without", "uo", &[]), sync, links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        // Until the first pod's app container is created and the second's pull has failed (a
+        // fixed wait can be too short on a loaded machine).
+        for _ in 0..500 {
+            let created = runtime
+                .state
+                .lock()
+                .unwrap()
+                .containers
+                .values()
+                .any(|c| c.spec.name == "k8s_app_with_default_uw_0");
+            let statuses = sink.send(Statuses).await.unwrap();
+            let pull_failed = statuses
+                .iter()
+                .rev()
+                .find(|p| p.metadata.name.as_deref() == Some("without"))
+                .and_then(|p| {
+                    p.status
+                        .as_ref()?
+                        .container_statuses
+                        .as_ref()?
+                        .first()?
+                        .state
+                        .clone()?
+                        .waiting
+                })
+                .is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"));
+            if created && pull_failed {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
         let created: Vec<String> = runtime
             .state
             .lock()
