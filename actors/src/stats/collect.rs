@@ -204,8 +204,25 @@ impl Collector {
         }
         let boot = self.boot.unwrap_or(self.agent_started);
         let memory = node_stats::node_memory();
-        let cpu = node_stats::node_cpu_ns().map(|ns| {
-            let rate = self.rate("node", ns, now, None, seen);
+        // The root cgroup's exact counter, as cAdvisor's `/`; `/proc/stat`'s clock ticks only
+        // where the cgroup has none (under another key: the two counters differ).
+        let root = match self.paths.layout.as_ref().map(cgstats::root_cpu_ns) {
+            Some(Ok(ns)) => ns,
+            Some(Err(e)) => {
+                self.warn_once(
+                    "sys:root-cpu",
+                    &format!("root cgroup CPU unreadable ({e}); /proc/stat used"),
+                );
+                None
+            }
+            None => None,
+        };
+        let cpu = match root {
+            Some(ns) => Some(("node", ns)),
+            None => node_stats::node_cpu_ns().map(|ns| ("node:proc", ns)),
+        }
+        .map(|(key, ns)| {
+            let rate = self.rate(key, ns, now, None, seen);
             cpu_stats(time, Some(ns), rate, None)
         });
         let network = node_stats::interfaces(None).map(|ifaces| {

@@ -365,6 +365,32 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
     })
 }
 
+/// The whole machine's CPU time in nanoseconds as its root cgroup counts it, cAdvisor's figure
+/// for the node (`/`): v1 `cpuacct.usage`, v2 the root's `cpu.stat` `usage_usec`. Exact, where
+/// `/proc/stat` counts clock ticks (10 ms each, so a quiet node can show no use over a second).
+/// `None` when the controller or the figure is not there.
+pub fn root_cpu_ns(layout: &CgroupLayout) -> Result<Option<u64>, StatsError> {
+    match layout.version() {
+        CgroupVersion::V1 => match layout.dir("cpuacct", "/") {
+            Some(dir) => optional(read_u64(&dir.join("cpuacct.usage"))),
+            None => Ok(None),
+        },
+        CgroupVersion::V2 => {
+            let Some(dir) = layout.dir("cpu", "/") else {
+                return Ok(None);
+            };
+            let path = dir.join("cpu.stat");
+            let Some(text) = optional(read_text(&path))? else {
+                return Ok(None);
+            };
+            text.lines()
+                .find_map(|l| l.strip_prefix("usage_usec "))
+                .map(|v| parse_u64(&path, v.trim()).map(|us| us.saturating_mul(1000)))
+                .transpose()
+        }
+    }
+}
+
 /// What one cgroup's tasks read from and wrote to one block device (cAdvisor's `DiskIo`
 /// `io_service_bytes` and `io_serviced`, Read and Write).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -860,6 +886,32 @@ system 1
             read_block_io(&v2, "/kubepods/gone"),
             Err(StatsError::Gone { .. })
         ));
+    }
+
+    /// The node's CPU from the root cgroup: v1 cpuacct.usage, v2 cpu.stat's usage_usec in ns;
+    /// nothing without the controller or the key.
+    #[test]
+    fn root_cpu_time_from_the_root_cgroup() {
+        let tmp = tempfile::tempdir().unwrap();
+        write(&tmp.path().join("cpuacct"), &[("cpuacct.usage", "8941426247278\n")]);
+        let v1 = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory"]);
+        assert_eq!(root_cpu_ns(&v1).unwrap(), Some(8941426247278));
+        assert_eq!(
+            root_cpu_ns(&CgroupLayout::v1_at(tmp.path(), &["memory"])).unwrap(),
+            None
+        );
+        let v2 = CgroupLayout::v2_at(&tmp.path().join("unified"));
+        assert_eq!(root_cpu_ns(&v2).unwrap(), None, "no cpu.stat");
+        write(&tmp.path().join("unified"), &[("cpu.stat", "nr_periods 0\n")]);
+        assert_eq!(root_cpu_ns(&v2).unwrap(), None, "no usage_usec");
+        write(
+            &tmp.path().join("unified"),
+            &[("cpu.stat", "usage_usec 2500\nuser_usec 2000\n")],
+        );
+        assert_eq!(root_cpu_ns(&v2).unwrap(), Some(2_500_000));
+        assert!(root_cpu_ns(&CgroupLayout::detect().unwrap())
+            .unwrap()
+            .is_some_and(|ns| ns > 0));
     }
 
     /// Summing a pod's containers adds every figure and keeps no limit.
