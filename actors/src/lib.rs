@@ -36,3 +36,5 @@ pub mod source;
 pub mod stats;
 pub mod status;
 pub mod supervisor;
+#[cfg(test)]
+mod test_support;

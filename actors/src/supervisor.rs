@@ -964,6 +964,8 @@ mod tests {
     use dockerlet_runtime::Containers;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
 
+    use crate::test_support::{eventually, eventually_async};
+
     const NODE: &str = "n1";
 
     fn supervisor(runtime: &FakeRuntime) -> Addr<Supervisor> {
@@ -1072,16 +1074,6 @@ mod tests {
             .filter(|c| c.observed.state == RuntimeState::Running)
             .map(|c| (c.observed.id.0.clone(), c.observed.role))
             .collect()
-    }
-
-    async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-        for _ in 0..200 {
-            if check() {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("timed out waiting for: {what}");
     }
 
     /// A pod from a source gets a sandbox and its container; removing it from the source stops
@@ -1404,15 +1396,5 @@ mod tests {
             .find(|a| a.kind == "PressureActor")
             .expect("listed");
         assert_eq!(actor.detail["conditions"], json!(["MemoryPressure"]));
-    }
-
-    async fn eventually_async<F: std::future::Future<Output = bool>>(what: &str, mut check: impl FnMut() -> F) {
-        for _ in 0..200 {
-            if check().await {
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        panic!("timed out waiting for: {what}");
     }
 }

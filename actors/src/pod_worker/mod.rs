@@ -1008,6 +1008,8 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+    use crate::test_support::{eventually, eventually_async};
+
     /// Collects what a worker reports.
     #[derive(Default)]
     struct Sink {
@@ -1397,15 +1399,6 @@ mod tests {
             sync.config = Arc::new(config);
             sync
         };
-        async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
-            for _ in 0..500 {
-                if check() {
-                    return;
-                }
-                tokio::time::sleep(Duration::from_millis(10)).await;
-            }
-            panic!("not {what} in 5 s");
-        }
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let sink = Sink::default().start();
         let worker = PodWorker::new(named("one", "u1"), with_tree(&runtime), links(&sink)).start();
@@ -1628,18 +1621,15 @@ mod tests {
         let _c = PodWorker::new(with_class("c", "uc", "sandboxed"), standalone, links(&sink)).start();
         // Until pod a's two containers are there and b's and c's sandboxes have failed (a fixed
         // wait was too short on a loaded machine); then nothing else is created.
-        for _ in 0..500 {
-            let created = runtime.state.lock().unwrap().containers.len();
-            let events = sink.send(Events).await.unwrap();
-            let failed = events
-                .iter()
-                .filter(|e| e.starts_with("FailedCreatePodSandBox"))
-                .count();
-            if created >= 2 && failed >= 2 {
-                break;
+        eventually_async("a's containers and b's and c's failed sandboxes", || {
+            let (runtime, sink) = (runtime.clone(), sink.clone());
+            async move {
+                let events = sink.send(Events).await.unwrap();
+                let failed = events.iter().filter(|e| e.starts_with("FailedCreatePodSandBox"));
+                runtime.state.lock().unwrap().containers.len() >= 2 && failed.count() >= 2
             }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
+        })
+        .await;
         tokio::time::sleep(Duration::from_millis(100)).await;
         let runtimes: Vec<(String, Option<String>)> = runtime
             .state
@@ -1866,37 +1856,31 @@ mod tests {
         )
         .start();
         let _without = PodWorker::new(with_secrets("without", "uo", &[]), sync, links(&sink)).start();
-        // Until the first pod's app container is created and the second's pull has failed (a
-        // fixed wait can be too short on a loaded machine).
-        for _ in 0..500 {
-            let created = runtime
-                .state
-                .lock()
-                .unwrap()
-                .containers
-                .values()
-                .any(|c| c.spec.name == "k8s_app_with_default_uw_0");
-            let statuses = sink.send(Statuses).await.unwrap();
-            let pull_failed = statuses
+        /// The last waiting state of pod "without"'s container.
+        fn waiting(statuses: &[Pod]) -> Option<k8s_openapi::api::core::v1::ContainerStateWaiting> {
+            let pod = statuses
                 .iter()
                 .rev()
-                .find(|p| p.metadata.name.as_deref() == Some("without"))
-                .and_then(|p| {
-                    p.status
-                        .as_ref()?
-                        .container_statuses
-                        .as_ref()?
-                        .first()?
-                        .state
-                        .clone()?
-                        .waiting
-                })
-                .is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"));
-            if created && pull_failed {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
+                .find(|p| p.metadata.name.as_deref() == Some("without"))?;
+            let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
+            status.state.clone()?.waiting
         }
+        // Until the first pod's app container is created and the second's pull has failed (a
+        // fixed wait can be too short on a loaded machine).
+        eventually_async("pod with's app container and pod without's failed pull", || {
+            let (runtime, sink) = (runtime.clone(), sink.clone());
+            async move {
+                let statuses = sink.send(Statuses).await.unwrap();
+                let pull_failed = waiting(&statuses).is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"));
+                let state = runtime.state.lock().unwrap();
+                pull_failed
+                    && state
+                        .containers
+                        .values()
+                        .any(|c| c.spec.name == "k8s_app_with_default_uw_0")
+            }
+        })
+        .await;
         let created: Vec<String> = runtime
             .state
             .lock()
@@ -1921,22 +1905,6 @@ mod tests {
                 == "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed."),
             "{events:?}"
         );
-        let waiting = |statuses: &[Pod]| {
-            statuses
-                .iter()
-                .rev()
-                .find(|p| p.metadata.name.as_deref() == Some("without"))
-                .and_then(|p| {
-                    p.status
-                        .as_ref()?
-                        .container_statuses
-                        .as_ref()?
-                        .first()?
-                        .state
-                        .clone()?
-                        .waiting
-                })
-        };
         let first = waiting(&sink.send(Statuses).await.unwrap()).expect("waiting");
         assert_eq!(first.reason.as_deref(), Some("ErrImagePull"));
         assert_eq!(
