@@ -429,9 +429,37 @@ fn network_series(e: &mut Exposition, base: &Base, net: &NetworkStats) {
     }
 }
 
+/// What `/metrics/cadvisor` serves of a cgroup beyond the Summary's figures, by cgroup.
+struct ByCgroup<'a> {
+    block_io: HashMap<&'a str, &'a CgroupBlockIo>,
+    extras: HashMap<&'a str, &'a CgroupExtras>,
+}
+
+impl<'a> ByCgroup<'a> {
+    fn of(view: &'a StatsView) -> Self {
+        ByCgroup {
+            block_io: view.block_io.iter().map(|io| (io.cgroup.as_str(), io)).collect(),
+            extras: view.extras.iter().map(|x| (x.cgroup.as_str(), x)).collect(),
+        }
+    }
+
+    /// The block IO, page cache, swap and throttling series of the cgroup `base` names (none
+    /// without one).
+    fn series(&self, e: &mut Exposition, base: &Base) {
+        if base.id.is_empty() {
+            return;
+        }
+        if let Some(io) = self.block_io.get(base.id.as_str()) {
+            block_io_series(e, base, io);
+        }
+        if let Some(x) = self.extras.get(base.id.as_str()) {
+            extras_series(e, base, x);
+        }
+    }
+}
+
 /// cAdvisor's block IO series of one cgroup, per device (`DiskIo` Read and Write).
-fn block_io_series(e: &mut Exposition, base: &Base, io: Option<&&CgroupBlockIo>) {
-    let Some(io) = io else { return };
+fn block_io_series(e: &mut Exposition, base: &Base, io: &CgroupBlockIo) {
     for d in &io.devices {
         let series: [(&'static str, &str, u64); 4] = [
             (
@@ -470,8 +498,7 @@ fn block_io_series(e: &mut Exposition, base: &Base, io: Option<&&CgroupBlockIo>)
 
 /// cAdvisor's page cache, mapped file, swap and CFS throttling series of one cgroup (the
 /// throttling ones only with a CPU quota, where periods elapse, as cAdvisor).
-fn extras_series(e: &mut Exposition, base: &Base, extras: Option<&&CgroupExtras>) {
-    let Some(x) = extras else { return };
+fn extras_series(e: &mut Exposition, base: &Base, x: &CgroupExtras) {
     let t = Some(&x.time);
     let gauges = [
         (
@@ -518,18 +545,7 @@ fn extras_series(e: &mut Exposition, base: &Base, extras: Option<&&CgroupExtras>
 /// The containers of one pod, by name.
 type PodContainers<'a> = BTreeMap<&'a str, &'a ContainerRef>;
 
-/// cAdvisor's other figures by cgroup.
-type Extras<'a> = HashMap<&'a str, &'a CgroupExtras>;
-
-/// Block IO readings by cgroup.
-type BlockIo<'a> = HashMap<&'a str, &'a CgroupBlockIo>;
-
-fn pod_series(
-    e: &mut Exposition,
-    containers: Option<&PodContainers>,
-    (block_io, extras): (&BlockIo, &Extras),
-    pod: &PodStats,
-) {
+fn pod_series(e: &mut Exposition, containers: Option<&PodContainers>, by_cgroup: &ByCgroup, pod: &PodStats) {
     let pod_cgroup = containers
         .and_then(|c| c.values().next())
         .map(|c| c.pod_cgroup.clone())
@@ -559,8 +575,7 @@ fn pod_series(
             io: None,
         };
         cgroup_series(e, &base, &whole);
-        block_io_series(e, &base, block_io.get(base.id.as_str()));
-        extras_series(e, &base, extras.get(base.id.as_str()));
+        by_cgroup.series(e, &base);
         if let Some(count) = pod.process_stats.as_ref().and_then(|p| p.process_count) {
             e.sample(
                 "container_processes",
@@ -586,10 +601,7 @@ fn pod_series(
             pod: pod.pod_ref.name.clone(),
         };
         cgroup_series(e, &base, c);
-        if !base.id.is_empty() {
-            block_io_series(e, &base, block_io.get(base.id.as_str()));
-            extras_series(e, &base, extras.get(base.id.as_str()));
-        }
+        by_cgroup.series(e, &base);
         // The writable layer is the container's filesystem in cAdvisor's sense (its device is
         // not known here: the label is left empty).
         if let Some((fs, used)) = c.rootfs.as_ref().and_then(|f| Some((f, f.used_bytes?))) {
@@ -607,8 +619,8 @@ fn pod_series(
 
 /// `/metrics/cadvisor`: cAdvisor's `container_*` and `machine_*` series for the node's root
 /// cgroup, the system containers that are one cgroup (`/kubepods`), each pod cgroup and each
-/// app container, with cAdvisor's labels (sandboxes are not served); block IO where it was read. `view` is `None` before
-/// the first housekeeping: then only `container_scrape_error 1`.
+/// app container, with cAdvisor's labels (sandboxes are not served); block IO where it was
+/// read. `view` is `None` before the first housekeeping: then only `container_scrape_error 1`.
 pub fn cadvisor(view: Option<&StatsView>) -> String {
     let mut e = Exposition::default();
     e.sample(
@@ -642,9 +654,8 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
         io: None,
     };
     cgroup_series(&mut e, &root, &node);
-    let block_io: BlockIo = view.block_io.iter().map(|io| (io.cgroup.as_str(), io)).collect();
-    block_io_series(&mut e, &root, block_io.get("/"));
-    let extras: Extras = view.extras.iter().map(|x| (x.cgroup.as_str(), x)).collect();
+    let by_cgroup = ByCgroup::of(view);
+    by_cgroup.series(&mut e, &root);
     // The system containers that are one cgroup (`/kubepods`, the agent's, the engine's), on
     // their cgroup as cAdvisor shows every cgroup it watches.
     for (name, cgroup) in view.system_cgroups.iter() {
@@ -656,7 +667,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
             ..root.clone()
         };
         cgroup_series(&mut e, &base, stats);
-        block_io_series(&mut e, &base, block_io.get(cgroup.as_str()));
+        by_cgroup.series(&mut e, &base);
     }
     if let Some(net) = &summary.node.network {
         network_series(&mut e, &root, net);
@@ -669,7 +680,7 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
             .insert(c.container.as_str(), c);
     }
     for pod in &summary.pods {
-        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), (&block_io, &extras), pod);
+        pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), &by_cgroup, pod);
     }
     if let Some(cores) = view.machine.cpu_cores {
         e.sample(

@@ -11,9 +11,9 @@ use dockerlet_host::cgroup::CgroupLayout;
 use dockerlet_host::node_stats::{self, DirUsage, FsFigures};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_messages::stats::{
-    system_container, CfsStats, CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo,
-    FsStats, InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats,
-    PsiStats, RlimitStats, RuntimeStats, Summary, VolumeStats,
+    system_container, CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo, FsStats,
+    InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats,
+    RlimitStats, RuntimeStats, Summary, VolumeStats,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -72,8 +72,6 @@ pub struct Collector {
     block_io: HashMap<String, (Option<CgroupBlockIo>, Instant)>,
     /// Block device names by number (`/dev/vda`), looked up once.
     devices: HashMap<(u32, u32), String>,
-    /// This pass's system containers that are one cgroup each: (name, cgroup).
-    system_cgroups: Vec<(String, String)>,
 }
 
 /// The result of a pass.
@@ -105,7 +103,6 @@ impl Collector {
             max_nano_cores: node_stats::online_cpus().map(|n| n.saturating_mul(1_000_000_000)),
             block_io: HashMap::new(),
             devices: HashMap::new(),
-            system_cgroups: Vec::new(),
         }
     }
 
@@ -161,7 +158,7 @@ impl Collector {
                     }),
             );
         }
-        let node = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
+        let (node, system_cgroups) = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
         let block_io = self.block_io(&refs, now);
         self.cpu.retain(|k, _| seen.contains(k));
         // Forget what was logged about containers and pods that are gone (so the set stays
@@ -184,7 +181,7 @@ impl Collector {
             containers: refs,
             block_io,
             extras,
-            system_cgroups: std::mem::take(&mut self.system_cgroups),
+            system_cgroups,
         }
     }
 
@@ -198,7 +195,7 @@ impl Collector {
         kubepods: Option<String>,
         pods: &[PodCgroup],
         seen: &mut HashSet<String>,
-    ) -> NodeStats {
+    ) -> (NodeStats, Vec<(String, String)>) {
         if self.boot.is_none() {
             self.boot = node_stats::boot_time_secs().and_then(|s| Timestamp::from_second(s as i64).ok());
         }
@@ -245,8 +242,9 @@ impl Collector {
             fs_stats(time, fs, Some(used), Some(fs.inodes.saturating_sub(fs.inodes_free)))
         });
         let capacity = memory.map(|m| m.capacity);
-        let system_containers = self.system_containers(time, now, Time(boot), kubepods, pods, capacity, seen);
-        NodeStats {
+        let (system_containers, system_cgroups) =
+            self.system_containers(time, now, Time(boot), kubepods, pods, capacity, seen);
+        let node = NodeStats {
             node_name: self.paths.node_name.clone(),
             system_containers,
             start_time: Time(boot),
@@ -271,11 +269,13 @@ impl Collector {
             }),
             swap: None,
             io: None,
-        }
+        };
+        (node, system_cgroups)
     }
 
     /// `kubelet` (the agent's cgroup), `runtime` (dockerd's and containerd's), `pods` (the
-    /// kubepods cgroup, else the sum of the pods).
+    /// kubepods cgroup, else the sum of the pods); and those that are one cgroup other than the
+    /// root, each cgroup once: (name, cgroup).
     #[allow(clippy::too_many_arguments)]
     fn system_containers(
         &mut self,
@@ -286,9 +286,9 @@ impl Collector {
         pods: &[PodCgroup],
         memory_capacity: Option<u64>,
         seen: &mut HashSet<String>,
-    ) -> Vec<ContainerStats> {
+    ) -> (Vec<ContainerStats>, Vec<(String, String)>) {
         let Some(layout) = self.paths.layout.clone() else {
-            return Vec::new();
+            return (Vec::new(), Vec::new());
         };
         let mut out = Vec::new();
         let mut cgroups = Vec::new();
@@ -325,13 +325,13 @@ impl Collector {
         }
         // Each cgroup once, and never the root (which has its own series): in a container or
         // under no service manager the agent and the engine may well be in `/`.
-        self.system_cgroups.clear();
+        let mut one_cgroup: Vec<(String, String)> = Vec::new();
         for (name, id) in cgroups {
-            if let Some(id) = id.filter(|id| id != "/" && !self.system_cgroups.iter().any(|(_, c)| c == id)) {
-                self.system_cgroups.push((name.to_string(), id));
+            if let Some(id) = id.filter(|id| id != "/" && !one_cgroup.iter().any(|(_, c)| c == id)) {
+                one_cgroup.push((name.to_string(), id));
             }
         }
-        out
+        (out, one_cgroup)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -426,9 +426,10 @@ impl Collector {
             if c.role == ContainerRole::Sandbox && pod_cgroup.is_some() {
                 continue;
             }
+            let id = container_cgroup(c);
             let cgroup = layout
                 .as_ref()
-                .and_then(|l| self.read_cgroup(l, &CgroupPath::Same(container_cgroup(c)), c.id.0.as_str()));
+                .and_then(|l| self.read_cgroup(l, &CgroupPath::Same(id.clone()), c.id.0.as_str()));
             let rate = match cgroup.as_ref().and_then(|s| s.cpu_usage_ns) {
                 Some(ns) => {
                     let since = c.started_at.as_ref().and_then(|t| elapsed_since(&t.0));
@@ -447,7 +448,7 @@ impl Collector {
                 continue;
             }
             if let Some(s) = &cgroup {
-                extras.push(cgroup_extras(container_cgroup(c), time, s));
+                extras.push(cgroup_extras(id, time, s));
             }
             app_limits = match (app_limits, cgroup.as_ref().and_then(|s| s.memory).and_then(|m| m.limit)) {
                 (Some(sum), Some(limit)) => Some(sum + limit),
@@ -745,11 +746,7 @@ fn cgroup_extras(cgroup: String, time: &Time, s: &CgroupStats) -> CgroupExtras {
         cache_bytes: s.memory.map(|m| m.cache),
         mapped_file_bytes: s.memory.map(|m| m.mapped_file),
         swap_bytes: s.memory.and_then(|m| m.swap),
-        cfs: s.cfs.map(|c| CfsStats {
-            periods: c.periods,
-            throttled_periods: c.throttled_periods,
-            throttled_ns: c.throttled_ns,
-        }),
+        cfs: s.cfs,
     }
 }
 

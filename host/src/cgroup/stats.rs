@@ -24,7 +24,7 @@ use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read as _};
 use std::path::{Path, PathBuf};
 
-use dockerlet_messages::stats::{PsiData, PsiStats};
+use dockerlet_messages::stats::{CfsStats, PsiData, PsiStats};
 
 use super::{CgroupLayout, CgroupVersion};
 
@@ -137,18 +137,6 @@ pub struct MemoryUsage {
     pub swap: Option<u64>,
 }
 
-/// CFS bandwidth control of one cgroup (a CPU quota): periods elapsed, periods throttled, and
-/// the time throttled in nanoseconds.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CfsThrottling {
-    /// Enforcement periods elapsed.
-    pub periods: u64,
-    /// Of them, periods in which the cgroup was throttled.
-    pub throttled_periods: u64,
-    /// Time throttled.
-    pub throttled_ns: u64,
-}
-
 /// One read of a cgroup.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct CgroupStats {
@@ -169,7 +157,7 @@ pub struct CgroupStats {
     /// IO pressure (v2).
     pub io_psi: Option<PsiStats>,
     /// CFS throttling (none without the cpu controller's `cpu.stat`).
-    pub cfs: Option<CfsThrottling>,
+    pub cfs: Option<CfsStats>,
 }
 
 impl CgroupStats {
@@ -295,7 +283,7 @@ fn read_v1(
             &dir.join("cpu.stat"),
             ["nr_periods", "nr_throttled", "throttled_time"],
         ))?
-        .map(|[periods, throttled_periods, throttled_ns]| CfsThrottling {
+        .map(|[periods, throttled_periods, throttled_ns]| CfsStats {
             periods,
             throttled_periods,
             throttled_ns,
@@ -352,7 +340,7 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         cpu_usage_ns: cpu.map(|c| us(c[0])),
         cpu_user_ns: cpu.map(|c| us(c[1])),
         cpu_system_ns: cpu.map(|c| us(c[2])),
-        cfs: cpu.map(|c| CfsThrottling {
+        cfs: cpu.map(|c| CfsStats {
             periods: c[3],
             throttled_periods: c[4],
             throttled_ns: us(c[5]),
@@ -459,41 +447,50 @@ fn read_blkio_v1(dir: &Path) -> Result<Option<Vec<DeviceIo>>, StatsError> {
     let Some((bytes_path, bytes)) = read_either("io_service_bytes")? else {
         return Ok(None);
     };
-    let mut devices: BTreeMap<(u32, u32), DeviceIo> = BTreeMap::new();
-    for (major, minor, op, value) in parse_blkio_v1(&bytes_path, &bytes)? {
-        let d = devices.entry((major, minor)).or_default();
-        match op {
-            "Read" => d.read_bytes = value,
-            "Write" => d.write_bytes = value,
-            _ => {}
+    let mut devices = BTreeMap::new();
+    add_blkio_v1(&mut devices, &bytes_path, &bytes, |d, write| {
+        if write {
+            &mut d.write_bytes
+        } else {
+            &mut d.read_bytes
         }
-    }
+    })?;
     if let Some((ops_path, ops)) = read_either("io_serviced")? {
-        for (major, minor, op, value) in parse_blkio_v1(&ops_path, &ops)? {
-            let d = devices.entry((major, minor)).or_default();
-            match op {
-                "Read" => d.reads = value,
-                "Write" => d.writes = value,
-                _ => {}
+        add_blkio_v1(&mut devices, &ops_path, &ops, |d, write| {
+            if write {
+                &mut d.writes
+            } else {
+                &mut d.reads
             }
-        }
+        })?;
     }
     Ok(Some(finish(devices)))
 }
 
-/// `MAJ:MIN Op value` lines of a v1 blkio file (the closing `Total n` line is skipped).
-fn parse_blkio_v1<'a>(path: &Path, text: &'a str) -> Result<Vec<(u32, u32, &'a str, u64)>, StatsError> {
-    let mut out = Vec::new();
+/// Adds the `Read` and `Write` lines of a v1 blkio file (`MAJ:MIN Op value`; the other
+/// operations and the closing `Total n` are skipped) to `devices`, into the field `slot` picks
+/// for a read (`false`) or a write (`true`).
+fn add_blkio_v1(
+    devices: &mut BTreeMap<(u32, u32), DeviceIo>,
+    path: &Path,
+    text: &str,
+    slot: fn(&mut DeviceIo, bool) -> &mut u64,
+) -> Result<(), StatsError> {
     for line in text.lines() {
         let mut fields = line.split_whitespace();
         let (Some(device), Some(op), Some(value), None) = (fields.next(), fields.next(), fields.next(), fields.next())
         else {
             continue;
         };
-        let (major, minor) = parse_device(path, device)?;
-        out.push((major, minor, op, parse_u64(path, value)?));
+        let write = match op {
+            "Read" => false,
+            "Write" => true,
+            _ => continue,
+        };
+        let d = devices.entry(parse_device(path, device)?).or_default();
+        *slot(d, write) = parse_u64(path, value)?;
     }
-    Ok(out)
+    Ok(())
 }
 
 /// v2 `io.stat`: `MAJ:MIN rbytes=… wbytes=… rios=… wios=… dbytes=… dios=…` per device.
@@ -697,7 +694,7 @@ mod tests {
         let s = read(&with_cpu, &CgroupPath::Same("/docker/abc".into())).unwrap();
         assert_eq!(
             s.cfs,
-            Some(CfsThrottling {
+            Some(CfsStats {
                 periods: 10,
                 throttled_periods: 4,
                 throttled_ns: 2_500_000,
@@ -792,7 +789,7 @@ system 1
         assert_eq!((m.cache, m.mapped_file, m.swap), (3072, 0, Some(65536)));
         assert_eq!(
             s.cfs,
-            Some(CfsThrottling {
+            Some(CfsStats {
                 periods: 8,
                 throttled_periods: 2,
                 throttled_ns: 300_000,
