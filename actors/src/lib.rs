@@ -17,6 +17,8 @@
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
 //! - [`pressure`]: observes the eviction signals on both kinds of node.
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
+//! - [`system_cgroups`]: keeps the agent in `--kubelet-cgroups` and the root's other processes
+//!   in `--system-cgroups`, every minute.
 //! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
@@ -36,5 +38,22 @@ pub mod source;
 pub mod stats;
 pub mod status;
 pub mod supervisor;
+pub mod system_cgroups;
 #[cfg(test)]
 mod test_support;
+
+/// An error and its sources joined with ": " (a source whose text already ends the chain, as
+/// some wrappers repeat it, is not added twice).
+pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut text = e.to_string();
+    let mut source = e.source();
+    while let Some(s) = source {
+        let part = s.to_string();
+        if !text.ends_with(&part) {
+            text.push_str(": ");
+            text.push_str(&part);
+        }
+        source = s.source();
+    }
+    text
+}

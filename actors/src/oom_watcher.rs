@@ -18,6 +18,7 @@
 //! sequence number and time, of this boot), so a restarted agent does not report an OOM again.
 //! No readable kernel log: one warning, and the agent carries on without the watcher.
 
+use crate::error_chain;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -250,18 +251,6 @@ pub fn system_oom_message(oom: &OomInstance) -> String {
         }
         _ => "System OOM encountered".to_string(),
     }
-}
-
-/// An error with its causes, `: `-separated.
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

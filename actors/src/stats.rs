@@ -24,8 +24,8 @@ use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
 use serde_json::json;
 
-pub use collect::Paths as StatsPaths;
 use collect::{Collected, Collector};
+pub use collect::{Paths as StatsPaths, SystemCgroupNames};
 
 use crate::pod_cache::PodCache;
 
@@ -253,6 +253,7 @@ mod tests {
                 root_dir: root.path().to_path_buf(),
                 docker_root: None,
                 layout: dockerlet_host::cgroup::CgroupLayout::detect().ok(),
+                system: SystemCgroupNames::default(),
             },
             interval: Duration::from_secs(3600),
         };

@@ -70,6 +70,7 @@ use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
 use crate::stats::{StatsActor, StatsConfig};
 use crate::status::StatusActor;
+use crate::system_cgroups::{SystemCgroupsActor, SystemCgroupsConfig};
 
 /// How often the watchdog looks for dead children.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
@@ -121,6 +122,9 @@ pub struct SupervisorConfig {
     pub oom: Option<OomWatcherConfig>,
     /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
     pub stats: Option<StatsConfig>,
+    /// `--kubelet-cgroups` and `--system-cgroups`, kept every minute; none: no
+    /// SystemCgroupsActor.
+    pub system_cgroups: Option<SystemCgroupsConfig>,
     /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
     /// against it (kubelet's `initialNode`), or against the API's Node once the agent sees it.
     pub node: Arc<Node>,
@@ -251,6 +255,14 @@ impl Children {
                 OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient()).start()
             })
         });
+        let system_cgroups = config.system_cgroups.clone().map(|config| {
+            Child::start(
+                "SystemCgroupsActor",
+                "system-cgroups",
+                AfterRestart::Nothing,
+                move || SystemCgroupsActor::new(config.clone()).start(),
+            )
+        });
         let mut registry = Registry::default();
         registry.add(&status);
         registry.add(&probe);
@@ -262,6 +274,7 @@ impl Children {
         registry.add_some(&http_source);
         registry.add_some(&node_status);
         registry.add_some(&oom);
+        registry.add_some(&system_cgroups);
         Children {
             registry,
             status,
@@ -1030,6 +1043,7 @@ mod tests {
             pressure: roomy_node(),
             oom: None,
             stats: None,
+            system_cgroups: None,
             node: Arc::new(Node {
                 metadata: ObjectMeta {
                     name: Some(NODE.into()),

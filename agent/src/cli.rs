@@ -272,6 +272,22 @@ pub struct Cli {
     #[arg(long, value_name = "DRIVER")]
     pub cgroup_driver: Option<String>,
 
+    /// The cgroup the agent puts itself in at start and every minute (`/kubelet`); its stats
+    /// are the `kubelet` system container [default: where it was started].
+    #[arg(long, value_name = "CGROUP")]
+    pub kubelet_cgroups: Option<String>,
+
+    /// The container engine's cgroup, whose stats are the `runtime` system container; the
+    /// engine is not moved [default: the cgroups of dockerd and containerd, as found].
+    #[arg(long, value_name = "CGROUP")]
+    pub runtime_cgroups: Option<String>,
+
+    /// The cgroup every non-kernel process left in the root cgroup (but PID 1) is moved to, at
+    /// start and every minute; its stats are the `misc` system container. Needs an explicit
+    /// --cgroup-root [default: none].
+    #[arg(long, value_name = "CGROUP")]
+    pub system_cgroups: Option<String>,
+
     /// Most processes a pod may run (its cgroup's pids.max); -1 for no limit [default: -1].
     #[arg(long, value_name = "N", allow_negative_numbers = true)]
     pub pod_max_pids: Option<i64>,

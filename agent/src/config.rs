@@ -113,6 +113,13 @@ pub struct CgroupConfig {
     pub driver: String,
     /// `--pod-max-pids` (`podPidsLimit`): applied when positive.
     pub pod_pids_limit: i64,
+    /// `--kubelet-cgroups` (`kubeletCgroups`): the cgroup the agent puts itself in.
+    pub kubelet_cgroups: Option<String>,
+    /// `--runtime-cgroups` (`runtimeCgroups`): the engine's cgroup, read for its stats.
+    pub runtime_cgroups: Option<String>,
+    /// `--system-cgroups` (`systemCgroups`): the cgroup the root's other processes are moved
+    /// to (needs an explicit `--cgroup-root`, as kubelet).
+    pub system_cgroups: Option<String>,
 }
 
 /// A setting that cannot be used.
@@ -250,6 +257,9 @@ struct FileSettings {
     cgroups_per_qos: Option<bool>,
     cgroup_driver: Option<String>,
     pod_pids_limit: Option<i64>,
+    kubelet_cgroups: Option<String>,
+    runtime_cgroups: Option<String>,
+    system_cgroups: Option<String>,
     pod_logs_dir: Option<PathBuf>,
     serialize_image_pulls: Option<bool>,
     max_parallel_image_pulls: Option<i64>,
@@ -349,6 +359,9 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cgroups_per_qos: field(path, &mut map, "cgroupsPerQOS")?,
         cgroup_driver: field(path, &mut map, "cgroupDriver")?,
         pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
+        kubelet_cgroups: field(path, &mut map, "kubeletCgroups")?,
+        runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
+        system_cgroups: field(path, &mut map, "systemCgroups")?,
         pod_logs_dir: field(path, &mut map, "podLogsDir")?,
         serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
         max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
@@ -360,22 +373,66 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
     Ok(settings)
 }
 
+/// The config file's cgroup settings.
+struct FileCgroups {
+    root: Option<String>,
+    per_qos: Option<bool>,
+    driver: Option<String>,
+    pod_pids_limit: Option<i64>,
+    kubelet: Option<String>,
+    runtime: Option<String>,
+    system: Option<String>,
+}
+
+fn is_cgroup_path(path: &str) -> bool {
+    path.starts_with('/') && !path.split('/').any(|part| part == ".." || part == ".")
+}
+
 /// The cgroup settings from the flags over the file: `cgroupRoot` absolute (`""` is `/`, as
 /// kubelet defaults it with per-QoS cgroups), `cgroupDriver` cgroupfs or systemd (checked
-/// against Docker's at start), `podPidsLimit` -1 or more.
+/// against Docker's at start), `podPidsLimit` -1 or more; the system cgroups absolute (`""` is
+/// none), `systemCgroups` not the root and only with an explicit `cgroupRoot` (kubelet's
+/// validation).
 fn cgroup_settings(
     cli: &Cli,
-    file: (Option<String>, Option<bool>, Option<String>, Option<i64>),
+    file: FileCgroups,
     invalid: &dyn Fn(&str, String) -> ConfigError,
 ) -> Result<CgroupConfig, ConfigError> {
-    let (root, per_qos, driver, pids) = file;
-    let root = cli.cgroup_root.clone().or(root).unwrap_or_default();
-    let root = if root.is_empty() { "/".to_string() } else { root };
-    if !root.starts_with('/') || root.split('/').any(|part| part == ".." || part == ".") {
+    let explicit_root = cli.cgroup_root.clone().or(file.root).filter(|r| !r.is_empty());
+    let root = explicit_root.clone().unwrap_or_else(|| "/".to_string());
+    if !is_cgroup_path(&root) {
         return Err(invalid(
             "--cgroup-root",
             format!("{root:?}: expected an absolute cgroup path without . or .."),
         ));
+    }
+    let (per_qos, driver, pids) = (file.per_qos, file.driver, file.pod_pids_limit);
+    let system_cgroup = |flag: &str, value: Option<String>| -> Result<Option<String>, ConfigError> {
+        match value.filter(|v| !v.is_empty()) {
+            Some(v) if !is_cgroup_path(&v) => Err(invalid(
+                flag,
+                format!("{v:?}: expected an absolute cgroup path without . or .."),
+            )),
+            v => Ok(v),
+        }
+    };
+    let kubelet_cgroups = system_cgroup("--kubelet-cgroups", cli.kubelet_cgroups.clone().or(file.kubelet))?;
+    let runtime_cgroups = system_cgroup("--runtime-cgroups", cli.runtime_cgroups.clone().or(file.runtime))?;
+    let system_cgroups = system_cgroup("--system-cgroups", cli.system_cgroups.clone().or(file.system))?;
+    if let Some(system) = &system_cgroups {
+        if system.trim_matches('/').is_empty() {
+            return Err(invalid(
+                "--system-cgroups",
+                "system container cannot be root (\"/\")".into(),
+            ));
+        }
+        if explicit_root.is_none() {
+            return Err(invalid(
+                "--system-cgroups",
+                "systemCgroups (--system-cgroups) was specified and cgroupRoot (--cgroup-root) was not specified"
+                    .into(),
+            ));
+        }
     }
     let driver = cli
         .cgroup_driver
@@ -400,6 +457,9 @@ fn cgroup_settings(
         per_qos: cli.cgroups_per_qos.or(per_qos).unwrap_or(true),
         driver,
         pod_pids_limit,
+        kubelet_cgroups,
+        runtime_cgroups,
+        system_cgroups,
     })
 }
 
@@ -685,12 +745,15 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         .map_err(|e| invalid("--allowed-unsafe-sysctls", e.to_string()))?;
     let cgroups = cgroup_settings(
         cli,
-        (
-            file.cgroup_root,
-            file.cgroups_per_qos,
-            file.cgroup_driver,
-            file.pod_pids_limit,
-        ),
+        FileCgroups {
+            root: file.cgroup_root,
+            per_qos: file.cgroups_per_qos,
+            driver: file.cgroup_driver,
+            pod_pids_limit: file.pod_pids_limit,
+            kubelet: file.kubelet_cgroups,
+            runtime: file.runtime_cgroups,
+            system: file.system_cgroups,
+        },
         &invalid,
     )?;
     let image_pulls = image_pull_limit(
@@ -1260,6 +1323,9 @@ mod tests {
                 per_qos: true,
                 driver: "cgroupfs".into(),
                 pod_pids_limit: -1,
+                kubelet_cgroups: None,
+                runtime_cgroups: None,
+                system_cgroups: None,
             }
         );
         let dir = tempfile::tempdir().unwrap();
@@ -1290,11 +1356,36 @@ mod tests {
         .unwrap()
         .cgroups;
         assert_eq!((c.root.as_str(), c.per_qos, c.pod_pids_limit), ("/it/n1", true, -1));
+        // The system cgroups: from the file, flags over it; "" is none; systemCgroups with
+        // the file's cgroupRoot.
+        std::fs::write(
+            &path,
+            "cgroupRoot: /\nkubeletCgroups: /kubelet\nruntimeCgroups: /docker-daemon\nsystemCgroups: /system\n",
+        )
+        .unwrap();
+        let c = build(
+            &cli(&["--config", p, "--kubelet-cgroups", "/k2", "--runtime-cgroups", ""]),
+            host,
+        )
+        .unwrap()
+        .cgroups;
+        assert_eq!(
+            (
+                c.kubelet_cgroups.as_deref(),
+                c.runtime_cgroups.as_deref(),
+                c.system_cgroups.as_deref()
+            ),
+            (Some("/k2"), None, Some("/system"))
+        );
         for (args, setting) in [
             (&["--cgroup-root", "rel"][..], "--cgroup-root"),
             (&["--cgroup-root", "/a/../b"][..], "--cgroup-root"),
             (&["--cgroup-driver", "docker"][..], "--cgroup-driver"),
             (&["--pod-max-pids", "-2"][..], "--pod-max-pids"),
+            (&["--kubelet-cgroups", "kubelet"][..], "--kubelet-cgroups"),
+            (&["--runtime-cgroups", "/a/./b"][..], "--runtime-cgroups"),
+            (&["--system-cgroups", "/system"][..], "--system-cgroups"),
+            (&["--cgroup-root", "/", "--system-cgroups", "/"][..], "--system-cgroups"),
         ] {
             match build(&cli(args), host) {
                 Err(ConfigError::Invalid { setting: s, .. }) => assert_eq!(s, setting, "{args:?}"),

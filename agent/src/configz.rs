@@ -27,7 +27,7 @@ pub fn configz(config: &AgentConfig) -> Value {
         _ => None,
     });
     let token_webhook = api.and_then(|a| a.token_webhook);
-    json!({
+    let mut doc = json!({
         "kubeletconfig": {
             "kind": "KubeletConfiguration",
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
@@ -81,7 +81,19 @@ pub fn configz(config: &AgentConfig) -> Value {
                 ImagePullLimit::AtOnce(n) => Some(n.get()),
             },
         }
-    })
+    });
+    // Go's `omitempty`: the system cgroups only when set.
+    let cgroups = &config.cgroups;
+    for (key, value) in [
+        ("kubeletCgroups", &cgroups.kubelet_cgroups),
+        ("runtimeCgroups", &cgroups.runtime_cgroups),
+        ("systemCgroups", &cgroups.system_cgroups),
+    ] {
+        if let Some(v) = value {
+            doc["kubeletconfig"][key] = json!(v);
+        }
+    }
+    doc
 }
 
 #[cfg(test)]

@@ -13,6 +13,7 @@ use dockerlet_actors::pleg::EVENTED_RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
+use dockerlet_actors::system_cgroups::SystemCgroupsConfig;
 use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
@@ -38,6 +39,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     let runtime = connect(&config.runtime_endpoint).await?;
     let (cgroup_naming, cgroups) = pod_cgroups(&config, &runtime).await?;
+    let system_cgroups = system_cgroups(&config).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(
             config.sandbox_image.as_deref(),
@@ -109,6 +111,11 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                     None
                 }
             },
+            system: dockerlet_actors::stats::SystemCgroupNames {
+                kubelet: config.cgroups.kubelet_cgroups.clone(),
+                runtime: config.cgroups.runtime_cgroups.clone(),
+                misc: config.cgroups.system_cgroups.clone(),
+            },
         },
         interval: config.housekeeping_interval,
     };
@@ -154,6 +161,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 node_name: config.node_name.clone(),
             }),
             stats: Some(stats),
+            system_cgroups,
             node: Arc::new(initial_node),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
@@ -376,6 +384,39 @@ fn check_cgroup_driver(ours: &str, docker: &str) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// `--kubelet-cgroups` and `--system-cgroups` set up as kubelet's container manager does at
+/// start: the agent moved into its cgroup, the root cgroup's other processes (but PID 1 and
+/// kernel threads) into the system cgroup; a failure stops the start. The SystemCgroupsActor
+/// then keeps them every minute. None when neither is given.
+async fn system_cgroups(config: &AgentConfig) -> anyhow::Result<Option<SystemCgroupsConfig>> {
+    let (kubelet, system) = (
+        config.cgroups.kubelet_cgroups.clone(),
+        config.cgroups.system_cgroups.clone(),
+    );
+    if kubelet.is_none() && system.is_none() {
+        return Ok(None);
+    }
+    let layout = dockerlet_host::cgroup::CgroupLayout::detect().context("--kubelet-cgroups, --system-cgroups")?;
+    let system_cgroups = SystemCgroupsConfig {
+        layout,
+        kubelet,
+        system,
+        period: dockerlet_actors::system_cgroups::PERIOD,
+    };
+    let set_up = system_cgroups.clone();
+    let moved = tokio::task::spawn_blocking(move || dockerlet_actors::system_cgroups::ensure(&set_up))
+        .await
+        .context("setting up the system cgroups")?
+        .context("setting up the system cgroups (--kubelet-cgroups, --system-cgroups)")?;
+    tracing::info!(
+        kubelet_cgroups = ?system_cgroups.kubelet,
+        system_cgroups = ?system_cgroups.system,
+        moved,
+        "system cgroups set up"
+    );
+    Ok(Some(system_cgroups))
 }
 
 /// The pod cgroup tree, as kubelet's container manager sets it up at start: the driver checked

@@ -49,7 +49,10 @@ pub mod wait;
 pub use docker::{Container, DieEvents};
 pub use events::{Event, EventLog};
 pub use grpc_health::GrpcHealthServer;
-pub use harness::{cgroup_hierarchies, cgroup_root, remove_cgroup_tree, Agent, AgentExit, AgentOptions, Ports};
+pub use harness::{
+    cgroup_hierarchies, cgroup_root, remove_cgroup_tree, unique_name, Agent, AgentExit, AgentOptions, Ports,
+    CGROUP_TEST_ROOT,
+};
 pub use http_stub::{HttpStub, Reply, SeenRequest};
 pub use manifest::{fixture, write_manifest, ManifestDir};
 pub use pod::{ContainerStatusExt, PodExt};

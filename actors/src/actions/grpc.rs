@@ -5,6 +5,7 @@
 //! deadline of `timeout`; every failure (connect error, connect timeout, RPC error, other status) is a probe
 //! failure with a message in kubelet's wording.
 
+use crate::error_chain;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -125,21 +126,6 @@ fn join_host_port(host: &str, port: u16) -> String {
     } else {
         format!("{host}:{port}")
     }
-}
-
-/// An error and its sources joined with ": " (tonic's transport error alone only says "transport error").
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

@@ -2,6 +2,7 @@
 //! httpGet and tcpSocket from the node, exec through Docker's exec API, gRPC health checks,
 //! and the `sleep` hook. [`Action`] is a validated handler; [`run`] performs it once.
 
+use crate::error_chain;
 use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};
@@ -297,17 +298,6 @@ async fn read_limited(mut response: reqwest::Response) -> Vec<u8> {
         }
     }
     body
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        text.push_str(": ");
-        text.push_str(&s.to_string());
-        source = s.source();
-    }
-    text
 }
 
 #[cfg(test)]

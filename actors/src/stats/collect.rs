@@ -41,6 +41,20 @@ pub struct Paths {
     pub docker_root: Option<PathBuf>,
     /// The cgroup filesystems; none: no cgroup figures (the node's still are).
     pub layout: Option<CgroupLayout>,
+    /// The system containers' cgroups as configured.
+    pub system: SystemCgroupNames,
+}
+
+/// The cgroups of the system containers given by flags; where none is given, `kubelet` is the
+/// agent's own cgroup, `runtime` dockerd's and containerd's, and there is no `misc`.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SystemCgroupNames {
+    /// `--kubelet-cgroups`.
+    pub kubelet: Option<String>,
+    /// `--runtime-cgroups`.
+    pub runtime: Option<String>,
+    /// `--system-cgroups`: the `misc` system container.
+    pub misc: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -273,7 +287,8 @@ impl Collector {
         (node, system_cgroups)
     }
 
-    /// `kubelet` (the agent's cgroup), `runtime` (dockerd's and containerd's), `pods` (the
+    /// `kubelet` (`--kubelet-cgroups`, else the agent's cgroup), `runtime` (`--runtime-cgroups`,
+    /// else dockerd's and containerd's), `misc` (`--system-cgroups`, only when given), `pods` (the
     /// kubepods cgroup, else the sum of the pods); and those that are one cgroup other than the
     /// root, each cgroup once: (name, cgroup).
     #[allow(clippy::too_many_arguments)]
@@ -292,7 +307,12 @@ impl Collector {
         };
         let mut out = Vec::new();
         let mut cgroups = Vec::new();
-        if let Some(path) = node_stats::process_cgroup(std::process::id()) {
+        let names = self.paths.system.clone();
+        let kubelet = match names.kubelet {
+            Some(cgroup) => Some(CgroupPath::Same(cgroup)),
+            None => node_stats::process_cgroup(std::process::id()),
+        };
+        if let Some(path) = kubelet {
             if let Some(s) = self.read_cgroup(&layout, &path, "sys:kubelet") {
                 cgroups.push((system_container::KUBELET, path.id().map(str::to_string)));
                 out.push(self.system(
@@ -306,9 +326,21 @@ impl Collector {
                 ));
             }
         }
-        if let Some((s, id)) = self.runtime_cgroups(&layout) {
+        let runtime = match names.runtime {
+            Some(cgroup) => self
+                .read_cgroup(&layout, &CgroupPath::Same(cgroup.clone()), "sys:runtime")
+                .map(|s| (s, Some(cgroup))),
+            None => self.runtime_cgroups(&layout),
+        };
+        if let Some((s, id)) = runtime {
             cgroups.push((system_container::RUNTIME, id));
             out.push(self.system(system_container::RUNTIME, boot.clone(), &s, None, time, now, seen));
+        }
+        if let Some(cgroup) = names.misc {
+            if let Some(s) = self.read_cgroup(&layout, &CgroupPath::Same(cgroup.clone()), "sys:misc") {
+                cgroups.push((system_container::MISC, Some(cgroup)));
+                out.push(self.system(system_container::MISC, boot.clone(), &s, None, time, now, seen));
+            }
         }
         let pods_stats = match &kubepods {
             Some(cgroup) => self.read_cgroup(&layout, &CgroupPath::Same(cgroup.clone()), "sys:pods"),
@@ -872,6 +904,7 @@ mod tests {
             root_dir: PathBuf::from("/nonexistent"),
             docker_root: None,
             layout: None,
+            system: SystemCgroupNames::default(),
         });
         let mut seen = HashSet::new();
         let t0 = Instant::now();
@@ -964,6 +997,7 @@ mod tests {
             root_dir: tmp.path().join("root"),
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
+            system: SystemCgroupNames::default(),
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),
@@ -982,6 +1016,68 @@ mod tests {
         let mut refs: Vec<&str> = collected.containers.iter().map(|c| c.container.as_str()).collect();
         refs.sort();
         assert_eq!(refs, ["app", "dbg", "side"]);
+    }
+
+    /// `--kubelet-cgroups`, `--runtime-cgroups` and `--system-cgroups` name the `kubelet`,
+    /// `runtime` and `misc` system containers' cgroups (`misc` only when given), each then a
+    /// cAdvisor series of its own.
+    #[test]
+    fn configured_system_cgroups_are_read() {
+        let tmp = tempfile::tempdir().unwrap();
+        let cg = tmp.path().join("cgroup");
+        let system = |name: &str, usage: u64| {
+            write(&cg.join("cpuacct").join(name), &[("cpuacct.usage", "5000".into())]);
+            write(
+                &cg.join("memory").join(name),
+                &[
+                    ("memory.usage_in_bytes", usage.to_string()),
+                    ("memory.limit_in_bytes", u64::MAX.to_string()),
+                    ("memory.stat", "total_rss 10\ntotal_inactive_file 0\n".into()),
+                ],
+            );
+        };
+        system("kubelet", 1000);
+        system("docker-daemon", 2000);
+        system("system", 3000);
+        let mut c = Collector::new(Paths {
+            node_name: "n1".into(),
+            root_dir: tmp.path().join("root"),
+            docker_root: None,
+            layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory"])),
+            system: SystemCgroupNames {
+                kubelet: Some("/kubelet".into()),
+                runtime: Some("/docker-daemon".into()),
+                misc: Some("/system".into()),
+            },
+        });
+        let collected = c.collect(&[]);
+        let usage = |name: &str| {
+            let sc = collected.summary.node.system_containers.iter().find(|s| s.name == name);
+            sc.and_then(|s| s.memory.as_ref()).and_then(|m| m.usage_bytes)
+        };
+        assert_eq!(usage("kubelet"), Some(1000));
+        assert_eq!(usage("runtime"), Some(2000));
+        assert_eq!(usage("misc"), Some(3000));
+        assert_eq!(
+            collected.system_cgroups,
+            [
+                ("kubelet".to_string(), "/kubelet".to_string()),
+                ("runtime".to_string(), "/docker-daemon".to_string()),
+                ("misc".to_string(), "/system".to_string()),
+            ]
+        );
+        // Without --system-cgroups there is no misc.
+        let mut c = Collector::new(Paths {
+            system: SystemCgroupNames::default(),
+            ..c.paths.clone()
+        });
+        let collected = c.collect(&[]);
+        assert!(!collected
+            .summary
+            .node
+            .system_containers
+            .iter()
+            .any(|s| s.name == "misc"));
     }
 
     /// Block IO is read for the root cgroup and each container, kept for [`BLOCK_IO_REFRESH`]
@@ -1015,6 +1111,7 @@ mod tests {
             root_dir: tmp.path().join("root"),
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["blkio", "cpuacct", "memory", "pids"])),
+            system: SystemCgroupNames::default(),
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),
@@ -1055,6 +1152,7 @@ mod tests {
             root_dir: root.clone(),
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
+            system: SystemCgroupNames::default(),
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),

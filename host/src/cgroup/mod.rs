@@ -3,6 +3,7 @@
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
 pub mod stats;
+pub mod system;
 pub mod tree;
 
 use std::collections::BTreeMap;

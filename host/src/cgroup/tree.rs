@@ -220,32 +220,9 @@ impl PodCgroups {
         self.dirs(cgroup).iter().all(|d| d.is_dir())
     }
 
-    /// mkdir -p in each controller; on v2 the controllers are enabled for children along the
-    /// way (`cgroup.subtree_control`), as runc and kubelet do.
+    /// mkdir -p in each controller (v2: with the controllers enabled along the way).
     fn make(&self, cgroup: &str) -> Result<(), CgroupTreeError> {
-        match self.layout.version() {
-            CgroupVersion::V1 => {
-                for dir in self.dirs(cgroup) {
-                    std::fs::create_dir_all(&dir).map_err(|source| CgroupTreeError::Create { path: dir, source })?;
-                }
-            }
-            CgroupVersion::V2 => {
-                let Some(root) = self.layout.dir("memory", "/") else {
-                    return Ok(());
-                };
-                let mut dir = root;
-                for part in cgroup.split('/').filter(|p| !p.is_empty()) {
-                    enable_v2_controllers(&dir)?;
-                    dir.push(part);
-                    match std::fs::create_dir(&dir) {
-                        Ok(()) => {}
-                        Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                        Err(source) => return Err(CgroupTreeError::Create { path: dir, source }),
-                    }
-                }
-            }
-        }
-        Ok(())
+        make_cgroup(&self.layout, &V1_CONTROLLERS, cgroup)
     }
 
     /// The limits of `config` on `cgroup`: v1 cpu.shares, cpu.cfs_period_us / cpu.cfs_quota_us,
@@ -356,6 +333,34 @@ fn remove_tree(dir: &Path) -> Result<(), CgroupTreeError> {
 }
 
 /// cgroup v2: let `dir`'s children use the cpu, memory and pids controllers that `dir` has.
+/// mkdir -p `cgroup` in each of the v1 `controllers` mounted; on v2 the controllers are enabled
+/// for children along the way (`cgroup.subtree_control`), as runc and kubelet do.
+pub(super) fn make_cgroup(layout: &CgroupLayout, controllers: &[&str], cgroup: &str) -> Result<(), CgroupTreeError> {
+    match layout.version() {
+        CgroupVersion::V1 => {
+            for dir in controllers.iter().filter_map(|c| layout.dir(c, cgroup)) {
+                std::fs::create_dir_all(&dir).map_err(|source| CgroupTreeError::Create { path: dir, source })?;
+            }
+        }
+        CgroupVersion::V2 => {
+            let Some(root) = layout.dir("memory", "/") else {
+                return Ok(());
+            };
+            let mut dir = root;
+            for part in cgroup.split('/').filter(|p| !p.is_empty()) {
+                enable_v2_controllers(&dir)?;
+                dir.push(part);
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => {}
+                    Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                    Err(source) => return Err(CgroupTreeError::Create { path: dir, source }),
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
 fn enable_v2_controllers(dir: &Path) -> Result<(), CgroupTreeError> {
     let Ok(available) = std::fs::read_to_string(dir.join("cgroup.controllers")) else {
         return Ok(());
