@@ -47,6 +47,10 @@ pub struct NodeMemory {
     pub page_faults: u64,
     /// `pgmajfault` of `/proc/vmstat`.
     pub major_page_faults: u64,
+    /// SwapTotal: the root container's swap limit, as cAdvisor gives it.
+    pub swap_capacity: u64,
+    /// SwapTotal − SwapFree.
+    pub swap_usage: u64,
 }
 
 /// Read `/proc/meminfo` and `/proc/vmstat`; none if meminfo is unreadable.
@@ -70,6 +74,8 @@ fn node_memory_from(m: &MemInfo, vmstat: &HashMap<String, i64>) -> Option<NodeMe
         rss: bytes("AnonPages"),
         page_faults: count("pgfault"),
         major_page_faults: count("pgmajfault"),
+        swap_capacity: bytes("SwapTotal"),
+        swap_usage: bytes("SwapTotal").saturating_sub(bytes("SwapFree")),
     })
 }
 
@@ -317,11 +323,14 @@ mod tests {
         }
     }
 
-    /// Node memory as cAdvisor's root: usage = total − free, working set without inactive file.
+    /// Node memory as cAdvisor's root: usage = total − free, working set without inactive file,
+    /// swap used = total − free.
     #[test]
     fn node_memory_follows_cadvisor() {
-        let m =
-            MemInfo::parse("MemTotal: 1000 kB\nMemFree: 400 kB\nInactive(file): 100 kB\nAnonPages: 200 kB\n".into());
+        let m = MemInfo::parse(
+            "MemTotal: 1000 kB\nMemFree: 400 kB\nInactive(file): 100 kB\nAnonPages: 200 kB\nSwapTotal: 50 kB\nSwapFree: 30 kB\n"
+                .into(),
+        );
         let vm: HashMap<String, i64> = [("pgfault".to_string(), 7), ("pgmajfault".to_string(), 1)].into();
         let n = node_memory_from(&m, &vm).unwrap();
         assert_eq!(
@@ -333,6 +342,8 @@ mod tests {
                 rss: 204_800,
                 page_faults: 7,
                 major_page_faults: 1,
+                swap_capacity: 51_200,
+                swap_usage: 20_480,
             }
         );
         assert_eq!(node_memory_from(&MemInfo::default(), &vm), None);

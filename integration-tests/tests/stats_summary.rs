@@ -240,6 +240,33 @@ impl Check {
         }
     }
 
+    /// Upstream's `swapExpectation(upperBound)`: none, or a recent time and each figure none,
+    /// within 0..=upperBound, or at least 2^62 ("unlimited"). This agent always reports the
+    /// swap used (0 where nothing is swapped), so `required` checks it is there.
+    fn swap(&mut self, what: &str, swap: &Option<upstream::SwapStats>, upper: u64, required: bool) {
+        let Some(s) = swap else {
+            if required {
+                self.problems.push(format!("{what}.swap missing"));
+            }
+            return;
+        };
+        self.recent(&format!("{what}.swap.time"), &s.time, MAX_STATS_AGE);
+        for (field, value) in [
+            ("swapUsageBytes", s.swap_usage_bytes),
+            ("swapAvailableBytes", s.swap_available_bytes),
+        ] {
+            if let Some(v) = value {
+                if v > upper && v < 1 << 62 {
+                    self.problems
+                        .push(format!("{what}.swap.{field} = {v}, want 0..={upper} or unlimited"));
+                }
+            }
+        }
+        if required && s.swap_usage_bytes.is_none() {
+            self.problems.push(format!("{what}.swap.swapUsageBytes missing"));
+        }
+    }
+
     fn none<T: std::fmt::Debug>(&mut self, what: &str, value: &Option<T>) {
         if value.is_some() {
             self.problems.push(format!("{what} = {value:?}, want none"));
@@ -456,6 +483,7 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
         },
     );
     c.network("node", &n.network, true);
+    c.swap("node", &n.swap, memory_limit, true);
     c.fs("node.fs", &n.fs, (KB, 10 * TB));
     match &n.runtime {
         Some(r) => {
@@ -507,6 +535,7 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
             system
         };
         c.memory(&what, &sc.memory, bounds);
+        c.swap(&what, &sc.swap, memory_limit, true);
         if !sc.accelerators.is_empty() || !sc.user_defined_metrics.is_empty() {
             c.problems.push(format!("{what}: accelerators or userDefinedMetrics"));
         }
@@ -552,6 +581,7 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
                     ..limited
                 },
             );
+            c.swap(&what, &ct.swap, memory_limit, true);
             c.fs(&format!("{what}.rootfs"), &ct.rootfs, (KB, 10 * MB));
             c.fs(&format!("{what}.logs"), &ct.logs, (KB, 10 * MB));
             if !ct.accelerators.is_empty() || !ct.user_defined_metrics.is_empty() {
@@ -567,6 +597,7 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
             false,
         );
         c.memory(&what, &p.memory, limited);
+        c.swap(&what, &p.swap, memory_limit, true);
         let volumes: Vec<&str> = p.volume.iter().map(|v| v.name.as_str()).collect();
         if volumes != ["test-empty-dir"] {
             c.problems

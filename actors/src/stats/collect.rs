@@ -13,7 +13,7 @@ use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_messages::stats::{
     system_container, CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo, FsStats,
     InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats,
-    RlimitStats, RuntimeStats, Summary, VolumeStats,
+    RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -281,7 +281,12 @@ impl Collector {
                 max_pid: max_pid.map(|v| v as i64),
                 num_of_running_processes: procs.map(|v| v as i64),
             }),
-            swap: None,
+            // The root container's swap: its limit is the machine's swap, as cAdvisor's.
+            swap: memory.map(|m| SwapStats {
+                time: time.clone(),
+                swap_available_bytes: Some(m.swap_capacity.saturating_sub(m.swap_usage)),
+                swap_usage_bytes: Some(m.swap_usage),
+            }),
             io: None,
         };
         (node, system_cgroups)
@@ -391,7 +396,7 @@ impl Collector {
             rootfs: None,
             logs: None,
             user_defined_metrics: Vec::new(),
-            swap: None,
+            swap: swap_stats(time, s),
             io: io_stats(time, &s.io_psi),
         }
     }
@@ -513,7 +518,7 @@ impl Collector {
                 rootfs: fs_of(rootfs),
                 logs: logs_fs,
                 user_defined_metrics: Vec::new(),
-                swap: None,
+                swap: cgroup.as_ref().and_then(|s| swap_stats(time, s)),
                 io: cgroup.as_ref().and_then(|s| io_stats(time, &s.io_psi)),
             });
         }
@@ -571,7 +576,7 @@ impl Collector {
                 .as_ref()
                 .and_then(|s| s.pids)
                 .map(|n| ProcessStats { process_count: Some(n) }),
-            swap: None,
+            swap: pod.as_ref().and_then(|s| swap_stats(time, s)),
             io: pod.as_ref().and_then(|s| io_stats(time, &s.io_psi)),
         };
         Pod {
@@ -853,6 +858,16 @@ fn memory_stats(time: &Time, m: MemoryUsage, psi: Option<PsiStats>) -> MemorySta
         major_page_faults: Some(m.major_page_faults),
         psi,
     }
+}
+
+/// A cgroup's swap use, as cAdvisor's (v1 `total_swap`, v2 `memory.swap.current`). The
+/// available bytes are left out: swap limits are not read (upstream allows either).
+fn swap_stats(time: &Time, s: &CgroupStats) -> Option<SwapStats> {
+    Some(SwapStats {
+        time: time.clone(),
+        swap_available_bytes: None,
+        swap_usage_bytes: Some(s.memory?.swap?),
+    })
 }
 
 fn io_stats(time: &Time, psi: &Option<PsiStats>) -> Option<IoStats> {
