@@ -25,7 +25,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugView, GetActorState, GetHealth, Health, Panic, PlegDebug};
+use dockerlet_messages::debug::{
+    ActorState, DebugView, GetActorState, GetHealth, Health, HealthCell, Panic, PlegDebug,
+};
 use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
@@ -39,6 +41,11 @@ use dockerlet_runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 
 use crate::pod_cache::{refresh, Change, PodCache, Refreshed};
 
+/// Wait before re-subscribing to Docker's events after the stream ended.
+const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
+/// Inspects a relist runs at once (a restarted agent inspects every container once).
+const RELIST_INSPECTS: usize = 8;
+
 /// Relist period without Docker's events (kubelet `genericPlegRelistPeriod`), and the tick.
 pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// Relist period while Docker's event stream is up. Deaths and removals arrive as events at
@@ -47,11 +54,7 @@ pub const RELIST_PERIOD: Duration = Duration::from_secs(1);
 /// container each second cost the agent about 0.003 core and dockerd more at 110 pods.
 pub const EVENTED_RELIST_PERIOD: Duration = Duration::from_secs(10);
 /// PLEG is unhealthy when no relist succeeded for this long (`genericPlegRelistThreshold`).
-pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
-/// Wait before re-subscribing to Docker's events after the stream ended.
-const RESUBSCRIBE_AFTER: Duration = Duration::from_secs(1);
-/// Inspects a relist runs at once (a restarted agent inspects every container once).
-const RELIST_INSPECTS: usize = 8;
+pub use dockerlet_messages::debug::RELIST_THRESHOLD;
 
 /// Where PLEG sends what it finds.
 #[derive(Clone)]
@@ -60,6 +63,8 @@ pub struct PlegLinks {
     pub events: Recipient<PodLifecycleEvent>,
     /// End of every relist.
     pub relisted: Recipient<RelistCompleted>,
+    /// Where each relist's outcome is published for health checks.
+    pub health: HealthCell,
 }
 
 /// The PLEG actor.
@@ -82,8 +87,6 @@ pub struct PlegActor {
     relist_again: bool,
     /// When the last relist started, on tokio's clock (the tick's; tests pause it).
     relist_started: Option<tokio::time::Instant>,
-    /// When the actor started (health before the first relist).
-    started: Instant,
     /// Last successful relist: when, and wall-clock time for the debug page.
     last_relist: Option<(Instant, Timestamp)>,
     /// How long the last relist took.
@@ -136,7 +139,6 @@ impl PlegActor {
             relisting: false,
             relist_again: false,
             relist_started: None,
-            started: Instant::now(),
             last_relist: None,
             last_duration: None,
             relists: 0,
@@ -233,6 +235,7 @@ impl PlegActor {
             Err(e) => {
                 tracing::warn!(error = %e, "PLEG relist failed");
                 self.last_error = Some(e.to_string());
+                self.links.health.failed(e.to_string());
                 return;
             }
         };
@@ -252,6 +255,7 @@ impl PlegActor {
         self.count_running();
         self.last_relist = Some((Instant::now(), Timestamp::now()));
         self.last_error = None;
+        self.links.health.relisted();
         self.relists += 1;
     }
 
@@ -471,29 +475,8 @@ impl Handler<GetHealth> for PlegActor {
 impl PlegActor {
     /// kubelet's PLEG Healthy(), plus "the runtime answered the last relist".
     fn health(&self) -> Health {
-        let since = self.last_relist.map(|(at, _)| at.elapsed());
-        let reason = match (&self.last_error, since) {
-            (Some(e), _) => Some(format!("container runtime is down: {e}")),
-            (None, None) if self.started.elapsed() > RELIST_THRESHOLD => {
-                Some("pleg has yet to be successful".to_string())
-            }
-            (None, Some(d)) if d > RELIST_THRESHOLD => Some(format!(
-                "pleg was last seen active {} ago; threshold is {}",
-                humanize(d),
-                humanize(RELIST_THRESHOLD)
-            )),
-            _ => None,
-        };
-        Health {
-            healthy: reason.is_none(),
-            reason,
-        }
+        self.links.health.health()
     }
-}
-
-fn humanize(d: Duration) -> String {
-    let s = d.as_secs();
-    format!("{}m{}s", s / 60, s % 60)
 }
 
 impl Handler<GetActorState> for PlegActor {
@@ -603,6 +586,7 @@ mod tests {
         let links = PlegLinks {
             events: sink.clone().recipient(),
             relisted: sink.clone().recipient(),
+            health: HealthCell::default(),
         };
         let pleg = PlegActor::new(Arc::new(runtime.clone()), cache.clone(), "n1".into(), links, period).start();
         (pleg, sink)
@@ -708,6 +692,7 @@ mod tests {
         let links = PlegLinks {
             events: sink.clone().recipient(),
             relisted: sink.clone().recipient(),
+            health: HealthCell::default(),
         };
         let period = Duration::from_millis(100);
         let pleg = PlegActor::new(Arc::new(runtime.clone()), cache.clone(), "n1".into(), links, period)

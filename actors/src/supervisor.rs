@@ -13,7 +13,7 @@
 //! | WatchContainers, ForgetPod     | PodWorker             | forward to the ProbeActor                    |
 //! | SetPodStatus, RemovePodStatus  | PodWorker             | forward to the StatusActor                   |
 //! | GetPods                        | HTTP `/pods`          | forward to the StatusActor                   |
-//! | GetHealth                      | HTTP, NodeStatusActor | forward to the PlegActor                     |
+//! | GetHealth                      | NodeStatusActor       | forward to the PlegActor                     |
 //! | GetNodePressure                | NodeStatusActor       | forward to the PressureActor                 |
 //! | GetStatsSummary, GetStatsView | HTTP `/stats/summary`, `/metrics/resource`, `/metrics/cadvisor` | forward to the StatsActor |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
@@ -35,8 +35,8 @@ use std::time::Duration;
 use actix::prelude::*;
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{
-    ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, InjectFault, Panic,
-    RecordEvent,
+    ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, HealthCell, InjectFault,
+    Panic, RecordEvent,
 };
 use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
@@ -125,6 +125,8 @@ pub struct SupervisorConfig {
     /// `--kubelet-cgroups` and `--system-cgroups`, kept every minute; none: no
     /// SystemCgroupsActor.
     pub system_cgroups: Option<SystemCgroupsConfig>,
+    /// The PLEG's health, shared with `/healthz` (which reads it without a message).
+    pub health: HealthCell,
     /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
     /// against it (kubelet's `initialNode`), or against the API's Node once the agent sees it.
     pub node: Arc<Node>,
@@ -187,10 +189,12 @@ impl Children {
         let pleg = {
             let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
             let (node, period, metrics) = (node.clone(), config.relist_period, config.worker.metrics.clone());
+            let health = config.health.clone();
             Child::start("PlegActor", "pleg", AfterRestart::Nothing, move || {
                 let links = PlegLinks {
                     events: me.clone().recipient(),
                     relisted: me.clone().recipient(),
+                    health: health.clone(),
                 };
                 PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
                     .with_metrics(metrics.clone())
@@ -1044,6 +1048,7 @@ mod tests {
             oom: None,
             stats: None,
             system_cgroups: None,
+            health: HealthCell::default(),
             node: Arc::new(Node {
                 metadata: ObjectMeta {
                     name: Some(NODE.into()),

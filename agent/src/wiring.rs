@@ -145,6 +145,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         cgroups,
         image_pulls: config.image_pulls,
     };
+    let health = dockerlet_messages::debug::HealthCell::default();
     let supervisor = Supervisor::start(
         SupervisorConfig {
             worker: Arc::new(worker),
@@ -162,6 +163,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             }),
             stats: Some(stats),
             system_cgroups,
+            health: health.clone(),
             node: Arc::new(initial_node),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
@@ -179,7 +181,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
         pods: supervisor.clone().recipient(),
         running: supervisor.clone().recipient(),
         sandbox: supervisor.clone().recipient(),
-        health: supervisor.clone().recipient(),
+        health,
         debug: supervisor.clone().recipient(),
         stats: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),

@@ -35,7 +35,7 @@ use std::sync::Arc;
 use actix::Recipient;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
-use dockerlet_messages::debug::{GetDebugSnapshot, GetHealth, InjectFault};
+use dockerlet_messages::debug::{GetDebugSnapshot, HealthCell, InjectFault};
 use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::stats::GetStatsView;
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
@@ -49,8 +49,8 @@ pub struct Handles {
     pub running: Recipient<GetRunningPods>,
     /// A pod's sandbox (`/portForward`).
     pub sandbox: Recipient<GetPodSandbox>,
-    /// Health (`/healthz`).
-    pub health: Recipient<GetHealth>,
+    /// The PLEG's health (`/healthz`), read on the HTTP thread.
+    pub health: HealthCell,
     /// Debug snapshot (`/debug/actors`).
     pub debug: Recipient<GetDebugSnapshot>,
     /// The last statistics summary (`/stats/summary`).
@@ -98,7 +98,7 @@ mod tests {
 
     use actix::{Actor, Context, Handler, MessageResult};
     use dockerlet_messages::debug::{
-        ActorState, ContainerDebug, ContainerStateDebug, DebugSnapshot, DebugView, GetDebugSnapshot, GetHealth, Health,
+        ActorState, ContainerDebug, ContainerStateDebug, DebugSnapshot, DebugView, GetDebugSnapshot, HealthCell,
         PlegDebug, PodDebug,
     };
     use dockerlet_messages::source::ManifestError;
@@ -180,16 +180,6 @@ mod tests {
         type Result = MessageResult<GetPodSandbox>;
         fn handle(&mut self, msg: GetPodSandbox, _: &mut Context<Self>) -> Self::Result {
             MessageResult((msg.uid.0 == "u1").then(|| dockerlet_messages::ContainerId("sandbox1".into())))
-        }
-    }
-
-    impl Handler<GetHealth> for Stub {
-        type Result = MessageResult<GetHealth>;
-        fn handle(&mut self, _: GetHealth, _: &mut Context<Self>) -> Self::Result {
-            MessageResult(Health {
-                healthy: self.healthy,
-                reason: (!self.healthy).then(|| "pleg was last seen active 3m1s ago; threshold is 3m0s".to_string()),
-            })
         }
     }
 
@@ -304,11 +294,15 @@ mod tests {
     /// Handles backed by a stub actor.
     pub fn fake_handles(healthy: bool) -> Handles {
         let addr = Stub { healthy }.start();
+        let health = HealthCell::default();
+        if !healthy {
+            health.failed("Cannot connect to the Docker daemon".into());
+        }
         Handles {
             pods: addr.clone().recipient(),
             running: addr.clone().recipient(),
             sandbox: addr.clone().recipient(),
-            health: addr.clone().recipient(),
+            health,
             debug: addr.clone().recipient(),
             stats: addr.recipient(),
             faults: None,

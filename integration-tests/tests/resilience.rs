@@ -1,6 +1,12 @@
-//! The agent survives its own death and its actors' panics, and shares the engine with others.
+//! The agent survives its own death and its actors' panics, and shares the engine with others;
+//! an engine that stops answering shows on `/healthz` until it is back.
 
 use std::collections::BTreeMap;
+use std::os::unix::net::{UnixListener, UnixStream};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
 use std::time::Duration;
 
 use dockerlet_integration_tests::docker::{self, Container};
@@ -215,4 +221,106 @@ fn panicking_pod_worker_and_pleg_actor_are_recreated_without_restarting_containe
             .is_some_and(|c| c.restart_count == 1 && c.is_running())
     });
     assert_ne!(pod.container("main").and_then(|c| c.docker_id()), Some(old_id.as_str()));
+}
+
+/// A Unix socket in front of Docker's, which the test can take away (listener and every
+/// connection) and bring back.
+struct DockerProxy {
+    path: PathBuf,
+    stop: Arc<AtomicBool>,
+    connections: Arc<Mutex<Vec<UnixStream>>>,
+    acceptor: Option<JoinHandle<()>>,
+}
+
+impl DockerProxy {
+    fn start(path: &Path) -> DockerProxy {
+        let listener = UnixListener::bind(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        listener.set_nonblocking(true).unwrap();
+        let stop = Arc::new(AtomicBool::new(false));
+        let connections: Arc<Mutex<Vec<UnixStream>>> = Arc::default();
+        let (stopped, open) = (stop.clone(), connections.clone());
+        let acceptor = std::thread::spawn(move || {
+            while !stopped.load(Ordering::Relaxed) {
+                let client = match listener.accept() {
+                    Ok((client, _)) => client,
+                    Err(_) => {
+                        std::thread::sleep(Duration::from_millis(10));
+                        continue;
+                    }
+                };
+                client.set_nonblocking(false).unwrap();
+                let Ok(engine) = UnixStream::connect("/var/run/docker.sock") else {
+                    continue;
+                };
+                let mut list = open.lock().unwrap();
+                list.push(client.try_clone().unwrap());
+                list.push(engine.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (client.try_clone().unwrap(), engine.try_clone().unwrap()),
+                    (engine, client),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(std::net::Shutdown::Write);
+                    });
+                }
+            }
+        });
+        DockerProxy {
+            path: path.to_path_buf(),
+            stop,
+            connections,
+            acceptor: Some(acceptor),
+        }
+    }
+
+    /// The socket is gone and every connection through it cut.
+    fn take_away(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(acceptor) = self.acceptor.take() {
+            acceptor.join().unwrap();
+        }
+        let _ = std::fs::remove_file(&self.path);
+        for c in self.connections.lock().unwrap().drain(..) {
+            let _ = c.shutdown(std::net::Shutdown::Both);
+        }
+    }
+}
+
+impl Drop for DockerProxy {
+    fn drop(&mut self) {
+        self.take_away();
+    }
+}
+
+/// kubelet's healthz with its runtime gone: 500 naming the runtime (the PLEG's failed relist)
+/// while the engine cannot be reached, 200 `ok` again once it can; the agent carries on.
+#[test]
+fn an_unreachable_engine_fails_healthz_until_it_is_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("docker.sock");
+    let mut proxy = DockerProxy::start(&socket);
+    let manifests = ManifestDir::new();
+    let endpoint = format!("unix://{}", socket.display());
+    let agent = Agent::start(
+        "healthz-engine",
+        manifests.path(),
+        &["--container-runtime-endpoint", &endpoint],
+    );
+    let agent = &agent;
+    let healthz = |want: u16| {
+        move || match agent.healthz() {
+            Ok((status, body)) if status == want => Ok(body),
+            other => Err(format!("{other:?}")),
+        }
+    };
+    assert_eq!(wait_until("healthz ok", CHANGE_TIMEOUT, healthz(200)), "ok");
+    proxy.take_away();
+    let body = wait_until("healthz to fail with the engine gone", CHANGE_TIMEOUT, healthz(500));
+    assert!(
+        body.starts_with("healthz check failed: container runtime is down: "),
+        "{body}"
+    );
+    let _proxy = DockerProxy::start(&socket);
+    assert_eq!(wait_until("healthz ok again", CHANGE_TIMEOUT, healthz(200)), "ok");
 }

@@ -1,5 +1,8 @@
 //! Queries behind the healthz and debug endpoints, and the test-only fault hook.
 
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
 use actix::Message;
 use serde::Serialize;
 use serde_json::Value;
@@ -230,9 +233,85 @@ pub struct Health {
     pub reason: Option<String>,
 }
 
+/// kubelet's PLEG relist threshold: unhealthy when no relist succeeded for this long.
+pub const RELIST_THRESHOLD: Duration = Duration::from_secs(180);
+
+/// The PLEG's health, written by the PlegActor at each relist and read where health is asked
+/// for: `/healthz` reads it on the HTTP threads, as kubelet's healthz reads its PLEG under a
+/// lock, so a busy actor thread never delays a health check. A re-created PlegActor writes to
+/// the same cell.
+#[derive(Debug, Clone)]
+pub struct HealthCell(Arc<Mutex<HealthState>>);
+
+#[derive(Debug)]
+struct HealthState {
+    /// When the cell was made (health before the first relist).
+    started: Instant,
+    /// When the last relist succeeded.
+    last_relist: Option<Instant>,
+    /// Why the last relist failed, if it did.
+    last_error: Option<String>,
+}
+
+impl Default for HealthCell {
+    fn default() -> Self {
+        HealthCell(Arc::new(Mutex::new(HealthState {
+            started: Instant::now(),
+            last_relist: None,
+            last_error: None,
+        })))
+    }
+}
+
+impl HealthCell {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HealthState> {
+        // Plain data: a panic while it was held leaves nothing half-written that matters.
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A relist succeeded now.
+    pub fn relisted(&self) {
+        let mut state = self.lock();
+        state.last_relist = Some(Instant::now());
+        state.last_error = None;
+    }
+
+    /// A relist failed: the runtime did not answer.
+    pub fn failed(&self, error: String) {
+        self.lock().last_error = Some(error);
+    }
+
+    /// kubelet's PLEG `Healthy()`, plus "the runtime answered the last relist".
+    pub fn health(&self) -> Health {
+        let state = self.lock();
+        let reason = match (&state.last_error, state.last_relist.map(|at| at.elapsed())) {
+            (Some(e), _) => Some(format!("container runtime is down: {e}")),
+            (None, None) if state.started.elapsed() > RELIST_THRESHOLD => {
+                Some("pleg has yet to be successful".to_string())
+            }
+            (None, Some(d)) if d > RELIST_THRESHOLD => Some(format!(
+                "pleg was last seen active {} ago; threshold is {}",
+                humanize(d),
+                humanize(RELIST_THRESHOLD)
+            )),
+            _ => None,
+        };
+        Health {
+            healthy: reason.is_none(),
+            reason,
+        }
+    }
+}
+
+/// Go's `3m0s` for whole seconds.
+fn humanize(d: Duration) -> String {
+    let s = d.as_secs();
+    format!("{}m{}s", s / 60, s % 60)
+}
+
 /// Are PLEG and the container runtime healthy?
 ///
-/// HTTP healthz server → Supervisor → PlegActor.
+/// NodeStatusActor → Supervisor → PlegActor (the PLEG's [`HealthCell`]).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "Health")]
 pub struct GetHealth;
