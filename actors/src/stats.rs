@@ -106,7 +106,7 @@ impl StatsActor {
                     containers,
                     block_io,
                     extras,
-                    system_cgroups,
+                    other_cgroups,
                 },
                 cpu,
             )) => {
@@ -128,7 +128,7 @@ impl StatsActor {
                     machine: act.machine,
                     block_io: Arc::new(block_io),
                     extras: Arc::new(extras),
-                    system_cgroups: Arc::new(system_cgroups),
+                    other_cgroups: Arc::new(other_cgroups),
                 }));
             }
             Err(e) => {

@@ -204,7 +204,7 @@ mod tests {
                 machine: Default::default(),
                 block_io: Default::default(),
                 extras: Default::default(),
-                system_cgroups: Default::default(),
+                other_cgroups: Default::default(),
             }))
         }
     }

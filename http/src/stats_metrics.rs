@@ -656,17 +656,14 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
     cgroup_series(&mut e, &root, &node);
     let by_cgroup = ByCgroup::of(view);
     by_cgroup.series(&mut e, &root);
-    // The system containers that are one cgroup (`/kubepods`, the agent's, the engine's), on
-    // their cgroup as cAdvisor shows every cgroup it watches.
-    for (name, cgroup) in view.system_cgroups.iter() {
-        let Some(stats) = summary.node.system_containers.iter().find(|c| &c.name == name) else {
-            continue;
-        };
+    // The system containers that are one cgroup (`/kubepods`, the agent's, the engine's) and
+    // the QoS cgroups, on their cgroup as cAdvisor shows every cgroup it watches.
+    for other in view.other_cgroups.iter() {
         let base = Base {
-            id: cgroup.clone(),
+            id: other.id.clone(),
             ..root.clone()
         };
-        cgroup_series(&mut e, &base, stats);
+        cgroup_series(&mut e, &base, &other.stats);
         by_cgroup.series(&mut e, &base);
     }
     if let Some(net) = &summary.node.network {
@@ -709,7 +706,8 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
 mod tests {
     use super::*;
     use dockerlet_messages::stats::{
-        CfsStats, CpuStats, DeviceBlockIo, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats, PodReference,
+        CfsStats, CgroupSeries, CpuStats, DeviceBlockIo, FsStats, InterfaceStats, MachineInfo, MemoryStats, NodeStats,
+        PodReference,
     };
     use std::sync::Arc;
 
@@ -839,7 +837,13 @@ mod tests {
                     writes: 2,
                 }],
             }]),
-            system_cgroups: Arc::new(vec![("kubelet".into(), "/system.slice/dockerlet.service".into())]),
+            other_cgroups: Arc::new(vec![CgroupSeries {
+                id: "/system.slice/dockerlet.service".into(),
+                stats: ContainerStats {
+                    rootfs: None,
+                    ..container("kubelet")
+                },
+            }]),
             extras: Arc::new(vec![
                 CgroupExtras {
                     cgroup: "/kubepods/burstable/podu1/abc".into(),

@@ -281,6 +281,14 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         .unwrap_or_else(|| panic!("no series of {kubepods}:\n{cadvisor}"));
     assert_eq!(number(&ws.value), pods["memory"]["workingSetBytes"].as_f64().unwrap());
     assert!(find(&cad, "container_memory_working_set_bytes", &[("id", "/")]).is_some());
+    // The QoS cgroups, as cAdvisor shows every cgroup it watches.
+    for qos in ["burstable", "besteffort"] {
+        let id = format!("{kubepods}/{qos}");
+        assert!(
+            find(&cad, "container_memory_usage_bytes", &[("id", id.as_str())]).is_some(),
+            "no series of {id}:\n{cadvisor}"
+        );
+    }
     let cores = find(&cad, "machine_cpu_cores", &[]).expect("machine_cpu_cores");
     let nproc = std::thread::available_parallelism().map_or(0, |n| n.get());
     assert_eq!(number(&cores.value), nproc as f64);

@@ -421,9 +421,20 @@ pub struct StatsView {
     /// Figures of the pod cgroups and the containers that cAdvisor serves and no Summary type
     /// carries, from the same readings as the summary's.
     pub extras: Arc<Vec<CgroupExtras>>,
-    /// The summary's system containers (`kubelet`, `runtime`, `pods`) that are one cgroup each,
-    /// other than the root: (name, cgroup), the `id` of their cAdvisor series.
-    pub system_cgroups: Arc<Vec<(String, String)>>,
+    /// The other cgroups cAdvisor has series of: the system containers that are one cgroup
+    /// each, other than the root, and the QoS cgroups.
+    pub other_cgroups: Arc<Vec<CgroupSeries>>,
+}
+
+/// A cgroup with cAdvisor series of its own besides the root, the pods and the containers: a
+/// system container that is one cgroup (`…/kubepods`, the agent's, the engine's,
+/// `--system-cgroups`) or a QoS cgroup (`…/kubepods/burstable`, `…/kubepods/besteffort`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct CgroupSeries {
+    /// The cgroup: cAdvisor's `id`.
+    pub id: String,
+    /// Its figures, as a summary's system container has them.
+    pub stats: ContainerStats,
 }
 
 /// One cgroup's page cache, mapped files, swap and CFS throttling, as last read.

@@ -11,9 +11,9 @@ use dockerlet_host::cgroup::CgroupLayout;
 use dockerlet_host::node_stats::{self, DirUsage, FsFigures};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_messages::stats::{
-    system_container, CgroupBlockIo, CgroupExtras, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo, FsStats,
-    InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats, PsiStats,
-    RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
+    system_container, CgroupBlockIo, CgroupExtras, CgroupSeries, ContainerRef, ContainerStats, CpuStats, DeviceBlockIo,
+    FsStats, InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats,
+    PsiStats, RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
 };
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -98,9 +98,9 @@ pub struct Collected {
     pub block_io: Vec<CgroupBlockIo>,
     /// cAdvisor's other figures of the pod cgroups and the containers.
     pub extras: Vec<CgroupExtras>,
-    /// The system containers that are one cgroup each, other than the root: (name, cgroup),
-    /// cAdvisor's `id` of their series.
-    pub system_cgroups: Vec<(String, String)>,
+    /// The system containers that are one cgroup each, other than the root, and the QoS
+    /// cgroups, for their cAdvisor series.
+    pub other_cgroups: Vec<CgroupSeries>,
 }
 
 impl Collector {
@@ -172,7 +172,7 @@ impl Collector {
                     }),
             );
         }
-        let (node, system_cgroups) = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
+        let (node, other_cgroups) = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
         let block_io = self.block_io(&refs, now);
         self.cpu.retain(|k, _| seen.contains(k));
         // Forget what was logged about containers and pods that are gone (so the set stays
@@ -195,7 +195,7 @@ impl Collector {
             containers: refs,
             block_io,
             extras,
-            system_cgroups,
+            other_cgroups,
         }
     }
 
@@ -209,7 +209,7 @@ impl Collector {
         kubepods: Option<String>,
         pods: &[PodCgroup],
         seen: &mut HashSet<String>,
-    ) -> (NodeStats, Vec<(String, String)>) {
+    ) -> (NodeStats, Vec<CgroupSeries>) {
         if self.boot.is_none() {
             self.boot = node_stats::boot_time_secs().and_then(|s| Timestamp::from_second(s as i64).ok());
         }
@@ -256,7 +256,7 @@ impl Collector {
             fs_stats(time, fs, Some(used), Some(fs.inodes.saturating_sub(fs.inodes_free)))
         });
         let capacity = memory.map(|m| m.capacity);
-        let (system_containers, system_cgroups) =
+        let (system_containers, other_cgroups) =
             self.system_containers(time, now, Time(boot), kubepods, pods, capacity, seen);
         let node = NodeStats {
             node_name: self.paths.node_name.clone(),
@@ -289,7 +289,7 @@ impl Collector {
             }),
             io: None,
         };
-        (node, system_cgroups)
+        (node, other_cgroups)
     }
 
     /// `kubelet` (`--kubelet-cgroups`, else the agent's cgroup), `runtime` (`--runtime-cgroups`,
@@ -306,7 +306,7 @@ impl Collector {
         pods: &[PodCgroup],
         memory_capacity: Option<u64>,
         seen: &mut HashSet<String>,
-    ) -> (Vec<ContainerStats>, Vec<(String, String)>) {
+    ) -> (Vec<ContainerStats>, Vec<CgroupSeries>) {
         let Some(layout) = self.paths.layout.clone() else {
             return (Vec::new(), Vec::new());
         };
@@ -347,6 +347,7 @@ impl Collector {
                 out.push(self.system(system_container::MISC, boot.clone(), &s, None, time, now, seen));
             }
         }
+        let qos_parent = kubepods.clone();
         let pods_stats = match &kubepods {
             Some(cgroup) => self.read_cgroup(&layout, &CgroupPath::Same(cgroup.clone()), "sys:pods"),
             None => Some(CgroupStats::sum(pods.iter().map(|p| &p.stats))),
@@ -358,17 +359,35 @@ impl Collector {
             }
             let rate = (!pods.is_empty() && pods.iter().all(|p| p.rate.is_some()))
                 .then(|| pods.iter().filter_map(|p| p.rate).sum::<u64>());
-            out.push(self.system(system_container::PODS, boot, &s, rate, time, now, seen));
+            out.push(self.system(system_container::PODS, boot.clone(), &s, rate, time, now, seen));
         }
         // Each cgroup once, and never the root (which has its own series): in a container or
         // under no service manager the agent and the engine may well be in `/`.
-        let mut one_cgroup: Vec<(String, String)> = Vec::new();
+        let mut other: Vec<CgroupSeries> = Vec::new();
         for (name, id) in cgroups {
-            if let Some(id) = id.filter(|id| id != "/" && !one_cgroup.iter().any(|(_, c)| c == id)) {
-                one_cgroup.push((name.to_string(), id));
+            let Some(id) = id.filter(|id| id != "/" && !other.iter().any(|c| &c.id == id)) else {
+                continue;
+            };
+            if let Some(stats) = out.iter().find(|s| s.name == name) {
+                other.push(CgroupSeries {
+                    id,
+                    stats: stats.clone(),
+                });
             }
         }
-        (out, one_cgroup)
+        // The QoS cgroups of the kubepods tree, which cAdvisor watches as every cgroup.
+        for qos in qos_parent
+            .iter()
+            .flat_map(|k| ["burstable", "besteffort"].map(|q| (k, q)))
+        {
+            let id = format!("{}/{}", qos.0.trim_end_matches('/'), qos.1);
+            let key = format!("sys:{}", qos.1);
+            if let Some(s) = self.read_cgroup(&layout, &CgroupPath::Same(id.clone()), &key) {
+                let stats = self.system(qos.1, boot.clone(), &s, None, time, now, seen);
+                other.push(CgroupSeries { id, stats });
+            }
+        }
+        (out, other)
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -1073,12 +1092,17 @@ mod tests {
         assert_eq!(usage("kubelet"), Some(1000));
         assert_eq!(usage("runtime"), Some(2000));
         assert_eq!(usage("misc"), Some(3000));
+        let other: Vec<(&str, &str)> = collected
+            .other_cgroups
+            .iter()
+            .map(|c| (c.stats.name.as_str(), c.id.as_str()))
+            .collect();
         assert_eq!(
-            collected.system_cgroups,
+            other,
             [
-                ("kubelet".to_string(), "/kubelet".to_string()),
-                ("runtime".to_string(), "/docker-daemon".to_string()),
-                ("misc".to_string(), "/system".to_string()),
+                ("kubelet", "/kubelet"),
+                ("runtime", "/docker-daemon"),
+                ("misc", "/system")
             ]
         );
         // Without --system-cgroups there is no misc.
