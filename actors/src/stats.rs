@@ -107,6 +107,7 @@ impl StatsActor {
                     block_io,
                     extras,
                     other_cgroups,
+                    sandboxes,
                 },
                 cpu,
             )) => {
@@ -129,6 +130,7 @@ impl StatsActor {
                     block_io: Arc::new(block_io),
                     extras: Arc::new(extras),
                     other_cgroups: Arc::new(other_cgroups),
+                    sandboxes: Arc::new(sandboxes),
                 }));
             }
             Err(e) => {

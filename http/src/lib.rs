@@ -205,6 +205,7 @@ mod tests {
                 block_io: Default::default(),
                 extras: Default::default(),
                 other_cgroups: Default::default(),
+                sandboxes: Default::default(),
             }))
         }
     }

@@ -676,8 +676,24 @@ pub fn cadvisor(view: Option<&StatsView>) -> String {
             .or_default()
             .insert(c.container.as_str(), c);
     }
+    let mut sandboxes: BTreeMap<&str, Vec<&(ContainerRef, ContainerStats)>> = BTreeMap::new();
+    for s in view.sandboxes.iter() {
+        sandboxes.entry(s.0.pod_uid.as_str()).or_default().push(s);
+    }
     for pod in &summary.pods {
         pod_series(&mut e, by_pod.get(pod.pod_ref.uid.as_str()), &by_cgroup, pod);
+        // The sandbox, as cAdvisor shows every container's cgroup (cri-dockerd's `POD`).
+        for (sandbox, stats) in sandboxes.get(pod.pod_ref.uid.as_str()).into_iter().flatten() {
+            let base = Base {
+                container: sandbox.container.clone(),
+                id: sandbox.cgroup.clone(),
+                image: sandbox.image.clone(),
+                name: sandbox.docker_name.clone(),
+                namespace: pod.pod_ref.namespace.clone(),
+                pod: pod.pod_ref.name.clone(),
+            };
+            cgroup_series(&mut e, &base, stats);
+        }
     }
     if let Some(cores) = view.machine.cpu_cores {
         e.sample(
@@ -821,7 +837,7 @@ mod tests {
         };
         StatsView {
             summary: Arc::new(summary),
-            containers: Arc::new(vec![app]),
+            containers: Arc::new(vec![app.clone()]),
             machine: MachineInfo {
                 cpu_cores: Some(2),
                 memory_bytes: Some(24 << 30),
@@ -837,6 +853,21 @@ mod tests {
                     writes: 2,
                 }],
             }]),
+            sandboxes: Arc::new(vec![(
+                ContainerRef {
+                    container: "POD".into(),
+                    id: "sb1".into(),
+                    docker_name: "k8s_POD_web_default_u1_0".into(),
+                    image: "dockerlet.local/pause:1".into(),
+                    cgroup: "/kubepods/burstable/podu1/sb1".into(),
+                    ..app.clone()
+                },
+                ContainerStats {
+                    rootfs: None,
+                    logs: None,
+                    ..container("POD")
+                },
+            )]),
             other_cgroups: Arc::new(vec![CgroupSeries {
                 id: "/system.slice/dockerlet.service".into(),
                 stats: ContainerStats {
@@ -926,6 +957,7 @@ mod tests {
             "container_cpu_cfs_throttled_periods_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4 1796119206000",
             "container_cpu_cfs_throttled_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 0.25 1796119206000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/system.slice/dockerlet.service\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 2.5 1796119205000",
+            "container_cpu_usage_seconds_total{container=\"POD\",id=\"/kubepods/burstable/podu1/sb1\",image=\"dockerlet.local/pause:1\",name=\"k8s_POD_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\",cpu=\"total\"} 2.5 1796119205000",
             "machine_cpu_cores 2",
             "container_scrape_error 0",
         ] {

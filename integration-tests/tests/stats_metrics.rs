@@ -281,6 +281,15 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         .unwrap_or_else(|| panic!("no series of {kubepods}:\n{cadvisor}"));
     assert_eq!(number(&ws.value), pods["memory"]["workingSetBytes"].as_f64().unwrap());
     assert!(find(&cad, "container_memory_working_set_bytes", &[("id", "/")]).is_some());
+    // The pod's sandbox, as cAdvisor shows every container (cri-dockerd's `POD`), on its own
+    // cgroup under the pod's.
+    let pause = find(
+        &cad,
+        "container_memory_usage_bytes",
+        &[("container", "POD"), ("pod", pod_name.as_str())],
+    )
+    .unwrap_or_else(|| panic!("no sandbox series:\n{cadvisor}"));
+    assert!(number(&pause.value) > 0.0, "{cadvisor}");
     // The QoS cgroups, as cAdvisor shows every cgroup it watches.
     for qos in ["burstable", "besteffort"] {
         let id = format!("{kubepods}/{qos}");

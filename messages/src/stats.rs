@@ -424,6 +424,10 @@ pub struct StatsView {
     /// The other cgroups cAdvisor has series of: the system containers that are one cgroup
     /// each, other than the root, and the QoS cgroups.
     pub other_cgroups: Arc<Vec<CgroupSeries>>,
+    /// Each pod's sandbox (`container` `POD`, as cri-dockerd names it) with its figures, read
+    /// more slowly than the rest: cAdvisor serves the pause containers too; the summary has
+    /// no entry for them.
+    pub sandboxes: Arc<Vec<(ContainerRef, ContainerStats)>>,
 }
 
 /// A cgroup with cAdvisor series of its own besides the root, the pods and the containers: a

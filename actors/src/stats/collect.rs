@@ -28,6 +28,9 @@ const IMAGE_FS_REFRESH: Duration = Duration::from_secs(300);
 /// A cgroup's block IO is read again at most this often (two more files per cgroup; only
 /// `/metrics/cadvisor` serves it, each sample with the time it was read).
 pub const BLOCK_IO_REFRESH: Duration = Duration::from_secs(30);
+/// How long a sandbox's cgroup reading serves: a pause container's figures hardly move, and
+/// its pod's are read from the pod cgroup every pass, so its own series are refreshed slowly.
+pub const SANDBOX_REFRESH: Duration = Duration::from_secs(30);
 
 /// Where things are on this node.
 #[derive(Debug, Clone)]
@@ -86,6 +89,8 @@ pub struct Collector {
     block_io: HashMap<String, (Option<CgroupBlockIo>, Instant)>,
     /// Block device names by number (`/dev/vda`), looked up once.
     devices: HashMap<(u32, u32), String>,
+    /// The last reading of each sandbox's cgroup (none: unreadable), and when.
+    sandboxes: HashMap<String, (Option<ContainerStats>, Instant)>,
 }
 
 /// The result of a pass.
@@ -101,6 +106,9 @@ pub struct Collected {
     /// The system containers that are one cgroup each, other than the root, and the QoS
     /// cgroups, for their cAdvisor series.
     pub other_cgroups: Vec<CgroupSeries>,
+    /// Each pod's sandbox with its figures (read every [`SANDBOX_REFRESH`]), for cAdvisor's
+    /// `container="POD"` series.
+    pub sandboxes: Vec<(ContainerRef, ContainerStats)>,
 }
 
 impl Collector {
@@ -117,6 +125,7 @@ impl Collector {
             max_nano_cores: node_stats::online_cpus().map(|n| n.saturating_mul(1_000_000_000)),
             block_io: HashMap::new(),
             devices: HashMap::new(),
+            sandboxes: HashMap::new(),
         }
     }
 
@@ -137,6 +146,7 @@ impl Collector {
         let mut pod_cgroups = Vec::new();
         let mut refs = Vec::new();
         let mut extras = Vec::new();
+        let mut sandboxes = Vec::new();
         let mut kubepods = None;
         for (uid, containers) in &by_pod {
             let Some(sandbox) = containers.iter().find(|c| c.role == ContainerRole::Sandbox) else {
@@ -150,28 +160,19 @@ impl Collector {
             pod_cgroups.push(pod.cgroup);
             pods.push(pod.stats);
             extras.extend(pod.extras);
+            let pod_cgroup = pod_cgroup.unwrap_or_default();
             refs.extend(
                 containers
                     .iter()
                     .filter(|c| c.role != ContainerRole::Sandbox)
-                    .map(|c| ContainerRef {
-                        pod_uid: c.pod_uid.0.clone(),
-                        container: c.name.clone(),
-                        id: c.id.0.clone(),
-                        docker_name: dockerlet_pod::labels::container_name(
-                            &c.name,
-                            &c.pod_name,
-                            &c.pod_namespace,
-                            c.pod_uid.0.as_str(),
-                            c.attempt,
-                        ),
-                        image: c.image.clone(),
-                        image_id: c.image_id.clone(),
-                        cgroup: container_cgroup(c),
-                        pod_cgroup: pod_cgroup.clone().unwrap_or_default(),
-                    }),
+                    .map(|c| container_ref(c, &pod_cgroup)),
             );
+            if let Some(stats) = self.sandbox(sandbox, now) {
+                sandboxes.push((container_ref(sandbox, &pod_cgroup), stats));
+            }
         }
+        self.sandboxes
+            .retain(|id, _| sandboxes.iter().any(|(r, _)| &r.id == id));
         let (node, other_cgroups) = self.node(&time, now, nodefs, docker_fs, kubepods, &pod_cgroups, &mut seen);
         let block_io = self.block_io(&refs, now);
         self.cpu.retain(|k, _| seen.contains(k));
@@ -196,7 +197,42 @@ impl Collector {
             block_io,
             extras,
             other_cgroups,
+            sandboxes,
         }
+    }
+
+    /// The sandbox's cgroup figures, read again every [`SANDBOX_REFRESH`] (each carries the
+    /// time it was read). No CPU rate: cAdvisor's series need only the counter.
+    fn sandbox(&mut self, sandbox: &ObservedContainer, now: Instant) -> Option<ContainerStats> {
+        let layout = self.paths.layout.clone()?;
+        let fresh = self
+            .sandboxes
+            .get(sandbox.id.0.as_str())
+            .is_some_and(|(_, at)| now.duration_since(*at) < SANDBOX_REFRESH);
+        if !fresh {
+            let time = Time(Timestamp::now());
+            let cgroup = CgroupPath::Same(container_cgroup(sandbox));
+            let stats = self
+                .read_cgroup(&layout, &cgroup, sandbox.id.0.as_str())
+                .map(|s| ContainerStats {
+                    name: sandbox.name.clone(),
+                    start_time: sandbox
+                        .started_at
+                        .clone()
+                        .or_else(|| sandbox.created_at.clone())
+                        .unwrap_or_else(|| time.clone()),
+                    cpu: cgroup_cpu(&time, &s, None),
+                    memory: s.memory.map(|m| memory_stats(&time, m, None)),
+                    accelerators: Vec::new(),
+                    rootfs: None,
+                    logs: None,
+                    user_defined_metrics: Vec::new(),
+                    swap: swap_stats(&time, &s),
+                    io: None,
+                });
+            self.sandboxes.insert(sandbox.id.0.clone(), (stats, now));
+        }
+        self.sandboxes.get(sandbox.id.0.as_str()).and_then(|(s, _)| s.clone())
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -839,6 +875,26 @@ fn pod_cgroup_of(uid: &str, containers: &[&ObservedContainer]) -> Option<String>
     .then(|| first.to_string())
 }
 
+/// Which Docker container `c` is, for cAdvisor's labels.
+fn container_ref(c: &ObservedContainer, pod_cgroup: &str) -> ContainerRef {
+    ContainerRef {
+        pod_uid: c.pod_uid.0.clone(),
+        container: c.name.clone(),
+        id: c.id.0.clone(),
+        docker_name: dockerlet_pod::labels::container_name(
+            &c.name,
+            &c.pod_name,
+            &c.pod_namespace,
+            c.pod_uid.0.as_str(),
+            c.attempt,
+        ),
+        image: c.image.clone(),
+        image_id: c.image_id.clone(),
+        cgroup: container_cgroup(c),
+        pod_cgroup: pod_cgroup.to_string(),
+    }
+}
+
 /// The `kubepods` cgroup a pod cgroup is under (`<root>/kubepods[/burstable|/besteffort]/pod…`).
 fn kubepods_of(parent: &str) -> Option<String> {
     let at = parent.find("/kubepods")?;
@@ -1050,6 +1106,29 @@ mod tests {
         let mut refs: Vec<&str> = collected.containers.iter().map(|c| c.container.as_str()).collect();
         refs.sort();
         assert_eq!(refs, ["app", "dbg", "side"]);
+        // The sandbox has cAdvisor's series only, its reading kept for SANDBOX_REFRESH.
+        let sandbox = |c: &Collected| {
+            let (r, stats) = &c.sandboxes[0];
+            (
+                r.container.clone(),
+                r.id.clone(),
+                stats.memory.as_ref().and_then(|m| m.usage_bytes),
+            )
+        };
+        assert_eq!(collected.sandboxes.len(), 1);
+        assert_eq!(
+            sandbox(&collected),
+            ("POD".to_string(), "sb".to_string(), Some(100_000))
+        );
+        v1_container(&cg, "sb", 2_000, 200_000, 80_000_000, 1);
+        assert_eq!(
+            sandbox(&c.collect(&running)).2,
+            Some(100_000),
+            "read again only after 30 s"
+        );
+        // Gone with its pod.
+        assert!(c.collect(&[]).sandboxes.is_empty());
+        assert!(c.sandboxes.is_empty());
     }
 
     /// `--kubelet-cgroups`, `--runtime-cgroups` and `--system-cgroups` name the `kubelet`,
