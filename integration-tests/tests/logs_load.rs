@@ -39,9 +39,10 @@ impl Drop for Follower {
     }
 }
 
-/// 100 `kubectl logs -f` on one container at once: each sees the line written before it
-/// attached, then every line written after all had attached, and each ends with exit status 0
-/// when the container exits.
+/// 100 `kubectl logs -f` on one container at once, every other one with `--tail 1`: each sees
+/// the line written before it attached, then every line written after all had attached, and
+/// each ends with exit status 0 when the container exits (Docker 20.10 can end a follow before
+/// the last lines; the agent reads them again, with or without tailLines).
 #[test]
 fn hundred_kubectl_logs_follow_on_one_container() {
     let (api, agent, _manifests) = common::proxied_node("logs-hundred");
@@ -85,6 +86,7 @@ spec:
                 .arg("--cache-dir")
                 .arg(api.dir().join("kube-cache"))
                 .args(["logs", "-f", "talker", "-c", "app"])
+                .args(if i % 2 == 1 { &["--tail", "1"][..] } else { &[] })
                 .env_remove("KUBECONFIG")
                 .stdin(Stdio::null())
                 .stdout(File::create(&out).unwrap())

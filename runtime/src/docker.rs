@@ -22,6 +22,8 @@ use k8s_openapi::jiff::Timestamp;
 
 use dockerlet_pod::labels;
 
+use crate::follow::{split_timestamp, FollowMark};
+
 use super::{
     pause, Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput,
     ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RegistryAuth,
@@ -435,45 +437,65 @@ impl ContainerLogs for DockerRuntime {
             timestamps: request.timestamps,
             tail: request.tail_lines.map_or_else(|| "all".to_string(), |n| n.to_string()),
         };
-        let followed = log_output(&self.docker, id, options.clone());
-        if !request.follow || request.tail_lines.is_some() {
-            return followed;
+        if !request.follow {
+            return log_output(&self.docker, id, options);
         }
-        // Docker 20.10 can end a follow at the container's exit before it has sent the last
-        // lines (seen with 100 followers of one container): once the follow ends cleanly, the
-        // log is read again without follow, from the same start, and what the follow did not
-        // deliver is passed on. (With tailLines the second read would start elsewhere.)
-        let delivered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let failed_once = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let (count, flag) = (delivered.clone(), failed_once.clone());
-        let followed = followed.inspect(move |chunk| match chunk {
-            Ok(bytes) => {
-                count.fetch_add(bytes.len(), std::sync::atomic::Ordering::Relaxed);
+        // A follow Docker may end early: read with timestamps, marked as delivered (see
+        // crate::follow), and read again from the mark once it ends cleanly.
+        let keep_stamps = request.timestamps;
+        let stamped = bollard::query_parameters::LogsOptions {
+            timestamps: true,
+            ..options.clone()
+        };
+        let mark = Arc::new(Mutex::new(Some(FollowMark::default())));
+        let marking = mark.clone();
+        let followed = log_output(&self.docker, id, stamped.clone()).map(move |chunk| {
+            let mut mark = marking.lock().unwrap_or_else(|e| e.into_inner());
+            match chunk {
+                Ok(message) => match split_timestamp(&message) {
+                    Some((stamp, text)) => {
+                        if let Some(mark) = mark.as_mut() {
+                            mark.delivered(stamp);
+                        }
+                        Ok(if keep_stamps { message.clone() } else { text })
+                    }
+                    None => Ok(message),
+                },
+                Err(e) => {
+                    // No second read after a failed follow: the error is the answer.
+                    *mark = None;
+                    Err(e)
+                }
             }
-            Err(_) => flag.store(true, std::sync::atomic::Ordering::Relaxed),
         });
         let (docker, id) = (self.docker.clone(), id.clone());
         let rest = futures::stream::once(async move {
-            if failed_once.load(std::sync::atomic::Ordering::Relaxed) {
+            let Some(mark) = mark.lock().unwrap_or_else(|e| e.into_inner()).take() else {
                 return futures::stream::empty().boxed();
-            }
-            let mut skip = delivered.load(std::sync::atomic::Ordering::Relaxed);
-            let whole = bollard::query_parameters::LogsOptions {
-                follow: false,
-                ..options
             };
-            log_output(&docker, &id, whole)
+            let again = match mark.since() {
+                Some(since) => bollard::query_parameters::LogsOptions {
+                    follow: false,
+                    since: since.clamp(0, i64::from(i32::MAX)) as i32,
+                    tail: "all".to_string(),
+                    ..stamped
+                },
+                None => bollard::query_parameters::LogsOptions {
+                    follow: false,
+                    ..stamped
+                },
+            };
+            let mut is_new = mark.after();
+            log_output(&docker, &id, again)
                 .filter_map(move |chunk| {
                     let chunk = match chunk {
-                        Ok(bytes) if skip >= bytes.len() => {
-                            skip -= bytes.len();
-                            None
-                        }
-                        Ok(bytes) => {
-                            let rest = bytes.slice(skip..);
-                            skip = 0;
-                            Some(Ok(rest))
-                        }
+                        Ok(message) => match split_timestamp(&message) {
+                            Some((stamp, text)) if is_new(stamp) => {
+                                Some(Ok(if keep_stamps { message.clone() } else { text }))
+                            }
+                            // Delivered already, or not placeable in the log's order.
+                            _ => None,
+                        },
                         Err(e) => Some(Err(e)),
                     };
                     futures::future::ready(chunk)

@@ -19,6 +19,7 @@
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
+mod follow;
 pub mod measured;
 pub mod pause;
 
