@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use dockerlet_integration_tests::docker;
 use dockerlet_integration_tests::{
-    holds_for, wait_until, Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT,
+    holds_for, wait_until, Agent, AgentOptions, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT,
+    POD_START_TIMEOUT,
 };
 use k8s_openapi::jiff::Timestamp;
 
@@ -327,4 +328,81 @@ fn a_docker_killed_app_container_is_noticed_and_restarted() {
         messages.iter().any(|m| m.contains("main") && m.contains("137")),
         "the event names the container and its exit code: {messages:?}"
     );
+}
+
+/// A container Docker cannot start (its command does not exist) waits with kubelet's
+/// `RunContainerError`, its instance as the last state (exit 127 on this engine), with a
+/// `Failed` event; the failed sync's back-off brings the next sync, which starts it again,
+/// not the periodic resync.
+#[test]
+fn a_container_docker_cannot_start_waits_with_run_container_error_and_is_retried() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "nostart.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: nostart
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["/no/such/binary"]
+"#,
+    );
+    // The agent's own intervals (a 10 s error back-off) and a far-off periodic resync, so only
+    // the failed sync's back-off can bring the retry within the test's minute.
+    let options = AgentOptions {
+        agent_intervals: true,
+        ..AgentOptions::default()
+    };
+    let agent = Agent::start_with(
+        "run-container-error",
+        manifests.path(),
+        &["--file-check-frequency", "1s", "--sync-frequency", "10m"],
+        options,
+    );
+
+    let pod = agent.wait_for_pod(
+        "nostart",
+        "main waiting with RunContainerError",
+        POD_START_TIMEOUT,
+        |p| {
+            p.container("main")
+                .is_some_and(|c| c.waiting_reason() == Some("RunContainerError"))
+        },
+    );
+    let main = pod.container("main").unwrap();
+    let waiting = main.state.as_ref().and_then(|s| s.waiting.as_ref()).unwrap();
+    assert!(
+        waiting
+            .message
+            .as_deref()
+            .is_some_and(|m| m.contains("/no/such/binary")),
+        "the message is Docker's: {}",
+        main.summary()
+    );
+    let last = main.last_terminated().unwrap_or_else(|| panic!("{}", main.summary()));
+    assert_eq!(
+        (last.exit_code, last.reason.as_deref()),
+        (127, Some("ContainerCannotRun")),
+        "{}",
+        main.summary()
+    );
+    // kubelet's getPhase: a waiting container with a last state counts as stopped, and a pod
+    // whose containers all stopped under Always is Running (restarting).
+    assert_eq!(pod.phase(), "Running", "{}", pod.summary());
+
+    let pod = agent.wait_for_pod("nostart", "main started again", CHANGE_TIMEOUT, |p| {
+        p.container("main").is_some_and(|c| c.restart_count >= 1)
+    });
+    let object = format!("default/{}", agent.pod_name("nostart"));
+    let failed = agent
+        .events()
+        .into_iter()
+        .filter(|e| e["reason"] == "Failed" && e["object"] == object.as_str())
+        .count();
+    assert!(failed >= 1, "a Failed event per start: {}", pod.summary());
 }

@@ -251,7 +251,13 @@ fn container_status(
         name: spec.name.clone(),
         // kubelet reports the stop signal a container asked for (ContainerStopSignals).
         stop_signal: spec.lifecycle.as_ref().and_then(|l| l.stop_signal.clone()),
-        image: spec.image.clone().unwrap_or_default(),
+        // The image its instance was created from (kubelet reports the runtime's): a changed
+        // spec image shows only once a new instance runs it.
+        image: latest
+            .map(|c| c.image.clone())
+            .filter(|image| !image.is_empty())
+            .or_else(|| spec.image.clone())
+            .unwrap_or_default(),
         image_id: latest.map(|c| format!("docker://{}", c.image_id)).unwrap_or_default(),
         container_id: latest.map(|c| format!("docker://{}", c.id)),
         restart_count: latest.map_or(0, |c| c.attempt as i32),
@@ -649,6 +655,29 @@ mod tests {
     }
 
     /// Phases for every restart policy and exit code, as kubelet's getPhase gives them.
+    /// kubelet reports the image of the instance that exists (the runtime's), so a spec image
+    /// changed under a finished init container or a terminating one does not show as if it ran.
+    #[test]
+    fn the_status_image_is_the_instances_until_a_new_one_runs() {
+        let mut p = pod("Always", &[], &["a", "b"]);
+        for c in p.spec.as_mut().unwrap().containers.iter_mut() {
+            c.image = Some("img:2".into());
+        }
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+        ];
+        let s = status_of(&p, &observed, &HashMap::new());
+        let images: Vec<&str> = s
+            .container_statuses
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(|c| c.image.as_str())
+            .collect();
+        assert_eq!(images, ["img:1", "img:2"], "a runs img:1; b has no instance yet");
+    }
+
     #[test]
     fn phase_matrix_matches_kubelet() {
         for (policy, code, phase) in [

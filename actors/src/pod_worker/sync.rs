@@ -1197,11 +1197,13 @@ impl Executor<'_> {
                 self.post_start(container, &id, &pod_ip).await;
             }
             Err(e) => {
-                // The container stays Created with an exit code: the next sync treats it as dead.
-                self.outcome
-                    .events
-                    .push(WorkerEvent::container(&container.name, "Failed", format!("Error: {e}")));
+                // As kubelet's: the container waits with RunContainerError (its instance stays
+                // Created with exit code 128, the last state) and the sync fails, so its error
+                // back-off brings the next sync, where the dead container restarts under its
+                // own back-off, not the periodic resync.
                 tracing::warn!(container = %container.name, id = %id, error = %e, "container failed to start");
+                self.wait(container, "RunContainerError", e.to_string());
+                self.fail(e);
             }
         }
     }
