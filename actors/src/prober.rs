@@ -540,7 +540,8 @@ impl ProbeActor {
             if worker.container_id == *container_id {
                 let _entered = worker.span().entered();
                 tracing::debug!("startup probe succeeded: this probe may run");
-                let next = worker.state.on(Input::StartupSucceeded).next;
+                let now = worker.since_start(Instant::now());
+                let next = worker.state.on(Input::StartupSucceeded { now }).next;
                 self.follow(key, next, ctx);
             }
         }

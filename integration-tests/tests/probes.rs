@@ -855,3 +855,45 @@ spec:
         .collect();
     assert_eq!(created, ["healthy"], "no Docker container for a refused one");
 }
+
+/// Upstream's "should be ready immediately after startupProbe succeeds": the readiness probe
+/// (period 30 s) runs as soon as the startup probe has passed, not a period later, so the pod
+/// is Ready within seconds of it (upstream allows 25 s).
+#[test]
+fn readiness_runs_at_once_when_the_startup_probe_succeeds() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "slowstart.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: slowstart
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3; touch /tmp/startup; sleep 3600 & wait"]
+    readinessProbe:
+      exec:
+        command: ["true"]
+      periodSeconds: 30
+    startupProbe:
+      exec:
+        command: ["cat", "/tmp/startup"]
+      periodSeconds: 1
+      failureThreshold: 60
+"#,
+    );
+    let agent = Agent::start("ready-after-startup", manifests.path(), &[]);
+    agent.wait_for_pod("slowstart", "app started", POD_START_TIMEOUT, |p| {
+        p.container("app").is_some_and(|c| c.started == Some(true))
+    });
+    let started = Timestamp::now();
+    // The readiness ticker's first due time after the startup wait is 30 s after the start.
+    agent.wait_for_pod("slowstart", "app ready", Duration::from_secs(15), |p| {
+        p.container("app").is_some_and(|c| c.ready)
+    });
+    let took = Timestamp::now().duration_since(started);
+    assert!(took.as_secs() < 15, "ready {took:?} after started");
+}

@@ -105,8 +105,12 @@ pub enum Input {
         /// How it ended.
         outcome: RunOutcome,
     },
-    /// The startup probe of this instance succeeded (its [`Effect::started`]).
-    StartupSucceeded,
+    /// The startup probe of this instance succeeded (its [`Effect::started`]), `now` after
+    /// the prober's start.
+    StartupSucceeded {
+        /// Time since the prober started.
+        now: Duration,
+    },
 }
 
 /// What to do next about a probe.
@@ -230,11 +234,26 @@ impl ProbeState {
             Input::NewInstance { now, waits_for_startup } => self.new_instance(now, waits_for_startup),
             Input::Due { now } => self.came_due(now),
             Input::Finished { now, outcome } => self.finished(now, outcome),
-            Input::StartupSucceeded => {
-                self.waits_for_startup = false;
-                Effect::next(Next::Nothing)
-            }
+            Input::StartupSucceeded { now } => self.startup_succeeded(now),
         }
+    }
+
+    /// The container's startup probe succeeded: this probe may run. A readiness probe not yet
+    /// passing runs at once (past its initial delay), as kubelet's prober manager triggers it
+    /// when a started container is not ready (`manualTriggerCh`), so Ready follows the startup
+    /// probe within a second instead of a period later; the ticker keeps its phase.
+    fn startup_succeeded(&mut self, now: Duration) -> Effect {
+        self.waits_for_startup = false;
+        let run_now = self.kind == ProbeKind::Readiness
+            && !self.on_hold
+            && !self.running
+            && self.result != ProbeResult::Success
+            && now >= self.config.initial_delay;
+        if run_now {
+            self.running = true;
+            return Effect::next(Next::Run);
+        }
+        Effect::next(Next::Nothing)
     }
 
     /// Kubelet: a new container ID resets the result to the initial value and resumes probing.
@@ -560,8 +579,31 @@ mod tests {
                 no_change(Next::DueAt(secs(20))),
                 "{kind:?}"
             );
-            assert_eq!(probe.on(Input::StartupSucceeded), no_change(Next::Nothing), "{kind:?}");
-            assert_eq!(probe.on(Input::Due { now: secs(20) }), no_change(Next::Run), "{kind:?}");
+            if kind == Liveness {
+                assert_eq!(
+                    probe.on(Input::StartupSucceeded { now: secs(15) }),
+                    no_change(Next::Nothing)
+                );
+                assert_eq!(probe.on(Input::Due { now: secs(20) }), no_change(Next::Run));
+            } else {
+                // Readiness runs at once, and its ticker keeps its phase (the run counts as
+                // the pending tick at 20 s).
+                assert_eq!(
+                    probe.on(Input::StartupSucceeded { now: secs(15) }),
+                    no_change(Next::Run)
+                );
+                assert_eq!(
+                    probe.on(Input::Finished {
+                        now: secs(15),
+                        outcome: Pass
+                    }),
+                    Effect {
+                        changed: Some(ProbeResult::Success),
+                        started: false,
+                        next: Next::DueAt(secs(30)),
+                    }
+                );
+            }
         }
         // The startup probe itself never waits, and says when it succeeded.
         let mut startup = ProbeState::new(Startup, config(0, 1, 3));
@@ -592,7 +634,7 @@ mod tests {
             now: secs(0),
             waits_for_startup: true,
         });
-        probe.on(Input::StartupSucceeded);
+        probe.on(Input::StartupSucceeded { now: secs(0) });
         assert_eq!(run(&mut probe, 0, Fail), Some(ProbeResult::Failure));
         probe.on(Input::NewInstance {
             now: secs(0),
@@ -632,7 +674,7 @@ mod tests {
                 now: secs(21),
                 outcome: Pass,
             },
-            Input::StartupSucceeded,
+            Input::StartupSucceeded { now: secs(25) },
             Input::Due { now: secs(30) },
         ] {
             assert_eq!(probe.on(input), no_change(Next::Nothing), "{input:?} while on hold");
