@@ -17,6 +17,10 @@ use k8s_openapi::jiff::Timestamp;
 /// How many debug events are kept.
 const EVENT_LOG_SIZE: usize = 200;
 
+/// Reasons kubelet does not record, kept for the debug endpoint only (never written to the API,
+/// where a client counting a pod's events would find them): a container's death.
+const DEBUG_ONLY: [&str; 1] = ["ContainerDied"];
+
 /// Whether an event reports trouble (kubelet's `v1.EventTypeWarning`) or not.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum EventType {
@@ -29,8 +33,9 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 18] = [
+        const WARNINGS: [&str; 19] = [
             "BackOff",
+            "LifecycleHTTPFallback",
             "FailedToRetrieveImagePullSecret",
             "FailedMount",
             "Failed",
@@ -106,7 +111,9 @@ impl EventRecorder {
     /// Keep `event` for the debug page; for a pod in cluster mode, also return the API write to
     /// run (`None` when rate-limited or standalone).
     pub fn record(&mut self, event: DebugEvent, pod: Option<&Pod>) -> Option<impl Future<Output = ()> + 'static> {
-        let write = pod.and_then(|pod| self.api_write(&event, pod));
+        let write = pod
+            .filter(|_| !DEBUG_ONLY.contains(&event.reason.as_str()))
+            .and_then(|pod| self.api_write(&event, pod));
         self.keep(event);
         write
     }
@@ -191,6 +198,34 @@ mod tests {
         assert_eq!(EventType::of("SysctlForbidden"), EventType::Warning);
         assert_eq!(EventType::of("Started"), EventType::Normal);
         assert_eq!(EventType::of("Pulled"), EventType::Normal);
+    }
+
+    /// A container's death is kept for the debug endpoint, never written to the API (kubelet
+    /// records no such reason); kubelet's reasons are.
+    #[test]
+    fn container_deaths_stay_off_the_api() {
+        let api = Arc::new(dockerlet_kube::fake::FakeKube::new("n1"));
+        let mut recorder = EventRecorder::new(Some(api));
+        let pod = Pod {
+            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                name: Some("p".into()),
+                namespace: Some("default".into()),
+                uid: Some("u1".into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let event = |reason: &str| DebugEvent {
+            time: Timestamp::now().to_string(),
+            reason: reason.into(),
+            object: "default/p".into(),
+            container: Some("c".into()),
+            message: "m".into(),
+        };
+        assert!(recorder.record(event("ContainerDied"), Some(&pod)).is_none());
+        assert!(recorder.record(event("Started"), Some(&pod)).is_some());
+        let reasons: Vec<String> = recorder.recent().into_iter().map(|e| e.reason).collect();
+        assert_eq!(reasons, ["ContainerDied", "Started"], "both on the debug endpoint");
     }
 
     /// The ring keeps the newest events only.

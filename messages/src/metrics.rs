@@ -268,6 +268,9 @@ pub struct Metrics {
     pub started_containers_errors: Family<ContainerTypeLabel, Counter>,
     /// `kubelet_restarted_pods_total{static}`.
     pub restarted_pods: Family<StaticLabel, Counter>,
+    /// `kubelet_lifecycle_handler_http_fallbacks_total`: HTTPS hooks answered in plain HTTP
+    /// that passed when retried with HTTP.
+    pub lifecycle_http_fallbacks: Counter,
     /// `prober_probe_total`.
     pub probe_total: Family<ProbeTotalLabels, Counter>,
     /// `prober_probe_duration_seconds`.
@@ -322,6 +325,7 @@ impl Metrics {
             started_containers: Family::default(),
             started_containers_errors: Family::default(),
             restarted_pods: Family::default(),
+            lifecycle_http_fallbacks: Counter::default(),
             probe_total: Family::default(),
             probe_duration: Family::new_with_constructor(default_histogram),
             stats_collection_cpu: Counter::default(),
@@ -420,6 +424,11 @@ impl Metrics {
             "Number of pods that have been restarted because they were deleted and recreated with the same UID \
              while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
             metrics.restarted_pods.clone(),
+        );
+        r.register(
+            "kubelet_lifecycle_handler_http_fallbacks",
+            "The number of times lifecycle handlers successfully fell back to http from https.",
+            metrics.lifecycle_http_fallbacks.clone(),
         );
         r.register(
             "dockerlet_stats_collection_cpu_seconds",

@@ -29,7 +29,9 @@ const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 pub enum Outcome {
     /// Passed; the output.
     Success(String),
-    /// Passed with a warning (a redirect to another host was not followed).
+    /// Passed with a warning: a probe's redirect to another host was not followed (kubelet's
+    /// `ProbeWarning`), or a hook's HTTPS request was answered in plain HTTP and passed when
+    /// retried with HTTP (kubelet's `LifecycleHTTPFallback`); the event's message.
     Warning(String),
     /// Failed; why.
     Failure(String),
@@ -128,11 +130,12 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
             {
                 Ok(out) => match out.exit_code {
                     Some(0) => Outcome::Success(out.output),
-                    Some(code) => Outcome::Failure(if out.output.is_empty() {
-                        format!("command {command:?} exited with {code}")
-                    } else {
-                        out.output
-                    }),
+                    // kubelet's message is the command's output, even empty ("Liveness probe
+                    // failed: "); the exit code is in the agent's log.
+                    Some(code) => {
+                        tracing::debug!(command = ?command, exit_code = code, "exec handler failed");
+                        Outcome::Failure(out.output)
+                    }
                     // kubelet's TimeoutError text: the command joined by spaces, quoted.
                     None => Outcome::Failure(format!("command {:?} timed out", command.join(" "))),
                 },
@@ -197,15 +200,30 @@ fn user_agent(caller: Caller) -> &'static str {
     }
 }
 
-/// What kubelet makes of a response: 2xx passes, 3xx passes with a warning (a redirect that was
-/// not followed), anything else fails.
-fn http_outcome(status: u16, body: Vec<u8>) -> Outcome {
+/// What kubelet makes of a response: for a probe, 2xx passes, 3xx passes with a warning (a
+/// redirect that was not followed), anything else fails; for a hook, any answer passes
+/// (`runHTTPHandler` fails only when no response came).
+fn http_outcome(status: u16, body: Vec<u8>, caller: Caller) -> Outcome {
     let body = String::from_utf8(body).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    match status {
-        300..=399 => Outcome::Warning(format!("Probe terminated redirects, Response body: {body}")),
-        200..=299 => Outcome::Success(body),
-        _ => Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")),
+    match (caller, status) {
+        (Caller::Lifecycle, _) => Outcome::Success(body),
+        (Caller::Probe, 300..=399) => Outcome::Warning(format!("Probe terminated redirects, Response body: {body}")),
+        (Caller::Probe, 200..=299) => Outcome::Success(body),
+        (Caller::Probe, _) => Outcome::Failure(format!("HTTP probe failed with statuscode: {status}")),
     }
+}
+
+/// Whether an HTTPS request failed because the server answered in plain HTTP (Go's "server gave
+/// HTTP response to HTTPS client"; rustls sees an `H` where a TLS record type belongs).
+fn answered_in_plain_http(error: &reqwest::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.to_string().contains("InvalidContentType") {
+            return true;
+        }
+        source = e.source();
+    }
+    false
 }
 
 /// An httpGet: plain HTTP through [`http::get`], HTTPS through reqwest. Same-host redirects are
@@ -219,11 +237,43 @@ async fn http_get(
     timeout: Duration,
     caller: Caller,
 ) -> Outcome {
-    if scheme != "http" {
-        let url = format!("{scheme}://{}{path}", http::join_host_port(host, port));
-        return reqwest_get(&url, headers, timeout, caller).await;
-    }
     let deadline = Instant::now() + timeout.min(MAX_TIMEOUT);
+    if scheme == "http" {
+        return plain_get(host, port, path, headers, deadline, caller).await;
+    }
+    let url = format!("{scheme}://{}{path}", http::join_host_port(host, port));
+    match reqwest_get(&url, headers, timeout, caller).await {
+        Ok((status, body)) => http_outcome(status, body, caller),
+        // kubelet's lifecycle handler retries over HTTP, without the Authorization header;
+        // a failed retry reports the HTTPS error.
+        Err(e) if caller == Caller::Lifecycle && answered_in_plain_http(&e) => {
+            let headers: Vec<(String, String)> = headers
+                .iter()
+                .filter(|(name, _)| !name.eq_ignore_ascii_case("authorization"))
+                .cloned()
+                .collect();
+            match plain_get(host, port, path, &headers, deadline, caller).await {
+                Outcome::Failure(_) => Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
+                _ => Outcome::Warning(format!(
+                    "request to HTTPS lifecycle hook {} got HTTP response, retry with HTTP succeeded",
+                    http::join_host_port(host, port)
+                )),
+            }
+        }
+        Err(e) => Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
+    }
+}
+
+/// A plain-HTTP GET through [`http::get`], following same-host redirects (an HTTPS one through
+/// reqwest), all before `deadline`.
+async fn plain_get(
+    host: &str,
+    port: u16,
+    path: &str,
+    headers: &[(String, String)],
+    deadline: Instant,
+    caller: Caller,
+) -> Outcome {
     let first = Hop {
         host: Cow::Borrowed(host),
         port,
@@ -252,18 +302,26 @@ async fn http_get(
                 }
                 "https" => {
                     let left = deadline.saturating_duration_since(Instant::now());
-                    return reqwest_get(url.as_str(), headers, left, caller).await;
+                    return match reqwest_get(url.as_str(), headers, left, caller).await {
+                        Ok((status, body)) => http_outcome(status, body, caller),
+                        Err(e) => Outcome::Failure(format!("Get {:?}: {}", url.as_str(), error_chain(&e))),
+                    };
                 }
                 _ => {}
             }
         }
-        return http_outcome(response.status, response.body);
+        return http_outcome(response.status, response.body, caller);
     }
     unreachable!("the redirect loop returns")
 }
 
-/// An httpGet through reqwest (HTTPS).
-async fn reqwest_get(url: &str, headers: &[(String, String)], timeout: Duration, caller: Caller) -> Outcome {
+/// An httpGet through reqwest (HTTPS): the status and the start of the body.
+async fn reqwest_get(
+    url: &str,
+    headers: &[(String, String)],
+    timeout: Duration,
+    caller: Caller,
+) -> Result<(u16, Vec<u8>), reqwest::Error> {
     let agent = user_agent(caller);
     let has = |name: &str| headers.iter().any(|(n, _)| n.eq_ignore_ascii_case(name));
     let mut request = http_client().get(url).timeout(timeout);
@@ -280,13 +338,9 @@ async fn reqwest_get(url: &str, headers: &[(String, String)], timeout: Duration,
         }
         request = request.header(name.as_str(), value.as_str());
     }
-    let response = match request.send().await {
-        Ok(r) => r,
-        Err(e) => return Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
-    };
+    let response = request.send().await?;
     let status = response.status().as_u16();
-    let body = read_limited(response).await;
-    http_outcome(status, body)
+    Ok((status, read_limited(response).await))
 }
 
 async fn read_limited(mut response: reqwest::Response) -> Vec<u8> {
@@ -349,6 +403,63 @@ mod tests {
             run(&http_action(port), &target(), Caller::Probe).await,
             Outcome::Failure("HTTP probe failed with statuscode: 500".into())
         );
+    }
+
+    /// A hook passes whatever status answers it (kubelet's runHTTPHandler fails only when no
+    /// response came).
+    #[tokio::test]
+    async fn a_hook_passes_on_any_answer() {
+        let (port, _) = serve_once("HTTP/1.1 404 Not Found\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        assert!(run(&http_action(port), &target(), Caller::Lifecycle).await.passed());
+        let (port, _) = serve_once("HTTP/1.1 500 Oops\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        assert!(run(&http_action(port), &target(), Caller::Lifecycle).await.passed());
+    }
+
+    /// An HTTPS hook answered in plain HTTP is retried with HTTP, without its Authorization
+    /// header, and passes with kubelet's LifecycleHTTPFallback text; a probe is not retried.
+    #[tokio::test]
+    async fn an_https_hook_answered_in_plain_http_falls_back_to_http() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = std::thread::spawn(move || {
+            let mut requests = Vec::new();
+            for _ in 0..2 {
+                let (mut stream, _) = listener.accept().unwrap();
+                let mut buf = [0u8; 4096];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                let _ = stream.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                requests.push(buf[..n].to_vec());
+            }
+            requests
+        });
+        let https = Action::Http {
+            scheme: "https".into(),
+            host: None,
+            port,
+            path: "/hook".into(),
+            headers: vec![("Authorization".into(), "Bearer secret".into())],
+        };
+        assert_eq!(
+            run(&https, &target(), Caller::Lifecycle).await,
+            Outcome::Warning(format!(
+                "request to HTTPS lifecycle hook 127.0.0.1:{port} got HTTP response, retry with HTTP succeeded"
+            ))
+        );
+        let requests = server.join().unwrap();
+        assert_eq!(requests[0][0], 0x16, "the first request was a TLS handshake");
+        let retry = String::from_utf8_lossy(&requests[1]).to_lowercase();
+        assert!(retry.starts_with("get /hook http/1.1\r\n"), "{retry}");
+        assert!(!retry.contains("authorization"), "{retry}");
+
+        let (port, _) = serve_once("HTTP/1.1 200 OK\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+        let probe = Action::Http {
+            scheme: "https".into(),
+            host: None,
+            port,
+            path: "/".into(),
+            headers: vec![],
+        };
+        assert!(!run(&probe, &target(), Caller::Probe).await.passed());
     }
 
     /// A redirect to another host is not followed: success with a warning.

@@ -35,8 +35,9 @@ use crate::pod_cache::{NotRefreshed, PodCache};
 /// ends it itself (the stop normally ends it with the container).
 const PRE_STOP_OVERRUN: Duration = Duration::from_secs(5);
 
-/// How long a postStart hook may take (kubelet's runtime request timeout).
-const POST_START_TIMEOUT: Duration = Duration::from_secs(120);
+/// How long a postStart hook may take: as long as it likes, as kubelet's (its exec has no
+/// timeout, its HTTP client none either); a pod deleted meanwhile cancels the sync.
+const POST_START_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
@@ -628,7 +629,7 @@ async fn stop_container(
     grace: Duration,
     settle: Settle,
     unobserved: &mut Option<Instant>,
-) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
+) -> (Result<(), RuntimeError>, Vec<WorkerEvent>) {
     let StopTarget { id, name, pod_ip, turn } = stop;
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
@@ -637,7 +638,7 @@ async fn stop_container(
             .chain(s.init_containers.iter().flatten())
             .find(|spec| spec.name == name)
     });
-    let mut event = None;
+    let mut events = Vec::new();
     if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
         if let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.preStop", hook, spec) {
             // kubelet waits for the hook up to the grace period, then stops the container with
@@ -652,14 +653,8 @@ async fn stop_container(
             let mut running =
                 tokio::task::spawn_local(async move { actions::run(&action, &target, Caller::Lifecycle).await });
             match tokio::time::timeout(grace, &mut running).await {
-                Ok(Ok(Outcome::Failure(message))) => {
-                    event = Some(WorkerEvent::container(
-                        name,
-                        "FailedPreStopHook",
-                        format!("PreStopHook failed for container {name}: {message}"),
-                    ));
-                }
-                Ok(_) => {}
+                Ok(Ok(outcome)) => events.extend(hook_events(sync, name, "PreStopHook", outcome)),
+                Ok(Err(e)) => tracing::warn!(container = %name, error = %e, "the preStop hook's task failed"),
                 Err(_) => {
                     tracing::info!(container = %name, "preStop hook not completed in the grace period; stopping the container")
                 }
@@ -678,7 +673,7 @@ async fn stop_container(
     if result.is_ok() && settle == Settle::Observe && sync.cache.state_of(id) != Some(RuntimeState::Exited) {
         sync.observe(id, unobserved).await;
     }
-    (result, event)
+    (result, events)
 }
 
 /// The container a stop is for.
@@ -773,8 +768,8 @@ async fn stop_all(
     });
     let (others, sidecars) = futures::join!(others, futures::future::join_all(sidecar_stops));
     let mut errors = Vec::new();
-    for (result, event) in others.into_iter().chain(sidecars) {
-        events.extend(event);
+    for (result, stop_events) in others.into_iter().chain(sidecars) {
+        events.extend(stop_events);
         errors.extend(result.err());
     }
     if !errors.is_empty() {
@@ -800,6 +795,28 @@ async fn stop_all(
     }
 }
 
+/// The events of a hook's outcome (`hook` is `PostStartHook` or `PreStopHook`), as kubelet's:
+/// a failure says only "<hook> failed" (its message may hold secrets; the agent's log has it),
+/// and an HTTPS hook answered in plain HTTP that passed over HTTP is a `LifecycleHTTPFallback`
+/// warning, counted in `kubelet_lifecycle_handler_http_fallbacks_total`.
+fn hook_events(sync: &SyncContext, container: &str, hook: &str, outcome: Outcome) -> Vec<WorkerEvent> {
+    match outcome {
+        Outcome::Success(_) => Vec::new(),
+        Outcome::Warning(message) => {
+            sync.config.metrics.lifecycle_http_fallbacks.inc();
+            vec![WorkerEvent::container(container, "LifecycleHTTPFallback", message)]
+        }
+        Outcome::Failure(message) => {
+            tracing::warn!(container = %container, error = %message, "{hook} failed");
+            vec![WorkerEvent::container(
+                container,
+                &format!("Failed{hook}"),
+                format!("{hook} failed"),
+            )]
+        }
+    }
+}
+
 /// What every stop of [`stop_all`] shares.
 struct StopAll<'a> {
     sync: &'a SyncContext,
@@ -810,7 +827,7 @@ struct StopAll<'a> {
 }
 
 impl StopAll<'_> {
-    async fn one(&self, c: &ObservedContainer, turn: Option<Turn>) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
+    async fn one(&self, c: &ObservedContainer, turn: Option<Turn>) -> (Result<(), RuntimeError>, Vec<WorkerEvent>) {
         let target = StopTarget {
             id: &c.id,
             name: &c.name,
@@ -861,9 +878,9 @@ impl Executor<'_> {
             };
             let grace = kill.grace.unwrap_or(grace);
             let unobserved = &mut self.outcome.unobserved;
-            let (result, event) =
+            let (result, events) =
                 stop_container(self.sync, Some(self.pod), target, grace, Settle::Observe, unobserved).await;
-            self.outcome.events.extend(event);
+            self.outcome.events.extend(events);
             if let Err(e) = result {
                 return self.fail(e);
             }
@@ -1385,15 +1402,30 @@ impl Executor<'_> {
             pod_ip: Some(pod_ip.to_string()),
             timeout: POST_START_TIMEOUT,
         };
-        let Outcome::Failure(message) = actions::run(&action, &target, Caller::Lifecycle).await else {
+        let outcome = actions::run(&action, &target, Caller::Lifecycle).await;
+        let failure = match &outcome {
+            Outcome::Failure(message) => Some(message.clone()),
+            _ => None,
+        };
+        let events = hook_events(self.sync, &container.name, "PostStartHook", outcome);
+        self.outcome.events.extend(events);
+        let Some(message) = failure else {
             return;
         };
-        tracing::warn!(container = %container.name, error = %message, "postStart hook failed; killing the container");
+        // kubelet kills it (a Killing event saying why) and it waits with PostStartHookError
+        // until the next sync restarts it under its restart policy and back-off.
         self.outcome.events.push(WorkerEvent::container(
             &container.name,
-            "FailedPostStartHook",
-            format!("PostStartHook failed for container {}: {message}", container.name),
+            "Killing",
+            "FailedPostStartHook".to_string(),
         ));
+        self.outcome.waiting.insert(
+            container.name.clone(),
+            WaitingReason {
+                reason: "PostStartHookError".to_string(),
+                message: format!("PostStartHook failed: {message}"),
+            },
+        );
         let grace = pod_grace(self.pod);
         let stop = StopTarget {
             id,
@@ -1402,8 +1434,9 @@ impl Executor<'_> {
             turn: None,
         };
         let unobserved = &mut self.outcome.unobserved;
-        let (result, event) = stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;
-        self.outcome.events.extend(event);
+        let (result, events) =
+            stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;
+        self.outcome.events.extend(events);
         if let Err(e) = result {
             self.fail(e);
         }
