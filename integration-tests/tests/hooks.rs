@@ -412,3 +412,46 @@ spec:
         "no FailedPreStopHook for a hook cut by the kill"
     );
 }
+
+/// A postStart hook may take as long as it likes (kubelet sets it no time limit), and while
+/// the first sync waits for it the pod already shows the status kubelet sets before it creates
+/// anything: Pending, its conditions, its container ContainerCreating.
+#[test]
+fn a_slow_post_start_hook_is_not_cut_and_the_pod_shows_pending_meanwhile() {
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "slowhook.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: slowhook
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+    lifecycle:
+      postStart:
+        exec:
+          command: ["sh", "-c", "sleep 8; touch /tmp/hooked"]
+"#,
+    );
+    let agent = Agent::start("slow-post-start", manifests.path(), &[]);
+    let pending = agent.wait_for_pod("slowhook", "a Pending status during the hook", CHANGE_TIMEOUT, |p| {
+        p.phase() == "Pending" && p.container("app").is_some()
+    });
+    let app = pending.container("app").unwrap();
+    assert_eq!(app.waiting_reason(), Some("ContainerCreating"), "{}", pending.summary());
+    assert_eq!(pending.condition("Ready"), Some("False"), "{}", pending.summary());
+    assert_eq!(pending.condition("Initialized"), Some("True"), "{}", pending.summary());
+
+    let pod = agent.wait_for_pod("slowhook", "app running after its hook", CHANGE_TIMEOUT, |p| {
+        p.container("app").is_some_and(|c| c.is_running())
+    });
+    let app = pod.container("app").unwrap();
+    assert_eq!(app.restart_count, 0, "the hook was not cut: {}", app.summary());
+    let id = app.docker_id().expect("containerID");
+    let out = dockerlet_integration_tests::docker::exec(id, &["test", "-f", "/tmp/hooked"]);
+    assert!(out.status.success(), "the hook ran to its end: {out:?}");
+}

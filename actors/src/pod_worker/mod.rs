@@ -374,6 +374,8 @@ impl PodWorker {
         }
         self.check_deadline();
         let stop_only = self.failure.is_some();
+        // Until a status is out, the sync says when it found nothing of the pod created yet.
+        let nothing_yet = (self.last_status.is_none() && !stop_only).then(|| ctx.address().recipient());
         self.operation_began = Instant::now();
         let probes = self.probes.clone();
         let floor = self.attempt_floor.clone();
@@ -384,6 +386,7 @@ impl PodWorker {
             self.newer_than,
             stop_only,
             floor,
+            nothing_yet,
         )
         .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -937,6 +940,21 @@ impl Handler<ResendProbeTargets> for PodWorker {
     fn handle(&mut self, _: ResendProbeTargets, _: &mut Self::Context) {
         self.handled += 1;
         self.watch_probes(true);
+    }
+}
+
+impl Handler<sync::NothingCreatedYet> for PodWorker {
+    type Result = ();
+
+    /// kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose first
+    /// sync takes long (an image pull, a slow postStart) shows Pending with its conditions and
+    /// its containers ContainerCreating meanwhile, not nothing. Only while no status is out
+    /// (after an agent restart, a pod with containers gets the sync's own status first).
+    fn handle(&mut self, _: sync::NothingCreatedYet, _: &mut Self::Context) {
+        self.handled += 1;
+        if self.last_status.is_none() && !self.state.is_terminating() {
+            self.publish_status();
+        }
     }
 }
 

@@ -293,6 +293,12 @@ pub struct TerminateOutcome {
     pub stopped: Option<Vec<ObservedContainer>>,
 }
 
+/// Said to the worker by a sync that found nothing of its pod created yet, before it creates
+/// anything (asked for while the worker has published no status).
+#[derive(actix::Message)]
+#[rtype(result = "()")]
+pub struct NothingCreatedYet;
+
 /// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
 /// decide, act — observing each container acted on, so the cache holds the result. With
 /// `stop_only` (the node failed the pod) the only action is stopping whatever still runs.
@@ -303,6 +309,7 @@ pub async fn sync_pod(
     newer_than: Option<Instant>,
     stop_only: bool,
     attempt_floor: std::collections::BTreeMap<String, u32>,
+    nothing_yet: Option<actix::Recipient<NothingCreatedYet>>,
 ) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
     let mut outcome = SyncOutcome::default();
@@ -315,6 +322,9 @@ pub async fn sync_pod(
             return outcome;
         }
     };
+    if let Some(worker) = nothing_yet.filter(|_| observed.is_empty()) {
+        worker.do_send(NothingCreatedYet);
+    }
     if finished(&sync, &pod, &observed, &probes, stop_only) {
         // kubelet's volume manager unmounts the volumes of a pod that finished (Succeeded or
         // Failed, nothing running), and its pod worker never starts it again.
