@@ -415,9 +415,9 @@ spec:
 
 /// A postStart hook may take as long as it likes (kubelet sets it no time limit), and while
 /// the first sync waits for it the pod already shows the status kubelet sets before it creates
-/// anything: Pending, its conditions, its container ContainerCreating.
+/// anything (Pending, its conditions, its container ContainerCreating) and the events so far.
 #[test]
-fn a_slow_post_start_hook_is_not_cut_and_the_pod_shows_pending_meanwhile() {
+fn a_slow_post_start_hook_is_not_cut_and_the_pod_shows_pending_and_its_events_meanwhile() {
     let manifests = ManifestDir::new();
     manifests.write(
         "slowhook.yaml",
@@ -445,6 +445,21 @@ spec:
     assert_eq!(app.waiting_reason(), Some("ContainerCreating"), "{}", pending.summary());
     assert_eq!(pending.condition("Ready"), Some("False"), "{}", pending.summary());
     assert_eq!(pending.condition("Initialized"), Some("True"), "{}", pending.summary());
+    // Events are recorded as they happen (kubelet's recorder), not when the sync ends: the
+    // container's Started is out while its hook still runs.
+    let object = agent.pod_object("slowhook");
+    wait_until("a Started event while the hook runs", Duration::from_secs(5), || {
+        let started = agent
+            .events()
+            .iter()
+            .any(|e| e["reason"] == "Started" && e["object"] == object.as_str());
+        let pod = agent.pod("slowhook").ok_or("slowhook not in /pods")?;
+        match (started, pod.phase()) {
+            (true, "Pending") => Ok(()),
+            (false, "Pending") => Err("no Started event yet".to_string()),
+            _ => panic!("the hook ended before a Started event: {}", pod.summary()),
+        }
+    });
 
     let pod = agent.wait_for_pod("slowhook", "app running after its hook", CHANGE_TIMEOUT, |p| {
         p.container("app").is_some_and(|c| c.is_running())

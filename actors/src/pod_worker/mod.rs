@@ -375,7 +375,7 @@ impl PodWorker {
         self.check_deadline();
         let stop_only = self.failure.is_some();
         // Until a status is out, the sync says when it found nothing of the pod created yet.
-        let nothing_yet = (self.last_status.is_none() && !stop_only).then(|| ctx.address().recipient());
+        let first_status_wanted = self.last_status.is_none() && !stop_only;
         self.operation_began = Instant::now();
         let probes = self.probes.clone();
         let floor = self.attempt_floor.clone();
@@ -386,7 +386,7 @@ impl PodWorker {
             self.newer_than,
             stop_only,
             floor,
-            nothing_yet,
+            sync::Notes::to(ctx.address().recipient(), first_status_wanted),
         )
         .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -693,7 +693,9 @@ impl PodWorker {
             keep_readiness: true,
         });
         self.operation_began = Instant::now();
-        let future = sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace).instrument(self.span.clone());
+        let notes = sync::Notes::to(ctx.address().recipient(), false);
+        let future =
+            sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -943,17 +945,27 @@ impl Handler<ResendProbeTargets> for PodWorker {
     }
 }
 
-impl Handler<sync::NothingCreatedYet> for PodWorker {
+impl Handler<sync::SyncNote> for PodWorker {
     type Result = ();
 
-    /// kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose first
-    /// sync takes long (an image pull, a slow postStart) shows Pending with its conditions and
-    /// its containers ContainerCreating meanwhile, not nothing. Only while no status is out
-    /// (after an agent restart, a pod with containers gets the sync's own status first).
-    fn handle(&mut self, _: sync::NothingCreatedYet, _: &mut Self::Context) {
+    fn handle(&mut self, note: sync::SyncNote, _: &mut Self::Context) {
         self.handled += 1;
-        if self.last_status.is_none() && !self.state.is_terminating() {
-            self.publish_status();
+        match note {
+            // kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose
+            // first sync takes long (an image pull, a slow postStart) shows Pending with its
+            // conditions and its containers ContainerCreating meanwhile, not nothing. Only while
+            // no status is out (after an agent restart, a pod with containers gets the sync's
+            // own status first).
+            sync::SyncNote::NothingCreatedYet => {
+                if self.last_status.is_none() && !self.state.is_terminating() {
+                    self.publish_status();
+                }
+            }
+            sync::SyncNote::Events(events) => {
+                for event in events {
+                    self.record_about(event.container.as_deref(), &event.reason, event.message);
+                }
+            }
         }
     }
 }

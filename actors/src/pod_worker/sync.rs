@@ -158,6 +158,8 @@ pub enum SecuritySetupError {
 /// What a sync did and saw.
 #[derive(Debug, Default)]
 pub struct SyncOutcome {
+    /// Where events go as they happen.
+    pub notes: Notes,
     /// Docker's view after the sync (none when Docker could not be read).
     pub observed: Option<Vec<ObservedContainer>>,
     /// Why containers wait.
@@ -284,6 +286,8 @@ impl WorkerEvent {
 /// What a termination did.
 #[derive(Debug, Default)]
 pub struct TerminateOutcome {
+    /// Where events go as they happen.
+    pub notes: Notes,
     /// Every failure met while stopping and removing; the worker retries while any.
     pub errors: Vec<SyncError>,
     /// Events to record.
@@ -293,11 +297,58 @@ pub struct TerminateOutcome {
     pub stopped: Option<Vec<ObservedContainer>>,
 }
 
-/// Said to the worker by a sync that found nothing of its pod created yet, before it creates
-/// anything (asked for while the worker has published no status).
+/// What a sync or termination tells its worker while it runs.
 #[derive(actix::Message)]
 #[rtype(result = "()")]
-pub struct NothingCreatedYet;
+pub enum SyncNote {
+    /// The sync found nothing of its pod created yet, before it creates anything (asked for
+    /// while the worker has published no status).
+    NothingCreatedYet,
+    /// Events that happened now: recorded as they happen (kubelet's recorder), so `Pulling`
+    /// shows during a long pull and `Killing` when the stop begins, not when the sync ends.
+    Events(Vec<WorkerEvent>),
+}
+
+/// What a sync tells its worker as it goes: the events so far, and whether it found nothing
+/// created (none in tests that call a sync directly: the events wait in the outcome, which the
+/// worker records at the end either way).
+#[derive(Clone, Default)]
+pub struct Notes {
+    worker: Option<actix::Recipient<SyncNote>>,
+    first_status_wanted: bool,
+}
+
+impl Notes {
+    /// Notes for `worker`; `first_status_wanted` while it has published no status.
+    pub fn to(worker: actix::Recipient<SyncNote>, first_status_wanted: bool) -> Self {
+        Notes {
+            worker: Some(worker),
+            first_status_wanted,
+        }
+    }
+
+    /// Send the events so far to the worker now.
+    fn flush(&self, events: &mut Vec<WorkerEvent>) {
+        if let Some(worker) = self.worker.as_ref().filter(|_| !events.is_empty()) {
+            worker.do_send(SyncNote::Events(std::mem::take(events)));
+        }
+    }
+
+    fn nothing_created_yet(&self) {
+        if let Some(worker) = self.worker.as_ref().filter(|_| self.first_status_wanted) {
+            worker.do_send(SyncNote::NothingCreatedYet);
+        }
+    }
+}
+
+impl std::fmt::Debug for Notes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Notes")
+            .field("worker", &self.worker.is_some())
+            .field("first_status_wanted", &self.first_status_wanted)
+            .finish()
+    }
+}
 
 /// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
 /// decide, act — observing each container acted on, so the cache holds the result. With
@@ -309,10 +360,13 @@ pub async fn sync_pod(
     newer_than: Option<Instant>,
     stop_only: bool,
     attempt_floor: std::collections::BTreeMap<String, u32>,
-    nothing_yet: Option<actix::Recipient<NothingCreatedYet>>,
+    notes: Notes,
 ) -> SyncOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-    let mut outcome = SyncOutcome::default();
+    let mut outcome = SyncOutcome {
+        notes,
+        ..SyncOutcome::default()
+    };
     let observed = match sync.cache.get_newer_than(&uid, newer_than, CACHE_WAIT).await {
         Ok(o) => o,
         Err(e) => {
@@ -322,8 +376,8 @@ pub async fn sync_pod(
             return outcome;
         }
     };
-    if let Some(worker) = nothing_yet.filter(|_| observed.is_empty()) {
-        worker.do_send(NothingCreatedYet);
+    if observed.is_empty() {
+        outcome.notes.nothing_created_yet();
     }
     if finished(&sync, &pod, &observed, &probes, stop_only) {
         // kubelet's volume manager unmounts the volumes of a pod that finished (Succeeded or
@@ -503,9 +557,17 @@ async fn remove_dir_with_mounts(dir: std::path::PathBuf) -> Result<(), SyncError
 /// Stop every container of the pod (app and init first, with the grace period; then the
 /// sandbox) and remove them all; then make sure with Docker that none is left (a create that
 /// was in flight when termination began may have landed since).
-pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Duration>) -> TerminateOutcome {
+pub async fn terminate_pod(
+    sync: SyncContext,
+    pod: Arc<Pod>,
+    grace: Option<Duration>,
+    notes: Notes,
+) -> TerminateOutcome {
     let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-    let mut outcome = TerminateOutcome::default();
+    let mut outcome = TerminateOutcome {
+        notes,
+        ..TerminateOutcome::default()
+    };
     let observed = match sync.cache.get_newer_than(&uid, None, CACHE_WAIT).await {
         Ok(o) => o,
         Err(e) => {
@@ -526,7 +588,17 @@ pub async fn terminate_pod(sync: SyncContext, pod: Arc<Pod>, grace: Option<Durat
     let deleted_api_pod = pod.metadata.deletion_timestamp.is_some()
         && dockerlet_pod::annotations::source(&pod) == Some(dockerlet_pod::annotations::SOURCE_API);
     let settle = if deleted_api_pod { Settle::Observe } else { Settle::No };
-    if let Err(errors) = stop_all(&sync, Some(&pod), &observed, grace, settle, &mut outcome.events).await {
+    if let Err(errors) = stop_all(
+        &sync,
+        Some(&pod),
+        &observed,
+        grace,
+        settle,
+        &mut outcome.events,
+        &outcome.notes,
+    )
+    .await
+    {
         outcome.errors.extend(errors.into_iter().map(SyncError::from));
         return outcome;
     }
@@ -715,6 +787,7 @@ async fn stop_all(
     grace: Duration,
     settle: Settle,
     events: &mut Vec<WorkerEvent>,
+    notes: &Notes,
 ) -> Result<(), Vec<RuntimeError>> {
     let running = |sandbox: bool| {
         observed
@@ -729,6 +802,7 @@ async fn stop_all(
             format!("Stopping container {}", c.name),
         ));
     }
+    notes.flush(events);
     // Running sidecars by rank: 0 is the last declared, which stops first.
     let sidecar_running = |name: &str| running(false).any(|c| c.role == ContainerRole::Init && c.name == name);
     let sidecars: Vec<&str> = pod
@@ -867,8 +941,18 @@ impl Executor<'_> {
     async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
         let grace = pod_grace(self.pod);
         if actions.kill_pod {
-            let events = &mut self.outcome.events;
-            if let Err(errors) = stop_all(self.sync, Some(self.pod), observed, grace, Settle::Observe, events).await {
+            let (events, notes) = (&mut self.outcome.events, &self.outcome.notes);
+            if let Err(errors) = stop_all(
+                self.sync,
+                Some(self.pod),
+                observed,
+                grace,
+                Settle::Observe,
+                events,
+                notes,
+            )
+            .await
+            {
                 self.outcome.errors.extend(errors.into_iter().map(SyncError::from));
                 return;
             }
@@ -877,6 +961,7 @@ impl Executor<'_> {
             self.outcome
                 .events
                 .push(WorkerEvent::container(&kill.name, "Killing", kill.reason.clone()));
+            self.flush_events();
             let Some(c) = observed.iter().find(|c| c.id == kill.id) else {
                 continue;
             };
@@ -939,6 +1024,11 @@ impl Executor<'_> {
 
     fn fail(&mut self, error: RuntimeError) {
         self.outcome.errors.push(error.into());
+    }
+
+    /// Record the events so far now, before something that takes time.
+    fn flush_events(&mut self) {
+        self.outcome.notes.flush(&mut self.outcome.events);
     }
 
     /// Create and start the sandbox; its one inspect gives the pod IP. Its hostname and the
@@ -1221,6 +1311,7 @@ impl Executor<'_> {
                     "Started",
                     format!("Started container {}", container.name),
                 ));
+                self.flush_events();
                 self.post_start(container, &id, &pod_ip).await;
             }
             Err(e) => {
@@ -1429,6 +1520,7 @@ impl Executor<'_> {
             "Killing",
             "FailedPostStartHook".to_string(),
         ));
+        self.flush_events();
         self.outcome.waiting.insert(
             container.name.clone(),
             WaitingReason {
@@ -1540,6 +1632,7 @@ impl Executor<'_> {
             "Pulling",
             format!("Pulling image \"{image}\""),
         ));
+        self.flush_events();
         let asked = Instant::now();
         // kubelet's serial (or bounded parallel) puller: wait for a turn. The permit is
         // released when this pull ends, or when the sync is dropped while waiting.
