@@ -36,7 +36,7 @@ pub enum HttpGetError {
         addr: String,
         /// The socket error.
         #[source]
-        source: io::Error,
+        source: ConnectError,
     },
     /// Sending the request or reading the response head failed.
     #[error("connection error")]
@@ -50,6 +50,27 @@ pub enum HttpGetError {
     /// The deadline passed before the response head arrived.
     #[error("context deadline exceeded (Client.Timeout exceeded while awaiting headers)")]
     Timeout,
+}
+
+/// A failed connect in Go's words, as kubelet's probe messages say it (`connect: connection
+/// refused`, `connect: no route to host`: the system's text, lower-case first, without Rust's
+/// "(os error N)"); the socket error itself is kept in the field.
+#[derive(Debug, thiserror::Error)]
+#[error("connect: {}", go_text(.0))]
+pub struct ConnectError(pub io::Error);
+
+/// An I/O error as Go's syscall errors read.
+pub(crate) fn go_text(error: &io::Error) -> String {
+    let Some(code) = error.raw_os_error() else {
+        return error.to_string();
+    };
+    let text = io::Error::from_raw_os_error(code).to_string();
+    let text = text.split(" (os error").next().unwrap_or_default();
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_lowercase().chain(chars).collect(),
+        None => text.to_string(),
+    }
 }
 
 /// A response: its status, `Location` if any, and at most `body_limit` bytes of its body.
@@ -263,7 +284,7 @@ async fn exchange(
         .await
         .map_err(|source| HttpGetError::ConnectFailed {
             addr: join_host_port(host, port),
-            source,
+            source: ConnectError(source),
         })?;
     stream.write_all(&request.bytes).await?;
     let mut buf = Vec::with_capacity(READ_CHUNK);
@@ -465,6 +486,11 @@ pub(crate) mod tests {
         let e = get("127.0.0.1", port, &plain(&[]), 10, soon()).await.unwrap_err();
         assert!(matches!(e, HttpGetError::ConnectFailed { .. }), "{e:?}");
         assert_eq!(e.to_string(), format!("dial tcp 127.0.0.1:{port}"));
+        assert_eq!(
+            crate::error_chain(&e),
+            format!("dial tcp 127.0.0.1:{port}: connect: connection refused"),
+            "Go's words, as kubelet's messages"
+        );
 
         let (port, _) = serve(vec![]);
         let e = get("127.0.0.1", port, &plain(&[]), 10, soon()).await.unwrap_err();

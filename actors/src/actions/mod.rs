@@ -118,7 +118,7 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
             let addr = format!("{}:{port}", bracket(host_for(host, &target.pod_ip)));
             match tokio::time::timeout(target.timeout, tokio::net::TcpStream::connect(&addr)).await {
                 Ok(Ok(_)) => Outcome::Success(String::new()),
-                Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: {e}")),
+                Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: connect: {}", http::go_text(&e))),
                 Err(_) => Outcome::Failure(format!("dial tcp {addr}: i/o timeout")),
             }
         }

@@ -374,15 +374,27 @@ fn validate_as(pod: &Pod, api: bool) -> Result<(), FieldError> {
     Ok(())
 }
 
+/// Why a subPath is refused, in the API server's validation words.
 fn check_sub_path(sub: &str) -> Result<(), &'static str> {
     let path = Path::new(sub);
     if path.is_absolute() {
-        return Err("must be a relative path");
+        return Err(ABSOLUTE_SUB_PATH);
     }
     if path.components().any(|c| c == Component::ParentDir) {
         return Err("must not contain '..'");
     }
     Ok(())
+}
+
+const ABSOLUTE_SUB_PATH: &str = "must be a relative path";
+
+/// A subPath refused when a container's mounts are made, in kubelet's words (`makeMounts`).
+fn sub_path_refused(sub: &str, why: &str) -> String {
+    if why == ABSOLUTE_SUB_PATH {
+        format!("error SubPath `{sub}` must not be an absolute path")
+    } else {
+        format!("unable to provision SubPath `{sub}`: {why}")
+    }
 }
 
 /// A volume or volumeMount that cannot be set up for a container (reason
@@ -508,7 +520,7 @@ pub fn mounts(
         };
         let sub_path = match path {
             Some(path) => {
-                check_sub_path(&path).map_err(|e| config_error(field.clone(), format!("subPath {path:?}: {e}")))?;
+                check_sub_path(&path).map_err(|why| config_error(field.clone(), sub_path_refused(&path, why)))?;
                 Some(SubPath {
                     path,
                     bind_at: pod_dir(root, uid)

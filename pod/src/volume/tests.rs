@@ -286,7 +286,17 @@ fn sub_path_expr_expands_with_the_env() {
     let err = container_mounts(&with_expr("$(UP)/x", None), &env)
         .unwrap_err()
         .to_string();
-    assert!(err.contains("must not contain '..'"), "{err}");
+    assert!(
+        err.ends_with("unable to provision SubPath `../x`: must not contain '..'"),
+        "{err}"
+    );
+    let err = container_mounts(&with_expr("/tmp", None), &env)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.ends_with("error SubPath `/tmp` must not be an absolute path"),
+        "{err}"
+    );
     let both = with_expr("$(POD_NAME)", Some("x"));
     let err = validate(&both).unwrap_err().to_string();
     assert!(err.contains("mutually exclusive"), "{err}");
