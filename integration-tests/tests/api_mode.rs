@@ -792,6 +792,11 @@ fn the_agents_status_wins_over_a_stale_write_and_keeps_foreign_conditions() {
         Some("True"),
         "the foreign condition is kept"
     );
+    assert_eq!(
+        pod["status"]["conditions"][0]["type"], "example.com/gate",
+        "others' conditions first, as kubelet's mergePodStatus orders them: {}",
+        pod["status"]["conditions"]
+    );
 }
 
 /// Static pods from `--manifest-url` (a PodList served over HTTP, with the configured header)

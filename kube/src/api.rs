@@ -292,8 +292,9 @@ impl KubeClient for KubeApi {
             .iter()
             .flatten()
             .filter(|c| !KUBELET_CONDITIONS.contains(&c.type_.as_str()));
-        let mut conditions = wanted.conditions.take().unwrap_or_default();
-        conditions.extend(foreign.cloned());
+        // Theirs first, then the node's, as kubelet's mergePodStatus orders them.
+        let mut conditions: Vec<_> = foreign.cloned().collect();
+        conditions.extend(wanted.conditions.take().unwrap_or_default());
         wanted.conditions = Some(conditions);
         // Fields the node leaves unset are not removed by its merge patch: what others put
         // there stays, so it counts as the node's too (no patch just for them).
