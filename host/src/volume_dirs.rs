@@ -159,6 +159,14 @@ pub fn set_up_atomic_dir(dir: &Path, kind: AtomicKind) -> Result<(), VolumeDirEr
     std::fs::create_dir_all(dir).map_err(io_error("create directory", dir))?;
     if matches!(kind, AtomicKind::Secret | AtomicKind::Projected) {
         mount_tmpfs(dir, None)?;
+    } else {
+        // The on-disk emptyDir kubelet wraps them in has mode 0777 (its setgid bit, once an
+        // fsGroup set it, stays).
+        let mode = std::fs::symlink_metadata(dir).map_err(io_error("inspect", dir))?.mode();
+        if mode & 0o777 != 0o777 {
+            std::fs::set_permissions(dir, std::fs::Permissions::from_mode((mode & 0o7000) | 0o777))
+                .map_err(io_error("chmod", dir))?;
+        }
     }
     Ok(())
 }
@@ -722,6 +730,8 @@ mod tests {
         assert!(write(&p));
         assert_eq!(std::fs::read_to_string(dir.join("labels")).unwrap(), "key1=\"value1\"");
         assert_eq!(std::fs::metadata(dir.join("podname")).unwrap().mode() & 0o777, 0o400);
+        // kubelet's on-disk emptyDir wrapper: the volume's root is 0777.
+        assert_eq!(std::fs::metadata(&dir).unwrap().mode() & 0o7777, 0o777);
         assert!(!write(&p), "an unchanged pod writes nothing");
         p.metadata
             .labels

@@ -40,6 +40,9 @@ pub struct StatusInput<'a> {
     pub host_ip: &'a str,
     /// The last status generated, to keep transition times and the pod IP.
     pub previous: Option<&'a PodStatus>,
+    /// The pod IP its sandbox had when last seen running: kept once the sandbox stopped, as
+    /// kubelet keeps a terminal pod's IP, though no status with it went out before.
+    pub known_pod_ip: Option<&'a str>,
     /// Now.
     pub now: Timestamp,
     /// Set when the node failed the pod (`activeDeadlineSeconds` passed): phase Failed with
@@ -105,6 +108,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         view.sandbox()
             .and_then(|s| s.ip.clone())
             .or_else(|| input.previous.and_then(|p| p.pod_ip.clone()))
+            .or_else(|| input.known_pod_ip.map(str::to_string))
     };
     let start_time = input
         .previous
@@ -597,6 +601,7 @@ mod tests {
             probes: &ProbeResults::new(),
             host_ip: "10.0.0.1",
             previous: None,
+            known_pod_ip: None,
             now: at(100),
             failure: None,
         })
@@ -655,6 +660,37 @@ mod tests {
     }
 
     /// Phases for every restart policy and exit code, as kubelet's getPhase gives them.
+    /// A pod whose sandbox stopped before any status carried its IP keeps the IP it had, as
+    /// kubelet keeps a terminal pod's.
+    #[test]
+    fn a_finished_pod_keeps_the_ip_its_sandbox_had() {
+        let p = pod("Never", &[], &["a"]);
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Exited, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Exited, 0),
+        ];
+        let mut observed = observed.to_vec();
+        observed[0].ip = None;
+        let status = |known: Option<&str>| {
+            generate(&StatusInput {
+                pod: &p,
+                observed: &observed,
+                waiting: &HashMap::new(),
+                probes: &ProbeResults::new(),
+                host_ip: "10.0.0.1",
+                previous: None,
+                known_pod_ip: known,
+                now: at(100),
+                failure: None,
+            })
+        };
+        assert_eq!(status(None).pod_ip, None);
+        let s = status(Some("172.17.0.9"));
+        assert_eq!(s.phase.as_deref(), Some("Succeeded"));
+        assert_eq!(s.pod_ip.as_deref(), Some("172.17.0.9"));
+        assert_eq!(s.pod_ips.unwrap()[0].ip, "172.17.0.9");
+    }
+
     /// kubelet reports the image of the instance that exists (the runtime's), so a spec image
     /// changed under a finished init container or a terminating one does not show as if it ran.
     #[test]
@@ -841,6 +877,7 @@ mod tests {
                 probes: &probes,
                 host_ip: "10.0.0.1",
                 previous: None,
+                known_pod_ip: None,
                 now: at(100),
                 failure: None,
             })

@@ -194,6 +194,9 @@ pub struct PodWorker {
     probes: ProbeResults,
     /// Docker's view after the last sync, to recompute status when a probe result changes.
     last_observed: Vec<ObservedContainer>,
+    /// The IP of the pod's sandbox when last seen running (kept for the status of a pod whose
+    /// sandbox stopped before a status with it went out).
+    pod_ip: Option<String>,
     /// The pod object last sent with a status.
     published_pod: Option<Arc<Pod>>,
     /// The first attempt of each container, for a pod that ran before under this UID.
@@ -250,6 +253,7 @@ impl PodWorker {
             mount_failures: Vec::new(),
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
+            pod_ip: None,
             attempt_floor: Default::default(),
             published_pod: None,
             watched: Vec::new(),
@@ -408,6 +412,7 @@ impl PodWorker {
             probes: &ProbeResults::new(),
             host_ip: &self.sync.config.host_ip,
             previous: self.last_status.as_ref(),
+            known_pod_ip: self.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
@@ -475,6 +480,13 @@ impl PodWorker {
             self.waiting = outcome.waiting;
             self.probes
                 .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
+            if let Some(ip) = observed
+                .iter()
+                .filter(|c| c.role == ContainerRole::Sandbox && c.state == RuntimeState::Running)
+                .find_map(|c| c.ip.clone())
+            {
+                self.pod_ip = Some(ip);
+            }
             self.last_observed = observed;
             self.publish_status();
             self.watch_probes(false);
@@ -627,6 +639,7 @@ impl PodWorker {
             probes: &self.probes,
             host_ip: &self.sync.config.host_ip,
             previous: self.last_status.as_ref(),
+            known_pod_ip: self.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });

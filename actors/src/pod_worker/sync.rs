@@ -523,6 +523,7 @@ fn finished(
         probes,
         host_ip: &sync.config.host_ip,
         previous: None,
+        known_pod_ip: None,
         now: Timestamp::now(),
         failure: None,
     });
