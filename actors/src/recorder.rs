@@ -33,8 +33,9 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 19] = [
+        const WARNINGS: [&str; 20] = [
             "BackOff",
+            "ErrImageNeverPull",
             "LifecycleHTTPFallback",
             "FailedToRetrieveImagePullSecret",
             "FailedMount",
@@ -66,6 +67,16 @@ impl EventType {
         } else {
             EventType::Normal
         }
+    }
+
+    /// The type of an event: as [`EventType::of`], except that an image pull's back-off is
+    /// Normal (kubelet's image manager records `BackOff` "Back-off pulling image …" as Normal,
+    /// its crash-loop `BackOff` as Warning).
+    pub fn of_event(reason: &str, message: &str) -> EventType {
+        if reason == "BackOff" && message.starts_with("Back-off pulling image") {
+            return EventType::Normal;
+        }
+        EventType::of(reason)
     }
 
     /// The API's spelling.
@@ -153,7 +164,7 @@ impl EventRecorder {
             std::time::Instant::now(),
             || format!("{:x}", Timestamp::now().as_nanosecond()),
         )?;
-        let kind = EventType::of(&event.reason);
+        let kind = EventType::of_event(&event.reason, &event.message);
         let reason = event.reason.clone();
         Some(async move {
             let involved = PodEventRef {
@@ -172,15 +183,21 @@ impl EventRecorder {
     }
 }
 
-/// kubelet's container reference: `spec.containers{name}` or `spec.initContainers{name}`.
+/// kubelet's container reference (`pkg/kubelet/container/ref.go`): `spec.containers{name}`,
+/// `spec.initContainers{name}` or `spec.ephemeralContainers{name}`.
 fn field_path(pod: &Pod, container: &str) -> String {
-    let init = pod
-        .spec
-        .as_ref()
-        .and_then(|s| s.init_containers.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.name == container));
-    if init {
+    let spec = pod.spec.as_ref();
+    let named = |names: Option<Vec<&str>>| names.is_some_and(|names| names.contains(&container));
+    if named(
+        spec.and_then(|s| s.init_containers.as_ref())
+            .map(|cs| cs.iter().map(|c| c.name.as_str()).collect()),
+    ) {
         format!("spec.initContainers{{{container}}}")
+    } else if named(
+        spec.and_then(|s| s.ephemeral_containers.as_ref())
+            .map(|cs| cs.iter().map(|c| c.name.as_str()).collect()),
+    ) {
+        format!("spec.ephemeralContainers{{{container}}}")
     } else {
         format!("spec.containers{{{container}}}")
     }
@@ -198,6 +215,38 @@ mod tests {
         assert_eq!(EventType::of("SysctlForbidden"), EventType::Warning);
         assert_eq!(EventType::of("Started"), EventType::Normal);
         assert_eq!(EventType::of("Pulled"), EventType::Normal);
+        assert_eq!(
+            EventType::of_event("BackOff", "Back-off restarting failed container c in pod p_ns(u)"),
+            EventType::Warning
+        );
+        assert_eq!(
+            EventType::of_event("BackOff", "Back-off pulling image \"busybox\""),
+            EventType::Normal
+        );
+    }
+
+    /// Events about an ephemeral container point at `spec.ephemeralContainers{name}`.
+    #[test]
+    fn field_paths_name_the_container_list() {
+        let c = |name: &str| k8s_openapi::api::core::v1::Container {
+            name: name.into(),
+            ..Default::default()
+        };
+        let pod = Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                containers: vec![c("app")],
+                init_containers: Some(vec![c("init")]),
+                ephemeral_containers: Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                    name: "debugger".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(field_path(&pod, "app"), "spec.containers{app}");
+        assert_eq!(field_path(&pod, "init"), "spec.initContainers{init}");
+        assert_eq!(field_path(&pod, "debugger"), "spec.ephemeralContainers{debugger}");
     }
 
     /// A container's death is kept for the debug endpoint, never written to the API (kubelet

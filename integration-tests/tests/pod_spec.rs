@@ -142,6 +142,20 @@ spec:
         !agent.pod_containers(pod.uid()).iter().any(|c| c.kube_name() == "app"),
         "no container is created for a missing image"
     );
+    // kubelet's image manager records an event of that reason too.
+    let object = format!("default/{}", agent.pod_name("missing"));
+    let never_pull = agent
+        .events()
+        .into_iter()
+        .find(|e| e["reason"] == "ErrImageNeverPull" && e["object"] == object.as_str());
+    assert!(
+        never_pull
+            .as_ref()
+            .and_then(|e| e["message"].as_str())
+            .is_some_and(|m| m
+                == "Container image \"dockerlet.local/does-not-exist:1\" is not present with pull policy of Never"),
+        "{never_pull:?}"
+    );
 
     let hostnet = agent.wait_for_running("hostnet");
     assert_eq!(

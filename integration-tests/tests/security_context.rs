@@ -57,12 +57,15 @@ fn expect_phase(agent: &Agent, name: &str, phase: &str) -> String {
 /// Waits until container `c` of the pod from `name` waits with CreateContainerConfigError;
 /// returns the waiting message.
 fn expect_config_error(agent: &Agent, name: &str) -> String {
-    let pod = agent.wait_for_pod(
-        name,
-        "c waiting with CreateContainerConfigError",
-        POD_START_TIMEOUT,
-        |p| p.container("c").and_then(|c| c.waiting_reason()) == Some("CreateContainerConfigError"),
-    );
+    expect_waiting(agent, name, "CreateContainerConfigError")
+}
+
+/// Waits until container `c` of the pod from `name` waits with `reason`; the pod is Pending.
+/// Returns the waiting message.
+fn expect_waiting(agent: &Agent, name: &str, reason: &str) -> String {
+    let pod = agent.wait_for_pod(name, &format!("c waiting with {reason}"), POD_START_TIMEOUT, |p| {
+        p.container("c").and_then(|c| c.waiting_reason()) == Some(reason)
+    });
     assert_eq!(pod.phase(), "Pending", "{}", pod.summary());
     pod.container("c")
         .and_then(|c| c.waiting_message())
@@ -542,8 +545,8 @@ fn process_namespaces_are_shared_as_asked() {
 }
 
 /// Seccomp: unset is Unconfined (kubelet without --seccomp-default), RuntimeDefault is Docker's
-/// filter, Localhost loads `<root-dir>/seccomp/<name>`; a missing profile or one outside that
-/// directory is refused naming it.
+/// filter, Localhost loads `<root-dir>/seccomp/<name>`; a missing profile (CreateContainerError,
+/// as the runtime's failure under kubelet) or one outside that directory is refused naming it.
 #[test]
 fn seccomp_profiles_are_applied_or_refused() {
     let manifests = ManifestDir::new();
@@ -603,7 +606,8 @@ fn seccomp_profiles_are_applied_or_refused() {
         local.contains("Operation not permitted") && local.contains("mkdir=1"),
         "the profile denies mkdir: {local}"
     );
-    let missing = expect_config_error(&agent, "missing");
+    // kubelet hands the path to the runtime, whose failure to read it is a CreateContainerError.
+    let missing = expect_waiting(&agent, "missing", "CreateContainerError");
     assert!(
         missing.starts_with("cannot load seccomp profile \"") && missing.contains("seccomp/profiles/missing.json"),
         "{missing}"

@@ -55,12 +55,13 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     let pod = input.pod;
     let spec = pod.spec.clone().unwrap_or_default();
     let view = PodView::new(input.observed);
+    let policy = RestartPolicy::of(pod);
     let init_specs = spec.init_containers.clone().unwrap_or_default();
 
     let init_statuses: Vec<ContainerStatus> = init_specs
         .iter()
         .map(|c| {
-            let mut status = container_status(&view, c, input.waiting, true, false);
+            let mut status = container_status(&view, c, input.waiting, policy, true, false);
             if is_sidecar(c) {
                 // A sidecar is started and ready as an app container is, by its probes.
                 apply_probes(&mut status, c, input.probes);
@@ -78,7 +79,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .containers
         .iter()
         .map(|c| {
-            let mut status = container_status(&view, c, input.waiting, false, !initialized);
+            let mut status = container_status(&view, c, input.waiting, policy, false, !initialized);
             apply_probes(&mut status, c, input.probes);
             status
         })
@@ -92,7 +93,14 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .map(|e| ContainerStatus {
             ready: false,
             started: None,
-            ..container_status(&view, &ephemeral_container(e), input.waiting, false, false)
+            ..container_status(
+                &view,
+                &ephemeral_container(e),
+                input.waiting,
+                RestartPolicy::Never,
+                false,
+                false,
+            )
         })
         .collect();
 
@@ -194,6 +202,7 @@ fn container_status(
     view: &PodView<'_>,
     spec: &Container,
     reasons: &HashMap<String, WaitingReason>,
+    policy: RestartPolicy,
     is_init: bool,
     pod_initializing: bool,
 ) -> ContainerStatus {
@@ -204,6 +213,13 @@ fn container_status(
         "PodInitializing"
     } else {
         "ContainerCreating"
+    };
+    let restarts = |c: &ObservedContainer| {
+        if is_init && !is_sidecar(spec) {
+            c.exit_code != 0 && policy != RestartPolicy::Never
+        } else {
+            is_sidecar(spec) || policy.restarts(c.exit_code)
+        }
     };
     let last_of = |c: Option<&ObservedContainer>| {
         c.filter(|c| has_exited(c)).map(|c| ContainerState {
@@ -227,7 +243,10 @@ fn container_status(
             },
             last_of(previous),
         ),
-        Some(c) if has_exited(c) => match cached {
+        // A waiting reason only for an instance that will be started again (kubelet applies its
+        // reason cache only where ShouldContainerBeRestarted): a container that failed to start
+        // under Never stays terminated.
+        Some(c) if has_exited(c) => match cached.filter(|_| restarts(c)) {
             Some(w) => (waiting(&w.reason, Some(w.message.clone())), last_of(Some(c))),
             None => (
                 ContainerState {
@@ -660,6 +679,41 @@ mod tests {
     }
 
     /// Phases for every restart policy and exit code, as kubelet's getPhase gives them.
+    /// A start failure's waiting reason shows only where the container will be started again:
+    /// under Never the failed instance stays terminated (and the pod Failed), as kubelet's
+    /// reason cache applies only where ShouldContainerBeRestarted.
+    #[test]
+    fn a_waiting_reason_shows_only_for_a_container_that_restarts() {
+        let mut failed = obs("a", ContainerRole::App, 0, RuntimeState::Created, 127);
+        failed.started_at = None;
+        let observed = [obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0), failed];
+        let waiting = HashMap::from([(
+            "a".to_string(),
+            WaitingReason {
+                reason: "RunContainerError".into(),
+                message: "exec: no such file".into(),
+            },
+        )]);
+        let state = |policy: &str| {
+            let s = status_of(&pod(policy, &[], &["a"]), &observed, &waiting);
+            let state = s.container_statuses.unwrap()[0].state.clone().unwrap();
+            (
+                s.phase.unwrap(),
+                state.waiting.and_then(|w| w.reason),
+                state.terminated.map(|t| t.exit_code),
+            )
+        };
+        assert_eq!(state("Never"), ("Failed".into(), None, Some(127)));
+        assert_eq!(
+            state("Always"),
+            ("Running".into(), Some("RunContainerError".into()), None)
+        );
+        assert_eq!(
+            state("OnFailure"),
+            ("Running".into(), Some("RunContainerError".into()), None)
+        );
+    }
+
     /// A pod whose sandbox stopped before any status carried its IP keeps the IP it had, as
     /// kubelet keeps a terminal pod's.
     #[test]

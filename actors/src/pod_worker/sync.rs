@@ -1262,7 +1262,13 @@ impl Executor<'_> {
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
         if let Err(e) = self.apply_security(&mut create, container, &sandbox.id).await {
-            return self.wait(container, "CreateContainerConfigError", e.to_string());
+            // kubelet hands a Localhost seccomp profile's path to the runtime, whose failure to
+            // read it is a CreateContainerError; the rest are kubelet's own checks.
+            let reason = match e {
+                SecuritySetupError::Profile(_) => "CreateContainerError",
+                _ => "CreateContainerConfigError",
+            };
+            return self.wait(container, reason, e.to_string());
         }
         match self.termination_message_bind(container, start.attempt).await {
             Ok(bind) => create.binds.extend(bind),
@@ -1584,10 +1590,20 @@ impl Executor<'_> {
                 message: e.to_string(),
             })?;
         match (policy.as_str(), present) {
-            ("Never", false) => Err(WaitingReason {
-                reason: "ErrImageNeverPull".into(),
-                message: format!("Container image \"{image}\" is not present with pull policy of Never"),
-            }),
+            ("Never", false) => {
+                // kubelet's image manager records it as a Warning of its own, besides the
+                // container's Failed event.
+                let message = format!("Container image \"{image}\" is not present with pull policy of Never");
+                self.outcome.events.push(WorkerEvent::container(
+                    &container.name,
+                    "ErrImageNeverPull",
+                    message.clone(),
+                ));
+                Err(WaitingReason {
+                    reason: "ErrImageNeverPull".into(),
+                    message,
+                })
+            }
             (_, true) if policy != "Always" => {
                 self.outcome.events.push(WorkerEvent::container(
                     &container.name,
