@@ -33,8 +33,9 @@ pub enum EventType {
 impl EventType {
     /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
     pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 20] = [
+        const WARNINGS: [&str; 21] = [
             "BackOff",
+            "InspectFailed",
             "ErrImageNeverPull",
             "LifecycleHTTPFallback",
             "FailedToRetrieveImagePullSecret",

@@ -91,7 +91,8 @@ spec:
 }
 
 /// A pod whose image is missing with pullPolicy Never waits with ErrImageNeverPull and never
-/// gets its container; a host-network pod beside it runs with the node's IP.
+/// gets its container; one whose image reference does not parse waits with InvalidImageName in
+/// kubelet's words; a host-network pod beside them runs with the node's IP.
 #[test]
 fn a_missing_image_waits_with_a_reason_and_host_network_pods_use_the_node_ip() {
     let manifests = ManifestDir::new();
@@ -106,6 +107,18 @@ spec:
   - name: app
     image: dockerlet.local/does-not-exist:1
     imagePullPolicy: Never
+"#,
+    );
+    manifests.write(
+        "badname.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: badname
+spec:
+  containers:
+  - name: app
+    image: dockerlet.local/BadName:1
 "#,
     );
     manifests.write(
@@ -155,6 +168,19 @@ spec:
             .is_some_and(|m| m
                 == "Container image \"dockerlet.local/does-not-exist:1\" is not present with pull policy of Never"),
         "{never_pull:?}"
+    );
+
+    let bad = agent.wait_for_pod("badname", "waiting with InvalidImageName", CHANGE_TIMEOUT, |p| {
+        p.container("app").and_then(|c| c.waiting_reason()) == Some("InvalidImageName")
+    });
+    let message = bad
+        .container("app")
+        .and_then(|c| c.waiting_message())
+        .unwrap_or_default();
+    assert_eq!(
+        message,
+        "Failed to apply default image tag \"dockerlet.local/BadName:1\": couldn't parse image name \
+         \"dockerlet.local/BadName:1\": invalid reference format: repository name (BadName) must be lowercase"
     );
 
     let hostnet = agent.wait_for_running("hostnet");

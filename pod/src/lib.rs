@@ -42,6 +42,7 @@ pub mod expansion;
 pub mod field;
 pub mod go;
 pub mod hosts;
+pub mod image_ref;
 pub mod labels;
 pub mod manifest;
 pub mod names;

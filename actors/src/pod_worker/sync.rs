@@ -1576,6 +1576,19 @@ impl Executor<'_> {
                 message: "image is empty".into(),
             });
         }
+        // kubelet parses the reference before anything else: one that does not parse is
+        // InvalidImageName (with its InspectFailed event), and Docker is not asked.
+        if let Err(message) = dockerlet_pod::image_ref::check(&image) {
+            self.outcome.events.push(WorkerEvent::container(
+                &container.name,
+                "InspectFailed",
+                message.clone(),
+            ));
+            return Err(WaitingReason {
+                reason: "InvalidImageName".into(),
+                message,
+            });
+        }
         let policy = container
             .image_pull_policy
             .clone()
