@@ -14,8 +14,8 @@ const NAME_MAX: usize = 255;
 
 /// The error kubelet's parser gives for `image`, in its words; `Ok` when the reference parses.
 pub fn check(image: &str) -> Result<(), String> {
-    let parsed = parse_normalized(image).map_err(|e| format!("couldn't parse image name {image:?}: {e}"));
-    parsed.map_err(|e| format!("Failed to apply default image tag {image:?}: {e}"))
+    parse_normalized(image)
+        .map_err(|e| format!("Failed to apply default image tag {image:?}: couldn't parse image name {image:?}: {e}"))
 }
 
 /// distribution's `ParseNormalizedNamed`.

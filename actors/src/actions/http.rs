@@ -60,7 +60,7 @@ pub enum HttpGetError {
 pub struct ConnectError(pub io::Error);
 
 /// An I/O error as Go's syscall errors read.
-pub(crate) fn go_text(error: &io::Error) -> String {
+fn go_text(error: &io::Error) -> String {
     let Some(code) = error.raw_os_error() else {
         return error.to_string();
     };

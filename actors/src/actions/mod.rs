@@ -118,7 +118,7 @@ pub async fn run(action: &Action, target: &Target, caller: Caller) -> Outcome {
             let addr = format!("{}:{port}", bracket(host_for(host, &target.pod_ip)));
             match tokio::time::timeout(target.timeout, tokio::net::TcpStream::connect(&addr)).await {
                 Ok(Ok(_)) => Outcome::Success(String::new()),
-                Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: connect: {}", http::go_text(&e))),
+                Ok(Err(e)) => Outcome::Failure(format!("dial tcp {addr}: {}", http::ConnectError(e))),
                 Err(_) => Outcome::Failure(format!("dial tcp {addr}: i/o timeout")),
             }
         }
@@ -253,15 +253,20 @@ async fn http_get(
                 .cloned()
                 .collect();
             match plain_get(host, port, path, &headers, deadline, caller).await {
-                Outcome::Failure(_) => Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
+                Outcome::Failure(_) => get_failed(&url, &e),
                 _ => Outcome::Warning(format!(
                     "request to HTTPS lifecycle hook {} got HTTP response, retry with HTTP succeeded",
                     http::join_host_port(host, port)
                 )),
             }
         }
-        Err(e) => Outcome::Failure(format!("Get {url:?}: {}", error_chain(&e))),
+        Err(e) => get_failed(&url, &e),
     }
+}
+
+/// A GET that got no response, in kubelet's words (Go's `url.Error`).
+fn get_failed(url: &str, error: &reqwest::Error) -> Outcome {
+    Outcome::Failure(format!("Get {url:?}: {}", error_chain(error)))
 }
 
 /// A plain-HTTP GET through [`http::get`], following same-host redirects (an HTTPS one through
@@ -304,7 +309,7 @@ async fn plain_get(
                     let left = deadline.saturating_duration_since(Instant::now());
                     return match reqwest_get(url.as_str(), headers, left, caller).await {
                         Ok((status, body)) => http_outcome(status, body, caller),
-                        Err(e) => Outcome::Failure(format!("Get {:?}: {}", url.as_str(), error_chain(&e))),
+                        Err(e) => get_failed(url.as_str(), &e),
                     };
                 }
                 _ => {}

@@ -378,8 +378,6 @@ impl PodWorker {
         }
         self.check_deadline();
         let stop_only = self.failure.is_some();
-        // Until a status is out, the sync says when it found nothing of the pod created yet.
-        let first_status_wanted = self.last_status.is_none() && !stop_only;
         self.operation_began = Instant::now();
         let probes = self.probes.clone();
         let floor = self.attempt_floor.clone();
@@ -390,7 +388,7 @@ impl PodWorker {
             self.newer_than,
             stop_only,
             floor,
-            sync::Notes::to(ctx.address().recipient(), first_status_wanted),
+            sync::Notes::to(ctx.address().recipient()),
         )
         .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -480,11 +478,8 @@ impl PodWorker {
             self.waiting = outcome.waiting;
             self.probes
                 .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
-            if let Some(ip) = observed
-                .iter()
-                .filter(|c| c.role == ContainerRole::Sandbox && c.state == RuntimeState::Running)
-                .find_map(|c| c.ip.clone())
-            {
+            // Docker clears a stopped container's IP: what is found is the running sandbox's.
+            if let Some(ip) = sync::sandbox_ip(&observed) {
                 self.pod_ip = Some(ip);
             }
             self.last_observed = observed;
@@ -706,7 +701,7 @@ impl PodWorker {
             keep_readiness: true,
         });
         self.operation_began = Instant::now();
-        let notes = sync::Notes::to(ctx.address().recipient(), false);
+        let notes = sync::Notes::to(ctx.address().recipient());
         let future =
             sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
         let handle = ctx.spawn(

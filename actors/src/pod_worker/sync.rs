@@ -301,52 +301,43 @@ pub struct TerminateOutcome {
 #[derive(actix::Message)]
 #[rtype(result = "()")]
 pub enum SyncNote {
-    /// The sync found nothing of its pod created yet, before it creates anything (asked for
-    /// while the worker has published no status).
+    /// The sync found nothing of its pod created yet, before it creates anything (the worker
+    /// publishes a first status then, if it has none out).
     NothingCreatedYet,
     /// Events that happened now: recorded as they happen (kubelet's recorder), so `Pulling`
     /// shows during a long pull and `Killing` when the stop begins, not when the sync ends.
     Events(Vec<WorkerEvent>),
 }
 
-/// What a sync tells its worker as it goes: the events so far, and whether it found nothing
+/// What a sync tells its worker as it goes: the events so far, and that it found nothing
 /// created (none in tests that call a sync directly: the events wait in the outcome, which the
 /// worker records at the end either way).
 #[derive(Clone, Default)]
-pub struct Notes {
-    worker: Option<actix::Recipient<SyncNote>>,
-    first_status_wanted: bool,
-}
+pub struct Notes(Option<actix::Recipient<SyncNote>>);
 
 impl Notes {
-    /// Notes for `worker`; `first_status_wanted` while it has published no status.
-    pub fn to(worker: actix::Recipient<SyncNote>, first_status_wanted: bool) -> Self {
-        Notes {
-            worker: Some(worker),
-            first_status_wanted,
-        }
+    /// Notes for `worker`.
+    pub fn to(worker: actix::Recipient<SyncNote>) -> Self {
+        Notes(Some(worker))
     }
 
     /// Send the events so far to the worker now.
     fn flush(&self, events: &mut Vec<WorkerEvent>) {
-        if let Some(worker) = self.worker.as_ref().filter(|_| !events.is_empty()) {
+        if let Some(worker) = self.0.as_ref().filter(|_| !events.is_empty()) {
             worker.do_send(SyncNote::Events(std::mem::take(events)));
         }
     }
 
-    fn nothing_created_yet(&self) {
-        if let Some(worker) = self.worker.as_ref().filter(|_| self.first_status_wanted) {
-            worker.do_send(SyncNote::NothingCreatedYet);
+    fn send(&self, note: SyncNote) {
+        if let Some(worker) = &self.0 {
+            worker.do_send(note);
         }
     }
 }
 
 impl std::fmt::Debug for Notes {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Notes")
-            .field("worker", &self.worker.is_some())
-            .field("first_status_wanted", &self.first_status_wanted)
-            .finish()
+        f.debug_tuple("Notes").field(&self.0.is_some()).finish()
     }
 }
 
@@ -377,7 +368,7 @@ pub async fn sync_pod(
         }
     };
     if observed.is_empty() {
-        outcome.notes.nothing_created_yet();
+        outcome.notes.send(SyncNote::NothingCreatedYet);
     }
     if finished(&sync, &pod, &observed, &probes, stop_only) {
         // kubelet's volume manager unmounts the volumes of a pod that finished (Succeeded or
@@ -736,7 +727,7 @@ async fn stop_container(
             let mut running =
                 tokio::task::spawn_local(async move { actions::run(&action, &target, Caller::Lifecycle).await });
             match tokio::time::timeout(grace, &mut running).await {
-                Ok(Ok(outcome)) => events.extend(hook_events(sync, name, "PreStopHook", outcome)),
+                Ok(Ok(outcome)) => events.extend(hook_events(sync, name, "PreStopHook", &outcome)),
                 Ok(Err(e)) => tracing::warn!(container = %name, error = %e, "the preStop hook's task failed"),
                 Err(_) => {
                     tracing::info!(container = %name, "preStop hook not completed in the grace period; stopping the container")
@@ -884,12 +875,16 @@ async fn stop_all(
 /// a failure says only "<hook> failed" (its message may hold secrets; the agent's log has it),
 /// and an HTTPS hook answered in plain HTTP that passed over HTTP is a `LifecycleHTTPFallback`
 /// warning, counted in `kubelet_lifecycle_handler_http_fallbacks_total`.
-fn hook_events(sync: &SyncContext, container: &str, hook: &str, outcome: Outcome) -> Vec<WorkerEvent> {
+fn hook_events(sync: &SyncContext, container: &str, hook: &str, outcome: &Outcome) -> Vec<WorkerEvent> {
     match outcome {
         Outcome::Success(_) => Vec::new(),
         Outcome::Warning(message) => {
             sync.config.metrics.lifecycle_http_fallbacks.inc();
-            vec![WorkerEvent::container(container, "LifecycleHTTPFallback", message)]
+            vec![WorkerEvent::container(
+                container,
+                "LifecycleHTTPFallback",
+                message.clone(),
+            )]
         }
         Outcome::Failure(message) => {
             tracing::warn!(container = %container, error = %message, "{hook} failed");
@@ -924,7 +919,7 @@ impl StopAll<'_> {
     }
 }
 
-fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
+pub(super) fn sandbox_ip(observed: &[ObservedContainer]) -> Option<String> {
     observed
         .iter()
         .filter(|c| c.role == ContainerRole::Sandbox)
@@ -1511,13 +1506,9 @@ impl Executor<'_> {
             timeout: POST_START_TIMEOUT,
         };
         let outcome = actions::run(&action, &target, Caller::Lifecycle).await;
-        let failure = match &outcome {
-            Outcome::Failure(message) => Some(message.clone()),
-            _ => None,
-        };
-        let events = hook_events(self.sync, &container.name, "PostStartHook", outcome);
+        let events = hook_events(self.sync, &container.name, "PostStartHook", &outcome);
         self.outcome.events.extend(events);
-        let Some(message) = failure else {
+        let Outcome::Failure(message) = outcome else {
             return;
         };
         // kubelet kills it (a Killing event saying why) and it waits with PostStartHookError
