@@ -223,6 +223,11 @@ use upstream::*;
 
 const KB: u64 = 1000;
 const MB: u64 = 1000 * KB;
+
+/// cgroup v1 with swap accounting (`memory.memsw.*`), as on this project's CI machine.
+fn v1_swap_accounting() -> bool {
+    std::path::Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists()
+}
 const GB: u64 = 1000 * MB;
 const TB: u64 = 1000 * GB;
 
@@ -582,6 +587,17 @@ fn check_summary(s: &Summary, node_name: &str, pods: &[String], memory_limit: u6
                 },
             );
             c.swap(&what, &ct.swap, memory_limit, true);
+            if v1_swap_accounting() {
+                // The 80M limit is the container's memory + swap limit too (no swap, as
+                // kubelet's NoSwap): what is left of it is at most 80M. Docker's default
+                // (twice the memory limit) would leave 160M.
+                c.bounded(
+                    &format!("{what}.swap.swapAvailableBytes"),
+                    ct.swap.as_ref().and_then(|s| s.swap_available_bytes),
+                    80 * MB - 64 * KB,
+                    80 * MB,
+                );
+            }
             c.fs(&format!("{what}.rootfs"), &ct.rootfs, (KB, 10 * MB));
             c.fs(&format!("{what}.logs"), &ct.logs, (KB, 10 * MB));
             if !ct.accelerators.is_empty() || !ct.user_defined_metrics.is_empty() {

@@ -81,6 +81,11 @@ pub struct CreateSpec {
     pub binds: Vec<String>,
     /// Memory limit in bytes.
     pub memory: Option<i64>,
+    /// Memory + swap limit in bytes (Docker's `MemorySwap`): the memory limit, so a limited
+    /// container gets no swap, as kubelet's default `NoSwap` behaviour (cgroup v1
+    /// `memory.memsw.limit_in_bytes`; v2 `memory.swap.max` 0). Docker drops it with a warning
+    /// where the kernel has no swap accounting.
+    pub memory_swap: Option<i64>,
     /// Relative CPU weight (cgroup v1 shares).
     pub cpu_shares: Option<i64>,
     /// CFS quota in microseconds per period.
@@ -420,6 +425,7 @@ pub fn container_spec(
         ports: Vec::new(),
         binds,
         memory: resources.memory_limit,
+        memory_swap: resources.memory_limit,
         cpu_shares: Some(resources.cpu_shares()),
         cpu_quota: resources.cpu_quota(),
         cpu_period: resources.cpu_limit_milli.map(|_| CPU_PERIOD_US),
@@ -750,6 +756,7 @@ mod tests {
         assert_eq!(spec.cmd, Some(vec!["-c".to_string(), "echo web-n1".to_string()]));
         assert_eq!(spec.env, vec!["POD=web-n1".to_string()]);
         assert_eq!(spec.memory, Some(64 * 1024 * 1024));
+        assert_eq!(spec.memory_swap, Some(64 * 1024 * 1024), "no swap, as kubelet's NoSwap");
         assert_eq!(spec.cpu_quota, Some(25_000));
         assert_eq!(spec.cpu_period, Some(100_000));
         assert_eq!(spec.cpu_shares, Some(256));

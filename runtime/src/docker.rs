@@ -967,6 +967,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         port_bindings: (!port_bindings.is_empty()).then_some(port_bindings),
         binds: (!spec.binds.is_empty()).then_some(spec.binds),
         memory: spec.memory,
+        memory_swap: spec.memory_swap,
         cpu_shares: spec.cpu_shares,
         cpu_quota: spec.cpu_quota,
         cpu_period: spec.cpu_period,

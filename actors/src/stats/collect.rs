@@ -935,13 +935,15 @@ fn memory_stats(time: &Time, m: MemoryUsage, psi: Option<PsiStats>) -> MemorySta
     }
 }
 
-/// A cgroup's swap use, as cAdvisor's (v1 `total_swap`, v2 `memory.swap.current`). The
-/// available bytes are left out: swap limits are not read (upstream allows either).
+/// A cgroup's swap use, as cAdvisor's (v1 `total_swap`, v2 `memory.swap.current`), and what is
+/// left of its swap limit as kubelet computes it (limit − use; none without a limit).
 fn swap_stats(time: &Time, s: &CgroupStats) -> Option<SwapStats> {
+    let memory = s.memory?;
+    let used = memory.swap?;
     Some(SwapStats {
         time: time.clone(),
-        swap_available_bytes: None,
-        swap_usage_bytes: Some(s.memory?.swap?),
+        swap_available_bytes: memory.swap_limit.map(|limit| limit.saturating_sub(used)),
+        swap_usage_bytes: Some(used),
     })
 }
 
@@ -985,6 +987,33 @@ fn network_stats(time: &Time, interfaces: Vec<InterfaceStats>, default: Option<&
 #[allow(clippy::disallowed_methods)]
 mod tests {
     use super::*;
+
+    /// What is left of a swap limit is the limit less the swap used; no limit, no figure.
+    #[test]
+    fn swap_available_is_the_limit_less_the_use() {
+        let time = Time(Timestamp::UNIX_EPOCH);
+        let cgroup = |swap_limit| CgroupStats {
+            memory: Some(MemoryUsage {
+                swap: Some(4096),
+                swap_limit,
+                ..Default::default()
+            }),
+            ..CgroupStats::default()
+        };
+        let limited = swap_stats(&time, &cgroup(Some(10_000))).unwrap();
+        assert_eq!(
+            (limited.swap_usage_bytes, limited.swap_available_bytes),
+            (Some(4096), Some(5904))
+        );
+        let unlimited = swap_stats(&time, &cgroup(None)).unwrap();
+        assert_eq!(
+            (unlimited.swap_usage_bytes, unlimited.swap_available_bytes),
+            (Some(4096), None)
+        );
+        // A limit below the use (lowered under a swapped-out cgroup) leaves nothing, never wraps.
+        let over = swap_stats(&time, &cgroup(Some(1024))).unwrap();
+        assert_eq!(over.swap_available_bytes, Some(0));
+    }
 
     /// usageNanoCores is the CPU delta over the window; a first reading has none.
     #[test]

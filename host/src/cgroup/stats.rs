@@ -13,6 +13,7 @@
 //! | swap | `total_swap` (0 without swap accounting) | `memory.swap.current` |
 //! | CFS periods, throttled periods and time | `cpu.stat` (cpu controller) `nr_periods`, `nr_throttled`, `throttled_time` | `cpu.stat` `nr_periods`, `nr_throttled`, `throttled_usec` × 1000 |
 //! | limit | `memory.limit_in_bytes` (≥ 2^62: none) | `memory.max` (`max`: none) |
+//! | swap limit | `memory.memsw.limit_in_bytes`, memory + swap (≥ 2^62 or no swap accounting: none) | `memory.swap.max` (`max`: none) |
 //! | PIDs | `pids.current` | `pids.current` |
 //! | PSI | none | `cpu.pressure`, `memory.pressure`, `io.pressure` |
 //!
@@ -135,6 +136,9 @@ pub struct MemoryUsage {
     pub mapped_file: u64,
     /// Swap in use; none where the kernel does not say.
     pub swap: Option<u64>,
+    /// The swap limit as cAdvisor's `SwapLimit`: v1 the memory + swap limit, v2 the swap
+    /// limit; none when unlimited or where the kernel has no swap accounting.
+    pub swap_limit: Option<u64>,
 }
 
 /// One read of a cgroup.
@@ -248,6 +252,7 @@ fn read_v1(
     )?;
     let usage = read_u64(&memory.join("memory.usage_in_bytes"))?;
     let limit = read_u64(&memory.join("memory.limit_in_bytes"))?;
+    let swap_limit = optional(read_u64(&memory.join("memory.memsw.limit_in_bytes")))?;
     let memory = MemoryUsage {
         usage,
         working_set: usage.saturating_sub(inactive_file),
@@ -258,6 +263,7 @@ fn read_v1(
         cache,
         mapped_file,
         swap: Some(swap),
+        swap_limit: swap_limit.filter(|l| *l < V1_UNLIMITED),
     };
     // A controller that is not mounted (or a cgroup not in it) is a missing file: no figure.
     let usage = match &cpuacct {
@@ -307,12 +313,8 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         ["inactive_file", "anon", "pgfault", "pgmajfault", "file", "file_mapped"],
     )?;
     let usage = read_u64(&dir.join("memory.current"))?;
-    let max_path = dir.join("memory.max");
-    let limit = match optional(read_text(&max_path))? {
-        None => None,
-        Some(t) if t.trim() == "max" => None,
-        Some(t) => Some(parse_u64(&max_path, t.trim())?),
-    };
+    let limit = read_max(&dir.join("memory.max"))?;
+    let swap_limit = read_max(&dir.join("memory.swap.max"))?;
     let memory = MemoryUsage {
         usage,
         working_set: usage.saturating_sub(inactive_file),
@@ -323,6 +325,7 @@ fn read_v2(dir: &Path) -> Result<CgroupStats, StatsError> {
         cache,
         mapped_file,
         swap: optional(read_u64(&dir.join("memory.swap.current")))?,
+        swap_limit,
     };
     let cpu = optional(read_keys(
         &dir.join("cpu.stat"),
@@ -584,6 +587,15 @@ fn read_u64(path: &Path) -> Result<u64, StatsError> {
     parse_u64(path, text.trim())
 }
 
+/// A v2 limit file (`memory.max`, `memory.swap.max`): `max` or a missing file is none.
+fn read_max(path: &Path) -> Result<Option<u64>, StatsError> {
+    match optional(read_text(path))? {
+        None => Ok(None),
+        Some(t) if t.trim() == "max" => Ok(None),
+        Some(t) => parse_u64(path, t.trim()).map(Some),
+    }
+}
+
 /// The values of `keys` in a `key value` per line file (`memory.stat`, `cpu.stat`); a key not
 /// in the file is 0. Only the wanted lines are parsed, nothing is collected: the stats pass reads
 /// this file for every cgroup of the node.
@@ -685,9 +697,21 @@ mod tests {
                 cache: 4096,
                 mapped_file: 512,
                 swap: Some(0),
+                // No memory.memsw.limit_in_bytes: no swap accounting, no swap limit.
+                swap_limit: None,
             })
         );
         assert_eq!(s.pids, Some(2));
+        write(
+            &tmp.path().join("memory/docker/abc"),
+            &[("memory.memsw.limit_in_bytes", "83886080\n")],
+        );
+        let s = read(&layout, &CgroupPath::Same("/docker/abc".into())).unwrap();
+        assert_eq!(
+            s.memory.unwrap().swap_limit,
+            Some(83886080),
+            "memory + swap, as cAdvisor's"
+        );
         assert!(s.cpu_psi.is_none() && s.memory_psi.is_none() && s.io_psi.is_none());
         assert_eq!(s.cfs, None, "no cpu controller");
         let with_cpu = CgroupLayout::v1_at(tmp.path(), &["cpu", "cpuacct", "memory", "pids"]);
@@ -707,9 +731,14 @@ mod tests {
     fn v1_unlimited_is_no_limit_and_a_missing_controller_is_left_out() {
         let tmp = tempfile::tempdir().unwrap();
         v1_tree(tmp.path(), "abc", "9223372036854771712\n");
+        write(
+            &tmp.path().join("memory/docker/abc"),
+            &[("memory.memsw.limit_in_bytes", "9223372036854771712\n")],
+        );
         let layout = CgroupLayout::v1_at(tmp.path(), &["cpuacct", "memory"]);
         let s = read(&layout, &CgroupPath::Same("/docker/abc".into())).unwrap();
         assert_eq!(s.memory.unwrap().limit, None);
+        assert_eq!(s.memory.unwrap().swap_limit, None);
         assert_eq!(s.pids, None);
         assert_eq!(s.cpu_usage_ns, Some(123456789));
     }
@@ -767,6 +796,7 @@ system 1
                     "usage_usec 2500\nuser_usec 2000\nsystem_usec 500\nnr_periods 8\nnr_throttled 2\nthrottled_usec 300\n",
                 ),
                 ("memory.swap.current", "65536\n"),
+                ("memory.swap.max", "1048576\n"),
                 ("memory.current", "4096\n"),
                 ("memory.max", "max\n"),
                 (
@@ -787,6 +817,7 @@ system 1
         // inactive_file above usage: the working set is 0, never negative.
         assert_eq!((m.usage, m.working_set, m.rss, m.limit), (4096, 0, 1024, None));
         assert_eq!((m.cache, m.mapped_file, m.swap), (3072, 0, Some(65536)));
+        assert_eq!(m.swap_limit, Some(1_048_576));
         assert_eq!(
             s.cfs,
             Some(CfsStats {
@@ -926,6 +957,7 @@ system 1
                 cache: 7,
                 mapped_file: 6,
                 swap: None,
+                swap_limit: Some(200),
             }),
             pids: Some(1),
             ..CgroupStats::default()
