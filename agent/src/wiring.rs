@@ -371,7 +371,6 @@ fn protect_from_oom_killer() -> i64 {
     current
 }
 
-/// MemTotal from /proc/meminfo, in bytes (0 if unreadable).
 /// Refuse a `--cgroup-driver` other than the engine's (kubelet's check and message), and the
 /// systemd driver, which is not implemented.
 fn check_cgroup_driver(ours: &str, docker: &str) -> anyhow::Result<()> {

@@ -518,6 +518,17 @@ fn extras_series(e: &mut Exposition, base: &Base, x: &CgroupExtras) {
             e.sample(name, "gauge", help, base.labels(), v as f64, t);
         }
     }
+    if let Some(limit) = x.swap_limit_bytes {
+        // A spec figure: no timestamp, as `container_spec_memory_limit_bytes`.
+        e.sample(
+            "container_spec_memory_swap_limit_bytes",
+            "gauge",
+            "Memory swap limit for the container.",
+            base.labels(),
+            limit as f64,
+            None,
+        );
+    }
     if let Some(cfs) = x.cfs.filter(|c| c.periods > 0) {
         let counters = [
             (
@@ -882,6 +893,7 @@ mod tests {
                     cache_bytes: Some(1024),
                     mapped_file_bytes: Some(0),
                     swap_bytes: None,
+                    swap_limit_bytes: Some(10_240),
                     cfs: Some(CfsStats {
                         periods: 10,
                         throttled_periods: 4,
@@ -894,6 +906,7 @@ mod tests {
                     cache_bytes: Some(2048),
                     mapped_file_bytes: None,
                     swap_bytes: Some(0),
+                    swap_limit_bytes: None,
                     cfs: Some(CfsStats {
                         periods: 0,
                         throttled_periods: 0,
@@ -954,6 +967,7 @@ mod tests {
             "container_memory_cache{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 1024 1796119206000",
             "container_memory_cache{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\"} 2048 1796119206000",
             "container_memory_swap{container=\"\",id=\"/kubepods/burstable/podu1\",image=\"\",name=\"\",namespace=\"default\",pod=\"web\\\"1\"} 0 1796119206000",
+            "container_spec_memory_swap_limit_bytes{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 10240",
             "container_cpu_cfs_throttled_periods_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 4 1796119206000",
             "container_cpu_cfs_throttled_seconds_total{container=\"app\",id=\"/kubepods/burstable/podu1/abc\",image=\"busybox:1\",name=\"k8s_app_web_default_u1_0\",namespace=\"default\",pod=\"web\\\"1\"} 0.25 1796119206000",
             "container_cpu_usage_seconds_total{container=\"\",id=\"/system.slice/dockerlet.service\",image=\"\",name=\"\",namespace=\"\",pod=\"\",cpu=\"total\"} 2.5 1796119205000",
@@ -969,10 +983,14 @@ mod tests {
             "{text}"
         );
         assert!(!text.contains("container_memory_swap{container=\"app\""), "{text}");
-        // No limit on the pod: no spec limit series for it.
-        assert!(!text.lines().any(
-            |l| l.starts_with("container_spec_memory_limit_bytes{container=\"\",id=\"/kubepods/burstable/podu1\"")
-        ));
+        // No limit on the pod: no spec limit series for it, nor a swap limit.
+        for series in [
+            "container_spec_memory_limit_bytes",
+            "container_spec_memory_swap_limit_bytes",
+        ] {
+            let pod = format!("{series}{{container=\"\",id=\"/kubepods/burstable/podu1\"");
+            assert!(!text.lines().any(|l| l.starts_with(&pod)), "{text}");
+        }
         let none = cadvisor(None);
         assert_eq!(
             none,

@@ -257,6 +257,19 @@ fn resource_and_cadvisor_metrics_agree_with_the_summary() {
         .is_none(),
         "no limit, no series"
     );
+    // Its memory + swap limit is the memory limit (no swap, as kubelet's NoSwap), where the
+    // kernel accounts swap (cgroup v1 `memory.memsw.*`, as on this project's CI machine).
+    if std::path::Path::new("/sys/fs/cgroup/memory/memory.memsw.limit_in_bytes").exists() {
+        let swap_limit = find(
+            &cad,
+            "container_spec_memory_swap_limit_bytes",
+            &[("container", "worker"), ("pod", pod_name.as_str())],
+        )
+        .expect("the worker's swap limit");
+        assert_eq!(number(&swap_limit.value), (64 << 20) as f64);
+    } else {
+        eprintln!("no cgroup v1 swap accounting here: the swap limit series is not checked");
+    }
     // The worker's CPU quota: CFS periods elapse (and the idle container, with none, has no
     // such series); page cache from the same reading as the memory figures.
     let worker = [("container", "worker"), ("pod", pod_name.as_str())];

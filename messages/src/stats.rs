@@ -454,6 +454,9 @@ pub struct CgroupExtras {
     pub mapped_file_bytes: Option<u64>,
     /// Swap bytes (`container_memory_swap`).
     pub swap_bytes: Option<u64>,
+    /// The swap limit as cAdvisor's `SwapLimit` (v1 memory + swap), where there is one
+    /// (`container_spec_memory_swap_limit_bytes`).
+    pub swap_limit_bytes: Option<u64>,
     /// CFS enforcement periods, throttled periods and throttled nanoseconds (with a CPU quota).
     pub cfs: Option<CfsStats>,
 }

@@ -838,6 +838,7 @@ fn cgroup_extras(cgroup: String, time: &Time, s: &CgroupStats) -> CgroupExtras {
         cache_bytes: s.memory.map(|m| m.cache),
         mapped_file_bytes: s.memory.map(|m| m.mapped_file),
         swap_bytes: s.memory.and_then(|m| m.swap),
+        swap_limit_bytes: s.memory.and_then(|m| m.swap_limit),
         cfs: s.cfs,
     }
 }
