@@ -131,6 +131,59 @@ fn deleted_pods_kept_by_a_finalizer_end_succeeded_or_failed() {
     }
 }
 
+/// A pod deleted before its container ever started (upstream `deleted_pods_test.go` "should
+/// transition to Failed phase a pod which is deleted while pending"): Failed, and its container,
+/// never started, ends `ContainerStatusUnknown` with 137 as kubelet's TerminatePod has it; it
+/// used to stay waiting.
+#[test]
+fn a_pod_deleted_while_pending_fails_with_its_container_status_unknown() {
+    let (api, _manifests, agent) = api_agent("ending-pending");
+    let path = api.dir().join("pending.yaml");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: pending, finalizers: [example.com/keep]}}
+spec:
+  nodeName: {node}
+  automountServiceAccountToken: false
+  containers:
+  - name: app
+    image: dockerlet.local/no-such-image:1
+    imagePullPolicy: Never
+"#,
+        node = agent.node()
+    );
+    std::fs::write(&path, yaml).expect("write pod");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8")]);
+    wait_for("the container waiting on its image", POD_START_TIMEOUT, || {
+        api.get("pods", "default", "pending")
+            .filter(|p| p["status"]["containerStatuses"][0]["state"]["waiting"]["reason"] == "ErrImageNeverPull")
+    });
+    api.kubectl_ok(&["delete", "pod", "pending", "--wait=false"]);
+    let ended = wait_for("the pod Failed", CHANGE_TIMEOUT, || {
+        api.get("pods", "default", "pending")
+            .filter(|p| p["status"]["phase"] == "Failed")
+    });
+    let state = &ended["status"]["containerStatuses"][0]["state"];
+    assert!(state["waiting"].is_null(), "{ended}");
+    let terminated = &state["terminated"];
+    assert_eq!(terminated["reason"], "ContainerStatusUnknown", "{ended}");
+    assert_eq!(terminated["exitCode"], 137, "{ended}");
+    assert_eq!(
+        terminated["message"], "The container could not be located when the pod was terminated",
+        "{ended}"
+    );
+    assert!(ended["status"]["reason"].is_null(), "{ended}");
+    api.kubectl_ok(&[
+        "patch",
+        "pod",
+        "pending",
+        "--type=json",
+        "-p",
+        r#"[{"op":"remove","path":"/metadata/finalizers"}]"#,
+    ]);
+}
+
 /// A deleted API pod without finalizers: its final status (phase, terminated containers) is
 /// written before the agent deletes it for good, so watchers see how it ended before it goes
 /// (kubelet's status manager; upstream `pods.go` checks this of every pod it deletes).

@@ -150,6 +150,91 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     }
 }
 
+/// The reason of a container the terminated pod has no record of ending (kubelet's
+/// `ContainerReasonStatusUnknown`).
+pub const STATUS_UNKNOWN: &str = "ContainerStatusUnknown";
+
+/// What a terminated pod's containers without an end show, as kubelet's status manager
+/// `TerminatePod`: once the pod has initialized, every regular container not terminated is
+/// terminated `ContainerStatusUnknown` with exit code 137 (whether it succeeded is not known, so
+/// an error); so is every init container but the trailing ones that never started.
+pub fn default_unterminated(pod: &Pod, status: &mut PodStatus) {
+    let unknown = || ContainerState {
+        terminated: Some(ContainerStateTerminated {
+            reason: Some(STATUS_UNKNOWN.into()),
+            message: Some("The container could not be located when the pod was terminated".into()),
+            exit_code: 137,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let ended = |c: &ContainerStatus| c.state.as_ref().is_some_and(|s| s.terminated.is_some());
+    if has_initialized(pod, status) {
+        for c in status.container_statuses.iter_mut().flatten() {
+            if !ended(c) {
+                c.state = Some(unknown());
+            }
+        }
+    }
+    let inits = status.init_container_statuses.get_or_insert_with(Vec::new);
+    let started = initialized_prefix(inits);
+    for c in &mut inits[..started] {
+        if !ended(c) {
+            c.state = Some(unknown());
+        }
+    }
+    if inits.is_empty() {
+        status.init_container_statuses = None;
+    }
+}
+
+fn is_waiting(c: &ContainerStatus) -> bool {
+    c.state.as_ref().is_none_or(|s| s.waiting.is_some())
+}
+
+fn last_terminated(c: &ContainerStatus) -> Option<&ContainerStateTerminated> {
+    c.last_state.as_ref().and_then(|s| s.terminated.as_ref())
+}
+
+/// kubelet's `hasPodInitialized`: no init containers, a regular container that left waiting
+/// once, or the last init container ended with 0.
+fn has_initialized(pod: &Pod, status: &PodStatus) -> bool {
+    let inits = pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.init_containers.as_deref())
+        .unwrap_or_default();
+    let Some(last) = inits.last() else {
+        return true;
+    };
+    if status
+        .container_statuses
+        .iter()
+        .flatten()
+        .any(|c| last_terminated(c).is_some() || !is_waiting(c))
+    {
+        return true;
+    }
+    status
+        .init_container_statuses
+        .iter()
+        .flatten()
+        .find(|c| c.name == last.name)
+        .is_some_and(|c| {
+            let now = c.state.as_ref().and_then(|s| s.terminated.as_ref());
+            now.is_some_and(|t| t.exit_code == 0) || last_terminated(c).is_some_and(|t| t.exit_code == 0)
+        })
+}
+
+/// kubelet's `initializedContainers`: how many of the statuses, from the first, are not the
+/// trailing run of containers waiting with no earlier end (at least one, when there are any).
+fn initialized_prefix(statuses: &[ContainerStatus]) -> usize {
+    statuses
+        .iter()
+        .rposition(|c| !is_waiting(c) || last_terminated(c).is_some())
+        .map_or(statuses.len().min(1), |i| i + 1)
+}
+
 fn time(t: &Option<Time>) -> Option<Time> {
     t.clone()
 }
@@ -579,6 +664,121 @@ mod tests {
             }),
             status: None,
         }
+    }
+
+    fn cstatus(name: &str, state: ContainerState) -> ContainerStatus {
+        ContainerStatus {
+            name: name.into(),
+            state: Some(state),
+            ..Default::default()
+        }
+    }
+
+    fn waiting_state() -> ContainerState {
+        waiting("ContainerCreating", None)
+    }
+
+    fn ended(exit_code: i32) -> ContainerState {
+        ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                exit_code,
+                reason: Some(if exit_code == 0 { "Completed" } else { "Error" }.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    fn reason_of(c: &ContainerStatus) -> Option<&str> {
+        let s = c.state.as_ref()?;
+        s.terminated
+            .as_ref()
+            .and_then(|t| t.reason.as_deref())
+            .or_else(|| s.waiting.as_ref().and_then(|w| w.reason.as_deref()))
+    }
+
+    /// A pod deleted before its container started: the container ends "ContainerStatusUnknown"
+    /// with 137, as kubelet's TerminatePod; a container that ended keeps its end.
+    #[test]
+    fn a_terminated_pod_has_no_container_without_an_end() {
+        let p = pod("Always", &[], &["a", "b"]);
+        let mut status = PodStatus {
+            container_statuses: Some(vec![cstatus("a", waiting_state()), cstatus("b", ended(2))]),
+            ..Default::default()
+        };
+        default_unterminated(&p, &mut status);
+        let apps = status.container_statuses.as_ref().unwrap();
+        let a = apps[0].state.as_ref().unwrap().terminated.as_ref().unwrap();
+        assert_eq!((a.reason.as_deref(), a.exit_code), (Some(STATUS_UNKNOWN), 137));
+        assert_eq!(
+            a.message.as_deref(),
+            Some("The container could not be located when the pod was terminated")
+        );
+        assert_eq!(reason_of(&apps[1]), Some("Error"));
+        assert_eq!(status.init_container_statuses, None);
+    }
+
+    /// Before the pod initialized, regular containers keep waiting; of the init containers only
+    /// those up to the last that started are ended (at least the first).
+    #[test]
+    fn an_uninitialized_pod_ends_only_the_init_containers_that_started() {
+        let p = pod("Always", &["i1", "i2", "i3"], &["a"]);
+        let running = ContainerState {
+            running: Some(Default::default()),
+            ..Default::default()
+        };
+        let mut status = PodStatus {
+            init_container_statuses: Some(vec![
+                cstatus("i1", ended(0)),
+                cstatus("i2", running),
+                cstatus("i3", waiting_state()),
+            ]),
+            container_statuses: Some(vec![cstatus("a", waiting("PodInitializing", None))]),
+            ..Default::default()
+        };
+        default_unterminated(&p, &mut status);
+        let inits = status.init_container_statuses.as_ref().unwrap();
+        let reasons: Vec<_> = inits.iter().map(reason_of).collect();
+        assert_eq!(
+            reasons,
+            [Some("Completed"), Some(STATUS_UNKNOWN), Some("ContainerCreating")]
+        );
+        assert_eq!(
+            reason_of(&status.container_statuses.as_ref().unwrap()[0]),
+            Some("PodInitializing")
+        );
+
+        // None started: the first is ended all the same.
+        let mut none = PodStatus {
+            init_container_statuses: Some(vec![cstatus("i1", waiting_state()), cstatus("i2", waiting_state())]),
+            container_statuses: Some(vec![cstatus("a", waiting("PodInitializing", None))]),
+            ..Default::default()
+        };
+        default_unterminated(&p, &mut none);
+        let reasons: Vec<_> = none
+            .init_container_statuses
+            .as_ref()
+            .unwrap()
+            .iter()
+            .map(reason_of)
+            .collect();
+        assert_eq!(reasons, [Some(STATUS_UNKNOWN), Some("ContainerCreating")]);
+
+        // The last init container ended with 0: initialized, the waiting app container ends too.
+        let mut done = PodStatus {
+            init_container_statuses: Some(vec![
+                cstatus("i1", ended(0)),
+                cstatus("i2", ended(0)),
+                cstatus("i3", ended(0)),
+            ]),
+            container_statuses: Some(vec![cstatus("a", waiting_state())]),
+            ..Default::default()
+        };
+        default_unterminated(&p, &mut done);
+        assert_eq!(
+            reason_of(&done.container_statuses.as_ref().unwrap()[0]),
+            Some(STATUS_UNKNOWN)
+        );
     }
 
     fn obs(name: &str, role: ContainerRole, attempt: u32, state: RuntimeState, exit_code: i64) -> ObservedContainer {

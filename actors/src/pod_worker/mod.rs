@@ -414,6 +414,8 @@ impl PodWorker {
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
+        // kubelet's TerminatePod: no container of a terminated pod is left without an end.
+        dockerlet_pod::status::default_unterminated(&self.pod, &mut status);
         // kubelet's getPhase for a terminal pod: whatever the restart policy, Succeeded when
         // every regular container ran and ended with 0, otherwise Failed.
         let all_succeeded = status.container_statuses.as_ref().is_some_and(|statuses| {
