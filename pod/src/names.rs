@@ -10,17 +10,23 @@ pub const DNS_LABEL_MSG: &str = "a lowercase RFC 1123 label must consist of lowe
 
 /// An RFC 1123 label: 1–63 lower-case alphanumerics or `-`, not starting or ending with `-`.
 pub fn is_dns_label(s: &str) -> bool {
+    s.len() <= 63 && is_label_shaped(s)
+}
+
+/// A part of an RFC 1123 subdomain: a label of any length (the subdomain's regex limits only
+/// the whole, as `IsDNS1123Subdomain`).
+fn is_label_shaped(s: &str) -> bool {
     !s.is_empty()
-        && s.len() <= 63
         && s.bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
 }
 
-/// An RFC 1123 subdomain: labels joined by dots, at most [`MAX_SUBDOMAIN_LEN`] long.
+/// An RFC 1123 subdomain: labels joined by dots, at most [`MAX_SUBDOMAIN_LEN`] long in all
+/// (no part is limited on its own: a 70-character pod name is valid, its host name is cut).
 pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= MAX_SUBDOMAIN_LEN && s.split('.').all(is_dns_label)
+    s.len() <= MAX_SUBDOMAIN_LEN && s.split('.').all(is_label_shaped)
 }
 
 #[cfg(test)]
@@ -35,5 +41,9 @@ mod tests {
         assert!(!is_dns_label(&"a".repeat(64)));
         assert!(is_dns_subdomain("a.b-c.d") && !is_dns_subdomain("a..b"));
         assert!(!is_dns_subdomain(&format!("{}.b", "a".repeat(252))));
+        // A part longer than a label is fine in a subdomain: only the whole is limited.
+        assert!(is_dns_subdomain(&format!("{}-cdefghi", "b".repeat(62))));
+        assert!(is_dns_subdomain(&format!("{}.example", "b".repeat(100))));
+        assert!(!is_dns_subdomain("a.-b") && !is_dns_subdomain(""));
     }
 }
