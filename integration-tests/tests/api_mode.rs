@@ -705,6 +705,16 @@ spec:
                 && find("lost")["state"]["waiting"]["reason"] == "CreateContainerConfigError"
         })
     });
+    let lost = pod["status"]["containerStatuses"]
+        .as_array()
+        .and_then(|s| s.iter().find(|c| c["name"] == "lost"))
+        .cloned()
+        .unwrap_or_default();
+    // kubelet's words: the API's not-found text, nothing before it.
+    assert_eq!(
+        lost["state"]["waiting"]["message"], "secret \"missing\" not found",
+        "{pod}"
+    );
     let uid = pod["metadata"]["uid"].as_str().expect("uid");
     let containers = agent.pod_containers(uid);
     let app = containers

@@ -148,6 +148,10 @@ pub enum ConfigError {
         /// Why.
         reason: String,
     },
+    /// A ConfigMap or Secret an env var needs, or its key, that is not there (non-optional), in
+    /// kubelet's words: `configmap "c" not found`, `couldn't find key k in ConfigMap ns/c`.
+    #[error("{0}")]
+    MissingEnvSource(String),
     /// An invalid probe or lifecycle hook.
     #[error(transparent)]
     Probe(#[from] crate::field::FieldError),
@@ -444,10 +448,10 @@ pub fn container_spec(
 pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<(String, String)>, ConfigError> {
     // Service variables first: everything the container declares overrides them.
     let mut out: Vec<(String, String)> = ctx.env_objects.services.clone();
-    let missing = |name: &str, what: &str, object: &str| ConfigError::UnsupportedEnv {
-        name: name.to_string(),
-        reason: format!("{what} {object:?} not found"),
-    };
+    // The API's not-found text for the object kind kubelet's managers name (`configmap`,
+    // `secret`).
+    let missing = |what: &str, object: &str| ConfigError::MissingEnvSource(format!("{what} {object:?} not found"));
+    let namespace = ctx.pod.metadata.namespace.as_deref().unwrap_or("default");
     // envFrom first; explicit env entries override it (kubelet's order).
     for from in container.env_from.iter().flatten() {
         let prefix = from.prefix.clone().unwrap_or_default();
@@ -475,14 +479,15 @@ pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<
                 }
             }
             None if optional == Some(true) => {}
-            None => return Err(missing("envFrom", what, object)),
+            None => return Err(missing(what, object)),
         }
     }
     for var in container.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
             (_, Some(source)) => {
+                // `what` as the API's not-found text has it, `kind` as kubelet's missing key.
                 let key_ref = |objects: &HashMap<String, Option<BTreeMap<String, String>>>,
-                               what: &str,
+                               (what, kind): (&str, &str),
                                object: &str,
                                key: &str,
                                optional: Option<bool>| {
@@ -490,22 +495,28 @@ pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<
                         Some(data) => match data.get(key) {
                             Some(v) => Ok(Some(v.clone())),
                             None if optional == Some(true) => Ok(None),
-                            None => Err(ConfigError::UnsupportedEnv {
-                                name: var.name.clone(),
-                                reason: format!("couldn't find key {key} in {what} {object:?}"),
-                            }),
+                            None => Err(ConfigError::MissingEnvSource(format!(
+                                "couldn't find key {key} in {kind} {namespace}/{object}"
+                            ))),
                         },
                         None if optional == Some(true) => Ok(None),
-                        None => Err(missing(&var.name, what, object)),
+                        None => Err(missing(what, object)),
                     }
                 };
                 if let Some(s) = &source.secret_key_ref {
-                    match key_ref(&ctx.env_objects.secrets, "secret", &s.name, &s.key, s.optional)? {
+                    match key_ref(
+                        &ctx.env_objects.secrets,
+                        ("secret", "Secret"),
+                        &s.name,
+                        &s.key,
+                        s.optional,
+                    )? {
                         Some(v) => v,
                         None => continue,
                     }
                 } else if let Some(c) = &source.config_map_key_ref {
-                    match key_ref(&ctx.env_objects.config_maps, "configmap", &c.name, &c.key, c.optional)? {
+                    let kinds = ("configmap", "ConfigMap");
+                    match key_ref(&ctx.env_objects.config_maps, kinds, &c.name, &c.key, c.optional)? {
                         Some(v) => v,
                         None => continue,
                     }
@@ -862,7 +873,22 @@ mod tests {
             ..ctx
         };
         let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
-        assert!(err.to_string().contains("configmap \"cm\" not found"), "{err}");
+        assert_eq!(
+            err.to_string(),
+            "configmap \"cm\" not found",
+            "kubelet's words, nothing before"
+        );
+        // The ConfigMap there but not the Secret's key: kubelet's missing-key text.
+        let no_key = EnvObjects {
+            secrets: HashMap::from([("s".to_string(), Some(BTreeMap::new()))]),
+            ..objects.clone()
+        };
+        let ctx = PodContext {
+            env_objects: &no_key,
+            ..ctx
+        };
+        let err = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap_err();
+        assert_eq!(err.to_string(), "couldn't find key pw in Secret default/s");
     }
 
     /// An env source that needs the API server is a config error naming the variable.
