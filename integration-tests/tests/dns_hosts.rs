@@ -7,7 +7,7 @@
 use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::docker::{docker, exec};
 use dockerlet_integration_tests::{
-    wait_until, Agent, Container, EventLog, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT,
+    wait_until, Agent, Container, ContainerStatusExt, EventLog, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT,
 };
 use serde_json::json;
 
@@ -305,6 +305,12 @@ fn hostnames_follow_hostname_subdomain_and_set_hostname_as_fqdn() {
     };
     let manifests = ManifestDir::new();
     let long = "a".repeat(30);
+    // A hostNetwork pod whose FQDN is too long: its sandbox has no name of its own, so it is
+    // created and each container fails instead, as kubelet's GenerateRunContainerOptions.
+    let hostnet_spec = format!(
+        "  hostNetwork: true\n  hostname: {}\n  subdomain: t\n  setHostnameAsFQDN: true\n",
+        "b".repeat(40)
+    );
     for (manifest, spec) in [
         ("plain", ""),
         ("fqdnonly", "  setHostnameAsFQDN: true\n"),
@@ -312,6 +318,7 @@ fn hostnames_follow_hostname_subdomain_and_set_hostname_as_fqdn() {
         ("subfqdn", "  subdomain: t\n  setHostnameAsFQDN: true\n"),
         ("named", "  hostname: h1\n  subdomain: t\n"),
         (long.as_str(), "  subdomain: t\n  setHostnameAsFQDN: true\n"),
+        ("hostnet", &hostnet_spec),
     ] {
         manifests.write(
             &format!("{manifest}.yaml"),
@@ -349,6 +356,26 @@ fn hostnames_follow_hostname_subdomain_and_set_hostname_as_fqdn() {
     let pod = agent.pod(&long).expect("the long-named pod in /pods");
     assert_eq!(pod.phase(), "Pending");
     assert!(agent.pod_containers(pod.uid()).is_empty(), "no sandbox is created");
+
+    let hostnet_fqdn = format!("{}.{domain}", "b".repeat(40));
+    let message = format!("failed to construct FQDN from pod hostname and cluster domain, FQDN {hostnet_fqdn} is too long (64 characters is the max, {} characters requested)", hostnet_fqdn.len());
+    events.wait_for(&agent.pod_object("hostnet"), "Failed", POD_START_TIMEOUT, |m| {
+        m == format!("Error: {message}")
+    });
+    let pod = wait_until("the hostNetwork pod's containers waiting", CHANGE_TIMEOUT, || {
+        let pod = agent.pod("hostnet").ok_or("not in /pods")?;
+        let waiting: Vec<_> = ["c1", "c2"]
+            .iter()
+            .map(|c| pod.container(c).and_then(|s| s.waiting_reason()))
+            .collect();
+        if waiting == [Some("CreateContainerConfigError"); 2] {
+            Ok(pod)
+        } else {
+            Err(format!("{waiting:?}"))
+        }
+    });
+    let containers = agent.pod_containers(pod.uid());
+    assert_eq!(containers.len(), 1, "the sandbox alone: {containers:?}");
 }
 
 /// The "Pods should contain environment variables for services" conformance test in API mode:

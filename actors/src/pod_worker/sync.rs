@@ -1048,7 +1048,13 @@ impl Executor<'_> {
 
     async fn create_sandbox(&mut self, attempt: u32) -> Result<ObservedContainer, SyncError> {
         let config = self.sync.config.clone();
-        let hostname = PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?;
+        // kubelet's generatePodSandboxConfig names only a pod on the pod network; a hostNetwork
+        // pod's bad FQDN fails its containers instead (see `start_container`).
+        let hostname = if host_network(self.pod) {
+            None
+        } else {
+            Some(PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?)
+        };
         let events = self.write_resolv_conf().await?;
         self.outcome.events.extend(events);
         // The pod cgroup first, with the pod's limits, as kubelet's EnsureExists before the sandbox.
@@ -1060,9 +1066,7 @@ impl Executor<'_> {
             attempt,
             cgroup_parent.as_deref(),
         );
-        if !host_network(self.pod) {
-            spec.hostname = Some(hostname);
-        }
+        spec.hostname = hostname;
         dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         spec.runtime = self.runtime_handler().await?;
@@ -1218,6 +1222,12 @@ impl Executor<'_> {
         } else {
             sandbox.ip.clone().unwrap_or_default()
         };
+        // kubelet's GenerateRunContainerOptions works out the pod's kernel hostname for every
+        // container first: a hostNetwork pod whose FQDN is too long fails here.
+        let names = PodHostname::of(self.pod, &config.dns.domain);
+        if let Err(e) = names.and_then(|n| n.kernel_hostname(self.pod)) {
+            return self.wait(container, "CreateContainerConfigError", e.to_string());
+        }
         let env_objects = match self.env_objects(container).await {
             Ok(objects) => objects,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
