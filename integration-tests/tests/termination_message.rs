@@ -159,3 +159,42 @@ spec:
     assert_eq!(message(&status.state).as_deref(), Some("second saw []"));
     assert_eq!(message(&status.last_state).as_deref(), Some("first"));
 }
+
+/// The pod's termination messages share 12 KiB (kubelet's status manager): with four
+/// containers, a container's 4096-byte message is cut to its first 3072 bytes.
+#[test]
+fn termination_messages_share_the_pods_twelve_kib() {
+    let manifests = ManifestDir::new();
+    let others: String = ["c2", "c3", "c4"]
+        .iter()
+        .map(|c| format!("  - {{name: {c}, image: dockerlet.local/busybox:1, command: [\"true\"]}}\n"))
+        .collect();
+    manifests.write(
+        "limits.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata: {{name: limits}}
+spec:
+  restartPolicy: Never
+  containers:
+  - name: c1
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "head -c 1000 /dev/zero | tr '\\0' A > /dev/termination-log; head -c 3096 /dev/zero | tr '\\0' B >> /dev/termination-log"]
+{others}"#
+        ),
+    );
+    let agent = Agent::start("termination-limits", manifests.path(), &[]);
+    let pod = wait_for("the pod Succeeded", POD_START_TIMEOUT, || {
+        agent.pod("limits").filter(|p| p.phase() == "Succeeded")
+    });
+    let message = pod
+        .container("c1")
+        .and_then(|c| c.state.as_ref())
+        .and_then(|s| s.terminated.as_ref())
+        .and_then(|t| t.message.clone())
+        .unwrap_or_default();
+    // The file's 4096 bytes (its last 4096, as kubelet reads it), then the pod's share: the
+    // first 3072 of them.
+    assert_eq!(message, format!("{}{}", "A".repeat(1000), "B".repeat(2072)));
+}

@@ -130,6 +130,17 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .unwrap_or(Time(input.now));
 
     let conditions = conditions(&init_specs, &init_statuses, &app_statuses, &phase, sandbox_ready, input);
+    let mut init_statuses = init_statuses;
+    let mut app_statuses = app_statuses;
+    let mut ephemeral_statuses = ephemeral_statuses;
+    let containers = spec.containers.len() + init_specs.len() + spec.ephemeral_containers.as_ref().map_or(0, Vec::len);
+    cap_termination_messages(
+        containers,
+        init_statuses
+            .iter_mut()
+            .chain(&mut app_statuses)
+            .chain(&mut ephemeral_statuses),
+    );
     PodStatus {
         phase: Some(phase),
         conditions: Some(conditions),
@@ -147,6 +158,33 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         reason: input.failure.map(|f| f.reason.clone()),
         message: input.failure.map(|f| f.message.clone()),
         ..Default::default()
+    }
+}
+
+/// The most termination message bytes a pod's status carries, shared by its containers
+/// (kubelet's `MaxPodTerminationMessageLogLength`).
+pub const MAX_POD_TERMINATION_MESSAGE: usize = 12 * 1024;
+
+/// kubelet's status manager `normalizeStatus`: each termination message (current and last
+/// state) is cut to the pod's 12 KiB shared by its regular, init and ephemeral containers,
+/// keeping its beginning (at a character boundary: Go cuts bytes).
+fn cap_termination_messages<'a>(containers: usize, statuses: impl Iterator<Item = &'a mut ContainerStatus>) {
+    let per_container = MAX_POD_TERMINATION_MESSAGE / containers.max(1);
+    for status in statuses {
+        for state in [status.state.as_mut(), status.last_state.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if let Some(message) = state.terminated.as_mut().and_then(|t| t.message.as_mut()) {
+                if message.len() > per_container {
+                    let mut cut = per_container;
+                    while !message.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    message.truncate(cut);
+                }
+            }
+        }
     }
 }
 
@@ -695,6 +733,52 @@ mod tests {
             .as_ref()
             .and_then(|t| t.reason.as_deref())
             .or_else(|| s.waiting.as_ref().and_then(|w| w.reason.as_deref()))
+    }
+
+    /// Termination messages share the pod's 12 KiB: with four containers each keeps its first
+    /// 3072 bytes, in its current and its last state.
+    #[test]
+    fn termination_messages_share_twelve_kib() {
+        let message = |n: usize| ContainerState {
+            terminated: Some(ContainerStateTerminated {
+                message: Some("B".repeat(n)),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let mut statuses = [
+            ContainerStatus {
+                state: Some(message(4096)),
+                last_state: Some(message(4000)),
+                ..cstatus("c1", message(0))
+            },
+            cstatus("c2", message(100)),
+        ];
+        cap_termination_messages(4, statuses.iter_mut());
+        let len = |s: &Option<ContainerState>| {
+            s.as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .and_then(|t| t.message.as_ref())
+                .map(String::len)
+        };
+        assert_eq!(
+            (len(&statuses[0].state), len(&statuses[0].last_state)),
+            (Some(3072), Some(3072))
+        );
+        assert_eq!(len(&statuses[1].state), Some(100));
+        // One container keeps up to 12 KiB; a multi-byte character is never split.
+        let mut one = [ContainerStatus {
+            state: Some(ContainerState {
+                terminated: Some(ContainerStateTerminated {
+                    message: Some(format!("{}é", "a".repeat(12 * 1024 - 1))),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }];
+        cap_termination_messages(1, one.iter_mut());
+        assert_eq!(len(&one[0].state), Some(12 * 1024 - 1));
     }
 
     /// A pod deleted before its container started: the container ends "ContainerStatusUnknown"
