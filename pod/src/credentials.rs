@@ -202,8 +202,8 @@ fn split_schemeless(location: &str) -> (&str, &str) {
     }
 }
 
-/// The image's repository, the way kubelet looks it up (`docker.io/library/` added to a name
-/// without a registry; tag and digest dropped).
+/// The image's repository, the way kubelet looks it up: tag and digest dropped, the domain
+/// split off as distribution's (`docker.io/library/` before an official name).
 pub fn repository(image: &str) -> String {
     let name = image.split_once('@').map_or(image, |(name, _)| name);
     // A tag is after the last ':' that follows the last '/'.
@@ -211,15 +211,8 @@ pub fn repository(image: &str) -> String {
         Some(i) if !name[i..].contains('/') => &name[..i],
         _ => name,
     };
-    let first = name.split('/').next().unwrap_or_default();
-    let has_registry = name.contains('/') && (first.contains('.') || first.contains(':') || first == "localhost");
-    if has_registry {
-        name.to_string()
-    } else if name.contains('/') {
-        format!("docker.io/{name}")
-    } else {
-        format!("docker.io/library/{name}")
-    }
+    let (domain, path) = crate::image_ref::split_domain(name);
+    format!("{domain}/{path}")
 }
 
 /// kubelet's isDefaultRegistryMatch.

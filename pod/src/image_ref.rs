@@ -37,7 +37,7 @@ fn parse_normalized(s: &str) -> Result<(), String> {
 
 /// distribution's `splitDockerDomain`: the domain (docker.io when the first component is not
 /// one) and the rest (`library/` before a single official name).
-fn split_domain(name: &str) -> (String, String) {
+pub(crate) fn split_domain(name: &str) -> (String, String) {
     let (domain, rest) = match name.split_once('/') {
         Some((first, rest)) if first.contains(['.', ':']) || first == "localhost" || first.to_lowercase() != first => {
             (first.to_string(), rest.to_string())

@@ -58,7 +58,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
     let policy = RestartPolicy::of(pod);
     let init_specs = spec.init_containers.clone().unwrap_or_default();
 
-    let init_statuses: Vec<ContainerStatus> = init_specs
+    let mut init_statuses: Vec<ContainerStatus> = init_specs
         .iter()
         .map(|c| {
             let mut status = container_status(&view, c, input.waiting, policy, true, false);
@@ -75,7 +75,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .flatten()
         .any(|c| c.role == ContainerRole::App && c.started_at.is_some());
     let initialized = app_started || incomplete_init(&init_specs, &init_statuses).is_empty();
-    let app_statuses: Vec<ContainerStatus> = spec
+    let mut app_statuses: Vec<ContainerStatus> = spec
         .containers
         .iter()
         .map(|c| {
@@ -86,7 +86,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .collect();
 
     // Ephemeral containers: never ready, no `started` (kubelet's prober does not see them).
-    let ephemeral_statuses: Vec<ContainerStatus> = spec
+    let mut ephemeral_statuses: Vec<ContainerStatus> = spec
         .ephemeral_containers
         .iter()
         .flatten()
@@ -130,9 +130,6 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         .unwrap_or(Time(input.now));
 
     let conditions = conditions(&init_specs, &init_statuses, &app_statuses, &phase, sandbox_ready, input);
-    let mut init_statuses = init_statuses;
-    let mut app_statuses = app_statuses;
-    let mut ephemeral_statuses = ephemeral_statuses;
     let containers = spec.containers.len() + init_specs.len() + spec.ephemeral_containers.as_ref().map_or(0, Vec::len);
     cap_termination_messages(
         containers,
@@ -214,15 +211,13 @@ pub fn default_unterminated(pod: &Pod, status: &mut PodStatus) {
             }
         }
     }
-    let inits = status.init_container_statuses.get_or_insert_with(Vec::new);
-    let started = initialized_prefix(inits);
-    for c in &mut inits[..started] {
-        if !ended(c) {
-            c.state = Some(unknown());
+    if let Some(inits) = status.init_container_statuses.as_mut() {
+        let started = initialized_prefix(inits);
+        for c in &mut inits[..started] {
+            if !ended(c) {
+                c.state = Some(unknown());
+            }
         }
-    }
-    if inits.is_empty() {
-        status.init_container_statuses = None;
     }
 }
 
@@ -473,12 +468,7 @@ pub fn pod_phase(
             .and_then(|st| st.terminated.as_ref())
             .map(|t| t.exit_code)
     };
-    let last_exit_of = |s: &ContainerStatus| {
-        s.last_state
-            .as_ref()
-            .and_then(|st| st.terminated.as_ref())
-            .map(|t| t.exit_code)
-    };
+    let last_exit_of = |s: &ContainerStatus| last_terminated(s).map(|t| t.exit_code);
 
     let (mut pending_init, mut failed_init, mut pending_sidecars) = (0, 0, 0);
     let (mut running, mut waiting, mut stopped, mut succeeded) = (0, 0, 0, 0);

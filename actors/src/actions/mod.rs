@@ -22,7 +22,7 @@ const BODY_LIMIT: usize = 10 * 1024;
 /// Most redirects followed (same host only).
 const MAX_REDIRECTS: usize = 10;
 /// Longest timeout armed (about 136 years): `Instant` arithmetic panics on overflow.
-const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 
 /// What one run of a handler gave.
 #[derive(Debug, Clone, PartialEq, Eq)]

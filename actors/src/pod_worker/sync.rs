@@ -37,7 +37,7 @@ const PRE_STOP_OVERRUN: Duration = Duration::from_secs(5);
 
 /// How long a postStart hook may take: as long as it likes, as kubelet's (its exec has no
 /// timeout, its HTTP client none either); a pod deleted meanwhile cancels the sync.
-const POST_START_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
+const POST_START_TIMEOUT: Duration = actions::MAX_TIMEOUT;
 
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
@@ -703,7 +703,7 @@ async fn stop_container(
     grace: Duration,
     settle: Settle,
     unobserved: &mut Option<Instant>,
-) -> (Result<(), RuntimeError>, Vec<WorkerEvent>) {
+) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
     let StopTarget { id, name, pod_ip, turn } = stop;
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
@@ -712,7 +712,7 @@ async fn stop_container(
             .chain(s.init_containers.iter().flatten())
             .find(|spec| spec.name == name)
     });
-    let mut events = Vec::new();
+    let mut event = None;
     if let Some((hook, spec)) = spec.and_then(|s| s.lifecycle.as_ref()?.pre_stop.as_ref().map(|h| (h, s))) {
         if let Ok(action) = dockerlet_pod::action::hook_action("lifecycle.preStop", hook, spec) {
             // kubelet waits for the hook up to the grace period, then stops the container with
@@ -727,7 +727,7 @@ async fn stop_container(
             let mut running =
                 tokio::task::spawn_local(async move { actions::run(&action, &target, Caller::Lifecycle).await });
             match tokio::time::timeout(grace, &mut running).await {
-                Ok(Ok(outcome)) => events.extend(hook_events(sync, name, "PreStopHook", &outcome)),
+                Ok(Ok(outcome)) => event = hook_event(sync, name, "PreStopHook", &outcome),
                 Ok(Err(e)) => tracing::warn!(container = %name, error = %e, "the preStop hook's task failed"),
                 Err(_) => {
                     tracing::info!(container = %name, "preStop hook not completed in the grace period; stopping the container")
@@ -747,7 +747,7 @@ async fn stop_container(
     if result.is_ok() && settle == Settle::Observe && sync.cache.state_of(id) != Some(RuntimeState::Exited) {
         sync.observe(id, unobserved).await;
     }
-    (result, events)
+    (result, event)
 }
 
 /// The container a stop is for.
@@ -844,8 +844,8 @@ async fn stop_all(
     });
     let (others, sidecars) = futures::join!(others, futures::future::join_all(sidecar_stops));
     let mut errors = Vec::new();
-    for (result, stop_events) in others.into_iter().chain(sidecars) {
-        events.extend(stop_events);
+    for (result, event) in others.into_iter().chain(sidecars) {
+        events.extend(event);
         errors.extend(result.err());
     }
     if !errors.is_empty() {
@@ -871,28 +871,28 @@ async fn stop_all(
     }
 }
 
-/// The events of a hook's outcome (`hook` is `PostStartHook` or `PreStopHook`), as kubelet's:
+/// The event of a hook's outcome (`hook` is `PostStartHook` or `PreStopHook`), as kubelet's:
 /// a failure says only "<hook> failed" (its message may hold secrets; the agent's log has it),
 /// and an HTTPS hook answered in plain HTTP that passed over HTTP is a `LifecycleHTTPFallback`
 /// warning, counted in `kubelet_lifecycle_handler_http_fallbacks_total`.
-fn hook_events(sync: &SyncContext, container: &str, hook: &str, outcome: &Outcome) -> Vec<WorkerEvent> {
+fn hook_event(sync: &SyncContext, container: &str, hook: &str, outcome: &Outcome) -> Option<WorkerEvent> {
     match outcome {
-        Outcome::Success(_) => Vec::new(),
+        Outcome::Success(_) => None,
         Outcome::Warning(message) => {
             sync.config.metrics.lifecycle_http_fallbacks.inc();
-            vec![WorkerEvent::container(
+            Some(WorkerEvent::container(
                 container,
                 "LifecycleHTTPFallback",
                 message.clone(),
-            )]
+            ))
         }
         Outcome::Failure(message) => {
             tracing::warn!(container = %container, error = %message, "{hook} failed");
-            vec![WorkerEvent::container(
+            Some(WorkerEvent::container(
                 container,
                 &format!("Failed{hook}"),
                 format!("{hook} failed"),
-            )]
+            ))
         }
     }
 }
@@ -907,7 +907,7 @@ struct StopAll<'a> {
 }
 
 impl StopAll<'_> {
-    async fn one(&self, c: &ObservedContainer, turn: Option<Turn>) -> (Result<(), RuntimeError>, Vec<WorkerEvent>) {
+    async fn one(&self, c: &ObservedContainer, turn: Option<Turn>) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
         let target = StopTarget {
             id: &c.id,
             name: &c.name,
@@ -969,9 +969,9 @@ impl Executor<'_> {
             };
             let grace = kill.grace.unwrap_or(grace);
             let unobserved = &mut self.outcome.unobserved;
-            let (result, events) =
+            let (result, event) =
                 stop_container(self.sync, Some(self.pod), target, grace, Settle::Observe, unobserved).await;
-            self.outcome.events.extend(events);
+            self.outcome.events.extend(event);
             if let Err(e) = result {
                 return self.fail(e);
             }
@@ -1134,7 +1134,12 @@ impl Executor<'_> {
     /// `<pod dir>/etc-hosts` — kubelet's managed hosts file, or the node's for host-network
     /// pods — rewritten before each container as kubelet's makeMounts does. A container that
     /// mounts its own `/etc/hosts` keeps it.
-    async fn managed_files(&self, container: &Container, pod_ip: &str) -> Result<ManagedFiles, SyncError> {
+    async fn managed_files(
+        &self,
+        container: &Container,
+        pod_ip: &str,
+        names: PodHostname,
+    ) -> Result<ManagedFiles, SyncError> {
         let config = self.sync.config.clone();
         let (_, _, uid) = pod_identity(self.pod);
         let resolv_conf = hosts::resolv_conf_path(&config.root_dir, uid);
@@ -1148,7 +1153,6 @@ impl Executor<'_> {
         if pod_ip.is_empty() || hosts::mounts_own(container, hosts::ETC_HOSTS) {
             return Ok(files);
         }
-        let names = PodHostname::of(self.pod, &config.dns.domain)?;
         let aliases = hosts::host_aliases(self.pod).to_vec();
         let host_net = host_network(self.pod);
         let ips = vec![pod_ip.to_string()];
@@ -1224,15 +1228,16 @@ impl Executor<'_> {
         };
         // kubelet's GenerateRunContainerOptions works out the pod's kernel hostname for every
         // container first: a hostNetwork pod whose FQDN is too long fails here.
-        let names = PodHostname::of(self.pod, &config.dns.domain);
-        if let Err(e) = names.and_then(|n| n.kernel_hostname(self.pod)) {
-            return self.wait(container, "CreateContainerConfigError", e.to_string());
-        }
+        let names =
+            match PodHostname::of(self.pod, &config.dns.domain).and_then(|n| n.kernel_hostname(self.pod).map(|_| n)) {
+                Ok(names) => names,
+                Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
+            };
         let env_objects = match self.env_objects(container).await {
             Ok(objects) => objects,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
-        let managed_files = match self.managed_files(container, &pod_ip).await {
+        let managed_files = match self.managed_files(container, &pod_ip, names).await {
             Ok(files) => files,
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),
         };
@@ -1516,8 +1521,8 @@ impl Executor<'_> {
             timeout: POST_START_TIMEOUT,
         };
         let outcome = actions::run(&action, &target, Caller::Lifecycle).await;
-        let events = hook_events(self.sync, &container.name, "PostStartHook", &outcome);
-        self.outcome.events.extend(events);
+        let event = hook_event(self.sync, &container.name, "PostStartHook", &outcome);
+        self.outcome.events.extend(event);
         let Outcome::Failure(message) = outcome else {
             return;
         };
@@ -1544,9 +1549,8 @@ impl Executor<'_> {
             turn: None,
         };
         let unobserved = &mut self.outcome.unobserved;
-        let (result, events) =
-            stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;
-        self.outcome.events.extend(events);
+        let (result, event) = stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;
+        self.outcome.events.extend(event);
         if let Err(e) = result {
             self.fail(e);
         }

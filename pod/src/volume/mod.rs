@@ -365,8 +365,9 @@ fn validate_as(pod: &Pod, api: bool) -> Result<(), FieldError> {
             }
             for (name, value) in [("subPath", sub), ("subPathExpr", expr)] {
                 if let Some(value) = value {
-                    check_sub_path(value)
-                        .map_err(|e| FieldError::invalid(format!("{at}.{name}"), format!("{value:?}: {e}")))?;
+                    check_sub_path(value).map_err(|e| {
+                        FieldError::invalid(format!("{at}.{name}"), format!("{value:?}: {}", e.api_words()))
+                    })?;
                 }
             }
         }
@@ -374,27 +375,42 @@ fn validate_as(pod: &Pod, api: bool) -> Result<(), FieldError> {
     Ok(())
 }
 
-/// Why a subPath is refused, in the API server's validation words.
-fn check_sub_path(sub: &str) -> Result<(), &'static str> {
-    let path = Path::new(sub);
-    if path.is_absolute() {
-        return Err(ABSOLUTE_SUB_PATH);
-    }
-    if path.components().any(|c| c == Component::ParentDir) {
-        return Err("must not contain '..'");
-    }
-    Ok(())
+/// Why a subPath is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SubPathProblem {
+    /// It starts at `/`.
+    Absolute,
+    /// It climbs out with `..`.
+    ParentDir,
 }
 
-const ABSOLUTE_SUB_PATH: &str = "must be a relative path";
-
-/// A subPath refused when a container's mounts are made, in kubelet's words (`makeMounts`).
-fn sub_path_refused(sub: &str, why: &str) -> String {
-    if why == ABSOLUTE_SUB_PATH {
-        format!("error SubPath `{sub}` must not be an absolute path")
-    } else {
-        format!("unable to provision SubPath `{sub}`: {why}")
+impl SubPathProblem {
+    /// In the API server's validation words.
+    fn api_words(self) -> &'static str {
+        match self {
+            SubPathProblem::Absolute => "must be a relative path",
+            SubPathProblem::ParentDir => "must not contain '..'",
+        }
     }
+
+    /// In kubelet's words when a container's mounts are made (`makeMounts`).
+    fn kubelet_words(self, sub: &str) -> String {
+        match self {
+            SubPathProblem::Absolute => format!("error SubPath `{sub}` must not be an absolute path"),
+            SubPathProblem::ParentDir => format!("unable to provision SubPath `{sub}`: {}", self.api_words()),
+        }
+    }
+}
+
+fn check_sub_path(sub: &str) -> Result<(), SubPathProblem> {
+    let path = Path::new(sub);
+    if path.is_absolute() {
+        return Err(SubPathProblem::Absolute);
+    }
+    if path.components().any(|c| c == Component::ParentDir) {
+        return Err(SubPathProblem::ParentDir);
+    }
+    Ok(())
 }
 
 /// A volume or volumeMount that cannot be set up for a container (reason
@@ -520,7 +536,7 @@ pub fn mounts(
         };
         let sub_path = match path {
             Some(path) => {
-                check_sub_path(&path).map_err(|why| config_error(field.clone(), sub_path_refused(&path, why)))?;
+                check_sub_path(&path).map_err(|why| config_error(field.clone(), why.kubelet_words(&path)))?;
                 Some(SubPath {
                     path,
                     bind_at: pod_dir(root, uid)
