@@ -32,6 +32,16 @@ use crate::types::{ApiError, ConfigProblem, PodEvent, PodEventRef};
 /// Namespace of node leases.
 pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 
+/// What an Event to create says.
+struct NewEvent<'a> {
+    /// Normal or Warning.
+    kind: &'a str,
+    reason: &'a str,
+    message: &'a str,
+    /// How often it happened so far.
+    count: i32,
+}
+
 fn failed(operation: &str, source: kube::Error) -> ApiError {
     ApiError::RequestFailed {
         operation: operation.to_string(),
@@ -211,9 +221,12 @@ impl KubeApi {
         namespace: &str,
         name: &str,
         involved_object: k8s_openapi::api::core::v1::ObjectReference,
-        kind: &str,
-        reason: &str,
-        message: &str,
+        NewEvent {
+            kind,
+            reason,
+            message,
+            count,
+        }: NewEvent<'_>,
     ) -> Result<(), ApiError> {
         use k8s_openapi::api::core::v1::{Event, EventSource};
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -229,7 +242,7 @@ impl KubeApi {
             reason: Some(reason.to_string()),
             message: Some(message.to_string()),
             type_: Some(kind.to_string()),
-            count: Some(1),
+            count: Some(count),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
             source: Some(EventSource {
@@ -437,11 +450,12 @@ impl KubeClient for KubeApi {
         let now = Time(Timestamp::now());
         if count > 1 {
             let patch = json!({ "count": count, "lastTimestamp": now });
-            return api
-                .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
-                .await
-                .map(|_| ())
-                .map_err(|e| failed("update event", e));
+            // An Event whose first occurrence the spam filter dropped, or that expired, is
+            // created with the count so far (client-go's recordToSink does the same).
+            match api.patch(name, &PatchParams::default(), &Patch::Merge(&patch)).await {
+                Err(kube::Error::Api(s)) if s.code == 404 => {}
+                patched => return patched.map(|_| ()).map_err(|e| failed("update event", e)),
+            }
         }
         let involved = ObjectReference {
             kind: Some("Pod".to_string()),
@@ -452,8 +466,13 @@ impl KubeClient for KubeApi {
             field_path: about.field_path.map(str::to_string),
             ..Default::default()
         };
-        self.create_event(namespace, name, involved, kind, reason, message)
-            .await
+        let event = NewEvent {
+            kind,
+            reason,
+            message,
+            count,
+        };
+        self.create_event(namespace, name, involved, event).await
     }
 
     /// Record an event about this Node (`Starting`, `NodeReady`, `NodeHasSufficientMemory`, …),
@@ -468,8 +487,13 @@ impl KubeClient for KubeApi {
             ..Default::default()
         };
         let name = format!("{}.{:x}", self.node, Timestamp::now().as_nanosecond());
-        self.create_event("default", &name, involved, kind, reason, message)
-            .await
+        let event = NewEvent {
+            kind,
+            reason,
+            message,
+            count: 1,
+        };
+        self.create_event("default", &name, involved, event).await
     }
 
     /// A Secret, or `None` if it does not exist: from the object's watch, or with a GET while

@@ -1,7 +1,9 @@
-//! Kubelet's event correlator for events written to the API (client-go `tools/record/events_cache.go`): a token bucket
-//! (eventRecordQPS 50, burst 100), identical events folded into one Event with a count, and
-//! similar ones — same object, container and reason, different messages — combined once ten
-//! distinct messages were seen within ten minutes.
+//! Kubelet's event correlator for events written to the API (client-go `tools/record/events_cache.go`):
+//! identical events folded into one Event with a count; similar ones — same object, container
+//! and reason, different messages — combined once ten distinct messages were seen within ten
+//! minutes; client-go's spam filter, a token bucket per pod (25 events, then one every five
+//! minutes), so a pod that fails for hours (a readiness probe, a missing volume) does not write
+//! to the API every few seconds; and a token bucket over all pods (eventRecordQPS 50, burst 100).
 
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
@@ -10,6 +12,10 @@ use std::time::{Duration, Instant};
 pub const EVENT_QPS: f64 = 50.0;
 /// Events at once (`eventBurst`).
 pub const EVENT_BURST: f64 = 100.0;
+/// Events about one pod at once (client-go's `defaultSpamBurst`).
+const SPAM_BURST: f64 = 25.0;
+/// Events about one pod per second once its burst is spent (`defaultSpamQPS`: one in 5 minutes).
+const SPAM_QPS: f64 = 1.0 / 300.0;
 /// Distinct messages of similar events before they are combined (`maxSimilarEvents`).
 const MAX_SIMILAR: usize = 10;
 /// Window over which similar events are counted (`defaultAggregateIntervalInSeconds`).
@@ -36,6 +42,8 @@ type Similar = (String, String, String);
 pub struct EventCorrelator {
     /// Tokens left and when they were last counted.
     tokens: (f64, Instant),
+    /// The spam filter's tokens left per pod UID, and when they were last counted.
+    spam: HashMap<String, (f64, Instant)>,
     /// Distinct messages per similar-event key and when one was last seen.
     similar: HashMap<Similar, (HashSet<String>, Instant)>,
     /// Written events by (similar key, message): their name and count.
@@ -46,6 +54,7 @@ impl Default for EventCorrelator {
     fn default() -> Self {
         EventCorrelator {
             tokens: (EVENT_BURST, Instant::now()),
+            spam: HashMap::new(),
             similar: HashMap::new(),
             written: HashMap::new(),
         }
@@ -64,12 +73,6 @@ impl EventCorrelator {
         now: Instant,
         unique: impl FnOnce() -> String,
     ) -> Option<Correlated> {
-        let refill = now.saturating_duration_since(self.tokens.1).as_secs_f64() * EVENT_QPS;
-        self.tokens = ((self.tokens.0 + refill).min(EVENT_BURST), now);
-        if self.tokens.0 < 1.0 {
-            return None;
-        }
-        self.tokens.0 -= 1.0;
         let similar: Similar = (uid.to_string(), reason.to_string(), field_path.to_string());
         let (messages, last) = self
             .similar
@@ -89,7 +92,13 @@ impl EventCorrelator {
             .written
             .entry((similar, key))
             .or_insert_with(|| (format!("{pod_name}.{}", unique()), 0));
+        // Counted even when the spam filter drops it, as client-go's correlator counts before it
+        // filters: the next write carries every occurrence.
         entry.1 += 1;
+        let spam = self.spam.entry(uid.to_string()).or_insert((SPAM_BURST, now));
+        if !take(spam, now, SPAM_QPS, SPAM_BURST) || !take(&mut self.tokens, now, EVENT_QPS, EVENT_BURST) {
+            return None;
+        }
         Some(Correlated {
             name: entry.0.clone(),
             message,
@@ -99,9 +108,21 @@ impl EventCorrelator {
 
     /// Forget a pod's events (it is gone).
     pub fn forget(&mut self, uid: &str) {
+        self.spam.remove(uid);
         self.similar.retain(|(u, _, _), _| u != uid);
         self.written.retain(|((u, _, _), _), _| u != uid);
     }
+}
+
+/// Take a token from `bucket` (tokens, last counted) refilled at `rate` per second up to `burst`.
+fn take(bucket: &mut (f64, Instant), now: Instant, rate: f64, burst: f64) -> bool {
+    let refill = now.saturating_duration_since(bucket.1).as_secs_f64() * rate;
+    *bucket = ((bucket.0 + refill).min(burst), now);
+    if bucket.0 < 1.0 {
+        return false;
+    }
+    bucket.0 -= 1.0;
+    true
 }
 
 #[cfg(test)]
@@ -156,9 +177,58 @@ mod tests {
         let mut c = EventCorrelator::default();
         let now = Instant::now();
         let kept = (0..150)
-            .filter(|i| observe(&mut c, "Pulled", &format!("{}", i % 5), now).is_some())
+            .filter(|i| {
+                c.observe((&format!("uid{i}"), "web"), "Pulled", "", "x", now, || i.to_string())
+                    .is_some()
+            })
             .count();
         assert_eq!(kept, EVENT_BURST as usize);
         assert!(observe(&mut c, "Pulled", "x", now + Duration::from_secs(1)).is_some());
+    }
+
+    /// client-go's spam filter: 25 events about one pod, then one every five minutes; the
+    /// dropped ones are still counted, and other pods are not held back.
+    #[test]
+    fn one_pod_gets_twenty_five_events_then_one_every_five_minutes() {
+        let mut c = EventCorrelator::default();
+        let now = Instant::now();
+        let kept: Vec<Correlated> = (0..40)
+            .filter_map(|_| observe(&mut c, "Unhealthy", "Readiness probe failed", now))
+            .collect();
+        assert_eq!(kept.len(), SPAM_BURST as usize);
+        assert_eq!(kept.last().map(|k| k.count), Some(25));
+        assert!(observe(
+            &mut c,
+            "Started",
+            "Started container app",
+            now + Duration::from_secs(299)
+        )
+        .is_none());
+        let later = observe(
+            &mut c,
+            "Unhealthy",
+            "Readiness probe failed",
+            now + Duration::from_secs(301),
+        );
+        assert_eq!(later.map(|k| k.count), Some(41), "the dropped repeats are counted");
+        assert!(observe(
+            &mut c,
+            "Unhealthy",
+            "Readiness probe failed",
+            now + Duration::from_secs(302)
+        )
+        .is_none());
+        let other = c.observe(("uid2", "db"), "Started", "", "Started container db", now, || {
+            "1".into()
+        });
+        assert!(other.is_some(), "another pod has its own bucket");
+        c.forget("uid1");
+        assert!(observe(
+            &mut c,
+            "Started",
+            "Started container app",
+            now + Duration::from_secs(303)
+        )
+        .is_some());
     }
 }
