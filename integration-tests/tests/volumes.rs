@@ -442,7 +442,7 @@ spec:
 
 /// A pod whose non-optional ConfigMap does not exist does not start: it stays Pending with a
 /// FailedMount event naming the ConfigMap; a missing optional one leaves an empty volume. Once
-/// the ConfigMap is created, the pod starts.
+/// the ConfigMap is created, the pod starts. The event is repeated on kubelet's back-off.
 #[test]
 fn a_missing_configmap_holds_the_pod_until_it_exists() {
     let api = ApiServer::start();
@@ -490,6 +490,19 @@ spec:
         "nothing started while a volume is missing"
     );
     assert_eq!(phase(&api, "waits").as_deref(), Some("Pending"));
+
+    // The agent tries the volume every 2 s but repeats the event on kubelet's back-off (0.5 s,
+    // doubling): 6 events in the first 20 s (0, 2, 4, 6, 10, 18 s), where one per try gave 10.
+    std::thread::sleep(Duration::from_secs(20));
+    let count = api
+        .list("events")
+        .into_iter()
+        .find(|e: &Value| e["reason"] == "FailedMount" && e["involvedObject"]["name"] == "waits")
+        .and_then(|e| e["count"].as_i64());
+    assert!(
+        count.is_some_and(|c| (3..=6).contains(&c)),
+        "FailedMount repeated on kubelet's back-off, seen {count:?} times in 20 s"
+    );
 
     kubectl_apply(
         &api,

@@ -20,6 +20,7 @@
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
+mod mount_events;
 pub mod state;
 pub mod sync;
 pub mod volumes;
@@ -54,7 +55,7 @@ use dockerlet_pod::deadline::PodFailure;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
 pub use sync::SyncContext;
-use sync::{SyncOutcome, TerminateOutcome};
+use sync::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use tracing::Instrument;
 
 /// How long a terminated pod waits for its final status to be written before it is reported
@@ -189,6 +190,8 @@ pub struct PodWorker {
     restart_at: HashMap<String, Timestamp>,
     /// FailedMount messages of the last sync's volume set-up.
     mount_failures: Vec<String>,
+    /// When each failing volume's FailedMount event is repeated (kubelet's back-off).
+    mount_events: mount_events::MountEventBackoff,
     /// Published probe results, for status and for killing containers whose liveness or
     /// startup probe failed.
     probes: ProbeResults,
@@ -251,6 +254,7 @@ impl PodWorker {
             retry_at: None,
             restart_at: HashMap::new(),
             mount_failures: Vec::new(),
+            mount_events: Default::default(),
             probes: ProbeResults::new(),
             last_observed: Vec::new(),
             pod_ip: None,
@@ -348,6 +352,18 @@ impl PodWorker {
                     .into_actor(self),
                 );
             }
+        }
+    }
+
+    /// Record a sync's events; a failing volume's `FailedMount` is repeated on kubelet's
+    /// back-off, not at every try.
+    fn record_events(&mut self, events: &[WorkerEvent]) {
+        let now = Instant::now();
+        for event in events {
+            if event.reason == "FailedMount" && !self.mount_events.admit(&event.message, now) {
+                continue;
+            }
+            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
         }
     }
 
@@ -463,9 +479,8 @@ impl PodWorker {
             .metrics
             .worker_operation(operation, self.operation_began.elapsed().as_secs_f64());
         self.newer_than = outcome.unobserved;
-        for event in &outcome.events {
-            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
-        }
+        self.mount_events.keep_only(&outcome.mount_failures);
+        self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod sync failed");
         }
@@ -720,9 +735,7 @@ impl PodWorker {
             .config
             .metrics
             .worker_operation(WorkerOperation::kill, self.operation_began.elapsed().as_secs_f64());
-        for event in &outcome.events {
-            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
-        }
+        self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod termination failed; retrying");
         }
@@ -971,11 +984,7 @@ impl Handler<sync::SyncNote> for PodWorker {
                     self.publish_status();
                 }
             }
-            sync::SyncNote::Events(events) => {
-                for event in events {
-                    self.record_about(event.container.as_deref(), &event.reason, event.message);
-                }
-            }
+            sync::SyncNote::Events(events) => self.record_events(&events),
         }
     }
 }
