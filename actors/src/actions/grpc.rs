@@ -2,8 +2,9 @@
 //!
 //! The probe dials `host:port` over plain HTTP/2 (no TLS), calls `grpc.health.v1.Health/Check` with the
 //! configured service name and succeeds only when the answer is `SERVING`. Connecting and calling share one
-//! deadline of `timeout`; every failure (connect error, connect timeout, RPC error, other status) is a probe
-//! failure with a message in kubelet's wording.
+//! deadline of `timeout`; every failure (connect timeout, RPC error, other status) is a probe failure with a
+//! message in kubelet's wording. kubelet dials with `grpc.WithBlock()`, so a refused connection is tried
+//! again on grpc-go's reconnect back-off (1 s, times 1.6) until the deadline, and then fails as a timeout.
 
 use crate::error_chain;
 use std::time::Duration;
@@ -21,10 +22,15 @@ const USER_AGENT: &str = dockerlet_pod::version::PROBE_USER_AGENT;
 /// tonic's `grpc-timeout` encoding, both of which panic.
 const MAX_TIMEOUT: Duration = Duration::from_secs(u32::MAX as u64);
 
+/// grpc-go's first reconnect back-off (`BaseDelay`).
+const RECONNECT_BASE: Duration = Duration::from_secs(1);
+/// Its growth per attempt (`Multiplier`).
+const RECONNECT_FACTOR: f64 = 1.6;
+
 /// Why a gRPC health check failed: the probe's failure, printed in kubelet's wording.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GrpcCheckFailed {
-    /// The endpoint is malformed or the connection was refused.
+    /// The endpoint is malformed.
     #[error("error: failed to connect service at {addr:?}: {chain}")]
     Connect {
         /// `host:port`.
@@ -32,8 +38,8 @@ pub enum GrpcCheckFailed {
         /// tonic's error and its sources.
         chain: String,
     },
-    /// No connection within the probe's timeout.
-    #[error("timeout: failed to connect service {addr:?} within {timeout:?}")]
+    /// No connection within the probe's timeout (refused, or not answered).
+    #[error("timeout: failed to connect service {addr:?} within {timeout:?}: context deadline exceeded")]
     ConnectTimeout {
         /// `host:port`.
         addr: String,
@@ -80,17 +86,21 @@ pub async fn check(
         .connect_timeout(armed)
         .timeout(armed);
 
-    let channel = match tokio::time::timeout_at(deadline, endpoint.connect()).await {
-        // A connection that only completes at the deadline leaves no time for the call: a connect timeout.
-        Ok(Ok(channel)) if Instant::now() < deadline => channel,
-        Ok(Err(e)) if Instant::now() < deadline => {
-            return Err(GrpcCheckFailed::Connect {
-                addr,
-                chain: error_chain(&e),
-            });
+    let mut wait = RECONNECT_BASE;
+    let channel = loop {
+        let tried = Instant::now();
+        match tokio::time::timeout_at(deadline, endpoint.connect()).await {
+            // A connection that only completes at the deadline leaves no time for the call: a connect timeout.
+            Ok(Ok(channel)) if Instant::now() < deadline => break channel,
+            // Refused (or reset): grpc-go's blocking dial tries again after its back-off.
+            Ok(Err(e)) if Instant::now() < deadline => {
+                tracing::trace!(addr, error = %error_chain(&e), "gRPC probe cannot connect yet");
+                tokio::time::sleep_until((tried + wait).min(deadline)).await;
+                wait = wait.mul_f64(RECONNECT_FACTOR);
+            }
+            // Our deadline fired, or the connect timeout (same length) did, or connecting used up the time.
+            Ok(_) | Err(_) => return Err(GrpcCheckFailed::ConnectTimeout { addr, timeout }),
         }
-        // Our deadline fired, or the connect timeout (same length) did, or connecting used up the time.
-        Ok(_) | Err(_) => return Err(GrpcCheckFailed::ConnectTimeout { addr, timeout }),
     };
 
     let mut client = HealthClient::new(channel);
@@ -224,21 +234,44 @@ mod tests {
         assert!(err.starts_with("rpc error: code = NotFound desc = "), "{err}");
     }
 
-    /// A port nobody listens on fails with the connect error, well before the timeout.
+    /// A port nobody listens on fails as kubelet's blocking dial does: tried until the timeout, then
+    /// kubelet's connect-timeout message.
     #[tokio::test]
-    async fn closed_port_fails_quickly() {
+    async fn closed_port_fails_with_a_connect_timeout_once_the_timeout_is_over() {
         let port = {
             let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
             listener.local_addr().unwrap().port()
         };
         let started = std::time::Instant::now();
-        let err = guarded_check(port, "", Duration::from_secs(10)).await.unwrap_err();
-        assert!(err.contains(&format!("127.0.0.1:{port}")), "{err}");
+        let err = guarded_check(port, "", Duration::from_secs(1)).await.unwrap_err();
+        assert_eq!(
+            err,
+            format!("timeout: failed to connect service \"127.0.0.1:{port}\" within 1s: context deadline exceeded")
+        );
         assert!(
-            started.elapsed() < Duration::from_secs(5),
+            started.elapsed() >= Duration::from_millis(990),
             "took {:?}",
             started.elapsed()
         );
+    }
+
+    /// A server that starts listening while the probe waits is reached at the next attempt.
+    #[tokio::test]
+    async fn a_server_that_comes_up_within_the_timeout_is_reached() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        drop(listener);
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(300)).await;
+            let listener = tokio::net::TcpListener::bind(addr).await.unwrap();
+            let (_reporter, service) = tonic_health::server::health_reporter();
+            tonic::transport::Server::builder()
+                .add_service(service)
+                .serve_with_incoming(tonic::transport::server::TcpIncoming::from(listener))
+                .await
+        });
+        let result = guarded_check(addr.port(), "", Duration::from_secs(5)).await;
+        assert_eq!(result, Ok("service healthy".to_string()));
     }
 
     /// A peer that accepts TCP but never speaks HTTP/2 makes the probe fail once the timeout elapses.
@@ -290,7 +323,7 @@ mod tests {
         assert_eq!(
             err,
             format!(
-                "timeout: failed to connect service \"127.0.0.1:{}\" within 0ns",
+                "timeout: failed to connect service \"127.0.0.1:{}\" within 0ns: context deadline exceeded",
                 addr.port()
             )
         );
