@@ -103,8 +103,6 @@ pub enum Effect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerState {
     phase: Phase,
-    /// Failed syncs in a row; the error back-off grows with them like CrashLoopBackOff.
-    failures: u32,
     /// Until then, [`Trigger::Event`] does not start a sync.
     error_backoff_until: Option<Instant>,
 }
@@ -113,7 +111,6 @@ impl Default for WorkerState {
     fn default() -> Self {
         WorkerState {
             phase: Phase::Idle,
-            failures: 0,
             error_backoff_until: None,
         }
     }
@@ -163,7 +160,6 @@ impl WorkerState {
                 Effect::StartSync
             }
             (Phase::Syncing { again }, Input::SyncFinished { ok: true }) => {
-                self.failures = 0;
                 self.error_backoff_until = None;
                 if again {
                     self.phase = Phase::Syncing { again: false };
@@ -175,8 +171,9 @@ impl WorkerState {
             }
             (Phase::Syncing { .. }, Input::SyncFinished { ok: false }) => {
                 // Requests that came in meanwhile wait for the back-off too.
-                self.failures += 1;
-                let delay = backoff.delay(self.failures);
+                // kubelet's pod workers requeue a failed sync after a constant `backOffPeriod`
+                // (10 s, the container back-off's first step), however often it failed before.
+                let delay = backoff.initial;
                 self.error_backoff_until = Some(now + delay);
                 self.phase = Phase::Idle;
                 Effect::ScheduleNext { error: Some(delay) }
@@ -211,7 +208,6 @@ mod tests {
     fn backing_off(now: Instant) -> WorkerState {
         WorkerState {
             phase: Phase::Idle,
-            failures: 1,
             error_backoff_until: Some(now + Duration::from_secs(10)),
         }
     }
@@ -371,9 +367,10 @@ mod tests {
         assert!(s.is_terminating());
     }
 
-    /// Failures in a row lengthen the error back-off (10 s, 20 s, …); a clean sync resets it.
+    /// Every failed sync waits kubelet's constant back-off period (10 s), however many came
+    /// before; a clean sync clears it.
     #[test]
-    fn the_error_backoff_grows_and_resets() {
+    fn the_error_backoff_is_constant_and_cleared() {
         let now = Instant::now();
         let mut s = WorkerState::default();
         let mut delays = Vec::new();
@@ -384,7 +381,7 @@ mod tests {
         let secs = |d: u64| Effect::ScheduleNext {
             error: Some(Duration::from_secs(d)),
         };
-        assert_eq!(delays, vec![secs(10), secs(20), secs(40)]);
+        assert_eq!(delays, vec![secs(10), secs(10), secs(10)]);
         s.on(Input::Sync(Trigger::Timer), now, &BACKOFF);
         assert_eq!(
             s.on(Input::SyncFinished { ok: true }, now, &BACKOFF),

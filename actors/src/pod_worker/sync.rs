@@ -43,7 +43,7 @@ const POST_START_TIMEOUT: Duration = actions::MAX_TIMEOUT;
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
 
 /// How soon a pod whose volumes could not be set up is synced again (kubelet's volume
-/// reconciler retries within seconds; the pod's error back-off would grow to minutes).
+/// reconciler retries within seconds; the pod's error back-off is 10 s).
 const VOLUME_RETRY: Duration = Duration::from_secs(2);
 
 /// How long a sync waits for the pod cache to be refreshed before it gives up (and retries
