@@ -6,7 +6,7 @@
 use std::collections::VecDeque;
 use std::future::Future;
 
-use dockerlet_kube::recorder::{Correlated, EventCorrelator};
+use dockerlet_kube::recorder::{Correlated, EventCorrelator, EventLimits};
 use std::sync::Arc;
 
 use dockerlet_kube::{KubeClient, PodEventRef};
@@ -100,12 +100,12 @@ pub struct EventRecorder {
 }
 
 impl EventRecorder {
-    /// A recorder; with `api`, pod events are also written to the API.
-    pub fn new(api: Option<Arc<dyn KubeClient>>) -> Self {
+    /// A recorder; with `api`, pod events are also written to the API, at most `limits`.
+    pub fn new(api: Option<Arc<dyn KubeClient>>, limits: EventLimits) -> Self {
         EventRecorder {
             ring: VecDeque::new(),
             api,
-            correlator: EventCorrelator::default(),
+            correlator: EventCorrelator::new(limits),
         }
     }
 
@@ -255,7 +255,7 @@ mod tests {
     #[test]
     fn container_deaths_stay_off_the_api() {
         let api = Arc::new(dockerlet_kube::fake::FakeKube::new("n1"));
-        let mut recorder = EventRecorder::new(Some(api));
+        let mut recorder = EventRecorder::new(Some(api), EventLimits::default());
         let pod = Pod {
             metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
                 name: Some("p".into()),
@@ -281,7 +281,7 @@ mod tests {
     /// The ring keeps the newest events only.
     #[test]
     fn the_ring_keeps_the_newest_events() {
-        let mut recorder = EventRecorder::new(None);
+        let mut recorder = EventRecorder::new(None, EventLimits::default());
         for i in 0..EVENT_LOG_SIZE + 5 {
             recorder.note("Test", format!("o{i}"), String::new());
         }

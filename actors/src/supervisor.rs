@@ -33,6 +33,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use dockerlet_kube::recorder::EventLimits;
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, HealthCell, InjectFault,
@@ -125,6 +126,8 @@ pub struct SupervisorConfig {
     /// `--kubelet-cgroups` and `--system-cgroups`, kept every minute; none: no
     /// SystemCgroupsActor.
     pub system_cgroups: Option<SystemCgroupsConfig>,
+    /// How many pod events go to the API (`--event-qps`, `--event-burst`).
+    pub events: EventLimits,
     /// The PLEG's health, shared with `/healthz` (which reads it without a message).
     pub health: HealthCell,
     /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
@@ -354,7 +357,7 @@ impl Supervisor {
             let sync = SyncContext::new(runtime, cache, config.worker.clone());
             Supervisor {
                 pods: PodConfig::new(config.sources()),
-                recorder: EventRecorder::new(config.mode.api().cloned()),
+                recorder: EventRecorder::new(config.mode.api().cloned(), config.events),
                 workers: HashMap::new(),
                 finished: HashSet::new(),
                 awaiting_node: HashSet::new(),
@@ -1048,6 +1051,7 @@ mod tests {
             oom: None,
             stats: None,
             system_cgroups: None,
+            events: EventLimits::default(),
             health: HealthCell::default(),
             node: Arc::new(Node {
                 metadata: ObjectMeta {

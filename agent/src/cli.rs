@@ -131,6 +131,15 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub kube_api_burst: Option<u32>,
 
+    /// Pod events written to the API per second (eventRecordQPS); 0 uses client-go's default
+    /// of 5 [default: 50].
+    #[arg(long, value_name = "QPS", allow_negative_numbers = true)]
+    pub event_qps: Option<i32>,
+
+    /// Pod events written at once (eventBurst); 0 uses client-go's default of 10 [default: 100].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub event_burst: Option<i32>,
+
     /// Register the Node with the API server [default: true].
     #[arg(long, value_name = "BOOL")]
     pub register_node: Option<bool>,

@@ -13,6 +13,7 @@ use dockerlet_actors::source::http::HttpSourceConfig;
 use dockerlet_host::signals::Thresholds;
 use dockerlet_http::kubelet_api::auth::AuthorizationMode;
 use dockerlet_http::kubelet_api::tls::TlsSettings;
+use dockerlet_kube::recorder::EventLimits;
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::dns::ClusterDns;
 use dockerlet_pod::quantity::parse_quantity;
@@ -68,6 +69,8 @@ pub struct AgentConfig {
     pub in_cluster: Option<PathBuf>,
     /// `kubeAPIQPS` and `kubeAPIBurst`.
     pub kube_api_limits: (f64, u32),
+    /// `eventRecordQPS` and `eventBurst`.
+    pub event_limits: EventLimits,
     /// `--register-node`.
     pub register_node: bool,
     /// `--node-labels`.
@@ -229,6 +232,8 @@ struct FileSettings {
     register_node: Option<bool>,
     kube_api_qps: Option<f64>,
     kube_api_burst: Option<u32>,
+    event_record_qps: Option<i32>,
+    event_burst: Option<i32>,
     static_pod_url: Option<String>,
     static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
     http_check_frequency: Option<Duration>,
@@ -331,6 +336,8 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         register_node: field(path, &mut map, "registerNode")?,
         kube_api_qps: field(path, &mut map, "kubeAPIQPS")?,
         kube_api_burst: field(path, &mut map, "kubeAPIBurst")?,
+        event_record_qps: field(path, &mut map, "eventRecordQPS")?,
+        event_burst: field(path, &mut map, "eventBurst")?,
         static_pod_url: field(path, &mut map, "staticPodURL")?,
         static_pod_url_header: field(path, &mut map, "staticPodURLHeader")?,
         http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
@@ -371,6 +378,26 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         tracing::warn!(file = %path.display(), setting = %key, "config setting not supported by dockerlet; ignored");
     }
     Ok(settings)
+}
+
+/// `eventRecordQPS` and `eventBurst` as kubelet's event client takes them: negative is refused
+/// in kubelet's words, 0 is client-go's default (5 per second, 10 at once).
+fn event_limits(qps: Option<i32>, burst: Option<i32>) -> Result<EventLimits, (&'static str, String)> {
+    let defaults = EventLimits::default();
+    let negative = |n: i32| format!("{n} must not be a negative number");
+    let qps = match qps {
+        Some(n) if n < 0 => return Err(("--event-qps", negative(n))),
+        Some(0) => 5.0,
+        Some(n) => f64::from(n),
+        None => defaults.qps,
+    };
+    let burst = match burst {
+        Some(n) if n < 0 => return Err(("--event-burst", negative(n))),
+        Some(0) => 10.0,
+        Some(n) => f64::from(n),
+        None => defaults.burst,
+    };
+    Ok(EventLimits { qps, burst })
 }
 
 /// The config file's cgroup settings.
@@ -721,6 +748,11 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     {
         return Err(invalid("--kube-api-qps", "must be greater than 0".to_string()));
     }
+    let event_limits = event_limits(
+        cli.event_qps.or(file.event_record_qps),
+        cli.event_burst.or(file.event_burst),
+    )
+    .map_err(|(setting, reason)| invalid(setting, reason))?;
     let manifest_url = cli
         .manifest_url
         .clone()
@@ -778,6 +810,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             cli.kube_api_qps.or(file.kube_api_qps).unwrap_or(50.0),
             cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),
         ),
+        event_limits,
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         node_labels,
         node_status_update_frequency,
@@ -1122,6 +1155,40 @@ mod tests {
         .unwrap();
         assert_eq!(c.read_only.unwrap().port(), 1234);
         assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    }
+
+    /// `--event-qps` and `--event-burst` (file: `eventRecordQPS`, `eventBurst`): kubelet's 50 and
+    /// 100 by default, client-go's 5 and 10 for 0, a negative number refused naming the flag.
+    #[test]
+    fn event_limits_as_kubelets_event_client() {
+        let limits = |args: &[&str]| build(&cli(args), host).map(|c| c.event_limits);
+        let pair = |qps: f64, burst: f64| EventLimits { qps, burst };
+        assert_eq!(limits(&[]).unwrap(), pair(50.0, 100.0));
+        assert_eq!(
+            limits(&["--event-qps", "7", "--event-burst", "3"]).unwrap(),
+            pair(7.0, 3.0)
+        );
+        assert_eq!(
+            limits(&["--event-qps", "0", "--event-burst", "0"]).unwrap(),
+            pair(5.0, 10.0)
+        );
+        let err = limits(&["--event-qps", "-1"]).unwrap_err().to_string();
+        assert!(
+            err.contains("--event-qps") && err.contains("-1 must not be a negative number"),
+            "{err}"
+        );
+        let err = limits(&["--event-burst", "-2"]).unwrap_err().to_string();
+        assert!(err.contains("--event-burst"), "{err}");
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "kind: KubeletConfiguration\neventRecordQPS: 20\neventBurst: 40\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        assert_eq!(limits(&["--config", p]).unwrap(), pair(20.0, 40.0));
+        assert_eq!(limits(&["--config", p, "--event-qps", "1"]).unwrap(), pair(1.0, 40.0));
     }
 
     /// Image pulls: serialized by default; `maxParallelImagePulls` of 2 or more alone turns

@@ -93,6 +93,9 @@ pub fn configz(config: &AgentConfig) -> Value {
             doc["kubeletconfig"][key] = json!(v);
         }
     }
+    // Whole numbers, as kubelet's int32 fields (the limits in effect).
+    doc["kubeletconfig"]["eventRecordQPS"] = json!(config.event_limits.qps as i64);
+    doc["kubeletconfig"]["eventBurst"] = json!(config.event_limits.burst as i64);
     doc
 }
 
@@ -124,5 +127,6 @@ mod tests {
         assert_eq!(c["authorization"]["mode"], "AlwaysAllow");
         assert_eq!(c["authentication"]["anonymous"]["enabled"], false);
         assert_eq!(c["kind"], "KubeletConfiguration");
+        assert_eq!((&c["eventRecordQPS"], &c["eventBurst"]), (&json!(50), &json!(100)));
     }
 }

@@ -163,6 +163,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
             }),
             stats: Some(stats),
             system_cgroups,
+            events: config.event_limits,
             health: health.clone(),
             node: Arc::new(initial_node),
         },

@@ -8,10 +8,25 @@
 use std::collections::{HashMap, HashSet};
 use std::time::{Duration, Instant};
 
-/// Events per second once the burst is spent (`eventRecordQPS`).
-pub const EVENT_QPS: f64 = 50.0;
-/// Events at once (`eventBurst`).
-pub const EVENT_BURST: f64 = 100.0;
+/// How many events go to the API over all pods: `eventRecordQPS` (`--event-qps`) and
+/// `eventBurst` (`--event-burst`).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct EventLimits {
+    /// Events per second once the burst is spent.
+    pub qps: f64,
+    /// Events at once.
+    pub burst: f64,
+}
+
+impl Default for EventLimits {
+    /// kubelet's: 50 per second, 100 at once.
+    fn default() -> Self {
+        EventLimits {
+            qps: 50.0,
+            burst: 100.0,
+        }
+    }
+}
 /// Events about one pod at once (client-go's `defaultSpamBurst`).
 const SPAM_BURST: f64 = 25.0;
 /// Events about one pod per second once its burst is spent (`defaultSpamQPS`: one in 5 minutes).
@@ -40,6 +55,8 @@ type Similar = (String, String, String);
 /// The correlator.
 #[derive(Debug)]
 pub struct EventCorrelator {
+    /// The limits over all pods.
+    limits: EventLimits,
     /// Tokens left and when they were last counted.
     tokens: (f64, Instant),
     /// The spam filter's tokens left per pod UID, and when they were last counted.
@@ -52,16 +69,22 @@ pub struct EventCorrelator {
 
 impl Default for EventCorrelator {
     fn default() -> Self {
+        EventCorrelator::new(EventLimits::default())
+    }
+}
+
+impl EventCorrelator {
+    /// A correlator writing at most `limits` over all pods.
+    pub fn new(limits: EventLimits) -> Self {
         EventCorrelator {
-            tokens: (EVENT_BURST, Instant::now()),
+            limits,
+            tokens: (limits.burst, Instant::now()),
             spam: HashMap::new(),
             similar: HashMap::new(),
             written: HashMap::new(),
         }
     }
-}
 
-impl EventCorrelator {
     /// Decide how to write an event about pod `pod_name` (UID `uid`); `None` when the rate limit
     /// drops it. `unique` names a new Event (kubelet: the time in hex nanoseconds).
     pub fn observe(
@@ -96,7 +119,7 @@ impl EventCorrelator {
         // filters: the next write carries every occurrence.
         entry.1 += 1;
         let spam = self.spam.entry(uid.to_string()).or_insert((SPAM_BURST, now));
-        if !take(spam, now, SPAM_QPS, SPAM_BURST) || !take(&mut self.tokens, now, EVENT_QPS, EVENT_BURST) {
+        if !take(spam, now, SPAM_QPS, SPAM_BURST) || !take(&mut self.tokens, now, self.limits.qps, self.limits.burst) {
             return None;
         }
         Some(Correlated {
@@ -182,8 +205,26 @@ mod tests {
                     .is_some()
             })
             .count();
-        assert_eq!(kept, EVENT_BURST as usize);
+        assert_eq!(kept, EventLimits::default().burst as usize);
         assert!(observe(&mut c, "Pulled", "x", now + Duration::from_secs(1)).is_some());
+    }
+
+    /// The limits over all pods are the ones given (`--event-qps`, `--event-burst`).
+    #[test]
+    fn the_limits_over_all_pods_are_configurable() {
+        let mut c = EventCorrelator::new(EventLimits { qps: 1.0, burst: 3.0 });
+        let now = Instant::now();
+        let kept = (0..10)
+            .filter(|i| {
+                c.observe((&format!("uid{i}"), "web"), "Pulled", "", "x", now, || i.to_string())
+                    .is_some()
+            })
+            .count();
+        assert_eq!(kept, 3);
+        let later = c.observe(("uid9", "web"), "Pulled", "", "x", now + Duration::from_secs(1), || {
+            "9".into()
+        });
+        assert!(later.is_some(), "one more after a second");
     }
 
     /// client-go's spam filter: 25 events about one pod, then one every five minutes; the
