@@ -6,7 +6,8 @@ use std::collections::BTreeMap;
 use dockerlet_host::signals::{Signal, Thresholds};
 use dockerlet_pod::resource::Allocatable;
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
+    DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeSpec,
+    NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -176,6 +177,16 @@ pub fn node(facts: &NodeFacts) -> Node {
                 architecture: arch().to_string(),
                 ..Default::default()
             }),
+            // The runtime's features, as kubelet reports what its CRI runtime says: Docker gives
+            // no recursively read-only mounts (so `recursiveReadOnly: Enabled` is refused) and no
+            // user namespaces per pod (so `hostUsers: false` is).
+            runtime_handlers: Some(vec![NodeRuntimeHandler {
+                name: Some(String::new()),
+                features: Some(NodeRuntimeHandlerFeatures {
+                    recursive_read_only_mounts: Some(false),
+                    user_namespaces: Some(false),
+                }),
+            }]),
             ..Default::default()
         }),
     }
@@ -231,6 +242,10 @@ mod tests {
             }
         );
         assert_eq!(s.node_info.unwrap().container_runtime_version, "docker://20.10.24");
+        let handlers = s.runtime_handlers.unwrap();
+        let features = handlers[0].features.as_ref().unwrap();
+        assert_eq!(handlers[0].name.as_deref(), Some(""));
+        assert_eq!(features.recursive_read_only_mounts, Some(false));
         assert_eq!(s.addresses.unwrap()[0].address, "10.0.0.1");
     }
 }

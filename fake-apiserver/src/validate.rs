@@ -582,6 +582,7 @@ fn validate_pod_spec(spec: &Value, causes: &mut Vec<Cause>) {
                     ));
                 }
             }
+            let privileged = c["securityContext"]["privileged"].as_bool() == Some(true);
             for (j, m) in c["volumeMounts"].as_array().into_iter().flatten().enumerate() {
                 let mount = m["name"].as_str().unwrap_or_default();
                 if !volumes.contains(&mount) {
@@ -591,6 +592,7 @@ fn validate_pod_spec(spec: &Value, causes: &mut Vec<Cause>) {
                         detail: format!("Not found: \"{mount}\""),
                     });
                 }
+                validate_mount_modes(m, privileged, &format!("{path}.volumeMounts"), causes);
             }
         }
     }
@@ -619,6 +621,50 @@ fn validate_pod_spec(spec: &Value, causes: &mut Vec<Cause>) {
             &spec["terminationGracePeriodSeconds"],
             "must be greater than or equal to 0",
         ));
+    }
+}
+
+/// `validateMountPropagation` and `validateMountRecursiveReadOnly`; like the API server's, the
+/// field paths name the list, not the mount's index.
+fn validate_mount_modes(m: &Value, privileged: bool, path: &str, causes: &mut Vec<Cause>) {
+    let propagation = m["mountPropagation"].as_str();
+    if let Some(p) = propagation {
+        let field = format!("{path}.mountPropagation");
+        if !matches!(p, "Bidirectional" | "HostToContainer" | "None") {
+            causes.push(Cause::unsupported(
+                field,
+                &m["mountPropagation"],
+                &["Bidirectional", "HostToContainer", "None"],
+            ));
+        } else if p == "Bidirectional" && !privileged {
+            causes.push(Cause::forbidden(
+                field,
+                "Bidirectional mount propagation is available only to privileged containers",
+            ));
+        }
+    }
+    let field = format!("{path}.recursiveReadOnly");
+    match m["recursiveReadOnly"].as_str() {
+        None | Some("Disabled") => {}
+        Some("Enabled" | "IfPossible") => {
+            if m["readOnly"].as_bool() != Some(true) {
+                causes.push(Cause::forbidden(
+                    field.clone(),
+                    "may only be specified when readOnly is true",
+                ));
+            }
+            if propagation.is_some_and(|p| p != "None") {
+                causes.push(Cause::forbidden(
+                    field,
+                    "may only be specified when mountPropagation is None or not specified",
+                ));
+            }
+        }
+        Some(_) => causes.push(Cause::unsupported(
+            field,
+            &m["recursiveReadOnly"],
+            &["Disabled", "Enabled", "IfPossible"],
+        )),
     }
 }
 
@@ -1008,5 +1054,31 @@ mod tests {
         )
         .unwrap();
         assert_eq!(decoded.unknown, vec!["status.bogus".to_string()]);
+    }
+
+    /// The API server's mount checks: recursiveReadOnly only on a read-only, non-propagating
+    /// mount; Bidirectional propagation only for a privileged container.
+    #[test]
+    fn mount_modes_are_validated_as_the_api_server_does() {
+        let check = |m: Value, privileged: bool| {
+            let mut causes = Vec::new();
+            validate_mount_modes(&m, privileged, "spec.containers[0].volumeMounts", &mut causes);
+            causes
+                .iter()
+                .map(|c| format!("{}: {}", c.field, c.detail))
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(
+            check(json!({"name": "mnt", "recursiveReadOnly": "Enabled"}), false),
+            ["spec.containers[0].volumeMounts.recursiveReadOnly: Forbidden: may only be specified when readOnly is true"]
+        );
+        assert!(check(json!({"readOnly": true, "recursiveReadOnly": "IfPossible"}), false).is_empty());
+        assert_eq!(
+            check(json!({"mountPropagation": "Bidirectional"}), false),
+            ["spec.containers[0].volumeMounts.mountPropagation: Forbidden: Bidirectional mount propagation is available only to privileged containers"]
+        );
+        assert!(check(json!({"mountPropagation": "Bidirectional"}), true).is_empty());
+        assert!(check(json!({"mountPropagation": "HostToContainer"}), false).is_empty());
+        assert_eq!(check(json!({"mountPropagation": "Sideways"}), false).len(), 1);
     }
 }

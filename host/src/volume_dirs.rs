@@ -661,6 +661,7 @@ mod tests {
             sub_path: None,
             container_path: "/etc/secret-volume".into(),
             read_only: true,
+            propagation: Default::default(),
         };
         let err = prepare(std::slice::from_ref(&m), None).unwrap_err();
         assert_eq!(

@@ -17,8 +17,9 @@
 //!   other value, and run as anything else the pod could hang. Reason `UnsupportedPodSpec`.
 //! - Newer features not implemented here, refused rather than ignored (reason
 //!   `UnsupportedPodSpec`): `hostnameOverride`, pod-level `resources`, `resourceClaims` and
-//!   `resources.claims`, a regular container's `restartPolicy` and `restartPolicyRules`,
-//!   `recursiveReadOnly: Enabled` mounts.
+//!   `resources.claims`, a regular container's `restartPolicy` and `restartPolicyRules`.
+//!   (`recursiveReadOnly: Enabled` is the container's `CreateContainerConfigError`, as kubelet
+//!   on a runtime without it: `volume::mounts`.)
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
@@ -51,14 +52,6 @@ fn unsupported_feature(spec: &k8s_openapi::api::core::v1::PodSpec) -> Option<Str
             .is_some_and(|c| !c.is_empty())
         {
             return not_yet(format!("{field}.resources.claims"), "dynamic resource allocation");
-        }
-        for (i, m) in c.volume_mounts.iter().flatten().enumerate() {
-            if m.recursive_read_only.as_deref() == Some("Enabled") {
-                return not_yet(
-                    format!("{field}.volumeMounts[{i}].recursiveReadOnly"),
-                    "\"Enabled\" (a recursively read-only mount)",
-                );
-            }
         }
     }
     None
@@ -430,7 +423,7 @@ mod tests {
     /// Newer pod features this node does not implement are refused, naming the field.
     #[test]
     fn unimplemented_newer_features_are_refused() {
-        use k8s_openapi::api::core::v1::{ResourceRequirements, VolumeMount};
+        use k8s_openapi::api::core::v1::ResourceRequirements;
         let config = SecurityConfig::default();
         let refused = |edit: &dyn Fn(&mut PodSpec)| {
             let r = admit(&pod_with(PodSecurityContext::default(), edit), &config).unwrap_err();
@@ -448,18 +441,6 @@ mod tests {
         assert_eq!(
             refused(&|s| s.containers[0].restart_policy = Some("Never".into())),
             "spec.containers[0].restartPolicy: a container-level restart policy is not supported by this node yet"
-        );
-        assert_eq!(
-            refused(&|s| {
-                s.containers[0].volume_mounts = Some(vec![VolumeMount {
-                    name: "v".into(),
-                    mount_path: "/v".into(),
-                    read_only: Some(true),
-                    recursive_read_only: Some("Enabled".into()),
-                    ..Default::default()
-                }])
-            }),
-            "spec.containers[0].volumeMounts[0].recursiveReadOnly: \"Enabled\" (a recursively read-only mount) is not supported by this node yet"
         );
     }
 

@@ -8,7 +8,7 @@ use dockerlet_messages::probe::{ProbeKind, ProbeResult, ProbeResults};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use k8s_openapi::api::core::v1::{
     Container, ContainerState, ContainerStateRunning, ContainerStateTerminated, ContainerStateWaiting, ContainerStatus,
-    HostIP, Pod, PodCondition, PodIP, PodStatus,
+    HostIP, Pod, PodCondition, PodIP, PodStatus, VolumeMountStatus,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -406,8 +406,32 @@ fn container_status(
         ready,
         state: Some(state),
         last_state: Some(last_state.unwrap_or_default()),
+        volume_mounts: latest.and_then(|_| volume_mount_statuses(spec)),
         ..Default::default()
     }
+}
+
+/// kubelet's `containerStatuses[].volumeMounts` for a container the runtime has: each of its
+/// volumeMounts, a read-only one with the recursive read-only mode it got, which on Docker is
+/// always `Disabled` (`IfPossible` falls back to a plain read-only mount; `Enabled` never
+/// starts).
+fn volume_mount_statuses(spec: &Container) -> Option<Vec<VolumeMountStatus>> {
+    let mounts = spec.volume_mounts.as_ref().filter(|m| !m.is_empty())?;
+    Some(
+        mounts
+            .iter()
+            .map(|m| {
+                let read_only = m.read_only == Some(true);
+                VolumeMountStatus {
+                    name: m.name.clone(),
+                    mount_path: m.mount_path.clone(),
+                    read_only: read_only.then_some(true),
+                    recursive_read_only: read_only.then(|| "Disabled".to_string()),
+                    ..Default::default()
+                }
+            })
+            .collect(),
+    )
 }
 
 /// `started` waits for a startup probe's success, `ready` for a readiness probe's (kubelet:
@@ -909,6 +933,49 @@ mod tests {
             .unwrap()
             .status
             .clone()
+    }
+
+    /// kubelet's `volumeMounts` in the status of a container the runtime has: each mount, a
+    /// read-only one with recursiveReadOnly `Disabled` (Docker has no recursively read-only
+    /// mounts), a writable one without; none for a container not created yet.
+    #[test]
+    fn created_containers_report_their_volume_mounts() {
+        use k8s_openapi::api::core::v1::VolumeMount;
+        let mut p = pod("Always", &[], &["a", "b"]);
+        let mount = |name: &str, path: &str, read_only: Option<bool>, rro: Option<&str>| VolumeMount {
+            name: name.into(),
+            mount_path: path.into(),
+            read_only,
+            recursive_read_only: rro.map(str::to_string),
+            ..Default::default()
+        };
+        for c in &mut p.spec.as_mut().unwrap().containers {
+            c.volume_mounts = Some(vec![
+                mount("mnt", "/mnt-rro-if-possible", Some(true), Some("IfPossible")),
+                mount("mnt", "/mnt-ro", Some(true), None),
+                mount("mnt", "/mnt-rw", None, None),
+            ]);
+        }
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+        ];
+        let s = status_of(&p, &observed, &HashMap::new());
+        let statuses = s.container_statuses.unwrap();
+        let mounts = statuses[0].volume_mounts.as_ref().unwrap();
+        let seen: Vec<(&str, Option<bool>, Option<&str>)> = mounts
+            .iter()
+            .map(|m| (m.mount_path.as_str(), m.read_only, m.recursive_read_only.as_deref()))
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                ("/mnt-rro-if-possible", Some(true), Some("Disabled")),
+                ("/mnt-ro", Some(true), Some("Disabled")),
+                ("/mnt-rw", None, None),
+            ]
+        );
+        assert_eq!(statuses[1].volume_mounts, None, "b was never created");
     }
 
     /// A running pod is Running and Ready, with the sandbox's IP.

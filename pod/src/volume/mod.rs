@@ -21,7 +21,7 @@ pub mod payload;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, Pod, Volume};
+use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
 
 use crate::annotations::CONFIG_SOURCE;
 use crate::field::FieldError;
@@ -484,6 +484,68 @@ pub struct Mount {
     pub container_path: String,
     /// `readOnly: true`.
     pub read_only: bool,
+    /// `mountPropagation`.
+    pub propagation: Propagation,
+}
+
+/// A volumeMount's `mountPropagation`, as kubelet translates it for the runtime and cri-dockerd
+/// for Docker's bind options.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Propagation {
+    /// `None` or unset: Docker's default, `rprivate`.
+    #[default]
+    Private,
+    /// `HostToContainer`: `rslave`, mounts made on the node later show in the container.
+    HostToContainer,
+    /// `Bidirectional`: `rshared`, also the container's mounts show on the node (privileged
+    /// containers only).
+    Bidirectional,
+}
+
+impl Propagation {
+    /// kubelet's `translateMountPropagation`.
+    fn of(mode: Option<&str>) -> Result<Self, String> {
+        match mode {
+            None | Some("None") => Ok(Propagation::Private),
+            Some("HostToContainer") => Ok(Propagation::HostToContainer),
+            Some("Bidirectional") => Ok(Propagation::Bidirectional),
+            Some(other) => Err(format!("invalid MountPropagation mode: {other:?}")),
+        }
+    }
+
+    /// Docker's bind option; none for Docker's default.
+    fn bind_option(self) -> Option<&'static str> {
+        match self {
+            Propagation::Private => None,
+            Propagation::HostToContainer => Some("rslave"),
+            Propagation::Bidirectional => Some("rshared"),
+        }
+    }
+}
+
+/// kubelet's `resolveRecursiveReadOnly` on a runtime without recursively read-only mounts (Docker
+/// through the CRI, as cri-dockerd reports it): `IfPossible` is a plain read-only mount,
+/// `Enabled` cannot be had. The error is the container's `CreateContainerConfigError`.
+fn check_recursive_read_only(m: &VolumeMount) -> Result<(), String> {
+    let mode = match m.recursive_read_only.as_deref() {
+        None | Some("Disabled") => return Ok(()),
+        Some(mode) => mode,
+    };
+    let name = &m.name;
+    let why = if m.read_only != Some(true) {
+        format!("volume {name:?} requested recursive read-only mode, but it is not read-only")
+    } else if let Some(p) = m.mount_propagation.as_deref().filter(|p| *p != "None") {
+        format!("volume {name:?} requested recursive read-only mode, but it is not compatible with propagation {p:?}")
+    } else {
+        match mode {
+            "IfPossible" => return Ok(()),
+            "Enabled" => {
+                format!("volume {name:?} requested recursive read-only mode, but it is not supported by the runtime")
+            }
+            other => format!("unknown recursive read-only mode {other:?}"),
+        }
+    };
+    Err(format!("failed to resolve recursive read-only mode: {why}"))
 }
 
 impl Mount {
@@ -495,10 +557,18 @@ impl Mount {
         }
     }
 
-    /// The Docker bind, `host:container[:ro]`.
+    /// The Docker bind, `host:container[:ro][,rslave|,rshared]`.
     pub fn bind(&self) -> String {
-        let read_only = if self.read_only { ":ro" } else { "" };
-        format!("{}:{}{read_only}", self.host_path().display(), self.container_path)
+        let options: Vec<&str> = [self.read_only.then_some("ro"), self.propagation.bind_option()]
+            .into_iter()
+            .flatten()
+            .collect();
+        let bind = format!("{}:{}", self.host_path().display(), self.container_path);
+        if options.is_empty() {
+            bind
+        } else {
+            format!("{bind}:{}", options.join(","))
+        }
     }
 }
 
@@ -515,6 +585,11 @@ pub fn mounts(
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
     let (_, _, uid) = pod_identity(pod);
     let env: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    let privileged = container
+        .security_context
+        .as_ref()
+        .and_then(|s| s.privileged)
+        .unwrap_or(false);
     let mut mounts = Vec::new();
     for (index, m) in container.volume_mounts.iter().flatten().enumerate() {
         let field = format!("volumeMounts[{}]", m.name);
@@ -524,6 +599,17 @@ pub fn mounts(
             .ok_or_else(|| config_error(field.clone(), format!("no volume named {:?}", m.name)))?;
         let source = resolve(root, pod, volume, is_api_pod(pod), Some(allocatable))
             .map_err(|e| config_error(field.clone(), e))?;
+        let propagation =
+            Propagation::of(m.mount_propagation.as_deref()).map_err(|e| config_error(field.clone(), e))?;
+        if propagation == Propagation::Bidirectional && !privileged {
+            // The API server's validation; a static pod or an older object that has it anyway
+            // must not get a shared mount.
+            return Err(config_error(
+                field,
+                "Bidirectional mount propagation is available only to privileged containers",
+            ));
+        }
+        check_recursive_read_only(m).map_err(|e| config_error(field.clone(), e))?;
         let sub = m.sub_path.clone().filter(|s| !s.is_empty());
         let expr = m.sub_path_expr.as_deref().filter(|s| !s.is_empty());
         let path = match (sub, expr) {
@@ -555,6 +641,7 @@ pub fn mounts(
             container_path: m.mount_path.clone(),
             // kubelet mounts the atomic-writer volumes read-only whatever the mount says.
             read_only: m.read_only == Some(true) || matches!(source, VolumeSource::Atomic { .. }),
+            propagation,
             source,
         });
     }

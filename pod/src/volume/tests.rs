@@ -320,3 +320,98 @@ fn fs_group_is_the_volumes_ownership() {
         })
     );
 }
+
+/// `mountPropagation` becomes cri-dockerd's bind option: none for `None`, `rslave` for
+/// `HostToContainer`, `rshared` for `Bidirectional` (privileged containers only); an unknown
+/// mode is refused in kubelet's words.
+#[test]
+fn mount_propagation_becomes_the_binds_option() {
+    let with = |propagation: Option<&str>, read_only: bool, privileged: bool| {
+        let mut p = pod(
+            vec![empty_dir("cache", None, None)],
+            vec![VolumeMount {
+                mount_propagation: propagation.map(str::to_string),
+                ..mount("cache", "/cache", read_only, None)
+            }],
+        );
+        if privileged {
+            p.spec.as_mut().unwrap().containers[0].security_context =
+                Some(k8s_openapi::api::core::v1::SecurityContext {
+                    privileged: Some(true),
+                    ..Default::default()
+                });
+        }
+        container_mounts(&p, &[])
+            .map(|m| m[0].bind())
+            .map_err(|e| e.to_string())
+    };
+    let dir = "/root/pods/u1/volumes/kubernetes.io~empty-dir/cache:/cache";
+    assert_eq!(with(None, false, false), Ok(dir.to_string()));
+    assert_eq!(with(Some("None"), true, false), Ok(format!("{dir}:ro")));
+    assert_eq!(with(Some("HostToContainer"), false, false), Ok(format!("{dir}:rslave")));
+    assert_eq!(
+        with(Some("HostToContainer"), true, false),
+        Ok(format!("{dir}:ro,rslave"))
+    );
+    assert_eq!(with(Some("Bidirectional"), false, true), Ok(format!("{dir}:rshared")));
+    assert_eq!(
+        with(Some("Bidirectional"), false, false),
+        Err(
+            "volumeMounts[cache]: Bidirectional mount propagation is available only to privileged containers"
+                .to_string()
+        )
+    );
+    assert_eq!(
+        with(Some("Sideways"), false, false),
+        Err("volumeMounts[cache]: invalid MountPropagation mode: \"Sideways\"".to_string())
+    );
+}
+
+/// `recursiveReadOnly` as kubelet resolves it on a runtime without recursively read-only
+/// mounts: `Disabled` and `IfPossible` are plain read-only mounts; `Enabled`, or a mode on a
+/// writable or propagating mount, is the container's error in kubelet's words.
+#[test]
+fn recursive_read_only_as_kubelet_on_a_runtime_without_it() {
+    let with = |mode: &str, read_only: bool, propagation: Option<&str>| {
+        let p = pod(
+            vec![empty_dir("mnt", None, None)],
+            vec![VolumeMount {
+                recursive_read_only: Some(mode.to_string()),
+                mount_propagation: propagation.map(str::to_string),
+                ..mount("mnt", "/mnt", read_only, None)
+            }],
+        );
+        container_mounts(&p, &[])
+            .map(|m| m[0].bind())
+            .map_err(|e| e.to_string())
+    };
+    let ro = "/root/pods/u1/volumes/kubernetes.io~empty-dir/mnt:/mnt:ro".to_string();
+    assert_eq!(with("Disabled", true, None), Ok(ro.clone()));
+    assert_eq!(
+        with("Disabled", false, None),
+        Ok(ro.trim_end_matches(":ro").to_string())
+    );
+    assert_eq!(with("IfPossible", true, None), Ok(ro.clone()));
+    assert_eq!(with("IfPossible", true, Some("None")), Ok(ro));
+    let refused = |why: &str| {
+        Err(format!(
+            "volumeMounts[mnt]: failed to resolve recursive read-only mode: {why}"
+        ))
+    };
+    assert_eq!(
+        with("Enabled", true, None),
+        refused("volume \"mnt\" requested recursive read-only mode, but it is not supported by the runtime")
+    );
+    assert_eq!(
+        with("Enabled", false, None),
+        refused("volume \"mnt\" requested recursive read-only mode, but it is not read-only")
+    );
+    assert_eq!(
+        with("IfPossible", true, Some("HostToContainer")),
+        refused("volume \"mnt\" requested recursive read-only mode, but it is not compatible with propagation \"HostToContainer\"")
+    );
+    assert_eq!(
+        with("Always", true, None),
+        refused("unknown recursive read-only mode \"Always\"")
+    );
+}
