@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use dockerlet_host::signals::{Signal, Thresholds};
 use dockerlet_pod::resource::Allocatable;
 use k8s_openapi::api::core::v1::{
-    DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeRuntimeHandler, NodeRuntimeHandlerFeatures, NodeSpec,
-    NodeStatus, NodeSystemInfo, Taint,
+    DaemonEndpoint, Node, NodeAddress, NodeDaemonEndpoints, NodeFeatures, NodeRuntimeHandler,
+    NodeRuntimeHandlerFeatures, NodeSpec, NodeStatus, NodeSystemInfo, Taint,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -180,6 +180,11 @@ pub fn node(facts: &NodeFacts) -> Node {
             // The runtime's features, as kubelet reports what its CRI runtime says: Docker gives
             // no recursively read-only mounts (so `recursiveReadOnly: Enabled` is refused) and no
             // user namespaces per pod (so `hostUsers: false` is).
+            // Nor `supplementalGroupsPolicy: Strict` (Docker merges the image's groups), which
+            // is refused with `SupplementalGroupsPolicyNotSupported`.
+            features: Some(NodeFeatures {
+                supplemental_groups_policy: Some(false),
+            }),
             runtime_handlers: Some(vec![NodeRuntimeHandler {
                 name: Some(String::new()),
                 features: Some(NodeRuntimeHandlerFeatures {
@@ -246,6 +251,7 @@ mod tests {
         let features = handlers[0].features.as_ref().unwrap();
         assert_eq!(handlers[0].name.as_deref(), Some(""));
         assert_eq!(features.recursive_read_only_mounts, Some(false));
+        assert_eq!(s.features.and_then(|f| f.supplemental_groups_policy), Some(false));
         assert_eq!(s.addresses.unwrap()[0].address, "10.0.0.1");
     }
 }

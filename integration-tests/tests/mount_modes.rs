@@ -63,7 +63,7 @@ spec:
     );
 }
 
-/// Docker has no recursively read-only mounts: the Node says so, `recursiveReadOnly: Enabled`
+/// Docker has no recursively read-only mounts (nor Strict supplemental groups): the Node says so, `recursiveReadOnly: Enabled`
 /// fails its container with kubelet's `CreateContainerConfigError`, and `IfPossible` is a plain
 /// read-only mount, reported `Disabled` in the container's `volumeMounts` status.
 #[test]
@@ -80,6 +80,12 @@ fn recursive_read_only_on_a_runtime_without_it() {
     });
     assert_eq!(handlers[0]["name"], "", "{handlers}");
     assert_eq!(handlers[0]["features"]["recursiveReadOnlyMounts"], false, "{handlers}");
+    let features = api.get("nodes", "", node).map(|n| n["status"]["features"].clone());
+    assert_eq!(
+        features.as_ref().map(|f| &f["supplementalGroupsPolicy"]),
+        Some(&Value::Bool(false)),
+        "{features:?}"
+    );
 
     let out = apply(
         &api,
