@@ -39,7 +39,7 @@ impl EventType {
             "ErrImageNeverPull",
             "LifecycleHTTPFallback",
             "FailedToRetrieveImagePullSecret",
-            "FailedMount",
+            crate::pod_worker::sync::FAILED_MOUNT,
             "Failed",
             "Unhealthy",
             "FailedPostStartHook",

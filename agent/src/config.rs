@@ -384,20 +384,16 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
 /// in kubelet's words, 0 is client-go's default (5 per second, 10 at once).
 fn event_limits(qps: Option<i32>, burst: Option<i32>) -> Result<EventLimits, (&'static str, String)> {
     let defaults = EventLimits::default();
-    let negative = |n: i32| format!("{n} must not be a negative number");
-    let qps = match qps {
-        Some(n) if n < 0 => return Err(("--event-qps", negative(n))),
-        Some(0) => 5.0,
-        Some(n) => f64::from(n),
-        None => defaults.qps,
+    let limit = |value: Option<i32>, flag: &'static str, client_go: f64, ours: f64| match value {
+        Some(n) if n < 0 => Err((flag, format!("{n} must not be a negative number"))),
+        Some(0) => Ok(client_go),
+        Some(n) => Ok(f64::from(n)),
+        None => Ok(ours),
     };
-    let burst = match burst {
-        Some(n) if n < 0 => return Err(("--event-burst", negative(n))),
-        Some(0) => 10.0,
-        Some(n) => f64::from(n),
-        None => defaults.burst,
-    };
-    Ok(EventLimits { qps, burst })
+    Ok(EventLimits {
+        qps: limit(qps, "--event-qps", 5.0, defaults.qps)?,
+        burst: limit(burst, "--event-burst", 10.0, defaults.burst)?,
+    })
 }
 
 /// The config file's cgroup settings.

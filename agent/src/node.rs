@@ -177,14 +177,14 @@ pub fn node(facts: &NodeFacts) -> Node {
                 architecture: arch().to_string(),
                 ..Default::default()
             }),
-            // The runtime's features, as kubelet reports what its CRI runtime says: Docker gives
-            // no recursively read-only mounts (so `recursiveReadOnly: Enabled` is refused) and no
-            // user namespaces per pod (so `hostUsers: false` is).
-            // Nor `supplementalGroupsPolicy: Strict` (Docker merges the image's groups), which
-            // is refused with `SupplementalGroupsPolicyNotSupported`.
+            // The runtime's features, as kubelet reports what its CRI runtime says. Docker cannot
+            // honour `supplementalGroupsPolicy: Strict` (it merges the image's groups), which is
+            // refused with `SupplementalGroupsPolicyNotSupported`;
             features: Some(NodeFeatures {
                 supplemental_groups_policy: Some(false),
             }),
+            // nor give recursively read-only mounts (so `recursiveReadOnly: Enabled` is refused)
+            // or a user namespace per pod (so `hostUsers: false` is).
             runtime_handlers: Some(vec![NodeRuntimeHandler {
                 name: Some(String::new()),
                 features: Some(NodeRuntimeHandlerFeatures {

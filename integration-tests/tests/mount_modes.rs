@@ -10,17 +10,12 @@ use std::process::Command;
 
 use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::docker::docker;
-use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use dockerlet_integration_tests::{wait_for, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
-fn start(name: &str, api: &ApiServer, manifests: &ManifestDir) -> Agent {
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    Agent::start(
-        name,
-        manifests.path(),
-        &["--kubeconfig", &kubeconfig, "--node-status-update-frequency", "1s"],
-    )
-}
+mod common;
+
+use common::api_agent as start;
 
 fn apply(api: &ApiServer, yaml: &str, file: &str) -> std::process::Output {
     let path = api.dir().join(file);

@@ -27,6 +27,7 @@ impl Default for EventLimits {
         }
     }
 }
+
 /// Events about one pod at once (client-go's `defaultSpamBurst`).
 const SPAM_BURST: f64 = 25.0;
 /// Events about one pod per second once its burst is spent (`defaultSpamQPS`: one in 5 minutes).

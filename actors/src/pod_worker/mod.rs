@@ -360,7 +360,7 @@ impl PodWorker {
     fn record_events(&mut self, events: &[WorkerEvent]) {
         let now = Instant::now();
         for event in events {
-            if event.reason == "FailedMount" && !self.mount_events.admit(&event.message, now) {
+            if event.reason == sync::FAILED_MOUNT && !self.mount_events.admit(&event.message, now) {
                 continue;
             }
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());

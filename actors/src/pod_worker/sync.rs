@@ -42,6 +42,9 @@ const POST_START_TIMEOUT: Duration = actions::MAX_TIMEOUT;
 /// Grace period for stopping a sandbox: the pause process exits on SIGTERM at once.
 const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
 
+/// kubelet's event reason for a volume that could not be set up.
+pub const FAILED_MOUNT: &str = "FailedMount";
+
 /// How soon a pod whose volumes could not be set up is synced again (kubelet's volume
 /// reconciler retries within seconds; the pod's error back-off is 10 s).
 const VOLUME_RETRY: Duration = Duration::from_secs(2);
@@ -389,7 +392,7 @@ pub async fn sync_pod(
         if !failures.is_empty() {
             for f in &failures {
                 tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
-                outcome.events.push(WorkerEvent::pod("FailedMount", f.to_string()));
+                outcome.events.push(WorkerEvent::pod(FAILED_MOUNT, f.to_string()));
             }
             outcome.mount_failures = failures.iter().map(ToString::to_string).collect();
             // Containers that run already keep their mounts (kubelet only fails the refresh);

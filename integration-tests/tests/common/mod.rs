@@ -7,6 +7,17 @@
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
 
+/// An agent of the cluster behind `api` reading `manifests`, its Node status written every
+/// second.
+pub fn api_agent(name: &str, api: &ApiServer, manifests: &ManifestDir) -> Agent {
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    Agent::start(
+        name,
+        manifests.path(),
+        &["--kubeconfig", &kubeconfig, "--node-status-update-frequency", "1s"],
+    )
+}
+
 /// A TLS API server and an agent registered with it, reachable through the server's kubelet
 /// proxy: the agent reports 127.0.0.1 as its address and trusts the server's kubelet client
 /// certificate (`--client-ca-file`). Returns once the Node exists.
