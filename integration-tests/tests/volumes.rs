@@ -11,18 +11,13 @@ use dockerlet_integration_tests::docker::docker;
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
+mod common;
+
+use common::api_agent as start;
+
 /// Long enough for a ConfigMap change to reach a mounted volume (the agent resyncs each pod
 /// every `--sync-frequency`, 1 m by default as in kubelet; the upstream tests allow minutes).
 const UPDATE_TIMEOUT: Duration = Duration::from_secs(150);
-
-fn start(name: &str, api: &ApiServer, manifests: &ManifestDir) -> Agent {
-    let kubeconfig = api.kubeconfig_path().display().to_string();
-    Agent::start(
-        name,
-        manifests.path(),
-        &["--kubeconfig", &kubeconfig, "--node-status-update-frequency", "1s"],
-    )
-}
 
 fn kubectl_apply(api: &ApiServer, yaml: &str, file: &str) {
     let path = api.dir().join(file);
@@ -442,7 +437,8 @@ spec:
 
 /// A pod whose non-optional ConfigMap does not exist does not start: it stays Pending with a
 /// FailedMount event naming the ConfigMap; a missing optional one leaves an empty volume. Once
-/// the ConfigMap is created, the pod starts. The event is repeated on kubelet's back-off.
+/// the ConfigMap is created, the pod starts. The event is repeated on kubelet's back-off, and
+/// written again when it was deleted meanwhile.
 #[test]
 fn a_missing_configmap_holds_the_pod_until_it_exists() {
     let api = ApiServer::start();
@@ -502,6 +498,18 @@ spec:
     assert!(
         count.is_some_and(|c| (3..=6).contains(&c)),
         "FailedMount repeated on kubelet's back-off, seen {count:?} times in 20 s"
+    );
+
+    // An Event that is gone (expired, deleted) while its repeats are counted is written again
+    // with the count so far, as client-go's recorder does when its patch finds none.
+    let name = event["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    api.kubectl_ok(&["delete", "event", &name]);
+    let again = wait_for("the FailedMount event written again", CHANGE_TIMEOUT, || {
+        api.get("events", "default", &name)
+    });
+    assert!(
+        again["count"].as_i64().is_some_and(|c| c > count.unwrap_or_default()),
+        "{again}"
     );
 
     kubectl_apply(
