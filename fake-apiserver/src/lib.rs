@@ -86,6 +86,25 @@ pub const KUBELET_CLIENT_USER: &str = "kube-apiserver-kubelet-client";
 /// The kubectl the fixture's helpers run.
 pub const KUBECTL: &str = "/usr/bin/kubectl";
 
+/// An IPv4 address of this host that the kubelet proxy accepts as a Node's address: global
+/// unicast, as kube-apiserver's `isProxyableHostname` (`pkg/registry/core/node/strategy.go`)
+/// requires for `nodes/{name}/proxy`, which refuses a Node at 127.0.0.1 with `address not
+/// allowed`. The first such address of any interface (Docker's bridge counts); `None` on a host
+/// with loopback only. A test that reaches a kubelet through `nodes/proxy` gives the agent this
+/// as `--node-ip` and has it listen there.
+pub fn proxyable_host_ip() -> Option<std::net::IpAddr> {
+    if_addrs::get_if_addrs()
+        .ok()?
+        .into_iter()
+        .map(|i| i.ip())
+        .find(|ip| match ip {
+            std::net::IpAddr::V4(v4) => {
+                !(v4.is_loopback() || v4.is_link_local() || v4.is_unspecified() || v4.is_multicast())
+            }
+            std::net::IpAddr::V6(_) => false,
+        })
+}
+
 /// One request the server received.
 #[derive(Debug, Clone)]
 pub struct RecordedRequest {

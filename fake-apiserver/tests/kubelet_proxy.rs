@@ -1,8 +1,12 @@
 //! The kubelet proxy against a fake kubelet (a TLS server that checks the API server's client
 //! certificate, answers upgrades with 101 and echoes bytes): upgrade requests for
-//! `pods/exec`, `pods/attach` and `pods/portforward` reach the kubelet's paths with their
-//! query and headers, the kubelet's 101 headers come back as they are, and bytes flow both ways
-//! unchanged; `nodes/proxy` and `pods/log` pass ordinary requests and statuses.
+//! `pods/exec`, `pods/attach` and `pods/portforward` reach the kubelet's paths with the query
+//! kube-apiserver builds (`pkg/registry/core/pod/strategy.go` `streamParams`: `input=1`, not the
+//! client's `stdin=true`), the kubelet's 101 headers come back as they are, and bytes flow both
+//! ways unchanged; a port-forward WebSocket tunnelling SPDY reaches the kubelet as a SPDY
+//! upgrade (`streamtunnel.go`); `nodes/proxy` and `pods/log` pass ordinary requests and
+//! statuses, and `nodes/proxy` refuses a Node at a loopback address
+//! (`pkg/registry/core/node/strategy.go` `isProxyableHostname`).
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
@@ -21,13 +25,13 @@ struct Seen {
     client_certificates: usize,
 }
 
-/// A TLS server on 127.0.0.1 requiring a client certificate signed by `ca_pem`. An upgrade
-/// request is answered 101 with `X-Stream-Protocol-Version: v4.channel.k8s.io` and an
-/// `X-Custom: Kept As Is` header, then every byte is echoed back prefixed by nothing (an
-/// uppercase copy, so the direction is visible); `/fail` is answered 404 `no such thing`;
-/// anything else 200 with the request path as the body.
-fn fake_kubelet(ca_pem: &str) -> (SocketAddr, Arc<Mutex<Seen>>) {
-    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
+/// A TLS server on `ip` requiring a client certificate signed by `ca_pem`. An upgrade request
+/// is answered 101 with the first `X-Stream-Protocol-Version` offered (else
+/// `v4.channel.k8s.io`) and an `X-Custom: Kept As Is` header, then every byte is echoed back
+/// as an uppercase copy (so the direction is visible); `/fail` is answered 404
+/// `no such thing`; anything else 200 with the request path as the body.
+fn fake_kubelet(ca_pem: &str, ip: std::net::IpAddr) -> (SocketAddr, Arc<Mutex<Seen>>) {
+    let cert = rcgen::generate_simple_self_signed(vec![ip.to_string()]).unwrap();
     let mut roots = rustls::RootCertStore::empty();
     for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
         roots.add(c.unwrap()).unwrap();
@@ -43,7 +47,7 @@ fn fake_kubelet(ca_pem: &str) -> (SocketAddr, Arc<Mutex<Seen>>) {
         )
         .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Seen::default()));
@@ -76,12 +80,19 @@ fn fake_kubelet(ca_pem: &str) -> (SocketAddr, Arc<Mutex<Seen>>) {
                     seen.lock().unwrap().heads.push(head.clone());
                     let path = head.split(' ').nth(1).unwrap_or_default().to_string();
                     if head.to_ascii_lowercase().contains("connection: upgrade") {
-                        tls.write_all(
-                            b"HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
-                              X-Stream-Protocol-Version: v4.channel.k8s.io\r\nX-Custom: Kept As Is\r\n\r\n",
-                        )
-                        .await
-                        .unwrap();
+                        let version = head
+                            .lines()
+                            .find_map(|l| {
+                                l.split_once(':')
+                                    .filter(|(n, _)| n.eq_ignore_ascii_case("x-stream-protocol-version"))
+                                    .map(|(_, v)| v.trim().to_string())
+                            })
+                            .unwrap_or_else(|| "v4.channel.k8s.io".to_string());
+                        let answer = format!(
+                            "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: SPDY/3.1\r\n\
+                             X-Stream-Protocol-Version: {version}\r\nX-Custom: Kept As Is\r\n\r\n"
+                        );
+                        tls.write_all(answer.as_bytes()).await.unwrap();
                         let mut buf = [0u8; 4096];
                         loop {
                             match tls.read(&mut buf).await {
@@ -114,6 +125,11 @@ fn fake_kubelet(ca_pem: &str) -> (SocketAddr, Arc<Mutex<Seen>>) {
     (addr, seen)
 }
 
+/// The fake kubelet's address: one `nodes/proxy` accepts.
+fn host_ip() -> std::net::IpAddr {
+    dockerlet_fake_apiserver::proxyable_host_ip().expect("a non-loopback IPv4 address on this host")
+}
+
 /// A Node at the fake kubelet and a pod `p` (containers `a`, `missing`) bound to it.
 fn cluster(api: &ApiServer, kubelet: SocketAddr) {
     api.create(json!({
@@ -126,7 +142,7 @@ fn cluster(api: &ApiServer, kubelet: SocketAddr) {
         "n1",
         dockerlet_fake_apiserver::PatchType::Merge,
         &json!({"status": {
-            "addresses": [{"type": "Hostname", "address": "n1.invalid"}, {"type": "InternalIP", "address": "127.0.0.1"}],
+            "addresses": [{"type": "Hostname", "address": "n1.invalid"}, {"type": "InternalIP", "address": kubelet.ip().to_string()}],
             "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port()}},
         }}),
         dockerlet_fake_apiserver::Subresource::Status,
@@ -159,38 +175,42 @@ fn send_head(api: &ApiServer, head: &str) -> (TcpStream, String) {
     (s, String::from_utf8_lossy(&response).into_owned())
 }
 
-/// exec, attach and portforward upgrades go to the kubelet's paths with their query and
-/// upgrade headers (and without the caller's Authorization); its 101 headers come back
-/// unchanged; then bytes go both ways until the client closes.
+/// exec, attach and portforward upgrades (SPDY, and WebSocket protocols older than v5) go to
+/// the kubelet's paths with the query kube-apiserver builds from the client's options and the
+/// upgrade headers (without the caller's Authorization); its 101 headers come back unchanged;
+/// then bytes go both ways until the client closes.
 #[test]
 fn upgrades_pass_through_byte_for_byte() {
     let api = ApiServer::start();
-    let (kubelet, seen) = fake_kubelet(&std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap());
+    let (kubelet, seen) = fake_kubelet(
+        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
+        host_ip(),
+    );
     cluster(&api, kubelet);
     for (method, upgrade, path, expected) in [
         (
             "POST",
             "SPDY/3.1",
             "/api/v1/namespaces/default/pods/p/exec?command=sh&container=a&stdin=true&stdout=true",
-            "/exec/default/p/a?command=sh&container=a&stdin=true&stdout=true",
+            "/exec/default/p/a?command=sh&input=1&output=1",
         ),
         (
             "GET",
             "websocket",
-            "/api/v1/namespaces/default/pods/p/exec?command=sh&container=a&stdin=true&stdout=true",
-            "/exec/default/p/a?command=sh&container=a&stdin=true&stdout=true",
+            "/api/v1/namespaces/default/pods/p/exec?command=sh&command=-c&command=echo+a%26b&container=a&stderr=true&tty=true",
+            "/exec/default/p/a?command=sh&command=-c&command=echo+a%26b&error=1&tty=1",
         ),
         (
             "POST",
             "SPDY/3.1",
             "/api/v1/namespaces/default/pods/p/attach?container=missing&stdout=true",
-            "/attach/default/p/missing?container=missing&stdout=true",
+            "/attach/default/p/missing?output=1",
         ),
         (
             "GET",
             "websocket",
-            "/api/v1/namespaces/default/pods/p/portforward?ports=80",
-            "/portForward/default/p?ports=80",
+            "/api/v1/namespaces/default/pods/p/portforward?ports=80&ports=8080",
+            "/portForward/default/p?port=80%2C8080",
         ),
     ] {
         let (mut s, head) = send_head(
@@ -235,6 +255,11 @@ fn upgrades_pass_through_byte_for_byte() {
         assert!(!lower.contains("authorization"), "{kubelet_head}");
     }
     assert_eq!(seen.lock().unwrap().client_certificates, 4);
+    // The client's own parameter names never reach the kubelet.
+    for head in seen.lock().unwrap().heads.iter() {
+        let target = head.split(' ').nth(1).unwrap_or_default();
+        assert!(!target.contains("stdin=") && !target.contains("container="), "{head}");
+    }
     // Without an upgrade, exec is refused by the API server itself.
     let out = api.kubectl(&[
         "get",
@@ -250,7 +275,10 @@ fn upgrades_pass_through_byte_for_byte() {
 #[test]
 fn node_proxy_and_logs_pass_ordinary_requests() {
     let api = ApiServer::start();
-    let (kubelet, _seen) = fake_kubelet(&std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap());
+    let (kubelet, _seen) = fake_kubelet(
+        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
+        host_ip(),
+    );
     cluster(&api, kubelet);
     assert_eq!(
         api.kubectl_ok(&["get", "--raw", "/api/v1/nodes/n1/proxy/pods?x=1"]),
@@ -280,4 +308,88 @@ fn node_proxy_and_logs_pass_ordinary_requests() {
     );
     let out = api.kubectl(&["get", "--raw", "/api/v1/nodes/nope/proxy/pods"]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("nodes \"nope\" not found"));
+}
+
+/// `nodes/proxy` to a Node whose address is loopback is refused before any connection, as
+/// kube-apiserver's `isProxyableHostname` refuses it; `pods/exec` to the same kubelet is not
+/// (the pod subresources use the connection info as it is).
+#[test]
+fn node_proxy_refuses_a_loopback_node_but_exec_reaches_it() {
+    let api = ApiServer::start();
+    let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
+    let (kubelet, seen) = fake_kubelet(
+        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
+        loopback,
+    );
+    cluster(&api, kubelet);
+    let out = api.kubectl(&["get", "--raw", "/api/v1/nodes/n1/proxy/pods"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("address not allowed"),
+        "{stderr}"
+    );
+    assert!(seen.lock().unwrap().heads.is_empty(), "the kubelet was not asked");
+    let (_s, head) = send_head(
+        &api,
+        "POST /api/v1/namespaces/default/pods/p/exec?command=true&container=a&stdout=true HTTP/1.1\r\nHost: x\r\n\
+         Connection: Upgrade\r\nUpgrade: SPDY/3.1\r\nX-Stream-Protocol-Version: v4.channel.k8s.io\r\n\r\n",
+    );
+    assert!(head.starts_with("HTTP/1.1 101"), "{head}");
+}
+
+/// A port-forward WebSocket offering `SPDY/3.1+portforward.k8s.io` (kubectl's default) reaches
+/// the kubelet as kube-apiserver's `TunnelingHandler` sends it: `POST`, `Upgrade: SPDY/3.1`, the
+/// tunnelled protocol as `X-Stream-Protocol-Version`, no WebSocket headers; the client's
+/// WebSocket is answered with `SPDY/3.1+<the kubelet's choice>`, and each message's bytes are
+/// the SPDY connection's.
+#[test]
+fn port_forward_websockets_tunnel_spdy_to_the_kubelet() {
+    use futures::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+    let api = ApiServer::start();
+    let (kubelet, seen) = fake_kubelet(
+        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
+        host_ip(),
+    );
+    cluster(&api, kubelet);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let url = format!("ws://{}/api/v1/namespaces/default/pods/p/portforward", api.addr());
+        let mut request = url.into_client_request().unwrap();
+        request
+            .headers_mut()
+            .insert("Sec-WebSocket-Protocol", "SPDY/3.1+portforward.k8s.io".parse().unwrap());
+        let tcp = tokio::net::TcpStream::connect(api.addr()).await.unwrap();
+        let (mut ws, response) = tokio_tungstenite::client_async(request, tcp).await.unwrap();
+        assert_eq!(
+            response
+                .headers()
+                .get("Sec-WebSocket-Protocol")
+                .map(|v| v.to_str().unwrap()),
+            Some("SPDY/3.1+portforward.k8s.io")
+        );
+        ws.send(Message::Binary(bytes::Bytes::from_static(b"spdy\x80frames")))
+            .await
+            .unwrap();
+        let mut back = Vec::new();
+        while back.len() < 11 {
+            match tokio::time::timeout(Duration::from_secs(10), ws.next()).await {
+                Ok(Some(Ok(Message::Binary(b)))) => back.extend_from_slice(&b),
+                other => panic!("no echo: {other:?}"),
+            }
+        }
+        assert_eq!(back, b"SPDY\x80FRAMES");
+    });
+    let head = seen.lock().unwrap().heads.last().cloned().unwrap();
+    let lower = head.to_ascii_lowercase();
+    assert!(head.starts_with("POST /portForward/default/p HTTP/1.1\r\n"), "{head}");
+    assert!(
+        lower.contains("upgrade: spdy/3.1") && lower.contains("connection: upgrade"),
+        "{head}"
+    );
+    assert!(
+        lower.contains("x-stream-protocol-version: portforward.k8s.io"),
+        "{head}"
+    );
+    assert!(!lower.contains("sec-websocket"), "{head}");
 }

@@ -20,6 +20,9 @@ pub enum ApiError {
     /// The request is malformed.
     #[error("{0}")]
     BadRequest(String),
+    /// The request is well-formed but refused by validation (422).
+    #[error("{0}")]
+    Unprocessable(String),
     /// What the request names does not exist.
     #[error("{0}")]
     NotFound(String),
@@ -39,6 +42,7 @@ impl ResponseError for ApiError {
         match self {
             ApiError::ActorUnavailable { .. } | ApiError::NotReady(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::Unprocessable(_) => StatusCode::UNPROCESSABLE_ENTITY,
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,

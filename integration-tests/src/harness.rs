@@ -170,8 +170,6 @@ impl Agent {
             root.display().to_string(),
             "--read-only-port".into(),
             ports.read_only.to_string(),
-            "--address".into(),
-            "127.0.0.1".into(),
             "--healthz-port".into(),
             ports.healthz.to_string(),
             "--debug-address".into(),
@@ -179,6 +177,11 @@ impl Agent {
             "--port".into(),
             ports.kubelet.to_string(),
         ];
+        // Loopback only, unless the test binds elsewhere (an agent reached through the API
+        // server's `nodes/proxy` must listen on an address kube-apiserver proxies to).
+        if !extra_args.contains(&"--address") {
+            args.extend(["--address".to_string(), "127.0.0.1".to_string()]);
+        }
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
         }

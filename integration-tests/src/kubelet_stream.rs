@@ -294,13 +294,15 @@ pub struct Streams {
 }
 
 impl Streams {
-    /// The query parameters for these streams, as the API server sends them.
+    /// The query parameters for these streams, as kube-apiserver sends them to a kubelet
+    /// (`streamParams` in `pkg/registry/core/pod/strategy.go`: `input`, `output`, `error`,
+    /// `tty`, each `1`), not the `PodExecOptions` names a client sends the API server.
     pub fn query(&self) -> String {
         let mut q = Vec::new();
         for (name, on) in [
-            ("stdin", self.stdin),
-            ("stdout", self.stdout),
-            ("stderr", self.stderr),
+            ("input", self.stdin),
+            ("output", self.stdout),
+            ("error", self.stderr),
             ("tty", self.tty),
         ] {
             if on {
@@ -321,7 +323,8 @@ pub enum Transport {
 }
 
 /// Every transport and version kubelets speak for exec and attach.
-pub const TRANSPORTS: [Transport; 8] = [
+pub const TRANSPORTS: [Transport; 9] = [
+    Transport::Spdy("v5.channel.k8s.io"),
     Transport::Spdy("v4.channel.k8s.io"),
     Transport::Spdy("v3.channel.k8s.io"),
     Transport::Spdy("v2.channel.k8s.io"),

@@ -1,10 +1,11 @@
 //! `/exec`, `/attach` (over SPDY/3.1 or WebSocket) and `/run`, as kubelet serves them
 //! (`pkg/kubelet/server/server.go`, the remotecommand server of `k8s.io/kubelet/pkg/cri/streaming`).
 //!
-//! A request is checked before the upgrade: the query (`command` repeated, `stdin`, `stdout`,
-//! `stderr`, `tty`; 400 naming the parameter), then the pod and its running container (404 with
-//! kubelet's messages). Then the transport gives the client's streams — over SPDY the client opens
-//! one stream per role (`error`, `stdin`, `stdout`, `stderr`, `resize`), within
+//! A request is checked before the upgrade: the query as kube-apiserver's `streamParams` writes it
+//! and kubelet's `NewOptions` reads it (`command` repeated; `input`, `output`, `error`, `tty` each
+//! `1` to ask for that stream; 400 without any stream), then the pod and its running container
+//! (404 with kubelet's messages). Then the transport gives the client's streams — over SPDY the
+//! client opens one stream per role (`error`, `stdin`, `stdout`, `stderr`, `resize`), within
 //! [`STREAM_CREATION_TIMEOUT`]; over WebSocket they are channels 0–4 — and the session pumps them
 //! to and from the runtime: stdin into the process (EOF when the client ends its stdin), output
 //! out, terminal sizes to the TTY. When the output ends the exit code becomes the `Status` on the
@@ -42,77 +43,72 @@ pub const FIRST_RESIZE_WAIT: Duration = Duration::from_secs(1);
 /// The most output `/run` keeps (the CRI's 16 MiB message limit).
 pub const RUN_OUTPUT_LIMIT: usize = 16 * 1024 * 1024;
 
-/// The remote-command versions over SPDY, newest first (v5 exists over WebSocket only).
-pub const SPDY_PROTOCOLS: [&str; 4] = [
-    "v4.channel.k8s.io",
-    "v3.channel.k8s.io",
-    "v2.channel.k8s.io",
-    "channel.k8s.io",
-];
+/// The remote-command versions over SPDY, newest first: kubelet's `SupportedStreamingProtocols`
+/// (`v5.channel.k8s.io` over SPDY is v4, as kubelet's `createHTTPStreamStreams` takes it; client-go's
+/// SPDY executor, kube-apiserver's WebSocket translator among them, offers it first).
+pub const SPDY_PROTOCOLS: [&str; 5] = dockerlet_streaming::upgrade::REMOTE_COMMAND_PROTOCOLS;
 
-/// A query parameter kubelet would reject, with why.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{parameter}: {reason}")]
-pub struct InvalidParameter {
-    /// The parameter.
-    pub parameter: &'static str,
-    /// Why.
-    pub reason: String,
+/// The query parameters of `/exec`, `/attach` and `/run`: the names kube-apiserver's
+/// `streamParams` (`pkg/registry/core/pod/strategy.go`) writes and kubelet reads
+/// (`k8s.io/api/core/v1` `ExecStdinParam`, `ExecStdoutParam`, `ExecStderrParam`, `ExecTTYParam`,
+/// `ExecCommandParam`), not the `PodExecOptions` field names a client sends to the API server.
+pub mod param {
+    /// Attach the client's stdin (`1`).
+    pub const STDIN: &str = "input";
+    /// Send the process's stdout (`1`).
+    pub const STDOUT: &str = "output";
+    /// Send the process's stderr (`1`).
+    pub const STDERR: &str = "error";
+    /// Run on a terminal (`1`).
+    pub const TTY: &str = "tty";
+    /// One argument of the command, repeated in order (`/exec`).
+    pub const COMMAND: &str = "command";
+    /// The whole command, split on spaces (`/run`, kubelet's legacy name).
+    pub const RUN_COMMAND: &str = "cmd";
 }
 
-fn invalid(parameter: &'static str, reason: impl Into<String>) -> InvalidParameter {
-    InvalidParameter {
-        parameter,
-        reason: reason.into(),
-    }
+/// No stream asked for: kubelet's `NewOptions` refuses the request (400, this text).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("you must specify at least 1 of stdin, stdout, stderr")]
+pub struct NoStreams;
+
+/// The first value of `name`, as Go's `Request.FormValue` and go-restful's `QueryParameter`
+/// read a query.
+fn first<'q>(query: &'q [(String, String)], name: &str) -> Option<&'q str> {
+    query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-fn flag(query: &[(String, String)], parameter: &'static str) -> Result<bool, InvalidParameter> {
-    match query
-        .iter()
-        .rev()
-        .find(|(k, _)| k == parameter)
-        .map(|(_, v)| v.as_str())
-    {
-        None | Some("") => Ok(false),
-        // The API server sends "1"; Go's ParseBool spellings are accepted too.
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some(other) => Err(invalid(parameter, format!("{other:?} is not a boolean"))),
-    }
+/// Whether the stream `name` is asked for: kubelet compares the first value with `"1"`, so
+/// `true` (or the `PodExecOptions` names `stdin`, `stdout`, `stderr`) asks for nothing.
+fn wants(query: &[(String, String)], name: &str) -> bool {
+    first(query, name) == Some("1")
 }
 
 /// The streams a remote command asks for, as kubelet's `NewOptions`: stderr is dropped with a
 /// TTY (a terminal has one output), and at least one of stdin, stdout, stderr is required.
-pub fn stream_options(query: &[(String, String)]) -> Result<StreamOptions, InvalidParameter> {
-    let tty = flag(query, "tty")?;
+pub fn stream_options(query: &[(String, String)]) -> Result<StreamOptions, NoStreams> {
+    let tty = wants(query, param::TTY);
     let options = StreamOptions {
-        stdin: flag(query, "stdin")?,
-        stdout: flag(query, "stdout")?,
-        stderr: flag(query, "stderr")? && !tty,
+        stdin: wants(query, param::STDIN),
+        stdout: wants(query, param::STDOUT),
+        stderr: wants(query, param::STDERR) && !tty,
         tty,
         initial_size: None,
     };
-    if !options.stdin && !options.stdout && !flag(query, "stderr")? {
-        return Err(invalid("stdin", "you must specify at least 1 of stdin, stdout, stderr"));
+    if !options.stdin && !options.stdout && !options.stderr {
+        return Err(NoStreams);
     }
     Ok(options)
 }
 
-/// The `command` values of an exec, in order; at least one.
-pub fn command(query: &[(String, String)]) -> Result<Vec<String>, InvalidParameter> {
-    let cmd: Vec<String> = query
+/// The `command` values of an exec, in order. kubelet checks nothing here: an empty command
+/// reaches the runtime, whose refusal comes back on the error stream.
+pub fn command(query: &[(String, String)]) -> Vec<String> {
+    query
         .iter()
-        .filter(|(k, _)| k == "command")
+        .filter(|(k, _)| k == param::COMMAND)
         .map(|(_, v)| v.clone())
-        .collect();
-    if cmd.is_empty() {
-        return Err(invalid(
-            "command",
-            "you must specify at least one command for the container",
-        ));
-    }
-    Ok(cmd)
+        .collect()
 }
 
 /// The pod a request names, and its container's ID.
@@ -410,6 +406,9 @@ where
     F: FnOnce(ClientIo) -> Fut + 'static,
     Fut: std::future::Future<Output = ()> + 'static,
 {
+    if let Some(refused) = streams::upgrade_required(req) {
+        return refused;
+    }
     if streams::is_websocket(req) {
         let accepted = match ws::accept(req, payload, false, idle) {
             Ok(a) => a,
@@ -690,7 +689,7 @@ async fn attach_session(runtime: Arc<dyn Attach>, target: Target, options: Strea
     conclude((stdout, stderr, error, status_is_json, ender), outcome).await;
 }
 
-/// `GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=…&stdin=…`.
+/// `GET|POST /exec/{namespace}/{pod}[/{uid}]/{container}?command=…&input=1&output=1&error=1&tty=1`.
 pub async fn exec(
     req: HttpRequest,
     payload: web::Payload,
@@ -698,7 +697,7 @@ pub async fn exec(
 ) -> Result<HttpResponse, ApiError> {
     let query = query(&req)?;
     let options = stream_options(&query).map_err(|e| ApiError::BadRequest(e.to_string()))?;
-    let cmd = command(&query).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let cmd = command(&query);
     let target = find_container(&api, &req).await?;
     tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
         container = %target.container, command = ?cmd, tty = options.tty, "exec");
@@ -708,7 +707,7 @@ pub async fn exec(
     }))
 }
 
-/// `GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}?stdin=…`.
+/// `GET|POST /attach/{namespace}/{pod}[/{uid}]/{container}?input=1&output=1&error=1&tty=1`.
 pub async fn attach(
     req: HttpRequest,
     payload: web::Payload,
@@ -729,13 +728,9 @@ pub async fn attach(
 /// kubelet) run to its end; 200 with stdout then stderr, or 500 `command '…' exited with N: …`.
 pub async fn run(req: HttpRequest, api: web::Data<KubeletApi>) -> Result<HttpResponse, ApiError> {
     let query = query(&req)?;
-    let raw = query
-        .iter()
-        .rev()
-        .find(|(k, _)| k == "cmd")
-        .map(|(_, v)| v.clone())
-        .filter(|v| !v.trim().is_empty())
-        .ok_or_else(|| ApiError::BadRequest(invalid("cmd", "a command is required").to_string()))?;
+    // kubelet: `strings.Split(request.QueryParameter("cmd"), " ")`, the first value, nothing
+    // checked (an empty command fails in the runtime, 500).
+    let raw = first(&query, param::RUN_COMMAND).unwrap_or_default().to_string();
     let target = find_container(&api, &req).await?;
     let cmd: Vec<String> = raw.split(' ').map(str::to_string).collect();
     tracing::info!(pod = %target.pod, namespace = %target.namespace, pod_uid = %target.uid,
@@ -859,7 +854,7 @@ mod tests {
             state.exec_exit_code = 3;
         }
         let port = serve(&fake);
-        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1&stderr=1").await;
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&input=1&output=1&error=1").await;
         ws.send(Message::Binary(Bytes::from_static(b"\x00abc"))).await.unwrap();
         ws.send(Message::Binary(Bytes::from_static(&[255, 0]))).await.unwrap();
         let mut got = Vec::new();
@@ -896,7 +891,7 @@ mod tests {
     async fn a_client_gone_mid_exec_has_its_process_killed() {
         let fake = FakeRuntime::default();
         let port = serve(&fake);
-        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1").await;
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&input=1&output=1").await;
         assert_eq!(
             ws.next().await.unwrap().unwrap(),
             Message::Binary(Bytes::from_static(&[1]))
@@ -917,7 +912,7 @@ mod tests {
     async fn an_idle_exec_connection_is_closed() {
         let fake = FakeRuntime::default();
         let port = serve_with_idle_timeout(&fake, Some(Duration::from_millis(400)));
-        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&stdin=1&stdout=1").await;
+        let mut ws = websocket(port, "/exec/default/web-n1/app?command=cat&input=1&output=1").await;
         let started = std::time::Instant::now();
         // Activity: stdin every 200 ms for a second keeps it open and echoed; the last at 0.8 s,
         // so it closes at 1.2 s.
@@ -960,15 +955,15 @@ mod tests {
         let tcp = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.unwrap();
         for (path, body) in [
             (
-                "/exec/default/ghost/app?command=true&stdout=1",
+                "/exec/default/ghost/app?command=true&output=1",
                 "pod does not exist".to_string(),
             ),
             (
-                "/exec/default/web-n1/nope?command=true&stdout=1",
+                "/exec/default/web-n1/nope?command=true&output=1",
                 "container not found (\"nope\")".to_string(),
             ),
             (
-                "/exec/default/web-n1/wrong/app?command=true&stdout=1",
+                "/exec/default/web-n1/wrong/app?command=true&output=1",
                 "container not found (\"app\")".to_string(),
             ),
         ] {
@@ -990,11 +985,13 @@ mod tests {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    /// kubelet's NewOptions: "1" (and ParseBool's spellings) is true, stderr is dropped with a
-    /// TTY, one stream at least; a bad value names its parameter.
+    /// kubelet's NewOptions on kube-apiserver's parameters: `input`, `output`, `error`, `tty`
+    /// are asked for by a first value of exactly "1"; stderr is dropped with a TTY; at least one
+    /// stream; the `PodExecOptions` names a client sends to the API server (`stdin=true`, as an
+    /// API server that forwarded the client's query would pass on) ask for nothing.
     #[test]
     fn stream_options_follow_kubelet() {
-        let o = stream_options(&q(&[("stdin", "1"), ("stdout", "true"), ("tty", "1"), ("stderr", "1")])).unwrap();
+        let o = stream_options(&q(&[("input", "1"), ("output", "1"), ("tty", "1"), ("error", "1")])).unwrap();
         assert_eq!(
             o,
             StreamOptions {
@@ -1005,24 +1002,34 @@ mod tests {
                 initial_size: None,
             }
         );
+        let o = stream_options(&q(&[("error", "1"), ("output", "true"), ("input", "0")])).unwrap();
+        assert_eq!((o.stdin, o.stdout, o.stderr, o.tty), (false, false, true, false));
         assert_eq!(
-            stream_options(&q(&[("tty", "1")])).unwrap_err().to_string(),
-            "stdin: you must specify at least 1 of stdin, stdout, stderr"
+            stream_options(&q(&[("output", "1"), ("output", "0")])).map(|o| o.stdout),
+            Ok(true),
+            "the first value counts"
         );
+        for ignored in [
+            &[("stdin", "1"), ("stdout", "1"), ("stderr", "1")][..],
+            &[("stdin", "true"), ("stdout", "true")],
+            &[("output", "true"), ("input", "yes")],
+            &[("tty", "1"), ("error", "1")],
+        ] {
+            assert_eq!(stream_options(&q(ignored)), Err(NoStreams), "{ignored:?}");
+        }
         assert_eq!(
-            stream_options(&q(&[("stdout", "yes")])).unwrap_err().parameter,
-            "stdout"
+            NoStreams.to_string(),
+            "you must specify at least 1 of stdin, stdout, stderr"
         );
         assert_eq!(
             command(&q(&[
                 ("command", "sh"),
-                ("stdout", "1"),
+                ("output", "1"),
                 ("command", "-c"),
                 ("command", "x")
-            ]))
-            .unwrap(),
+            ])),
             ["sh", "-c", "x"]
         );
-        assert_eq!(command(&q(&[("stdout", "1")])).unwrap_err().parameter, "command");
+        assert!(command(&q(&[("output", "1")])).is_empty());
     }
 }

@@ -1,10 +1,13 @@
-//! `GET /containerLogs/{namespace}/{pod}/{container}`: kubelet's `PodLogOptions` from the query
-//! (validated as `ValidatePodLogOptions` does), the container found in the pod's status, and
-//! Docker's log streamed through without being read ahead.
+//! `GET /containerLogs/{namespace}/{pod}/{container}`: kubelet's `getContainerLogs`
+//! (`pkg/kubelet/server/server.go`): the query decoded into `PodLogOptions` as
+//! `legacyscheme.ParameterCodec` decodes it (the first value of each parameter; booleans true
+//! unless `0` or `false`; the legacy `tail`), refused with kubelet's answers (400
+//! `{"message": "Unable to decode query."}`, 422 `{"message": "Invalid request."}` when
+//! `ValidatePodLogOptions` of `pkg/apis/core/v1/validation` fails; the detail goes to the log),
+//! the container found in the pod's status, and Docker's log streamed through without being
+//! read ahead. `stream` is served as kubelet serves it with `PodLogsQuerySplitStreams` on.
 
-use std::collections::HashMap;
-
-use actix_web::{web, HttpResponse};
+use actix_web::{web, HttpRequest, HttpResponse};
 use bytes::Bytes;
 use dockerlet_messages::ContainerId;
 use dockerlet_runtime::{LogRequest, LogStream};
@@ -25,101 +28,153 @@ pub struct LogOptions {
     pub limit_bytes: Option<u64>,
 }
 
-/// A query parameter kubelet would reject, with why.
+/// Why kubelet refuses a log query. Only the status and a fixed body reach the client, as
+/// kubelet answers; the parameter and reason are for the agent's log.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{parameter}: {reason}")]
-pub struct InvalidLogOption {
-    /// The parameter (`tailLines`).
-    pub parameter: &'static str,
-    /// Why.
-    pub reason: String,
+pub enum LogQueryError {
+    /// The query does not decode into `PodLogOptions` (400).
+    #[error("cannot decode {parameter}: {reason}")]
+    Undecodable {
+        /// The parameter (`tailLines`).
+        parameter: &'static str,
+        /// Why.
+        reason: String,
+    },
+    /// `ValidatePodLogOptions` refuses the options (422).
+    #[error("{parameter}: {reason}")]
+    Invalid {
+        /// The parameter, or `""` for a rule over two of them (as kubelet's field path).
+        parameter: &'static str,
+        /// Why.
+        reason: String,
+    },
 }
 
-fn invalid(parameter: &'static str, reason: impl Into<String>) -> InvalidLogOption {
-    InvalidLogOption {
+impl LogQueryError {
+    /// The parameter named.
+    pub fn parameter(&self) -> &'static str {
+        match self {
+            Self::Undecodable { parameter, .. } | Self::Invalid { parameter, .. } => parameter,
+        }
+    }
+
+    /// kubelet's answer.
+    pub fn to_api_error(&self) -> ApiError {
+        match self {
+            Self::Undecodable { .. } => ApiError::BadRequest(r#"{"message": "Unable to decode query."}"#.into()),
+            Self::Invalid { .. } => ApiError::Unprocessable(r#"{"message": "Invalid request."}"#.into()),
+        }
+    }
+}
+
+fn invalid(parameter: &'static str, reason: impl Into<String>) -> LogQueryError {
+    LogQueryError::Invalid {
         parameter,
         reason: reason.into(),
     }
 }
 
-fn boolean(query: &HashMap<String, String>, parameter: &'static str) -> Result<bool, InvalidLogOption> {
-    match query.get(parameter).map(String::as_str) {
-        None | Some("") => Ok(false),
-        // Go's strconv.ParseBool, which the query decoding uses.
-        Some("1" | "t" | "T" | "true" | "TRUE" | "True") => Ok(true),
-        Some("0" | "f" | "F" | "false" | "FALSE" | "False") => Ok(false),
-        Some(other) => Err(invalid(parameter, format!("{other:?} is not a boolean"))),
-    }
+/// The first value of `name` (url.Values.Get).
+fn first<'q>(query: &'q [(String, String)], name: &str) -> Option<&'q str> {
+    query.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
 }
 
-fn integer(query: &HashMap<String, String>, parameter: &'static str) -> Result<Option<i64>, InvalidLogOption> {
-    query
-        .get(parameter)
+/// apimachinery's `Convert_Slice_string_To_bool`: absent, `0` and `false` (any case) are false,
+/// anything else (the empty string too) is true.
+fn boolean(value: Option<&str>) -> bool {
+    value.is_some_and(|v| v != "0" && !v.eq_ignore_ascii_case("false"))
+}
+
+/// `Convert_Slice_string_To_Pointer_int64`: Go's `strconv.ParseInt(v, 10, 64)`.
+fn integer(value: Option<&str>, parameter: &'static str) -> Result<Option<i64>, LogQueryError> {
+    value
         .map(|v| {
-            v.parse::<i64>()
-                .map_err(|_| invalid(parameter, format!("{v:?} is not an integer")))
+            v.parse::<i64>().map_err(|_| LogQueryError::Undecodable {
+                parameter,
+                reason: format!("strconv.ParseInt: parsing {v:?}: invalid syntax"),
+            })
         })
         .transpose()
 }
 
-/// Parse and validate the query as kubelet does: `tailLines` ≥ 0, `limitBytes` ≥ 1,
-/// `sinceSeconds` ≥ 1, `sinceTime` RFC 3339, at most one of the two, `stream` one of
-/// `All`/`Stdout`/`Stderr` and not with `tailLines`.
-pub fn parse_options(query: &HashMap<String, String>, now: Timestamp) -> Result<LogOptions, InvalidLogOption> {
-    let tail_lines = integer(query, "tailLines")?;
+/// `metav1.Time.UnmarshalQueryParameter`: empty or `null` is the zero time (all of the log),
+/// otherwise RFC 3339. `Some(None)` is the zero time.
+fn time(value: Option<&str>) -> Result<Option<Option<Timestamp>>, LogQueryError> {
+    value
+        .map(|v| match v {
+            "" | "null" => Ok(None),
+            v => v
+                .parse::<Timestamp>()
+                .map(Some)
+                .map_err(|e| LogQueryError::Undecodable {
+                    parameter: "sinceTime",
+                    reason: format!("{v:?} is not an RFC 3339 time: {e}"),
+                }),
+        })
+        .transpose()
+}
+
+/// Decode and validate the query as kubelet does: the legacy `tail` (`all`: no limit) becomes
+/// `tailLines`; then `tailLines` ≥ 0, `limitBytes` ≥ 1, `sinceSeconds` ≥ 1, at most one of
+/// `sinceSeconds` and `sinceTime`, `stream` one of `All`/`Stdout`/`Stderr` and not with
+/// `tailLines`.
+pub fn parse_options(query: &[(String, String)], now: Timestamp) -> Result<LogOptions, LogQueryError> {
+    let tail = first(query, "tail").filter(|t| !t.is_empty());
+    let tail_lines = match tail {
+        Some("all") => None,
+        Some(tail) => Some(tail),
+        None => first(query, "tailLines"),
+    };
+    let since_seconds = integer(first(query, "sinceSeconds"), "sinceSeconds")?;
+    let since_time = time(first(query, "sinceTime"))?;
+    let tail_lines = integer(tail_lines, "tailLines")?;
+    let limit_bytes = integer(first(query, "limitBytes"), "limitBytes")?;
     if tail_lines.is_some_and(|n| n < 0) {
         return Err(invalid("tailLines", "must be greater than or equal to 0"));
     }
-    let limit_bytes = integer(query, "limitBytes")?;
     if limit_bytes.is_some_and(|n| n < 1) {
         return Err(invalid("limitBytes", "must be greater than 0"));
     }
-    let since_seconds = integer(query, "sinceSeconds")?;
-    if since_seconds.is_some_and(|n| n < 1) {
-        return Err(invalid("sinceSeconds", "must be greater than 0"));
+    match (since_seconds, since_time) {
+        (Some(_), Some(_)) => {
+            return Err(invalid(
+                "",
+                "at most one of `sinceTime` or `sinceSeconds` may be specified",
+            ))
+        }
+        (Some(n), None) if n < 1 => return Err(invalid("sinceSeconds", "must be greater than 0")),
+        _ => {}
     }
-    let since_time = query
-        .get("sinceTime")
-        .map(|v| {
-            v.parse::<Timestamp>()
-                .map_err(|e| invalid("sinceTime", format!("{v:?} is not an RFC 3339 time: {e}")))
-        })
-        .transpose()?;
-    if since_seconds.is_some() && since_time.is_some() {
-        return Err(invalid(
-            "sinceSeconds",
-            "at most one of `sinceTime` or `sinceSeconds` may be specified",
-        ));
-    }
-    let stream = match query.get("stream").map(String::as_str) {
+    let stream = match first(query, "stream") {
         None | Some("All") => LogStream::All,
         Some("Stdout") => LogStream::Stdout,
         Some("Stderr") => LogStream::Stderr,
         Some(other) => {
             return Err(invalid(
                 "stream",
-                format!("{other:?}: supported values: \"All\", \"Stderr\", \"Stdout\""),
+                format!("Unsupported value: {other:?}: supported values: \"All\", \"Stderr\", \"Stdout\""),
             ))
         }
     };
     if stream != LogStream::All && tail_lines.is_some() {
         return Err(invalid(
-            "stream",
-            "tailLines and specific stream are mutually exclusive for now",
+            "",
+            "`tailLines` and specific `stream` are mutually exclusive for now",
         ));
     }
-    let since_unix = since_time
-        .map(|t| t.as_second())
-        .or_else(|| since_seconds.map(|s| now.as_second().saturating_sub(s)));
+    let since_unix = match since_time {
+        Some(t) => t.map(|t| t.as_second()),
+        None => since_seconds.map(|s| now.as_second().saturating_sub(s)),
+    };
     Ok(LogOptions {
         request: LogRequest {
-            follow: boolean(query, "follow")?,
-            timestamps: boolean(query, "timestamps")?,
+            follow: boolean(first(query, "follow")),
+            timestamps: boolean(first(query, "timestamps")),
             tail_lines: tail_lines.map(|n| n as u64),
             since_unix,
             stream,
         },
-        previous: boolean(query, "previous")?,
+        previous: boolean(first(query, "previous")),
         limit_bytes: limit_bytes.map(|n| n as u64),
     })
 }
@@ -128,10 +183,17 @@ pub fn parse_options(query: &HashMap<String, String>, now: Timestamp) -> Result<
 pub async fn container_logs(
     api: web::Data<KubeletApi>,
     path: web::Path<(String, String, String)>,
-    query: web::Query<HashMap<String, String>>,
+    req: HttpRequest,
 ) -> Result<HttpResponse, ApiError> {
     let (namespace, pod_name, container) = path.into_inner();
-    let options = parse_options(&query, Timestamp::now()).map_err(|e| ApiError::BadRequest(e.to_string()))?;
+    let query = web::Query::<Vec<(String, String)>>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    let options = parse_options(&query, Timestamp::now()).map_err(|e| {
+        tracing::info!(pod = %pod_name, namespace = %namespace, container = %container, error = %e,
+            "container log request refused");
+        e.to_api_error()
+    })?;
     let pod = super::find_pod(&api, &namespace, &pod_name)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("pod {pod_name:?} does not exist")))?;
@@ -214,15 +276,17 @@ fn limited<E: Send + 'static>(
 mod tests {
     use super::*;
 
-    fn query(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+    fn query(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
         pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
     }
 
-    fn err(pairs: &[(&str, &str)]) -> InvalidLogOption {
+    fn err(pairs: &[(&str, &str)]) -> LogQueryError {
         parse_options(&query(pairs), Timestamp::UNIX_EPOCH).unwrap_err()
     }
 
-    /// Valid options map onto the runtime's request; `sinceSeconds` counts back from now.
+    /// Valid options map onto the runtime's request; `sinceSeconds` counts back from now;
+    /// booleans decode as apimachinery's query conversion does (anything but `0`/`false` is
+    /// true); the first of repeated values counts.
     #[test]
     fn options_map_onto_the_request() {
         let now: Timestamp = "2026-01-01T00:01:40Z".parse().unwrap();
@@ -231,6 +295,7 @@ mod tests {
                 ("follow", "true"),
                 ("timestamps", "1"),
                 ("tailLines", "2"),
+                ("tailLines", "7"),
                 ("sinceSeconds", "100"),
             ]),
             now,
@@ -241,7 +306,9 @@ mod tests {
         assert_eq!(o.request.since_unix, Some(now.as_second() - 100));
         let o = parse_options(
             &query(&[
-                ("previous", "true"),
+                ("previous", "yes"),
+                ("follow", "FALSE"),
+                ("timestamps", ""),
                 ("sinceTime", "2026-01-01T00:00:00Z"),
                 ("limitBytes", "5"),
                 ("stream", "Stderr"),
@@ -249,32 +316,61 @@ mod tests {
             now,
         )
         .unwrap();
-        assert!(o.previous);
+        assert!(o.previous && !o.request.follow && o.request.timestamps);
         assert_eq!(o.limit_bytes, Some(5));
         assert_eq!(o.request.stream, LogStream::Stderr);
         assert_eq!(o.request.since_unix, Some(now.as_second() - 100));
         assert_eq!(parse_options(&query(&[]), now).unwrap(), LogOptions::default());
+        let zero_time = parse_options(&query(&[("sinceTime", "")]), now).unwrap();
+        assert_eq!(zero_time.request.since_unix, None, "the zero time: all of the log");
     }
 
-    /// Each bad value is refused naming its parameter, as ValidatePodLogOptions does.
+    /// The legacy `tail` parameter wins over `tailLines`; `all` means no limit.
     #[test]
-    fn bad_values_name_the_parameter() {
-        assert_eq!(err(&[("tailLines", "-1")]).parameter, "tailLines");
-        assert_eq!(err(&[("tailLines", "x")]).parameter, "tailLines");
-        assert_eq!(err(&[("limitBytes", "0")]).parameter, "limitBytes");
-        assert_eq!(err(&[("sinceSeconds", "0")]).parameter, "sinceSeconds");
-        assert_eq!(err(&[("sinceTime", "yesterday")]).parameter, "sinceTime");
-        assert_eq!(
-            err(&[("sinceTime", "2026-01-01T00:00:00Z"), ("sinceSeconds", "5")]).parameter,
-            "sinceSeconds"
-        );
-        assert_eq!(err(&[("follow", "maybe")]).parameter, "follow");
-        assert_eq!(err(&[("stream", "Both")]).parameter, "stream");
-        let e = err(&[("stream", "Stdout"), ("tailLines", "1")]);
-        assert_eq!(
-            e.to_string(),
-            "stream: tailLines and specific stream are mutually exclusive for now"
-        );
+    fn the_legacy_tail_parameter_is_read() {
+        let now = Timestamp::UNIX_EPOCH;
+        let tail = |pairs| parse_options(&query(pairs), now).unwrap().request.tail_lines;
+        assert_eq!(tail(&[("tail", "3"), ("tailLines", "9")]), Some(3));
+        assert_eq!(tail(&[("tail", "all"), ("tailLines", "9")]), None);
+        assert_eq!(tail(&[("tail", ""), ("tailLines", "9")]), Some(9));
+    }
+
+    /// What does not decode is 400, what ValidatePodLogOptions refuses is 422, each with
+    /// kubelet's fixed body; the parameter is named for the log.
+    #[test]
+    fn bad_values_are_refused_as_kubelet_refuses_them() {
+        for (pairs, parameter) in [
+            (&[("tailLines", "x")][..], "tailLines"),
+            (&[("tailLines", "")], "tailLines"),
+            (&[("sinceSeconds", "1.5")], "sinceSeconds"),
+            (&[("sinceTime", "yesterday")], "sinceTime"),
+        ] {
+            let e = err(pairs);
+            assert!(matches!(e, LogQueryError::Undecodable { .. }), "{pairs:?}: {e}");
+            assert_eq!(e.parameter(), parameter);
+            let api = e.to_api_error();
+            assert_eq!(
+                (actix_web::ResponseError::status_code(&api).as_u16(), api.to_string()),
+                (400, r#"{"message": "Unable to decode query."}"#.to_string())
+            );
+        }
+        for (pairs, parameter) in [
+            (&[("tailLines", "-1")][..], "tailLines"),
+            (&[("limitBytes", "0")], "limitBytes"),
+            (&[("sinceSeconds", "0")], "sinceSeconds"),
+            (&[("sinceTime", "2026-01-01T00:00:00Z"), ("sinceSeconds", "5")], ""),
+            (&[("stream", "Both")], "stream"),
+            (&[("stream", "Stdout"), ("tailLines", "1")], ""),
+        ] {
+            let e = err(pairs);
+            assert!(matches!(e, LogQueryError::Invalid { .. }), "{pairs:?}: {e}");
+            assert_eq!(e.parameter(), parameter, "{pairs:?}");
+            let api = e.to_api_error();
+            assert_eq!(
+                (actix_web::ResponseError::status_code(&api).as_u16(), api.to_string()),
+                (422, r#"{"message": "Invalid request."}"#.to_string())
+            );
+        }
     }
 
     /// `limitBytes` cuts the stream at the limit, inside a chunk.

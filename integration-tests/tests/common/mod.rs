@@ -19,8 +19,10 @@ pub fn api_agent(name: &str, api: &ApiServer, manifests: &ManifestDir) -> Agent 
 }
 
 /// A TLS API server and an agent registered with it, reachable through the server's kubelet
-/// proxy: the agent reports 127.0.0.1 as its address and trusts the server's kubelet client
-/// certificate (`--client-ca-file`). Returns once the Node exists.
+/// proxy: the agent reports an address of this host that kube-apiserver proxies to (not
+/// loopback: `nodes/proxy` refuses that, as `isProxyableHostname`), listens on all addresses,
+/// and trusts the server's kubelet client certificate (`--client-ca-file`). Returns once the
+/// Node exists.
 pub fn proxied_node(name: &str) -> (ApiServer, Agent, ManifestDir) {
     proxied_node_with(name, &[])
 }
@@ -42,13 +44,18 @@ pub fn proxied_node_with(name: &str, extra: &[&str]) -> (ApiServer, Agent, Manif
 pub fn proxied_agent(name: &str, api: &ApiServer, manifests: &ManifestDir, extra: &[&str]) -> Agent {
     let kubeconfig = api.kubeconfig_path().display().to_string();
     let ca = api.kubelet_client_ca_path().display().to_string();
+    let node_ip = dockerlet_fake_apiserver::proxyable_host_ip()
+        .expect("a non-loopback IPv4 address on this host (Docker's bridge is one)")
+        .to_string();
     let mut args = vec![
         "--kubeconfig",
         &kubeconfig,
         "--node-status-update-frequency",
         "1s",
         "--node-ip",
-        "127.0.0.1",
+        &node_ip,
+        "--address",
+        "0.0.0.0",
         "--client-ca-file",
         &ca,
     ];

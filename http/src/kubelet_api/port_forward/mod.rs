@@ -320,6 +320,9 @@ pub async fn port_forward(
         sandbox,
         span,
     };
+    if let Some(refused) = streams::upgrade_required(&req) {
+        return Ok(refused);
+    }
     if let Some(ports) = ports {
         let accepted = match streams::ws::accept(&req, payload, true, api.stream_idle_timeout) {
             Ok(a) => a,

@@ -66,6 +66,20 @@ pub fn upgrade_protocol(req: &HttpRequest) -> Option<&str> {
     header(shim::MARKER).or_else(|| header(actix_web::http::header::UPGRADE.as_str()))
 }
 
+/// kubelet's answer to an exec, attach or port-forward that is not an upgrade request: it
+/// proxies those to the runtime's streaming server with `upgradeRequired`, and its responder
+/// writes the `Upgrade request required` error with Go's `http.Error` (500, a newline added;
+/// `pkg/kubelet/server/server.go` getExec, `responder.Error`). `None` for an upgrade request
+/// (`Connection: upgrade`, as `httpstream.IsUpgradeRequest`).
+pub fn upgrade_required(req: &HttpRequest) -> Option<HttpResponse> {
+    (!connection_upgrade(req)).then(|| {
+        HttpResponse::InternalServerError()
+            .content_type("text/plain; charset=utf-8")
+            .insert_header(("X-Content-Type-Options", "nosniff"))
+            .body("Upgrade request required\n")
+    })
+}
+
 fn connection_upgrade(req: &HttpRequest) -> bool {
     req.headers()
         .get_all(actix_web::http::header::CONNECTION)
