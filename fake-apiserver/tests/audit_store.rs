@@ -806,3 +806,23 @@ fn removing_the_last_finalizer_deletes_the_stored_object() {
     assert!(rv_of(&deleted["object"]) > rv_of(&created));
     assert!(server.get("configmaps", "default", "held").is_none());
 }
+
+/// A watch on one object by its URL takes no field selector but one on that name
+/// (`endpoints/handlers/get.go` `ListResource`); the watch sees only that object.
+#[test]
+fn a_watch_by_name_refuses_other_field_selectors() {
+    let server = ApiServer::start();
+    let client = Client::new(&server);
+    let (code, refused) = client.get(&format!("{PODS}/w?watch=1&fieldSelector=spec.nodeName%3Dn1"));
+    assert_eq!(
+        (code, refused["message"].as_str()),
+        (400, Some("fieldSelector metadata.name doesn't match requested name"))
+    );
+    let rv = server.resource_version();
+    let watch = client.watch(&format!(
+        "{PODS}/w?watch=1&resourceVersion={rv}&fieldSelector=metadata.name%3Dw"
+    ));
+    client.post(PODS, &pod("other", "n1", json!({})));
+    client.post(PODS, &pod("w", "n1", json!({})));
+    assert_eq!(watch.next_summary(), Some(("ADDED".into(), "w".into())));
+}
