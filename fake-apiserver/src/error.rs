@@ -13,6 +13,9 @@ pub struct ApiError {
     pub message: String,
     /// `Status.details`, if any.
     pub details: Option<Value>,
+    /// `Status.metadata.continue`: where a list whose continue token expired may go on
+    /// (kube-apiserver's 410 for a compacted continue token carries one).
+    pub list_continue: Option<String>,
 }
 
 impl std::fmt::Display for ApiError {
@@ -30,6 +33,7 @@ impl ApiError {
             reason,
             message: message.into(),
             details: None,
+            list_continue: None,
         }
     }
 
@@ -89,7 +93,32 @@ impl ApiError {
             reason: "Invalid",
             message,
             details: Some(json!({"name": name, "kind": kind, "causes": causes})),
+            list_continue: None,
         }
+    }
+
+    /// `details.group`, for a resource of a named API group (kube-apiserver's
+    /// `schema.GroupResource` in `NotFound`, `Conflict`, `AlreadyExists` and `Invalid`).
+    pub fn in_group(mut self, group: &str) -> Self {
+        if let (false, Some(Value::Object(details))) = (group.is_empty(), &mut self.details) {
+            details.insert("group".into(), json!(group));
+        }
+        self
+    }
+
+    /// 504 Timeout for a resourceVersion newer than the server has (apiserver's
+    /// `storage.NewTooLargeResourceVersionError`, through `errors.NewTimeoutError`).
+    pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
+        let mut err = Self::new(
+            504,
+            "Timeout",
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        err.details = Some(json!({
+            "causes": [{"reason": "ResourceVersionTooLarge", "message": "Too large resource version"}],
+            "retryAfterSeconds": 1,
+        }));
+        err
     }
 
     /// 403 Forbidden, as admission plugins refuse: `<plural> "<name>" is forbidden: <why>`.
@@ -158,6 +187,9 @@ impl ApiError {
         });
         if let Some(details) = &self.details {
             status["details"] = details.clone();
+        }
+        if let Some(token) = &self.list_continue {
+            status["metadata"]["continue"] = json!(token);
         }
         status
     }

@@ -2,10 +2,11 @@
 //! paths, and streams watches as newline-delimited JSON over chunked transfer.
 
 use super::error::ApiError;
+use super::list_options::ListOptions;
 use super::patch::PatchType;
 use super::resources::{self, ResourceInfo};
 use super::selectors::{FieldSelector, LabelSelector};
-use super::store::{Continue, DeleteOptions, Page, Store, Subresource, WatchSpec, WatchStart, WriteOptions};
+use super::store::{DeleteOptions, Store, Subresource, WatchSpec, WriteOptions};
 use super::table::{self, OutputFormat};
 use super::validate::FieldValidation;
 use super::{Fault, RecordedRequest};
@@ -86,10 +87,6 @@ pub(crate) fn error_response(err: &ApiError) -> HttpResponse {
 }
 
 type Query = HashMap<String, String>;
-
-fn query_flag(q: &Query, key: &str) -> bool {
-    matches!(q.get(key).map(String::as_str), Some("true" | "1"))
-}
 
 /// Every request comes here.
 pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shared>) -> HttpResponse {
@@ -484,11 +481,13 @@ fn route(
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default();
     let method = req.method();
-    let watch = watch_path || query_flag(query, "watch");
+    let watch = watch_path || super::list_options::query_bool(query, "watch").unwrap_or(false);
     if *method == Method::GET && (name.is_none() || watch) && sub.is_none() && !binding {
+        let list_opts = ListOptions::parse(query, watch_path)?;
+        list_opts.validate()?;
         let mut fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), resource)?;
         if let Some(name) = name {
-            if fields.required("metadata.name").is_some_and(|n| n != name) {
+            if !fields.is_empty() && fields.required("metadata.name") != Some(name) {
                 return Err(ApiError::bad_request(
                     "fieldSelector metadata.name doesn't match requested name",
                 ));
@@ -496,22 +495,13 @@ fn route(
             fields = FieldSelector::name(name);
         }
         let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
-        if watch {
-            return start_watch(shared, resource, ns, fields, labels, format, query);
+        if list_opts.watch {
+            return start_watch(shared, resource, ns, fields, labels, format, &list_opts);
         }
-        let page = Page {
-            limit: match query.get("limit").map(|l| l.parse::<i64>()) {
-                None => None,
-                Some(Ok(l)) if l > 0 => Some(l as usize),
-                Some(Ok(_)) => None,
-                Some(Err(_)) => return Err(ApiError::bad_request("limit: invalid value, expected an integer")),
-            },
-            continue_from: match query.get("continue").filter(|c| !c.is_empty()) {
-                Some(token) => Some(Continue::decode(token)?),
-                None => None,
-            },
-        };
-        let list = shared.store().list(resource, ns, &fields, &labels, &page);
+        let at = list_opts.read_at()?;
+        let list = shared
+            .store()
+            .list(resource, ns, &fields, &labels, &at, list_opts.limit)?;
         return ok(table::render_list(resource, list, &format));
     }
     let Some(name) = name else {
@@ -550,10 +540,11 @@ fn route(
         }
         Method::PUT if !binding => {
             let body = parse_body(resource, content_type, body)?;
-            let (obj, warnings) = shared
-                .store()
-                .update(resource, ns_str, name, body, subresource, &opts()?)?;
-            Ok(json_response(200, &obj, &warnings))
+            let (obj, warnings, created) =
+                shared
+                    .store()
+                    .update(resource, ns_str, name, body, subresource, &opts()?)?;
+            Ok(json_response(if created { 201 } else { 200 }, &obj, &warnings))
         }
         Method::PATCH if !binding => {
             let patch_type = PatchType::from_content_type(content_type)?;
@@ -655,38 +646,13 @@ fn start_watch(
     fields: FieldSelector,
     labels: LabelSelector,
     format: OutputFormat,
-    query: &Query,
+    opts: &ListOptions,
 ) -> Result<HttpResponse, ApiError> {
-    let bookmarks = query_flag(query, "allowWatchBookmarks");
-    let rv = query.get("resourceVersion").map(String::as_str).unwrap_or_default();
-    let start = if query_flag(query, "sendInitialEvents") {
-        if query.get("resourceVersionMatch").map(String::as_str) != Some("NotOlderThan") || !bookmarks {
-            return Err(ApiError::invalid(
-                "ListOptions",
-                "",
-                vec![super::error::Cause::forbidden(
-                    "sendInitialEvents",
-                    "sendInitialEvents is forbidden for watch unless resourceVersionMatch is NotOlderThan and \
-                     allowWatchBookmarks is true",
-                )],
-            ));
-        }
-        WatchStart::InitialEvents
-    } else if rv.is_empty() || rv == "0" {
-        WatchStart::Now
-    } else {
-        WatchStart::From(
-            rv.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: \"{rv}\"")))?,
-        )
-    };
-    let timeout = match query.get("timeoutSeconds") {
-        Some(t) => Duration::from_secs(
-            t.parse()
-                .map_err(|_| ApiError::bad_request(format!("timeoutSeconds: invalid value \"{t}\"")))?,
-        ),
-        None => Duration::from_secs(1800),
-    };
+    let bookmarks = opts.allow_watch_bookmarks;
+    let start = opts.watch_start()?;
+    // Without timeoutSeconds kube-apiserver picks one between --min-request-timeout (30 min) and
+    // twice that (get.go); this takes the lower end.
+    let timeout = opts.timeout.unwrap_or(Duration::from_secs(1800));
     let spec = WatchSpec {
         resource,
         namespace: ns.map(str::to_string),
@@ -697,9 +663,10 @@ fn start_watch(
     };
     let rx = match shared.store().watch(spec.clone(), start) {
         Ok(rx) => rx,
-        Err(err) if err.code == 410 => {
-            // kube-apiserver answers a too-old resourceVersion on a watch with 200 and one ERROR
-            // event carrying the 410 Status (clients then re-list).
+        Err(err) if err.code == 410 || err.code == 504 => {
+            // Past validation, the watch cache answers with 200 and one ERROR event carrying the
+            // Status (cacher.go `newErrWatcher`): 410 for a resourceVersion older than its
+            // history (clients then re-list), 504 for an initial state newer than its own.
             let line = json!({"type": "ERROR", "object": err.status()});
             let mut bytes = serde_json::to_vec(&line).unwrap_or_default();
             bytes.push(b'\n');

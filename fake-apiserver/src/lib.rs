@@ -51,6 +51,7 @@ pub mod cluster;
 mod error;
 mod front;
 mod http;
+mod list_options;
 mod patch;
 mod protobuf;
 mod proxy;

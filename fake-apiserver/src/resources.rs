@@ -24,7 +24,8 @@ pub struct ResourceInfo {
     pub has_status: bool,
     /// Field selector labels accepted besides `metadata.name` and `metadata.namespace`.
     pub field_labels: &'static [&'static str],
-    /// Whether a PUT to a missing object creates it (kube-apiserver: only events here).
+    /// Whether a PUT to a missing object creates it (the strategy's `AllowCreateOnUpdate`:
+    /// events and leases here).
     pub create_on_update: bool,
 }
 
@@ -203,7 +204,7 @@ pub static RESOURCES: &[ResourceInfo] = &[
         short_names: &[],
         has_status: false,
         field_labels: &[],
-        create_on_update: false,
+        create_on_update: true,
     },
     ResourceInfo {
         group: "node.k8s.io",

@@ -95,6 +95,11 @@ impl LabelSelector {
         Ok(Self(terms))
     }
 
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     /// Whether the object's `metadata.labels` satisfy every term.
     pub fn matches(&self, obj: &Value) -> bool {
         let labels = &obj["metadata"]["labels"];
@@ -119,8 +124,33 @@ fn set_values(rest: &str) -> Option<Vec<String>> {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct FieldSelector(Vec<(String, bool, String)>);
 
+/// The field label a kind accepts for `label`, as its registered field label conversion
+/// (`pkg/apis/core/v1/conversion.go`: `AddFieldLabelConversionFunc` for Pod, Node, Event,
+/// Namespace and Secret) or, for other kinds, `runtime.DefaultMetaV1FieldSelectorConversion`
+/// answers: the label to match (a pod's `spec.host` is `spec.nodeName`), or the 400 message.
+/// A registered conversion takes `metadata.name`, `metadata.namespace` only for namespaced
+/// kinds (Node and Namespace refuse it), and the kind's own labels.
+fn convert_field_label(label: &str, resource: &ResourceInfo) -> Result<String, String> {
+    if resource.field_labels.is_empty() {
+        return match label {
+            "metadata.name" | "metadata.namespace" => Ok(label.to_string()),
+            _ => Err(format!(
+                "\"{label}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+            )),
+        };
+    }
+    match label {
+        "metadata.name" => Ok(label.to_string()),
+        "metadata.namespace" if resource.namespaced => Ok(label.to_string()),
+        "spec.host" if resource.kind == "Pod" => Ok("spec.nodeName".to_string()),
+        _ if resource.field_labels.contains(&label) => Ok(label.to_string()),
+        _ => Err(format!("field label not supported: {label}")),
+    }
+}
+
 impl FieldSelector {
-    /// Parses `a=b,c!=d` and rejects fields the resource does not index, as kube-apiserver does.
+    /// Parses `a=b,c!=d` and converts each label as the kind's conversion does; a label the
+    /// kind does not convert is a 400, as kube-apiserver answers it.
     pub fn parse(s: &str, resource: &ResourceInfo) -> Result<Self, ApiError> {
         let mut terms = Vec::new();
         if s.trim().is_empty() {
@@ -138,14 +168,15 @@ impl FieldSelector {
                     "invalid selector: '{s}'; can't understand '{term}'"
                 )));
             };
-            let field = field.trim();
-            let known = field == "metadata.name" || field == "metadata.namespace";
-            if !known && !resource.field_labels.contains(&field) {
-                return Err(ApiError::bad_request(format!("field label not supported: {field}")));
-            }
-            terms.push((field.to_string(), equal, value.trim().to_string()));
+            let field = convert_field_label(field.trim(), resource).map_err(ApiError::bad_request)?;
+            terms.push((field, equal, value.trim().to_string()));
         }
         Ok(Self(terms))
+    }
+
+    /// Whether it selects everything.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
     }
 
     /// A selector on `metadata.name` alone (watching one object by its URL).
@@ -171,13 +202,15 @@ impl FieldSelector {
 }
 
 /// The string value kube-apiserver indexes for `field`: missing is `""`, booleans print as
-/// `true`/`false`, `status.podIPs` is the first IP (what the index holds for the primary).
+/// `true`/`false`, a pod's `status.podIP` (and `status.podIPs`) is its first `podIPs` entry
+/// (`ToSelectableFields` in `pkg/registry/core/pod/strategy.go`).
 fn field_value(obj: &Value, field: &str) -> String {
-    if field == "status.podIPs" {
-        return obj["status"]["podIPs"][0]["ip"]
+    if field == "status.podIPs" || field == "status.podIP" {
+        // v1 → internal conversion fills podIPs from a lone podIP.
+        let first = obj["status"]["podIPs"][0]["ip"]
             .as_str()
-            .unwrap_or_default()
-            .to_string();
+            .or(obj["status"]["podIP"].as_str());
+        return first.unwrap_or_default().to_string();
     }
     if field == "source" {
         return obj["source"]["component"].as_str().unwrap_or_default().to_string();
@@ -223,6 +256,53 @@ mod tests {
         ] {
             assert_eq!(LabelSelector::parse(sel).unwrap().matches(&obj), want, "{sel}");
         }
+    }
+
+    /// Field labels per kind, as `pkg/apis/core/v1/conversion.go` converts them: a kind with
+    /// its own conversion says `field label not supported`, Node and Namespace refuse
+    /// `metadata.namespace`, a pod's `spec.host` is `spec.nodeName`, and kinds without one get
+    /// `DefaultMetaV1FieldSelectorConversion`'s message.
+    #[test]
+    fn field_labels_are_converted_per_kind() {
+        let message = |sel: &str, kind: &str| {
+            FieldSelector::parse(sel, by_name(kind).unwrap())
+                .err()
+                .map(|e| (e.code, e.message))
+        };
+        assert_eq!(
+            message("spec.foo=x", "pods"),
+            Some((400, "field label not supported: spec.foo".into()))
+        );
+        assert_eq!(
+            message("metadata.namespace=x", "nodes"),
+            Some((400, "field label not supported: metadata.namespace".into()))
+        );
+        assert_eq!(
+            message("metadata.namespace=x", "namespaces"),
+            Some((400, "field label not supported: metadata.namespace".into()))
+        );
+        assert_eq!(
+            message("data.x=1", "configmaps"),
+            Some((
+                400,
+                "\"data.x\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"".into()
+            ))
+        );
+        for (sel, kind) in [
+            ("metadata.namespace=a,metadata.name=b", "configmaps"),
+            ("metadata.namespace=a", "leases"),
+            ("metadata.name=n,spec.unschedulable=false", "nodes"),
+            ("type=Opaque,metadata.namespace=a", "secrets"),
+            ("status.phase=Active", "namespaces"),
+            ("involvedObject.name=p,metadata.namespace=a", "events"),
+        ] {
+            assert_eq!(message(sel, kind), None, "{kind}: {sel}");
+        }
+        let host = FieldSelector::parse("spec.host=n1", by_name("pods").unwrap()).unwrap();
+        assert!(host.matches(&json!({"spec": {"nodeName": "n1"}})));
+        let ip = FieldSelector::parse("status.podIP=10.0.0.2", by_name("pods").unwrap()).unwrap();
+        assert!(ip.matches(&json!({"status": {"podIP": "10.0.0.1", "podIPs": [{"ip": "10.0.0.2"}]}})));
+        assert!(ip.matches(&json!({"status": {"podIP": "10.0.0.2"}})));
     }
 
     /// Unknown field labels are a 400, as kube-apiserver answers them.

@@ -4,19 +4,23 @@
 //! Every write takes the store's lock, so a change, its history entry and its delivery to every
 //! open watch happen in resourceVersion order.
 
+mod delete;
+mod list;
+mod watch;
+
+pub use delete::DeleteOptions;
+pub use list::{Continue, ReadAt};
+pub use watch::{WatchSpec, WatchStart};
+
 use super::cluster::{self, ClusterConfig};
-use super::error::ApiError;
+use super::error::{ApiError, Cause};
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceInfo};
 use super::scheduler;
-use super::selectors::{FieldSelector, LabelSelector};
-use super::table::{self, OutputFormat};
 use super::validate::{self, FieldValidation};
-use bytes::Bytes;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
-use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// How many changes the history keeps for watches that resume from a resourceVersion.
 pub const DEFAULT_HISTORY: usize = 1000;
@@ -32,16 +36,6 @@ pub enum EventType {
     Modified,
     /// `DELETED`.
     Deleted,
-}
-
-impl EventType {
-    fn as_str(self) -> &'static str {
-        match self {
-            Self::Added => "ADDED",
-            Self::Modified => "MODIFIED",
-            Self::Deleted => "DELETED",
-        }
-    }
 }
 
 #[derive(Debug, Clone)]
@@ -75,87 +69,6 @@ pub struct WriteOptions {
     pub field_manager: Option<String>,
 }
 
-/// Options of a delete (query parameters or a `DeleteOptions` body).
-#[derive(Debug, Clone, Default)]
-pub struct DeleteOptions {
-    /// `gracePeriodSeconds`.
-    pub grace_period_seconds: Option<i64>,
-    /// `preconditions.uid`.
-    pub uid: Option<String>,
-    /// `preconditions.resourceVersion`.
-    pub resource_version: Option<String>,
-    /// `dryRun=All`.
-    pub dry_run: bool,
-}
-
-/// What an open watch wants.
-#[derive(Debug, Clone)]
-pub struct WatchSpec {
-    /// The resource watched.
-    pub resource: &'static ResourceInfo,
-    /// Only this namespace, if set.
-    pub namespace: Option<String>,
-    /// `fieldSelector`.
-    pub fields: FieldSelector,
-    /// `labelSelector`.
-    pub labels: LabelSelector,
-    /// Objects, Tables or metadata only.
-    pub format: OutputFormat,
-    /// `allowWatchBookmarks=true`.
-    pub bookmarks: bool,
-}
-
-impl WatchSpec {
-    fn matches(&self, resource: &str, obj: &Value) -> bool {
-        resource == self.resource.plural
-            && self
-                .namespace
-                .as_deref()
-                .is_none_or(|ns| obj["metadata"]["namespace"].as_str() == Some(ns))
-            && self.fields.matches(obj)
-            && self.labels.matches(obj)
-    }
-
-    fn event_line(&self, event: &str, obj: &Value) -> Bytes {
-        let object = table::render_one(self.resource, obj, &self.format);
-        line(&json!({"type": event, "object": object}))
-    }
-
-    /// A `BOOKMARK` event at `rv`.
-    pub fn bookmark_line(&self, rv: u64, initial_events_end: bool) -> Bytes {
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if initial_events_end {
-            metadata["annotations"] = json!({"k8s.io/initial-events-end": "true"});
-        }
-        line(&json!({
-            "type": "BOOKMARK",
-            "object": {"kind": self.resource.kind, "apiVersion": self.resource.api_version(), "metadata": metadata},
-        }))
-    }
-}
-
-fn line(v: &Value) -> Bytes {
-    let mut bytes = serde_json::to_vec(v).expect("JSON values serialize");
-    bytes.push(b'\n');
-    Bytes::from(bytes)
-}
-
-/// Where a new watch starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum WatchStart {
-    /// `resourceVersion` unset or `0`: an `ADDED` for every current object, then live changes.
-    Now,
-    /// `sendInitialEvents=true`: as `Now`, then a bookmark marking the end of the initial events.
-    InitialEvents,
-    /// `resourceVersion=N`: every change after N from the history, then live changes.
-    From(u64),
-}
-
-struct Watcher {
-    spec: WatchSpec,
-    tx: UnboundedSender<Bytes>,
-}
-
 /// The objects, the history and the open watches.
 pub struct Store {
     rv: u64,
@@ -164,7 +77,7 @@ pub struct Store {
     history_limit: usize,
     /// Changes up to this resourceVersion are no longer in the history.
     compacted: u64,
-    watchers: Vec<Watcher>,
+    watchers: Vec<watch::Watcher>,
     uid_seed: std::collections::hash_map::RandomState,
     uid_counter: u64,
     cluster: ClusterConfig,
@@ -185,56 +98,45 @@ fn meta_str<'a>(obj: &'a Value, field: &str) -> &'a str {
     obj["metadata"][field].as_str().unwrap_or_default()
 }
 
+/// A resource as kube-apiserver names it in messages (`schema.GroupResource.String()`):
+/// `pods`, `leases.coordination.k8s.io`.
+fn qualified(resource: &ResourceInfo) -> String {
+    if resource.group.is_empty() {
+        resource.plural.to_string()
+    } else {
+        format!("{}.{}", resource.plural, resource.group)
+    }
+}
+
+/// 404 `<resource> "<name>" not found` (`errors.NewNotFound`: details kind is the plural, with
+/// the group).
+fn not_found(resource: &ResourceInfo, name: &str) -> ApiError {
+    let mut err = ApiError::not_found(resource.plural, name).in_group(resource.group);
+    err.message = format!("{} \"{name}\" not found", qualified(resource));
+    err
+}
+
+/// 409 `Operation cannot be fulfilled on <resource> "<name>": <why>` (`errors.NewConflict`).
+fn conflict_because(resource: &ResourceInfo, name: &str, why: &str) -> ApiError {
+    let mut err = ApiError::conflict_because(resource.plural, name, why).in_group(resource.group);
+    err.message = format!(
+        "Operation cannot be fulfilled on {} \"{name}\": {why}",
+        qualified(resource)
+    );
+    err
+}
+
+/// `genericregistry.OptimisticLockErrorMsg`, for an update from a stale resourceVersion.
+const OPTIMISTIC_LOCK: &str =
+    "the object has been modified; please apply your changes to the latest version and try again";
+
+/// Kinds whose strategy refuses unconditional updates (`AllowUnconditionalUpdate` false): a PUT
+/// must carry `metadata.resourceVersion` (`pkg/registry/coordination/lease/strategy.go`).
+const CONDITIONAL_UPDATE_ONLY: &[&str] = &["Lease"];
+
 impl Default for Store {
     fn default() -> Self {
         Self::new(DEFAULT_HISTORY, ClusterConfig::default())
-    }
-}
-
-/// Which page of a list (`limit` and `continue`).
-#[derive(Debug, Clone, Default)]
-pub struct Page {
-    /// At most this many items (`limit`, at least 1).
-    pub limit: Option<usize>,
-    /// Where the previous page ended.
-    pub continue_from: Option<Continue>,
-}
-
-/// A `continue` token: the first page's resourceVersion and the last namespace/name served.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Continue {
-    /// The resourceVersion the list started at.
-    pub rv: u64,
-    /// The last (namespace, name) served.
-    pub after: (String, String),
-}
-
-impl Continue {
-    /// The opaque token (base64 of JSON, as kube-apiserver's).
-    pub fn encode(&self) -> String {
-        use base64::Engine as _;
-        let start = format!("{}/{}", self.after.0, self.after.1);
-        let token = json!({"v": "meta.k8s.io/v1", "rv": self.rv, "start": start});
-        base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(token.to_string())
-    }
-
-    /// Read a token back; kube-apiserver's 400 message when it cannot.
-    pub fn decode(token: &str) -> Result<Self, ApiError> {
-        use base64::Engine as _;
-        let invalid = || ApiError::bad_request("continue key is not valid: the token could not be decoded");
-        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
-            .decode(token)
-            .map_err(|_| invalid())?;
-        let value: Value = serde_json::from_slice(&bytes).map_err(|_| invalid())?;
-        let rv = value["rv"].as_u64().ok_or_else(invalid)?;
-        let (ns, name) = value["start"]
-            .as_str()
-            .and_then(|s| s.split_once('/'))
-            .ok_or_else(invalid)?;
-        Ok(Continue {
-            rv,
-            after: (ns.to_string(), name.to_string()),
-        })
     }
 }
 
@@ -350,63 +252,7 @@ impl Store {
         self.objects
             .get(&Self::key(resource, ns, name))
             .cloned()
-            .ok_or_else(|| ApiError::not_found(resource.plural, name))
-    }
-
-    /// The objects of a resource (in one namespace, or all), selected.
-    pub fn select(
-        &self,
-        resource: &'static ResourceInfo,
-        ns: Option<&str>,
-        fields: &FieldSelector,
-        labels: &LabelSelector,
-    ) -> Vec<Value> {
-        self.objects
-            .iter()
-            .filter(|((r, n, _), _)| *r == resource.plural && ns.is_none_or(|ns| n == ns))
-            .map(|(_, v)| v)
-            .filter(|v| fields.matches(v) && labels.matches(v))
-            .cloned()
-            .collect()
-    }
-
-    /// A `<Kind>List` of the selected objects at the current resourceVersion, one page of it
-    /// with `page.limit`: then `metadata.continue` and `remainingItemCount` tell the rest.
-    ///
-    /// Unlike kube-apiserver, later pages are read from the current objects (not a snapshot at
-    /// the first page's resourceVersion), which they report; objects are in namespace/name order.
-    pub fn list(
-        &self,
-        resource: &'static ResourceInfo,
-        ns: Option<&str>,
-        fields: &FieldSelector,
-        labels: &LabelSelector,
-        page: &Page,
-    ) -> Value {
-        let rv = page.continue_from.as_ref().map_or(self.rv, |c| c.rv);
-        let key = |v: &Value| {
-            (
-                v["metadata"]["namespace"].as_str().unwrap_or_default().to_string(),
-                v["metadata"]["name"].as_str().unwrap_or_default().to_string(),
-            )
-        };
-        let mut items = self.select(resource, ns, fields, labels);
-        if let Some(after) = &page.continue_from {
-            items.retain(|v| key(v) > after.after);
-        }
-        let mut metadata = json!({"resourceVersion": rv.to_string()});
-        if let Some(limit) = page.limit.filter(|l| items.len() > *l) {
-            let rest = items.split_off(limit);
-            let last = key(items.last().expect("limit is at least 1"));
-            metadata["continue"] = json!(Continue { rv, after: last }.encode());
-            metadata["remainingItemCount"] = json!(rest.len());
-        }
-        json!({
-            "kind": format!("{}List", resource.kind),
-            "apiVersion": resource.api_version(),
-            "metadata": metadata,
-            "items": items,
-        })
+            .ok_or_else(|| not_found(resource, name))
     }
 
     fn namespace_exists(&self, ns: &str) -> bool {
@@ -504,7 +350,9 @@ impl Store {
         let name = meta_str(&obj, "name").to_string();
         let key = Self::key(resource, ns, &name);
         if self.objects.contains_key(&key) {
-            return Err(ApiError::already_exists(resource.plural, &name));
+            let mut err = ApiError::already_exists(resource.plural, &name).in_group(resource.group);
+            err.message = format!("{} \"{name}\" already exists", qualified(resource));
+            return Err(err);
         }
         let uid = self.new_uid();
         let meta = obj["metadata"].as_object_mut().expect("decoded objects have metadata");
@@ -529,7 +377,11 @@ impl Store {
         Ok((obj, warnings))
     }
 
-    /// PUT: replaces an object (its main resource or its status).
+    /// PUT: replaces an object (its main resource or its status). A missing object is 404,
+    /// except for kinds whose strategy allows create on update (events, leases), which it
+    /// creates (the last value says so: 201). Kinds that refuse unconditional updates (leases)
+    /// need `metadata.resourceVersion` (`Store.Update` in
+    /// `staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go`).
     pub fn update(
         &mut self,
         resource: &'static ResourceInfo,
@@ -538,7 +390,7 @@ impl Store {
         body: Value,
         sub: Subresource,
         opts: &WriteOptions,
-    ) -> Result<(Value, Vec<String>), ApiError> {
+    ) -> Result<(Value, Vec<String>, bool), ApiError> {
         let (mut new, warnings) = Self::decode(resource, &body, opts)?;
         let body_name = meta_str(&new, "name");
         if body_name.is_empty() {
@@ -560,12 +412,38 @@ impl Store {
                 if let Value::Object(meta) = &mut new["metadata"] {
                     meta.remove("resourceVersion");
                 }
-                return self.create(resource, ns, new, opts);
+                return self.create(resource, ns, new, opts).map(|(obj, w)| (obj, w, true));
             }
-            return Err(ApiError::not_found(resource.plural, name));
+            return Err(not_found(resource, name));
         };
+        Self::check_uid_precondition(resource, &old, &new)?;
+        if meta_str(&new, "resourceVersion").is_empty() && CONDITIONAL_UPDATE_ONLY.contains(&resource.kind) {
+            let cause = Cause::invalid("metadata.resourceVersion", &json!(0), "must be specified for an update");
+            let mut err = ApiError::invalid(&qualified(resource), name, vec![cause]).in_group(resource.group);
+            if let Some(details) = err.details.as_mut().and_then(Value::as_object_mut) {
+                details.insert("kind".into(), json!(resource.plural));
+            }
+            return Err(err);
+        }
         self.replace(resource, key, old, new, sub, opts)
-            .map(|obj| (obj, warnings))
+            .map(|obj| (obj, warnings, false))
+    }
+
+    /// A `metadata.uid` in the new object is a precondition (`defaultUpdatedObjectInfo`'s
+    /// `Preconditions`, checked by etcd3's `GuaranteedUpdate` before the resourceVersion).
+    fn check_uid_precondition(resource: &ResourceInfo, old: &Value, new: &Value) -> Result<(), ApiError> {
+        let uid = meta_str(new, "uid");
+        if uid.is_empty() || uid == meta_str(old, "uid") {
+            return Ok(());
+        }
+        Err(conflict_because(
+            resource,
+            meta_str(old, "name"),
+            &format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                meta_str(old, "uid")
+            ),
+        ))
     }
 
     /// The common tail of update and patch: preconditions, what the subresource may change,
@@ -580,25 +458,15 @@ impl Store {
         opts: &WriteOptions,
     ) -> Result<Value, ApiError> {
         let name = key.2.clone();
+        Self::check_uid_precondition(resource, &old, &new)?;
         let rv = meta_str(&new, "resourceVersion");
         if !rv.is_empty() {
             let parsed: u64 = rv
                 .parse()
                 .map_err(|_| ApiError::bad_request(format!("invalid resource version: \"{rv}\"")))?;
             if parsed.to_string() != meta_str(&old, "resourceVersion") {
-                return Err(ApiError::conflict(resource.plural, &name));
+                return Err(conflict_because(resource, &name, OPTIMISTIC_LOCK));
             }
-        }
-        let uid = meta_str(&new, "uid");
-        if !uid.is_empty() && uid != meta_str(&old, "uid") {
-            return Err(ApiError::conflict_because(
-                resource.plural,
-                &name,
-                &format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    meta_str(&old, "uid")
-                ),
-            ));
         }
         if resource.namespaced {
             new["metadata"]["namespace"] = json!(key.1);
@@ -696,7 +564,10 @@ impl Store {
             && new["metadata"]["finalizers"].as_array().is_none_or(Vec::is_empty)
             && new["metadata"]["deletionGracePeriodSeconds"].as_i64().unwrap_or(0) == 0;
         if finalized {
-            return Ok(self.commit(resource, key, EventType::Deleted, Some(new), Some(old)));
+            // `deleteWithoutFinalizers`: the update is not written; the stored object is
+            // deleted (watchers get it as it was stored), and the caller gets its object back.
+            self.commit(resource, key, EventType::Deleted, Some(old.clone()), Some(old));
+            return Ok(new);
         }
         Ok(self.commit(resource, key, EventType::Modified, Some(new), Some(old)))
     }
@@ -736,7 +607,7 @@ impl Store {
                 let (obj, warnings) = self.create(resource, ns, body, opts)?;
                 return Ok((obj, warnings, true));
             }
-            return Err(ApiError::not_found(resource.plural, name));
+            return Err(not_found(resource, name));
         };
         let mut patched = old.clone();
         match patch_type {
@@ -808,137 +679,6 @@ impl Store {
         Ok(json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}))
     }
 
-    /// DELETE of a collection: each selected object as [`Store::delete`] deletes it (those gone
-    /// meanwhile skipped); the `<Kind>List` of them as they were left.
-    pub fn delete_collection(
-        &mut self,
-        resource: &'static ResourceInfo,
-        ns: Option<&str>,
-        fields: &FieldSelector,
-        labels: &LabelSelector,
-        opts: &DeleteOptions,
-    ) -> Result<Value, ApiError> {
-        let mut items = Vec::new();
-        for obj in self.select(resource, ns, fields, labels) {
-            let (ns, name) = (
-                meta_str(&obj, "namespace").to_string(),
-                meta_str(&obj, "name").to_string(),
-            );
-            match self.delete(resource, &ns, &name, opts) {
-                Ok(left) if left["kind"] == "Status" => items.push(obj),
-                Ok(left) => items.push(left),
-                Err(e) if e.code == 404 => {}
-                Err(e) => return Err(e),
-            }
-        }
-        Ok(json!({
-            "kind": format!("{}List", resource.kind),
-            "apiVersion": resource.api_version(),
-            "metadata": {"resourceVersion": self.rv.to_string()},
-            "items": items,
-        }))
-    }
-
-    /// DELETE. Bound, non-terminal pods with a grace period > 0 get `deletionTimestamp` and stay
-    /// until deleted with grace 0; objects with finalizers stay until the last one is removed.
-    pub fn delete(
-        &mut self,
-        resource: &'static ResourceInfo,
-        ns: &str,
-        name: &str,
-        opts: &DeleteOptions,
-    ) -> Result<Value, ApiError> {
-        let key = Self::key(resource, ns, name);
-        let old = self
-            .objects
-            .get(&key)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(resource.plural, name))?;
-        if let Some(uid) = opts.uid.as_deref().filter(|u| !u.is_empty()) {
-            if uid != meta_str(&old, "uid") {
-                return Err(ApiError::conflict_because(
-                    resource.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                        meta_str(&old, "uid")
-                    ),
-                ));
-            }
-        }
-        if let Some(rv) = opts.resource_version.as_deref().filter(|r| !r.is_empty()) {
-            if rv != meta_str(&old, "resourceVersion") {
-                return Err(ApiError::conflict_because(
-                    resource.plural,
-                    name,
-                    &format!(
-                        "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                        meta_str(&old, "resourceVersion")
-                    ),
-                ));
-            }
-        }
-        let mut grace = 0;
-        if resource.kind == "Pod" {
-            let bound = !old["spec"]["nodeName"].as_str().unwrap_or_default().is_empty();
-            let terminal = matches!(old["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-            if bound && !terminal {
-                grace = opts
-                    .grace_period_seconds
-                    .or_else(|| old["spec"]["terminationGracePeriodSeconds"].as_i64())
-                    .unwrap_or(30);
-                if grace < 0 {
-                    grace = 1;
-                }
-            }
-        }
-        let has_finalizers = old["metadata"]["finalizers"].as_array().is_some_and(|f| !f.is_empty());
-        if grace > 0 || has_finalizers {
-            if let Some(existing) = old["metadata"]["deletionGracePeriodSeconds"].as_i64() {
-                if existing <= grace {
-                    return Ok(old);
-                }
-            }
-            let mut new = old.clone();
-            let at = jiff::Timestamp::now() + jiff::SignedDuration::from_secs(grace);
-            new["metadata"]["deletionTimestamp"] = json!(rfc3339(at));
-            new["metadata"]["deletionGracePeriodSeconds"] = json!(grace);
-            if opts.dry_run {
-                return Ok(new);
-            }
-            return Ok(self.commit(resource, key, EventType::Modified, Some(new), Some(old)));
-        }
-        if opts.dry_run {
-            return Ok(old);
-        }
-        if resource.kind == "Namespace" {
-            let inside: Vec<Key> = self.objects.keys().filter(|k| k.1 == name).cloned().collect();
-            for k in inside {
-                let obj = self.objects.get(&k).cloned();
-                let r = resources::by_name(k.0).expect("stored resources are served");
-                self.commit(r, k, EventType::Deleted, obj.clone(), obj);
-            }
-        }
-        let deleted = self.commit(resource, key, EventType::Deleted, Some(old.clone()), Some(old));
-        // The service account and root CA controllers put back what they keep in a namespace.
-        let kept = (resource.kind == "ServiceAccount" && name == cluster::DEFAULT_SERVICE_ACCOUNT)
-            || (resource.kind == "ConfigMap" && name == cluster::ROOT_CA_CONFIG_MAP);
-        if kept && self.namespace_exists(ns) {
-            self.populate_namespace(ns);
-        }
-        if resource.kind == "Pod" {
-            Ok(deleted)
-        } else {
-            Ok(json!({
-                "kind": "Status",
-                "apiVersion": "v1",
-                "metadata": {},
-                "status": "Success",
-                "details": {"name": name, "kind": resource.plural, "uid": meta_str(&deleted, "uid")},
-            }))
-        }
-    }
-
     /// Writes a change: bumps the resourceVersion, stores (or removes) the object, records the
     /// change and sends it to every watch it concerns. Returns the object as stored.
     fn commit(
@@ -967,10 +707,7 @@ impl Store {
             object: obj.clone(),
             old,
         };
-        self.watchers.retain(|w| match route(&w.spec, &change) {
-            Some((ty, o)) => w.tx.send(w.spec.event_line(ty, o)).is_ok(),
-            None => !w.tx.is_closed(),
-        });
+        self.deliver(&change);
         self.history.push_back(change);
         while self.history.len() > self.history_limit {
             if let Some(dropped) = self.history.pop_front() {
@@ -1088,77 +825,5 @@ impl Store {
             "count": 1,
         });
         let _ = self.create(events, &ns, event, &WriteOptions::default());
-    }
-
-    /// Opens a watch. Returns the receiving end of its event lines (the initial events already
-    /// queued), or 410 Expired when `From(rv)` is older than the history.
-    pub fn watch(&mut self, spec: WatchSpec, start: WatchStart) -> Result<UnboundedReceiver<Bytes>, ApiError> {
-        let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
-        match start {
-            WatchStart::Now | WatchStart::InitialEvents => {
-                let ns = spec.namespace.as_deref();
-                for obj in self.select(spec.resource, ns, &spec.fields, &spec.labels) {
-                    let _ = tx.send(spec.event_line("ADDED", &obj));
-                }
-                if start == WatchStart::InitialEvents {
-                    let _ = tx.send(spec.bookmark_line(self.rv, true));
-                }
-            }
-            WatchStart::From(rv) => {
-                if rv < self.compacted {
-                    return Err(ApiError::expired(format!(
-                        "too old resource version: {rv} ({})",
-                        self.compacted + 1
-                    )));
-                }
-                for change in self.history.iter().filter(|c| c.rv > rv) {
-                    if let Some((ty, o)) = route(&spec, change) {
-                        let _ = tx.send(spec.event_line(ty, o));
-                    }
-                }
-            }
-        }
-        self.watchers.push(Watcher { spec, tx });
-        Ok(rx)
-    }
-
-    /// Ends every open watch (their streams close cleanly, as on an API server restart).
-    pub fn drop_watches(&mut self) {
-        self.watchers.clear();
-    }
-
-    /// How many watches are open.
-    pub fn watch_count(&mut self) -> usize {
-        self.watchers.retain(|w| !w.tx.is_closed());
-        self.watchers.len()
-    }
-
-    /// Forgets the history: watches from any resourceVersion before now get 410 Expired.
-    pub fn compact(&mut self) {
-        self.history.clear();
-        self.compacted = self.rv;
-    }
-
-    /// Every stored object of a resource.
-    pub fn all(&self, resource: &'static ResourceInfo) -> Vec<Value> {
-        self.select(resource, None, &FieldSelector::default(), &LabelSelector::default())
-    }
-}
-
-/// Which event (if any) a change is for one watch: an object entering the selection is
-/// `ADDED`, one leaving it `DELETED`, as kube-apiserver's watch cache reports them.
-fn route<'a>(spec: &WatchSpec, change: &'a Change) -> Option<(&'static str, &'a Value)> {
-    let is = spec.matches(change.resource, &change.object);
-    match change.event {
-        EventType::Added | EventType::Deleted => is.then_some((change.event.as_str(), &change.object)),
-        EventType::Modified => {
-            let was = change.old.as_ref().is_some_and(|o| spec.matches(change.resource, o));
-            match (was, is) {
-                (true, true) => Some(("MODIFIED", &change.object)),
-                (false, true) => Some(("ADDED", &change.object)),
-                (true, false) => Some(("DELETED", &change.object)),
-                (false, false) => None,
-            }
-        }
     }
 }

@@ -182,6 +182,9 @@ fn a_watch_from_a_resource_version_replays_later_changes_then_streams_live_ones(
     let modified = watch.next().expect("MODIFIED");
     assert_eq!(modified["type"], "MODIFIED");
     assert_eq!(modified["object"]["metadata"]["labels"]["x"], "y");
+    // A delete with grace 0 first writes the deletion mark, then removes the pod (store.go
+    // updateForGracefulDeletionAndFinalizers, then Storage.Delete).
+    assert_eq!(watch.next_summary(), Some(("MODIFIED".into(), "c".into())));
     assert_eq!(watch.next_summary(), Some(("DELETED".into(), "c".into())));
 }
 
@@ -446,13 +449,16 @@ fn deleting_a_bound_pod_sets_deletion_timestamp_and_grace_zero_removes_it() {
     assert!(status["message"]
         .as_str()
         .unwrap()
-        .contains("Precondition failed: UID in precondition: wrong"));
+        .contains("the UID in the precondition (wrong) does not match the UID in record"));
     let uid = created["metadata"]["uid"].as_str().unwrap();
     let (code, _) = client.delete(
         &format!("{PODS}/a"),
         Some(&json!({"gracePeriodSeconds": 0, "preconditions": {"uid": uid}})),
     );
     assert_eq!(code, 200);
+    let shortened = watch.next().unwrap();
+    assert_eq!(shortened["type"], "MODIFIED");
+    assert_eq!(shortened["object"]["metadata"]["deletionGracePeriodSeconds"], 0);
     assert_eq!(watch.next_summary(), Some(("DELETED".into(), "a".into())));
     assert!(server.get("pods", "default", "a").is_none());
     let (code, status) = client.delete(&format!("{PODS}/a"), None);
@@ -707,14 +713,22 @@ fn nodes_register_and_update_status_like_a_kubelet() {
     stale["metadata"].as_object_mut().unwrap().remove("resourceVersion");
     assert_eq!(
         client.put(&format!("{leases}/n1"), &stale).0,
-        200,
-        "PUT without resourceVersion is unconditional"
+        422,
+        "a Lease PUT needs a resourceVersion (leaseStrategy.AllowUnconditionalUpdate is false)"
     );
+    stale["metadata"]["resourceVersion"] = renewed["metadata"]["resourceVersion"].clone();
     assert!(rv_of(&renewed) > rv_of(&created_lease));
     let mut bad = stale.clone();
     bad["spec"]["leaseDurationSeconds"] = json!(0);
-    bad["metadata"].as_object_mut().unwrap().remove("resourceVersion");
-    assert_eq!(client.put(&format!("{leases}/n1"), &bad).0, 422);
+    let (code, refused) = client.put(&format!("{leases}/n1"), &bad);
+    assert_eq!(code, 422);
+    assert!(
+        refused["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.leaseDurationSeconds"),
+        "{refused}"
+    );
 
     let event = json!({
         "apiVersion": "v1", "kind": "Event",
@@ -932,6 +946,10 @@ fn kube_rs_watcher_sees_init_then_apply_events() {
             pods.delete(&name, &DeleteParams::default().grace_period(0))
                 .await
                 .unwrap();
+            match next().await {
+                Event::Apply(p) => assert!(p.metadata.deletion_timestamp.is_some(), "the deletion mark first"),
+                other => panic!("expected Apply, got {other:?}"),
+            }
             match next().await {
                 Event::Delete(p) => assert_eq!(p.metadata.name.as_deref(), Some(name.as_str())),
                 other => panic!("expected Delete, got {other:?}"),
