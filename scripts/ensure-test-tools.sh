@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install the Debian packages the integration tests drive, when one is missing (idempotent):
 # prometheus (promtool checks /metrics), chromium (headless, renders the debug page),
-# docker-registry and apache2-utils (htpasswd: the private registry of the pull tests).
+# docker-registry and apache2-utils (htpasswd: the private registry of the pull tests),
+# python3-venv (the official Python client's virtualenv of real_clients.rs).
 set -euo pipefail
 
 as_root() {
@@ -13,6 +14,7 @@ command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v docker-registry >/dev/null 2>&1 || missing+=(docker-registry)
 command -v htpasswd >/dev/null 2>&1 || missing+=(apache2-utils)
+python3 -c 'import ensurepip, venv' >/dev/null 2>&1 || missing+=(python3-venv)
 if [ "${#missing[@]}" -eq 0 ]; then
     exit 0
 fi

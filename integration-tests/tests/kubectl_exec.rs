@@ -319,3 +319,94 @@ spec:
         common::wait_for_phase(&api, pod, "Succeeded", POD_START_TIMEOUT);
     }
 }
+
+/// Runs `command` under script(1) (a terminal of 30 rows, 100 columns, `/bin/sh` as its shell,
+/// as in [`kubectl_exec_and_attach_in_both_protocols`]) and types `input` into the terminal
+/// `after` its start; the terminal's input stays open until the command ends, so script(1)
+/// never sees an end of input it would pass on.
+fn in_terminal(command: &str, input: &'static [u8], after: std::time::Duration) -> Output {
+    use std::io::Write;
+    let mut child = Command::new("script")
+        .env("SHELL", "/bin/sh")
+        .args(["-qec", &format!("stty rows 30 cols 100; {command}"), "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("run script");
+    let mut keyboard = child.stdin.take().expect("script's stdin");
+    let (done, ended) = std::sync::mpsc::channel::<()>();
+    let typist = std::thread::spawn(move || {
+        if ended.recv_timeout(after).is_err() {
+            let _ = keyboard.write_all(input);
+            let _ = keyboard.flush();
+            let _ = ended.recv();
+        }
+    });
+    let out = child.wait_with_output().expect("script's output");
+    let _ = done.send(());
+    typist.join().expect("the typist thread");
+    out
+}
+
+/// `kubectl attach -i -t` to a container with a terminal (`stdin` and `tty`): what is typed
+/// reaches its shell, and the shell sees kubectl's terminal size; `kubectl debug -i -t` adds an
+/// ephemeral container with a terminal and attaches to it the same way, ending when its shell
+/// exits. In both protocols.
+#[test]
+fn kubectl_attach_and_debug_with_a_terminal_in_both_protocols() {
+    let (api, agent, _manifests) = common::proxied_node("kubectl-tty");
+    let yaml = format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: term}}
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: sh
+    image: dockerlet.local/busybox:1
+    stdin: true
+    tty: true
+    command: ["sh"]
+"#,
+        node = agent.node()
+    );
+    common::kubectl_create(&api, "term.yaml", &yaml);
+    common::wait_for_phase(&api, "term", "Running", POD_START_TIMEOUT);
+    let kubectl = format!(
+        "{KUBECTL} --kubeconfig {} --cache-dir {}",
+        api.kubeconfig_path().display(),
+        api.dir().join("kube-cache").display()
+    );
+    // The shell echoes what is typed; only the answers hold `marker-42` and the size alone.
+    for (mode, websockets) in MODES {
+        let out = in_terminal(
+            &format!(
+                "KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout --foreground 10 {kubectl} attach -i -t term -c sh"
+            ),
+            b"sleep 1; echo size=$(stty size); echo marker-$((6*7))\r",
+            std::time::Duration::from_secs(3),
+        );
+        let seen = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            seen.contains("size=30 100") && seen.contains("marker-42"),
+            "{mode}: attach -i -t: {}",
+            text(&out)
+        );
+
+        let out = in_terminal(
+            &format!(
+                "KUBECTL_REMOTE_COMMAND_WEBSOCKETS={websockets} timeout --foreground 60 {kubectl} debug -i -t term -c debug-{mode} --image=dockerlet.local/busybox:1 --image-pull-policy=IfNotPresent -- sh"
+            ),
+            b"sleep 1; echo size=$(stty size); echo marker-$((6*7)); exit 0\r",
+            std::time::Duration::from_secs(3),
+        );
+        let seen = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success() && seen.contains("size=30 100") && seen.contains("marker-42"),
+            "{mode}: debug -i -t: {}",
+            text(&out)
+        );
+    }
+}

@@ -66,6 +66,10 @@ async fn find_pod(
 /// How long a client may take to send its request head.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 
+/// How long a client may take for its TLS handshake (actix-tls' default, set explicitly so the
+/// log of a timed-out handshake names it).
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
+
 /// How long an idle keep-alive connection is kept.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -184,7 +188,8 @@ async fn ok() -> HttpResponse {
 ///
 /// Assembled from actix's parts as `HttpServer` does (rustls acceptor, ALPN `h2`/`http/1.1`,
 /// `HttpService`), with [`streams::shim::UpgradeShim`] between TLS and HTTP so that SPDY
-/// upgrades reach their handlers with the connection as payload.
+/// upgrades reach their handlers with the connection as payload. Failed handshakes are logged
+/// with the client's address and the reason, rate-limited ([`tls::HandshakeLog`]).
 pub fn serve(
     addr: SocketAddr,
     api: KubeletApi,
@@ -192,13 +197,15 @@ pub fn serve(
     tls: rustls::ServerConfig,
 ) -> std::io::Result<(Server, SocketAddr)> {
     use actix_http::{HttpService, Protocol};
+    use actix_service::{apply_fn_factory, Service as _};
     use actix_service::{map_config, ServiceFactoryExt as _};
-    use actix_tls::accept::rustls_0_23::{Acceptor, TlsStream};
+    use actix_tls::accept::rustls_0_23::{Acceptor, AcceptorService, TlsStream};
     use actix_tls::accept::TlsError;
     use actix_web::dev::AppConfig;
     use actix_web::rt::net::TcpStream;
 
     let handles = web::Data::new(api.handles.clone());
+    let refusals = Arc::new(tls::HandshakeLog::default());
     let api = web::Data::new(api);
     let auth = web::Data::new(Arc::new(auth));
     let mut tls = tls;
@@ -231,16 +238,40 @@ pub fn serve(
                 })
                 .finish(map_config(app, |_| AppConfig::default()))
                 .map_err(TlsError::Service);
-            Acceptor::new(tls.clone())
-                .map_init_err(|_| unreachable!("the TLS acceptor does not fail to start"))
-                .map_err(TlsError::into_service_error)
-                .and_then(|io: TlsStream<TcpStream>| async move {
-                    let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                    let peer = io.get_ref().0.peer_addr().ok();
-                    let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
-                    Ok((streams::shim::UpgradeShim::new(io, !h2), protocol, peer))
-                })
-                .and_then(http)
+            let refusals = refusals.clone();
+            let mut acceptor = Acceptor::new(tls.clone());
+            acceptor.set_handshake_timeout(HANDSHAKE_TIMEOUT);
+            apply_fn_factory::<Acceptor, Acceptor, _, _, TcpStream, TcpStream, _, _>(
+                acceptor,
+                move |io: TcpStream, acceptor: &AcceptorService| {
+                    // The address is read before the handshake: a failed one leaves no stream.
+                    let peer = io.peer_addr().ok();
+                    let handshake = acceptor.call(io);
+                    let refusals = refusals.clone();
+                    async move {
+                        let result = handshake.await;
+                        if let (Err(e), Some(peer)) = (&result, peer) {
+                            match e {
+                                TlsError::Tls(e) => refusals.refused(peer, &tls::refusal(e), e),
+                                TlsError::Timeout => {
+                                    refusals.refused(peer, &tls::Refusal::timed_out(HANDSHAKE_TIMEOUT), &"timeout")
+                                }
+                                TlsError::Service(never) => match *never {},
+                            }
+                        }
+                        result
+                    }
+                },
+            )
+            .map_init_err(|_| unreachable!("the TLS acceptor does not fail to start"))
+            .map_err(TlsError::into_service_error)
+            .and_then(|io: TlsStream<TcpStream>| async move {
+                let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                let peer = io.get_ref().0.peer_addr().ok();
+                let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
+                Ok((streams::shim::UpgradeShim::new(io, !h2), protocol, peer))
+            })
+            .and_then(http)
         })?
         .run();
     tracing::info!(server = "kubelet-api", address = %bound, "listening");
