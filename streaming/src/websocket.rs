@@ -137,19 +137,6 @@ pub enum Incoming {
 /// Why a client's message is refused.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ChannelError {
-    /// A binary message on a base64 protocol or text on a binary one.
-    #[error("websocket channel protocol {protocol}: {got} message, expected {expected}")]
-    WrongMessageKind {
-        /// The protocol.
-        protocol: &'static str,
-        /// What came.
-        got: &'static str,
-        /// What the protocol uses.
-        expected: &'static str,
-    },
-    /// A base64 message whose first character is not a digit.
-    #[error("websocket channel protocol {protocol}: channel {0:?} is not an ASCII digit", protocol = .1)]
-    BadChannelDigit(char, &'static str),
     /// The base64 payload does not decode.
     #[error("websocket channel protocol {0}: payload is not valid base64")]
     BadBase64(&'static str),
@@ -166,49 +153,41 @@ pub enum ChannelError {
     },
 }
 
-/// Decode a client's message.
+/// Decode a client's message as kubelet's `wsstream.Conn` does
+/// (`k8s.io/apimachinery/pkg/util/httpstream/wsstream/conn.go` `handle`): the payload is taken
+/// whatever the frame's kind (`websocket.Message.Receive` into bytes reads text and binary
+/// frames alike; the Python client writes its stdin as text frames), then read by the
+/// protocol's codec: a channel byte (v5's `[255, c]` closes channel `c`), or on the base64
+/// protocols a channel character (`'0' + c`) and base64.
 pub fn decode(protocol: ChannelProtocol, message: WsMessage) -> Result<Incoming, ChannelError> {
     let name = protocol.name();
-    match (protocol.is_base64(), message) {
-        (false, WsMessage::Binary(mut data)) => {
-            if data.is_empty() {
-                return Ok(Incoming::Empty);
-            }
-            let channel = data[0];
-            let data = data.split_off(1);
-            if channel == CLOSE && protocol == ChannelProtocol::V5 {
-                return match data.as_ref() {
-                    [c] => Ok(Incoming::Close { channel: *c }),
-                    _ => Err(ChannelError::BadClose(name)),
-                };
-            }
-            Ok(Incoming::Data { channel, data })
-        }
-        (true, WsMessage::Text(text)) => {
-            let mut chars = text.chars();
-            let Some(digit) = chars.next() else {
-                return Ok(Incoming::Empty);
-            };
-            let channel = digit.to_digit(10).ok_or(ChannelError::BadChannelDigit(digit, name))? as u8;
-            let data = STANDARD
-                .decode(chars.as_str())
-                .map_err(|_| ChannelError::BadBase64(name))?;
-            Ok(Incoming::Data {
-                channel,
-                data: Bytes::from(data),
-            })
-        }
-        (false, WsMessage::Text(_)) => Err(ChannelError::WrongMessageKind {
-            protocol: name,
-            got: "text",
-            expected: "binary",
-        }),
-        (true, WsMessage::Binary(_)) => Err(ChannelError::WrongMessageKind {
-            protocol: name,
-            got: "binary",
-            expected: "text",
-        }),
+    let mut data = match message {
+        WsMessage::Binary(data) => data,
+        WsMessage::Text(text) => Bytes::from(text),
+    };
+    if data.is_empty() {
+        return Ok(Incoming::Empty);
     }
+    if data[0] == CLOSE && protocol == ChannelProtocol::V5 {
+        return match &data[1..] {
+            [c] => Ok(Incoming::Close { channel: *c }),
+            _ => Err(ChannelError::BadClose(name)),
+        };
+    }
+    let rest = data.split_off(1);
+    if !protocol.is_base64() {
+        return Ok(Incoming::Data {
+            channel: data[0],
+            data: rest,
+        });
+    }
+    // wsstream subtracts '0' from the byte: anything else lands on a channel no one reads.
+    let channel = data[0].wrapping_sub(b'0');
+    let decoded = STANDARD.decode(&rest).map_err(|_| ChannelError::BadBase64(name))?;
+    Ok(Incoming::Data {
+        channel,
+        data: Bytes::from(decoded),
+    })
 }
 
 /// Encode data for `channel`.

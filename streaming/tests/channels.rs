@@ -126,10 +126,15 @@ fn binary_channel_messages_carry_the_channel_byte() {
             }
         );
         assert_eq!(decode(p, WsMessage::Binary(Bytes::new())).unwrap(), Incoming::Empty);
-        assert!(matches!(
-            decode(p, WsMessage::Text("0aGk=".into())),
-            Err(ChannelError::WrongMessageKind { .. })
-        ));
+        // A text frame carries the same bytes (wsstream reads both kinds; the Python client
+        // sends text).
+        assert_eq!(
+            decode(p, WsMessage::Text("\u{0}hi".into())).unwrap(),
+            Incoming::Data {
+                channel: 0,
+                data: Bytes::from_static(b"hi")
+            }
+        );
     }
 }
 
@@ -153,18 +158,26 @@ fn base64_channel_messages_carry_a_digit_and_base64() {
                 data: Bytes::new()
             }
         );
-        assert!(matches!(
-            decode(p, WsMessage::Text("xaGk=".into())),
-            Err(ChannelError::BadChannelDigit('x', _))
-        ));
+        // wsstream's `channel - '0'`: not a digit is a channel no one reads.
+        assert_eq!(
+            decode(p, WsMessage::Text("xaGk=".into())).unwrap(),
+            Incoming::Data {
+                channel: b'x' - b'0',
+                data: Bytes::from_static(b"hi")
+            }
+        );
         assert!(matches!(
             decode(p, WsMessage::Text("0!!!".into())),
             Err(ChannelError::BadBase64(_))
         ));
-        assert!(matches!(
-            decode(p, WsMessage::Binary(Bytes::from_static(b"\x00a"))),
-            Err(ChannelError::WrongMessageKind { .. })
-        ));
+        assert_eq!(
+            decode(p, WsMessage::Binary(Bytes::from_static(b"1aGk="))).unwrap(),
+            Incoming::Data {
+                channel: 1,
+                data: Bytes::from_static(b"hi")
+            },
+            "a binary frame on a base64 protocol"
+        );
         assert!(matches!(
             encode(p, 10, b""),
             Err(ChannelError::ChannelOutOfRange { channel: 10, .. })

@@ -106,20 +106,21 @@ async fn translate(
     actix_web::rt::spawn(async move {
         let mut pong = pong;
         while let Some(Ok(message)) = incoming.next().await {
-            let item = match message {
-                actix_ws::AggregatedMessage::Binary(b) if b.len() == 2 && b[0] == CLOSE => {
-                    (b[1] == STDIN).then_some(FromClient::CloseStdin)
-                }
-                actix_ws::AggregatedMessage::Binary(b) if !b.is_empty() => match b[0] {
-                    STDIN => Some(FromClient::Stdin(b.slice(1..))),
-                    RESIZE => Some(FromClient::Resize(b.slice(1..))),
-                    _ => None,
-                },
+            // wsstream takes a frame's bytes whatever its kind (the Python client writes text).
+            let data = match message {
+                actix_ws::AggregatedMessage::Binary(b) => b,
+                actix_ws::AggregatedMessage::Text(t) => t.into_bytes(),
                 actix_ws::AggregatedMessage::Ping(p) => {
                     let _ = pong.pong(&p).await;
-                    None
+                    continue;
                 }
+                actix_ws::AggregatedMessage::Pong(_) => continue,
                 actix_ws::AggregatedMessage::Close(_) => break,
+            };
+            let item = match data.first() {
+                Some(&CLOSE) if data.len() == 2 => (data[1] == STDIN).then_some(FromClient::CloseStdin),
+                Some(&STDIN) => Some(FromClient::Stdin(data.slice(1..))),
+                Some(&RESIZE) => Some(FromClient::Resize(data.slice(1..))),
                 _ => None,
             };
             if let Some(item) = item {
