@@ -4,8 +4,10 @@
 //! Every write takes the store's lock, so a change, its history entry and its delivery to every
 //! open watch happen in resourceVersion order.
 
+use super::admission;
 use super::cluster::{self, ClusterConfig};
 use super::error::ApiError;
+use super::node_restriction;
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceInfo};
 use super::scheduler;
@@ -73,6 +75,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager` (required for apply).
     pub field_manager: Option<String>,
+    /// The node making the request, when NodeRestriction applies to it
+    /// ([`crate::node_restriction`]).
+    pub node: Option<String>,
 }
 
 /// Options of a delete (query parameters or a `DeleteOptions` body).
@@ -86,6 +91,8 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// The node making the request, when NodeRestriction applies to it.
+    pub node: Option<String>,
 }
 
 /// What an open watch wants.
@@ -464,6 +471,7 @@ impl Store {
             meta.remove("namespace");
         }
         // Admission sees the name before generation (its errors name the generateName).
+        let requested_name = meta_str(&obj, "name").to_string();
         let admission_name = match meta_str(&obj, "name") {
             "" => meta_str(&obj, "generateName").to_string(),
             name => name.to_string(),
@@ -486,19 +494,22 @@ impl Store {
         // As on kube-apiserver: the namespace lifecycle and the mutating admission plugins run
         // before validation.
         self.check_namespace(resource, ns)?;
-        if resource.kind == "Pod" {
-            cluster::admit_runtime_class(self, &admission_name, &mut obj)?;
-        }
-        match resource.kind {
-            "Pod" if self.cluster.service_account_admission => {
-                let suffix = self.random_suffix();
-                cluster::admit_pod(self, ns, &admission_name, &mut obj, &suffix)?;
-            }
-            "Service" => {
-                let seed = self.random_u64();
-                cluster::allocate_service(self, &mut obj, None, seed)?;
-            }
-            _ => {}
+        let request = admission::CreateRequest {
+            ns,
+            name: &requested_name,
+            admission_name: &admission_name,
+            node: opts.node.as_deref(),
+            service_accounts: self.cluster.service_account_admission,
+        };
+        let suffix = if resource.kind == "Pod" {
+            self.random_suffix()
+        } else {
+            String::new()
+        };
+        admission::admit_create(self, resource, &request, &mut obj, &suffix)?;
+        if resource.kind == "Service" {
+            let seed = self.random_u64();
+            cluster::allocate_service(self, &mut obj, None, seed)?;
         }
         validate::validate(resource, &obj, None)?;
         let name = meta_str(&obj, "name").to_string();
@@ -676,6 +687,7 @@ impl Store {
             }
         }
         validate::apply_defaults(resource.kind, &mut new);
+        admission::admit_update(resource, sub, &old, &mut new, opts.node.as_deref())?;
         if resource.kind == "Service" {
             let seed = self.random_u64();
             cluster::allocate_service(self, &mut new, Some(&old), seed)?;
@@ -854,6 +866,9 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| ApiError::not_found(resource.plural, name))?;
+        if let Some(node) = &opts.node {
+            node_restriction::admit_delete(node, resource, &old)?;
+        }
         if let Some(uid) = opts.uid.as_deref().filter(|u| !u.is_empty()) {
             if uid != meta_str(&old, "uid") {
                 return Err(ApiError::conflict_because(
