@@ -112,45 +112,6 @@ fn forbidden(name: &str, why: String) -> ApiError {
     ApiError::forbidden("pods", name, &why)
 }
 
-/// Whether the pod references a secret anywhere (upstream's `VisitPodSecretNames` over all
-/// containers): pull secrets, env, envFrom, and the volume sources that name one.
-fn references_secrets(spec: &Value) -> bool {
-    let present = |v: &Value| !v.is_null();
-    if spec["imagePullSecrets"].as_array().is_some_and(|s| !s.is_empty()) {
-        return true;
-    }
-    for list in ["initContainers", "containers", "ephemeralContainers"] {
-        for c in spec[list].as_array().into_iter().flatten() {
-            let env_from = c["envFrom"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|e| present(&e["secretRef"]));
-            let env = c["env"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|e| present(&e["valueFrom"]["secretKeyRef"]));
-            if env_from || env {
-                return true;
-            }
-        }
-    }
-    spec["volumes"].as_array().into_iter().flatten().any(|v| {
-        present(&v["secret"])
-            || present(&v["azureFile"])
-            || ["cephfs", "cinder", "flexVolume", "rbd", "scaleIO", "iscsi", "storageos"]
-                .iter()
-                .any(|s| present(&v[*s]["secretRef"]))
-            || present(&v["csi"]["nodePublishSecretRef"])
-            || v["projected"]["sources"]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .any(|s| present(&s["secret"]))
-    })
-}
-
 /// The kube-api-access volume as the plugin adds it (`TokenVolumeSource`).
 pub fn token_volume(name: &str) -> Value {
     json!({
@@ -166,50 +127,6 @@ pub fn token_volume(name: &str) -> Value {
             ],
         },
     })
-}
-
-/// The RuntimeClass admission plugin on a pod being created: a `runtimeClassName` must name a
-/// RuntimeClass (403 otherwise); its `overhead.podFixed` becomes the pod's `spec.overhead` (a
-/// pod that sets a different one is refused), and its `scheduling.nodeSelector` joins the
-/// pod's (a conflicting value is refused). `name` is the pod's name or generateName.
-pub fn admit_runtime_class(store: &Store, name: &str, pod: &mut Value) -> Result<(), ApiError> {
-    let Some(class_name) = pod["spec"]["runtimeClassName"].as_str().map(str::to_string) else {
-        return Ok(());
-    };
-    let resource = crate::resources::by_name("runtimeclasses").expect("runtimeclasses are served");
-    let Ok(class) = store.get(resource, "", &class_name) else {
-        return Err(forbidden(
-            name,
-            format!("pod rejected: RuntimeClass \"{class_name}\" not found"),
-        ));
-    };
-    let fixed = &class["overhead"]["podFixed"];
-    if fixed.is_object() {
-        match pod["spec"].get("overhead") {
-            Some(overhead) if !overhead.is_null() && overhead != fixed => {
-                return Err(forbidden(
-                    name,
-                    "pod rejected: Pod's Overhead doesn't match RuntimeClass's defined Overhead".into(),
-                ));
-            }
-            _ => pod["spec"]["overhead"] = fixed.clone(),
-        }
-    }
-    if let Some(selector) = class["scheduling"]["nodeSelector"].as_object() {
-        for (key, value) in selector {
-            match pod["spec"]["nodeSelector"].get(key) {
-                Some(existing) if existing != value => {
-                    return Err(forbidden(
-                        name,
-                        "pod rejected: conflict: runtimeClass.scheduling.nodeSelector selector conflicts with pod.spec.nodeSelector"
-                            .into(),
-                    ));
-                }
-                _ => pod["spec"]["nodeSelector"][key] = value.clone(),
-            }
-        }
-    }
-    Ok(())
 }
 
 /// The ServiceAccount admission plugin on a pod being created in `ns` (`Admit`, then
@@ -235,7 +152,7 @@ pub fn admit_pod(store: &Store, ns: &str, name: &str, pod: &mut Value, suffix: &
                 "a mirror pod may not reference service accounts".into(),
             ));
         }
-        if references_secrets(spec) {
+        if !crate::node_authorizer::secret_names(spec).is_empty() {
             return Err(forbidden(name, "a mirror pod may not reference secrets".into()));
         }
         let token_projection = spec["volumes"].as_array().into_iter().flatten().any(|v| {

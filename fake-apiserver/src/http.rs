@@ -56,6 +56,10 @@ pub struct Shared {
     pub access_reviews: Mutex<Vec<Value>>,
     /// TLS to kubelets, with the API server's kubelet client certificate.
     pub kubelet_client: Arc<rustls::ClientConfig>,
+    /// Requests from nodes go through the Node authorizer and NodeRestriction.
+    pub node_authorization: bool,
+    /// Every 403 a node got (`<METHOD> <path>: <message>`), oldest first.
+    pub node_refusals: Mutex<Vec<String>>,
 }
 
 impl Shared {
@@ -99,12 +103,28 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     if !open && !authenticated(&shared, &req) {
         return error_response(&ApiError::unauthorized());
     }
-    let response = if let Some(err) = take_fault(&shared, req.method().as_str(), &path) {
-        error_response(&err)
-    } else {
-        match route(&req, &path, &query, &body, &shared) {
-            Ok(resp) => resp,
-            Err(err) => error_response(&err),
+    let node = requesting_node(&shared, &req);
+    let refusal = node
+        .as_ref()
+        .and_then(|(user, node)| node_refusal(&shared, &req, user, node, &path, &query));
+    let result = match refusal.or_else(|| take_fault(&shared, req.method().as_str(), &path)) {
+        Some(err) => Err(err),
+        None => route(
+            &req,
+            &path,
+            &query,
+            &body,
+            &shared,
+            node.as_ref().map(|(_, n)| n.as_str()),
+        ),
+    };
+    let response = match result {
+        Ok(resp) => resp,
+        Err(err) => {
+            if node.is_some() && err.code == 403 {
+                record_node_refusal(&shared, req.method().as_str(), req.path(), &err);
+            }
+            error_response(&err)
         }
     };
     if shared.log_requests {
@@ -165,6 +185,50 @@ pub(crate) fn authenticated_by(shared: &Shared, authorization: Option<&str>, cer
     }
 }
 
+/// The user and node a request comes from, when node authorization is on and its bearer
+/// token is a node's (`system:node:<name>` in `system:nodes`).
+fn requesting_node(shared: &Shared, req: &HttpRequest) -> Option<(String, String)> {
+    if !shared.node_authorization {
+        return None;
+    }
+    let bearer = req
+        .headers()
+        .get("Authorization")?
+        .to_str()
+        .ok()?
+        .strip_prefix("Bearer ")?;
+    let tokens = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner());
+    let user = tokens.get(bearer)?;
+    let node = super::node_authorizer::node_identity(&user.name, &user.groups)?;
+    Some((user.name.clone(), node.to_string()))
+}
+
+/// Keeps a 403 a node got, for [`super::ApiServer::node_refusals`].
+fn record_node_refusal(shared: &Shared, method: &str, path: &str, err: &ApiError) {
+    shared
+        .node_refusals
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .push(format!("{method} {path}: {}", err.message));
+}
+
+/// The Node authorizer's 403 for a node's request, if it refuses it.
+fn node_refusal(
+    shared: &Shared,
+    req: &HttpRequest,
+    user: &str,
+    node: &str,
+    path: &str,
+    query: &Query,
+) -> Option<ApiError> {
+    use super::node_authorizer::{authorize, Attributes, Decision};
+    let attrs = Attributes::of_request(user, req.method().as_str(), path, query);
+    match authorize(&shared.store(), node, &attrs) {
+        Decision::Allow => None,
+        Decision::NoOpinion(reason) => Some(attrs.forbidden(&reason)),
+    }
+}
+
 /// For handlers outside [`dispatch`] (the kubelet proxy): records the request, then its
 /// refusal if its credentials are bad or a fault is injected for it.
 pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> {
@@ -180,78 +244,16 @@ pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> 
     if !authenticated(shared, req) {
         return Some(error_response(&ApiError::unauthorized()));
     }
+    if let Some((user, node)) = requesting_node(shared, req) {
+        let query: Query = web::Query::<Query>::from_query(req.query_string())
+            .map(web::Query::into_inner)
+            .unwrap_or_default();
+        if let Some(err) = node_refusal(shared, req, &user, &node, req.path(), &query) {
+            record_node_refusal(shared, req.method().as_str(), req.path(), &err);
+            return Some(error_response(&err));
+        }
+    }
     take_fault(shared, req.method().as_str(), req.path()).map(|e| error_response(&e))
-}
-
-/// The user `token` stands for, and its audiences, as kube-apiserver's authenticators find
-/// it; or why not.
-fn token_user(
-    shared: &Shared,
-    token: &str,
-) -> Result<(k8s_openapi::api::authentication::v1::UserInfo, Vec<String>), String> {
-    use k8s_openapi::api::authentication::v1::UserInfo;
-    let implicit = vec![super::token::SERVICE_ACCOUNT_ISSUER.to_string()];
-    if token == shared.token {
-        let user = UserInfo {
-            username: Some("test-admin".into()),
-            groups: Some(vec!["system:masters".into()]),
-            ..Default::default()
-        };
-        return Ok((user, implicit));
-    }
-    if let Some(u) = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner()).get(token) {
-        let user = UserInfo {
-            username: Some(u.name.clone()),
-            uid: Some(u.uid.clone()).filter(|u| !u.is_empty()),
-            groups: Some(u.groups.clone()),
-            extra: None,
-        };
-        return Ok((user, implicit));
-    }
-    if !token.contains('.') {
-        return Err("invalid bearer token".into());
-    }
-    let claims = shared
-        .issuer
-        .verify(&shared.store(), token)
-        .map_err(|e| format!("[invalid bearer token, {e}]"))?;
-    let k = &claims.kubernetes;
-    let ns = &k.namespace;
-    let mut extra = std::collections::BTreeMap::new();
-    if let Some(pod) = &k.pod {
-        extra.insert(
-            "authentication.kubernetes.io/pod-name".to_string(),
-            vec![pod.name.clone()],
-        );
-        extra.insert(
-            "authentication.kubernetes.io/pod-uid".to_string(),
-            vec![pod.uid.clone()],
-        );
-    }
-    if let Some(node) = &k.node {
-        extra.insert(
-            "authentication.kubernetes.io/node-name".to_string(),
-            vec![node.name.clone()],
-        );
-        extra.insert(
-            "authentication.kubernetes.io/node-uid".to_string(),
-            vec![node.uid.clone()],
-        );
-    }
-    extra.insert(
-        "authentication.kubernetes.io/credential-id".to_string(),
-        vec![format!("JTI={}", claims.jti)],
-    );
-    let user = UserInfo {
-        username: Some(format!("system:serviceaccount:{ns}:{}", k.serviceaccount.name)),
-        uid: Some(k.serviceaccount.uid.clone()),
-        groups: Some(vec![
-            "system:serviceaccounts".into(),
-            format!("system:serviceaccounts:{ns}"),
-        ]),
-        extra: Some(extra),
-    };
-    Ok((user, claims.aud.clone()))
 }
 
 fn record(shared: &Shared, req: &HttpRequest, body: &Bytes) {
@@ -313,6 +315,7 @@ fn route(
     query: &Query,
     body: &Bytes,
     shared: &web::Data<Shared>,
+    node: Option<&str>,
 ) -> Result<HttpResponse, ApiError> {
     let ok = |v: Value| Ok(json_response(200, &v, &[]));
     match path {
@@ -364,7 +367,8 @@ fn route(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(body["spec"].clone());
-            let answer = super::review::token_review(&body, |t| token_user(shared, t))?;
+            let answer =
+                super::review::token_review(&body, |t, audiences| super::review::token_user(shared, t, audiences))?;
             return Ok(json_response(201, &answer, &[]));
         }
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
@@ -376,7 +380,11 @@ fn route(
                 .unwrap_or_else(|e| e.into_inner())
                 .push(body["spec"].clone());
             let rules = shared.access_rules.lock().unwrap_or_else(|e| e.into_inner()).clone();
-            let answer = super::review::access_review(&body, &rules)?;
+            let answer = super::review::access_review(&body, &rules, |node, attrs| {
+                shared
+                    .node_authorization
+                    .then(|| super::node_authorizer::authorize(&shared.store(), node, attrs))
+            })?;
             return Ok(json_response(201, &answer, &[]));
         }
         ["apis", group @ ("authentication.k8s.io" | "authorization.k8s.io"), "v1"] => {
@@ -444,6 +452,7 @@ fn route(
             field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
             dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
             field_manager: query.get("fieldManager").cloned(),
+            node: node.map(str::to_string),
         };
         let content_type = req
             .headers()
@@ -473,6 +482,7 @@ fn route(
             field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
             dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
             field_manager: query.get("fieldManager").cloned(),
+            node: node.map(str::to_string),
         })
     };
     let content_type = req
@@ -514,7 +524,10 @@ fn route(
             // deletecollection: every selected object deleted as one DELETE would, the list
             // of them answered (a namespaced kind only within a namespace).
             Method::DELETE if sub.is_none() && !binding && (ns.is_some() || !resource.namespaced) => {
-                let opts = delete_options(query, body)?;
+                let opts = DeleteOptions {
+                    node: node.map(str::to_string),
+                    ..delete_options(query, body)?
+                };
                 let fields = FieldSelector::parse(query.get("fieldSelector").map_or("", String::as_str), resource)?;
                 let labels = LabelSelector::parse(query.get("labelSelector").map_or("", String::as_str))?;
                 let list = shared
@@ -560,7 +573,10 @@ fn route(
             Ok(json_response(if created { 201 } else { 200 }, &obj, &warnings))
         }
         Method::DELETE if sub.is_none() && !binding => {
-            let opts = delete_options(query, body)?;
+            let opts = DeleteOptions {
+                node: node.map(str::to_string),
+                ..delete_options(query, body)?
+            };
             let result = shared.store().delete(resource, ns_str, name, &opts)?;
             ok(result)
         }

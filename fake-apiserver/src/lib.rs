@@ -32,10 +32,18 @@
 //! A small [`scheduler`] binds pods created without `spec.nodeName` to a node that fits them,
 //! with kube-scheduler's condition, events and messages (`ApiServerConfig::scheduler`).
 //!
+//! Pods go through kube-apiserver's admission chain in its order ([`admission`]):
+//! ServiceAccount, Priority, DefaultTolerationSeconds, RuntimeClass. With
+//! `ApiServerConfig::node_authorization`, requests from nodes ([`ApiServer::node_token`],
+//! [`ApiServer::node_kubeconfig`]: `system:node:<name>` in `system:nodes`) are authorized by
+//! the Node authorizer ([`node_authorizer`]) and admitted by NodeRestriction
+//! ([`node_restriction`]), as on a kubeadm cluster; every 403 a node got is in
+//! [`ApiServer::node_refusals`].
+//!
 //! Not covered: kube-apiserver's own WebSocket→SPDY translation for exec/attach/portforward
 //! (WebSocket upgrades go to the kubelet as they are); `PodLogOptions` are passed to the kubelet
 //! unchecked; `nodes/{name}:{port}/proxy`; other admission (no quota, limit ranges,
-//! webhooks); RBAC (any credential may do everything); protobuf for other kinds; later list
+//! webhooks); RBAC beyond nodes (any other credential may do everything); protobuf for other kinds; later list
 //! pages are read from current objects rather than a snapshot; server-side apply tracks no
 //! field managers.
 //!
@@ -47,11 +55,14 @@
 //! It is a test fixture, never a product feature. The `test-apiserver` binary serves one by
 //! hand: `make test-apiserver`.
 
+pub mod admission;
 pub mod cluster;
 mod error;
 mod front;
 mod http;
 mod list_options;
+pub mod node_authorizer;
+pub mod node_restriction;
 mod patch;
 mod protobuf;
 mod proxy;
@@ -163,6 +174,13 @@ pub struct ApiServerConfig {
     /// Run [`scheduler`]: pods created without `spec.nodeName` are bound to a node that fits
     /// them, as kube-scheduler would. Default true.
     pub scheduler: bool,
+    /// Authorize requests from nodes (users `system:node:<name>` in `system:nodes`, such as
+    /// [`ApiServer::node_token`]'s) as `--authorization-mode=Node,RBAC` and admit them through
+    /// NodeRestriction, as a kubeadm cluster does ([`node_authorizer`], [`node_restriction`]):
+    /// a node reads only the secrets, configmaps and pods of pods bound to it, writes only its
+    /// own Node, Lease, mirror pods and pod statuses. Other users may still do everything.
+    /// Default false.
+    pub node_authorization: bool,
 }
 
 impl Default for ApiServerConfig {
@@ -176,6 +194,7 @@ impl Default for ApiServerConfig {
             tls: false,
             service_account_admission: true,
             scheduler: true,
+            node_authorization: false,
         }
     }
 }
@@ -392,6 +411,8 @@ impl ApiServer {
             token_reviews: Mutex::new(Vec::new()),
             access_reviews: Mutex::new(Vec::new()),
             kubelet_client: certificates.kubelet_client.clone(),
+            node_authorization: config.node_authorization,
+            node_refusals: Mutex::new(Vec::new()),
         });
         let tls = config.tls.then_some(certificates.clone());
         let running = serve(listener, Arc::clone(&shared), tls.clone())?;
@@ -502,6 +523,42 @@ impl ApiServer {
                     groups: groups.iter().map(|g| g.to_string()).collect(),
                 },
             );
+    }
+
+    /// A new bearer token for node `node`: user `system:node:<node>` in the group
+    /// `system:nodes`, a kubelet's identity. With [`ApiServerConfig::node_authorization`] its
+    /// requests get the Node authorizer's and NodeRestriction's answers.
+    pub fn node_token(&self, node: &str) -> String {
+        let token = random_token();
+        let user = format!("{}{node}", node_authorizer::NODE_USER_PREFIX);
+        self.add_user_token(&token, &user, "", &[node_authorizer::NODES_GROUP]);
+        token
+    }
+
+    /// Every 403 a node got from the Node authorizer or NodeRestriction (with
+    /// [`ApiServerConfig::node_authorization`]), as `<METHOD> <path>: <message>`, oldest first:
+    /// what a real cluster would refuse the agent.
+    pub fn node_refusals(&self) -> Vec<String> {
+        self.shared
+            .node_refusals
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// A kubeconfig (in the server's directory) for node `node`: the server's cluster (with its
+    /// CA under TLS) and a new [`ApiServer::node_token`], for `dockerlet --kubeconfig`.
+    pub fn node_kubeconfig(&self, node: &str) -> io::Result<PathBuf> {
+        let token = self.node_token(node);
+        let admin = format!("token: {}\n", self.token());
+        let text = self
+            .kubeconfig()
+            .replace("name: test-admin", &format!("name: system:node:{node}"))
+            .replace("user: test-admin", &format!("user: system:node:{node}"))
+            .replace(&admin, &format!("token: {token}\n"));
+        let path = self.dir.path().join(format!("kubeconfig-node-{node}"));
+        std::fs::write(&path, text)?;
+        Ok(path)
     }
 
     /// Adds a SubjectAccessReview rule after those already set (first match wins; with none

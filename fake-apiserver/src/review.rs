@@ -6,13 +6,17 @@
 //! account tokens it issued (`system:serviceaccount:<ns>:<name>`, kube-apiserver's groups and
 //! extra); every authenticated user also gets `system:authenticated`.
 //!
-//! A SubjectAccessReview is decided by the [`AccessRule`]s a test added, first match wins;
-//! with none matching, members of `system:masters` are allowed and everyone else gets no
-//! opinion (`allowed: false`), as an RBAC-only cluster without bindings answers.
+//! A SubjectAccessReview is decided as kube-apiserver's union of authorizers: with node
+//! authorization on, the Node authorizer for nodes first ([`crate::node_authorizer`]); then
+//! the [`AccessRule`]s a test added, first match wins; with none matching, members of
+//! `system:masters` are allowed and everyone else gets no opinion (`allowed: false`, with the
+//! Node authorizer's reason for a node), as an RBAC cluster without other bindings answers.
 
 use super::error::{ApiError, Cause};
+use super::http::Shared;
+use super::node_authorizer::{node_identity, Attributes, Decision};
 use super::resources::ResourceInfo;
-use super::token::SERVICE_ACCOUNT_ISSUER;
+use super::token::{go_quoted_list, Issuer, TokenError, SERVICE_ACCOUNT_ISSUER};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewStatus, UserInfo};
 use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewStatus};
 use serde_json::{json, Value};
@@ -167,10 +171,13 @@ fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
     groups
 }
 
-/// Answers a TokenReview. `authenticate` maps a token to its user and audiences, or why not.
+/// Answers a TokenReview (`pkg/registry/authentication/tokenreview/storage.go`).
+/// `authenticate` maps a token and the audiences asked for (the review's, else the API
+/// server's own) to its user and the audiences it is good for among them, or why not. The
+/// review comes back as sent (token included) with its `status`.
 pub fn token_review(
     body: &Value,
-    authenticate: impl FnOnce(&str) -> Result<(UserInfo, Vec<String>), String>,
+    authenticate: impl FnOnce(&str, &[String]) -> Result<(UserInfo, Vec<String>), String>,
 ) -> Result<Value, ApiError> {
     let mut review: TokenReview = decode("TokenReview", body)?;
     if review.spec.token.is_empty() {
@@ -178,35 +185,18 @@ pub fn token_review(
             "token is required for TokenReview in authentication",
         ));
     }
-    let requested = review.spec.audiences.clone().unwrap_or_default();
-    review.status = Some(match authenticate(&review.spec.token) {
-        Ok((user, token_audiences)) => {
-            // No audiences asked for: the API server's own (kube-apiserver's implicit audiences).
-            let wanted = if requested.is_empty() {
-                vec![SERVICE_ACCOUNT_ISSUER.to_string()]
-            } else {
-                requested.clone()
-            };
-            let common: Vec<String> = wanted.iter().filter(|a| token_audiences.contains(a)).cloned().collect();
-            if common.is_empty() {
-                TokenReviewStatus {
-                    authenticated: Some(false),
-                    user: Some(UserInfo::default()),
-                    error: Some("token audiences don't match".into()),
-                    audiences: None,
-                }
-            } else {
-                TokenReviewStatus {
-                    authenticated: Some(true),
-                    user: Some(UserInfo {
-                        groups: user.groups.map(with_authenticated),
-                        ..user
-                    }),
-                    audiences: Some(common),
-                    error: None,
-                }
-            }
-        }
+    let requested = review.spec.audiences.clone().filter(|a| !a.is_empty());
+    let wanted = requested.unwrap_or_else(|| vec![SERVICE_ACCOUNT_ISSUER.to_string()]);
+    review.status = Some(match authenticate(&review.spec.token, &wanted) {
+        Ok((user, audiences)) => TokenReviewStatus {
+            authenticated: Some(true),
+            user: Some(UserInfo {
+                groups: user.groups.map(with_authenticated),
+                ..user
+            }),
+            audiences: Some(audiences),
+            error: None,
+        },
         Err(error) => TokenReviewStatus {
             authenticated: Some(false),
             user: Some(UserInfo::default()),
@@ -214,35 +204,162 @@ pub fn token_review(
             audiences: None,
         },
     });
-    review.spec.token = String::new();
     review.metadata.creation_timestamp = None;
     serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))
 }
 
-/// Answers a SubjectAccessReview by `rules`, then the default (`system:masters` allowed).
-pub fn access_review(body: &Value, rules: &[AccessRule]) -> Result<Value, ApiError> {
+/// The user `token` stands for among the server's authenticators, for the audiences `wanted`,
+/// with the audiences it is good for; or why not, in kube-apiserver's words:
+/// - the server's own token and registered tokens (a token file: audience-agnostic, good for
+///   the server's own audience only) are `invalid bearer token` for any other audience;
+/// - service account tokens (`pkg/serviceaccount/jwt.go`) are checked for their signature,
+///   then audiences, then by the validator (time, the account and bound objects); a refusal
+///   is `[invalid bearer token, <why>]`, as the union of authenticators reports it.
+pub(crate) fn token_user(shared: &Shared, token: &str, wanted: &[String]) -> Result<(UserInfo, Vec<String>), String> {
+    const INVALID: &str = "invalid bearer token";
+    let implicit = [SERVICE_ACCOUNT_ISSUER.to_string()];
+    let static_user = if token == shared.token {
+        Some(UserInfo {
+            username: Some("test-admin".into()),
+            groups: Some(vec!["system:masters".into()]),
+            ..Default::default()
+        })
+    } else {
+        shared
+            .user_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .map(|u| UserInfo {
+                username: Some(u.name.clone()),
+                uid: Some(u.uid.clone()).filter(|u| !u.is_empty()),
+                groups: Some(u.groups.clone()),
+                extra: None,
+            })
+    };
+    if let Some(user) = static_user {
+        let audiences: Vec<String> = implicit.iter().filter(|a| wanted.contains(a)).cloned().collect();
+        return if audiences.is_empty() {
+            Err(INVALID.into())
+        } else {
+            Ok((user, audiences))
+        };
+    }
+    if !token.contains('.') {
+        return Err(INVALID.into());
+    }
+    let refused = |e: TokenError| format!("[{INVALID}, {e}]");
+    let claims = shared.issuer.decode(token).map_err(refused)?;
+    let audiences: Vec<String> = claims.aud.iter().filter(|a| wanted.contains(a)).cloned().collect();
+    if audiences.is_empty() {
+        return Err(refused(TokenError::Audience {
+            token: go_quoted_list(&claims.aud),
+            target: go_quoted_list(wanted),
+        }));
+    }
+    let claims = Issuer::validate(&shared.store(), claims).map_err(refused)?;
+    Ok((service_account_user(&claims), audiences))
+}
+
+/// `ServiceAccountInfo.UserInfo()` (`staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount`):
+/// the account's user and groups; pod name and UID, credential ID, node name (and UID when
+/// known) as extra.
+fn service_account_user(claims: &crate::token::ServiceAccountClaims) -> UserInfo {
+    let k = &claims.kubernetes;
+    let ns = &k.namespace;
+    let mut extra = BTreeMap::new();
+    let mut put = |key: &str, value: &str| {
+        extra.insert(format!("authentication.kubernetes.io/{key}"), vec![value.to_string()]);
+    };
+    if let Some(pod) = k.pod.as_ref().filter(|p| !p.name.is_empty() && !p.uid.is_empty()) {
+        put("pod-name", &pod.name);
+        put("pod-uid", &pod.uid);
+    }
+    put("credential-id", &format!("JTI={}", claims.jti));
+    if let Some(node) = k.node.as_ref().filter(|n| !n.name.is_empty()) {
+        put("node-name", &node.name);
+        if !node.uid.is_empty() {
+            put("node-uid", &node.uid);
+        }
+    }
+    UserInfo {
+        username: Some(format!("system:serviceaccount:{ns}:{}", k.serviceaccount.name)),
+        uid: Some(k.serviceaccount.uid.clone()),
+        groups: Some(vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{ns}"),
+        ]),
+        extra: Some(extra),
+    }
+}
+
+/// The authorizer attributes of a SubjectAccessReview's spec.
+fn review_attributes(spec: &k8s_openapi::api::authorization::v1::SubjectAccessReviewSpec) -> Attributes {
+    let mut attrs = Attributes {
+        user: spec.user.clone().unwrap_or_default(),
+        ..Attributes::default()
+    };
+    let text = |v: &Option<String>| v.clone().unwrap_or_default();
+    if let Some(ra) = &spec.resource_attributes {
+        attrs.resource_request = true;
+        attrs.verb = text(&ra.verb);
+        attrs.api_group = text(&ra.group);
+        attrs.resource = text(&ra.resource);
+        attrs.subresource = text(&ra.subresource);
+        attrs.namespace = text(&ra.namespace);
+        attrs.name = text(&ra.name);
+    } else if let Some(nra) = &spec.non_resource_attributes {
+        attrs.verb = text(&nra.verb);
+        attrs.path = text(&nra.path);
+    }
+    attrs
+}
+
+/// Answers a SubjectAccessReview (`pkg/registry/authorization/subjectaccessreview/rest.go`) as
+/// the union of authorizers would: the Node authorizer for nodes (`node_authorizer`, when node
+/// authorization is on: `Some` of its decision), the test's `rules`, then RBAC's default
+/// (`system:masters` allowed). A refusal without an explicit deny is `allowed: false` with the
+/// reasons given.
+pub fn access_review(
+    body: &Value,
+    rules: &[AccessRule],
+    node_authorizer: impl Fn(&str, &Attributes) -> Option<Decision>,
+) -> Result<Value, ApiError> {
     let mut review: SubjectAccessReview = decode("SubjectAccessReview", body)?;
     let spec = &review.spec;
     let user = spec.user.clone().unwrap_or_default();
     let groups = spec.groups.clone().unwrap_or_default();
     let mut causes = Vec::new();
+    match (&spec.resource_attributes, &spec.non_resource_attributes) {
+        (Some(_), Some(nra)) => causes.push(Cause::invalid(
+            "spec",
+            &serde_json::to_value(nra).unwrap_or_default(),
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+        (None, None) => causes.push(Cause::invalid(
+            "spec",
+            &json!(null),
+            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+        )),
+        _ => {}
+    }
     if user.is_empty() && groups.is_empty() {
-        causes.push(Cause::required(
+        causes.push(Cause::invalid(
             "spec.user",
+            &json!(""),
             "at least one of user or group must be specified",
         ));
     }
-    if spec.resource_attributes.is_some() == spec.non_resource_attributes.is_some() {
-        causes.push(Cause::invalid(
-            "spec.resourceAttributes",
-            &json!(null),
-            "exactly one of nonResourceAttributes or resourceAttributes must be specified",
+    if !causes.is_empty() {
+        return Err(ApiError::invalid(
+            "SubjectAccessReview.authorization.k8s.io",
+            "",
+            causes,
         ));
     }
-    if !causes.is_empty() {
-        return Err(ApiError::invalid("SubjectAccessReview", "", causes));
-    }
-    let mut attrs = BTreeMap::new();
+    let attrs = review_attributes(spec);
+    let node_decision = node_identity(&user, &groups).and_then(|node| node_authorizer(node, &attrs));
+    let mut resource_attrs = BTreeMap::new();
     if let Some(ra) = &spec.resource_attributes {
         for (key, value) in [
             ("verb", &ra.verb),
@@ -250,33 +367,40 @@ pub fn access_review(body: &Value, rules: &[AccessRule]) -> Result<Value, ApiErr
             ("subresource", &ra.subresource),
             ("name", &ra.name),
         ] {
-            attrs.insert(key, value.clone().unwrap_or_default());
+            resource_attrs.insert(key, value.clone().unwrap_or_default());
         }
     }
     let matched = spec
         .resource_attributes
         .as_ref()
-        .and_then(|_| rules.iter().find(|r| r.matches(&user, &groups, &attrs)));
-    review.status = Some(match matched {
-        Some(rule) if rule.allow => SubjectAccessReviewStatus {
+        .and_then(|_| rules.iter().find(|r| r.matches(&user, &groups, &resource_attrs)));
+    let no_opinion = |reason: String| SubjectAccessReviewStatus {
+        allowed: false,
+        reason: Some(reason).filter(|r| !r.is_empty()),
+        ..Default::default()
+    };
+    review.status = Some(match (node_decision, matched) {
+        (Some(Decision::Allow), _) => SubjectAccessReviewStatus {
+            allowed: true,
+            ..Default::default()
+        },
+        (_, Some(rule)) if rule.allow => SubjectAccessReviewStatus {
             allowed: true,
             reason: Some(format!("allowed by {}", rule.describe())),
             ..Default::default()
         },
-        Some(rule) => SubjectAccessReviewStatus {
+        (_, Some(rule)) => SubjectAccessReviewStatus {
             allowed: false,
             denied: Some(true),
             reason: Some(format!("denied by {}", rule.describe())),
             ..Default::default()
         },
-        None if groups.iter().any(|g| g == "system:masters") => SubjectAccessReviewStatus {
+        (_, None) if groups.iter().any(|g| g == "system:masters") => SubjectAccessReviewStatus {
             allowed: true,
             ..Default::default()
         },
-        None => SubjectAccessReviewStatus {
-            allowed: false,
-            ..Default::default()
-        },
+        (Some(Decision::NoOpinion(reason)), None) => no_opinion(reason),
+        (None, None) => no_opinion(String::new()),
     });
     review.metadata.creation_timestamp = None;
     serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))
@@ -312,10 +436,11 @@ mod tests {
     #[test]
     fn token_reviews_answer_as_kube_apiserver() {
         let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}});
-        let no = token_review(&body, |_| Err("invalid bearer token".into())).unwrap();
+        let no = token_review(&body, |_, _| Err("invalid bearer token".into())).unwrap();
         assert_eq!(no["status"]["authenticated"], false);
         assert_eq!(no["status"]["error"], "invalid bearer token");
-        let yes = token_review(&body, |_| {
+        let yes = token_review(&body, |_, wanted| {
+            assert_eq!(wanted, [SERVICE_ACCOUNT_ISSUER], "no audiences asked: the server's own");
             Ok((
                 UserInfo {
                     username: Some("alice".into()),
@@ -330,7 +455,7 @@ mod tests {
         assert_eq!(yes["status"]["user"]["groups"], json!(["devs", "system:authenticated"]));
         assert_eq!(yes["status"]["audiences"], json!([SERVICE_ACCOUNT_ISSUER]));
         let empty = json!({"spec": {"token": ""}});
-        assert_eq!(token_review(&empty, |_| unreachable!()).unwrap_err().code, 400);
+        assert_eq!(token_review(&empty, |_, _| unreachable!()).unwrap_err().code, 400);
     }
 
     /// Rules in order, then masters allowed, others no opinion; malformed reviews are 422.
@@ -348,7 +473,7 @@ mod tests {
                 .resource("nodes")
                 .subresource("proxy"),
         ];
-        let status = |body: Value| access_review(&body, &rules).unwrap()["status"].clone();
+        let status = |body: Value| access_review(&body, &rules, |_, _| None).unwrap()["status"].clone();
         assert_eq!(status(sar("bob", &["readers"], "get", "proxy"))["allowed"], true);
         assert_eq!(status(sar("bob", &["readers"], "create", "proxy"))["allowed"], false);
         let denied = status(sar("mallory", &["system:masters"], "get", "proxy"));
@@ -361,6 +486,6 @@ mod tests {
             true
         );
         let bad = json!({"spec": {"resourceAttributes": {"verb": "get"}}});
-        assert_eq!(access_review(&bad, &rules).unwrap_err().code, 422);
+        assert_eq!(access_review(&bad, &rules, |_, _| None).unwrap_err().code, 422);
     }
 }

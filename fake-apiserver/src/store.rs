@@ -12,6 +12,7 @@ pub use delete::DeleteOptions;
 pub use list::{Continue, ReadAt};
 pub use watch::{WatchSpec, WatchStart};
 
+use super::admission;
 use super::cluster::{self, ClusterConfig};
 use super::error::{ApiError, Cause};
 use super::patch::{self, PatchType};
@@ -67,6 +68,9 @@ pub struct WriteOptions {
     pub dry_run: bool,
     /// `fieldManager` (required for apply).
     pub field_manager: Option<String>,
+    /// The node making the request, when NodeRestriction applies to it
+    /// ([`crate::node_restriction`]).
+    pub node: Option<String>,
 }
 
 /// The objects, the history and the open watches.
@@ -310,6 +314,7 @@ impl Store {
             meta.remove("namespace");
         }
         // Admission sees the name before generation (its errors name the generateName).
+        let requested_name = meta_str(&obj, "name").to_string();
         let admission_name = match meta_str(&obj, "name") {
             "" => meta_str(&obj, "generateName").to_string(),
             name => name.to_string(),
@@ -332,19 +337,22 @@ impl Store {
         // As on kube-apiserver: the namespace lifecycle and the mutating admission plugins run
         // before validation.
         self.check_namespace(resource, ns)?;
-        if resource.kind == "Pod" {
-            cluster::admit_runtime_class(self, &admission_name, &mut obj)?;
-        }
-        match resource.kind {
-            "Pod" if self.cluster.service_account_admission => {
-                let suffix = self.random_suffix();
-                cluster::admit_pod(self, ns, &admission_name, &mut obj, &suffix)?;
-            }
-            "Service" => {
-                let seed = self.random_u64();
-                cluster::allocate_service(self, &mut obj, None, seed)?;
-            }
-            _ => {}
+        let request = admission::CreateRequest {
+            ns,
+            name: &requested_name,
+            admission_name: &admission_name,
+            node: opts.node.as_deref(),
+            service_accounts: self.cluster.service_account_admission,
+        };
+        let suffix = if resource.kind == "Pod" {
+            self.random_suffix()
+        } else {
+            String::new()
+        };
+        admission::admit_create(self, resource, &request, &mut obj, &suffix)?;
+        if resource.kind == "Service" {
+            let seed = self.random_u64();
+            cluster::allocate_service(self, &mut obj, None, seed)?;
         }
         validate::validate(resource, &obj, None)?;
         let name = meta_str(&obj, "name").to_string();
@@ -544,6 +552,7 @@ impl Store {
             }
         }
         validate::apply_defaults(resource.kind, &mut new);
+        admission::admit_update(resource, sub, &old, &mut new, opts.node.as_deref())?;
         if resource.kind == "Service" {
             let seed = self.random_u64();
             cluster::allocate_service(self, &mut new, Some(&old), seed)?;

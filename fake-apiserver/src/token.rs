@@ -83,16 +83,43 @@ pub struct ServiceAccountClaims {
     pub kubernetes: KubernetesClaims,
 }
 
-/// Why a token does not verify.
+/// Why a token does not verify, in the words of kube-apiserver's service account
+/// authenticator (`pkg/serviceaccount/jwt.go` and the validator in `claims.go`).
 #[derive(Debug, thiserror::Error)]
 pub enum TokenError {
-    /// Not a JWT this server signed, expired, not yet valid or of another issuer.
+    /// Not signed by this server's key (go-jose's words).
+    #[error("go-jose/go-jose: error in cryptographic primitive")]
+    Signature(#[source] jsonwebtoken::errors::Error),
+    /// Not a JWT of this issuer with the claims a service account token has.
     #[error("invalid service account token: {0}")]
     Jwt(#[from] jsonwebtoken::errors::Error),
+    /// `exp` has passed (with go-jose's minute of leeway).
+    #[error("service account token has expired")]
+    Expired,
+    /// `nbf` or `iat` are in the future.
+    #[error("service account token could not be validated")]
+    NotYetValid,
+    /// None of the audiences asked for is the token's.
+    #[error("token audiences {token} is invalid for the target audiences {target}")]
+    Audience {
+        /// The token's audiences, as Go prints a `[]string` with `%q`.
+        token: String,
+        /// The audiences asked for, likewise.
+        target: String,
+    },
     /// The service account or a bound object is gone or was replaced (upstream's messages).
     #[error("{0}")]
     Invalidated(String),
 }
+
+/// Go's `%q` of a `[]string`: `["a" "b"]`.
+pub fn go_quoted_list(items: &[String]) -> String {
+    let quoted: Vec<String> = items.iter().map(|a| format!("{a:?}")).collect();
+    format!("[{}]", quoted.join(" "))
+}
+
+/// go-jose's `jwt.DefaultLeeway`.
+const LEEWAY_SECONDS: i64 = 60;
 
 /// One token the server issued (for tests: what was asked, what was answered).
 #[derive(Debug, Clone)]
@@ -173,14 +200,19 @@ impl Issuer {
             .map_err(|e| ApiError::internal(format!("failed to generate token: {e}")))
     }
 
-    /// The claims of a token this issuer signed that has not expired; audiences are not checked.
-    fn decode(&self, token: &str) -> Result<ServiceAccountClaims, TokenError> {
+    /// The claims of a token this issuer signed; time and audiences are not checked.
+    pub(crate) fn decode(&self, token: &str) -> Result<ServiceAccountClaims, TokenError> {
         let mut validation = Validation::new(Algorithm::ES256);
         validation.set_issuer(&[SERVICE_ACCOUNT_ISSUER]);
         validation.validate_aud = false;
-        validation.validate_nbf = true;
+        validation.validate_exp = false;
+        validation.validate_nbf = false;
         validation.set_required_spec_claims(&["exp", "iss", "sub", "nbf", "iat"]);
-        Ok(jsonwebtoken::decode::<ServiceAccountClaims>(token, &self.decoding, &validation)?.claims)
+        match jsonwebtoken::decode::<ServiceAccountClaims>(token, &self.decoding, &validation) {
+            Ok(data) => Ok(data.claims),
+            Err(e) if *e.kind() == jsonwebtoken::errors::ErrorKind::InvalidSignature => Err(TokenError::Signature(e)),
+            Err(e) => Err(TokenError::Jwt(e)),
+        }
     }
 
     /// Verifies a token as kube-apiserver's service account authenticator does: signature,
@@ -188,6 +220,18 @@ impl Issuer {
     /// still exist with the UIDs in the claims and are not being deleted.
     pub(crate) fn verify(&self, store: &Store, token: &str) -> Result<ServiceAccountClaims, TokenError> {
         let claims = self.decode(token)?;
+        Self::validate(store, claims)
+    }
+
+    /// The validator's checks of decoded claims: time (a minute of leeway), then the objects.
+    pub(crate) fn validate(store: &Store, claims: ServiceAccountClaims) -> Result<ServiceAccountClaims, TokenError> {
+        let now = jiff::Timestamp::now().as_second();
+        if now > claims.exp + LEEWAY_SECONDS {
+            return Err(TokenError::Expired);
+        }
+        if now + LEEWAY_SECONDS < claims.nbf || now + LEEWAY_SECONDS < claims.iat {
+            return Err(TokenError::NotYetValid);
+        }
         let k = &claims.kubernetes;
         let ns = k.namespace.as_str();
         let get = |plural: &str, ns: &str, name: &str| {
@@ -308,6 +352,10 @@ pub(crate) fn token_request(
     jti: String,
 ) -> Result<(Value, Vec<String>, IssuedToken), ApiError> {
     let (mut req, mut warnings) = decode_request(body, opts)?;
+    // NodeRestriction is admission: it runs before the REST handler looks anything up.
+    if let Some(node) = &opts.node {
+        super::node_restriction::admit_token_request(store, node, ns, name, &req)?;
+    }
     let meta_name = req["metadata"]["name"].as_str().unwrap_or_default().to_string();
     if !meta_name.is_empty() && meta_name != name {
         let cause = Cause::invalid(
@@ -481,4 +529,48 @@ pub(crate) fn token_request(
         claims,
     };
     Ok((req, warnings, issued))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::ClusterConfig;
+
+    fn claims(exp: i64, nbf: i64) -> ServiceAccountClaims {
+        ServiceAccountClaims {
+            iss: SERVICE_ACCOUNT_ISSUER.into(),
+            sub: "system:serviceaccount:default:default".into(),
+            aud: vec![SERVICE_ACCOUNT_ISSUER.into()],
+            exp,
+            iat: nbf,
+            nbf,
+            jti: "j".into(),
+            kubernetes: KubernetesClaims::default(),
+        }
+    }
+
+    /// pkg/serviceaccount/claims.go Validate: past `exp` (plus go-jose's minute of leeway) is
+    /// "service account token has expired", a future `nbf` "could not be validated"; both
+    /// before the objects are looked at.
+    #[test]
+    fn expired_and_early_tokens_are_refused_in_the_validators_words() {
+        let store = Store::new(10, ClusterConfig::default());
+        let now = jiff::Timestamp::now().as_second();
+        let expired = Issuer::validate(&store, claims(now - 61, now - 3600)).unwrap_err();
+        assert_eq!(expired.to_string(), "service account token has expired");
+        let early = Issuer::validate(&store, claims(now + 3600, now + 120)).unwrap_err();
+        assert_eq!(early.to_string(), "service account token could not be validated");
+        let fresh = Issuer::validate(&store, claims(now - 30, now - 3600)).unwrap_err();
+        assert!(
+            matches!(fresh, TokenError::Invalidated(_)),
+            "within the leeway the account is looked up: {fresh}"
+        );
+    }
+
+    /// Go's `%q` of a `[]string`, as the audience error prints it.
+    #[test]
+    fn audience_lists_print_as_go_quotes_them() {
+        assert_eq!(go_quoted_list(&["a".into(), "b".into()]), "[\"a\" \"b\"]");
+        assert_eq!(go_quoted_list(&[]), "[]");
+    }
 }

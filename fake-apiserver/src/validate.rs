@@ -321,8 +321,7 @@ fn default_pod(pod: &mut Value) {
     set_default(spec, "schedulerName", json!("default-scheduler"));
     set_default(spec, "securityContext", json!({}));
     set_default(spec, "enableServiceLinks", json!(true));
-    set_default(spec, "priority", json!(0));
-    set_default(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+    // `priority` and `preemptionPolicy` are the Priority admission plugin's (`crate::admission`).
     // The deprecated `serviceAccount` is an alias: `serviceAccountName` wins, and the stored
     // object carries both (the v1 <-> internal conversion).
     let deprecated = spec["serviceAccount"].as_str().unwrap_or_default().to_string();
@@ -909,6 +908,9 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
         "Pod" => {
             validate_pod_spec(&obj["spec"], &mut causes);
             validate_pod_status(obj, old, &mut causes);
+            if let Some(old) = old {
+                causes.extend(crate::admission::mirror_annotation_causes(obj, old));
+            }
             // ValidatePodCreate: ephemeral containers come only through their subresource (which
             // is also why the ServiceAccount plugin never mounts its volume in them).
             if old.is_none()

@@ -140,7 +140,10 @@ impl Agent {
 
     /// The agent, not started: node name, temporary root dir, log, free ports and flags.
     fn new(name: &str, manifest_dir: &Path, extra_args: &[&str], options: AgentOptions) -> anyhow::Result<Agent> {
-        let node = unique_name(options.node_prefix.as_deref().unwrap_or("it"), name);
+        let node = options
+            .node_name
+            .clone()
+            .unwrap_or_else(|| unique_name(options.node_prefix.as_deref().unwrap_or("it"), name));
         let work = tempfile::Builder::new()
             .prefix(&format!("dockerlet-{node}-"))
             .tempdir()
@@ -744,6 +747,9 @@ fn unmount_under(dir: &Path) {
 pub struct AgentOptions {
     /// The node name is `<node_prefix>-<name>-<8 hex>` ([`unique_name`]); `None`: `it`.
     pub node_prefix: Option<String>,
+    /// The node name itself, instead of one made up from the prefix (for a credential minted
+    /// for the node before it starts, such as the test API server's `node_kubeconfig`).
+    pub node_name: Option<String>,
     /// The binary to run; `None`: [`binary`].
     pub bin: Option<PathBuf>,
     /// Environment variables for the agent, on top of the caller's.

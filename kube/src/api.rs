@@ -13,7 +13,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Node, NodeStatus, Pod, PodStatus, Se
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, Preconditions};
 use kube::config::{
     AuthInfo, Cluster, Context, KubeConfigOptions, Kubeconfig, NamedAuthInfo, NamedCluster, NamedContext,
 };
@@ -205,6 +205,17 @@ impl KubeApi {
         })
     }
 
+    /// The pod `name` if it is bound to this node, read as the Node authorizer lets a node read
+    /// pods (`authorizePod` in `plugin/pkg/auth/authorizer/node/node_authorizer.go`): a list
+    /// scoped to the node, `metadata.name=<name>,spec.nodeName=<node>`. A GET is refused (403,
+    /// not 404) for any pod not bound to the node, one that does not exist included, so a node
+    /// cannot ask whether its mirror pod exists yet with one. kubelet knows these pods from its
+    /// watch; a pod of the same name bound elsewhere is not the node's to see.
+    async fn node_pod(&self, api: &Api<Pod>, name: &str) -> Result<Option<Pod>, kube::Error> {
+        let params = ListParams::default().fields(&format!("metadata.name={name},spec.nodeName={}", self.node));
+        Ok(api.list(&params).await?.items.into_iter().next())
+    }
+
     /// Write a pod's status (the `status` subresource).
     pub async fn patch_pod_status(&self, namespace: &str, name: &str, status: &PodStatus) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
@@ -291,8 +302,8 @@ impl KubeClient for KubeApi {
             "Ready",
         ];
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let Some(current) = api
-            .get_opt(name)
+        let Some(current) = self
+            .node_pod(&api, name)
             .await
             .map_err(|e| failed(&format!("get pod {namespace}/{name}"), e))?
         else {
@@ -323,7 +334,8 @@ impl KubeClient for KubeApi {
 
     /// Make sure the static pod has its mirror pod (`pkg/kubelet/pod/mirror_client.go`): same name, namespace,
     /// labels, annotations and spec, `kubernetes.io/config.mirror` set to the config hash, owned
-    /// by the Node; a pod in the way that is not this mirror (or is being deleted) is replaced.
+    /// by the Node; a pod of this node in the way that is not this mirror (or is being deleted)
+    /// is replaced (one bound elsewhere the node cannot see, as kubelet cannot).
     /// Then write the static pod's status to it.
     async fn sync_mirror_pod(&self, static_pod: &Pod) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
@@ -335,8 +347,8 @@ impl KubeClient for KubeApi {
         let name = static_pod.metadata.name.clone().unwrap_or_default();
         let hash = dockerlet_pod::annotations::config_hash(static_pod).to_string();
         let api: Api<Pod> = Api::namespaced(self.client.clone(), &namespace);
-        let existing = api
-            .get_opt(&name)
+        let existing = self
+            .node_pod(&api, &name)
             .await
             .map_err(|e| failed(&format!("get mirror pod {namespace}/{name}"), e))?;
         let is_ours = |p: &Pod| {
@@ -395,7 +407,11 @@ impl KubeClient for KubeApi {
     async fn delete_mirror_pod(&self, namespace: &str, name: &str, hash: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let api: Api<Pod> = Api::namespaced(self.client.clone(), namespace);
-        let Some(existing) = api.get_opt(name).await.map_err(|e| failed("get mirror pod", e))? else {
+        let Some(existing) = self
+            .node_pod(&api, name)
+            .await
+            .map_err(|e| failed("get mirror pod", e))?
+        else {
             return Ok(());
         };
         let mirrored = existing

@@ -46,6 +46,13 @@ struct Args {
     /// Do not bind pods created without `spec.nodeName` to a node (no scheduler).
     #[arg(long)]
     no_scheduler: bool,
+    /// Authorize nodes as `--authorization-mode=Node,RBAC` with NodeRestriction.
+    #[arg(long)]
+    node_authorization: bool,
+    /// Write a kubeconfig with a node credential (`system:node:<NAME>`) for this node beside
+    /// the kubeconfig, as `<kubeconfig>-node-<NAME>` (repeatable).
+    #[arg(long = "node-kubeconfig", value_name = "NAME")]
+    node_kubeconfigs: Vec<String>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -59,6 +66,7 @@ fn main() -> std::process::ExitCode {
         tls: args.tls,
         service_account_admission: !args.no_service_account_admission,
         scheduler: !args.no_scheduler,
+        node_authorization: args.node_authorization,
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,
@@ -89,6 +97,22 @@ fn main() -> std::process::ExitCode {
         kubeconfig.display(),
         client_ca.display()
     );
+    for node in &args.node_kubeconfigs {
+        let written = server.node_kubeconfig(node).and_then(|path| {
+            let out = kubeconfig.with_file_name(format!(
+                "{}-node-{node}",
+                kubeconfig.file_name().unwrap_or_default().to_string_lossy()
+            ));
+            std::fs::copy(path, &out).map(|_| out)
+        });
+        match written {
+            Ok(path) => println!(
+                "  node {node}: dockerlet --kubeconfig {} --hostname-override {node}",
+                path.display()
+            ),
+            Err(e) => eprintln!("test-apiserver: cannot write node {node}'s kubeconfig: {e}"),
+        }
+    }
     if args.tls {
         match server.client_certificate_kubeconfig() {
             Ok(path) => println!("  with a client certificate instead of the token: {}", path.display()),

@@ -23,6 +23,8 @@ pub struct DeleteOptions {
     pub resource_version: Option<String>,
     /// `dryRun=All`.
     pub dry_run: bool,
+    /// The node making the request, when NodeRestriction applies to it.
+    pub node: Option<String>,
 }
 
 /// What `rest.BeforeDelete` decided for an object.
@@ -174,6 +176,9 @@ impl Store {
             .get(&key)
             .cloned()
             .ok_or_else(|| not_found(resource, name))?;
+        if let Some(node) = &opts.node {
+            crate::node_restriction::admit_delete(node, resource, &old)?;
+        }
         check_preconditions(resource, &old, opts)?;
         let requested = opts.grace_period_seconds.map(|g| if g < 0 { 1 } else { g });
         let mut new = old.clone();
