@@ -78,21 +78,40 @@ impl ApiError {
 
     /// 422 Invalid: `<Kind> "<name>" is invalid: <field>: <detail>`, one cause per problem.
     pub fn invalid(kind: &str, name: &str, causes: Vec<Cause>) -> Self {
+        Self::invalid_in_group("", kind, name, causes)
+    }
+
+    /// 422 Invalid of a kind in an API group (`errors.NewInvalid` with a `GroupKind`): the
+    /// message names `<Kind>.<group>`, and empty name, group and kind are left out of `details`
+    /// as Go's `omitempty` leaves them out.
+    pub fn invalid_in_group(group: &str, kind: &str, name: &str, causes: Vec<Cause>) -> Self {
         let joined: Vec<String> = causes.iter().map(Cause::to_string).collect();
-        let message = if joined.len() == 1 {
-            format!("{kind} \"{name}\" is invalid: {}", joined[0])
+        let qualified = if group.is_empty() {
+            kind.to_string()
         } else {
-            format!("{kind} \"{name}\" is invalid: [{}]", joined.join(", "))
+            format!("{kind}.{group}")
+        };
+        let message = if joined.len() == 1 {
+            format!("{qualified} \"{name}\" is invalid: {}", joined[0])
+        } else {
+            format!("{qualified} \"{name}\" is invalid: [{}]", joined.join(", "))
         };
         let causes: Vec<Value> = causes
             .iter()
             .map(|c| json!({"reason": c.reason, "message": c.detail, "field": c.field}))
             .collect();
+        let mut details = serde_json::Map::new();
+        for (key, value) in [("name", name), ("group", group), ("kind", kind)] {
+            if !value.is_empty() {
+                details.insert(key.into(), json!(value));
+            }
+        }
+        details.insert("causes".into(), json!(causes));
         Self {
             code: 422,
             reason: "Invalid",
             message,
-            details: Some(json!({"name": name, "kind": kind, "causes": causes})),
+            details: Some(Value::Object(details)),
             list_continue: None,
         }
     }
@@ -119,6 +138,54 @@ impl ApiError {
             "retryAfterSeconds": 1,
         }));
         err
+    }
+
+    /// 422 for a request's options (`CreateOptions`, `UpdateOptions`, `PatchOptions`), as the
+    /// handlers report `ValidateCreateOptions` and the like: `<Kind>.meta.k8s.io "" is invalid`.
+    pub fn invalid_options(kind: &str, causes: Vec<Cause>) -> Self {
+        Self::invalid_in_group("meta.k8s.io", kind, "", causes)
+    }
+
+    /// 422 for a patch whose result does not decode (the patch handler's
+    /// `field.Invalid(field.NewPath("patch"), <patched object>, <error>)` under an empty kind).
+    pub fn invalid_patch(rendered: &str, why: &str) -> Self {
+        Self::invalid(
+            "",
+            "",
+            vec![Cause {
+                reason: "FieldValueInvalid",
+                field: "patch".into(),
+                detail: format!("Invalid value: {}: {why}", go_quote(rendered)),
+            }],
+        )
+    }
+
+    /// 422 Invalid as `errors.NewGenericServerResponse(422, ...)` builds it: a fixed message,
+    /// empty details (a JSON patch that cannot be applied, a strategic merge patch with lists of
+    /// lists).
+    pub fn generic_invalid() -> Self {
+        Self {
+            code: 422,
+            reason: "Invalid",
+            message: "the server rejected our request due to an error in our request".into(),
+            details: Some(json!({})),
+            list_continue: None,
+        }
+    }
+
+    /// An error that is not a `Status` in kube-apiserver (a plain Go error): the status code
+    /// (500 for a plain error), no reason and no details.
+    pub fn unknown(code: u16, message: impl Into<String>) -> Self {
+        Self::new(code, "", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(message: &str) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: {message}"),
+        )
     }
 
     /// 403 Forbidden, as admission plugins refuse: `<plural> "<name>" is forbidden: <why>`.
@@ -185,6 +252,10 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
+        if self.reason.is_empty() {
+            // `StatusReasonUnknown` is "" and `omitempty`.
+            status.as_object_mut().expect("an object").remove("reason");
+        }
         if let Some(details) = &self.details {
             status["details"] = details.clone();
         }
@@ -248,6 +319,55 @@ impl Cause {
             detail: format!("Unsupported value: {value}: supported values: {}", quoted.join(", ")),
         }
     }
+}
+
+impl Cause {
+    /// `<field>: Invalid value: <rendered>: <why>`, the value already rendered as Go renders it
+    /// (`%q` for strings, `%#v` for structs).
+    pub fn invalid_rendered(field: impl Into<String>, rendered: &str, why: &str) -> Self {
+        Self {
+            reason: "FieldValueInvalid",
+            field: field.into(),
+            detail: format!("Invalid value: {rendered}: {why}"),
+        }
+    }
+
+    /// `<field>: Duplicate value: <rendered>`.
+    pub fn duplicate(field: impl Into<String>, rendered: &str) -> Self {
+        Self {
+            reason: "FieldValueDuplicate",
+            field: field.into(),
+            detail: format!("Duplicate value: {rendered}"),
+        }
+    }
+
+    /// `<field>: Too long: may not be more than <max> bytes`.
+    pub fn too_long(field: impl Into<String>, max: usize) -> Self {
+        Self {
+            reason: "FieldValueTooLong",
+            field: field.into(),
+            detail: format!("Too long: may not be more than {max} bytes"),
+        }
+    }
+}
+
+/// A string as Go's `%q` prints it (what `field.Invalid` shows for a string value).
+pub fn go_quote(s: &str) -> String {
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20 || c as u32 == 0x7f => out.push_str(&format!("\\x{:02x}", c as u32)),
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
 }
 
 impl std::fmt::Display for Cause {

@@ -3,6 +3,7 @@
 
 use super::error::ApiError;
 use super::list_options::ListOptions;
+use super::options::{write_options, Verb};
 use super::patch::PatchType;
 use super::resources::{self, ResourceInfo};
 use super::selectors::{FieldSelector, LabelSelector};
@@ -361,7 +362,7 @@ fn route(
     match segs.as_slice() {
         ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => {
             post_only("tokenreviews")?;
-            let body = parse_body(&super::review::TOKEN_REVIEWS, content_type(req), body)?;
+            let body = parse_body(&super::review::TOKEN_REVIEWS, input_format(content_type(req))?, body)?;
             shared
                 .token_reviews
                 .lock()
@@ -373,7 +374,7 @@ fn route(
         }
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
             post_only("subjectaccessreviews")?;
-            let body = parse_body(&super::review::ACCESS_REVIEWS, content_type(req), body)?;
+            let body = parse_body(&super::review::ACCESS_REVIEWS, input_format(content_type(req))?, body)?;
             shared
                 .access_reviews
                 .lock()
@@ -448,18 +449,17 @@ fn route(
                 req.method()
             )));
         }
-        let opts = WriteOptions {
-            field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
-            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-            field_manager: query.get("fieldManager").cloned(),
-            node: node.map(str::to_string),
-        };
         let content_type = req
             .headers()
             .get("Content-Type")
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
-        let body = parse_body(resource, content_type, body)?;
+        let input = input_format(content_type)?;
+        let opts = WriteOptions {
+            node: node.map(str::to_string),
+            ..write_options(query, Verb::Create)?
+        };
+        let body = parse_body(resource, input, body)?;
         let name = rest.get(1).copied().unwrap_or_default();
         let jti = shared.store().new_uid();
         let (answer, warnings, issued) = {
@@ -477,14 +477,6 @@ fn route(
             .unwrap_or("application/json"),
         query.get("includeObject").map(String::as_str),
     );
-    let opts = || -> Result<WriteOptions, ApiError> {
-        Ok(WriteOptions {
-            field_validation: FieldValidation::parse(query.get("fieldValidation").map(String::as_str))?,
-            dry_run: query.get("dryRun").is_some_and(|d| d == "All"),
-            field_manager: query.get("fieldManager").cloned(),
-            node: node.map(str::to_string),
-        })
-    };
     let content_type = req
         .headers()
         .get("Content-Type")
@@ -517,8 +509,13 @@ fn route(
     let Some(name) = name else {
         return match *method {
             Method::POST => {
-                let body = parse_body(resource, content_type, body)?;
-                let (obj, warnings) = shared.store().create(resource, ns_str, body, &opts()?)?;
+                let input = input_format(content_type)?;
+                let opts = WriteOptions {
+                    node: node.map(str::to_string),
+                    ..write_options(query, Verb::Create)?
+                };
+                let body = parse_body(resource, input, body)?;
+                let (obj, warnings) = shared.store().create(resource, ns_str, body, &opts)?;
                 Ok(json_response(201, &obj, &warnings))
             }
             // deletecollection: every selected object deleted as one DELETE would, the list
@@ -552,24 +549,29 @@ fn route(
             Ok(json_response(201, &status, &[]))
         }
         Method::PUT if !binding => {
-            let body = parse_body(resource, content_type, body)?;
-            let (obj, warnings, created) =
-                shared
-                    .store()
-                    .update(resource, ns_str, name, body, subresource, &opts()?)?;
+            let input = input_format(content_type)?;
+            let opts = WriteOptions {
+                node: node.map(str::to_string),
+                ..write_options(query, Verb::Update)?
+            };
+            let body = parse_body(resource, input, body)?;
+            let (obj, warnings, created) = shared
+                .store()
+                .update(resource, ns_str, name, body, subresource, &opts)?;
             Ok(json_response(if created { 201 } else { 200 }, &obj, &warnings))
         }
         Method::PATCH if !binding => {
+            // As PatchResource: the content type, then the options, then the body.
             let patch_type = PatchType::from_content_type(content_type)?;
-            let patch = if patch_type == PatchType::Apply {
-                parse_yaml(body)?
-            } else {
-                parse_json(body)?
+            let opts = WriteOptions {
+                node: node.map(str::to_string),
+                ..write_options(query, Verb::Patch(patch_type))?
             };
+            let patch = parse_patch(patch_type, opts.field_validation, body)?;
             let (obj, warnings, created) =
                 shared
                     .store()
-                    .patch(resource, ns_str, name, patch_type, &patch, subresource, &opts()?)?;
+                    .patch(resource, ns_str, name, patch_type, &patch, subresource, &opts)?;
             Ok(json_response(if created { 201 } else { 200 }, &obj, &warnings))
         }
         Method::DELETE if sub.is_none() && !binding => {
@@ -599,31 +601,102 @@ fn parse_json(body: &Bytes) -> Result<Value, ApiError> {
 }
 
 fn parse_yaml(body: &Bytes) -> Result<Value, ApiError> {
-    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("the body is not UTF-8: {e}")))?;
+    let text = std::str::from_utf8(body).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))?;
     serde_saphyr::from_str::<Value>(text).map_err(|e| ApiError::bad_request(format!("error decoding YAML: {e}")))
 }
 
-fn parse_body(resource: &ResourceInfo, content_type: &str, body: &Bytes) -> Result<Value, ApiError> {
-    let media = content_type.split(';').next().unwrap_or_default().trim();
-    let parsed = match media {
-        "application/json" | "" => parse_json(body),
-        "application/yaml" => parse_yaml(body),
-        super::protobuf::MEDIA_TYPE => return super::protobuf::decode(body),
-        other => {
-            return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, \
-                 application/yaml, application/vnd.kubernetes.protobuf (got \"{other}\")"
-            )))
+/// A PATCH body, decoded as the patch handler decodes each type: apply as YAML, the others as
+/// JSON (`error decoding patch: ...` for JSON and merge patches under Strict/Warn, the bare
+/// error for strategic merge patches; `Invalid JSON Patch` for a merge patch under Ignore).
+fn parse_patch(patch_type: PatchType, validation: FieldValidation, body: &Bytes) -> Result<Value, ApiError> {
+    if patch_type == PatchType::Apply {
+        return parse_yaml(body);
+    }
+    serde_json::from_slice(body).map_err(|e| {
+        let message = match (patch_type, validation) {
+            (PatchType::Strategic, _) => e.to_string(),
+            (PatchType::Merge, FieldValidation::Ignore) => "Invalid JSON Patch".to_string(),
+            (_, FieldValidation::Ignore) => e.to_string(),
+            _ => format!("error decoding patch: {e}"),
+        };
+        ApiError::bad_request(message)
+    })
+}
+
+/// The media types a request body may come in (the core API's serializers, in order).
+const INPUT_MEDIA_TYPES: &str = "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// How a create or update body is encoded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Input {
+    Json,
+    Yaml,
+    Protobuf,
+}
+
+/// `negotiation.NegotiateInputSerializer`: no content type is JSON, an unknown one is 415.
+fn input_format(content_type: &str) -> Result<Input, ApiError> {
+    match content_type.split(';').next().unwrap_or_default().trim() {
+        "application/json" | "" => Ok(Input::Json),
+        "application/yaml" => Ok(Input::Yaml),
+        super::protobuf::MEDIA_TYPE => Ok(Input::Protobuf),
+        _ => Err(ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: {INPUT_MEDIA_TYPES}"
+        ))),
+    }
+}
+
+/// A body whose kind cannot even be read, as create.go's `transformDecodeError` reports it
+/// when it knows no kind: `the object provided is unrecognized (must be of type <Kind>): <why>
+/// (<the body's first 30 bytes>)`.
+pub(crate) fn unrecognized(resource: &ResourceInfo, why: &str, body: &[u8]) -> ApiError {
+    const MAX: usize = 30;
+    let summary = match body {
+        [] => "<empty>".to_string(),
+        [0, ..] => {
+            let hex: Vec<String> = body.iter().take(MAX).map(|b| format!("{b:02x}")).collect();
+            let more = if body.len() > MAX { " ..." } else { "" };
+            format!("{}{more}", hex.join(" "))
+        }
+        _ if body.len() > MAX => format!("{} ...", String::from_utf8_lossy(&body[..MAX])),
+        _ => String::from_utf8_lossy(body).into_owned(),
+    };
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {why} ({summary})",
+        resource.kind
+    ))
+}
+
+/// A create or update body as JSON: decoded from its encoding; a body that is no object (or no
+/// JSON or YAML at all) is the unrecognized-object 400.
+fn parse_body(resource: &ResourceInfo, input: Input, body: &Bytes) -> Result<Value, ApiError> {
+    let value = match input {
+        Input::Protobuf => return super::protobuf::decode(resource, body),
+        Input::Json => serde_json::from_slice::<Value>(body).map_err(|e| {
+            unrecognized(
+                resource,
+                &format!("couldn't get version/kind; json parse error: {e}"),
+                body,
+            )
+        })?,
+        Input::Yaml => {
+            let text = String::from_utf8_lossy(body);
+            serde_saphyr::from_str::<Value>(&text)
+                .map_err(|e| unrecognized(resource, &format!("error converting YAML to JSON: {e}"), body))?
         }
     };
-    parsed.map_err(|e| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {}",
-            e.message,
-            kind = resource.kind,
-            version = resource.version
-        ))
-    })
+    if !value.is_object() {
+        return Err(unrecognized(
+            resource,
+            &format!(
+                "couldn't get version/kind; json parse error: json: cannot unmarshal {} into Go value of type \
+                 struct {{ APIVersion string \"json:\\\"apiVersion,omitempty\\\"\"; Kind string \"json:\\\"kind,omitempty\\\"\" }}",
+                super::strategic::json_type(&value)
+            ),
+            body,
+        ));
+    }
+    Ok(value)
 }
 
 fn delete_options(query: &Query, body: &Bytes) -> Result<DeleteOptions, ApiError> {

@@ -14,26 +14,37 @@ use prost::Message as _;
 use serde_json::{json, Map, Value};
 
 use super::error::ApiError;
+use super::resources::ResourceInfo;
 
 /// The media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 const MAGIC: &[u8] = b"k8s\0";
 
-/// The object in `body`, as JSON.
-pub fn decode(body: &[u8]) -> Result<Value, ApiError> {
-    let envelope = body
-        .strip_prefix(MAGIC)
-        .ok_or_else(|| ApiError::bad_request("protobuf body without the k8s\\0 prefix"))?;
-    let unknown =
-        Unknown::decode(envelope).map_err(|e| ApiError::bad_request(format!("bad protobuf envelope: {e}")))?;
+/// The object in `body` (a request to `resource`), as JSON. A body without the envelope is the
+/// unrecognized-object 400 kube-apiserver's protobuf serializer leads to; an object that does
+/// not decode is `<Kind> in version "<v>" cannot be handled as a <Kind>`.
+pub fn decode(resource: &ResourceInfo, body: &[u8]) -> Result<Value, ApiError> {
+    let envelope = body.strip_prefix(MAGIC).ok_or_else(|| {
+        super::http::unrecognized(
+            resource,
+            "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]",
+            body,
+        )
+    })?;
+    let unknown = Unknown::decode(envelope).map_err(|e| super::http::unrecognized(resource, &e.to_string(), body))?;
     let type_meta = unknown.type_meta.unwrap_or_default();
     let (api_version, kind) = (
         type_meta.api_version.unwrap_or_default(),
         type_meta.kind.unwrap_or_default(),
     );
     let raw = unknown.raw.unwrap_or_default();
-    let bad = |e: prost::DecodeError| ApiError::bad_request(format!("bad protobuf {kind}: {e}"));
+    let version = api_version.rsplit('/').next().unwrap_or_default().to_string();
+    let bad = |e: prost::DecodeError| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}"
+        ))
+    };
     let b64 = |bytes: &[u8]| Value::from(base64::engine::general_purpose::STANDARD.encode(bytes));
     let mut object = Map::new();
     object.insert("apiVersion".into(), Value::from(api_version.clone()));
@@ -181,6 +192,7 @@ mod tests {
     /// A Secret sent as protobuf arrives as the JSON kubectl would have sent.
     #[test]
     fn a_protobuf_secret_decodes_to_json() {
+        let decode = |body: &[u8]| super::decode(crate::resources::by_name("secrets").unwrap(), body);
         let secret = k8s_pb::api::core::v1::Secret {
             metadata: Some(ObjectMeta {
                 name: Some("s1".into()),
@@ -204,6 +216,11 @@ mod tests {
         );
         let err = decode(&envelope("Pod", Vec::new())).unwrap_err();
         assert!(format!("{err:?}").contains("Pod"), "{err:?}");
-        assert!(decode(b"{}").is_err());
+        let err = decode(b"{}").unwrap_err();
+        assert_eq!(
+            err.message,
+            "the object provided is unrecognized (must be of type Secret): provided data does not appear to be a \
+             protobuf message, expected prefix [107 56 115 0] ({})"
+        );
     }
 }

@@ -551,6 +551,9 @@ impl Store {
                 }
             }
         }
+        if resource.kind == "Pod" && sub == Subresource::Status {
+            super::status_rules::prepare_pod_status_update(&mut new, &old);
+        }
         validate::apply_defaults(resource.kind, &mut new);
         admission::admit_update(resource, sub, &old, &mut new, opts.node.as_deref())?;
         if resource.kind == "Service" {
@@ -594,43 +597,44 @@ impl Store {
         sub: Subresource,
         opts: &WriteOptions,
     ) -> Result<(Value, Vec<String>, bool), ApiError> {
-        if patch_type == PatchType::Apply && opts.field_manager.as_deref().is_none_or(str::is_empty) {
-            return Err(ApiError::bad_request(
-                "PATCH requests with apply content type must specify fieldManager",
-            ));
+        if patch_type == PatchType::Apply {
+            if let Some(manager) = opts.field_manager.as_deref().filter(|m| !m.is_empty()) {
+                let causes = super::options::field_manager_errors(manager);
+                if !causes.is_empty() {
+                    return Err(ApiError::invalid_options("PatchOptions", causes));
+                }
+            } else {
+                return Err(ApiError::invalid_options(
+                    "PatchOptions",
+                    vec![super::error::Cause::required(
+                        "fieldManager",
+                        "is required for apply patch",
+                    )],
+                ));
+            }
         }
         let key = Self::key(resource, ns, name);
-        let Some(old) = self.objects.get(&key).cloned() else {
-            if patch_type == PatchType::Apply && sub == Subresource::Main {
-                if patch["apiVersion"].as_str() != Some(resource.api_version().as_str())
-                    || patch["kind"].as_str() != Some(resource.kind)
-                {
-                    return Err(ApiError::bad_request(
-                        "apply patches must set apiVersion and kind of the object",
-                    ));
-                }
-                let mut body = patch.clone();
-                if meta_str(&body, "name").is_empty() {
-                    body["metadata"]["name"] = json!(name);
-                }
-                let (obj, warnings) = self.create(resource, ns, body, opts)?;
-                return Ok((obj, warnings, true));
+        let old = self.objects.get(&key).cloned();
+        if patch_type == PatchType::Apply {
+            // Apply creates a missing object (not through a subresource).
+            if old.is_none() && sub != Subresource::Main {
+                return Err(not_found(resource, name));
             }
+            let (body, mut warnings) =
+                patch::applied_object(resource, (ns, name), old.as_ref(), patch, opts.field_validation)?;
+            let Some(old) = old else {
+                let (obj, more) = self.create(resource, ns, body, opts)?;
+                warnings.extend(more);
+                return Ok((obj, warnings, true));
+            };
+            let obj = self.replace(resource, key, old, body, sub, opts)?;
+            return Ok((obj, warnings, false));
+        }
+        let Some(old) = old else {
             return Err(not_found(resource, name));
         };
-        let mut patched = old.clone();
-        match patch_type {
-            PatchType::Merge => patch::merge_patch(&mut patched, patch),
-            PatchType::Strategic | PatchType::Apply => patch::strategic_merge(resource.kind, &mut patched, patch)?,
-            PatchType::Json => patch::json_patch(&mut patched, patch)?,
-        }
-        // A resourceVersion the patch does not mention is no precondition.
-        if patch_type != PatchType::Json && patch["metadata"].get("resourceVersion").is_none() {
-            if let Value::Object(meta) = &mut patched["metadata"] {
-                meta.remove("resourceVersion");
-            }
-        }
-        let (new, warnings) = Self::decode(resource, &patched, opts)?;
+        let (new, warnings) =
+            patch::patched_object(resource, (ns, name), &old, patch_type, patch, opts.field_validation)?;
         let obj = self.replace(resource, key, old, new, sub, opts)?;
         Ok((obj, warnings, false))
     }

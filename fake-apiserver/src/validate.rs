@@ -8,6 +8,7 @@
 
 use super::error::{ApiError, Cause};
 use super::resources::ResourceInfo;
+use super::status_rules;
 use dockerlet_pod::quantity::quantity_value;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -27,15 +28,14 @@ pub enum FieldValidation {
 }
 
 impl FieldValidation {
-    /// From the query parameter; anything but the three values is a 400, as on the real server.
-    pub fn parse(value: Option<&str>) -> Result<Self, ApiError> {
+    /// From the query parameter (empty is the fixture's default); another value comes back as
+    /// the error, for the options' 422 ([`super::options`]).
+    pub fn parse(value: Option<&str>) -> Result<Self, String> {
         match value {
             None | Some("") | Some("Strict") => Ok(Self::Strict),
             Some("Warn") => Ok(Self::Warn),
             Some("Ignore") => Ok(Self::Ignore),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "fieldValidation: Unsupported value: \"{other}\": supported values: \"Ignore\", \"Strict\", \"Warn\""
-            ))),
+            Some(other) => Err(other.to_string()),
         }
     }
 }
@@ -61,13 +61,24 @@ pub(crate) fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Valu
 }
 
 /// Decodes `obj` as a `resource`: fills `apiVersion`/`kind` when absent, rejects a different
-/// one, and reports wrong types as 400 BadRequest naming the field.
+/// one, and reports wrong types as 400 BadRequest naming the field (create.go and update.go's
+/// `transformDecodeError`: `<Kind> in version "<v>" cannot be handled as a <Kind>: ...`).
 pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError> {
+    decode_detail(resource, obj)?.map_err(|detail| {
+        ApiError::bad_request(format!(
+            "{kind} in version \"{version}\" cannot be handled as a {kind}: {detail}",
+            kind = resource.kind,
+            version = resource.version
+        ))
+    })
+}
+
+/// [`decode`], with what does not decode as the bare reason (the patch handler reports it
+/// against `patch`, apply as a typed-object failure): `Err` for a body of another kind or
+/// version, `Ok(Err(reason))` for one that does not decode.
+pub(crate) fn decode_detail(resource: &ResourceInfo, obj: &Value) -> Result<Result<Decoded, String>, ApiError> {
     let Value::Object(map) = obj else {
-        return Err(ApiError::bad_request(format!(
-            "{} in version \"{}\" cannot be handled as a {}: the body is not a JSON object",
-            resource.kind, resource.version, resource.kind
-        )));
+        return Ok(Err("the body is not a JSON object".into()));
     };
     let mut map = map.clone();
     let api_version = resource.api_version();
@@ -113,17 +124,19 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
         "RuntimeClass" => typed::<k8s_openapi::api::node::v1::RuntimeClass>(&obj),
         other => Err(format!("no type for {other}")),
     };
-    let object = result.map_err(|e| {
-        ApiError::bad_request(format!(
-            "{kind} in version \"{version}\" cannot be handled as a {kind}: {e}",
-            kind = resource.kind,
-            version = resource.version
-        ))
-    })?;
+    let mut object = match result {
+        Ok(object) => object,
+        Err(detail) => return Ok(Err(detail)),
+    };
     let mut unknown = Vec::new();
     find_unknown(&obj, &object, "", &mut unknown);
-    check_quantities(resource, &object)?;
-    Ok(Decoded { object, unknown })
+    if let Err(detail) = check_quantities(resource, &object) {
+        return Ok(Err(detail));
+    }
+    if resource.kind == "Pod" {
+        super::status_rules::convert_pod_ips(&mut object);
+    }
+    Ok(Ok(Decoded { object, unknown }))
 }
 
 /// Keys of `submitted` (with a non-null value) that `decoded` lacks.
@@ -163,7 +176,7 @@ pub fn unknown_fields_error(resource: &ResourceInfo, unknown: &[String]) -> ApiE
     ))
 }
 
-fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), String> {
     let mut maps: Vec<&Value> = Vec::new();
     match resource.kind {
         "Pod" => {
@@ -187,12 +200,10 @@ fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), ApiError
         for value in map.values() {
             let s = value.as_str().unwrap_or_default();
             if quantity_value(s).is_none() {
-                return Err(ApiError::bad_request(format!(
-                    "{kind} in version \"{version}\" cannot be handled as a {kind}: quantities must match the \
-                     regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (got {value})",
-                    kind = resource.kind,
-                    version = resource.version
-                )));
+                return Err(format!(
+                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' \
+                     (got {value})"
+                ));
             }
         }
     }
@@ -425,7 +436,7 @@ fn is_dns_label(s: &str) -> bool {
 }
 
 /// `IsDNS1123Subdomain`: the regex limits no part on its own, only the whole to 253.
-fn is_dns_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns_subdomain(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 253
         && s.split('.').all(|part| {
@@ -438,7 +449,7 @@ fn is_dns_subdomain(s: &str) -> bool {
         })
 }
 
-const DNS_SUBDOMAIN_MSG: &str =
+pub(crate) const DNS_SUBDOMAIN_MSG: &str =
     "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' \
      or '.', and must start and end with an alphanumeric character (e.g. 'example.com', regex used for validation \
      is '[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*')";
@@ -464,7 +475,48 @@ fn is_qualified_name(s: &str) -> bool {
         && name.ends_with(|c: char| c.is_ascii_alphanumeric())
 }
 
-fn is_label_value(s: &str) -> bool {
+/// The messages of apimachinery's `IsQualifiedName` for `s` (none when it is one).
+pub(crate) fn qualified_name_errors(s: &str) -> Vec<String> {
+    const NAME: &str = "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an \
+                        alphanumeric character (e.g. 'MyName',  or 'my.name',  or '123-abc', regex used for validation \
+                        is '([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]')";
+    let parts: Vec<&str> = s.split('/').collect();
+    let name = match parts.as_slice() {
+        [name] => *name,
+        [prefix, name] => {
+            let mut errors = Vec::new();
+            if prefix.is_empty() {
+                errors.push("prefix part must be non-empty".to_string());
+            } else if !is_dns_subdomain(prefix) {
+                errors.push(format!("prefix part {DNS_SUBDOMAIN_MSG}"));
+            }
+            errors.extend(qualified_name_errors(name));
+            return errors;
+        }
+        _ => {
+            return vec![format!(
+                "a qualified name {NAME} with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+            )]
+        }
+    };
+    let valid = name
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
+        && name.ends_with(|c: char| c.is_ascii_alphanumeric());
+    let mut errors = Vec::new();
+    if name.is_empty() {
+        errors.push("name part must be non-empty".to_string());
+    } else if name.len() > 63 {
+        errors.push("name part must be no more than 63 characters".to_string());
+    }
+    if !valid {
+        errors.push(format!("name part {NAME}"));
+    }
+    errors
+}
+
+pub(crate) fn is_label_value(s: &str) -> bool {
     s.is_empty()
         || (s.len() <= 63
             && s.chars()
@@ -484,6 +536,21 @@ fn validate_meta(resource: &ResourceInfo, obj: &Value, causes: &mut Vec<Cause>) 
     } else if resource.kind == "Service" {
         if !is_dns_label(name) || name.starts_with(|c: char| c.is_ascii_digit()) {
             causes.push(Cause::invalid("metadata.name", &json!(name), "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"));
+        }
+    } else if resource.kind == "Event" {
+        // The core/v1 Event strategy checks no name format; only the generic path-segment rule
+        // applies (rest.BeforeCreate's `ValidateObjectMetaAccessor` with
+        // `path.ValidatePathSegmentName`).
+        let why = match name {
+            "." => Some("may not be '.'".to_string()),
+            ".." => Some("may not be '..'".to_string()),
+            _ => ["/", "%"]
+                .iter()
+                .find(|c| name.contains(**c))
+                .map(|c| format!("may not contain '{c}'")),
+        };
+        if let Some(why) = why {
+            causes.push(Cause::invalid("metadata.name", &json!(name), &why));
         }
     } else if !is_dns_subdomain(name) {
         causes.push(Cause::invalid("metadata.name", &json!(name), DNS_SUBDOMAIN_MSG));
@@ -667,142 +734,6 @@ fn validate_mount_modes(m: &Value, privileged: bool, path: &str, causes: &mut Ve
     }
 }
 
-fn valid_ip(s: &str) -> bool {
-    s.parse::<std::net::IpAddr>().is_ok()
-}
-
-fn validate_ips(status: &Value, single: &str, list: &str, causes: &mut Vec<Cause>) {
-    let primary = status[single].as_str().unwrap_or_default();
-    if !primary.is_empty() && !valid_ip(primary) {
-        causes.push(Cause::invalid(
-            format!("status.{single}"),
-            &json!(primary),
-            "must be a valid IP address",
-        ));
-    }
-    let ips: Vec<&Value> = status[list].as_array().into_iter().flatten().collect();
-    for (i, ip) in ips.iter().enumerate() {
-        if !ip["ip"].as_str().is_some_and(valid_ip) {
-            causes.push(Cause::invalid(
-                format!("status.{list}[{i}].ip"),
-                &ip["ip"],
-                "must be a valid IP address",
-            ));
-        }
-    }
-    if ips.len() > 2 {
-        causes.push(Cause {
-            reason: "FieldValueTooMany",
-            field: format!("status.{list}"),
-            detail: format!("Too many: {}: must have at most 2 items", ips.len()),
-        });
-    }
-    if let Some(first) = ips.first() {
-        if first["ip"].as_str() != Some(primary) {
-            causes.push(Cause::invalid(
-                format!("status.{list}[0].ip"),
-                &first["ip"],
-                &format!("must be equal to {single}"),
-            ));
-        }
-    }
-}
-
-fn is_terminal(phase: &Value) -> bool {
-    matches!(phase.as_str(), Some("Succeeded" | "Failed"))
-}
-
-fn validate_pod_status(new: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
-    let status = &new["status"];
-    let phase = &status["phase"];
-    if !phase.is_null()
-        && !matches!(
-            phase.as_str(),
-            Some("Pending" | "Running" | "Succeeded" | "Failed" | "Unknown")
-        )
-    {
-        causes.push(Cause::unsupported(
-            "status.phase",
-            phase,
-            &["Failed", "Pending", "Running", "Succeeded", "Unknown"],
-        ));
-    }
-    if let Some(old) = old {
-        if is_terminal(&old["status"]["phase"]) && !is_terminal(phase) {
-            causes.push(Cause::forbidden(
-                "status.phase",
-                &format!(
-                    "cannot transition from a terminal phase {} to a non-terminal phase",
-                    old["status"]["phase"]
-                ),
-            ));
-        }
-    }
-    validate_ips(status, "podIP", "podIPs", causes);
-    validate_ips(status, "hostIP", "hostIPs", causes);
-    for (list, spec_list) in [
-        ("containerStatuses", "containers"),
-        ("initContainerStatuses", "initContainers"),
-    ] {
-        let spec_names: Vec<&str> = new["spec"][spec_list]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        for (i, cs) in status[list].as_array().into_iter().flatten().enumerate() {
-            let path = format!("status.{list}[{i}]");
-            let name = cs["name"].as_str().unwrap_or_default();
-            if !spec_names.contains(&name) {
-                causes.push(Cause {
-                    reason: "FieldValueNotFound",
-                    field: format!("{path}.name"),
-                    detail: format!("Not found: \"{name}\""),
-                });
-            }
-            let states = ["waiting", "running", "terminated"]
-                .iter()
-                .filter(|s| cs["state"][**s].is_object())
-                .count();
-            if states > 1 {
-                causes.push(Cause::forbidden(
-                    format!("{path}.state"),
-                    "may not specify more than 1 state type",
-                ));
-            }
-            if cs["restartCount"].as_i64().is_some_and(|r| r < 0) {
-                causes.push(Cause::invalid(
-                    format!("{path}.restartCount"),
-                    &cs["restartCount"],
-                    "must be greater than or equal to 0",
-                ));
-            }
-            let Some(old) = old else { continue };
-            let policy = new["spec"]["restartPolicy"].as_str().unwrap_or("Always");
-            let before = old["status"][list]
-                .as_array()
-                .into_iter()
-                .flatten()
-                .find(|o| o["name"].as_str() == Some(name));
-            if let Some(before) = before {
-                let terminated = &before["state"]["terminated"];
-                let stays = cs["state"]["terminated"].is_object();
-                let final_exit = match policy {
-                    "Never" => true,
-                    "OnFailure" => terminated["exitCode"].as_i64() == Some(0),
-                    _ => false,
-                };
-                if terminated.is_object() && !stays && final_exit && list == "containerStatuses" {
-                    causes.push(Cause::forbidden(
-                        format!("{path}.state"),
-                        "may not be transitioned to non-terminated state",
-                    ));
-                }
-            }
-        }
-    }
-}
-
 /// Fields of a pod spec an update may change (kube-apiserver's ValidatePodUpdate).
 fn mutable_spec_view(spec: &Value) -> Value {
     let mut spec = spec.clone();
@@ -907,8 +838,8 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
     match resource.kind {
         "Pod" => {
             validate_pod_spec(&obj["spec"], &mut causes);
-            validate_pod_status(obj, old, &mut causes);
             if let Some(old) = old {
+                status_rules::validate_pod_status_update(obj, old, &mut causes);
                 causes.extend(crate::admission::mirror_annotation_causes(obj, old));
             }
             // ValidatePodCreate: ephemeral containers come only through their subresource (which
@@ -940,31 +871,11 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
                 }
             }
         }
-        "Event" => {
-            let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
-            let involved_ns = obj["involvedObject"]["namespace"].as_str().unwrap_or_default();
-            let new_style = obj["eventTime"].is_string();
-            let bad = if new_style {
-                involved_ns.is_empty() && ns != "default" && ns != "kube-system"
-            } else if involved_ns.is_empty() {
-                !ns.is_empty() && ns != "default"
-            } else {
-                involved_ns != ns
-            };
-            if new_style {
-                // Events with eventTime are "new" events: kube-apiserver requires these.
-                for field in ["reportingComponent", "reportingInstance", "action", "reason"] {
-                    if obj[field].as_str().is_none_or(str::is_empty) {
-                        causes.push(Cause::required(field, ""));
-                    }
-                }
-            }
-            if bad {
-                causes.push(Cause::invalid(
-                    "involvedObject.namespace",
-                    &json!(involved_ns),
-                    "does not match event.namespace",
-                ));
+        "Event" => status_rules::validate_event(obj, &mut causes),
+        "Node" => {
+            status_rules::validate_node(obj, &mut causes);
+            if let Some(old) = old {
+                status_rules::validate_node_update(obj, old, &mut causes);
             }
         }
         "Lease" => {
