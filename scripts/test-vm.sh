@@ -108,7 +108,8 @@ prepare_share() {
     fi
     [ -x "$agent" ] || die "no agent binary at $agent"
     # The test binary's path has a hash in it: cargo's JSON messages name it.
-    tests=$("$CARGO" test -p dockerlet-integration-tests --test host_compat --no-run --message-format=json |
+    # --workspace, as `make test` builds it: features resolve the same, nothing is rebuilt.
+    tests=$("$CARGO" test --workspace --test host_compat --no-run --message-format=json |
         python3 -c '
 import json, sys
 for line in sys.stdin:
