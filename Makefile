@@ -9,13 +9,14 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test lint fmt bench clean-containers test-apiserver fuzz
+.PHONY: help build image docker run test test-vm lint fmt bench clean-containers test-apiserver fuzz
 
 help:
 	@echo "make build             cargo build --workspace --bins"
 	@echo "make image             build the local dockerlet.local/busybox:1 image"
 	@echo "make run [NODE=name]   run the agent on manifests/ (default NODE=$(NODE))"
-	@echo "make test              unit + integration tests (needs Docker)"
+	@echo "make test              unit + integration tests (needs Docker), then make test-vm"
+	@echo "make test-vm           host_compat tests in a Debian 12 VM (qemu; root to build its image)"
 	@echo "make lint              rustfmt check + crate layering + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
@@ -46,6 +47,13 @@ test: docker image
 	@mkdir -p target
 	set -o pipefail; $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS) 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
+	scripts/test-vm.sh
+
+# The host_compat tests (integration-tests/tests/host_compat.rs) in a Debian 12 guest under
+# qemu: systemd, cgroup v2, Docker on its default systemd cgroup driver. The guest image is
+# built once (root, debootstrap) and cached in target/vm/; VM_TEST_ARGS go to the test binary.
+test-vm: docker image build
+	scripts/test-vm.sh
 
 # The crate dependency rule (scripts/check-layers.py) and, through actors/clippy.toml, no
 # blocking std::fs or std::thread::sleep in actor code.
