@@ -1,4 +1,4 @@
-//! The audit of admission, tokens, reviews and node authorization (`audit/admission.md`): each
+//! The audit of admission, tokens, reviews and node authorization (the README's audit section): each
 //! test holds the fixture to one behaviour of kube-apiserver, cited by its upstream file. Raw
 //! HTTP with the server's or a node's bearer token; no Docker, no kubectl.
 

@@ -3,7 +3,7 @@
 //! the way it sends it: pod status as a JSON merge patch of the whole status, node status as a
 //! strategic merge patch, events created then merge-patched (kube/src/api.rs); kubectl's
 //! patches, applies and protobuf bodies as the integration tests send them.
-//! See fake-apiserver/audit/bodies.md.
+//! See the README's audit, "Bodies, patches and validation".
 
 use dockerlet_fake_apiserver::ApiServer;
 use serde_json::{json, Value};

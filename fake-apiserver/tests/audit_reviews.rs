@@ -1,4 +1,4 @@
-//! The audit of admission, tokens, reviews and node authorization (`audit/admission.md`), its
+//! The audit of admission, tokens, reviews and node authorization (the README's audit section), its
 //! TokenReview and SubjectAccessReview part: each test holds the fixture to one behaviour of
 //! kube-apiserver, cited by its upstream file. Raw HTTP with the server's token; no Docker.
 

@@ -1,5 +1,5 @@
 //! The store and watch behaviours the agent and its tests lean on, each pinned to what
-//! kube-apiserver does (the upstream file is named on every test). See `audit/store.md`.
+//! kube-apiserver does (the upstream file is named on every test). See the README's audit section.
 //! Raw HTTP against the fixture; no Docker.
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
