@@ -133,13 +133,7 @@ fn json_response(code: u16, status: &Value) -> HttpResponse {
 /// What the upgrade-aware proxy's responder writes for an error that is not an API status
 /// (`ErrorToAPIStatus`: 500, no reason): a dial failure, a kubelet that did not upgrade.
 fn proxy_error(message: &str) -> HttpResponse {
-    json_response(
-        500,
-        &serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {},
-            "status": "Failure", "message": message, "code": 500,
-        }),
-    )
+    status_response(&ApiError::unknown(500, message))
 }
 
 /// A log request the kubelet did not answer: the `http.Client` error `LocationStreamer` returns.
@@ -510,26 +504,22 @@ where
     };
     let target = match target {
         Ok(t) => t,
-        Err(e) => return write_status(&mut client, e.code, &e.status()).await,
+        Err(e) => return write_status(&mut client, &e).await,
     };
     let mut response = match kubelet_request(&shared, &target, &head.method, &head.headers, true, Bytes::new()).await {
         Ok(r) => r,
         Err(e) => {
-            let status = serde_json::json!({
-                "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-                "message": format!("error dialing backend: {e}"), "code": 500,
-            });
-            return write_status(&mut client, 500, &status).await;
+            let err = ApiError::unknown(500, format!("error dialing backend: {e}"));
+            return write_status(&mut client, &err).await;
         }
     };
     let status = response.status();
     if status.as_u16() != 101 && status.as_u16() < 400 {
-        let message = format!("invalid upgrade response: status code {}", status.as_u16());
-        let status = serde_json::json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": message, "code": 500,
-        });
-        return write_status(&mut client, 500, &status).await;
+        let err = ApiError::unknown(
+            500,
+            format!("invalid upgrade response: status code {}", status.as_u16()),
+        );
+        return write_status(&mut client, &err).await;
     }
     let mut out = format!(
         "HTTP/1.1 {} {}\r\n",
@@ -634,8 +624,8 @@ fn raw_target(shared: &Shared, method: &str, path: &str, query: &str) -> Result<
     }
 }
 
-async fn write_status<S: tokio::io::AsyncWrite + Unpin>(client: &mut S, code: u16, status: &Value) {
-    let body = serde_json::to_vec(status).unwrap_or_default();
+async fn write_status<S: tokio::io::AsyncWrite + Unpin>(client: &mut S, err: &ApiError) {
+    let (code, body) = (err.code, serde_json::to_vec(&err.status()).unwrap_or_default());
     let reason = StatusCode::from_u16(code)
         .ok()
         .and_then(|s| s.canonical_reason())
