@@ -256,6 +256,7 @@ mod tests {
                 docker_root: None,
                 layout: dockerlet_host::cgroup::CgroupLayout::detect().ok(),
                 system: SystemCgroupNames::default(),
+                engine_cgroup_driver: dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
             },
             interval: Duration::from_secs(3600),
         };

@@ -1035,7 +1035,12 @@ mod tests {
             },
             security: Default::default(),
             metrics: Default::default(),
-            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
+            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new(
+                "/",
+                false,
+                dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
+            )
+            .expect("the root names"),
             cgroups: None,
             image_pulls: Default::default(),
         };

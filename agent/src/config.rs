@@ -15,6 +15,7 @@ use dockerlet_http::kubelet_api::auth::AuthorizationMode;
 use dockerlet_http::kubelet_api::tls::TlsSettings;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_pod::cgroup::CgroupDriver;
 use dockerlet_pod::dns::ClusterDns;
 use dockerlet_pod::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::Taint;
@@ -112,8 +113,9 @@ pub struct CgroupConfig {
     pub root: String,
     /// `--cgroups-per-qos` (`cgroupsPerQOS`).
     pub per_qos: bool,
-    /// `--cgroup-driver` (`cgroupDriver`): `cgroupfs` or `systemd`.
-    pub driver: String,
+    /// `--cgroup-driver` (`cgroupDriver`): `cgroupfs` or `systemd`; none given, the engine's
+    /// (as kubelet ≥ 1.31 takes the runtime's, `KubeletCgroupDriverFromCRI`), set at start.
+    pub driver: Option<CgroupDriver>,
     /// `--pod-max-pids` (`podPidsLimit`): applied when positive.
     pub pod_pids_limit: i64,
     /// `--kubelet-cgroups` (`kubeletCgroups`): the cgroup the agent puts itself in.
@@ -457,17 +459,13 @@ fn cgroup_settings(
             ));
         }
     }
-    let driver = cli
-        .cgroup_driver
-        .clone()
-        .or(driver)
-        .unwrap_or_else(|| "cgroupfs".to_string());
-    if !matches!(driver.as_str(), "cgroupfs" | "systemd") {
-        return Err(invalid(
-            "--cgroup-driver",
-            format!("{driver:?}: expected cgroupfs or systemd"),
-        ));
-    }
+    let driver = match cli.cgroup_driver.clone().or(driver) {
+        None => None,
+        Some(name) => Some(
+            CgroupDriver::parse(&name)
+                .ok_or_else(|| invalid("--cgroup-driver", format!("{name:?}: expected cgroupfs or systemd")))?,
+        ),
+    };
     let pod_pids_limit = cli.pod_max_pids.or(pids).unwrap_or(-1);
     if pod_pids_limit < -1 {
         return Err(invalid(
@@ -1384,7 +1382,7 @@ mod tests {
             CgroupConfig {
                 root: "/".into(),
                 per_qos: true,
-                driver: "cgroupfs".into(),
+                driver: None,
                 pod_pids_limit: -1,
                 kubelet_cgroups: None,
                 runtime_cgroups: None,
@@ -1401,8 +1399,8 @@ mod tests {
         let p = path.to_str().unwrap();
         let c = build(&cli(&["--config", p]), host).unwrap().cgroups;
         assert_eq!(
-            (c.root.as_str(), c.per_qos, c.driver.as_str(), c.pod_pids_limit),
-            ("/k", false, "systemd", 100)
+            (c.root.as_str(), c.per_qos, c.driver, c.pod_pids_limit),
+            ("/k", false, Some(CgroupDriver::Systemd), 100)
         );
         let c = build(
             &cli(&[

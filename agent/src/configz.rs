@@ -73,7 +73,7 @@ pub fn configz(config: &AgentConfig) -> Value {
             "allowedUnsafeSysctls": config.allowed_unsafe_sysctls,
             "cgroupRoot": config.cgroups.root,
             "cgroupsPerQOS": config.cgroups.per_qos,
-            "cgroupDriver": config.cgroups.driver,
+            "cgroupDriver": config.cgroups.driver.map(|d| d.name()),
             "podPidsLimit": config.cgroups.pod_pids_limit,
             "serializeImagePulls": config.image_pulls == ImagePullLimit::default(),
             "maxParallelImagePulls": match config.image_pulls {

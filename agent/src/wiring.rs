@@ -14,12 +14,13 @@ use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_actors::system_cgroups::SystemCgroupsConfig;
+use dockerlet_host::cgroup::systemd::{SliceManager, SystemdSlices};
 use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_messages::metrics::{BuildInfo, Metrics};
-use dockerlet_pod::cgroup::CgroupNaming;
+use dockerlet_pod::cgroup::{CgroupDriver, CgroupNaming};
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::measured::Measured;
@@ -32,13 +33,16 @@ use crate::config::AgentConfig;
 const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 
 /// Run the agent until a signal arrives.
-pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
+pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     // Docker bind mounts need an absolute host path.
     let root_dir =
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     let runtime = connect(&config.runtime_endpoint).await?;
-    let (cgroup_naming, cgroups) = pod_cgroups(&config, &runtime).await?;
+    let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
+    let driver = cgroup_driver(config.cgroups.driver, &docker_driver)?;
+    config.cgroups.driver = Some(driver);
+    let (cgroup_naming, cgroups) = pod_cgroups(&config, driver, &runtime).await?;
     let system_cgroups = system_cgroups(&config).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(
@@ -116,6 +120,7 @@ pub async fn run(config: AgentConfig) -> anyhow::Result<()> {
                 runtime: config.cgroups.runtime_cgroups.clone(),
                 misc: config.cgroups.system_cgroups.clone(),
             },
+            engine_cgroup_driver: CgroupDriver::parse(&docker_driver).unwrap_or(CgroupDriver::Cgroupfs),
         },
         interval: config.housekeeping_interval,
     };
@@ -372,20 +377,28 @@ fn protect_from_oom_killer() -> i64 {
     current
 }
 
-/// Refuse a `--cgroup-driver` other than the engine's (kubelet's check and message), and the
-/// systemd driver, which is not implemented.
-fn check_cgroup_driver(ours: &str, docker: &str) -> anyhow::Result<()> {
-    if !docker.is_empty() && ours != docker {
-        anyhow::bail!(
-            "misconfiguration: kubelet cgroup driver: {ours:?} is different from docker cgroup driver: {docker:?}"
-        );
+/// The cgroup driver: `--cgroup-driver` if given (refused with kubelet's message when the
+/// engine uses another), else the engine's, as kubelet ≥ 1.31 takes the runtime's
+/// (`KubeletCgroupDriverFromCRI`); an engine that names none (or an unknown one) means
+/// cgroupfs, kubelet's default.
+fn cgroup_driver(ours: Option<CgroupDriver>, docker: &str) -> anyhow::Result<CgroupDriver> {
+    let engine = CgroupDriver::parse(docker);
+    match (ours, engine) {
+        (Some(ours), Some(engine)) if ours != engine => anyhow::bail!(
+            "misconfiguration: kubelet cgroup driver: {:?} is different from docker cgroup driver: {:?}",
+            ours.name(),
+            engine.name()
+        ),
+        (Some(ours), _) => Ok(ours),
+        (None, Some(engine)) => {
+            tracing::info!(
+                cgroup_driver = engine.name(),
+                "using the container runtime's cgroup driver"
+            );
+            Ok(engine)
+        }
+        (None, None) => Ok(CgroupDriver::Cgroupfs),
     }
-    if ours == "systemd" {
-        anyhow::bail!(
-            "--cgroup-driver systemd: not implemented; dockerlet lays out pod cgroups with the cgroupfs driver only (configure the engine with native.cgroupdriver=cgroupfs)"
-        );
-    }
-    Ok(())
 }
 
 /// `--kubelet-cgroups` and `--system-cgroups` set up as kubelet's container manager does at
@@ -427,16 +440,29 @@ async fn system_cgroups(config: &AgentConfig) -> anyhow::Result<Option<SystemCgr
 /// container left on this node removed. None with `--cgroups-per-qos=false`.
 async fn pod_cgroups(
     config: &AgentConfig,
+    driver: CgroupDriver,
     runtime: &DockerRuntime,
 ) -> anyhow::Result<(CgroupNaming, Option<Arc<PodCgroups>>)> {
-    let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
-    check_cgroup_driver(&config.cgroups.driver, &docker_driver)?;
-    let naming = CgroupNaming::new(&config.cgroups.root, config.cgroups.per_qos);
+    let naming = CgroupNaming::new(&config.cgroups.root, config.cgroups.per_qos, driver)?;
     if !config.cgroups.per_qos {
         return Ok((naming, None));
     }
     let layout = dockerlet_host::cgroup::CgroupLayout::detect().context("--cgroups-per-qos")?;
-    let tree = Arc::new(PodCgroups::new(layout, naming.clone(), config.cgroups.pod_pids_limit));
+    let slices: Option<Arc<dyn SliceManager>> = match driver {
+        CgroupDriver::Cgroupfs => None,
+        CgroupDriver::Systemd => Some(Arc::new(
+            tokio::task::spawn_blocking(SystemdSlices::connect)
+                .await
+                .context("connecting to systemd")?
+                .context("--cgroup-driver systemd")?,
+        )),
+    };
+    let tree = Arc::new(PodCgroups::new(
+        layout,
+        naming.clone(),
+        config.cgroups.pod_pids_limit,
+        slices,
+    ));
     let reserved = |name: &str| config.reserved.get(name).copied().unwrap_or(0);
     let cpu_milli = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 * 1000 - reserved("cpu");
     let memory = node_memory_bytes() - reserved("memory");
@@ -501,18 +527,27 @@ async fn log_links(
 mod tests {
     use super::*;
 
-    /// A driver other than Docker's is refused with kubelet's message; systemd (when Docker
-    /// uses it too) is refused as not implemented; cgroupfs on cgroupfs starts.
+    /// A driver other than Docker's is refused with kubelet's message; none given takes the
+    /// engine's; an engine that names none means cgroupfs.
     #[test]
     fn cgroup_driver_is_checked_against_dockers() {
-        let e = check_cgroup_driver("cgroupfs", "systemd").unwrap_err().to_string();
+        let e = cgroup_driver(Some(CgroupDriver::Cgroupfs), "systemd")
+            .unwrap_err()
+            .to_string();
         assert_eq!(
             e,
             "misconfiguration: kubelet cgroup driver: \"cgroupfs\" is different from docker cgroup driver: \"systemd\""
         );
-        let e = check_cgroup_driver("systemd", "systemd").unwrap_err().to_string();
-        assert!(e.contains("not implemented"), "{e}");
-        check_cgroup_driver("cgroupfs", "cgroupfs").unwrap();
-        check_cgroup_driver("cgroupfs", "").unwrap();
+        assert_eq!(
+            cgroup_driver(Some(CgroupDriver::Systemd), "systemd").unwrap(),
+            CgroupDriver::Systemd
+        );
+        assert_eq!(cgroup_driver(None, "systemd").unwrap(), CgroupDriver::Systemd);
+        assert_eq!(cgroup_driver(None, "cgroupfs").unwrap(), CgroupDriver::Cgroupfs);
+        assert_eq!(cgroup_driver(None, "").unwrap(), CgroupDriver::Cgroupfs);
+        assert_eq!(
+            cgroup_driver(Some(CgroupDriver::Systemd), "").unwrap(),
+            CgroupDriver::Systemd
+        );
     }
 }

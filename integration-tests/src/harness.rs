@@ -710,6 +710,7 @@ pub fn remove_cgroup_tree(cgroup: &str) -> std::io::Result<()> {
             format!("{cgroup}: only a test tree under {CGROUP_TEST_ROOT} is removed"),
         ));
     }
+    stop_test_slices(cgroup);
     let relative = cgroup.trim_start_matches('/');
     let mut last = Ok(());
     for _ in 0..50 {
@@ -722,6 +723,30 @@ pub fn remove_cgroup_tree(cgroup: &str) -> std::io::Result<()> {
         std::thread::sleep(Duration::from_millis(100));
     }
     last
+}
+
+/// With the systemd cgroup driver an agent's tree under `cgroup` is slices
+/// (`dockerlet_it-<node>.slice` and below, as kubelet names `/dockerlet-it/<node>`): stopping
+/// the root slice stops the rest and systemd removes their cgroups. Nothing on a host without
+/// systemd, or when the slice was never made.
+fn stop_test_slices(cgroup: &str) {
+    if !Path::new("/run/systemd/system").is_dir() {
+        return;
+    }
+    let components: Vec<String> = cgroup
+        .split('/')
+        .filter(|c| !c.is_empty())
+        .map(|c| c.replace('-', "_"))
+        .collect();
+    if components.is_empty() {
+        return;
+    }
+    let slice = format!("{}.slice", components.join("-"));
+    let _ = std::process::Command::new("systemctl")
+        .args(["stop", &slice])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
 }
 
 /// Lazily unmount every mount point under `dir`, deepest first.

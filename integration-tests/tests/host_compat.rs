@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use dockerlet_integration_tests::docker::{docker, docker_ok};
 use dockerlet_integration_tests::harness::binary;
 use dockerlet_integration_tests::wait::POLL_EVERY;
-use dockerlet_integration_tests::{Agent, ManifestDir, PodExt, BUSYBOX_IMAGE};
+use dockerlet_integration_tests::{Agent, ContainerStatusExt, ManifestDir, PodExt, BUSYBOX_IMAGE};
 
 /// The variable the VM's job sets; the tests run only where it is `1`.
 const IN_VM: &str = "DOCKERLET_HOST_COMPAT";
@@ -188,6 +188,126 @@ fn the_agent_binary_runs_on_the_host() {
     );
 }
 
+/// A pod limited to 64Mi that sleeps, and one that overruns 15Mi (upstream's OOM container).
+fn limited_pods(manifests: &ManifestDir) {
+    manifests.write(
+        "limited.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: limited\nspec:\n  terminationGracePeriodSeconds: 1\n  containers:\n  - name: c\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: Never\n    command: [\"sleep\", \"3600\"]\n    resources:\n      requests: {{cpu: 100m, memory: 64Mi}}\n      limits: {{cpu: 200m, memory: 64Mi}}\n"
+        ),
+    );
+    manifests.write(
+        "oom.yaml",
+        &format!(
+            "apiVersion: v1\nkind: Pod\nmetadata:\n  name: oom\nspec:\n  restartPolicy: Never\n  containers:\n  - name: c\n    image: {BUSYBOX_IMAGE}\n    imagePullPolicy: Never\n    command: [\"sh\", \"-c\", \"sleep 5 && dd if=/dev/zero of=/dev/null bs=20M\"]\n    resources:\n      requests: {{memory: 15Mi}}\n      limits: {{memory: 15Mi}}\n"
+        ),
+    );
+}
+
+/// What a user checks on a new host, for either driver: the limited pod's container in the
+/// kubepods tree (`in_tree` says how its cgroup looks) with its memory limit in `memory.max`,
+/// its usage in `/stats/summary` and `/metrics/cadvisor`, the overrunning container
+/// `OOMKilled`, and an agent restart adopting the running pod without restarting it.
+fn pods_run_limited_measured_and_adopted(agent: &mut Agent, in_tree: impl Fn(&str) -> bool) {
+    let cgroup = container_cgroup(agent, "limited");
+    assert!(
+        in_tree(&cgroup),
+        "the container's cgroup {cgroup} is in the kubepods tree"
+    );
+    let memory_max = std::fs::read_to_string(format!("/sys/fs/cgroup{cgroup}/memory.max")).expect("memory.max");
+    assert_eq!(memory_max.trim(), (64u64 << 20).to_string(), "{cgroup}");
+
+    let summary_url = format!("http://127.0.0.1:{}/stats/summary", agent.ports().read_only);
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let working_set = loop {
+        let (_, body) = agent.get(&summary_url).expect("/stats/summary");
+        let summary: serde_json::Value = serde_json::from_str(&body).expect("summary JSON");
+        let found = summary["pods"].as_array().into_iter().flatten().find_map(|p| {
+            (p["podRef"]["name"] == agent.pod_name("limited"))
+                .then(|| p["containers"][0]["memory"]["workingSetBytes"].as_u64())
+                .flatten()
+        });
+        match found {
+            Some(bytes) if bytes > 0 => break bytes,
+            _ if Instant::now() > deadline => panic!("no working set for the limited pod in {body}"),
+            _ => std::thread::sleep(POLL_EVERY),
+        }
+    };
+    assert!(working_set < 64 << 20, "{working_set}");
+    let metrics_url = format!("http://127.0.0.1:{}/metrics/cadvisor", agent.ports().read_only);
+    let (_, metrics) = agent.get(&metrics_url).expect("/metrics/cadvisor");
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("container_memory_working_set_bytes{")
+                && l.contains(&format!("pod=\"{}\"", agent.pod_name("limited")))
+                && l.contains("container=\"c\"")),
+        "the limited container's working set in /metrics/cadvisor"
+    );
+
+    let oom = agent.wait_for_pod("oom", "the OOM pod failed", Duration::from_secs(180), |p| {
+        p.phase() == "Failed"
+    });
+    let terminated = oom.container("c").and_then(|c| c.terminated());
+    assert_eq!(
+        terminated.and_then(|t| t.reason.clone()).as_deref(),
+        Some("OOMKilled"),
+        "{}",
+        oom.summary()
+    );
+
+    let before = agent.pod_containers(agent.wait_for_running("limited").uid());
+    agent.restart();
+    let after = agent.pod_containers(agent.wait_for_running("limited").uid());
+    let ids = |cs: &[dockerlet_integration_tests::docker::Container]| {
+        let mut ids: Vec<String> = cs.iter().map(|c| c.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    assert_eq!(
+        ids(&after),
+        ids(&before),
+        "the restarted agent adopted the pod's containers"
+    );
+}
+
+/// On Docker's default driver (systemd, what a Debian 12 user has) the agent started with no
+/// cgroup flag takes the engine's driver, as kubelet ≥ 1.31 takes the runtime's: its pods run
+/// in systemd scopes under `kubepods` slices, limited, measured, OOM-killed and adopted.
+#[test]
+fn with_no_cgroup_flag_the_agent_takes_dockers_systemd_driver_and_runs_pods_in_slices() {
+    if !in_vm("with_no_cgroup_flag_the_agent_takes_dockers_systemd_driver_and_runs_pods_in_slices") {
+        return;
+    }
+    let _engine = engine();
+    assert_eq!(engine_cgroups().0, "systemd", "the engine is on its default driver");
+    let manifests = ManifestDir::new();
+    limited_pods(&manifests);
+    let mut agent = Agent::start("systemd-default", manifests.path(), &[]);
+    pods_run_limited_measured_and_adopted(&mut agent, |cgroup| {
+        let (slices, scope) = cgroup.rsplit_once('/').unwrap_or_default();
+        scope.starts_with("docker-")
+            && scope.ends_with(".scope")
+            && slices.ends_with(".slice")
+            && slices.contains("-kubepods")
+    });
+}
+
+/// With Docker switched to the cgroupfs driver, the same on cgroup v2 with directories.
+#[test]
+fn with_docker_on_cgroupfs_pods_run_limited_measured_and_adopted_on_cgroup_v2() {
+    if !in_vm("with_docker_on_cgroupfs_pods_run_limited_measured_and_adopted_on_cgroup_v2") {
+        return;
+    }
+    let _engine = engine();
+    let _driver = EngineDriver::switch_to("cgroupfs");
+    let manifests = ManifestDir::new();
+    limited_pods(&manifests);
+    let mut agent = Agent::start("cgroupfs-v2-all", manifests.path(), &[]);
+    let root = agent.cgroup_root();
+    pods_run_limited_measured_and_adopted(&mut agent, |cgroup| cgroup.starts_with(&format!("{root}/kubepods/")));
+}
+
 /// With Docker switched to the cgroupfs driver (the development machines' setup), the agent
 /// starts on cgroup v2 and runs a static pod whose container is in the agent's pod cgroup tree.
 #[test]
@@ -213,7 +333,6 @@ fn with_docker_on_cgroupfs_a_static_pod_runs_in_the_agents_cgroup_tree() {
 /// `--cgroup-driver systemd` runs a static pod, its container in a systemd scope under the pod's
 /// slice (kubelet's systemd layout: `kubepods.slice/…/docker-<id>.scope`).
 #[test]
-#[ignore = "systemd cgroup driver: issue 29 item 2"]
 fn with_docker_on_its_default_systemd_driver_a_static_pod_runs_in_a_systemd_slice() {
     if !in_vm("with_docker_on_its_default_systemd_driver_a_static_pod_runs_in_a_systemd_slice") {
         return;
@@ -223,6 +342,20 @@ fn with_docker_on_its_default_systemd_driver_a_static_pod_runs_in_a_systemd_slic
     let manifests = ManifestDir::new();
     manifests.write("sleeper.yaml", &sleeper("sleeper"));
     let agent = Agent::start("systemd-v2", manifests.path(), &["--cgroup-driver", "systemd"]);
+    // A driver other than the engine's is refused with kubelet's message.
+    let refused = Agent::try_start_with(
+        "systemd-mismatch",
+        manifests.path(),
+        &["--cgroup-driver", "cgroupfs"],
+        dockerlet_integration_tests::harness::AgentOptions::default(),
+    );
+    match refused {
+        Ok(_) => panic!("--cgroup-driver cgroupfs started on Docker's systemd driver"),
+        Err(e) => assert!(
+            format!("{e:#}").contains("misconfiguration: kubelet cgroup driver: \"cgroupfs\" is different from docker cgroup driver: \"systemd\""),
+            "{e:#}"
+        ),
+    }
 
     let cgroup = container_cgroup(&agent, "sleeper");
     let (slices, scope) = cgroup.rsplit_once('/').expect("a cgroup path");

@@ -1179,7 +1179,12 @@ mod tests {
             },
             security: Default::default(),
             metrics: Default::default(),
-            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new("/", false),
+            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new(
+                "/",
+                false,
+                dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
+            )
+            .expect("the root names"),
             cgroups: None,
             image_pulls: Default::default(),
         })
@@ -1437,8 +1442,9 @@ mod tests {
         use dockerlet_pod::cgroup::CgroupNaming;
         let dir = tempfile::tempdir().unwrap();
         let layout = CgroupLayout::v1_at(dir.path(), &["cpu", "memory"]);
-        let naming = CgroupNaming::new("/", true);
-        let tree = Arc::new(PodCgroups::new(layout, naming.clone(), -1));
+        let naming =
+            CgroupNaming::new("/", true, dockerlet_pod::cgroup::CgroupDriver::Cgroupfs).expect("the root names");
+        let tree = Arc::new(PodCgroups::new(layout, naming.clone(), -1, None));
         tree.setup(1000, 1 << 30).unwrap();
         let with_tree = |runtime: &FakeRuntime| {
             let mut sync = relisted(runtime);

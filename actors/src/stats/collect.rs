@@ -15,6 +15,7 @@ use dockerlet_messages::stats::{
     FsStats, InterfaceStats, IoStats, MemoryStats, NetworkStats, NodeStats, PodReference, PodStats, ProcessStats,
     PsiStats, RlimitStats, RuntimeStats, Summary, SwapStats, VolumeStats,
 };
+use dockerlet_pod::cgroup::{CgroupDriver, CgroupNaming};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -46,6 +47,8 @@ pub struct Paths {
     pub layout: Option<CgroupLayout>,
     /// The system containers' cgroups as configured.
     pub system: SystemCgroupNames,
+    /// The engine's cgroup driver: where Docker puts a container with no `CgroupParent`.
+    pub engine_cgroup_driver: CgroupDriver,
 }
 
 /// The cgroups of the system containers given by flags; where none is given, `kubelet` is the
@@ -165,10 +168,13 @@ impl Collector {
                 containers
                     .iter()
                     .filter(|c| c.role != ContainerRole::Sandbox)
-                    .map(|c| container_ref(c, &pod_cgroup)),
+                    .map(|c| container_ref(c, &pod_cgroup, self.paths.engine_cgroup_driver)),
             );
             if let Some(stats) = self.sandbox(sandbox, now) {
-                sandboxes.push((container_ref(sandbox, &pod_cgroup), stats));
+                sandboxes.push((
+                    container_ref(sandbox, &pod_cgroup, self.paths.engine_cgroup_driver),
+                    stats,
+                ));
             }
         }
         self.sandboxes
@@ -211,7 +217,7 @@ impl Collector {
             .is_some_and(|(_, at)| now.duration_since(*at) < SANDBOX_REFRESH);
         if !fresh {
             let time = Time(Timestamp::now());
-            let cgroup = CgroupPath::Same(container_cgroup(sandbox));
+            let cgroup = CgroupPath::Same(container_cgroup(sandbox, self.paths.engine_cgroup_driver));
             let stats = self
                 .read_cgroup(&layout, &cgroup, sandbox.id.0.as_str())
                 .map(|s| ContainerStats {
@@ -518,7 +524,7 @@ impl Collector {
             if c.role == ContainerRole::Sandbox && pod_cgroup.is_some() {
                 continue;
             }
-            let id = container_cgroup(c);
+            let id = container_cgroup(c, self.paths.engine_cgroup_driver);
             let cgroup = layout
                 .as_ref()
                 .and_then(|l| self.read_cgroup(l, &CgroupPath::Same(id.clone()), c.id.0.as_str()));
@@ -855,29 +861,26 @@ fn elapsed_since(t: &Timestamp) -> Option<Duration> {
     Duration::try_from(d).ok()
 }
 
-/// A container's cgroup with the cgroupfs driver: `<CgroupParent or /docker>/<id>`.
-fn container_cgroup(c: &ObservedContainer) -> String {
-    let parent = if c.cgroup_parent.is_empty() {
-        "/docker"
-    } else {
-        c.cgroup_parent.trim_end_matches('/')
-    };
-    format!("{parent}/{}", c.id.0.as_str())
+/// A container's cgroup: `<parent>/<id>` under a cgroupfs parent, `<slice>/docker-<id>.scope`
+/// under a systemd slice, Docker's default parent for none.
+fn container_cgroup(c: &ObservedContainer, engine: CgroupDriver) -> String {
+    CgroupNaming::container_cgroup(&c.cgroup_parent, c.id.0.as_str(), engine)
 }
 
-/// The pod cgroup (`…/pod<uid>`) when every container is directly under it.
+/// The pod cgroup (`…/pod<uid>`, or its slice) when every container is directly under it.
 fn pod_cgroup_of(uid: &str, containers: &[&ObservedContainer]) -> Option<String> {
     let first = containers.first()?.cgroup_parent.trim_end_matches('/');
-    let suffix = format!("pod{uid}");
-    (first.rsplit('/').next() == Some(suffix.as_str())
+    let path = CgroupNaming::parent_path(first);
+    let last = path.rsplit('/').next()?;
+    (CgroupNaming::uid_of_dir(last).as_deref() == Some(uid)
         && containers
             .iter()
             .all(|c| c.cgroup_parent.trim_end_matches('/') == first))
-    .then(|| first.to_string())
+    .then_some(path)
 }
 
 /// Which Docker container `c` is, for cAdvisor's labels.
-fn container_ref(c: &ObservedContainer, pod_cgroup: &str) -> ContainerRef {
+fn container_ref(c: &ObservedContainer, pod_cgroup: &str, engine: CgroupDriver) -> ContainerRef {
     ContainerRef {
         pod_uid: c.pod_uid.0.clone(),
         container: c.name.clone(),
@@ -891,16 +894,23 @@ fn container_ref(c: &ObservedContainer, pod_cgroup: &str) -> ContainerRef {
         ),
         image: c.image.clone(),
         image_id: c.image_id.clone(),
-        cgroup: container_cgroup(c),
+        cgroup: container_cgroup(c, engine),
         pod_cgroup: pod_cgroup.to_string(),
     }
 }
 
-/// The `kubepods` cgroup a pod cgroup is under (`<root>/kubepods[/burstable|/besteffort]/pod…`).
+/// The `kubepods` cgroup above a pod's parent: the `kubepods` directory, or the slice whose
+/// last component is `kubepods` (`kubepods.slice`, `<root>-kubepods.slice`).
 fn kubepods_of(parent: &str) -> Option<String> {
-    let at = parent.find("/kubepods")?;
-    let end = at + "/kubepods".len();
-    matches!(parent.as_bytes().get(end), None | Some(b'/')).then(|| parent[..end].to_string())
+    let path = CgroupNaming::parent_path(parent);
+    let mut end = 0;
+    for component in path.split('/').filter(|c| !c.is_empty()) {
+        end = path[end..].find(component)? + end + component.len();
+        if component == "kubepods" || component == "kubepods.slice" || component.ends_with("-kubepods.slice") {
+            return Some(path[..end].to_string());
+        }
+    }
+    None
 }
 
 fn cpu_stats(time: &Time, ns: Option<u64>, rate: Option<u64>, psi: Option<PsiStats>) -> CpuStats {
@@ -1025,6 +1035,7 @@ mod tests {
             docker_root: None,
             layout: None,
             system: SystemCgroupNames::default(),
+            engine_cgroup_driver: CgroupDriver::Cgroupfs,
         });
         let mut seen = HashSet::new();
         let t0 = Instant::now();
@@ -1118,6 +1129,7 @@ mod tests {
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
             system: SystemCgroupNames::default(),
+            engine_cgroup_driver: CgroupDriver::Cgroupfs,
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),
@@ -1192,6 +1204,7 @@ mod tests {
                 runtime: Some("/docker-daemon".into()),
                 misc: Some("/system".into()),
             },
+            engine_cgroup_driver: CgroupDriver::Cgroupfs,
         });
         let collected = c.collect(&[]);
         let usage = |name: &str| {
@@ -1260,6 +1273,7 @@ mod tests {
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["blkio", "cpuacct", "memory", "pids"])),
             system: SystemCgroupNames::default(),
+            engine_cgroup_driver: CgroupDriver::Cgroupfs,
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),
@@ -1301,6 +1315,7 @@ mod tests {
             docker_root: None,
             layout: Some(CgroupLayout::v1_at(&cg, &["cpuacct", "memory", "pids"])),
             system: SystemCgroupNames::default(),
+            engine_cgroup_driver: CgroupDriver::Cgroupfs,
         });
         let running = vec![
             observed("sb", "POD", ContainerRole::Sandbox),
@@ -1379,13 +1394,36 @@ mod tests {
             dockerlet_messages::runtime::RuntimeState::Running,
             String::new(),
         );
-        assert_eq!(container_cgroup(&c), "/docker/c1");
+        assert_eq!(container_cgroup(&c, CgroupDriver::Cgroupfs), "/docker/c1");
+        assert_eq!(
+            container_cgroup(&c, CgroupDriver::Systemd),
+            "/system.slice/docker-c1.scope"
+        );
         c.cgroup_parent = "/kubepods/burstable/podu1".into();
-        assert_eq!(container_cgroup(&c), "/kubepods/burstable/podu1/c1");
+        assert_eq!(
+            container_cgroup(&c, CgroupDriver::Cgroupfs),
+            "/kubepods/burstable/podu1/c1"
+        );
         let mut d = c.clone();
         assert_eq!(pod_cgroup_of("u1", &[&c, &d]), Some("/kubepods/burstable/podu1".into()));
+        assert_eq!(kubepods_of(&c.cgroup_parent).as_deref(), Some("/kubepods"));
         d.cgroup_parent = String::new();
         assert_eq!(pod_cgroup_of("u1", &[&c, &d]), None);
+        // A systemd slice parent: its path, the container's scope, the kubepods slice.
+        c.cgroup_parent = "n1-kubepods-burstable-podu_1.slice".into();
+        let d = c.clone();
+        assert_eq!(
+            container_cgroup(&c, CgroupDriver::Systemd),
+            "/n1.slice/n1-kubepods.slice/n1-kubepods-burstable.slice/n1-kubepods-burstable-podu_1.slice/docker-c1.scope"
+        );
+        assert_eq!(
+            pod_cgroup_of("u-1", &[&c, &d]).as_deref(),
+            Some("/n1.slice/n1-kubepods.slice/n1-kubepods-burstable.slice/n1-kubepods-burstable-podu_1.slice")
+        );
+        assert_eq!(
+            kubepods_of(&c.cgroup_parent).as_deref(),
+            Some("/n1.slice/n1-kubepods.slice")
+        );
         assert_eq!(pod_cgroup_of("u2", &[&c]), None);
         assert_eq!(kubepods_of("/kubepods/burstable/podu1"), Some("/kubepods".into()));
         assert_eq!(kubepods_of("/root/kubepods/podu1"), Some("/root/kubepods".into()));

@@ -4,6 +4,7 @@
 
 pub mod stats;
 pub mod system;
+pub mod systemd;
 pub mod tree;
 
 use std::collections::BTreeMap;

@@ -1,15 +1,18 @@
-//! The kubepods cgroup tree on the node, as kubelet's cgroupfs driver keeps it
+//! The kubepods cgroup tree on the node, as kubelet's cgroup managers keep it
 //! (`pkg/kubelet/cm`: the node-allocatable cgroup, `qos_container_manager_linux.go`,
 //! `pod_container_manager_linux.go`): `kubepods`, `kubepods/burstable` and
 //! `kubepods/besteffort` made at start, a pod cgroup with the pod's limits made before its
 //! sandbox and removed (children first, in every hierarchy) after its last container, and the
-//! burstable cgroup's cpu.shares kept at the sum of its pods' requests. Names and sums are the
-//! pure `dockerlet_pod::cgroup`. Blocking I/O: call on `spawn_blocking`.
+//! burstable cgroup's cpu.shares kept at the sum of its pods' requests. With the cgroupfs driver
+//! the agent makes the directories; with the systemd driver systemd makes them as transient
+//! slices ([`super::systemd`]) and the limits go both to the units' properties and to the files,
+//! as runc's systemd manager does. Names and sums are the pure `dockerlet_pod::cgroup`. Blocking
+//! I/O: call on `spawn_blocking`.
 
 use std::collections::{BTreeSet, HashMap};
 use std::io::ErrorKind;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use dockerlet_pod::cgroup::{
     milli_cpu_to_shares, pod_resources, resource_config_for_pod, shares_to_weight, CgroupNaming, PodResourceConfig,
@@ -18,6 +21,7 @@ use dockerlet_pod::cgroup::{
 use dockerlet_pod::field::FieldError;
 use k8s_openapi::api::core::v1::Pod;
 
+use super::systemd::{resource_properties, shares_properties, SliceManager, SystemdError};
 use super::{CgroupLayout, CgroupVersion};
 
 /// The v1 controllers the agent makes a pod cgroup in and writes limits to; runc makes the
@@ -63,6 +67,17 @@ pub enum CgroupTreeError {
     /// The pod's resources do not parse (the field is named).
     #[error("pod cgroup limits: {0}")]
     Resources(#[from] FieldError),
+    /// systemd refused a slice (systemd cgroup driver).
+    #[error(transparent)]
+    Systemd(#[from] SystemdError),
+    /// systemd started the slice but its cgroup did not appear.
+    #[error("systemd started {unit} but its cgroup {} did not appear within {:?}", path.display(), super::systemd::REALIZE_WAIT)]
+    NotRealized {
+        /// The slice.
+        unit: String,
+        /// The directory looked for.
+        path: PathBuf,
+    },
 }
 
 /// What the agent last set up for a pod.
@@ -89,16 +104,25 @@ pub struct PodCgroups {
     naming: CgroupNaming,
     /// `--pod-max-pids` (applied when positive).
     pod_pids_limit: i64,
+    /// systemd, with the systemd driver.
+    slices: Option<Arc<dyn SliceManager>>,
     state: Mutex<State>,
 }
 
 impl PodCgroups {
-    /// The tree of `naming` (which must be per-QoS) over `layout`.
-    pub fn new(layout: CgroupLayout, naming: CgroupNaming, pod_pids_limit: i64) -> Self {
+    /// The tree of `naming` (which must be per-QoS) over `layout`; `slices` is systemd for
+    /// the systemd driver (and must be given then).
+    pub fn new(
+        layout: CgroupLayout,
+        naming: CgroupNaming,
+        pod_pids_limit: i64,
+        slices: Option<Arc<dyn SliceManager>>,
+    ) -> Self {
         Self {
             layout,
             naming,
             pod_pids_limit,
+            slices,
             state: Mutex::default(),
         }
     }
@@ -126,8 +150,9 @@ impl PodCgroups {
     }
 
     /// Make the pod's cgroup with its limits (kubelet's `EnsureExists` and
-    /// `ResourceConfigForPod`) and return its path, Docker's `CgroupParent`. Nothing is written
-    /// when it was already set up with the same limits.
+    /// `ResourceConfigForPod`) and return Docker's `CgroupParent` for it (its path with
+    /// cgroupfs, its slice with systemd). Nothing is written when it was already set up with the
+    /// same limits.
     pub fn ensure_pod(&self, pod: &Pod) -> Result<String, CgroupTreeError> {
         let uid = pod.metadata.uid.clone().unwrap_or_default();
         let qos = QosClass::of(pod);
@@ -137,15 +162,16 @@ impl PodCgroups {
             config: resource_config_for_pod(pod, self.pod_pids_limit)?,
             cpu_request_milli: pod_resources(pod)?.cpu_request_milli,
         };
+        let parent = self.naming.docker_parent(&cgroup);
         let mut state = self.lock();
         if state.pods.get(&uid) == Some(&entry) && self.exists(&cgroup) {
-            return Ok(cgroup);
+            return Ok(parent);
         }
         self.make(&cgroup)?;
         self.write_limits(&cgroup, &entry.config)?;
         state.pods.insert(uid, entry);
         self.update_burstable(&mut state)?;
-        Ok(cgroup)
+        Ok(parent)
     }
 
     /// Whether this agent set up the pod's cgroup (limits written, counted in the burstable
@@ -181,8 +207,8 @@ impl PodCgroups {
                     let Some(uid) = name.to_str().and_then(CgroupNaming::uid_of_dir) else {
                         continue;
                     };
-                    if entry.path().is_dir() && !keep.contains(uid) {
-                        found.insert(uid.to_string());
+                    if entry.path().is_dir() && !keep.contains(&uid) {
+                        found.insert(uid);
                     }
                 }
             }
@@ -220,16 +246,38 @@ impl PodCgroups {
         self.dirs(cgroup).iter().all(|d| d.is_dir())
     }
 
-    /// mkdir -p in each controller (v2: with the controllers enabled along the way).
+    /// mkdir -p in each controller (v2: with the controllers enabled along the way); with the
+    /// systemd driver, start the slice and wait for systemd to make its cgroup.
     fn make(&self, cgroup: &str) -> Result<(), CgroupTreeError> {
-        make_cgroup(&self.layout, &V1_CONTROLLERS, cgroup)
+        let Some(slices) = &self.slices else {
+            return make_cgroup(&self.layout, &V1_CONTROLLERS, cgroup);
+        };
+        let unit = unit_of(cgroup);
+        slices.ensure(unit, Vec::new())?;
+        let deadline = std::time::Instant::now() + super::systemd::REALIZE_WAIT;
+        while !self.exists(cgroup) {
+            if std::time::Instant::now() > deadline {
+                return Err(CgroupTreeError::NotRealized {
+                    unit: unit.to_string(),
+                    path: self.dirs(cgroup).into_iter().next().unwrap_or_default(),
+                });
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        Ok(())
     }
 
     /// The limits of `config` on `cgroup`: v1 cpu.shares, cpu.cfs_period_us / cpu.cfs_quota_us,
     /// memory.limit_in_bytes, pids.max; v2 cpu.weight, cpu.max, memory.max, pids.max. An
     /// absent limit is written as unlimited, so a changed pod loses an old one.
     fn write_limits(&self, cgroup: &str, config: &PodResourceConfig) -> Result<(), CgroupTreeError> {
-        self.write_shares(cgroup, config.cpu_shares)?;
+        if let Some(slices) = &self.slices {
+            // systemd would write its own values back at a daemon-reload: it gets them too, and
+            // setting them is also what makes systemd enable the controllers whose files are
+            // then written (systemd ≥ 252 enables cpu only for a weight or a quota).
+            slices.set(unit_of(cgroup), resource_properties(self.layout.version(), config))?;
+        }
+        self.write_shares_file(cgroup, config.cpu_shares)?;
         let pids = config.pids_limit.map_or("max".to_string(), |p| p.to_string());
         match self.layout.version() {
             CgroupVersion::V1 => {
@@ -266,7 +314,16 @@ impl PodCgroups {
         Ok(())
     }
 
+    /// The CPU weight alone: on the unit first with systemd (which enables the cpu
+    /// controller for it), then in the file.
     fn write_shares(&self, cgroup: &str, shares: u64) -> Result<(), CgroupTreeError> {
+        if let Some(slices) = &self.slices {
+            slices.set(unit_of(cgroup), shares_properties(self.layout.version(), shares))?;
+        }
+        self.write_shares_file(cgroup, shares)
+    }
+
+    fn write_shares_file(&self, cgroup: &str, shares: u64) -> Result<(), CgroupTreeError> {
         match self.layout.version() {
             CgroupVersion::V1 => match self.layout.dir("cpu", cgroup) {
                 Some(dir) => write(&dir.join("cpu.shares"), &shares.to_string()),
@@ -296,13 +353,23 @@ impl PodCgroups {
         Ok(())
     }
 
-    /// rmdir `cgroup` and everything under it in every hierarchy, deepest first.
+    /// rmdir `cgroup` and everything under it in every hierarchy, deepest first; with the
+    /// systemd driver, stop its slice first (systemd removes the cgroup), then clear what is
+    /// left in hierarchies systemd does not manage.
     fn remove_everywhere(&self, cgroup: &str) -> Result<(), CgroupTreeError> {
+        if let Some(slices) = &self.slices {
+            slices.stop(unit_of(cgroup))?;
+        }
         for root in self.layout.hierarchies() {
             remove_tree(&root.join(cgroup.trim_start_matches('/')))?;
         }
         Ok(())
     }
+}
+
+/// The unit name of a systemd cgroup path (its last component, a slice).
+fn unit_of(cgroup: &str) -> &str {
+    cgroup.rsplit('/').next().unwrap_or(cgroup)
 }
 
 /// rmdir a cgroup directory after its child cgroups; a missing one is already gone.
@@ -389,6 +456,7 @@ fn write(path: &Path, value: &str) -> Result<(), CgroupTreeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use dockerlet_pod::cgroup::CgroupDriver;
     use k8s_openapi::api::core::v1::{Container, PodSpec, ResourceRequirements};
     use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -451,8 +519,9 @@ mod tests {
         let root = v2_root();
         let tree = PodCgroups::new(
             CgroupLayout::v2_at(root.path()),
-            CgroupNaming::new("/dockerlet", true),
+            CgroupNaming::new("/dockerlet", true, CgroupDriver::Cgroupfs).unwrap(),
             1024,
+            None,
         );
         tree.setup(2000, 4 << 30).unwrap();
         let kubepods = root.path().join("dockerlet/kubepods");
@@ -514,12 +583,94 @@ mod tests {
         assert!(!kubepods.join("besteffort/pode1").exists());
     }
 
+    /// systemd in a test: records the calls and, as systemd does, makes a started slice's
+    /// cgroup (under the recorded v2 root) and removes a stopped one's.
+    #[derive(Debug)]
+    struct RecordingSystemd {
+        root: PathBuf,
+        calls: Mutex<Vec<String>>,
+    }
+
+    impl SliceManager for RecordingSystemd {
+        fn ensure(&self, unit: &str, properties: Vec<super::super::systemd::Property>) -> Result<(), SystemdError> {
+            let path = dockerlet_pod::cgroup::naming::expand_slice(unit).expect("a slice");
+            std::fs::create_dir_all(self.root.join(path.trim_start_matches('/'))).unwrap();
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("start {unit} {}", properties.len()));
+            Ok(())
+        }
+        fn set(&self, unit: &str, properties: Vec<super::super::systemd::Property>) -> Result<(), SystemdError> {
+            let names: Vec<&str> = properties.iter().map(|(n, _)| *n).collect();
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("set {unit} {}", names.join(",")));
+            Ok(())
+        }
+        fn stop(&self, unit: &str) -> Result<(), SystemdError> {
+            let path = dockerlet_pod::cgroup::naming::expand_slice(unit).expect("a slice");
+            // A real cgroup's files go with it; the recorded ones need removing.
+            let _ = std::fs::remove_dir_all(self.root.join(path.trim_start_matches('/')));
+            self.calls.lock().unwrap().push(format!("stop {unit}"));
+            Ok(())
+        }
+    }
+
+    /// With the systemd driver the tree is slices systemd makes: `kubepods.slice` and the QoS
+    /// slices started and sized through unit properties (and the files, as runc writes both),
+    /// a pod's slice named as kubelet names it and handed to Docker by its unit name, the
+    /// burstable slice's weight set on the unit, removal a stop of the unit.
+    #[test]
+    fn systemd_tree_is_slices_started_sized_and_stopped_through_systemd() {
+        let root = v2_root();
+        let systemd = Arc::new(RecordingSystemd {
+            root: root.path().to_path_buf(),
+            calls: Mutex::default(),
+        });
+        let tree = PodCgroups::new(
+            CgroupLayout::v2_at(root.path()),
+            CgroupNaming::new("/", true, CgroupDriver::Systemd).unwrap(),
+            -1,
+            Some(systemd.clone()),
+        );
+        tree.setup(2000, 4 << 30).unwrap();
+        assert_eq!(
+            read(root.path().join("kubepods.slice/memory.max")),
+            (4u64 << 30).to_string()
+        );
+        let b = pod("b-1", &[("cpu", "1")], &[("memory", "200Mi")]);
+        assert_eq!(tree.ensure_pod(&b).unwrap(), "kubepods-burstable-podb_1.slice");
+        let dir = root
+            .path()
+            .join("kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podb_1.slice");
+        assert_eq!(read(dir.join("memory.max")), (200u64 << 20).to_string());
+        tree.remove_pod("b-1").unwrap();
+        assert!(!dir.exists());
+        let calls = systemd.calls.lock().unwrap().clone();
+        for expected in [
+            "start kubepods.slice 0",
+            "set kubepods.slice CPUWeight,CPUQuotaPerSecUSec,MemoryMax,TasksMax",
+            "start kubepods-burstable.slice 0",
+            "start kubepods-besteffort.slice 0",
+            "set kubepods-besteffort.slice CPUWeight",
+            "start kubepods-burstable-podb_1.slice 0",
+            "set kubepods-burstable-podb_1.slice CPUWeight,CPUQuotaPerSecUSec,MemoryMax,TasksMax",
+            "set kubepods-burstable.slice CPUWeight",
+            "stop kubepods-burstable-podb_1.slice",
+        ] {
+            assert!(calls.iter().any(|c| c == expected), "{expected} in {calls:#?}");
+        }
+    }
+
     /// On cgroup v1 each controller gets its files; an unchanged pod is not written again.
     #[test]
     fn v1_tree_writes_each_controller() {
         let root = tempfile::tempdir().unwrap();
         let layout = CgroupLayout::v1_at(root.path(), &["cpu", "cpuacct", "memory", "pids"]);
-        let tree = PodCgroups::new(layout, CgroupNaming::new("/", true), -1);
+        let naming = CgroupNaming::new("/", true, CgroupDriver::Cgroupfs).unwrap();
+        let tree = PodCgroups::new(layout, naming, -1, None);
         tree.setup(1000, 1 << 30).unwrap();
         assert_eq!(read(root.path().join("cpu/kubepods/cpu.shares")), "1024");
         assert_eq!(

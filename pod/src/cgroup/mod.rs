@@ -1,8 +1,12 @@
-//! The pod cgroup tree as kubelet lays it out with the cgroupfs driver (`pkg/kubelet/cm`):
-//! `<root>/kubepods/pod<uid>` for Guaranteed pods, `<root>/kubepods/burstable/pod<uid>` and
-//! `<root>/kubepods/besteffort/pod<uid>` for the others; and the pod-level limits kubelet's
-//! `ResourceConfigForPod` (`helpers_linux.go`) puts on a pod cgroup. Pure: the node side is
+//! The pod cgroup tree as kubelet lays it out (`pkg/kubelet/cm`): `kubepods`, then `burstable`
+//! and `besteffort`, then `pod<uid>` — as directories with the cgroupfs driver, as slices with
+//! the systemd driver ([`naming`]); and the pod-level limits kubelet's `ResourceConfigForPod`
+//! (`helpers_linux.go`) puts on a pod cgroup. Pure: the node side is
 //! `dockerlet_host::cgroup::tree`.
+
+pub mod naming;
+
+pub use naming::{CgroupDriver, CgroupNameError, CgroupNaming};
 
 use k8s_openapi::api::core::v1::{Container, Pod};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
@@ -42,79 +46,6 @@ impl QosClass {
             "Burstable" => Self::Burstable,
             _ => Self::BestEffort,
         }
-    }
-}
-
-/// Where pod cgroups go: `--cgroup-root` and `--cgroups-per-qos`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct CgroupNaming {
-    /// `--cgroup-root`, absolute, without a trailing `/` (`""` for `/`).
-    root: String,
-    /// `--cgroups-per-qos`: kubepods tree (true) or the runtime's default parent.
-    per_qos: bool,
-}
-
-impl CgroupNaming {
-    /// From the flags: `root` as given (`/`, `""` or `/dockerlet-it/n1`).
-    pub fn new(root: &str, per_qos: bool) -> Self {
-        let root = root.trim_end_matches('/');
-        let root = if root.is_empty() || root.starts_with('/') {
-            root.to_string()
-        } else {
-            format!("/{root}")
-        };
-        Self { root, per_qos }
-    }
-
-    /// Whether there is a kubepods tree at all.
-    pub fn per_qos(&self) -> bool {
-        self.per_qos
-    }
-
-    /// `--cgroup-root` (`/` for the root).
-    pub fn root(&self) -> &str {
-        if self.root.is_empty() {
-            "/"
-        } else {
-            &self.root
-        }
-    }
-
-    /// The `kubepods` cgroup.
-    pub fn kubepods(&self) -> String {
-        format!("{}/{KUBEPODS}", self.root)
-    }
-
-    /// The cgroup of a QoS class: `kubepods` itself for Guaranteed.
-    pub fn qos(&self, qos: QosClass) -> String {
-        match qos {
-            QosClass::Guaranteed => self.kubepods(),
-            QosClass::Burstable => format!("{}/burstable", self.kubepods()),
-            QosClass::BestEffort => format!("{}/besteffort", self.kubepods()),
-        }
-    }
-
-    /// The pod cgroup of `uid` in `qos` (kubelet's `GetPodContainerName`): what Docker gets as
-    /// every container's `CgroupParent`.
-    pub fn pod(&self, qos: QosClass, uid: &str) -> String {
-        format!("{}/pod{uid}", self.qos(qos))
-    }
-
-    /// The `CgroupParent` of the pod's containers: its pod cgroup, or with
-    /// `--cgroups-per-qos=false` the cgroup root, none for `/` (Docker's default parent), as
-    /// kubelet's no-op pod container manager answers.
-    pub fn parent_of(&self, pod: &Pod) -> Option<String> {
-        if self.per_qos {
-            let uid = pod.metadata.uid.as_deref().unwrap_or_default();
-            Some(self.pod(QosClass::of(pod), uid))
-        } else {
-            (!self.root.is_empty()).then(|| self.root.clone())
-        }
-    }
-
-    /// The pod UID a cgroup directory name under a QoS cgroup stands for (`pod<uid>`).
-    pub fn uid_of_dir(name: &str) -> Option<&str> {
-        name.strip_prefix("pod").filter(|u| !u.is_empty())
     }
 }
 
@@ -344,27 +275,6 @@ mod tests {
             }),
             status: None,
         }
-    }
-
-    /// The tree follows kubelet's cgroupfs names under any root; without per-QoS cgroups the
-    /// root (or Docker's default for `/`) is the parent.
-    #[test]
-    fn pod_cgroups_are_named_as_kubelet_names_them() {
-        let n = CgroupNaming::new("/", true);
-        assert_eq!(n.kubepods(), "/kubepods");
-        assert_eq!(n.pod(QosClass::Guaranteed, "u1"), "/kubepods/podu1");
-        assert_eq!(n.pod(QosClass::Burstable, "u1"), "/kubepods/burstable/podu1");
-        let n = CgroupNaming::new("/dockerlet-it/n1/", true);
-        assert_eq!(
-            n.pod(QosClass::BestEffort, "u1"),
-            "/dockerlet-it/n1/kubepods/besteffort/podu1"
-        );
-        assert_eq!(n.root(), "/dockerlet-it/n1");
-        let pod = pod_with(vec![container_with_resources("a", &[], &[])]);
-        assert_eq!(CgroupNaming::new("", false).parent_of(&pod), None);
-        assert_eq!(CgroupNaming::new("/x", false).parent_of(&pod).as_deref(), Some("/x"));
-        assert_eq!(CgroupNaming::uid_of_dir("podabc"), Some("abc"));
-        assert_eq!(CgroupNaming::uid_of_dir("burstable"), None);
     }
 
     /// The upstream test's pods: Guaranteed 100m/100Mi, Burstable 100m/100Mi requests with
