@@ -4,129 +4,10 @@
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresource};
 use serde_json::{json, Value};
-use std::io::{BufRead, BufReader};
-use std::sync::mpsc;
 use std::time::Duration;
 
-/// A blocking client for raw requests (status codes are answers, not errors).
-struct Client {
-    agent: ureq::Agent,
-    base: String,
-    token: String,
-}
-
-/// An open watch: events arrive on a channel from a reader thread.
-struct Watch {
-    events: mpsc::Receiver<Value>,
-}
-
-impl Watch {
-    /// The next event within 10 s, or `None` when the stream ended or stayed quiet.
-    fn next(&self) -> Option<Value> {
-        self.events.recv_timeout(Duration::from_secs(10)).ok()
-    }
-
-    /// Whether nothing arrives for `d`.
-    fn quiet_for(&self, d: Duration) -> bool {
-        matches!(self.events.recv_timeout(d), Err(mpsc::RecvTimeoutError::Timeout))
-    }
-
-    /// The next event's type and object name.
-    fn next_summary(&self) -> Option<(String, String)> {
-        self.next().map(|e| {
-            (
-                e["type"].as_str().unwrap_or_default().to_string(),
-                e["object"]["metadata"]["name"].as_str().unwrap_or_default().to_string(),
-            )
-        })
-    }
-
-    /// Whether the stream has ended (within 10 s).
-    fn ended(&self) -> bool {
-        matches!(
-            self.events.recv_timeout(Duration::from_secs(10)),
-            Err(mpsc::RecvTimeoutError::Disconnected)
-        )
-    }
-}
-
-impl Client {
-    fn new(server: &ApiServer) -> Self {
-        let config = ureq::Agent::config_builder()
-            .http_status_as_error(false)
-            .timeout_global(Some(Duration::from_secs(60)))
-            .build();
-        Self {
-            agent: ureq::Agent::new_with_config(config),
-            base: server.url(),
-            token: server.token().to_string(),
-        }
-    }
-
-    fn send(&self, method: &str, path: &str, content_type: &str, body: Option<&Value>) -> (u16, Value) {
-        let url = format!("{}{path}", self.base);
-        let auth = format!("Bearer {}", self.token);
-        let builder = ureq::http::Request::builder()
-            .method(method)
-            .uri(&url)
-            .header("Authorization", &auth)
-            .header("Accept", "application/json")
-            .header("Content-Type", content_type);
-        let text = body.map(|b| b.to_string()).unwrap_or_default();
-        let request = builder.body(text).expect("request");
-        let response = self.agent.run(request).expect("the fixture answers");
-        let code = response.status().as_u16();
-        let body = response.into_body().read_to_string().expect("body");
-        let value = serde_json::from_str(&body).unwrap_or(Value::String(body));
-        (code, value)
-    }
-
-    fn get(&self, path: &str) -> (u16, Value) {
-        self.send("GET", path, "application/json", None)
-    }
-
-    fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.send("POST", path, "application/json", Some(body))
-    }
-
-    fn put(&self, path: &str, body: &Value) -> (u16, Value) {
-        self.send("PUT", path, "application/json", Some(body))
-    }
-
-    fn patch(&self, path: &str, content_type: &str, body: &Value) -> (u16, Value) {
-        self.send("PATCH", path, content_type, Some(body))
-    }
-
-    fn delete(&self, path: &str, body: Option<&Value>) -> (u16, Value) {
-        self.send("DELETE", path, "application/json", body)
-    }
-
-    fn watch(&self, path_and_query: &str) -> Watch {
-        let url = format!("{}{path_and_query}", self.base);
-        let response = self
-            .agent
-            .get(&url)
-            .header("Authorization", &format!("Bearer {}", self.token))
-            .call()
-            .expect("watch request");
-        assert_eq!(response.status().as_u16(), 200, "watch {path_and_query}");
-        let (tx, rx) = mpsc::channel();
-        std::thread::spawn(move || {
-            let reader = BufReader::new(response.into_body().into_reader());
-            for line in reader.lines() {
-                let Ok(line) = line else { return };
-                if line.trim().is_empty() {
-                    continue;
-                }
-                let event: Value = serde_json::from_str(&line).expect("watch lines are JSON");
-                if tx.send(event).is_err() {
-                    return;
-                }
-            }
-        });
-        Watch { events: rx }
-    }
-}
+mod common;
+use common::Client;
 
 fn pod(name: &str, node: &str, labels: Value) -> Value {
     json!({
@@ -903,16 +784,9 @@ fn kube_rs_watcher_sees_init_then_apply_events() {
     use kube::runtime::watcher::{self, Event};
 
     let server = ApiServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime();
     runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(config).unwrap();
+        let client = common::kube_client(&server).await;
         let pods: Api<Pod> = Api::namespaced(client, "default");
         let first: Pod = serde_json::from_value(pod("first", "node-a", json!({}))).unwrap();
         pods.create(&PostParams::default(), &first).await.unwrap();
@@ -1126,16 +1000,9 @@ fn kube_rs_watcher_survives_dropped_watches_expiry_and_restart() {
     use kube::runtime::WatchStreamExt;
 
     let mut server = ApiServer::start();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime();
     runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        let pods: Api<Pod> = Api::all(kube::Client::try_from(config).unwrap());
+        let pods: Api<Pod> = Api::all(common::kube_client(&server).await);
         let mut stream = watcher::watcher(pods, watcher::Config::default().fields("spec.nodeName=n1"))
             .default_backoff()
             .boxed();

@@ -4,34 +4,9 @@
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig, PatchType, Subresource};
 use serde_json::{json, Value};
-use std::time::Duration;
 
-/// One request; the status code is an answer, not an error.
-fn send(server: &ApiServer, bearer: &str, method: &str, path: &str, body: Option<&Value>) -> (u16, Value) {
-    let content_type = if method == "PATCH" {
-        "application/merge-patch+json"
-    } else {
-        "application/json"
-    };
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build();
-    let request = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}{path}", server.url()))
-        .header("Authorization", format!("Bearer {bearer}"))
-        .header("Accept", "application/json")
-        .header("Content-Type", content_type)
-        .body(body.map(Value::to_string).unwrap_or_default())
-        .expect("request");
-    let response = ureq::Agent::new_with_config(config)
-        .run(request)
-        .expect("the fixture answers");
-    let code = response.status().as_u16();
-    let text = response.into_body().read_to_string().expect("body");
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
+mod common;
+use common::send;
 
 /// The message of a refusal with `code`, or a panic naming what came instead.
 fn refused(answer: (u16, Value), code: u16) -> String {

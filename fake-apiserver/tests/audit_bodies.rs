@@ -7,50 +7,20 @@
 
 use dockerlet_fake_apiserver::ApiServer;
 use serde_json::{json, Value};
-use std::time::Duration;
 
-/// A raw HTTP answer: status code, `Warning` headers, body.
-struct Answer {
-    code: u16,
-    warnings: Vec<String>,
-    body: Value,
-}
-
-impl Answer {
-    fn message(&self) -> &str {
-        self.body["message"].as_str().unwrap_or_default()
-    }
-}
-
-fn send(server: &ApiServer, method: &str, path: &str, content_type: &str, body: &[u8]) -> Answer {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
-    let request = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}{path}", server.url()))
-        .header("Authorization", format!("Bearer {}", server.token()))
-        .header("Accept", "application/json")
-        .header("Content-Type", content_type)
-        .body(body.to_vec())
-        .expect("request");
-    let response = agent.run(request).expect("the fixture answers");
-    let code = response.status().as_u16();
-    let warnings = response
-        .headers()
-        .get_all("Warning")
-        .iter()
-        .map(|v| v.to_str().unwrap_or_default().to_string())
-        .collect();
-    let text = response.into_body().read_to_string().expect("body");
-    let body = serde_json::from_str(&text).unwrap_or(Value::String(text));
-    Answer { code, warnings, body }
-}
+mod common;
+use common::Answer;
 
 fn send_json(server: &ApiServer, method: &str, path: &str, content_type: &str, body: &Value) -> Answer {
-    send(server, method, path, content_type, body.to_string().as_bytes())
+    let body = body.to_string();
+    common::request(
+        server,
+        server.token(),
+        method,
+        path,
+        content_type,
+        Some(body.as_bytes()),
+    )
 }
 
 const PODS: &str = "/api/v1/namespaces/default/pods";
@@ -275,7 +245,14 @@ fn unsupported_content_types_are_415_with_upstreams_text() {
         "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, \
          application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml"
     );
-    let post = send(&server, "POST", PODS, "text/plain", b"hello");
+    let post = common::request(
+        &server,
+        server.token(),
+        "POST",
+        PODS,
+        "text/plain",
+        Some(b"hello".as_slice()),
+    );
     assert_eq!(post.code, 415);
     assert_eq!(
         post.message(),
@@ -354,7 +331,14 @@ fn bodies_that_do_not_decode() {
         "{}",
         typed.message()
     );
-    let garbage = send(&server, "POST", PODS, "application/json", b"{not json");
+    let garbage = common::request(
+        &server,
+        server.token(),
+        "POST",
+        PODS,
+        "application/json",
+        Some(b"{not json".as_slice()),
+    );
     assert_eq!(garbage.code, 400);
     assert!(
         garbage.message().starts_with(
@@ -428,12 +412,13 @@ fn json_patch_answers() {
 #[test]
 fn bad_options_are_422_against_the_options_kind() {
     let server = ApiServer::start();
-    let apply = send(
+    let apply = common::request(
         &server,
+        server.token(),
         "PATCH",
         &format!("{PODS}/p"),
         APPLY,
-        b"apiVersion: v1\nkind: Pod\n",
+        Some(b"apiVersion: v1\nkind: Pod\n".as_slice()),
     );
     assert_eq!(apply.code, 422, "{}", apply.body);
     assert_eq!(
@@ -467,7 +452,7 @@ fn bad_options_are_422_against_the_options_kind() {
 fn server_side_apply_checks_and_creates() {
     let server = ApiServer::start();
     let path = "/api/v1/namespaces/default/configmaps/cm?fieldManager=me";
-    let apply = |yaml: &str| send(&server, "PATCH", path, APPLY, yaml.as_bytes());
+    let apply = |yaml: &str| common::request(&server, server.token(), "PATCH", path, APPLY, Some(yaml.as_bytes()));
     let wrong = apply("apiVersion: v1\nkind: Secret\nmetadata:\n  name: cm\n");
     assert_eq!(
         (wrong.code, wrong.message()),
@@ -632,16 +617,9 @@ fn kube_rs_patches_as_the_agent_sends_them() {
         send_json(&server, "POST", "/api/v1/nodes", "application/json", &node).code,
         201
     );
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .unwrap();
+    let runtime = common::multi_thread_runtime();
     runtime.block_on(async {
-        let kubeconfig = kube::config::Kubeconfig::read_from(server.kubeconfig_path()).unwrap();
-        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
-            .await
-            .unwrap();
-        let client = kube::Client::try_from(config).unwrap();
+        let client = common::kube_client(&server).await;
         let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
         let patch = json!({"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}});
         let pod = pods

@@ -14,9 +14,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dockerlet_fake_apiserver::ApiServer;
-use rustls::pki_types::pem::PemObject;
-use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+mod common;
 
 /// What the fake kubelet saw: each request head, and whether a client certificate came.
 #[derive(Default)]
@@ -30,23 +30,8 @@ struct Seen {
 /// `v4.channel.k8s.io`) and an `X-Custom: Kept As Is` header, then every byte is echoed back
 /// as an uppercase copy (so the direction is visible); `/fail` is answered 404
 /// `no such thing`; anything else 200 with the request path as the body.
-fn fake_kubelet(ca_pem: &str, ip: std::net::IpAddr) -> (SocketAddr, Arc<Mutex<Seen>>) {
-    let cert = rcgen::generate_simple_self_signed(vec![ip.to_string()]).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
-        .build()
-        .unwrap();
-    let config = rustls::ServerConfig::builder()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            vec![cert.cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into()),
-        )
-        .unwrap();
-    let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+fn fake_kubelet(api: &ApiServer, ip: std::net::IpAddr) -> (SocketAddr, Arc<Mutex<Seen>>) {
+    let acceptor = common::kubelet_tls(api, ip);
     let listener = std::net::TcpListener::bind((ip, 0)).unwrap();
     listener.set_nonblocking(true).unwrap();
     let addr = listener.local_addr().unwrap();
@@ -130,30 +115,12 @@ fn host_ip() -> std::net::IpAddr {
     dockerlet_fake_apiserver::proxyable_host_ip().expect("a non-loopback IPv4 address on this host")
 }
 
-/// A Node at the fake kubelet and a pod `p` (containers `a`, `missing`) bound to it.
-fn cluster(api: &ApiServer, kubelet: SocketAddr) {
-    api.create(json!({
-        "apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"},
-    }))
-    .unwrap();
-    api.patch(
-        "nodes",
-        "",
-        "n1",
-        dockerlet_fake_apiserver::PatchType::Merge,
-        &json!({"status": {
-            "addresses": [{"type": "Hostname", "address": "n1.invalid"}, {"type": "InternalIP", "address": kubelet.ip().to_string()}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": kubelet.port()}},
-        }}),
-        dockerlet_fake_apiserver::Subresource::Status,
-    )
-    .unwrap();
-    api.create(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-        "spec": {"nodeName": "n1", "containers": [
-            {"name": "a", "image": "busybox"}, {"name": "missing", "image": "busybox"}]},
-    }))
-    .unwrap();
+/// A fake kubelet on `ip` and the cluster around it: a Node at that kubelet and a pod `p`
+/// (containers `a`, `missing`) bound to it; what the kubelet sees.
+fn kubelet_cluster(api: &ApiServer, ip: std::net::IpAddr) -> Arc<Mutex<Seen>> {
+    let (kubelet, seen) = fake_kubelet(api, ip);
+    common::cluster(api, kubelet, &["a", "missing"]);
+    seen
 }
 
 /// Sends `head` to the API server and reads the response head (up to the blank line).
@@ -182,11 +149,7 @@ fn send_head(api: &ApiServer, head: &str) -> (TcpStream, String) {
 #[test]
 fn upgrades_pass_through_byte_for_byte() {
     let api = ApiServer::start();
-    let (kubelet, seen) = fake_kubelet(
-        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
-        host_ip(),
-    );
-    cluster(&api, kubelet);
+    let seen = kubelet_cluster(&api, host_ip());
     for (method, upgrade, path, expected) in [
         (
             "POST",
@@ -275,11 +238,7 @@ fn upgrades_pass_through_byte_for_byte() {
 #[test]
 fn node_proxy_and_logs_pass_ordinary_requests() {
     let api = ApiServer::start();
-    let (kubelet, _seen) = fake_kubelet(
-        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
-        host_ip(),
-    );
-    cluster(&api, kubelet);
+    kubelet_cluster(&api, host_ip());
     assert_eq!(
         api.kubectl_ok(&["get", "--raw", "/api/v1/nodes/n1/proxy/pods?x=1"]),
         "/pods?x=1"
@@ -317,11 +276,7 @@ fn node_proxy_and_logs_pass_ordinary_requests() {
 fn node_proxy_refuses_a_loopback_node_but_exec_reaches_it() {
     let api = ApiServer::start();
     let loopback = std::net::IpAddr::from([127, 0, 0, 1]);
-    let (kubelet, seen) = fake_kubelet(
-        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
-        loopback,
-    );
-    cluster(&api, kubelet);
+    let seen = kubelet_cluster(&api, loopback);
     let out = api.kubectl(&["get", "--raw", "/api/v1/nodes/n1/proxy/pods"]);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
@@ -347,11 +302,7 @@ fn port_forward_websockets_tunnel_spdy_to_the_kubelet() {
     use futures::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
     let api = ApiServer::start();
-    let (kubelet, seen) = fake_kubelet(
-        &std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap(),
-        host_ip(),
-    );
-    cluster(&api, kubelet);
+    let seen = kubelet_cluster(&api, host_ip());
     let rt = tokio::runtime::Runtime::new().unwrap();
     rt.block_on(async {
         let url = format!("ws://{}/api/v1/namespaces/default/pods/p/portforward", api.addr());

@@ -7,34 +7,15 @@
 use base64::Engine as _;
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use serde_json::{json, Value};
-use std::time::Duration;
+
+mod common;
+use common::send;
 
 const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
 const MOUNT_PATH: &str = "/var/run/secrets/kubernetes.io/serviceaccount";
 
-/// A raw request with the server's token; the status code is an answer, not an error.
-fn send(server: &ApiServer, method: &str, path: &str, body: Option<&Value>, bearer: &str) -> (u16, Value) {
-    let config = ureq::Agent::config_builder()
-        .http_status_as_error(false)
-        .timeout_global(Some(Duration::from_secs(30)))
-        .build();
-    let agent = ureq::Agent::new_with_config(config);
-    let request = ureq::http::Request::builder()
-        .method(method)
-        .uri(format!("{}{path}", server.url()))
-        .header("Authorization", format!("Bearer {bearer}"))
-        .header("Accept", "application/json")
-        .header("Content-Type", "application/json")
-        .body(body.map(Value::to_string).unwrap_or_default())
-        .expect("request");
-    let response = agent.run(request).expect("the fixture answers");
-    let code = response.status().as_u16();
-    let text = response.into_body().read_to_string().expect("body");
-    (code, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
 fn post(server: &ApiServer, path: &str, body: &Value) -> (u16, Value) {
-    send(server, "POST", path, Some(body), server.token())
+    send(server, server.token(), "POST", path, Some(body))
 }
 
 /// Writes `yaml` to a file and `kubectl create -f`s it; returns the command's output.
@@ -424,16 +405,16 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     // The issuer's discovery document and key set name this key (P-256 coordinates, 32 bytes).
     let (code, discovery) = send(
         &server,
+        server.token(),
         "GET",
         "/.well-known/openid-configuration",
         None,
-        server.token(),
     );
     assert_eq!(code, 200);
     assert_eq!(discovery["issuer"], ISSUER);
     assert_eq!(discovery["jwks_uri"], format!("{}/openid/v1/jwks", server.url()));
     assert_eq!(discovery["id_token_signing_alg_values_supported"], json!(["ES256"]));
-    let (code, jwks) = send(&server, "GET", "/openid/v1/jwks", None, server.token());
+    let (code, jwks) = send(&server, server.token(), "GET", "/openid/v1/jwks", None);
     assert_eq!(code, 200, "{jwks}");
     let key = &jwks["keys"][0];
     assert_eq!(
@@ -469,7 +450,7 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     assert_eq!(issued[0].claims, claims);
     // The token authenticates to the server itself; a forged one does not.
     assert_eq!(
-        send(&server, "GET", "/api/v1/namespaces/default/pods", None, &token).0,
+        send(&server, &token, "GET", "/api/v1/namespaces/default/pods", None).0,
         200
     );
     let mut forged = token.clone();
@@ -477,7 +458,7 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     forged.push_str("AAAA");
     assert!(server.verify_service_account_token(&forged).is_err());
     assert_eq!(
-        send(&server, "GET", "/api/v1/namespaces/default/pods", None, &forged).0,
+        send(&server, &forged, "GET", "/api/v1/namespaces/default/pods", None).0,
         401
     );
     // Another audience and lifetime, not bound: exactly what was asked.
@@ -496,10 +477,10 @@ fn token_request_returns_a_signed_jwt_with_upstreams_claims() {
     assert_eq!(
         send(
             &server,
+            vault["status"]["token"].as_str().unwrap(),
             "GET",
             "/api/v1/namespaces/default/pods",
-            None,
-            vault["status"]["token"].as_str().unwrap()
+            None
         )
         .0,
         401,

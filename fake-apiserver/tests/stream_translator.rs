@@ -4,6 +4,7 @@
 //! executor does. A fake kubelet speaking SPDY (the streaming crate in the server role) records
 //! what it is asked and plays a command: stdin upper-cased onto stdout, then an exit code.
 
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -11,10 +12,11 @@ use bytes::Bytes;
 use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_streaming::spdy::{self, FlowControl, Role, SessionConfig};
 use futures::{SinkExt, StreamExt};
-use rustls::pki_types::pem::PemObject;
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::{client::IntoClientRequest, Message};
+
+mod common;
 
 /// What the fake kubelet saw of one connection.
 #[derive(Debug, Default, Clone)]
@@ -33,30 +35,13 @@ enum Kubelet {
     Refuses,
 }
 
-fn tls_acceptor(ca_pem: &str) -> tokio_rustls::TlsAcceptor {
-    let cert = rcgen::generate_simple_self_signed(vec!["127.0.0.1".to_string()]).unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    for c in rustls::pki_types::CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
-        roots.add(c.unwrap()).unwrap();
-    }
-    let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
-        .build()
-        .unwrap();
-    let config = rustls::ServerConfig::builder()
-        .with_client_cert_verifier(verifier)
-        .with_single_cert(
-            vec![cert.cert.der().clone()],
-            rustls::pki_types::PrivateKeyDer::Pkcs8(cert.signing_key.serialize_der().into()),
-        )
-        .unwrap();
-    tokio_rustls::TlsAcceptor::from(Arc::new(config))
-}
-
-/// Start the fake kubelet on 127.0.0.1 (on the caller's runtime); its port and what it saw.
-async fn fake_kubelet(ca_pem: &str, behaviour: Kubelet) -> (u16, Arc<Mutex<Seen>>) {
-    let acceptor = tls_acceptor(ca_pem);
+/// Start the fake kubelet on 127.0.0.1 (on the caller's runtime), a Node at it and a pod `p`
+/// (container `a`) bound to it; what the kubelet saw.
+async fn kubelet_cluster(api: &ApiServer, behaviour: Kubelet) -> Arc<Mutex<Seen>> {
+    let acceptor = common::kubelet_tls(api, IpAddr::from([127, 0, 0, 1]));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let port = listener.local_addr().unwrap().port();
+    let kubelet = listener.local_addr().unwrap();
+    common::cluster(api, kubelet, &["a"]);
     let seen = Arc::new(Mutex::new(Seen::default()));
     let record = seen.clone();
     tokio::spawn(async move {
@@ -82,7 +67,7 @@ async fn fake_kubelet(ca_pem: &str, behaviour: Kubelet) -> (u16, Arc<Mutex<Seen>
         .unwrap();
         play(tls, record).await;
     });
-    (port, seen)
+    seen
 }
 
 /// The SPDY side of a command: accept the client's streams, echo stdin upper-cased to stdout,
@@ -164,29 +149,6 @@ async fn play<IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 
     tokio::time::sleep(Duration::from_secs(5)).await;
 }
 
-/// A Node at the fake kubelet and a pod `p` (container `a`) bound to it.
-fn cluster(api: &ApiServer, port: u16) {
-    api.create(json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}}))
-        .unwrap();
-    api.patch(
-        "nodes",
-        "",
-        "n1",
-        dockerlet_fake_apiserver::PatchType::Merge,
-        &json!({"status": {
-            "addresses": [{"type": "InternalIP", "address": "127.0.0.1"}],
-            "daemonEndpoints": {"kubeletEndpoint": {"Port": port}},
-        }}),
-        dockerlet_fake_apiserver::Subresource::Status,
-    )
-    .unwrap();
-    api.create(json!({
-        "apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
-        "spec": {"nodeName": "n1", "containers": [{"name": "a", "image": "busybox"}]},
-    }))
-    .unwrap();
-}
-
 type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
 
 async fn open(api: &ApiServer, query: &str) -> Ws {
@@ -236,10 +198,8 @@ fn status_of(messages: &[Vec<u8>]) -> Value {
 fn exec_over_websocket_v5_reaches_the_kubelet_over_spdy() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api = ApiServer::start();
-    let ca = std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap();
     rt.block_on(async {
-        let (port, seen) = fake_kubelet(&ca, Kubelet::Runs).await;
-        cluster(&api, port);
+        let seen = kubelet_cluster(&api, Kubelet::Runs).await;
         let mut ws = open(&api, "command=cat&container=a&stdin=true&stdout=true&stderr=true").await;
         // The translator's "connection established": an empty message on stdout.
         match ws.next().await {
@@ -301,10 +261,8 @@ fn exec_over_websocket_v5_reaches_the_kubelet_over_spdy() {
 fn tty_sizes_cross_the_translation() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api = ApiServer::start();
-    let ca = std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap();
     rt.block_on(async {
-        let (port, seen) = fake_kubelet(&ca, Kubelet::Runs).await;
-        cluster(&api, port);
+        let seen = kubelet_cluster(&api, Kubelet::Runs).await;
         let mut ws = open(&api, "command=sh&stdin=true&stdout=true&tty=true").await;
         assert!(matches!(ws.next().await, Some(Ok(Message::Binary(_)))));
         ws.send(Message::Binary(Bytes::from_static(b"\x04{\"Width\":80,\"Height\":24}")))
@@ -339,10 +297,8 @@ fn tty_sizes_cross_the_translation() {
 fn a_kubelet_refusal_arrives_as_the_status() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let api = ApiServer::start();
-    let ca = std::fs::read_to_string(api.kubelet_client_ca_path()).unwrap();
     rt.block_on(async {
-        let (port, _seen) = fake_kubelet(&ca, Kubelet::Refuses).await;
-        cluster(&api, port);
+        kubelet_cluster(&api, Kubelet::Refuses).await;
         let mut ws = open(&api, "command=true&stdout=true").await;
         let got = until_close(&mut ws).await;
         assert_eq!(got[0], [1]);
