@@ -1041,6 +1041,7 @@ mod tests {
                 dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
             )
             .expect("the root names"),
+            single_process_oom_kill: false,
             cgroups: None,
             image_pulls: Default::default(),
         };

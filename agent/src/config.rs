@@ -118,6 +118,9 @@ pub struct CgroupConfig {
     pub driver: Option<CgroupDriver>,
     /// `--pod-max-pids` (`podPidsLimit`): applied when positive.
     pub pod_pids_limit: i64,
+    /// `singleProcessOOMKill`: on cgroup v2 an OOM kills one process instead of the container's
+    /// cgroup (kubelet's default, false, sets `memory.oom.group`).
+    pub single_process_oom_kill: bool,
     /// `--kubelet-cgroups` (`kubeletCgroups`): the cgroup the agent puts itself in.
     pub kubelet_cgroups: Option<String>,
     /// `--runtime-cgroups` (`runtimeCgroups`): the engine's cgroup, read for its stats.
@@ -264,6 +267,7 @@ struct FileSettings {
     cgroups_per_qos: Option<bool>,
     cgroup_driver: Option<String>,
     pod_pids_limit: Option<i64>,
+    single_process_oom_kill: Option<bool>,
     kubelet_cgroups: Option<String>,
     runtime_cgroups: Option<String>,
     system_cgroups: Option<String>,
@@ -368,6 +372,7 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cgroups_per_qos: field(path, &mut map, "cgroupsPerQOS")?,
         cgroup_driver: field(path, &mut map, "cgroupDriver")?,
         pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
+        single_process_oom_kill: field(path, &mut map, "singleProcessOOMKill")?,
         kubelet_cgroups: field(path, &mut map, "kubeletCgroups")?,
         runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
         system_cgroups: field(path, &mut map, "systemCgroups")?,
@@ -404,6 +409,7 @@ struct FileCgroups {
     per_qos: Option<bool>,
     driver: Option<String>,
     pod_pids_limit: Option<i64>,
+    single_process_oom_kill: Option<bool>,
     kubelet: Option<String>,
     runtime: Option<String>,
     system: Option<String>,
@@ -478,6 +484,7 @@ fn cgroup_settings(
         per_qos: cli.cgroups_per_qos.or(per_qos).unwrap_or(true),
         driver,
         pod_pids_limit,
+        single_process_oom_kill: file.single_process_oom_kill.unwrap_or(false),
         kubelet_cgroups,
         runtime_cgroups,
         system_cgroups,
@@ -776,6 +783,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             per_qos: file.cgroups_per_qos,
             driver: file.cgroup_driver,
             pod_pids_limit: file.pod_pids_limit,
+            single_process_oom_kill: file.single_process_oom_kill,
             kubelet: file.kubelet_cgroups,
             runtime: file.runtime_cgroups,
             system: file.system_cgroups,
@@ -1384,6 +1392,7 @@ mod tests {
                 per_qos: true,
                 driver: None,
                 pod_pids_limit: -1,
+                single_process_oom_kill: false,
                 kubelet_cgroups: None,
                 runtime_cgroups: None,
                 system_cgroups: None,

@@ -75,6 +75,7 @@ pub fn configz(config: &AgentConfig) -> Value {
             "cgroupsPerQOS": config.cgroups.per_qos,
             "cgroupDriver": config.cgroups.driver.map(|d| d.name()),
             "podPidsLimit": config.cgroups.pod_pids_limit,
+            "singleProcessOOMKill": config.cgroups.single_process_oom_kill,
             "serializeImagePulls": config.image_pulls == ImagePullLimit::default(),
             "maxParallelImagePulls": match config.image_pulls {
                 ImagePullLimit::Unlimited => None,

@@ -147,6 +147,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         },
         metrics: metrics.clone(),
         cgroup_naming,
+        single_process_oom_kill: config.cgroups.single_process_oom_kill,
         cgroups,
         image_pulls: config.image_pulls,
     };

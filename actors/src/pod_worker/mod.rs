@@ -100,6 +100,9 @@ pub struct PodWorkerConfig {
     pub metrics: Arc<dockerlet_messages::metrics::Metrics>,
     /// `--cgroup-root` and `--cgroups-per-qos`: the `CgroupParent` of every pod's containers.
     pub cgroup_naming: dockerlet_pod::cgroup::CgroupNaming,
+    /// `singleProcessOOMKill`: an OOM kills one process, not the container's cgroup (cgroup v2's
+    /// `memory.oom.group` left unset).
+    pub single_process_oom_kill: bool,
     /// The kubepods tree the pod cgroups are made in and removed from (none with
     /// `--cgroups-per-qos=false`, and in tests that leave the node's cgroups alone).
     pub cgroups: Option<Arc<dockerlet_host::cgroup::tree::PodCgroups>>,
@@ -1185,6 +1188,7 @@ mod tests {
                 dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
             )
             .expect("the root names"),
+            single_process_oom_kill: false,
             cgroups: None,
             image_pulls: Default::default(),
         })

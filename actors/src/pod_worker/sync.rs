@@ -673,6 +673,24 @@ async fn ensure_pod_cgroup(sync: &SyncContext, pod: &Arc<Pod>) -> Result<Option<
     Ok(Some(cgroup))
 }
 
+/// cgroup v2: an OOM kills the container's whole cgroup, as kubelet has it
+/// ([`dockerlet_host::cgroup::tree::PodCgroups::group_oom_kills`]); a failure is logged, the
+/// container runs on.
+async fn group_oom_kills(sync: &SyncContext, parent: Option<&str>, id: &ContainerId) {
+    let (Some(tree), Some(parent)) = (sync.config.cgroups.clone(), parent) else {
+        return;
+    };
+    if sync.config.single_process_oom_kill {
+        return;
+    }
+    let (parent, container) = (parent.to_string(), id.0.clone());
+    match tokio::task::spawn_blocking(move || tree.group_oom_kills(&parent, &container)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(container_id = %id, error = %e, "cannot set memory.oom.group"),
+        Err(e) => tracing::warn!(container_id = %id, error = %e, "cannot set memory.oom.group"),
+    }
+}
+
 /// Remove the pod's cgroup in every hierarchy, children first, off the actor thread.
 async fn remove_pod_cgroup(sync: &SyncContext, uid: &PodUid) -> Result<(), SyncError> {
     let Some(tree) = sync.config.cgroups.clone() else {
@@ -1332,6 +1350,7 @@ impl Executor<'_> {
                     format!("Started container {}", container.name),
                 ));
                 self.flush_events();
+                group_oom_kills(self.sync, cgroup_parent.as_deref(), &id).await;
                 self.post_start(container, &id, &pod_ip).await;
             }
             Err(e) => {

@@ -174,6 +174,28 @@ impl PodCgroups {
         Ok(parent)
     }
 
+    /// cgroup v2: have the kernel kill a container's whole cgroup on an OOM
+    /// (`memory.oom.group` 1), as kubelet asks the runtime for every container on v2 unless
+    /// `singleProcessOOMKill` (`kuberuntime_container_linux.go`
+    /// `generateLinuxContainerResources`). Docker has no setting for it, so it is written in the
+    /// cgroup Docker made under `parent`; the kernel reads it when an OOM kill happens, so
+    /// writing it after the start is in time. False on v1 (no such file) or for a container
+    /// whose cgroup is gone already.
+    pub fn group_oom_kills(&self, parent: &str, container_id: &str) -> Result<bool, CgroupTreeError> {
+        if self.layout.version() != CgroupVersion::V2 {
+            return Ok(false);
+        }
+        let cgroup = CgroupNaming::container_cgroup(parent, container_id, self.naming.driver());
+        let Some(dir) = self.layout.dir("memory", &cgroup) else {
+            return Ok(false);
+        };
+        if !dir.is_dir() {
+            return Ok(false);
+        }
+        write(&dir.join("memory.oom.group"), "1")?;
+        Ok(true)
+    }
+
     /// Whether this agent set up the pod's cgroup (limits written, counted in the burstable
     /// cgroup): a later sync of the running pod has nothing to check.
     pub fn knows(&self, uid: &str) -> bool {
@@ -556,6 +578,13 @@ mod tests {
             read(kubepods.join("burstable/cpu.weight")),
             shares_to_weight(1024).to_string()
         );
+
+        std::fs::create_dir(dir.join("c1")).unwrap();
+        assert!(tree.group_oom_kills(&cgroup, "c1").unwrap());
+        assert_eq!(read(dir.join("c1/memory.oom.group")), "1");
+        assert!(!tree.group_oom_kills(&cgroup, "gone").unwrap(), "a vanished container");
+        std::fs::remove_file(dir.join("c1/memory.oom.group")).unwrap();
+        std::fs::remove_dir(dir.join("c1")).unwrap();
 
         let be = pod("e1", &[], &[]);
         tree.ensure_pod(&be).unwrap();
