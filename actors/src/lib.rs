@@ -19,11 +19,13 @@
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
 //! - [`system_cgroups`]: keeps the agent in `--kubelet-cgroups` and the root's other processes
 //!   in `--system-cgroups`, every minute.
+//! - [`node_shutdown`]: graceful node shutdown (logind inhibitor, pods stopped by priority).
 //! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod actions;
+pub mod node_shutdown;
 pub mod node_status;
 pub mod oom_watcher;
 pub mod pleg;

@@ -32,6 +32,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use actix::prelude::*;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_kube::KubeClient;
@@ -47,7 +48,8 @@ use dockerlet_messages::source::{PodSource, SourcePodsChanged};
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, StatsView, Summary};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
-    FinalizePodDeletion, PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod,
+    FinalizePodDeletion, GetShutdownTargets, NodeShuttingDown, PodTerminated, PublishStatus, ShutdownTarget, StopActor,
+    SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::PodUid;
 use dockerlet_pod::admission::Rejection;
@@ -133,6 +135,9 @@ pub struct SupervisorConfig {
     /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
     /// against it (kubelet's `initialNode`), or against the API's Node once the agent sees it.
     pub node: Arc<Node>,
+    /// Graceful node shutdown (`shutdownGracePeriod…`); none: no NodeShutdownActor, a
+    /// shutdown is immediate.
+    pub node_shutdown: Option<NodeShutdownConfig>,
 }
 
 impl SupervisorConfig {
@@ -270,6 +275,17 @@ impl Children {
                 move || SystemCgroupsActor::new(config.clone()).start(),
             )
         });
+        let node_shutdown = config.node_shutdown.clone().map(|shutdown| {
+            let (api, me) = (api.clone(), me.clone());
+            Child::start("NodeShutdownActor", "node-shutdown", AfterRestart::Nothing, move || {
+                let links = NodeShutdownLinks {
+                    targets: me.clone().recipient(),
+                    shutting_down: me.clone().recipient(),
+                    api: api.clone(),
+                };
+                NodeShutdownActor::new(shutdown.clone(), links).start()
+            })
+        });
         let mut registry = Registry::default();
         registry.add(&status);
         registry.add(&probe);
@@ -282,6 +298,7 @@ impl Children {
         registry.add_some(&node_status);
         registry.add_some(&oom);
         registry.add_some(&system_cgroups);
+        registry.add_some(&node_shutdown);
         Children {
             registry,
             status,
@@ -344,6 +361,9 @@ pub struct Supervisor {
     children: Children,
     /// The debug ring and API events.
     recorder: EventRecorder,
+    /// The node shuts down (kubelet's shutdown manager): new pods are rejected, the Node is
+    /// not Ready.
+    shutting_down: bool,
     /// Messages handled.
     handled: u64,
 }
@@ -364,6 +384,7 @@ impl Supervisor {
                 waiting_static: HashMap::new(),
                 next_attempts: HashMap::new(),
                 children,
+                shutting_down: false,
                 handled: 0,
                 config,
                 sync,
@@ -429,6 +450,12 @@ impl Supervisor {
     /// from its source no longer counts (one being deleted in the API does until it is gone),
     /// nor does one that finished.
     fn admit(&self, pod: &Pod, node: &Node) -> Option<Rejection> {
+        if self.shutting_down {
+            return Some(Rejection {
+                reason: dockerlet_pod::shutdown::NOT_ADMITTED_REASON.to_string(),
+                message: dockerlet_pod::shutdown::NOT_ADMITTED_MESSAGE.to_string(),
+            });
+        }
         let others: Vec<&Pod> = self
             .workers
             .values()
@@ -813,6 +840,38 @@ impl Handler<PodTerminated> for Supervisor {
     }
 }
 
+impl Handler<NodeShuttingDown> for Supervisor {
+    type Result = ();
+
+    /// The node shuts down, or the shutdown was cancelled.
+    fn handle(&mut self, msg: NodeShuttingDown, _: &mut Self::Context) {
+        self.handled += 1;
+        self.shutting_down = msg.0;
+    }
+}
+
+impl Handler<GetShutdownTargets> for Supervisor {
+    type Result = MessageResult<GetShutdownTargets>;
+
+    /// Every admitted pod that has not finished and is not being terminated already.
+    fn handle(&mut self, _: GetShutdownTargets, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let targets = self
+            .workers
+            .iter()
+            .filter(|(_, e)| e.termination.is_none() && e.rejection.is_none() && !e.finished)
+            .map(|(uid, e)| ShutdownTarget {
+                uid: uid.clone(),
+                name: pod_ref(&e.pod),
+                priority: dockerlet_pod::shutdown::pod_priority(&e.pod),
+                termination_grace_seconds: e.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds),
+                worker: e.addr.clone().recipient(),
+            })
+            .collect();
+        MessageResult(targets)
+    }
+}
+
 impl Handler<GetPods> for Supervisor {
     type Result = ResponseFuture<Vec<Pod>>;
 
@@ -855,7 +914,14 @@ impl Handler<GetHealth> for Supervisor {
     fn handle(&mut self, msg: GetHealth, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
         let pleg = self.children.pleg.addr();
+        let shutting_down = self.shutting_down;
         Box::pin(async move {
+            if shutting_down {
+                return Health {
+                    healthy: false,
+                    reason: Some(dockerlet_pod::shutdown::NOT_READY_MESSAGE.to_string()),
+                };
+            }
             match tokio::time::timeout(QUERY_TIMEOUT, pleg.send(msg)).await {
                 Ok(Ok(health)) => health,
                 _ => Health {
@@ -1066,6 +1132,7 @@ mod tests {
                 },
                 ..Default::default()
             }),
+            node_shutdown: None,
         }
     }
 

@@ -312,6 +312,16 @@ pub struct Cli {
     #[arg(long, value_name = "N")]
     pub max_parallel_image_pulls: Option<i64>,
 
+    /// How long a node shutdown waits for pods to stop (`shutdownGracePeriod`): a logind delay
+    /// inhibitor holds the shutdown meanwhile; 0 shuts down at once [default: 0].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub shutdown_grace_period: Option<Duration>,
+
+    /// The part of `--shutdown-grace-period` kept for critical pods, stopped last
+    /// (`shutdownGracePeriodCriticalPods`) [default: 0].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub shutdown_grace_period_critical_pods: Option<Duration>,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

@@ -104,6 +104,8 @@ pub struct AgentConfig {
     pub cgroups: CgroupConfig,
     /// `--serialize-image-pulls` and `--max-parallel-image-pulls`.
     pub image_pulls: ImagePullLimit,
+    /// Graceful node shutdown's priority groups (`shutdownGracePeriod…`); empty: none.
+    pub shutdown_groups: Vec<dockerlet_pod::shutdown::ShutdownGroup>,
 }
 
 /// The pod cgroup tree's settings.
@@ -268,6 +270,9 @@ struct FileSettings {
     cgroup_driver: Option<String>,
     pod_pids_limit: Option<i64>,
     single_process_oom_kill: Option<bool>,
+    shutdown_grace_period: Option<Duration>,
+    shutdown_grace_period_critical_pods: Option<Duration>,
+    shutdown_grace_period_by_pod_priority: Option<Vec<dockerlet_pod::shutdown::ShutdownGroup>>,
     kubelet_cgroups: Option<String>,
     runtime_cgroups: Option<String>,
     system_cgroups: Option<String>,
@@ -373,6 +378,9 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         cgroup_driver: field(path, &mut map, "cgroupDriver")?,
         pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
         single_process_oom_kill: field(path, &mut map, "singleProcessOOMKill")?,
+        shutdown_grace_period: duration_field(path, &mut map, "shutdownGracePeriod")?,
+        shutdown_grace_period_critical_pods: duration_field(path, &mut map, "shutdownGracePeriodCriticalPods")?,
+        shutdown_grace_period_by_pod_priority: field(path, &mut map, "shutdownGracePeriodByPodPriority")?,
         kubelet_cgroups: field(path, &mut map, "kubeletCgroups")?,
         runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
         system_cgroups: field(path, &mut map, "systemCgroups")?,
@@ -795,10 +803,19 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         cli.max_parallel_image_pulls.or(file.max_parallel_image_pulls),
         &invalid,
     )?;
+    let shutdown_groups = crate::shutdown_config::groups(crate::shutdown_config::ShutdownSettings {
+        total: cli.shutdown_grace_period.or(file.shutdown_grace_period),
+        critical: cli
+            .shutdown_grace_period_critical_pods
+            .or(file.shutdown_grace_period_critical_pods),
+        by_priority: file.shutdown_grace_period_by_pod_priority,
+    })
+    .map_err(|e| invalid(e.setting, e.reason))?;
     Ok(AgentConfig {
         dns,
         cgroups,
         image_pulls,
+        shutdown_groups,
         seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
         allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {

@@ -14,6 +14,7 @@ mod memory;
 mod node;
 mod port_forward;
 mod reviews;
+mod shutdown_config;
 mod telemetry;
 mod wiring;
 

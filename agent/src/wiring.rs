@@ -172,6 +172,12 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
             events: config.event_limits,
             health: health.clone(),
             node: Arc::new(initial_node),
+            node_shutdown: (!config.shutdown_groups.is_empty()).then(|| {
+                dockerlet_actors::node_shutdown::NodeShutdownConfig {
+                    groups: config.shutdown_groups.clone(),
+                    logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
+                }
+            }),
         },
         Arc::new(Measured::new(runtime.clone(), metrics.clone())),
     );

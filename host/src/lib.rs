@@ -20,12 +20,15 @@
 //! - [`node_stats`]: the rest of the Summary API's figures: the machine's CPU and memory,
 //!   network counters of a namespace, filesystems, directory and writable-layer disk use, rlimit.
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
+//! - [`logind`]: systemd-logind's shutdown inhibitor and `PrepareForShutdown` (graceful node
+//!   shutdown).
 //! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
 //!   checkpoint.
 
 pub mod atomic_writer;
 pub mod cgroup;
 pub mod docker_config;
+pub mod logind;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;

@@ -75,3 +75,49 @@ pub struct FinalizePodDeletion {
     /// UID (precondition).
     pub uid: PodUid,
 }
+
+/// The node shuts down: fail the pod (reason `Terminated`, kubelet's message, a
+/// `DisruptionTarget` condition) and stop its containers, each with its preStop hook, within
+/// `grace`. Answered once nothing of the pod runs any more (at once for a pod that finished,
+/// was rejected or is being terminated already).
+///
+/// NodeShutdownActor → PodWorker (through [`ShutdownTarget`]).
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct ShutdownPod {
+    /// The grace period: the smaller of the shutdown group's period and the pod's own.
+    pub grace: Duration,
+}
+
+/// A pod to stop when the node shuts down, and its worker.
+#[derive(Debug, Clone)]
+pub struct ShutdownTarget {
+    /// The pod, for the logs.
+    pub uid: PodUid,
+    /// `namespace/name`.
+    pub name: String,
+    /// Its priority (`spec.priority`; for a static pod without one, that of its
+    /// `system-node-critical` / `system-cluster-critical` priority class).
+    pub priority: i32,
+    /// `terminationGracePeriodSeconds`, when set.
+    pub termination_grace_seconds: Option<i64>,
+    /// Its worker.
+    pub worker: actix::Recipient<ShutdownPod>,
+}
+
+/// The pods a node shutdown stops: every admitted pod that has not finished and is not being
+/// terminated already.
+///
+/// NodeShutdownActor → Supervisor.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "Vec<ShutdownTarget>")]
+pub struct GetShutdownTargets;
+
+/// The node is shutting down (`true`) or a shutdown was cancelled (`false`): while it shuts
+/// down, new pods are rejected (`NodeShutdown`) and the Node is not Ready ("node is shutting
+/// down"), as kubelet's shutdown manager admits and reports.
+///
+/// NodeShutdownActor → Supervisor.
+#[derive(Debug, Clone, Copy, Message)]
+#[rtype(result = "()")]
+pub struct NodeShuttingDown(pub bool);

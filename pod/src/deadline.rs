@@ -11,13 +11,27 @@ pub const REASON: &str = "DeadlineExceeded";
 /// The pod status `message` (and event) of a pod past its deadline, as kubelet words it.
 pub const MESSAGE: &str = "Pod was active on the node longer than the specified deadline";
 
+/// The pod status `reason` of a pod stopped for a node shutdown (kubelet's
+/// `pkg/kubelet/nodeshutdown/nodeshutdown_manager_linux.go`, `nodeShutdownReason`).
+pub const NODE_SHUTDOWN_REASON: &str = "Terminated";
+
+/// The pod status `message` of a pod stopped for a node shutdown, as kubelet words it.
+pub const NODE_SHUTDOWN_MESSAGE: &str = "Pod was terminated in response to imminent node shutdown.";
+
+/// The `DisruptionTarget` condition's reason when the kubelet itself stops a pod (k8s.io/api
+/// `PodReasonTerminationByKubelet`).
+pub const TERMINATION_BY_KUBELET: &str = "TerminationByKubelet";
+
 /// Why the node failed a pod: its status's `reason` and `message`, with phase Failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct PodFailure {
-    /// `DeadlineExceeded`, …
+    /// `DeadlineExceeded`, `Terminated`, …
     pub reason: String,
     /// kubelet's message.
     pub message: String,
+    /// The status carries a `DisruptionTarget` condition (reason `TerminationByKubelet`, this
+    /// message), as kubelet's disruptions (node shutdown, eviction) add one.
+    pub disruption_target: bool,
 }
 
 impl PodFailure {
@@ -26,6 +40,16 @@ impl PodFailure {
         PodFailure {
             reason: REASON.to_string(),
             message: MESSAGE.to_string(),
+            disruption_target: false,
+        }
+    }
+
+    /// The failure of a pod stopped because the node shuts down.
+    pub fn node_shutdown() -> Self {
+        PodFailure {
+            reason: NODE_SHUTDOWN_REASON.to_string(),
+            message: NODE_SHUTDOWN_MESSAGE.to_string(),
+            disruption_target: true,
         }
     }
 }

@@ -18,6 +18,7 @@
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
 //! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
+//! - [`shutdown`]: graceful node shutdown's priority groups and grace periods.
 //! - [`node_fit`]: kubelet's predicate admission (resources, node affinity, host ports, taints).
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
 //! - [`probe_state`]: the prober's thresholds, hold-after-failure and startup gating.
@@ -53,6 +54,7 @@ pub mod quantity;
 pub mod resource;
 pub mod running;
 pub mod security;
+pub mod shutdown;
 pub mod spec;
 pub mod status;
 #[cfg(any(test, feature = "testing"))]

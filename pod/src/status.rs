@@ -129,6 +129,13 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         })
         .unwrap_or(Time(input.now));
 
+    if input.failure.is_some() {
+        // A pod the node failed is never Ready while its containers stop (kubelet: a terminal
+        // pod's containers are not ready; k/k#108594, Failed and Ready at once).
+        for status in init_statuses.iter_mut().chain(&mut app_statuses) {
+            status.ready = false;
+        }
+    }
     let conditions = conditions(&init_specs, &init_statuses, &app_statuses, &phase, sandbox_ready, input);
     let containers = spec.containers.len() + init_specs.len() + spec.ephemeral_containers.as_ref().map_or(0, Vec::len);
     cap_termination_messages(
@@ -663,8 +670,20 @@ fn conditions(
         ("PodScheduled", (true, None, None)),
     ];
     let previous = input.previous.and_then(|p| p.conditions.as_ref());
-    wanted
+    // kubelet's disruptions (node shutdown) add DisruptionTarget to the conditions it sets.
+    let disruption = input.failure.filter(|f| f.disruption_target).map(|f| {
+        (
+            "DisruptionTarget",
+            (
+                true,
+                Some(crate::deadline::TERMINATION_BY_KUBELET),
+                Some(f.message.clone()),
+            ),
+        )
+    });
+    disruption
         .into_iter()
+        .chain(wanted)
         .map(|(kind, (ok, reason, message))| {
             let status = if ok { "True" } else { "False" };
             let unchanged = previous.and_then(|prev| prev.iter().find(|c| c.type_ == kind && c.status == status));
@@ -933,6 +952,73 @@ mod tests {
             .unwrap()
             .status
             .clone()
+    }
+
+    /// A pod the node stopped for its shutdown (kubelet's node shutdown manager): phase Failed,
+    /// reason `Terminated` with kubelet's message, and a `DisruptionTarget` condition (reason
+    /// `TerminationByKubelet`); a pod failed by its deadline has no such condition.
+    #[test]
+    fn node_shutdown_failure_reports_a_disruption_target() {
+        let p = pod("Always", &[], &["a"]);
+        let observed = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Exited, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Exited, 137),
+        ];
+        let none = HashMap::new();
+        let with = |failure: &crate::deadline::PodFailure| {
+            generate(&StatusInput {
+                pod: &p,
+                observed: &observed,
+                waiting: &none,
+                probes: &ProbeResults::new(),
+                host_ip: "10.0.0.1",
+                previous: None,
+                known_pod_ip: None,
+                now: at(100),
+                failure: Some(failure),
+            })
+        };
+        let s = with(&crate::deadline::PodFailure::node_shutdown());
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(s.reason.as_deref(), Some("Terminated"));
+        assert_eq!(
+            s.message.as_deref(),
+            Some("Pod was terminated in response to imminent node shutdown.")
+        );
+        let target = s
+            .conditions
+            .as_ref()
+            .unwrap()
+            .iter()
+            .find(|c| c.type_ == "DisruptionTarget")
+            .expect("DisruptionTarget");
+        assert_eq!(target.status, "True");
+        assert_eq!(target.reason.as_deref(), Some("TerminationByKubelet"));
+        assert_eq!(target.message, s.message);
+        assert_eq!(condition(&s, "ContainersReady"), "False");
+
+        let s = with(&crate::deadline::PodFailure::deadline_exceeded());
+        assert!(s.conditions.unwrap().iter().all(|c| c.type_ != "DisruptionTarget"));
+
+        // Still running while it stops: Failed, and never Ready at the same time.
+        let running = [
+            obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+            obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+        ];
+        let s = generate(&StatusInput {
+            pod: &p,
+            observed: &running,
+            waiting: &none,
+            probes: &ProbeResults::new(),
+            host_ip: "10.0.0.1",
+            previous: None,
+            known_pod_ip: None,
+            now: at(100),
+            failure: Some(&crate::deadline::PodFailure::node_shutdown()),
+        });
+        assert_eq!(s.phase.as_deref(), Some("Failed"));
+        assert_eq!(condition(&s, "Ready"), "False");
+        assert!(!s.container_statuses.unwrap()[0].ready);
     }
 
     /// kubelet's `volumeMounts` in the status of a container the runtime has: each mount, a

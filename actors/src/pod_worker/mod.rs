@@ -43,7 +43,9 @@ use dockerlet_messages::probe::{
 use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
-use dockerlet_messages::worker::{PodTerminated, PublishStatus, StopActor, SyncPod, TerminatePod, UpdatePod};
+use dockerlet_messages::worker::{
+    PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
+};
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
@@ -211,9 +213,11 @@ pub struct PodWorker {
     watched: Vec<ProbeTarget>,
     /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
     final_status: Option<Pod>,
-    /// Set once the node failed the pod (its `activeDeadlineSeconds` passed): its containers
-    /// are stopped and never started again, and its phase is Failed.
+    /// Set once the node failed the pod (its `activeDeadlineSeconds` passed, the node shuts
+    /// down): its containers are stopped and never started again, and its phase is Failed.
     failure: Option<PodFailure>,
+    /// A node shutdown's stop: its grace period, and who waits for nothing to run any more.
+    shutdown: Option<ShutdownStop>,
     /// Messages handled.
     handled: u64,
     /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
@@ -227,6 +231,15 @@ pub struct PodWorker {
     next_operation: WorkerOperation,
     /// When the sync or termination in flight began.
     operation_began: Instant,
+}
+
+/// How a pod is stopped for the node's shutdown.
+#[derive(Debug)]
+struct ShutdownStop {
+    /// Its grace period (the shutdown group's, or the pod's own when shorter).
+    grace: Duration,
+    /// Answered when nothing of the pod runs any more.
+    waiters: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl PodWorker {
@@ -265,6 +278,7 @@ impl PodWorker {
             published_pod: None,
             watched: Vec::new(),
             failure: None,
+            shutdown: None,
             final_status: None,
             handled: 0,
             rejection,
@@ -396,7 +410,12 @@ impl PodWorker {
             return self.step(Input::SyncFinished { ok: true }, ctx);
         }
         self.check_deadline();
-        let stop_only = self.failure.is_some();
+        let mode = match (&self.failure, &self.shutdown) {
+            (None, _) => sync::SyncMode::Run,
+            (Some(_), shutdown) => sync::SyncMode::StopOnly {
+                grace: shutdown.as_ref().map(|s| s.grace),
+            },
+        };
         self.operation_began = Instant::now();
         let probes = self.probes.clone();
         let floor = self.attempt_floor.clone();
@@ -405,7 +424,7 @@ impl PodWorker {
             self.pod.clone(),
             probes,
             self.newer_than,
-            stop_only,
+            mode,
             floor,
             sync::Notes::to(ctx.address().recipient()),
         )
@@ -474,6 +493,16 @@ impl PodWorker {
         }
     }
 
+    /// Once nothing of a pod stopped for the node's shutdown runs, tell whoever waits.
+    fn answer_shutdown_if_stopped(&mut self) {
+        let running = self.last_observed.iter().any(|c| c.state == RuntimeState::Running);
+        if let Some(shutdown) = self.shutdown.as_mut().filter(|_| !running) {
+            for waiter in shutdown.waiters.drain(..) {
+                let _ = waiter.send(());
+            }
+        }
+    }
+
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
         let operation = std::mem::replace(&mut self.next_operation, WorkerOperation::sync);
@@ -505,6 +534,7 @@ impl PodWorker {
             self.last_observed = observed;
             self.publish_status();
             self.watch_probes(false);
+            self.answer_shutdown_if_stopped();
         }
         self.next_action = outcome.actions_summary;
         self.backoff_until = outcome.backoff_until;
@@ -924,6 +954,38 @@ impl Handler<TerminatePod> for PodWorker {
             },
             ctx,
         );
+    }
+}
+
+impl Handler<ShutdownPod> for PodWorker {
+    type Result = actix::ResponseFuture<()>;
+
+    /// The node shuts down (kubelet's shutdown manager, `TerminatePodAbnormallyAndWait`): fail
+    /// the pod and stop what runs within the grace period; answer once nothing runs.
+    fn handle(&mut self, msg: ShutdownPod, ctx: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let _span = self.span.clone().entered();
+        let (done, stopped) = tokio::sync::oneshot::channel();
+        let succeeded = self.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+        let stopping = matches!(self.state.phase(), Phase::Terminating { .. } | Phase::Terminated);
+        if self.rejection.is_some() || succeeded || stopping {
+            return Box::pin(async {});
+        }
+        tracing::info!(grace = ?msg.grace, reason = "node shutdown", "stopping the pod: the node shuts down");
+        // Its containers' Killing events come from their stops; kubelet records no pod event.
+        self.failure.get_or_insert_with(PodFailure::node_shutdown);
+        self.shutdown
+            .get_or_insert(ShutdownStop {
+                grace: msg.grace,
+                waiters: Vec::new(),
+            })
+            .waiters
+            .push(done);
+        self.publish_status();
+        self.step(Input::Sync(Trigger::SpecChanged), ctx);
+        Box::pin(async move {
+            let _ = stopped.await;
+        })
     }
 }
 

@@ -344,15 +344,29 @@ impl std::fmt::Debug for Notes {
     }
 }
 
+/// What a sync may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SyncMode {
+    /// Make Docker match the pod.
+    Run,
+    /// The node failed the pod (its deadline passed, the node shuts down): only stop what
+    /// still runs, with `grace` instead of the pod's own grace period when given.
+    StopOnly {
+        /// The grace period to stop with.
+        grace: Option<Duration>,
+    },
+}
+
 /// Read the pod cache (newer than `newer_than`, the end of an earlier action nobody observed),
 /// decide, act — observing each container acted on, so the cache holds the result. With
-/// `stop_only` (the node failed the pod) the only action is stopping whatever still runs.
+/// [`SyncMode::StopOnly`] (the node failed the pod) the only action is stopping whatever still
+/// runs.
 pub async fn sync_pod(
     sync: SyncContext,
     pod: Arc<Pod>,
     probes: ProbeResults,
     newer_than: Option<Instant>,
-    stop_only: bool,
+    mode: SyncMode,
     attempt_floor: std::collections::BTreeMap<String, u32>,
     notes: Notes,
 ) -> SyncOutcome {
@@ -373,6 +387,7 @@ pub async fn sync_pod(
     if observed.is_empty() {
         outcome.notes.send(SyncNote::NothingCreatedYet);
     }
+    let stop_only = mode != SyncMode::Run;
     if finished(&sync, &pod, &observed, &probes, stop_only) {
         // kubelet's volume manager unmounts the volumes of a pod that finished (Succeeded or
         // Failed, nothing running), and its pod worker never starts it again.
@@ -471,6 +486,10 @@ pub async fn sync_pod(
         sync: &sync,
         pod: &pod,
         outcome: &mut outcome,
+        kill_grace: match mode {
+            SyncMode::StopOnly { grace } => grace,
+            SyncMode::Run => None,
+        },
     };
     executor.run(&actions, &observed).await;
     outcome.observed = sync.cache.pod(&uid);
@@ -952,11 +971,15 @@ struct Executor<'a> {
     sync: &'a SyncContext,
     pod: &'a Arc<Pod>,
     outcome: &'a mut SyncOutcome,
+    /// Stops the pod with this grace period instead of its own (a node shutdown's).
+    kill_grace: Option<Duration>,
 }
 
 impl Executor<'_> {
     async fn run(&mut self, actions: &PodActions, observed: &[ObservedContainer]) {
-        let grace = pod_grace(self.pod);
+        let grace = self
+            .kill_grace
+            .map_or_else(|| pod_grace(self.pod), |g| g.max(MIN_GRACE));
         if actions.kill_pod {
             let (events, notes) = (&mut self.outcome.events, &self.outcome.notes);
             if let Err(errors) = stop_all(
