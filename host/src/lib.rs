@@ -20,12 +20,15 @@
 //! - [`node_stats`]: the rest of the Summary API's figures: the machine's CPU and memory,
 //!   network counters of a namespace, filesystems, directory and writable-layer disk use, rlimit.
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
+//! - [`kernel`]: swap (`failSwapOn`) and the kernel tunables kubelet checks or sets
+//!   (`protectKernelDefaults`).
 //! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
 //!   checkpoint.
 
 pub mod atomic_writer;
 pub mod cgroup;
 pub mod docker_config;
+pub mod kernel;
 pub mod manifest_dir;
 pub mod meminfo;
 pub mod netns;
