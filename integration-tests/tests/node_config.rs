@@ -2,7 +2,8 @@
 //! handler's `OutOfpods`, `pkg/kubelet/lifecycle/predicate.go`), `--cpu-cfs-quota=false`
 //! (containers and pod cgroups without a CFS quota), `--kube-reserved pid=` (kubepods'
 //! pids.max), and the start-up refusals of `--fail-swap-on` and `--protect-kernel-defaults`
-//! (`pkg/kubelet/cm/container_manager_linux.go`).
+//! (`pkg/kubelet/cm/container_manager_linux.go`), and `--enforce-node-allocatable` with
+//! kube- and system-reserved cgroups (`pkg/kubelet/cm/node_container_manager_linux.go`).
 //!
 //! The harness gives every agent its own sysctl tree and swaps file (`--proc-sys-root`,
 //! `--proc-swaps`), so no test sets this machine's kernel tunables.
@@ -11,7 +12,9 @@ use std::path::PathBuf;
 use std::process::Command;
 
 use dockerlet_integration_tests::docker::docker_ok;
-use dockerlet_integration_tests::harness::{binary, write_kernel_tunables};
+use dockerlet_integration_tests::harness::{
+    binary, remove_cgroup_tree, unique_name, write_kernel_tunables, CGROUP_TEST_ROOT,
+};
 use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, PodExt, BUSYBOX_IMAGE, POD_START_TIMEOUT};
 
 fn sleeper(name: &str, resources: &str) -> String {
@@ -150,6 +153,113 @@ fn swap_and_protected_kernel_defaults_refuse_the_start() {
     let stderr = refused_start(&["--protect-kernel-defaults"], None, Some("0"));
     assert!(
         stderr.contains("invalid kernel flag: kernel/panic, expected value: 10, actual value: 0"),
+        "{stderr}"
+    );
+}
+
+/// A v1 cgroup under the tests' root made in the cpu, memory and pids hierarchies; removed
+/// with everything under it when dropped.
+struct TestCgroup(String);
+
+impl TestCgroup {
+    fn new(name: &str) -> Self {
+        let cgroup = format!("{CGROUP_TEST_ROOT}{}", unique_name("rsv", name));
+        for controller in ["cpu", "memory", "pids"] {
+            std::fs::create_dir_all(v1_dir(controller, &cgroup)).unwrap();
+        }
+        TestCgroup(cgroup)
+    }
+
+    fn read(&self, controller: &str, file: &str) -> String {
+        read_v1(controller, &self.0, file)
+    }
+}
+
+impl Drop for TestCgroup {
+    fn drop(&mut self) {
+        if let Err(e) = remove_cgroup_tree(&self.0) {
+            eprintln!("cannot remove {}: {e}", self.0);
+        }
+    }
+}
+
+fn v1_dir(controller: &str, cgroup: &str) -> PathBuf {
+    PathBuf::from("/sys/fs/cgroup")
+        .join(controller)
+        .join(cgroup.trim_start_matches('/'))
+}
+
+fn read_v1(controller: &str, cgroup: &str, file: &str) -> String {
+    let path = v1_dir(controller, cgroup).join(file);
+    std::fs::read_to_string(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+        .trim()
+        .to_string()
+}
+
+/// kube-reserved and system-reserved (compressible: CPU only) enforced on existing cgroups:
+/// the reservation as cpu.shares, memory limit and pids.max; kubepods gets the rest.
+#[test]
+fn enforced_reservations_limit_the_reserved_cgroups() {
+    let kube = TestCgroup::new("kube");
+    let system = TestCgroup::new("system");
+    let untouched = system.read("memory", "memory.limit_in_bytes");
+    let manifests = ManifestDir::new();
+    let agent = Agent::start(
+        "reserved_cgroups",
+        manifests.path(),
+        &[
+            "--enforce-node-allocatable",
+            "pods,kube-reserved,system-reserved-compressible",
+            "--kube-reserved-cgroup",
+            &kube.0,
+            "--kube-reserved",
+            "cpu=500m,memory=256Mi,pid=1000",
+            "--system-reserved-cgroup",
+            &system.0,
+            "--system-reserved",
+            "cpu=250m,memory=128Mi,pid=24",
+        ],
+    );
+    assert_eq!(kube.read("cpu", "cpu.shares"), "512");
+    assert_eq!(kube.read("memory", "memory.limit_in_bytes"), (256u64 << 20).to_string());
+    assert_eq!(kube.read("pids", "pids.max"), "1000");
+    assert_eq!(system.read("cpu", "cpu.shares"), "256");
+    assert_eq!(system.read("memory", "memory.limit_in_bytes"), untouched);
+    assert_eq!(system.read("pids", "pids.max"), "max");
+    let kubepods = format!("{}/kubepods", agent.cgroup_root());
+    let pid_max: i64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap();
+    assert_eq!(read_v1("pids", &kubepods, "pids.max"), (pid_max - 1024).to_string());
+}
+
+/// A reserved cgroup that does not exist refuses the start with kubelet's message.
+#[test]
+fn a_missing_reserved_cgroup_refuses_the_start() {
+    let root = format!("{CGROUP_TEST_ROOT}{}", unique_name("rsv", "missing"));
+    let missing = format!("{root}-absent");
+    let stderr = refused_start(
+        &[
+            "--cgroup-root",
+            &root,
+            "--enforce-node-allocatable",
+            "pods,kube-reserved",
+            "--kube-reserved-cgroup",
+            &missing,
+            "--kube-reserved",
+            "cpu=100m",
+        ],
+        None,
+        None,
+    );
+    remove_cgroup_tree(&root).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "Failed to enforce Kube Reserved Cgroup Limits on \"{missing}\": \"{missing}\" cgroup does not exist"
+        )),
         "{stderr}"
     );
 }
