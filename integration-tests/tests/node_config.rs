@@ -8,6 +8,8 @@
 //! The harness gives every agent its own sysctl tree and swaps file (`--proc-sys-root`,
 //! `--proc-swaps`), so no test sets this machine's kernel tunables.
 
+mod common;
+
 use std::path::PathBuf;
 use std::process::Command;
 
@@ -262,4 +264,21 @@ fn a_missing_reserved_cgroup_refuses_the_start() {
         )),
         "{stderr}"
     );
+}
+
+/// In API-server mode the Node's `pods` capacity and allocatable are min(podsPerCore × cores,
+/// maxPods), as kubelet's MachineInfo setter (`pkg/kubelet/nodestatus/setters.go`).
+#[test]
+fn the_node_reports_its_pods_capacity() {
+    let (api, agent, _manifests) =
+        common::proxied_node_with("pods_capacity", &["--max-pods", "300", "--pods-per-core", "1"]);
+    let node = api.get("nodes", "", agent.node()).expect("the node");
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get()).min(300);
+    assert_eq!(
+        node["status"]["capacity"]["pods"],
+        cores.to_string(),
+        "{}",
+        node["status"]
+    );
+    assert_eq!(node["status"]["allocatable"]["pods"], cores.to_string());
 }
