@@ -322,6 +322,40 @@ mod tests {
         assert_eq!(from_file.max_pods, 50);
     }
 
+    /// The KubeletConfiguration keys, as a kubeadm-style file writes them.
+    #[test]
+    fn the_config_file_keys_are_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("config.yaml");
+        std::fs::write(
+            &path,
+            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nmaxPods: 20\npodsPerCore: 4\n\
+             failSwapOn: false\nprotectKernelDefaults: true\ncpuCFSQuota: false\ncpuCFSQuotaPeriod: 100ms\n\
+             enforceNodeAllocatable: [pods, system-reserved]\nsystemReservedCgroup: /system.slice\n\
+             kubeReservedCgroup: /kube.slice\nsystemReserved: {cpu: 100m, pid: \"50\"}\n",
+        )
+        .unwrap();
+        let cli = Cli::try_parse_from(["dockerlet", "--config", path.to_str().unwrap()]).unwrap();
+        let node = super::super::build(&cli, || "n".into()).unwrap().node;
+        assert_eq!((node.max_pods, node.pods_per_core), (20, 4));
+        assert!(!node.fail_swap_on && node.protect_kernel_defaults && !node.cpu_cfs_quota);
+        let system = node.enforce.system_reserved.unwrap();
+        assert_eq!(system.cgroup, "/system.slice");
+        assert_eq!(
+            system.reserved,
+            BTreeMap::from([("cpu".into(), 100), ("pid".into(), 50)])
+        );
+        assert!(node.enforce.pods && node.enforce.kube_reserved.is_none());
+        std::fs::write(&path, "cpuCFSQuotaPeriod: 50ms\n").unwrap();
+        let e = super::super::build(&cli, || "n".into()).unwrap_err().to_string();
+        assert!(
+            e.ends_with(
+                "cpuCFSQuotaPeriod (--cpu-cfs-quota-period) 50ms requires feature gate CustomCPUCFSQuotaPeriod"
+            ),
+            "{e}"
+        );
+    }
+
     /// setters.go: min(podsPerCore × cores, maxPods) when podsPerCore > 0.
     #[test]
     fn pods_capacity_is_capped_per_core() {

@@ -203,6 +203,53 @@ mod tests {
         assert!(e.starts_with("\"/nope\" cgroup does not exist"), "{e}");
     }
 
+    /// Records the properties set on units.
+    #[derive(Debug, Default)]
+    struct Recorder(std::sync::Mutex<Vec<String>>);
+
+    impl SliceManager for Recorder {
+        fn ensure(&self, unit: &str, _: Vec<super::super::systemd::Property>) -> Result<(), SystemdError> {
+            panic!("a reserved slice is never started: {unit}");
+        }
+        fn set(&self, unit: &str, properties: Vec<super::super::systemd::Property>) -> Result<(), SystemdError> {
+            let set: Vec<String> = properties
+                .iter()
+                .map(|(n, v)| format!("{n}={}", u64::try_from(v).unwrap()))
+                .collect();
+            self.0.lock().unwrap().push(format!("{unit} {}", set.join(",")));
+            Ok(())
+        }
+        fn stop(&self, unit: &str) -> Result<(), SystemdError> {
+            panic!("a reserved slice is never stopped: {unit}");
+        }
+    }
+
+    /// With the systemd driver the slice's unit gets the properties of what is reserved (and
+    /// the files are written); a cgroup that is not a slice is refused, naming it.
+    #[test]
+    fn systemd_reserved_slice_gets_unit_properties() {
+        let root = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(root.path().join("system.slice")).unwrap();
+        std::fs::create_dir_all(root.path().join("custom")).unwrap();
+        let layout = CgroupLayout::v2_at(root.path());
+        let systemd = Recorder::default();
+        let limits = ReservedLimits {
+            cpu_milli: Some(1000),
+            memory: Some(1 << 30),
+            pids: None,
+        };
+        enforce_existing(&layout, Some(&systemd), "/system.slice", &limits).unwrap();
+        assert_eq!(
+            *systemd.0.lock().unwrap(),
+            ["system.slice CPUWeight=39,MemoryMax=1073741824"]
+        );
+        assert_eq!(read(root.path().join("system.slice/memory.max")), "1073741824");
+        let e = enforce_existing(&layout, Some(&systemd), "/custom", &limits)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("\"/custom\" is not a systemd slice"), "{e}");
+    }
+
     /// pid_max read as kubelet's MaxPID.
     #[test]
     fn pid_max_is_read_from_proc_sys() {
