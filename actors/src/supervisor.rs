@@ -1110,6 +1110,7 @@ mod tests {
             single_process_oom_kill: false,
             cgroups: None,
             image_pulls: Default::default(),
+            cpu_cfs_quota: true,
         };
         SupervisorConfig {
             worker: Arc::new(worker),

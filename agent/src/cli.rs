@@ -322,6 +322,56 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub shutdown_grace_period_critical_pods: Option<Duration>,
 
+    /// Most pods this node runs (`maxPods`); admission refuses more (OutOfpods) [default: 110].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub max_pods: Option<i64>,
+
+    /// Most pods per CPU core (`podsPerCore`): the pod capacity is the smaller of this times
+    /// the cores and --max-pods; 0 for no per-core limit [default: 0].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub pods_per_core: Option<i64>,
+
+    /// Refuse to start when swap is on (`failSwapOn`) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub fail_swap_on: Option<bool>,
+
+    /// Refuse to start when kubelet's kernel tunables differ, instead of setting them
+    /// (`protectKernelDefaults`) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub protect_kernel_defaults: Option<bool>,
+
+    /// Enforce CPU limits as CFS quotas (`cpuCFSQuota`); false leaves containers and pod
+    /// cgroups only their CPU shares [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub cpu_cfs_quota: Option<bool>,
+
+    /// The CFS quota period (`cpuCFSQuotaPeriod`); only 100ms is accepted (another needs the
+    /// CustomCPUCFSQuotaPeriod feature gate) [default: 100ms].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub cpu_cfs_quota_period: Option<Duration>,
+
+    /// What node allocatable enforces (`enforceNodeAllocatable`): pods, kube-reserved,
+    /// system-reserved (or their -compressible forms), or none [default: pods].
+    #[arg(long, value_name = "LEVELS", value_delimiter = ',')]
+    pub enforce_node_allocatable: Option<Vec<String>>,
+
+    /// The existing cgroup `--kube-reserved` is enforced on (`kubeReservedCgroup`).
+    #[arg(long, value_name = "CGROUP")]
+    pub kube_reserved_cgroup: Option<String>,
+
+    /// The existing cgroup `--system-reserved` is enforced on (`systemReservedCgroup`).
+    #[arg(long, value_name = "CGROUP")]
+    pub system_reserved_cgroup: Option<String>,
+
+    /// The sysctl tree the kernel tunables are checked and set in (tests only: kubelet has no
+    /// such flag).
+    #[arg(long, value_name = "DIR", hide = true, default_value = "/proc/sys")]
+    pub proc_sys_root: PathBuf,
+
+    /// The swaps file swap is read from (tests only: kubelet has no such flag).
+    #[arg(long, value_name = "FILE", hide = true, default_value = "/proc/swaps")]
+    pub proc_swaps: PathBuf,
+
     /// Let `POST /debug/fault` make actors panic (tests only).
     #[arg(long, hide = true)]
     pub enable_fault_injection: bool,

@@ -24,6 +24,9 @@ use serde_json::Value;
 
 use crate::cli::Cli;
 
+mod node_settings;
+pub use node_settings::{NodeSettings, ReservedCgroup};
+
 /// The settings the agent runs with.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
@@ -106,6 +109,12 @@ pub struct AgentConfig {
     pub image_pulls: ImagePullLimit,
     /// Graceful node shutdown's priority groups (`shutdownGracePeriod…`); empty: none.
     pub shutdown_groups: Vec<dockerlet_pod::shutdown::ShutdownGroup>,
+    /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*`,
+    /// `enforceNodeAllocatable` and the reserved cgroups.
+    pub node: NodeSettings,
+    /// Where the kernel tunables and swaps are read (`/proc/sys`, `/proc/swaps`; hidden flags
+    /// for tests).
+    pub proc_paths: (PathBuf, PathBuf),
 }
 
 /// The pod cgroup tree's settings.
@@ -279,6 +288,7 @@ struct FileSettings {
     pod_logs_dir: Option<PathBuf>,
     serialize_image_pulls: Option<bool>,
     max_parallel_image_pulls: Option<i64>,
+    node: node_settings::FileNode,
     present: bool,
 }
 
@@ -387,6 +397,17 @@ fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
         pod_logs_dir: field(path, &mut map, "podLogsDir")?,
         serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
         max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
+        node: node_settings::FileNode {
+            max_pods: field(path, &mut map, "maxPods")?,
+            pods_per_core: field(path, &mut map, "podsPerCore")?,
+            fail_swap_on: field(path, &mut map, "failSwapOn")?,
+            protect_kernel_defaults: field(path, &mut map, "protectKernelDefaults")?,
+            cpu_cfs_quota: field(path, &mut map, "cpuCFSQuota")?,
+            cpu_cfs_quota_period: duration_field(path, &mut map, "cpuCFSQuotaPeriod")?,
+            enforce_node_allocatable: field(path, &mut map, "enforceNodeAllocatable")?,
+            kube_reserved_cgroup: field(path, &mut map, "kubeReservedCgroup")?,
+            system_reserved_cgroup: field(path, &mut map, "systemReservedCgroup")?,
+        },
         present: true,
     };
     for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
@@ -695,10 +716,14 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         check_taint(taint).map_err(|reason| invalid("--register-with-taints", reason))?;
     }
     let mut reserved = BTreeMap::new();
-    for (setting, flag, from_file) in [
+    let mut each_reserved: [BTreeMap<String, i64>; 2] = Default::default();
+    for (i, (setting, flag, from_file)) in [
         ("--kube-reserved", &cli.kube_reserved, file.kube_reserved),
         ("--system-reserved", &cli.system_reserved, file.system_reserved),
-    ] {
+    ]
+    .into_iter()
+    .enumerate()
+    {
         let pairs: Vec<(String, String)> = if flag.iter().any(|r| !r.is_empty()) {
             flag.iter()
                 .filter(|r| !r.is_empty())
@@ -720,7 +745,8 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             }
             let value = parse_quantity(&quantity, resource == "cpu")
                 .ok_or_else(|| invalid(setting, format!("{resource}={quantity}: not a quantity")))?;
-            *reserved.entry(resource).or_insert(0) += value;
+            *reserved.entry(resource.clone()).or_insert(0) += value;
+            *each_reserved[i].entry(resource).or_insert(0) += value;
         }
     }
     let eviction_hard = if cli.eviction_hard.iter().any(|e| !e.is_empty()) {
@@ -798,6 +824,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         },
         &invalid,
     )?;
+    let node = node_settings::node_settings(cli, file.node, cgroups.per_qos, each_reserved)?;
     let image_pulls = image_pull_limit(
         cli.serialize_image_pulls.or(file.serialize_image_pulls),
         cli.max_parallel_image_pulls.or(file.max_parallel_image_pulls),
@@ -812,6 +839,8 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     })
     .map_err(|e| invalid(e.setting, e.reason))?;
     Ok(AgentConfig {
+        node,
+        proc_paths: (cli.proc_sys_root.clone(), cli.proc_swaps.clone()),
         dns,
         cgroups,
         image_pulls,
@@ -1419,7 +1448,7 @@ mod tests {
         let path = dir.path().join("config.yaml");
         std::fs::write(
             &path,
-            "cgroupRoot: /k\ncgroupsPerQOS: false\ncgroupDriver: systemd\npodPidsLimit: 100\n",
+            "cgroupRoot: /k\ncgroupsPerQOS: false\nenforceNodeAllocatable: []\ncgroupDriver: systemd\npodPidsLimit: 100\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();

@@ -97,7 +97,41 @@ pub fn configz(config: &AgentConfig) -> Value {
     // Whole numbers, as kubelet's int32 fields (the limits in effect).
     doc["kubeletconfig"]["eventRecordQPS"] = json!(config.event_limits.qps as i64);
     doc["kubeletconfig"]["eventBurst"] = json!(config.event_limits.burst as i64);
+    node_settings(&mut doc["kubeletconfig"], &config.node);
     doc
+}
+
+/// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*` and
+/// `enforceNodeAllocatable` with the reserved cgroups (Go's `omitempty` for the cgroups).
+fn node_settings(doc: &mut Value, node: &crate::config::NodeSettings) {
+    let enforce = &node.enforce;
+    let mut levels: Vec<String> = Vec::new();
+    if enforce.pods {
+        levels.push("pods".into());
+    }
+    for (name, reserved, key) in [
+        ("kube-reserved", &enforce.kube_reserved, "kubeReservedCgroup"),
+        ("system-reserved", &enforce.system_reserved, "systemReservedCgroup"),
+    ] {
+        if let Some(r) = reserved {
+            levels.push(format!(
+                "{name}{}",
+                if r.compressible_only { "-compressible" } else { "" }
+            ));
+            doc[key] = json!(r.cgroup);
+        }
+    }
+    doc["maxPods"] = json!(node.max_pods);
+    doc["podsPerCore"] = json!(node.pods_per_core);
+    doc["failSwapOn"] = json!(node.fail_swap_on);
+    doc["protectKernelDefaults"] = json!(node.protect_kernel_defaults);
+    doc["cpuCFSQuota"] = json!(node.cpu_cfs_quota);
+    doc["cpuCFSQuotaPeriod"] = json!(go_duration(node.cpu_cfs_quota_period));
+    doc["enforceNodeAllocatable"] = json!(if levels.is_empty() {
+        vec!["none".to_string()]
+    } else {
+        levels
+    });
 }
 
 #[cfg(test)]
@@ -129,5 +163,11 @@ mod tests {
         assert_eq!(c["authentication"]["anonymous"]["enabled"], false);
         assert_eq!(c["kind"], "KubeletConfiguration");
         assert_eq!((&c["eventRecordQPS"], &c["eventBurst"]), (&json!(50), &json!(100)));
+        assert_eq!(
+            (&c["maxPods"], &c["failSwapOn"], &c["cpuCFSQuota"]),
+            (&json!(110), &json!(true), &json!(true))
+        );
+        assert_eq!(c["cpuCFSQuotaPeriod"], "100ms");
+        assert_eq!(c["enforceNodeAllocatable"], json!(["pods"]));
     }
 }

@@ -5,6 +5,7 @@
 //! - [`config`]: the `--config` file merged under the flags and validated.
 //! - [`wiring`]: starts Docker, the actors and the HTTP servers, in that order.
 //! - [`node`]: the Node object registered in API-server mode.
+//! - [`node_setup`]: swap, kernel tunables, `kubepods` and reserved-cgroup limits at start.
 //! - [`telemetry`]: logging setup.
 
 mod cli;
@@ -12,6 +13,7 @@ mod config;
 mod configz;
 mod memory;
 mod node;
+mod node_setup;
 mod port_forward;
 mod reviews;
 mod shutdown_config;

@@ -12,9 +12,6 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
-/// Pods this node accepts (kubelet's `maxPods`).
-const MAX_PODS: u32 = 110;
-
 /// What the Node says about this machine.
 #[derive(Debug, Clone, Default)]
 pub struct NodeFacts {
@@ -40,6 +37,8 @@ pub struct NodeFacts {
     pub reserved: BTreeMap<String, i64>,
     /// Hard eviction thresholds, also taken off allocatable.
     pub eviction: Thresholds,
+    /// The `pods` capacity and allocatable (`maxPods`, capped by `podsPerCore`).
+    pub max_pods: i64,
 }
 
 fn read(path: &str) -> String {
@@ -90,12 +89,12 @@ fn resources(facts: &NodeFacts) -> (BTreeMap<String, Quantity>, BTreeMap<String,
     let mut capacity = BTreeMap::from([
         ("cpu".to_string(), millis(cpu_millis)),
         ("memory".to_string(), bytes(facts.memory_bytes)),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+        ("pods".to_string(), Quantity(facts.max_pods.to_string())),
     ]);
     let mut allocatable = BTreeMap::from([
         ("cpu".to_string(), millis(free.cpu_milli)),
         ("memory".to_string(), bytes(free.memory_bytes)),
-        ("pods".to_string(), Quantity(MAX_PODS.to_string())),
+        ("pods".to_string(), Quantity(facts.max_pods.to_string())),
     ]);
     if let Some(storage) = facts.ephemeral_storage_bytes {
         capacity.insert("ephemeral-storage".to_string(), bytes(storage));
@@ -221,6 +220,7 @@ mod tests {
             }],
             reserved: BTreeMap::from([("cpu".into(), 500), ("memory".into(), 1 << 30)]),
             eviction: Thresholds::default(),
+            max_pods: 110,
         };
         let n = node(&facts);
         assert_eq!(n.spec.unwrap().taints.unwrap()[0].key, "dedicated");
@@ -230,6 +230,7 @@ mod tests {
         let s = n.status.unwrap();
         assert_eq!(s.capacity.as_ref().unwrap()["memory"].0, "4194304Ki");
         assert_eq!(s.capacity.as_ref().unwrap()["pods"].0, "110");
+        assert_eq!(s.allocatable.as_ref().unwrap()["pods"].0, "110");
         assert_eq!(s.capacity.as_ref().unwrap()["ephemeral-storage"].0, "104857600Ki");
         let allocatable = s.allocatable.as_ref().unwrap();
         assert_eq!(allocatable["cpu"].0, "1500m");

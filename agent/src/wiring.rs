@@ -38,6 +38,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     // Docker bind mounts need an absolute host path.
     let root_dir =
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
+    crate::node_setup::check_kernel(&config)?;
     let runtime = connect(&config.runtime_endpoint).await?;
     let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
     let driver = cgroup_driver(config.cgroups.driver, &docker_driver)?;
@@ -76,6 +77,9 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         taints: config.taints.clone(),
         reserved: config.reserved.clone(),
         eviction: config.eviction_hard.clone(),
+        max_pods: config
+            .node
+            .pods_capacity(std::thread::available_parallelism().map_or(1, |n| n.get())),
     };
     let initial_node = crate::node::node(&facts);
     let mode = match api.clone() {
@@ -150,6 +154,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         single_process_oom_kill: config.cgroups.single_process_oom_kill,
         cgroups,
         image_pulls: config.image_pulls,
+        cpu_cfs_quota: config.node.cpu_cfs_quota,
     };
     let health = dockerlet_messages::debug::HealthCell::default();
     let supervisor = Supervisor::start(
@@ -442,9 +447,10 @@ async fn system_cgroups(config: &AgentConfig) -> anyhow::Result<Option<SystemCgr
 }
 
 /// The pod cgroup tree, as kubelet's container manager sets it up at start: the driver checked
-/// against Docker's, `kubepods` (limited to the node's allocatable CPU and memory, kubelet's
-/// `--enforce-node-allocatable=pods`), its QoS cgroups, and the pod cgroups of pods with no
-/// container left on this node removed. None with `--cgroups-per-qos=false`.
+/// against Docker's, `kubepods` (limited to the node's allocatable CPU, memory and PIDs with
+/// `--enforce-node-allocatable=pods`, else its capacity), its QoS cgroups, the pod cgroups of
+/// pods with no container left on this node removed, and the limits of the enforced reserved
+/// cgroups. None with `--cgroups-per-qos=false`.
 async fn pod_cgroups(
     config: &AgentConfig,
     driver: CgroupDriver,
@@ -464,15 +470,17 @@ async fn pod_cgroups(
                 .context("--cgroup-driver systemd")?,
         )),
     };
-    let tree = Arc::new(PodCgroups::new(
-        layout,
-        naming.clone(),
-        config.cgroups.pod_pids_limit,
-        slices,
-    ));
-    let reserved = |name: &str| config.reserved.get(name).copied().unwrap_or(0);
-    let cpu_milli = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 * 1000 - reserved("cpu");
-    let memory = node_memory_bytes() - reserved("memory");
+    let tree = Arc::new(
+        PodCgroups::new(
+            layout.clone(),
+            naming.clone(),
+            config.cgroups.pod_pids_limit,
+            slices.clone(),
+        )
+        .with_cpu_cfs_quota(config.node.cpu_cfs_quota),
+    );
+    let cpu_milli = std::thread::available_parallelism().map_or(1, |n| n.get()) as i64 * 1000;
+    let kubepods = crate::node_setup::kubepods_limits(config, cpu_milli, node_memory_bytes());
     let keep: BTreeSet<String> = runtime
         .list_node_containers(&config.node_name)
         .await
@@ -482,7 +490,7 @@ async fn pod_cgroups(
         .collect();
     let set_up = tree.clone();
     let (removed, errors) = tokio::task::spawn_blocking(move || {
-        set_up.setup(cpu_milli, memory)?;
+        set_up.setup(&kubepods)?;
         Ok::<_, dockerlet_host::cgroup::tree::CgroupTreeError>(set_up.remove_orphans(&keep))
     })
     .await
@@ -494,6 +502,12 @@ async fn pod_cgroups(
     for error in errors {
         tracing::warn!(error = %error, "could not remove an orphaned pod cgroup");
     }
+    let reserved_config = config.clone();
+    tokio::task::spawn_blocking(move || {
+        crate::node_setup::enforce_reserved(&reserved_config, &layout, slices.as_deref())
+    })
+    .await
+    .context("enforcing the reserved cgroups")??;
     Ok((naming, Some(tree)))
 }
 

@@ -22,12 +22,15 @@
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
 //! - [`logind`]: systemd-logind's shutdown inhibitor and `PrepareForShutdown` (graceful node
 //!   shutdown).
+//! - [`kernel`]: swap (`failSwapOn`) and the kernel tunables kubelet checks or sets
+//!   (`protectKernelDefaults`).
 //! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
 //!   checkpoint.
 
 pub mod atomic_writer;
 pub mod cgroup;
 pub mod docker_config;
+pub mod kernel;
 pub mod logind;
 pub mod manifest_dir;
 pub mod meminfo;

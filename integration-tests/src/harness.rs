@@ -90,6 +90,26 @@ pub struct Agent {
 /// How often the harness picks fresh ports when the agent could not bind one.
 const MAX_BIND_RETRIES: u32 = 5;
 
+/// A sysctl tree under `dir` with kubelet's kernel tunables (so the agent changes nothing) and
+/// this machine's `kernel/pid_max`.
+pub fn write_kernel_tunables(dir: &Path) -> std::io::Result<()> {
+    let pid_max = std::fs::read_to_string("/proc/sys/kernel/pid_max").unwrap_or_else(|_| "32768".into());
+    for (flag, value) in [
+        ("vm/overcommit_memory", "1"),
+        ("vm/panic_on_oom", "0"),
+        ("kernel/panic", "10"),
+        ("kernel/panic_on_oops", "1"),
+        ("kernel/keys/root_maxkeys", "1000000"),
+        ("kernel/keys/root_maxbytes", "25000000"),
+        ("kernel/pid_max", pid_max.trim()),
+    ] {
+        let path = dir.join(flag);
+        std::fs::create_dir_all(path.parent().expect("a sysctl has a directory"))?;
+        std::fs::write(path, format!("{value}\n"))?;
+    }
+    Ok(())
+}
+
 /// Replace the value following `flag` in `args`.
 fn set_arg(args: &mut [String], flag: &str, value: String) {
     if let Some(i) = args.iter().position(|a| a == flag) {
@@ -200,6 +220,20 @@ impl Agent {
                 "--pod-logs-dir".to_string(),
                 work.path().join("pod-logs").display().to_string(),
             ]);
+        }
+        // Its own sysctl tree and swaps file, holding kubelet's tunables and no swap: an agent
+        // under test never sets this machine's kernel tunables (kubelet's
+        // --protect-kernel-defaults=false does) nor refuses to start on a host with swap.
+        if !extra_args.contains(&"--proc-sys-root") {
+            let dir = work.path().join("proc-sys");
+            write_kernel_tunables(&dir).context("cannot write the agent's sysctl tree")?;
+            args.extend(["--proc-sys-root".to_string(), dir.display().to_string()]);
+        }
+        if !extra_args.contains(&"--proc-swaps") {
+            let swaps = work.path().join("swaps");
+            std::fs::write(&swaps, "Filename\tType\tSize\tUsed\tPriority\n")
+                .context("cannot write the agent's swaps file")?;
+            args.extend(["--proc-swaps".to_string(), swaps.display().to_string()]);
         }
         args.extend(extra_args.iter().map(|s| s.to_string()));
 

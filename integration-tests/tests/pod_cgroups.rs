@@ -210,11 +210,20 @@ fn orphaned_pod_cgroups_are_removed_at_start() {
 fn without_per_qos_cgroups_containers_go_in_the_cgroup_root() {
     let manifests = ManifestDir::new();
     manifests.write("plain.yaml", &sleeper("plain", &[]));
-    let agent = Agent::start("pod_cgroups_off", manifests.path(), &["--cgroups-per-qos=false"]);
+    let agent = Agent::start(
+        "pod_cgroups_off",
+        manifests.path(),
+        &["--cgroups-per-qos=false", "--enforce-node-allocatable="],
+    );
     let root = Agent::start(
         "pod_cgroups_off_root",
         manifests.path(),
-        &["--cgroups-per-qos=false", "--cgroup-root", "/"],
+        &[
+            "--cgroups-per-qos=false",
+            "--enforce-node-allocatable=",
+            "--cgroup-root",
+            "/",
+        ],
     );
     let pod = root.wait_for_running("plain");
     for c in dockerlet_integration_tests::docker::node_containers(root.node()) {
@@ -239,11 +248,20 @@ fn a_cgroup_driver_other_than_dockers_is_refused() {
     let manifests = ManifestDir::new();
     let docker_driver = docker_ok(&["info", "--format", "{{.CgroupDriver}}"]).trim().to_string();
     let work = tempfile::tempdir().unwrap();
+    // Its own sysctl tree: the agent must not set this machine's kernel tunables.
+    let proc_sys = work.path().join("proc-sys");
+    dockerlet_integration_tests::harness::write_kernel_tunables(&proc_sys).unwrap();
+    let swaps = work.path().join("swaps");
+    std::fs::write(&swaps, "Filename\tType\tSize\tUsed\tPriority\n").unwrap();
     let out = Command::new(dockerlet_integration_tests::harness::binary())
         .args(["--cgroup-driver", "systemd", "--pod-manifest-path"])
         .arg(manifests.path())
         .arg("--root-dir")
-        .arg(work.path())
+        .arg(work.path().join("root"))
+        .arg("--proc-sys-root")
+        .arg(&proc_sys)
+        .arg("--proc-swaps")
+        .arg(&swaps)
         .args(["--cgroup-root", "/dockerlet-it/driver-refused"])
         .output()
         .expect("run dockerlet");

@@ -111,6 +111,9 @@ pub struct PodWorkerConfig {
     /// `serializeImagePulls` and `maxParallelImagePulls`: how many image pulls the node runs at
     /// once.
     pub image_pulls: ImagePullLimit,
+    /// `cpuCFSQuota`: CPU limits become CFS quotas of containers (and pod cgroups); false leaves
+    /// them only their shares, as kubelet's `--cpu-cfs-quota=false`.
+    pub cpu_cfs_quota: bool,
 }
 
 /// How many image pulls run at once on the node (kubelet's image puller).
@@ -1253,6 +1256,7 @@ mod tests {
             single_process_oom_kill: false,
             cgroups: None,
             image_pulls: Default::default(),
+            cpu_cfs_quota: true,
         })
     }
 
@@ -1511,7 +1515,8 @@ mod tests {
         let naming =
             CgroupNaming::new("/", true, dockerlet_pod::cgroup::CgroupDriver::Cgroupfs).expect("the root names");
         let tree = Arc::new(PodCgroups::new(layout, naming.clone(), -1, None));
-        tree.setup(1000, 1 << 30).unwrap();
+        tree.setup(&dockerlet_pod::cgroup::kubepods_config(1000, 1 << 30, None))
+            .unwrap();
         let with_tree = |runtime: &FakeRuntime| {
             let mut sync = relisted(runtime);
             let mut config = (*sync.config).clone();

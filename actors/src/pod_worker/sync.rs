@@ -1311,6 +1311,11 @@ impl Executor<'_> {
         let mut create = match container_spec(&ctx, container, start.role, start.attempt, start.backoff_step, &mounts) {
             Ok(mut c) => {
                 c.oom_score_adj = c.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
+                // kubelet's `--cpu-cfs-quota=false`: no quota, only the shares
+                // (`pkg/kubelet/kuberuntime/kuberuntime_container_linux.go`, `if m.cpuCFSQuota`).
+                if !config.cpu_cfs_quota {
+                    (c.cpu_quota, c.cpu_period) = (None, None);
+                }
                 c
             }
             Err(e) => return self.wait(container, "CreateContainerConfigError", e.to_string()),

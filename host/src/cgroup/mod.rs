@@ -2,6 +2,7 @@
 //! unified root, so the pod tree and the stats readers find a cgroup's directory for a
 //! controller. Read once from `/proc/self/mountinfo`; tests build a layout over a recorded tree.
 
+pub mod reserved;
 pub mod stats;
 pub mod system;
 pub mod systemd;

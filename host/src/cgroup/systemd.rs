@@ -134,6 +134,11 @@ fn value(v: impl Into<Value<'static>>) -> OwnedValue {
     OwnedValue::try_from(v.into()).expect("plain values convert")
 }
 
+/// One numeric unit property (`MemoryMax`, `TasksMax`, …).
+pub fn property(name: &'static str, v: u64) -> Property {
+    (name, value(v))
+}
+
 /// What runc sets on every slice it starts: a description, no default dependencies (a slice the
 /// agent makes must not be ordered against shutdown targets), and every accounting on so the
 /// controllers are enabled down the tree.

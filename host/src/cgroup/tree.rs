@@ -106,6 +106,8 @@ pub struct PodCgroups {
     pod_pids_limit: i64,
     /// systemd, with the systemd driver.
     slices: Option<Arc<dyn SliceManager>>,
+    /// `cpuCFSQuota`: pod cgroups get their CPU limit as a quota (else shares only).
+    cpu_cfs_quota: bool,
     state: Mutex<State>,
 }
 
@@ -123,8 +125,16 @@ impl PodCgroups {
             naming,
             pod_pids_limit,
             slices,
+            cpu_cfs_quota: true,
             state: Mutex::default(),
         }
+    }
+
+    /// kubelet's `--cpu-cfs-quota`: false gives pod cgroups no CPU quota, only shares
+    /// (`pkg/kubelet/cm/pod_container_manager_linux.go`, `enforceCPULimits`).
+    pub fn with_cpu_cfs_quota(mut self, enforce: bool) -> Self {
+        self.cpu_cfs_quota = enforce;
+        self
     }
 
     /// The names.
@@ -132,14 +142,14 @@ impl PodCgroups {
         &self.naming
     }
 
-    /// Make `kubepods` with the node's allocatable CPU (as shares) and memory (as its limit),
-    /// and the burstable and besteffort cgroups (besteffort with the minimum shares), as
-    /// kubelet's container manager does at start. Idempotent.
-    pub fn setup(&self, allocatable_cpu_milli: i64, allocatable_memory: i64) -> Result<(), CgroupTreeError> {
+    /// Make `kubepods` with `kubepods` as its limits (the node's allocatable CPU as shares,
+    /// memory and PIDs, [`dockerlet_pod::cgroup::kubepods_config`]), and the burstable and
+    /// besteffort cgroups (besteffort with the minimum shares), as kubelet's container manager
+    /// does at start. Idempotent.
+    pub fn setup(&self, kubepods_limits: &PodResourceConfig) -> Result<(), CgroupTreeError> {
         let kubepods = self.naming.kubepods();
         self.make(&kubepods)?;
-        let config = dockerlet_pod::cgroup::kubepods_config(allocatable_cpu_milli, allocatable_memory);
-        self.write_limits(&kubepods, &config)?;
+        self.write_limits(&kubepods, kubepods_limits)?;
         let burstable = self.naming.qos(QosClass::Burstable);
         self.make(&burstable)?;
         let besteffort = self.naming.qos(QosClass::BestEffort);
@@ -159,7 +169,13 @@ impl PodCgroups {
         let cgroup = self.naming.pod(qos, &uid);
         let entry = PodEntry {
             qos,
-            config: resource_config_for_pod(pod, self.pod_pids_limit)?,
+            config: {
+                let mut config = resource_config_for_pod(pod, self.pod_pids_limit)?;
+                if !self.cpu_cfs_quota {
+                    (config.cpu_quota, config.cpu_period) = (None, None);
+                }
+                config
+            },
             cpu_request_milli: pod_resources(pod)?.cpu_request_milli,
         };
         let parent = self.naming.docker_parent(&cgroup);
@@ -545,7 +561,8 @@ mod tests {
             1024,
             None,
         );
-        tree.setup(2000, 4 << 30).unwrap();
+        tree.setup(&dockerlet_pod::cgroup::kubepods_config(2000, 4 << 30, None))
+            .unwrap();
         let kubepods = root.path().join("dockerlet/kubepods");
         assert_eq!(read(root.path().join("cgroup.subtree_control")), "+cpu +memory +pids");
         assert_eq!(read(kubepods.join("cpu.weight")), shares_to_weight(2048).to_string());
@@ -664,7 +681,8 @@ mod tests {
             -1,
             Some(systemd.clone()),
         );
-        tree.setup(2000, 4 << 30).unwrap();
+        tree.setup(&dockerlet_pod::cgroup::kubepods_config(2000, 4 << 30, None))
+            .unwrap();
         assert_eq!(
             read(root.path().join("kubepods.slice/memory.max")),
             (4u64 << 30).to_string()
@@ -700,7 +718,8 @@ mod tests {
         let layout = CgroupLayout::v1_at(root.path(), &["cpu", "cpuacct", "memory", "pids"]);
         let naming = CgroupNaming::new("/", true, CgroupDriver::Cgroupfs).unwrap();
         let tree = PodCgroups::new(layout, naming, -1, None);
-        tree.setup(1000, 1 << 30).unwrap();
+        tree.setup(&dockerlet_pod::cgroup::kubepods_config(1000, 1 << 30, None))
+            .unwrap();
         assert_eq!(read(root.path().join("cpu/kubepods/cpu.shares")), "1024");
         assert_eq!(
             read(root.path().join("memory/kubepods/memory.limit_in_bytes")),

@@ -226,12 +226,14 @@ pub fn resource_config_for_pod(pod: &Pod, pids_limit: i64) -> Result<PodResource
 }
 
 /// The `kubepods` cgroup's settings from the node's allocatable resources (kubelet's
-/// `--enforce-node-allocatable=pods`): shares for the allocatable CPU, the allocatable memory as
-/// its limit.
-pub fn kubepods_config(allocatable_cpu_milli: i64, allocatable_memory: i64) -> PodResourceConfig {
+/// `--enforce-node-allocatable=pods`; its capacity without): shares for the CPU, the memory as
+/// its limit, and the PIDs (`pid_max` less `--kube-reserved`/`--system-reserved` `pid`) as its
+/// pids.max (`pkg/kubelet/cm/node_container_manager_linux.go`, getCgroupConfig).
+pub fn kubepods_config(cpu_milli: i64, memory: i64, pids: Option<i64>) -> PodResourceConfig {
     PodResourceConfig {
-        cpu_shares: milli_cpu_to_shares(allocatable_cpu_milli),
-        memory_limit: (allocatable_memory > 0).then_some(allocatable_memory),
+        cpu_shares: milli_cpu_to_shares(cpu_milli),
+        memory_limit: (memory > 0).then_some(memory),
+        pids_limit: pids.filter(|p| *p > 0),
         ..Default::default()
     }
 }
@@ -371,7 +373,7 @@ mod tests {
         assert_eq!(shares_to_weight(1024), 39);
         assert_eq!(shares_to_weight(262_144), 10_000);
         assert_eq!(
-            kubepods_config(2000, 4 << 30),
+            kubepods_config(2000, 4 << 30, None),
             PodResourceConfig {
                 cpu_shares: 2048,
                 memory_limit: Some(4 << 30),
