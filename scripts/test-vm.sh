@@ -120,6 +120,7 @@ for line in sys.stdin:
     cp "$agent" "$share/dockerlet"
     cp "$tests" "$share/host_compat"
     cp scripts/vm/job.sh "$share/job.sh"
+    cp scripts/vm/shutdown.sh "$share/shutdown.sh"
     printf '%s\n' "$VM_TEST_ARGS" >"$share/test-args"
 
     scripts/build-busybox-image.sh
@@ -201,6 +202,10 @@ report() {
     if [ "$code" != 0 ]; then
         die "the job failed (exit $code); logs: $out/job.log, guest journal: $out/journal.log, console: $RUN_DIR/console.log"
     fi
+    # The power-off that ended the guest was the graceful node shutdown check.
+    echo "---- graceful node shutdown ($out/shutdown)"
+    python3 scripts/vm/check-shutdown.py "$out/shutdown" ||
+        die "graceful node shutdown failed its checks; the agent's log: $out/shutdown/agent.log, console: $RUN_DIR/console.log"
     log "the job passed; logs in $RUN_DIR"
 }
 

@@ -24,4 +24,20 @@ if [ -s /share/test-args ]; then
 fi
 echo "== host_compat ${args[*]}"
 cd /tmp
-host_compat --test-threads=2 "${args[@]}"
+rc=0
+host_compat --test-threads=2 "${args[@]}" || rc=$?
+
+# Last, graceful node shutdown: the power-off that ends the VM is the test (shutdown.sh,
+# checked on the host by scripts/vm/check-shutdown.py). The result goes to the share before
+# the power-off, since this job is stopped with the rest of the guest.
+echo "== graceful node shutdown: systemctl poweroff while the agent holds a logind inhibitor"
+bash /share/shutdown.sh || rc=$?
+echo "job: exit $rc; powering off through logind"
+journalctl -b --no-pager >/share/out/journal.log 2>&1 || true
+echo "$rc" >/share/out/exit-code.tmp
+mv /share/out/exit-code.tmp /share/out/exit-code
+cut -d' ' -f1 /proc/uptime >/share/out/shutdown/poweroff-at 2>/dev/null || true
+sync
+# Through logind (not --force, not the unit's SuccessAction): delay inhibitors are honoured.
+systemctl poweroff
+sleep 600
