@@ -5,7 +5,12 @@
 
 use std::time::Duration;
 
-use dockerlet_integration_tests::{wait_until, Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT};
+mod common;
+
+use dockerlet_fake_apiserver::ApiServer;
+use dockerlet_integration_tests::{
+    wait_for, wait_until, Agent, ContainerStatusExt, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT,
+};
 
 /// The runs-until-killed container: SIGTERM is ignored, so a stop takes the whole grace period.
 const STUBBORN: &str = r#"["sh", "-c", "trap '' TERM; sleep 3600 & wait; sleep 3600"]"#;
@@ -76,12 +81,7 @@ fn a_shutdown_stops_pods_by_priority_and_fails_them_as_kubelet() {
     agent.wait_for_running("ordinary");
     agent.wait_for_running("critical");
 
-    let pid = agent.pid().expect("agent pid");
-    let signalled = std::process::Command::new("kill")
-        .args(["-USR1", &pid.to_string()])
-        .status()
-        .expect("kill -USR1");
-    assert!(signalled.success());
+    usr1(&agent);
 
     // The ordinary pod goes first; the critical one keeps running meanwhile.
     let ordinary = agent.wait_for_pod("ordinary", "Failed", CHANGE_TIMEOUT, |p| p.phase() == "Failed");
@@ -161,4 +161,89 @@ fn a_shutdown_stops_pods_by_priority_and_fails_them_as_kubelet() {
     let stage = debug["detail"]["stage"].as_str().unwrap_or_default().to_string();
     assert!(stage.starts_with("done"), "{debug}");
     agent.sigterm(Duration::from_secs(10));
+}
+
+fn usr1(agent: &Agent) {
+    let pid = agent.pid().expect("agent pid");
+    let signalled = std::process::Command::new("kill")
+        .args(["-USR1", &pid.to_string()])
+        .status()
+        .expect("kill -USR1");
+    assert!(signalled.success());
+}
+
+/// In a cluster: the Node event `NodeShutdown` "Shutdown manager detected shutdown event", the
+/// Node's Ready condition False with "node is shutting down", and an API pod's final status
+/// written to the API (Failed, `Terminated`, `DisruptionTarget`), as the e2e node shutdown test
+/// reads them.
+#[test]
+fn in_a_cluster_the_node_reports_the_shutdown() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start(
+        "node-shutdown-api",
+        manifests.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-status-update-frequency",
+            "1s",
+            "--shutdown-grace-period",
+            "4s",
+            "--shutdown-grace-period-critical-pods",
+            "2s",
+        ],
+    );
+    let node = agent.node().to_string();
+    wait_for("the node registered", CHANGE_TIMEOUT, || api.get("nodes", "", &node));
+    common::kubectl_create(
+        &api,
+        "pod.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: app
+  namespace: default
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: dockerlet.local/busybox:1
+    command: ["sleep", "3600"]
+"#
+        ),
+    );
+    common::wait_for_phase(&api, "app", "Running", POD_START_TIMEOUT);
+
+    usr1(&agent);
+    let ready = wait_for("the Node not Ready", CHANGE_TIMEOUT, || {
+        let node = api.get("nodes", "", &node)?;
+        let ready = node["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .find(|c| c["type"] == "Ready")?
+            .clone();
+        (ready["status"] == "False").then_some(ready)
+    });
+    assert_eq!(ready["message"], "node is shutting down", "{ready}");
+    let event = wait_for("the NodeShutdown event", CHANGE_TIMEOUT, || {
+        api.list("events")
+            .into_iter()
+            .find(|e| e["reason"] == "NodeShutdown" && e["involvedObject"]["kind"] == "Node")
+    });
+    assert_eq!(event["message"], "Shutdown manager detected shutdown event", "{event}");
+    assert_eq!(event["type"], "Normal");
+
+    let pod = common::wait_for_phase(&api, "app", "Failed", CHANGE_TIMEOUT);
+    assert_eq!(pod["status"]["reason"], "Terminated", "{pod}");
+    assert_eq!(
+        pod["status"]["message"],
+        "Pod was terminated in response to imminent node shutdown."
+    );
+    let target = common::condition(&pod, "DisruptionTarget");
+    assert_eq!(target["status"], "True", "{pod}");
+    assert_eq!(target["reason"], "TerminationByKubelet");
 }
