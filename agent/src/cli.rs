@@ -20,6 +20,16 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Directory of KubeletConfiguration drop-ins (`*.conf`, in lexical order), merged over
+    /// `--config` as kubelet merges them; flags still win.
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+
+    /// Feature gates, `Name=true,Other=false`, over the config file's `featureGates`; unknown
+    /// gates, and values whose behaviour dockerlet lacks, are refused.
+    #[arg(long, value_name = "GATES", value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+
     /// Directory (or file) of static pod manifests to run.
     #[arg(long, value_name = "PATH")]
     pub pod_manifest_path: Option<PathBuf>,

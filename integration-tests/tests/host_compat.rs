@@ -216,8 +216,13 @@ fn pods_run_limited_measured_and_adopted(agent: &mut Agent, in_tree: impl Fn(&st
     );
     let memory_max = std::fs::read_to_string(format!("/sys/fs/cgroup{cgroup}/memory.max")).expect("memory.max");
     assert_eq!(memory_max.trim(), (64u64 << 20).to_string(), "{cgroup}");
-    let oom_group = std::fs::read_to_string(format!("/sys/fs/cgroup{cgroup}/memory.oom.group")).expect("memory.oom.group");
-    assert_eq!(oom_group.trim(), "1", "an OOM kills the container's cgroup, as kubelet has it on v2");
+    let oom_group =
+        std::fs::read_to_string(format!("/sys/fs/cgroup{cgroup}/memory.oom.group")).expect("memory.oom.group");
+    assert_eq!(
+        oom_group.trim(),
+        "1",
+        "an OOM kills the container's cgroup, as kubelet has it on v2"
+    );
 
     let summary_url = format!("http://127.0.0.1:{}/stats/summary", agent.ports().read_only);
     let deadline = Instant::now() + Duration::from_secs(120);
