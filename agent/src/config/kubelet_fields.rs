@@ -498,7 +498,15 @@ fn check_in(
         reason: format!("{shown}: {value} is not supported by dockerlet ({why})"),
     };
     match rule {
-        Honoured | Elsewhere(_) | NoEffect(_) => Ok(()),
+        Honoured => Ok(()),
+        Elsewhere(part) => {
+            tracing::debug!(file = %path.display(), field = shown, part, "accepted; honoured by another part of the agent");
+            Ok(())
+        }
+        NoEffect(why) => {
+            tracing::debug!(file = %path.display(), field = shown, why, "accepted; no effect in dockerlet");
+            Ok(())
+        }
         DefaultOnly(accepted, why) => match accepted.iter().any(|is| is.matches(value)) {
             true => Ok(()),
             false => Err(refuse(why)),
@@ -532,8 +540,41 @@ pub(super) fn unknown<'a>(path: &Path, shown: &str, key: &str, known: impl Itera
     }
 }
 
-/// The rule of a top-level field (for the tests and the README table).
+/// The README's table: every field (nested ones dotted) and what dockerlet does with it.
 #[cfg(test)]
-pub(super) fn rule(key: &str) -> Option<Field> {
-    FIELDS.iter().find(|(name, _)| *name == key).map(|(_, rule)| *rule)
+pub(super) fn markdown_table() -> String {
+    fn value(is: &Is) -> String {
+        match is {
+            Zero => "zero".into(),
+            Null => "unset".into(),
+            Bool(b) => format!("`{b}`"),
+            Int(i) => format!("`{i}`"),
+            Float(f) => format!("`{f}`"),
+            Str(s) => format!("`{s}`"),
+            Millis(ms) => format!("`{}`", humantime::format_duration(Duration::from_millis(*ms))),
+            Empty => "empty".into(),
+        }
+    }
+    fn rows(prefix: &str, table: &[(&str, Field)], out: &mut String) {
+        for (name, rule) in table {
+            let name = format!("{prefix}{name}");
+            let what = match rule {
+                Honoured => "honoured".to_string(),
+                Elsewhere(part) => format!("honoured ({part})"),
+                NoEffect(why) => format!("any value: {why}"),
+                DefaultOnly(values, why) => format!(
+                    "{} only; else refused: {why}",
+                    values.iter().map(value).collect::<Vec<_>>().join(", ")
+                ),
+                Nested(fields) => {
+                    rows(&format!("{name}."), fields, out);
+                    continue;
+                }
+            };
+            out.push_str(&format!("| `{name}` | {what} |\n"));
+        }
+    }
+    let mut out = String::from("| Field | dockerlet |\n|---|---|\n");
+    rows("", FIELDS, &mut out);
+    out
 }

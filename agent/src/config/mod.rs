@@ -896,4 +896,6 @@ fn check_taint(taint: &Taint) -> Result<(), String> {
 }
 
 #[cfg(test)]
+mod file_tests;
+#[cfg(test)]
 mod tests;
