@@ -46,11 +46,16 @@ fn unknown_keys_are_refused_naming_key_and_file() {
     let err = refusal("staticPodPth: /etc/kubernetes/manifests\n", &[]);
     assert!(err.contains("config.yaml"), "{err}");
     assert!(
-        err.contains(r#"staticPodPth: unknown field, not a KubeletConfiguration v1beta1 setting; did you mean "staticPodPath"?"#),
+        err.contains(
+            r#"staticPodPth: unknown field, not a KubeletConfiguration v1beta1 setting; did you mean "staticPodPath"?"#
+        ),
         "{err}"
     );
     let err = refusal("fooBar: 1\n", &[]);
-    assert!(err.contains("fooBar: unknown field") && !err.contains("did you mean"), "{err}");
+    assert!(
+        err.contains("fooBar: unknown field") && !err.contains("did you mean"),
+        "{err}"
+    );
     for (text, key) in [
         ("authentication:\n  anonymus:\n    enabled: true\n", "anonymus"),
         ("authentication:\n  webhook:\n    enabeld: true\n", "enabeld"),
@@ -91,11 +96,17 @@ fn unsupported_values_are_refused_defaults_accepted() {
     for (text, field) in [
         ("rotateCertificates: true\n", "rotateCertificates: true"),
         ("enableContentionProfiling: true\n", "enableContentionProfiling: true"),
-        ("memorySwap:\n  swapBehavior: LimitedSwap\n", "memorySwap.swapBehavior: \"LimitedSwap\""),
+        (
+            "memorySwap:\n  swapBehavior: LimitedSwap\n",
+            "memorySwap.swapBehavior: \"LimitedSwap\"",
+        ),
         ("logging:\n  verbosity: 4\n", "logging.verbosity: 4"),
         ("imageGCHighThresholdPercent: 90\n", "imageGCHighThresholdPercent: 90"),
         ("cpuManagerPolicy: static\n", "cpuManagerPolicy: \"static\""),
-        ("tracing:\n  endpoint: localhost:4317\n", "tracing: {\"endpoint\":\"localhost:4317\"}"),
+        (
+            "tracing:\n  endpoint: localhost:4317\n",
+            "tracing: {\"endpoint\":\"localhost:4317\"}",
+        ),
     ] {
         let err = refusal(text, &[]);
         assert!(
@@ -177,30 +188,55 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
     let write = |name: &str, body: &str| std::fs::write(drop_ins.join(name), format!("{head}{body}")).unwrap();
     write("10-a.conf", "syncFrequency: 40s\nclusterDNS: [10.0.0.9]\n");
     write("20-sub/x.conf", "syncFrequency: 50s\n");
-    write("30-b.conf", "authentication:\n  anonymous:\n    enabled: false\nfileCheckFrequency: null\n");
+    write(
+        "30-b.conf",
+        "authentication:\n  anonymous:\n    enabled: false\nfileCheckFrequency: null\n",
+    );
     write("99-ignored.yaml", "syncFrequency: 99s\n");
     let d = drop_ins.to_str().unwrap();
     let c = build(&cli(&["--config", &main, "--config-dir", d]), host).unwrap();
-    assert_eq!(c.sync_frequency, Duration::from_secs(50), "20-sub/x.conf is after 10-a.conf");
-    assert_eq!(c.dns.servers, vec!["10.0.0.9".parse::<IpAddr>().unwrap()], "lists replace");
+    assert_eq!(
+        c.sync_frequency,
+        Duration::from_secs(50),
+        "20-sub/x.conf is after 10-a.conf"
+    );
+    assert_eq!(
+        c.dns.servers,
+        vec!["10.0.0.9".parse::<IpAddr>().unwrap()],
+        "lists replace"
+    );
     let api = c.kubelet_api.unwrap();
     assert!(!api.anonymous, "30-b.conf turned anonymous off");
     assert_eq!(api.tls.client_ca_file, Some("/ca".into()), "mappings merge");
     assert_eq!(c.file_check_frequency, Duration::from_secs(20), "null removes the key");
-    let c = build(&cli(&["--config", &main, "--config-dir", d, "--sync-frequency", "5s"]), host).unwrap();
+    let c = build(
+        &cli(&["--config", &main, "--config-dir", d, "--sync-frequency", "5s"]),
+        host,
+    )
+    .unwrap();
     assert_eq!(c.sync_frequency, Duration::from_secs(5), "flags win");
     // Without --config the drop-ins alone.
     let c = build(&cli(&["--config-dir", d]), host).unwrap();
     assert_eq!(c.sync_frequency, Duration::from_secs(50));
     // A drop-in's error names it.
     write("40-bad.conf", "syncFrequncy: 1s\n");
-    let err = build(&cli(&["--config", &main, "--config-dir", d]), host).unwrap_err().to_string();
-    assert!(err.contains("40-bad.conf") && err.contains("syncFrequncy: unknown field"), "{err}");
+    let err = build(&cli(&["--config", &main, "--config-dir", d]), host)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("40-bad.conf") && err.contains("syncFrequncy: unknown field"),
+        "{err}"
+    );
     std::fs::write(drop_ins.join("40-bad.conf"), "syncFrequency: 1s\n").unwrap();
     let err = build(&cli(&["--config-dir", d]), host).unwrap_err().to_string();
     assert!(err.contains("40-bad.conf") && err.contains("kind: missing"), "{err}");
-    let err = build(&cli(&["--config-dir", "/nonexistent/dockerlet"]), host).unwrap_err().to_string();
-    assert!(err.contains("--config-dir") && err.contains("/nonexistent/dockerlet"), "{err}");
+    let err = build(&cli(&["--config-dir", "/nonexistent/dockerlet"]), host)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--config-dir") && err.contains("/nonexistent/dockerlet"),
+        "{err}"
+    );
 }
 
 /// Known gates are accepted from the file and `--feature-gates` (the flag wins per gate);
@@ -313,7 +349,11 @@ fn kubeadm_config_parses_and_means_what_it_says() {
     assert_eq!(c.read_only, None, "a config file's read-only port is 0");
     assert_eq!(
         (c.file_check_frequency, c.sync_frequency, c.node_status_update_frequency),
-        (Duration::from_secs(20), Duration::from_secs(60), Duration::from_secs(10))
+        (
+            Duration::from_secs(20),
+            Duration::from_secs(60),
+            Duration::from_secs(10)
+        )
     );
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
     assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(300));
