@@ -136,6 +136,9 @@ fn zero_values_mean_kubelets_defaults() {
     assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
     assert_eq!(c.event_limits.burst, EventLimits::default().burst);
     assert_eq!(c.kube_api_limits.1, 100);
+    // kubeAPIQPS is a pointer: 0 stays 0, which client-go takes as its 5 per second.
+    assert_eq!(accepted("kubeAPIQPS: 0\n", &[]).kube_api_limits.0, 5.0);
+    assert!(refusal("kubeAPIQPS: -1\n", &[]).contains("--kube-api-qps: -1 must not be a negative number"));
     assert_eq!(c.cgroups.driver, None);
     assert_eq!(c.cgroups.pod_pids_limit, -1);
     assert_eq!(c.pod_logs_dir, PathBuf::from("/var/log/pods"));

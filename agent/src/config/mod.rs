@@ -535,13 +535,15 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     if http_check_frequency.is_zero() {
         return Err(invalid("--http-check-frequency", "must be greater than 0".to_string()));
     }
-    if cli
-        .kube_api_qps
-        .or(file.kube_api_qps)
-        .is_some_and(|q| q <= 0.0 || !q.is_finite())
-    {
-        return Err(invalid("--kube-api-qps", "must be greater than 0".to_string()));
-    }
+    // kubelet refuses a negative kubeAPIQPS; 0 is client-go's default, 5 per second.
+    let kube_api_qps = match cli.kube_api_qps.or(file.kube_api_qps) {
+        Some(q) if q < 0.0 || !q.is_finite() => {
+            return Err(invalid("--kube-api-qps", format!("{q} must not be a negative number")))
+        }
+        Some(q) if q == 0.0 => 5.0,
+        Some(q) => q,
+        None => 50.0,
+    };
     let event_limits = event_limits(
         cli.event_qps.or(file.event_record_qps),
         cli.event_burst.or(file.event_burst),
@@ -603,7 +605,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         kubeconfig: cli.kubeconfig.clone(),
         in_cluster: cli.in_cluster.then(|| cli.service_account_dir.clone()),
         kube_api_limits: (
-            cli.kube_api_qps.or(file.kube_api_qps).unwrap_or(50.0),
+            kube_api_qps,
             cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),
         ),
         event_limits,
