@@ -267,6 +267,15 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub resolv_conf: Option<String>,
 
+    /// Serve the kubelet API on `--port` (`enableServer`) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_server: Option<bool>,
+
+    /// Serve exec, attach, run, port-forward, container logs, running pods and `/configz`
+    /// (`enableDebuggingHandlers`); false answers them 405 as kubelet [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_debugging_handlers: Option<bool>,
+
     /// Use the runtime's default seccomp profile for containers that set none (instead of
     /// Unconfined) [default: false].
     #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]

@@ -175,6 +175,15 @@ fn debugging_handlers_reach_the_kubelet_api() {
     let r = routes("enableSystemLogHandler: false\nenableProfilingHandler: false\nenableDebugFlagsHandler: false\n");
     assert!(r.debugging && !r.system_log && !r.profiling && !r.debug_flags);
     assert!(accepted("enableServer: false\n", &[]).kubelet_api.is_none());
+    // The flags win.
+    assert!(accepted("enableServer: false\n", &["--enable-server"])
+        .kubelet_api
+        .is_some());
+    let c = accepted(
+        "enableDebuggingHandlers: true\n",
+        &["--enable-debugging-handlers=false"],
+    );
+    assert!(!c.kubelet_api.unwrap().debug_routes.debugging);
 }
 
 /// `--config-dir`: the `*.conf` drop-ins, in lexical order (subdirectories too), merged over

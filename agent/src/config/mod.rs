@@ -604,10 +604,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         }),
         kubeconfig: cli.kubeconfig.clone(),
         in_cluster: cli.in_cluster.then(|| cli.service_account_dir.clone()),
-        kube_api_limits: (
-            kube_api_qps,
-            cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),
-        ),
+        kube_api_limits: (kube_api_qps, cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100)),
         event_limits,
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         node_labels,
@@ -674,7 +671,7 @@ fn kubelet_api_config(
         reason,
     };
     // `enableServer: false` turns the kubelet API server off, as `--port 0` does here.
-    if address.port() == 0 || file.enable_server == Some(false) {
+    if address.port() == 0 || cli.enable_server.or(file.enable_server) == Some(false) {
         return Ok(None);
     }
     let has_api_server = cli.kubeconfig.is_some() || cli.in_cluster;
@@ -818,7 +815,10 @@ fn kubelet_api_config(
         )
         .filter(|t| !t.is_zero()),
         debug_routes: DebugRoutes {
-            debugging: file.enable_debugging_handlers.unwrap_or(true),
+            debugging: cli
+                .enable_debugging_handlers
+                .or(file.enable_debugging_handlers)
+                .unwrap_or(true),
             system_log: file.enable_system_log_handler.unwrap_or(true),
             profiling: file.enable_profiling_handler.unwrap_or(true),
             debug_flags: file.enable_debug_flags_handler.unwrap_or(true),
