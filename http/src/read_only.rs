@@ -21,11 +21,11 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
         .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics))
         .configure(crate::metrics::configure);
-    let off = crate::kubelet_api::DebugRoutes {
+    let off = crate::debug_routes::DebugRoutes {
         debugging: false,
         ..Default::default()
     };
-    for resource in crate::kubelet_api::debugging::disabled_routes(off) {
+    for resource in crate::debug_routes::disabled_routes(off) {
         cfg.service(resource);
     }
 }

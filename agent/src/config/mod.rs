@@ -540,7 +540,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         Some(q) if q < 0.0 || !q.is_finite() => {
             return Err(invalid("--kube-api-qps", format!("{q} must not be a negative number")))
         }
-        Some(q) if q == 0.0 => 5.0,
+        Some(0.0) => 5.0,
         Some(q) => q,
         None => 50.0,
     };

@@ -20,7 +20,6 @@
 //!   tunnelled in WebSocket, into the pod's network namespace.
 
 pub mod auth;
-pub mod debugging;
 pub mod exec;
 pub mod logs;
 pub mod port_forward;
@@ -40,7 +39,7 @@ use dockerlet_messages::status::GetRunningPods;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use k8s_openapi::List;
 
-pub use debugging::DebugRoutes;
+pub use crate::debug_routes::DebugRoutes;
 
 use crate::error::ApiError;
 use crate::Handles;
@@ -100,7 +99,7 @@ pub struct KubeletApi {
 }
 
 /// The routes, behind [`auth::filter`]: the ones kubelet always serves, then the debugging
-/// ones when `routes` has them on, or their 405 answers ([`debugging`]).
+/// ones when `routes` has them on, or their 405 answers ([`crate::debug_routes`]).
 pub fn configure(cfg: &mut web::ServiceConfig, routes: DebugRoutes) {
     let mut scope = web::scope("")
         .wrap(middleware::from_fn(auth::filter))
@@ -121,7 +120,7 @@ pub fn configure(cfg: &mut web::ServiceConfig, routes: DebugRoutes) {
     } else {
         Vec::new()
     };
-    for resource in debugging::disabled_routes(routes).into_iter().chain(served) {
+    for resource in crate::debug_routes::disabled_routes(routes).into_iter().chain(served) {
         scope = scope.service(resource);
     }
     cfg.service(scope);

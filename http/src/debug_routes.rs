@@ -6,7 +6,8 @@
 //! `enableSystemLogHandler: false`, `enableProfilingHandler: false` and
 //! `enableDebugFlagsHandler: false` answer `/logs/`, `/debug/pprof/` and `/debug/flags/v` with
 //! 405 and their own message (`getHandlerForDisabledEndpoint`). The answers are Go's
-//! `http.Error`: plain text, `nosniff`, the message and a newline.
+//! `http.Error`: plain text, `nosniff`, the message and a newline. kubelet's read-only server
+//! is made without a configuration, so it has them all off.
 
 use actix_web::http::StatusCode;
 use actix_web::{web, HttpResponse};
