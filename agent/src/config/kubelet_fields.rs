@@ -173,7 +173,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     ("imageMaximumGCAge", DefaultOnly(&[Zero], NO_IMAGE_GC)),
     (
         "imageGCHighThresholdPercent",
-        DefaultOnly(&[Null, Int(85)], NO_IMAGE_GC),
+        DefaultOnly(&[Null, Int(85), Int(100)], NO_IMAGE_GC),
     ),
     ("imageGCLowThresholdPercent", DefaultOnly(&[Null, Int(80)], NO_IMAGE_GC)),
     (
@@ -246,8 +246,8 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     (
         "nodeStatusMaxImages",
         DefaultOnly(
-            &[Null, Int(50)],
-            "the images in the node status are not capped otherwise",
+            &[Null, Int(50), Int(0)],
+            "dockerlet reports no images in the Node's status (as 0)",
         ),
     ),
     (
