@@ -315,8 +315,8 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
 /// drop-ins merged over it as kubelet's `mergeKubeletConfigurations` does
 /// (`cmd/kubelet/app/server.go`): every `*.conf` file under the directory, walked in lexical
 /// order (subdirectories too, as `filepath.WalkDir`), applied as a JSON merge patch (RFC 7386:
-/// mappings merge key by key, anything else replaces, null removes). Each file is checked on
-/// its own first, so an error names the file that has it.
+/// mappings merge key by key, anything else replaces, null removes what an earlier drop-in
+/// set). Each file is checked on its own first, so an error names the file that has it.
 pub(super) fn load(config: Option<&Path>, config_dir: Option<&Path>) -> Result<FileSettings, ConfigError> {
     let Some(dir) = config_dir else {
         return match config {
@@ -324,17 +324,23 @@ pub(super) fn load(config: Option<&Path>, config_dir: Option<&Path>) -> Result<F
             None => Ok(FileSettings::default()),
         };
     };
-    let mut merged = Value::Object(Default::default());
+    let mut base = Value::Object(Default::default());
     if let Some(path) = config {
         let map = read_map(path, false)?;
         settings(path, map.clone())?;
-        merge_patch(&mut merged, Value::Object(map.into_iter().collect()));
+        base = Value::Object(map.into_iter().collect());
     }
+    // kubelet patches the drop-ins onto the JSON of its (already loaded) configuration and
+    // unmarshals the result over it: a drop-in's null undoes an earlier drop-in's value, not
+    // the `--config` file's. So the drop-ins are merged among themselves first.
+    let mut drop_in = Value::Object(Default::default());
     for path in drop_ins(dir)? {
         let map = read_map(&path, true)?;
         settings(&path, map.clone())?;
-        merge_patch(&mut merged, Value::Object(map.into_iter().collect()));
+        merge_patch(&mut drop_in, Value::Object(map.into_iter().collect()));
     }
+    let mut merged = base;
+    merge_patch(&mut merged, drop_in);
     let map: Map = match merged {
         Value::Object(map) => map.into_iter().collect(),
         _ => unreachable!("merging objects gives an object"),

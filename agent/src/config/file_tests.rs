@@ -187,8 +187,8 @@ fn debugging_handlers_reach_the_kubelet_api() {
 }
 
 /// `--config-dir`: the `*.conf` drop-ins, in lexical order (subdirectories too), merged over
-/// `--config` key by key (mappings merged, lists replaced, null removing); flags win; a bad
-/// drop-in is named in the error.
+/// `--config` key by key (mappings merged, lists replaced, null undoing an earlier drop-in);
+/// flags win; a bad drop-in is named in the error.
 #[test]
 fn config_dir_drop_ins_merge_in_lexical_order() {
     let (dir, main) = config_file(
@@ -198,11 +198,14 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
     std::fs::create_dir_all(drop_ins.join("20-sub")).unwrap();
     let head = "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\n";
     let write = |name: &str, body: &str| std::fs::write(drop_ins.join(name), format!("{head}{body}")).unwrap();
-    write("10-a.conf", "syncFrequency: 40s\nclusterDNS: [10.0.0.9]\n");
+    write(
+        "10-a.conf",
+        "syncFrequency: 40s\nclusterDNS: [10.0.0.9]\nfileCheckFrequency: 9s\nhttpCheckFrequency: 9s\n",
+    );
     write("20-sub/x.conf", "syncFrequency: 50s\n");
     write(
         "30-b.conf",
-        "authentication:\n  anonymous:\n    enabled: false\nfileCheckFrequency: null\n",
+        "authentication:\n  anonymous:\n    enabled: false\nfileCheckFrequency: null\nhttpCheckFrequency: null\n",
     );
     write("99-ignored.yaml", "syncFrequency: 99s\n");
     let d = drop_ins.to_str().unwrap();
@@ -220,7 +223,15 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
     let api = c.kubelet_api.unwrap();
     assert!(!api.anonymous, "30-b.conf turned anonymous off");
     assert_eq!(api.tls.client_ca_file, Some("/ca".into()), "mappings merge");
-    assert_eq!(c.file_check_frequency, Duration::from_secs(20), "null removes the key");
+    // A drop-in's null undoes an earlier drop-in's value: the file's, else the default.
+    assert_eq!(c.file_check_frequency, Duration::from_secs(7));
+    assert_eq!(c.manifest_url, None);
+    let c2 = build(
+        &cli(&["--config", &main, "--config-dir", d, "--manifest-url", "http://x/"]),
+        host,
+    )
+    .unwrap();
+    assert_eq!(c2.manifest_url.unwrap().frequency, Duration::from_secs(20));
     let c = build(
         &cli(&["--config", &main, "--config-dir", d, "--sync-frequency", "5s"]),
         host,
