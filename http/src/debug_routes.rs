@@ -6,7 +6,8 @@
 //! `enableSystemLogHandler: false`, `enableProfilingHandler: false` and
 //! `enableDebugFlagsHandler: false` answer `/logs/`, `/debug/pprof/` and `/debug/flags/v` with
 //! 405 and their own message (`getHandlerForDisabledEndpoint`). The answers are Go's
-//! `http.Error`: plain text, `nosniff`, the message and a newline. kubelet's read-only server
+//! `http.Error`: plain text, `nosniff`, the message and a newline; the paths without their
+//! slash (`/exec`) get Go's `ServeMux` 301 to the subtree. kubelet's read-only server
 //! is made without a configuration, so it has them all off.
 
 use actix_web::http::StatusCode;
@@ -59,6 +60,38 @@ fn method_not_allowed(message: &'static str) -> HttpResponse {
         .body(format!("{message}\n"))
 }
 
+/// Go's `ServeMux` answer for a subtree pattern's path without its slash (`/exec` for
+/// `/exec/`): 301 to the path with the slash, the query kept; a GET's body is Go's
+/// `http.Redirect` link.
+fn redirect_to_subtree(prefix: &'static str) -> actix_web::Resource {
+    web::resource(prefix.trim_end_matches('/')).route(web::route().to(move |req: actix_web::HttpRequest| async move {
+        let location = match req.query_string() {
+            "" => prefix.to_string(),
+            query => format!("{prefix}?{query}"),
+        };
+        let mut resp = HttpResponse::build(StatusCode::MOVED_PERMANENTLY);
+        resp.insert_header(("Location", location.clone()));
+        match *req.method() {
+            actix_web::http::Method::GET | actix_web::http::Method::HEAD => {
+                resp.content_type("text/html; charset=utf-8").body(format!(
+                    "<a href=\"{}\">Moved Permanently</a>.\n\n",
+                    html_escape(&location)
+                ))
+            }
+            _ => resp.finish(),
+        }
+    }))
+}
+
+/// Go's `htmlEscape` (net/http): `&`, `<`, `>`, `"` and `'`.
+fn html_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}
+
 /// A resource answering every method under `prefix` with 405 and `message`.
 fn disabled(prefix: &str, message: &'static str) -> actix_web::Resource {
     web::resource(format!("{prefix}{{tail:.*}}"))
@@ -70,7 +103,12 @@ pub fn disabled_routes(routes: DebugRoutes) -> Vec<actix_web::Resource> {
     if !routes.debugging {
         return DISABLED_PREFIXES
             .iter()
-            .map(|prefix| disabled(prefix, "Debug endpoints are disabled."))
+            .flat_map(|prefix| {
+                [
+                    disabled(prefix, "Debug endpoints are disabled."),
+                    redirect_to_subtree(prefix),
+                ]
+            })
             .collect();
     }
     let mut resources = Vec::new();

@@ -433,6 +433,15 @@ mod tests {
             );
         }
         assert_eq!(call_with(allow(), off, get("/configz"), false).await.0, 404);
+        // Without the slash, Go's ServeMux redirects to the subtree.
+        assert_eq!(
+            call_with(allow(), off, get("/runningpods?x=1"), false).await,
+            (301, "<a href=\"/runningpods/?x=1\">Moved Permanently</a>.\n\n".into())
+        );
+        assert_eq!(
+            call_with(allow(), off, post("/exec"), false).await,
+            (301, String::new())
+        );
         assert_eq!(call_with(allow(), off, get("/pods"), false).await.0, 200);
         assert_eq!(
             call_with(allow(), off, get("/healthz/ping"), false).await,
