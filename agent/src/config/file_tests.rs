@@ -396,6 +396,17 @@ fn kubeadm_config_parses_and_means_what_it_says() {
     assert_eq!(api.debug_routes, DebugRoutes::default());
 }
 
+/// Every field the table calls honoured has its parser line in `file.rs` (null is unset).
+#[test]
+fn every_honoured_field_is_parsed() {
+    for key in kubelet_fields::honoured() {
+        let map = [(key.to_string(), serde_json::Value::Null)].into_iter().collect();
+        if let Err(e) = file::settings(std::path::Path::new("config.yaml"), map) {
+            panic!("{key}: {e}");
+        }
+    }
+}
+
 /// The README's table of fields is this module's table (regenerate it from the failure).
 #[test]
 fn readme_lists_every_field() {

@@ -498,7 +498,9 @@ fn check_in(
         reason: format!("{shown}: {value} is not supported by dockerlet ({why})"),
     };
     match rule {
-        Honoured => Ok(()),
+        // Every honoured field is taken by the parser first; one left over has no parser
+        // line, and is refused rather than ignored.
+        Honoured => Err(refuse("dockerlet lists it as honoured but does not parse it; a bug")),
         Elsewhere(part) => {
             tracing::debug!(file = %path.display(), field = shown, part, "accepted; honoured by another part of the agent");
             Ok(())
@@ -538,6 +540,15 @@ pub(super) fn unknown<'a>(path: &Path, shown: &str, key: &str, known: impl Itera
         path: path.display().to_string(),
         reason: format!("{shown}: unknown field, not a KubeletConfiguration v1beta1 setting{hint}"),
     }
+}
+
+/// The top-level fields marked honoured.
+#[cfg(test)]
+pub(super) fn honoured() -> impl Iterator<Item = &'static str> {
+    FIELDS
+        .iter()
+        .filter(|(_, rule)| matches!(rule, Honoured))
+        .map(|(name, _)| *name)
 }
 
 /// The README's table: every field (nested ones dotted) and what dockerlet does with it.
