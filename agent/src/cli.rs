@@ -20,6 +20,16 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub config: Option<PathBuf>,
 
+    /// Directory of KubeletConfiguration drop-ins (`*.conf`, in lexical order), merged over
+    /// `--config` as kubelet merges them; flags still win.
+    #[arg(long, value_name = "DIR")]
+    pub config_dir: Option<PathBuf>,
+
+    /// Feature gates, `Name=true,Other=false`, over the config file's `featureGates`; unknown
+    /// gates, and values whose behaviour dockerlet lacks, are refused.
+    #[arg(long, value_name = "GATES", value_delimiter = ',')]
+    pub feature_gates: Vec<String>,
+
     /// Directory (or file) of static pod manifests to run.
     #[arg(long, value_name = "PATH")]
     pub pod_manifest_path: Option<PathBuf>,
@@ -256,6 +266,15 @@ pub struct Cli {
     /// [default: /etc/resolv.conf].
     #[arg(long, value_name = "FILE")]
     pub resolv_conf: Option<String>,
+
+    /// Serve the kubelet API on `--port` (`enableServer`) [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_server: Option<bool>,
+
+    /// Serve exec, attach, run, port-forward, container logs, running pods and `/configz`
+    /// (`enableDebuggingHandlers`); false answers them 405 as kubelet [default: true].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub enable_debugging_handlers: Option<bool>,
 
     /// Use the runtime's default seccomp profile for containers that set none (instead of
     /// Unconfined) [default: false].

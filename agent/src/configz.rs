@@ -94,6 +94,19 @@ pub fn configz(config: &AgentConfig) -> Value {
             doc["kubeletconfig"][key] = json!(v);
         }
     }
+    let routes = api.map(|a| a.debug_routes).unwrap_or_default();
+    for (key, on) in [
+        ("enableServer", api.is_some()),
+        ("enableDebuggingHandlers", routes.debugging),
+        ("enableSystemLogHandler", routes.system_log),
+        ("enableProfilingHandler", routes.profiling),
+        ("enableDebugFlagsHandler", routes.debug_flags),
+    ] {
+        doc["kubeletconfig"][key] = json!(on);
+    }
+    if !config.feature_gates.is_empty() {
+        doc["kubeletconfig"]["featureGates"] = json!(config.feature_gates);
+    }
     // Whole numbers, as kubelet's int32 fields (the limits in effect).
     doc["kubeletconfig"]["eventRecordQPS"] = json!(config.event_limits.qps as i64);
     doc["kubeletconfig"]["eventBurst"] = json!(config.event_limits.burst as i64);

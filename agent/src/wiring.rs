@@ -231,6 +231,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
             port_forward: port_forward.clone(),
             configz: Arc::new(crate::configz::configz(&config)),
             stream_idle_timeout: api.stream_idle_timeout,
+            debug_routes: api.debug_routes,
         };
         let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;
         handles.logs_port = Some(bound.port());

@@ -13,6 +13,9 @@
 //!   (`/healthz`, `/pods`, `/configz`, `/stats/summary`, `/containerLogs/…`).
 //! - [`debug`]: `GET /debug/actors` (JSON), `GET /debug` (a page), and the test-only
 //!   `POST /debug/fault` on `--debug-address`.
+//! - [`debug_routes`]: which of kubelet's debugging routes are served
+//!   (`enableDebuggingHandlers` and its kin) and kubelet's 405 answers for those that are not,
+//!   mounted by the kubelet API and (all off) the read-only server.
 //! - [`stats`]: `/stats/summary` (GET and POST, `only_cpu_and_memory`), mounted by the
 //!   kubelet API and the read-only server.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
@@ -21,6 +24,7 @@
 //! this crate never depends on the actors crate.
 
 pub mod debug;
+pub mod debug_routes;
 pub mod error;
 pub mod healthz;
 pub mod kubelet_api;

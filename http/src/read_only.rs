@@ -1,5 +1,7 @@
 //! The read-only kubelet API (`--read-only-port`, 10255): `GET /pods`, `GET /healthz`,
-//! `GET /metrics`, `GET /metrics/probes` and `GET|POST /stats/summary`.
+//! `GET /metrics`, `GET /metrics/probes` and `GET|POST /stats/summary`; the debugging paths
+//! answer 405 "Debug endpoints are disabled.", as kubelet's read-only server is made without a
+//! configuration and so with `InstallDebuggingDisabledHandlers` (`pkg/kubelet/server/server.go`).
 
 use actix_web::{web, HttpResponse};
 use dockerlet_messages::status::GetPods;
@@ -19,6 +21,13 @@ pub fn configure(cfg: &mut web::ServiceConfig) {
         .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
         .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics))
         .configure(crate::metrics::configure);
+    let off = crate::debug_routes::DebugRoutes {
+        debugging: false,
+        ..Default::default()
+    };
+    for resource in crate::debug_routes::disabled_routes(off) {
+        cfg.service(resource);
+    }
 }
 
 /// Every pod this node runs, with status, as a v1 PodList.
@@ -58,5 +67,9 @@ mod tests {
         assert_eq!(body["kind"], "PodList");
         assert_eq!(body["apiVersion"], "v1");
         assert_eq!(body["items"][0]["metadata"]["name"], "web-n1");
+        // The debugging paths are kubelet's 405s, as on its read-only server.
+        let resp = test::call_service(&app, test::TestRequest::get().uri("/containerLogs/a/b/c").to_request()).await;
+        assert_eq!(resp.status().as_u16(), 405);
+        assert_eq!(test::read_body(resp).await, "Debug endpoints are disabled.\n");
     }
 }

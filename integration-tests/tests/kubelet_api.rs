@@ -103,7 +103,7 @@ fn logs_path(agent: &Agent, container: &str, query: &str) -> String {
 /// Without credentials every route is 401 `Unauthorized` (and a bearer token too: no token
 /// authenticator runs); a client certificate signed by `--client-ca-file` is let in under
 /// AlwaysAllow; `/containerLogs` serves Docker's log with kubelet's options and errors; the
-/// read-only port never serves logs.
+/// read-only port never serves logs (405, as kubelet's read-only server).
 #[test]
 fn client_certificates_authenticate_and_container_logs_follow_kubelet() {
     let pki = ClientPki::new();
@@ -223,8 +223,12 @@ fn client_certificates_authenticate_and_container_logs_follow_kubelet() {
     assert!(body.contains("previous terminated container \"app\""), "{body}");
 
     let read_only = format!("http://127.0.0.1:{}", agent.ports().read_only);
-    let (status, _) = agent.get(&format!("{read_only}{logs}")).unwrap();
-    assert_eq!(status, 404, "the read-only port serves no logs");
+    let (status, body) = agent.get(&format!("{read_only}{logs}")).unwrap();
+    assert_eq!(
+        (status, body.as_str()),
+        (405, "Debug endpoints are disabled.\n"),
+        "the read-only port serves no logs: kubelet's read-only server has the debugging handlers off"
+    );
     let (status, _) = agent.get(&format!("{read_only}/configz")).unwrap();
     assert_eq!(status, 404, "the read-only port serves no configz");
 }

@@ -807,6 +807,7 @@ mod tests {
             configz: Arc::new(serde_json::json!({})),
             port_forward: Arc::new(crate::kubelet_api::port_forward::tests::Loopback),
             stream_idle_timeout,
+            debug_routes: crate::kubelet_api::DebugRoutes::default(),
         };
         let auth = Arc::new(AuthConfig {
             node_name: "n1".into(),
@@ -819,7 +820,7 @@ mod tests {
                 .app_data(web::Data::new(api.handles.clone()))
                 .app_data(web::Data::new(api.clone()))
                 .app_data(web::Data::new(auth.clone()))
-                .configure(super::super::configure)
+                .configure(|cfg| super::super::configure(cfg, crate::kubelet_api::DebugRoutes::default()))
         })
         .workers(1)
         .disable_signals()

@@ -39,6 +39,8 @@ use dockerlet_messages::status::GetRunningPods;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ListMeta;
 use k8s_openapi::List;
 
+pub use crate::debug_routes::DebugRoutes;
+
 use crate::error::ApiError;
 use crate::Handles;
 
@@ -92,65 +94,81 @@ pub struct KubeletApi {
     /// `--streaming-connection-idle-timeout`: exec, attach and port-forward connections idle
     /// this long are closed; none for no limit.
     pub stream_idle_timeout: Option<Duration>,
+    /// Which debugging routes are served (`enableDebuggingHandlers` and its kin).
+    pub debug_routes: DebugRoutes,
 }
 
-/// The routes, behind [`auth::filter`].
-pub fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(
-        web::scope("")
-            .wrap(middleware::from_fn(auth::filter))
-            .route("/healthz", web::get().to(crate::healthz::healthz))
-            .route("/healthz/syncloop", web::get().to(crate::healthz::healthz))
-            .route("/healthz/ping", web::get().to(ok))
-            .route("/healthz/log", web::get().to(ok))
-            .route("/configz", web::get().to(configz))
-            .route("/pods", web::get().to(crate::read_only::pods))
-            .route("/pods/", web::get().to(crate::read_only::pods))
-            .route("/runningpods/", web::get().to(running_pods))
-            .route("/runningpods", web::get().to(running_pods))
-            .route("/metrics", web::get().to(crate::metrics::metrics))
-            .route("/metrics/probes", web::get().to(crate::metrics::probes))
-            .route("/stats/summary", web::get().to(crate::stats::summary))
-            .route("/stats/summary", web::post().to(crate::stats::summary))
-            .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
-            .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics))
-            .route(
-                "/containerLogs/{namespace}/{pod}/{container}",
-                web::get().to(logs::container_logs),
-            )
-            .route("/exec/{namespace}/{pod}/{container}", web::get().to(exec::exec))
-            .route("/exec/{namespace}/{pod}/{container}", web::post().to(exec::exec))
-            .route("/exec/{namespace}/{pod}/{uid}/{container}", web::get().to(exec::exec))
-            .route("/exec/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::exec))
-            .route("/attach/{namespace}/{pod}/{container}", web::get().to(exec::attach))
-            .route("/attach/{namespace}/{pod}/{container}", web::post().to(exec::attach))
-            .route(
-                "/attach/{namespace}/{pod}/{uid}/{container}",
-                web::get().to(exec::attach),
-            )
-            .route(
-                "/attach/{namespace}/{pod}/{uid}/{container}",
-                web::post().to(exec::attach),
-            )
-            .route("/run/{namespace}/{pod}/{container}", web::post().to(exec::run))
-            .route("/run/{namespace}/{pod}/{uid}/{container}", web::post().to(exec::run))
-            .route(
-                "/portForward/{namespace}/{pod}",
-                web::get().to(port_forward::port_forward),
-            )
-            .route(
-                "/portForward/{namespace}/{pod}",
-                web::post().to(port_forward::port_forward),
-            )
-            .route(
-                "/portForward/{namespace}/{pod}/{uid}",
-                web::get().to(port_forward::port_forward),
-            )
-            .route(
-                "/portForward/{namespace}/{pod}/{uid}",
-                web::post().to(port_forward::port_forward),
-            ),
-    );
+/// The routes, behind [`auth::filter`]: the ones kubelet always serves, then the debugging
+/// ones when `routes` has them on, or their 405 answers ([`crate::debug_routes`]).
+pub fn configure(cfg: &mut web::ServiceConfig, routes: DebugRoutes) {
+    let mut scope = web::scope("")
+        .wrap(middleware::from_fn(auth::filter))
+        .route("/healthz", web::get().to(crate::healthz::healthz))
+        .route("/healthz/syncloop", web::get().to(crate::healthz::healthz))
+        .route("/healthz/ping", web::get().to(ok))
+        .route("/healthz/log", web::get().to(ok))
+        .route("/pods", web::get().to(crate::read_only::pods))
+        .route("/pods/", web::get().to(crate::read_only::pods))
+        .route("/metrics", web::get().to(crate::metrics::metrics))
+        .route("/metrics/probes", web::get().to(crate::metrics::probes))
+        .route("/stats/summary", web::get().to(crate::stats::summary))
+        .route("/stats/summary", web::post().to(crate::stats::summary))
+        .route("/metrics/resource", web::get().to(crate::stats::resource_metrics))
+        .route("/metrics/cadvisor", web::get().to(crate::stats::cadvisor_metrics));
+    let served = if routes.debugging {
+        debugging_routes()
+    } else {
+        Vec::new()
+    };
+    for resource in crate::debug_routes::disabled_routes(routes).into_iter().chain(served) {
+        scope = scope.service(resource);
+    }
+    cfg.service(scope);
+}
+
+/// kubelet's debugging handlers: `/configz`, `/runningpods/`, `/containerLogs`, `/exec`,
+/// `/attach`, `/run`, `/portForward`.
+fn debugging_routes() -> Vec<actix_web::Resource> {
+    let get_and_post =
+        |path: &str, get: actix_web::Route, post: actix_web::Route| web::resource(path).route(get).route(post);
+    vec![
+        web::resource("/configz").route(web::get().to(configz)),
+        web::resource("/runningpods/").route(web::get().to(running_pods)),
+        web::resource("/runningpods").route(web::get().to(running_pods)),
+        web::resource("/containerLogs/{namespace}/{pod}/{container}").route(web::get().to(logs::container_logs)),
+        get_and_post(
+            "/exec/{namespace}/{pod}/{container}",
+            web::get().to(exec::exec),
+            web::post().to(exec::exec),
+        ),
+        get_and_post(
+            "/exec/{namespace}/{pod}/{uid}/{container}",
+            web::get().to(exec::exec),
+            web::post().to(exec::exec),
+        ),
+        get_and_post(
+            "/attach/{namespace}/{pod}/{container}",
+            web::get().to(exec::attach),
+            web::post().to(exec::attach),
+        ),
+        get_and_post(
+            "/attach/{namespace}/{pod}/{uid}/{container}",
+            web::get().to(exec::attach),
+            web::post().to(exec::attach),
+        ),
+        web::resource("/run/{namespace}/{pod}/{container}").route(web::post().to(exec::run)),
+        web::resource("/run/{namespace}/{pod}/{uid}/{container}").route(web::post().to(exec::run)),
+        get_and_post(
+            "/portForward/{namespace}/{pod}",
+            web::get().to(port_forward::port_forward),
+            web::post().to(port_forward::port_forward),
+        ),
+        get_and_post(
+            "/portForward/{namespace}/{pod}/{uid}",
+            web::get().to(port_forward::port_forward),
+            web::post().to(port_forward::port_forward),
+        ),
+    ]
 }
 
 async fn configz(api: web::Data<KubeletApi>) -> HttpResponse {
@@ -205,6 +223,7 @@ pub fn serve(
     use actix_web::rt::net::TcpStream;
 
     let handles = web::Data::new(api.handles.clone());
+    let debug_routes = api.debug_routes;
     let refusals = Arc::new(tls::HandshakeLog::default());
     let api = web::Data::new(api);
     let auth = web::Data::new(Arc::new(auth));
@@ -221,7 +240,7 @@ pub fn serve(
                 .app_data(handles.clone())
                 .app_data(api.clone())
                 .app_data(auth.clone())
-                .configure(configure);
+                .configure(move |cfg| configure(cfg, debug_routes));
             let http = HttpService::build()
                 .client_request_timeout(READ_TIMEOUT)
                 .keep_alive(IDLE_TIMEOUT)
@@ -294,20 +313,25 @@ mod tests {
             configz: Arc::new(serde_json::json!({"kubeletconfig": {"port": 10250}})),
             port_forward: Arc::new(port_forward::tests::Loopback),
             stream_idle_timeout: None,
+            debug_routes: DebugRoutes::default(),
         }
     }
 
     async fn call(auth: AuthConfig, path: &str, bearer: bool) -> (u16, String) {
+        call_with(auth, DebugRoutes::default(), test::TestRequest::get().uri(path), bearer).await
+    }
+
+    async fn call_with(auth: AuthConfig, routes: DebugRoutes, req: test::TestRequest, bearer: bool) -> (u16, String) {
         let api = api();
         let app = test::init_service(
             App::new()
                 .app_data(web::Data::new(api.handles.clone()))
                 .app_data(web::Data::new(api))
                 .app_data(web::Data::new(Arc::new(auth)))
-                .configure(configure),
+                .configure(move |cfg| configure(cfg, routes)),
         )
         .await;
-        let mut req = test::TestRequest::get().uri(path);
+        let mut req = req;
         if bearer {
             req = req.insert_header(("Authorization", "Bearer t"));
         }
@@ -377,6 +401,82 @@ mod tests {
                 403,
                 "Forbidden (user=system:anonymous, verb=get, resource=nodes, subresource=proxy)".into()
             )
+        );
+    }
+
+    /// `enableDebuggingHandlers: false` answers every debugging path (and below) with kubelet's
+    /// 405 "Debug endpoints are disabled.", after authentication, and drops `/configz`; `/pods`
+    /// and `/healthz` stay. The finer switches answer their own paths with their own messages.
+    #[actix_web::test]
+    async fn debugging_handlers_off_answer_405_as_kubelet() {
+        let off = DebugRoutes {
+            debugging: false,
+            ..DebugRoutes::default()
+        };
+        let get = |path: &str| test::TestRequest::get().uri(path);
+        let post = |path: &str| test::TestRequest::post().uri(path);
+        let allow = || auth(true, Authorizer::AlwaysAllow);
+        for req in [
+            post("/run/default/web-n1/c"),
+            get("/exec/default/web-n1/c?command=ls"),
+            post("/attach/default/web-n1/u/c"),
+            get("/portForward/default/web-n1"),
+            get("/containerLogs/default/web-n1/c"),
+            get("/runningpods/"),
+            get("/debug/pprof/heap"),
+            get("/logs/"),
+            get("/logs/syslog"),
+        ] {
+            assert_eq!(
+                call_with(allow(), off, req, false).await,
+                (405, "Debug endpoints are disabled.\n".into())
+            );
+        }
+        assert_eq!(call_with(allow(), off, get("/configz"), false).await.0, 404);
+        // Without the slash, Go's ServeMux redirects to the subtree.
+        assert_eq!(
+            call_with(allow(), off, get("/runningpods?x=1"), false).await,
+            (301, "<a href=\"/runningpods/?x=1\">Moved Permanently</a>.\n\n".into())
+        );
+        assert_eq!(
+            call_with(allow(), off, post("/exec"), false).await,
+            (301, String::new())
+        );
+        assert_eq!(call_with(allow(), off, get("/pods"), false).await.0, 200);
+        assert_eq!(
+            call_with(allow(), off, get("/healthz/ping"), false).await,
+            (200, "ok".into())
+        );
+        // Authentication still comes first.
+        assert_eq!(
+            call_with(auth(false, Authorizer::AlwaysAllow), off, get("/exec/a/b/c"), false).await,
+            (401, "Unauthorized".into())
+        );
+        let finer = DebugRoutes {
+            system_log: false,
+            profiling: false,
+            debug_flags: false,
+            ..DebugRoutes::default()
+        };
+        for (path, body) in [
+            ("/logs/x", "logs endpoint is disabled.\n"),
+            ("/debug/pprof/", "profiling endpoint is disabled.\n"),
+            ("/debug/flags/v", "flags endpoint is disabled.\n"),
+        ] {
+            assert_eq!(call_with(allow(), finer, get(path), false).await, (405, body.into()));
+        }
+        assert_eq!(call_with(allow(), finer, get("/configz"), false).await.0, 200);
+        // On (the default), the paths are served: a pod that is not here is 404.
+        assert_eq!(
+            call_with(
+                allow(),
+                DebugRoutes::default(),
+                get("/containerLogs/default/nope/c"),
+                false
+            )
+            .await
+            .0,
+            404
         );
     }
 }

@@ -13,19 +13,23 @@ use dockerlet_actors::source::http::HttpSourceConfig;
 use dockerlet_host::signals::Thresholds;
 use dockerlet_http::kubelet_api::auth::AuthorizationMode;
 use dockerlet_http::kubelet_api::tls::TlsSettings;
+use dockerlet_http::kubelet_api::DebugRoutes;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::cgroup::CgroupDriver;
 use dockerlet_pod::dns::ClusterDns;
 use dockerlet_pod::quantity::parse_quantity;
 use k8s_openapi::api::core::v1::Taint;
-use serde::de::DeserializeOwned;
-use serde_json::Value;
 
 use crate::cli::Cli;
 
 mod node_settings;
 pub use node_settings::{NodeSettings, ReservedCgroup};
+mod feature_gates;
+mod file;
+mod kubelet_fields;
+
+use file::FileSettings;
 
 /// The settings the agent runs with.
 #[derive(Debug, Clone, PartialEq)]
@@ -115,6 +119,8 @@ pub struct AgentConfig {
     /// Where the kernel tunables and swaps are read (`/proc/sys`, `/proc/swaps`; hidden flags
     /// for tests).
     pub proc_paths: (PathBuf, PathBuf),
+    /// `featureGates` merged with `--feature-gates`: known gates, with values dockerlet has.
+    pub feature_gates: BTreeMap<String, bool>,
 }
 
 /// The pod cgroup tree's settings.
@@ -178,243 +184,13 @@ pub struct KubeletApiConfig {
     pub authorization: AuthorizationMode,
     /// `--streaming-connection-idle-timeout`; none for no limit (0).
     pub stream_idle_timeout: Option<Duration>,
+    /// `enableDebuggingHandlers`, `enableSystemLogHandler`, `enableProfilingHandler`,
+    /// `enableDebugFlagsHandler`: which debugging routes are served or answered 405.
+    pub debug_routes: DebugRoutes,
 }
 
 /// kubelet's `--streaming-connection-idle-timeout` default.
 pub const STREAMING_CONNECTION_IDLE_TIMEOUT: Duration = Duration::from_secs(4 * 3600);
-
-/// The config file's `authentication` (kubelet's KubeletAuthentication).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FileAuthentication {
-    x509: Option<FileX509>,
-    anonymous: Option<FileEnabled>,
-    webhook: Option<FileWebhook>,
-}
-
-/// `authentication.webhook` (kubelet's KubeletWebhookAuthentication).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FileWebhook {
-    enabled: Option<bool>,
-    #[serde(rename = "cacheTTL")]
-    cache_ttl: Option<String>,
-}
-
-/// `authorization.webhook` (kubelet's KubeletWebhookAuthorization).
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FileWebhookAuthorization {
-    #[serde(rename = "cacheAuthorizedTTL")]
-    cache_authorized_ttl: Option<String>,
-    #[serde(rename = "cacheUnauthorizedTTL")]
-    cache_unauthorized_ttl: Option<String>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct FileX509 {
-    #[serde(rename = "clientCAFile")]
-    client_ca_file: Option<PathBuf>,
-}
-
-#[derive(Debug, Default, serde::Deserialize)]
-struct FileEnabled {
-    enabled: Option<bool>,
-}
-
-/// The config file's `authorization` (kubelet's KubeletAuthorization).
-#[derive(Debug, Default, serde::Deserialize)]
-struct FileAuthorization {
-    mode: Option<String>,
-    webhook: Option<FileWebhookAuthorization>,
-}
-
-/// Settings read from the config file (kubelet's KubeletConfiguration field names).
-#[derive(Debug, Default)]
-struct FileSettings {
-    static_pod_path: Option<PathBuf>,
-    read_only_port: Option<u16>,
-    healthz_port: Option<u16>,
-    healthz_bind_address: Option<IpAddr>,
-    address: Option<IpAddr>,
-    file_check_frequency: Option<Duration>,
-    sync_frequency: Option<Duration>,
-    pod_infra_container_image: Option<String>,
-    container_runtime_endpoint: Option<String>,
-    debug_address: Option<SocketAddr>,
-    backoff_max: Option<Duration>,
-    backoff_initial: Option<Duration>,
-    register_node: Option<bool>,
-    kube_api_qps: Option<f64>,
-    kube_api_burst: Option<u32>,
-    event_record_qps: Option<i32>,
-    event_burst: Option<i32>,
-    static_pod_url: Option<String>,
-    static_pod_url_header: Option<BTreeMap<String, Vec<String>>>,
-    http_check_frequency: Option<Duration>,
-    node_status_update_frequency: Option<Duration>,
-    node_lease_duration_seconds: Option<i32>,
-    port: Option<u16>,
-    tls_cert_file: Option<PathBuf>,
-    tls_private_key_file: Option<PathBuf>,
-    tls_min_version: Option<String>,
-    tls_cipher_suites: Option<Vec<String>>,
-    streaming_connection_idle_timeout: Option<Duration>,
-    authentication: Option<FileAuthentication>,
-    authorization: Option<FileAuthorization>,
-    node_status_report_frequency: Option<Duration>,
-    register_with_taints: Option<Vec<Taint>>,
-    kube_reserved: Option<BTreeMap<String, String>>,
-    system_reserved: Option<BTreeMap<String, String>>,
-    eviction_hard: Option<BTreeMap<String, String>>,
-    eviction_pressure_transition_period: Option<Duration>,
-    cluster_dns: Option<Vec<String>>,
-    cluster_domain: Option<String>,
-    resolv_conf: Option<PathBuf>,
-    seccomp_default: Option<bool>,
-    allowed_unsafe_sysctls: Option<Vec<String>>,
-    cgroup_root: Option<String>,
-    cgroups_per_qos: Option<bool>,
-    cgroup_driver: Option<String>,
-    pod_pids_limit: Option<i64>,
-    single_process_oom_kill: Option<bool>,
-    shutdown_grace_period: Option<Duration>,
-    shutdown_grace_period_critical_pods: Option<Duration>,
-    shutdown_grace_period_by_pod_priority: Option<Vec<dockerlet_pod::shutdown::ShutdownGroup>>,
-    kubelet_cgroups: Option<String>,
-    runtime_cgroups: Option<String>,
-    system_cgroups: Option<String>,
-    pod_logs_dir: Option<PathBuf>,
-    serialize_image_pulls: Option<bool>,
-    max_parallel_image_pulls: Option<i64>,
-    node: node_settings::FileNode,
-    present: bool,
-}
-
-fn field<T: DeserializeOwned>(
-    path: &Path,
-    map: &mut BTreeMap<String, Value>,
-    key: &str,
-) -> Result<Option<T>, ConfigError> {
-    let Some(value) = map.remove(key) else { return Ok(None) };
-    serde_json::from_value(value).map(Some).map_err(|e| ConfigError::File {
-        path: path.display().to_string(),
-        reason: format!("{key}: {e}"),
-    })
-}
-
-fn duration_field(path: &Path, map: &mut BTreeMap<String, Value>, key: &str) -> Result<Option<Duration>, ConfigError> {
-    let Some(text) = field::<String>(path, map, key)? else {
-        return Ok(None);
-    };
-    humantime::parse_duration(&text)
-        .map(Some)
-        .map_err(|e| ConfigError::File {
-            path: path.display().to_string(),
-            reason: format!("{key}: invalid duration {text:?}: {e}"),
-        })
-}
-
-fn read_file(path: &Path) -> Result<FileSettings, ConfigError> {
-    let err = |reason: String| ConfigError::File {
-        path: path.display().to_string(),
-        reason,
-    };
-    let text = std::fs::read_to_string(path).map_err(|e| err(e.to_string()))?;
-    let mut map: BTreeMap<String, Value> = serde_saphyr::from_str::<Option<BTreeMap<String, Value>>>(&text)
-        .map_err(|e| {
-            err(format!(
-                "invalid YAML: {}",
-                e.to_string()
-                    .lines()
-                    .next()
-                    .unwrap_or_default()
-                    .trim_start_matches("error: ")
-            ))
-        })?
-        .unwrap_or_default();
-    if let Some(kind) = map.remove("kind") {
-        if kind != "KubeletConfiguration" {
-            return Err(err(format!("kind: expected KubeletConfiguration, got {kind}")));
-        }
-    }
-    map.remove("apiVersion");
-    let mut backoff: BTreeMap<String, Value> = field(path, &mut map, "crashLoopBackOff")?.unwrap_or_default();
-    let settings = FileSettings {
-        static_pod_path: field(path, &mut map, "staticPodPath")?,
-        read_only_port: field(path, &mut map, "readOnlyPort")?,
-        healthz_port: field(path, &mut map, "healthzPort")?,
-        healthz_bind_address: field(path, &mut map, "healthzBindAddress")?,
-        address: field(path, &mut map, "address")?,
-        file_check_frequency: duration_field(path, &mut map, "fileCheckFrequency")?,
-        sync_frequency: duration_field(path, &mut map, "syncFrequency")?,
-        pod_infra_container_image: field(path, &mut map, "podInfraContainerImage")?,
-        container_runtime_endpoint: field(path, &mut map, "containerRuntimeEndpoint")?,
-        debug_address: field(path, &mut map, "debugAddress")?,
-        backoff_max: duration_field(path, &mut backoff, "maxContainerRestartPeriod")?,
-        backoff_initial: duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
-        register_node: field(path, &mut map, "registerNode")?,
-        kube_api_qps: field(path, &mut map, "kubeAPIQPS")?,
-        kube_api_burst: field(path, &mut map, "kubeAPIBurst")?,
-        event_record_qps: field(path, &mut map, "eventRecordQPS")?,
-        event_burst: field(path, &mut map, "eventBurst")?,
-        static_pod_url: field(path, &mut map, "staticPodURL")?,
-        static_pod_url_header: field(path, &mut map, "staticPodURLHeader")?,
-        http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
-        node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
-        node_lease_duration_seconds: field(path, &mut map, "nodeLeaseDurationSeconds")?,
-        port: field(path, &mut map, "port")?,
-        tls_cert_file: field(path, &mut map, "tlsCertFile")?,
-        tls_private_key_file: field(path, &mut map, "tlsPrivateKeyFile")?,
-        tls_min_version: field(path, &mut map, "tlsMinVersion")?,
-        tls_cipher_suites: field(path, &mut map, "tlsCipherSuites")?,
-        streaming_connection_idle_timeout: duration_field(path, &mut map, "streamingConnectionIdleTimeout")?,
-        authentication: field(path, &mut map, "authentication")?,
-        authorization: field(path, &mut map, "authorization")?,
-        node_status_report_frequency: duration_field(path, &mut map, "nodeStatusReportFrequency")?,
-        register_with_taints: field(path, &mut map, "registerWithTaints")?,
-        kube_reserved: field(path, &mut map, "kubeReserved")?,
-        system_reserved: field(path, &mut map, "systemReserved")?,
-        eviction_hard: field(path, &mut map, "evictionHard")?,
-        eviction_pressure_transition_period: duration_field(path, &mut map, "evictionPressureTransitionPeriod")?,
-        cluster_dns: field(path, &mut map, "clusterDNS")?,
-        cluster_domain: field(path, &mut map, "clusterDomain")?,
-        resolv_conf: field(path, &mut map, "resolvConf")?,
-        seccomp_default: field(path, &mut map, "seccompDefault")?,
-        allowed_unsafe_sysctls: field(path, &mut map, "allowedUnsafeSysctls")?,
-        cgroup_root: field(path, &mut map, "cgroupRoot")?,
-        cgroups_per_qos: field(path, &mut map, "cgroupsPerQOS")?,
-        cgroup_driver: field(path, &mut map, "cgroupDriver")?,
-        pod_pids_limit: field(path, &mut map, "podPidsLimit")?,
-        single_process_oom_kill: field(path, &mut map, "singleProcessOOMKill")?,
-        shutdown_grace_period: duration_field(path, &mut map, "shutdownGracePeriod")?,
-        shutdown_grace_period_critical_pods: duration_field(path, &mut map, "shutdownGracePeriodCriticalPods")?,
-        shutdown_grace_period_by_pod_priority: field(path, &mut map, "shutdownGracePeriodByPodPriority")?,
-        kubelet_cgroups: field(path, &mut map, "kubeletCgroups")?,
-        runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
-        system_cgroups: field(path, &mut map, "systemCgroups")?,
-        pod_logs_dir: field(path, &mut map, "podLogsDir")?,
-        serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
-        max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
-        node: node_settings::FileNode {
-            max_pods: field(path, &mut map, "maxPods")?,
-            pods_per_core: field(path, &mut map, "podsPerCore")?,
-            fail_swap_on: field(path, &mut map, "failSwapOn")?,
-            protect_kernel_defaults: field(path, &mut map, "protectKernelDefaults")?,
-            cpu_cfs_quota: field(path, &mut map, "cpuCFSQuota")?,
-            cpu_cfs_quota_period: duration_field(path, &mut map, "cpuCFSQuotaPeriod")?,
-            enforce_node_allocatable: field(path, &mut map, "enforceNodeAllocatable")?,
-            kube_reserved_cgroup: field(path, &mut map, "kubeReservedCgroup")?,
-            system_reserved_cgroup: field(path, &mut map, "systemReservedCgroup")?,
-        },
-        present: true,
-    };
-    for key in map.keys().chain(backoff.keys().map(|k| k as &String)) {
-        tracing::warn!(file = %path.display(), setting = %key, "config setting not supported by dockerlet; ignored");
-    }
-    Ok(settings)
-}
 
 /// `eventRecordQPS` and `eventBurst` as kubelet's event client takes them: negative is refused
 /// in kubelet's words, 0 is client-go's default (5 per second, 10 at once).
@@ -555,10 +331,8 @@ fn image_pull_limit(
 ///
 /// `hostname` is injected so tests never depend on the machine.
 pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig, ConfigError> {
-    let file = match &cli.config {
-        Some(path) => read_file(path)?,
-        None => FileSettings::default(),
-    };
+    let mut file = file::load(cli.config.as_deref(), cli.config_dir.as_deref())?;
+    let feature_gates = feature_gates::merge_flag(std::mem::take(&mut file.feature_gates), &cli.feature_gates)?;
     let invalid = |setting: &str, reason: String| ConfigError::Invalid {
         setting: setting.to_string(),
         reason,
@@ -776,13 +550,15 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     if http_check_frequency.is_zero() {
         return Err(invalid("--http-check-frequency", "must be greater than 0".to_string()));
     }
-    if cli
-        .kube_api_qps
-        .or(file.kube_api_qps)
-        .is_some_and(|q| q <= 0.0 || !q.is_finite())
-    {
-        return Err(invalid("--kube-api-qps", "must be greater than 0".to_string()));
-    }
+    // kubelet refuses a negative kubeAPIQPS; 0 is client-go's default, 5 per second.
+    let kube_api_qps = match cli.kube_api_qps.or(file.kube_api_qps) {
+        Some(q) if q < 0.0 || !q.is_finite() => {
+            return Err(invalid("--kube-api-qps", format!("{q} must not be a negative number")))
+        }
+        Some(0.0) => 5.0,
+        Some(q) => q,
+        None => 50.0,
+    };
     let event_limits = event_limits(
         cli.event_qps.or(file.event_record_qps),
         cli.event_burst.or(file.event_burst),
@@ -845,6 +621,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         cgroups,
         image_pulls,
         shutdown_groups,
+        feature_gates,
         seccomp_default: cli.seccomp_default.or(file.seccomp_default).unwrap_or(false),
         allowed_unsafe_sysctls,
         manifest_url: manifest_url.map(|url| HttpSourceConfig {
@@ -854,10 +631,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         }),
         kubeconfig: cli.kubeconfig.clone(),
         in_cluster: cli.in_cluster.then(|| cli.service_account_dir.clone()),
-        kube_api_limits: (
-            cli.kube_api_qps.or(file.kube_api_qps).unwrap_or(50.0),
-            cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100),
-        ),
+        kube_api_limits: (kube_api_qps, cli.kube_api_burst.or(file.kube_api_burst).unwrap_or(100)),
         event_limits,
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         node_labels,
@@ -923,13 +697,15 @@ fn kubelet_api_config(
         setting: setting.to_string(),
         reason,
     };
-    if address.port() == 0 {
+    // `enableServer: false` turns the kubelet API server off, as `--port 0` does here.
+    if address.port() == 0 || cli.enable_server.or(file.enable_server) == Some(false) {
         return Ok(None);
     }
     let has_api_server = cli.kubeconfig.is_some() || cli.in_cluster;
     let file_ttl = |setting: &str, text: Option<&String>| -> Result<Option<Duration>, ConfigError> {
-        text.map(|t| humantime::parse_duration(t).map_err(|e| invalid(setting, format!("invalid duration {t:?}: {e}"))))
-            .transpose()
+        // A zero TTL means kubelet's default (its defaulting replaces zero durations).
+        let ttl = text.map(|t| file::parse_duration(setting, t).map_err(|e| invalid(setting, e)));
+        Ok(ttl.transpose()?.filter(|t| !t.is_zero()))
     };
     let authn = file.authentication.as_ref();
     let file_webhook = authn.and_then(|a| a.webhook.as_ref());
@@ -1036,6 +812,7 @@ fn kubelet_api_config(
             authn
                 .and_then(|a| a.x509.as_ref())
                 .and_then(|x| x.client_ca_file.clone())
+                .filter(|p| !p.as_os_str().is_empty())
         }),
         min_version: cli.tls_min_version.clone().or_else(|| file.tls_min_version.clone()),
         cipher_suites: cipher_suites.into_iter().map(|s| s.trim().to_string()).collect(),
@@ -1064,6 +841,15 @@ fn kubelet_api_config(
                 .unwrap_or(STREAMING_CONNECTION_IDLE_TIMEOUT),
         )
         .filter(|t| !t.is_zero()),
+        debug_routes: DebugRoutes {
+            debugging: cli
+                .enable_debugging_handlers
+                .or(file.enable_debugging_handlers)
+                .unwrap_or(true),
+            system_log: file.enable_system_log_handler.unwrap_or(true),
+            profiling: file.enable_profiling_handler.unwrap_or(true),
+            debug_flags: file.enable_debug_flags_handler.unwrap_or(true),
+        },
     }))
 }
 
@@ -1139,540 +925,6 @@ fn check_taint(taint: &Taint) -> Result<(), String> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::Parser;
-
-    fn cli(args: &[&str]) -> Cli {
-        Cli::try_parse_from(std::iter::once("dockerlet").chain(args.iter().copied())).unwrap()
-    }
-
-    fn host() -> String {
-        "My-Host".to_string()
-    }
-
-    /// `--housekeeping-interval` defaults to kubelet's 10 s, takes a duration, refuses 0.
-    #[test]
-    fn housekeeping_interval_is_kubelets_flag() {
-        assert_eq!(
-            build(&cli(&[]), host).unwrap().housekeeping_interval,
-            Duration::from_secs(10)
-        );
-        let c = build(&cli(&["--housekeeping-interval", "2s"]), host).unwrap();
-        assert_eq!(c.housekeeping_interval, Duration::from_secs(2));
-        let err = build(&cli(&["--housekeeping-interval", "0s"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--housekeeping-interval"), "{err}");
-    }
-
-    /// With no flags the agent uses kubelet's flag defaults and the lowercased hostname.
-    #[test]
-    fn defaults_match_kubelet_flag_defaults() {
-        let c = build(&cli(&[]), host).unwrap();
-        assert_eq!(c.node_name, "my-host");
-        assert_eq!(c.read_only, Some("0.0.0.0:10255".parse().unwrap()));
-        assert_eq!(c.healthz, Some("127.0.0.1:10248".parse().unwrap()));
-        assert_eq!(c.debug, "127.0.0.1:10265".parse().unwrap());
-        assert_eq!(c.file_check_frequency, Duration::from_secs(20));
-        assert_eq!(c.backoff, BackoffConfig::default());
-        assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
-    }
-
-    /// The config file sets values, flags override it, and unknown kubelet keys are ignored.
-    #[test]
-    fn flags_override_the_config_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nstaticPodPath: /etc/pods\nreadOnlyPort: 10266\nhealthzPort: 0\nfileCheckFrequency: 1m30s\ncrashLoopBackOff:\n  maxContainerRestartPeriod: 60s\nevictionHard:\n  memory.available: 100Mi\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = build(&cli(&["--config", p]), host).unwrap();
-        assert_eq!(c.manifest_path, Some(PathBuf::from("/etc/pods")));
-        assert_eq!(c.read_only.unwrap().port(), 10266);
-        assert_eq!(c.healthz, None);
-        assert_eq!(c.file_check_frequency, Duration::from_secs(90));
-        assert_eq!(c.backoff.max, Duration::from_secs(60));
-        let c = build(
-            &cli(&["--config", p, "--read-only-port", "1234", "--pod-manifest-path", "/x"]),
-            host,
-        )
-        .unwrap();
-        assert_eq!(c.read_only.unwrap().port(), 1234);
-        assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
-    }
-
-    /// `--event-qps` and `--event-burst` (file: `eventRecordQPS`, `eventBurst`): kubelet's 50 and
-    /// 100 by default, client-go's 5 and 10 for 0, a negative number refused naming the flag.
-    #[test]
-    fn event_limits_as_kubelets_event_client() {
-        let limits = |args: &[&str]| build(&cli(args), host).map(|c| c.event_limits);
-        let pair = |qps: f64, burst: f64| EventLimits { qps, burst };
-        assert_eq!(limits(&[]).unwrap(), pair(50.0, 100.0));
-        assert_eq!(
-            limits(&["--event-qps", "7", "--event-burst", "3"]).unwrap(),
-            pair(7.0, 3.0)
-        );
-        assert_eq!(
-            limits(&["--event-qps", "0", "--event-burst", "0"]).unwrap(),
-            pair(5.0, 10.0)
-        );
-        let err = limits(&["--event-qps", "-1"]).unwrap_err().to_string();
-        assert!(
-            err.contains("--event-qps") && err.contains("-1 must not be a negative number"),
-            "{err}"
-        );
-        let err = limits(&["--event-burst", "-2"]).unwrap_err().to_string();
-        assert!(err.contains("--event-burst"), "{err}");
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "kind: KubeletConfiguration\neventRecordQPS: 20\neventBurst: 40\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        assert_eq!(limits(&["--config", p]).unwrap(), pair(20.0, 40.0));
-        assert_eq!(limits(&["--config", p, "--event-qps", "1"]).unwrap(), pair(1.0, 40.0));
-    }
-
-    /// Image pulls: serialized by default; `maxParallelImagePulls` of 2 or more alone turns
-    /// serialization off (kubelet's defaulting); a limit above 1 with serialization asked for,
-    /// or below 1, is refused naming the flag.
-    #[test]
-    fn image_pull_limits_as_kubelet_defaults_and_validates_them() {
-        let at_once = |n: usize| ImagePullLimit::AtOnce(std::num::NonZeroUsize::new(n).unwrap());
-        let limit = |args: &[&str]| build(&cli(args), host).map(|c| c.image_pulls);
-        assert_eq!(limit(&[]).unwrap(), at_once(1));
-        assert_eq!(
-            limit(&["--serialize-image-pulls=false"]).unwrap(),
-            ImagePullLimit::Unlimited
-        );
-        assert_eq!(limit(&["--max-parallel-image-pulls", "3"]).unwrap(), at_once(3));
-        assert_eq!(limit(&["--max-parallel-image-pulls", "1"]).unwrap(), at_once(1));
-        assert_eq!(
-            limit(&["--serialize-image-pulls=false", "--max-parallel-image-pulls", "2"]).unwrap(),
-            at_once(2)
-        );
-        let refused = limit(&["--serialize-image-pulls", "--max-parallel-image-pulls", "2"])
-            .unwrap_err()
-            .to_string();
-        assert!(
-            refused.starts_with("invalid value for --max-parallel-image-pulls: 2: cannot be larger than 1"),
-            "{refused}"
-        );
-        let refused = limit(&["--max-parallel-image-pulls", "0"]).unwrap_err().to_string();
-        assert_eq!(
-            refused,
-            "invalid value for --max-parallel-image-pulls: 0 must be a positive number"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, "kind: KubeletConfiguration\nmaxParallelImagePulls: 5\n").unwrap();
-        assert_eq!(limit(&["--config", path.to_str().unwrap()]).unwrap(), at_once(5));
-        std::fs::write(&path, "kind: KubeletConfiguration\nserializeImagePulls: false\n").unwrap();
-        assert_eq!(
-            limit(&["--config", path.to_str().unwrap()]).unwrap(),
-            ImagePullLimit::Unlimited
-        );
-    }
-
-    /// The kubelet API: on 0.0.0.0:10250 by default, secure (no anonymous, every request
-    /// forbidden without an authorization mode, self-signed pair under `<root-dir>/pki`); its
-    /// settings come from the file's kubelet names or the flags; what it cannot honour (token
-    /// webhook and Webhook authorizer without an API server, CBC suites, TLS 1.1) is refused
-    /// naming the flag.
-    #[test]
-    fn kubelet_api_settings() {
-        let c = build(&cli(&["--root-dir", "/r"]), host).unwrap();
-        let api = c.kubelet_api.unwrap();
-        assert_eq!(api.address, "0.0.0.0:10250".parse().unwrap());
-        assert!(!api.anonymous);
-        assert_eq!(api.authorization, AuthorizationMode::AlwaysDeny);
-        assert_eq!(api.tls.cert_dir, PathBuf::from("/r/pki"));
-        assert_eq!(api.stream_idle_timeout, Some(Duration::from_secs(4 * 3600)));
-        assert_eq!(build(&cli(&["--port", "0"]), host).unwrap().kubelet_api, None);
-        let idle = |args: &[&str]| {
-            build(&cli(args), host)
-                .unwrap()
-                .kubelet_api
-                .unwrap()
-                .stream_idle_timeout
-        };
-        assert_eq!(
-            idle(&["--streaming-connection-idle-timeout", "5m"]),
-            Some(Duration::from_secs(300))
-        );
-        assert_eq!(
-            idle(&["--streaming-connection-idle-timeout", "0s"]),
-            None,
-            "0 is no limit"
-        );
-
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "kind: KubeletConfiguration\nport: 10260\ntlsCertFile: /c.crt\ntlsPrivateKeyFile: /c.key\ntlsMinVersion: VersionTLS13\ntlsCipherSuites: [TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256]\nauthentication:\n  anonymous:\n    enabled: true\n  x509:\n    clientCAFile: /ca.crt\nauthorization:\n  mode: AlwaysAllow\nstreamingConnectionIdleTimeout: 30m\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let api = build(&cli(&["--config", p]), host).unwrap().kubelet_api.unwrap();
-        assert_eq!(api.address.port(), 10260);
-        assert_eq!(api.stream_idle_timeout, Some(Duration::from_secs(1800)));
-        assert!(api.anonymous);
-        assert_eq!(api.authorization, AuthorizationMode::AlwaysAllow);
-        assert_eq!(api.tls.cert_and_key, Some(("/c.crt".into(), "/c.key".into())));
-        assert_eq!(api.tls.client_ca_file, Some("/ca.crt".into()));
-        assert_eq!(api.tls.min_version.as_deref(), Some("VersionTLS13"));
-        assert_eq!(api.tls.cipher_suites, ["TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256"]);
-        let api = build(&cli(&["--config", p, "--anonymous-auth=false"]), host)
-            .unwrap()
-            .kubelet_api
-            .unwrap();
-        assert!(!api.anonymous);
-
-        assert_eq!(api.token_webhook, None);
-        let api = build(&cli(&["--config", p, "--kubeconfig", "/k"]), host)
-            .unwrap()
-            .kubelet_api
-            .unwrap();
-        assert_eq!(
-            api.authorization,
-            AuthorizationMode::AlwaysAllow,
-            "asked for explicitly"
-        );
-        assert_eq!(api.token_webhook, Some(Duration::from_secs(120)));
-
-        for (args, setting) in [
-            (&["--authorization-mode", "Webhook"][..], "--authorization-mode"),
-            (&["--authorization-mode", "Node"][..], "--authorization-mode"),
-            (
-                &["--authentication-token-webhook"][..],
-                "--authentication-token-webhook",
-            ),
-            (
-                &["--tls-cipher-suites", "TLS_RSA_WITH_AES_128_CBC_SHA"][..],
-                "--tls-cipher-suites",
-            ),
-            (&["--tls-cipher-suites", "BOGUS"][..], "--tls-cipher-suites"),
-            (&["--tls-min-version", "VersionTLS11"][..], "--tls-min-version"),
-        ] {
-            match build(&cli(args), host) {
-                Err(ConfigError::Invalid { setting: s, reason }) => assert_eq!(s, setting, "{args:?}: {reason}"),
-                other => panic!("{args:?}: {other:?}"),
-            }
-        }
-    }
-
-    /// With an API server the TokenReview and SubjectAccessReview webhooks are on by default
-    /// with kubelet's TTLs (2 m; 5 m and 30 s); the file's `cacheTTL`s and the flags set them;
-    /// they can be turned off.
-    #[test]
-    fn webhooks_default_on_with_an_api_server() {
-        let api = build(&cli(&["--kubeconfig", "/k"]), host).unwrap().kubelet_api.unwrap();
-        assert_eq!(api.token_webhook, Some(Duration::from_secs(120)));
-        assert_eq!(
-            api.authorization,
-            AuthorizationMode::Webhook {
-                authorized_ttl: Duration::from_secs(300),
-                unauthorized_ttl: Duration::from_secs(30)
-            }
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "authentication:\n  webhook:\n    enabled: true\n    cacheTTL: 10s\nauthorization:\n  mode: Webhook\n  webhook:\n    cacheAuthorizedTTL: 1m0s\n    cacheUnauthorizedTTL: 5s\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let api = build(&cli(&["--config", p, "--kubeconfig", "/k"]), host)
-            .unwrap()
-            .kubelet_api
-            .unwrap();
-        assert_eq!(api.token_webhook, Some(Duration::from_secs(10)));
-        assert_eq!(
-            api.authorization,
-            AuthorizationMode::Webhook {
-                authorized_ttl: Duration::from_secs(60),
-                unauthorized_ttl: Duration::from_secs(5)
-            }
-        );
-        let api = build(
-            &cli(&[
-                "--config",
-                p,
-                "--kubeconfig",
-                "/k",
-                "--authentication-token-webhook=false",
-                "--authorization-webhook-cache-unauthorized-ttl",
-                "1s",
-            ]),
-            host,
-        )
-        .unwrap()
-        .kubelet_api
-        .unwrap();
-        assert_eq!(api.token_webhook, None);
-        assert!(matches!(
-            api.authorization,
-            AuthorizationMode::Webhook { unauthorized_ttl, .. } if unauthorized_ttl == Duration::from_secs(1)
-        ));
-        // Without an API server, asking for either webhook is refused.
-        assert!(build(&cli(&["--config", p]), host).is_err());
-    }
-
-    /// The cgroup settings take kubelet's defaults, the file's `cgroupRoot`, `cgroupsPerQOS`,
-    /// `cgroupDriver` and `podPidsLimit`, and the flags over them; bad values name the flag.
-    #[test]
-    fn cgroup_settings_parse() {
-        let c = build(&cli(&[]), host).unwrap().cgroups;
-        assert_eq!(
-            c,
-            CgroupConfig {
-                root: "/".into(),
-                per_qos: true,
-                driver: None,
-                pod_pids_limit: -1,
-                single_process_oom_kill: false,
-                kubelet_cgroups: None,
-                runtime_cgroups: None,
-                system_cgroups: None,
-            }
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "cgroupRoot: /k\ncgroupsPerQOS: false\nenforceNodeAllocatable: []\ncgroupDriver: systemd\npodPidsLimit: 100\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = build(&cli(&["--config", p]), host).unwrap().cgroups;
-        assert_eq!(
-            (c.root.as_str(), c.per_qos, c.driver, c.pod_pids_limit),
-            ("/k", false, Some(CgroupDriver::Systemd), 100)
-        );
-        let c = build(
-            &cli(&[
-                "--config",
-                p,
-                "--cgroup-root",
-                "/it/n1",
-                "--cgroups-per-qos",
-                "--pod-max-pids",
-                "-1",
-            ]),
-            host,
-        )
-        .unwrap()
-        .cgroups;
-        assert_eq!((c.root.as_str(), c.per_qos, c.pod_pids_limit), ("/it/n1", true, -1));
-        // The system cgroups: from the file, flags over it; "" is none; systemCgroups with
-        // the file's cgroupRoot.
-        std::fs::write(
-            &path,
-            "cgroupRoot: /\nkubeletCgroups: /kubelet\nruntimeCgroups: /docker-daemon\nsystemCgroups: /system\n",
-        )
-        .unwrap();
-        let c = build(
-            &cli(&["--config", p, "--kubelet-cgroups", "/k2", "--runtime-cgroups", ""]),
-            host,
-        )
-        .unwrap()
-        .cgroups;
-        assert_eq!(
-            (
-                c.kubelet_cgroups.as_deref(),
-                c.runtime_cgroups.as_deref(),
-                c.system_cgroups.as_deref()
-            ),
-            (Some("/k2"), None, Some("/system"))
-        );
-        for (args, setting) in [
-            (&["--cgroup-root", "rel"][..], "--cgroup-root"),
-            (&["--cgroup-root", "/a/../b"][..], "--cgroup-root"),
-            (&["--cgroup-driver", "docker"][..], "--cgroup-driver"),
-            (&["--pod-max-pids", "-2"][..], "--pod-max-pids"),
-            (&["--kubelet-cgroups", "kubelet"][..], "--kubelet-cgroups"),
-            (&["--runtime-cgroups", "/a/./b"][..], "--runtime-cgroups"),
-            (&["--system-cgroups", "/system"][..], "--system-cgroups"),
-            (&["--cgroup-root", "/", "--system-cgroups", "/"][..], "--system-cgroups"),
-        ] {
-            match build(&cli(args), host) {
-                Err(ConfigError::Invalid { setting: s, .. }) => assert_eq!(s, setting, "{args:?}"),
-                other => panic!("{args:?}: {other:?}"),
-            }
-        }
-    }
-
-    /// `seccompDefault` and `allowedUnsafeSysctls` come from the file or the flags (off and
-    /// empty by default); a pattern that is not namespaced is refused naming the flag.
-    #[test]
-    fn security_settings_parse() {
-        let c = build(&cli(&[]), host).unwrap();
-        assert!(!c.seccomp_default && c.allowed_unsafe_sysctls.is_empty());
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, "seccompDefault: true\nallowedUnsafeSysctls: [\"kernel.msg*\"]\n").unwrap();
-        let p = path.to_str().unwrap();
-        let c = build(&cli(&["--config", p]), host).unwrap();
-        assert!(c.seccomp_default);
-        assert_eq!(c.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
-        let c = build(
-            &cli(&[
-                "--config",
-                p,
-                "--seccomp-default=false",
-                "--allowed-unsafe-sysctls",
-                "net.*,kernel.sem",
-            ]),
-            host,
-        )
-        .unwrap();
-        assert!(!c.seccomp_default);
-        assert_eq!(c.allowed_unsafe_sysctls, vec!["net.*", "kernel.sem"]);
-        assert!(build(&cli(&["--seccomp-default"]), host).unwrap().seccomp_default);
-        let err = build(&cli(&["--allowed-unsafe-sysctls", "vm.swappiness"]), host)
-            .unwrap_err()
-            .to_string();
-        assert_eq!(
-            err,
-            r#"invalid value for --allowed-unsafe-sysctls: the sysctls "vm.swappiness" are not known to be namespaced"#
-        );
-    }
-
-    /// Bad values name the setting and the reason.
-    #[test]
-    fn bad_settings_name_the_setting() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(&path, "readOnlyPort: abc\n").unwrap();
-        let err = build(&cli(&["--config", path.to_str().unwrap()]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("config.yaml") && err.contains("readOnlyPort"), "{err}");
-        std::fs::write(&path, "fileCheckFrequency: soon\n").unwrap();
-        let err = build(&cli(&["--config", path.to_str().unwrap()]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("fileCheckFrequency: invalid duration"), "{err}");
-        let err = build(&cli(&["--crash-loop-backoff-max", "10m"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--crash-loop-backoff-max"), "{err}");
-        let err = build(&cli(&["--hostname-override", "bad_name"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(err.contains("--hostname-override"), "{err}");
-        assert!(Cli::try_parse_from(["dockerlet", "--file-check-frequency", "xyz"]).is_err());
-        let err = build(&cli(&["--register-with-taints", "a=b:Sometimes"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--register-with-taints") && err.contains("Sometimes"),
-            "{err}"
-        );
-        let err = build(&cli(&["--kube-reserved", "gpu=1"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--kube-reserved") && err.contains("unknown resource"),
-            "{err}"
-        );
-        let err = build(&cli(&["--eviction-hard", "memory.available<lots"]), host)
-            .unwrap_err()
-            .to_string();
-        assert!(
-            err.contains("--eviction-hard") && err.contains("memory.available"),
-            "{err}"
-        );
-    }
-
-    /// DNS settings: kubelet's defaults, the file's keys, flags over them, "" for no
-    /// resolv.conf, and a bad IP named.
-    #[test]
-    fn dns_settings_parse() {
-        let c = build(&cli(&[]), host).unwrap();
-        assert_eq!(c.dns, ClusterDns::default());
-        assert_eq!(c.dns.resolv_conf, Some(PathBuf::from("/etc/resolv.conf")));
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "clusterDNS: [10.96.0.10]\nclusterDomain: cluster.local\nresolvConf: /run/resolv.conf\n",
-        )
-        .unwrap();
-        let p = path.to_str().unwrap();
-        let c = build(&cli(&["--config", p]), host).unwrap();
-        assert_eq!(c.dns.servers, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
-        assert_eq!(c.dns.domain, "cluster.local");
-        assert_eq!(c.dns.resolv_conf, Some(PathBuf::from("/run/resolv.conf")));
-        let c = build(
-            &cli(&["--config", p, "--cluster-dns", "10.0.0.10,fd00::a", "--resolv-conf", ""]),
-            host,
-        )
-        .unwrap();
-        assert_eq!(c.dns.servers.len(), 2);
-        assert_eq!(c.dns.resolv_conf, None);
-        let err = build(&cli(&["--cluster-dns", "ten"]), host).unwrap_err().to_string();
-        assert!(err.contains("--cluster-dns") && err.contains("\"ten\""), "{err}");
-    }
-
-    /// Taints, reserved resources and eviction thresholds come from flags or the file, with
-    /// kubelet's defaults.
-    #[test]
-    fn node_allocatable_settings_parse() {
-        let c = build(&cli(&[]), host).unwrap();
-        assert!(c.taints.is_empty() && c.reserved.is_empty());
-        assert_eq!(c.eviction_hard, Thresholds::default());
-        assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
-        let c = build(
-            &cli(&[
-                "--register-with-taints",
-                "dedicated=edge:NoSchedule,gpu:NoExecute",
-                "--kube-reserved",
-                "cpu=100m,memory=1Gi",
-                "--system-reserved",
-                "cpu=0.4",
-                "--eviction-hard",
-                "memory.available<1Gi",
-                "--node-status-update-frequency",
-                "2s",
-            ]),
-            host,
-        )
-        .unwrap();
-        assert_eq!(c.taints.len(), 2);
-        assert_eq!(
-            (
-                c.taints[0].key.as_str(),
-                c.taints[0].value.as_deref(),
-                c.taints[0].effect.as_str()
-            ),
-            ("dedicated", Some("edge"), "NoSchedule")
-        );
-        assert_eq!(c.taints[1].value, None);
-        assert_eq!(c.reserved["cpu"], 500);
-        assert_eq!(c.reserved["memory"], 1 << 30);
-        assert_eq!(c.eviction_hard.0.len(), 1);
-        assert_eq!(c.node_status_report_frequency, Duration::from_secs(2));
-
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("config.yaml");
-        std::fs::write(
-            &path,
-            "registerWithTaints:\n- key: a\n  effect: NoExecute\nkubeReserved:\n  memory: 512Mi\nevictionHard:\n  nodefs.available: 5%\nevictionPressureTransitionPeriod: 30s\n",
-        )
-        .unwrap();
-        let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
-        assert_eq!(c.taints[0].effect, "NoExecute");
-        assert_eq!(c.reserved["memory"], 512 << 20);
-        assert_eq!(c.eviction_hard.0.len(), 1);
-        assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(30));
-    }
-}
+mod file_tests;
+#[cfg(test)]
+mod tests;
