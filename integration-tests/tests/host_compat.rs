@@ -223,6 +223,18 @@ fn pods_run_limited_measured_and_adopted(agent: &mut Agent, in_tree: impl Fn(&st
         "1",
         "an OOM kills the container's cgroup, as kubelet has it on v2"
     );
+    let read = |file: &str| {
+        std::fs::read_to_string(format!("/sys/fs/cgroup{cgroup}/{file}"))
+            .unwrap_or_else(|e| panic!("{cgroup}/{file}: {e}"))
+            .trim()
+            .to_string()
+    };
+    // kubelet's NoSwap: a limited container gets no swap (MemorySwap = its memory limit).
+    assert_eq!(read("memory.swap.max"), "0", "{cgroup}");
+    // 200m CPU limit: a 20 ms quota per 100 ms period; 100m request: shares 102, which runc
+    // converts to cpu.weight 1 + (102 − 2) × 9999 / 262142 = 4 (kubelet's conversion on v2).
+    assert_eq!(read("cpu.max"), "20000 100000", "{cgroup}");
+    assert_eq!(read("cpu.weight"), "4", "{cgroup}");
 
     let summary_url = format!("http://127.0.0.1:{}/stats/summary", agent.ports().read_only);
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -241,6 +253,19 @@ fn pods_run_limited_measured_and_adopted(agent: &mut Agent, in_tree: impl Fn(&st
         }
     };
     assert!(working_set < 64 << 20, "{working_set}");
+    // Pressure stall information on v2 (the summary's `psi`, kubelet ≥ 1.33 with cAdvisor's).
+    let (_, body) = agent.get(&summary_url).expect("/stats/summary");
+    let summary: serde_json::Value = serde_json::from_str(&body).expect("summary JSON");
+    let pod = summary["pods"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["podRef"]["name"] == agent.pod_name("limited"))
+        .expect("the limited pod in the summary");
+    assert!(
+        pod["containers"][0]["memory"]["psi"]["some"].is_object(),
+        "memory PSI of the limited container in {pod}"
+    );
     let metrics_url = format!("http://127.0.0.1:{}/metrics/cadvisor", agent.ports().read_only);
     let (_, metrics) = agent.get(&metrics_url).expect("/metrics/cadvisor");
     assert!(

@@ -50,12 +50,12 @@ systemd-run --unit dockerlet-shutdown \
     --shutdown-grace-period 10s --shutdown-grace-period-critical-pods 5s
 
 running() {
-    curl -sf http://127.0.0.1:10255/pods | python3 -c '
+    curl -sf http://127.0.0.1:10255/pods 2>/dev/null | python3 -c '
 import json, sys
 pods = json.load(sys.stdin)["items"]
 running = [p for p in pods if p.get("status", {}).get("phase") == "Running"
            and all(c.get("ready") for c in p["status"].get("containerStatuses", []))]
-sys.exit(0 if len(running) == 2 else 1)'
+sys.exit(0 if len(running) == 2 else 1)' 2>/dev/null
 }
 for _ in $(seq 120); do
     running && break
