@@ -112,6 +112,24 @@ fn the_agent_runs_as_a_kind_style_node_in_a_container() {
     let work_path = work.path().to_str().expect("utf-8").to_string();
     std::fs::create_dir_all(work.path().join("manifests")).expect("manifest dir");
     std::fs::write(work.path().join("manifests/web.yaml"), POD).expect("manifest");
+    // kubelet's kernel tunables: a container's /proc/sys is read-only, so the README has the
+    // host set them once and the agent only check them (`--protect-kernel-defaults`). This
+    // machine's tunables are not the test's to change: a tree with kubelet's values stands in
+    // for such a host's (the hidden `--proc-sys-root`).
+    let sys = work.path().join("proc-sys");
+    let kubelets_values = [
+        ("vm/overcommit_memory", 1),
+        ("vm/panic_on_oom", 0),
+        ("kernel/panic", 10),
+        ("kernel/panic_on_oops", 1),
+        ("kernel/keys/root_maxkeys", 1_000_000),
+        ("kernel/keys/root_maxbytes", 25_000_000),
+    ];
+    for (flag, value) in kubelets_values {
+        let file = sys.join(flag);
+        std::fs::create_dir_all(file.parent().expect("a parent")).expect("tunable dir");
+        std::fs::write(&file, format!("{value}\n")).expect("tunable");
+    }
     let (read_only, healthz) = (free_port(), free_port());
     let mount = format!("{work_path}:{work_path}");
     docker_ok(&[
@@ -147,6 +165,9 @@ fn the_agent_runs_as_a_kind_style_node_in_a_container() {
         &format!("127.0.0.1:{}", free_port()),
         "--port",
         &free_port().to_string(),
+        "--protect-kernel-defaults",
+        "--proc-sys-root",
+        &format!("{work_path}/proc-sys"),
     ]);
     let url = format!("http://127.0.0.1:{read_only}/pods");
     let pod = wait_for("the pod Running and ready", POD_START_TIMEOUT, || {
