@@ -43,13 +43,13 @@ use dockerlet_messages::debug::{
 use dockerlet_messages::metrics::StaticLabel;
 use dockerlet_messages::node::{GetNodePressure, NodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
-use dockerlet_messages::probe::{ForgetPod, ProbeResultChanged, ResendProbeTargets, WatchContainers};
+use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, StatsView, Summary};
-use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods, RemovePodStatus, SetPodStatus};
+use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 use dockerlet_messages::worker::{
-    FinalizePodDeletion, GetShutdownTargets, NodeShuttingDown, PodTerminated, PublishStatus, ShutdownTarget, StopActor,
-    SyncPod, TerminatePod, UpdatePod,
+    FinalizePodDeletion, GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus,
+    ShutdownTarget, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::PodUid;
 use dockerlet_pod::admission::Rejection;
@@ -418,13 +418,15 @@ impl Supervisor {
         ctx: &mut Context<Self>,
     ) -> Addr<PodWorker> {
         let me = ctx.address();
+        let (status, probe) = (&self.children.status, &self.children.probe);
         let links = WorkerLinks {
-            status: me.clone().recipient(),
-            removed: me.clone().recipient(),
+            status: status.link(),
+            finished: me.clone().recipient(),
+            removed: status.link(),
             events: me.clone().recipient(),
-            terminated: me.clone().recipient(),
-            watch: me.clone().recipient(),
-            forget: me.recipient(),
+            terminated: me.recipient(),
+            watch: probe.link(),
+            forget: probe.link(),
         };
         let mut worker = PodWorker::new(pod, self.sync.clone(), links).attempts_from(next_attempts);
         if let Some(rejection) = rejection {
@@ -734,53 +736,15 @@ impl Handler<ProbeResultChanged> for Supervisor {
     }
 }
 
-/// Handlers that only pass a message on to one child.
-macro_rules! forward {
-    ($($message:ty => $child:ident),* $(,)?) => {$(
-        impl Handler<$message> for Supervisor {
-            type Result = ();
-
-            fn handle(&mut self, msg: $message, _: &mut Self::Context) {
-                self.handled += 1;
-                self.children.$child.do_send(msg);
-            }
-        }
-    )*};
-}
-
-forward! {
-    WatchContainers => probe,
-    ForgetPod => probe,
-}
-
-impl Handler<RemovePodStatus> for Supervisor {
-    type Result = ResponseFuture<()>;
-
-    /// On to the StatusActor, answered once it has written a deleted pod's final status.
-    fn handle(&mut self, msg: RemovePodStatus, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let removed = self.children.status.addr().send(msg);
-        Box::pin(async move {
-            if let Err(e) = removed.await {
-                tracing::warn!(error = %e, "the status actor did not answer a pod's removal");
-            }
-        })
-    }
-}
-
-impl Handler<SetPodStatus> for Supervisor {
+impl Handler<PodFinished> for Supervisor {
     type Result = ();
 
-    /// Note whether the pod finished (it then no longer counts at admission); on to the
-    /// StatusActor.
-    fn handle(&mut self, msg: SetPodStatus, _: &mut Self::Context) {
+    /// Note whether the pod finished: it then no longer counts at admission.
+    fn handle(&mut self, msg: PodFinished, _: &mut Self::Context) {
         self.handled += 1;
-        let uid = msg.uid();
-        if let Some(entry) = self.workers.get_mut(&uid) {
-            let phase = msg.status.phase.as_deref();
-            entry.finished = entry.rejection.is_some() || matches!(phase, Some("Succeeded" | "Failed"));
+        if let Some(entry) = self.workers.get_mut(&msg.uid) {
+            entry.finished = entry.rejection.is_some() || msg.finished;
         }
-        self.children.status.do_send(msg);
     }
 }
 
