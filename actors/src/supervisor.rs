@@ -37,15 +37,15 @@ use actix::prelude::*;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{
-    ActorState, DebugSnapshot, FaultError, FaultTarget, GetDebugSnapshot, GetHealth, Health, HealthCell, InjectFault,
-    Panic, RecordEvent,
+    ActorState, DebugSnapshot, FaultError, FaultTarget, GetActorState, GetDebugSnapshot, GetHealth, Health, HealthCell,
+    InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::metrics::StaticLabel;
-use dockerlet_messages::node::{GetNodePressure, NodePressure};
+use dockerlet_messages::node::GetNodePressure;
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
-use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, StatsView, Summary};
+use dockerlet_messages::stats::{GetStatsSummary, GetStatsView};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 use dockerlet_messages::worker::{
     FinalizePodDeletion, GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus,
@@ -836,110 +836,65 @@ impl Handler<GetShutdownTargets> for Supervisor {
     }
 }
 
-impl Handler<GetPods> for Supervisor {
-    type Result = ResponseFuture<Vec<Pod>>;
+/// The queries of the HTTP side and the NodeStatusActor, which hold the Supervisor's address
+/// (it never changes, a child's does): each answered by one expression, a future of the answer.
+macro_rules! answer {
+    ($($message:ty => |$me:ident, $msg:ident| $answer:expr;)*) => {$(
+        impl Handler<$message> for Supervisor {
+            type Result = ResponseFuture<<$message as Message>::Result>;
 
-    fn handle(&mut self, msg: GetPods, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let status = self.children.status.addr();
-        Box::pin(async move { status.send(msg).await.unwrap_or_default() })
-    }
-}
-
-impl Handler<GetRunningPods> for Supervisor {
-    type Result = Option<Vec<Pod>>;
-
-    /// The runtime's running pods, from the pod cache (no Docker call).
-    fn handle(&mut self, _: GetRunningPods, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let running = self.sync.cache.running()?;
-        Some(dockerlet_pod::running::running_pods(&running))
-    }
-}
-
-impl Handler<GetPodSandbox> for Supervisor {
-    type Result = Option<dockerlet_messages::ContainerId>;
-
-    /// The pod's newest sandbox, a running one first, from the pod cache (no Docker call).
-    fn handle(&mut self, msg: GetPodSandbox, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let containers = self.sync.cache.pod(&msg.uid)?;
-        containers
-            .into_iter()
-            .filter(|c| c.role == dockerlet_messages::runtime::ContainerRole::Sandbox)
-            .max_by_key(|c| (c.state == dockerlet_messages::runtime::RuntimeState::Running, c.attempt))
-            .map(|c| c.id)
-    }
-}
-
-impl Handler<GetHealth> for Supervisor {
-    type Result = ResponseFuture<Health>;
-
-    fn handle(&mut self, msg: GetHealth, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let pleg = self.children.pleg.addr();
-        let shutting_down = self.shutting_down;
-        Box::pin(async move {
-            if shutting_down {
-                return Health {
-                    healthy: false,
-                    reason: Some(dockerlet_pod::shutdown::NOT_READY_MESSAGE.to_string()),
-                };
+            fn handle(&mut self, $msg: $message, _: &mut Self::Context) -> Self::Result {
+                self.handled += 1;
+                let $me = &*self;
+                Box::pin($answer)
             }
-            match tokio::time::timeout(QUERY_TIMEOUT, pleg.send(msg)).await {
-                Ok(Ok(health)) => health,
-                _ => Health {
-                    healthy: false,
-                    reason: Some("PLEG is not responding".to_string()),
-                },
-            }
-        })
-    }
+        }
+    )*};
 }
 
-impl Handler<GetNodePressure> for Supervisor {
-    type Result = ResponseFuture<NodePressure>;
-
-    /// The PressureActor's last reading; none while it is being re-created.
-    fn handle(&mut self, msg: GetNodePressure, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let pressure = self.children.pressure.addr();
-        Box::pin(async move {
-            tokio::time::timeout(QUERY_TIMEOUT, pressure.send(msg))
-                .await
-                .ok()
-                .and_then(Result::ok)
-                .unwrap_or_default()
-        })
-    }
+answer! {
+    GetPods => |me, msg| me.children.status.query(msg, None);
+    // The PressureActor's last reading; none while it is being re-created.
+    GetNodePressure => |me, msg| me.children.pressure.query(msg, Some(QUERY_TIMEOUT));
+    // The StatsActor's last summary, or view (the summary with its containers, for cAdvisor's
+    // labels); none before its first pass, while it is being re-created, or without one.
+    GetStatsSummary => |me, msg| query_some(me.children.stats.as_ref(), msg);
+    GetStatsView => |me, msg| query_some(me.children.stats.as_ref(), msg);
+    // From the pod cache (no Docker call).
+    GetRunningPods => |me, _msg| std::future::ready(me.sync.cache.running_pods());
+    GetPodSandbox => |me, msg| std::future::ready(me.sync.cache.newest_sandbox(&msg.uid));
+    GetHealth => |me, msg| health(me.shutting_down, &me.children.pleg, msg);
 }
 
-impl Handler<GetStatsSummary> for Supervisor {
-    type Result = ResponseFuture<Option<Arc<Summary>>>;
-
-    /// The StatsActor's last summary; none before its first pass, while it is being re-created,
-    /// or without one.
-    fn handle(&mut self, msg: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let stats = self.children.stats.as_ref().map(Child::addr);
-        Box::pin(async move {
-            let stats = stats?;
-            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
-        })
-    }
+/// Ask `child`, if there is one, within [`QUERY_TIMEOUT`]; none when it does not answer.
+fn query_some<A, M, T>(child: Option<&Child<A>>, msg: M) -> impl std::future::Future<Output = Option<T>>
+where
+    A: Actor<Context = Context<A>> + Handler<GetActorState> + Handler<Panic> + Handler<M>,
+    M: Message<Result = Option<T>> + Send + 'static,
+    T: Send + 'static,
+{
+    let asked = child.map(|c| c.query(msg, Some(QUERY_TIMEOUT)));
+    async move { asked?.await }
 }
 
-impl Handler<GetStatsView> for Supervisor {
-    type Result = ResponseFuture<Option<Arc<StatsView>>>;
-
-    /// The StatsActor's last view (the summary with its containers, for cAdvisor's labels).
-    fn handle(&mut self, msg: GetStatsView, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let stats = self.children.stats.as_ref().map(Child::addr);
-        Box::pin(async move {
-            let stats = stats?;
-            tokio::time::timeout(QUERY_TIMEOUT, stats.send(msg)).await.ok()?.ok()?
-        })
+/// Not healthy while the node shuts down; otherwise the PLEG's health, unhealthy when it does
+/// not answer.
+fn health(shutting_down: bool, pleg: &Child<PlegActor>, msg: GetHealth) -> impl std::future::Future<Output = Health> {
+    let pleg = pleg.addr();
+    async move {
+        if shutting_down {
+            return Health {
+                healthy: false,
+                reason: Some(dockerlet_pod::shutdown::NOT_READY_MESSAGE.to_string()),
+            };
+        }
+        match tokio::time::timeout(QUERY_TIMEOUT, pleg.send(msg)).await {
+            Ok(Ok(health)) => health,
+            _ => Health {
+                healthy: false,
+                reason: Some("PLEG is not responding".to_string()),
+            },
+        }
     }
 }
 
