@@ -78,7 +78,7 @@ pub struct StopActor;
 /// A pod deleted in the API has no containers left: delete it for good (grace 0, its UID).
 ///
 /// Supervisor → ApiSource.
-#[derive(Debug, Clone, Message)]
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub struct FinalizePodDeletion {
     /// Namespace.
