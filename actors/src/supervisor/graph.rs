@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use actix::prelude::*;
+use dockerlet_messages::worker::{StopActor, TerminatePod, UpdatePod};
 use dockerlet_runtime::ContainerRuntime;
+use k8s_openapi::api::core::v1::Pod;
 
 use super::{Mode, Supervisor, SupervisorConfig};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownLinks};
@@ -12,6 +14,8 @@ use crate::node_status::NodeStatusActor;
 use crate::oom_watcher::OomWatcherActor;
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_cache::PodCache;
+use crate::pod_manager::{Worker, WorkerStart};
+use crate::pod_worker::{PodWorker, SyncContext, WorkerLinks};
 use crate::pressure::PressureActor;
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::registry::{AfterRestart, Child, Registry};
@@ -176,5 +180,53 @@ impl Children {
             stats,
             api_source,
         }
+    }
+}
+
+impl Children {
+    /// Where a PodWorker sends what it learns: statuses and probe targets straight to the
+    /// current StatusActor and ProbeActor, the rest to the Supervisor `me`.
+    pub(super) fn worker_links(&self, me: Addr<Supervisor>) -> WorkerLinks {
+        let (status, probe) = (&self.status, &self.probe);
+        WorkerLinks {
+            status: status.link(),
+            finished: me.clone().recipient(),
+            removed: status.link(),
+            events: me.clone().recipient(),
+            terminated: me.recipient(),
+            watch: probe.link(),
+            forget: probe.link(),
+        }
+    }
+}
+
+/// A PodWorker as the pod manager sees it.
+impl Worker for Addr<PodWorker> {
+    fn update(&self, pod: Arc<Pod>) {
+        self.do_send(UpdatePod { pod });
+    }
+
+    fn terminate(&self) {
+        self.do_send(TerminatePod { grace_period: None });
+    }
+
+    fn stop(&self) {
+        self.do_send(StopActor);
+    }
+
+    fn dead(&self) -> bool {
+        !self.connected()
+    }
+}
+
+/// Start a PodWorker as `start` says, with Docker, the pod cache and the worker settings.
+pub(super) fn start_worker(sync: &SyncContext, links: &WorkerLinks, start: WorkerStart) -> Addr<PodWorker> {
+    let mut worker = PodWorker::new(start.pod, sync.clone(), links.clone()).attempts_from(start.next_attempts);
+    if let Some(rejection) = start.rejection {
+        worker = worker.rejected(rejection);
+    }
+    match start.termination {
+        Some(t) => worker.terminating(t.grace).start(),
+        None => worker.start(),
     }
 }

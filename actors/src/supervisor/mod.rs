@@ -49,12 +49,10 @@ use dockerlet_messages::source::SourcePodsChanged;
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 use dockerlet_messages::worker::{
-    GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus, ShutdownTarget, StopActor,
-    SyncPod, TerminatePod, UpdatePod,
+    GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus, ShutdownTarget, SyncPod,
 };
 use dockerlet_messages::PodUid;
 use dockerlet_runtime::ContainerRuntime;
-use k8s_openapi::api::core::v1::Pod;
 use serde_json::json;
 
 pub use config::{Mode, SupervisorConfig};
@@ -63,8 +61,8 @@ use graph::Children;
 use crate::pleg::PlegActor;
 use crate::pod_cache::PodCache;
 use crate::pod_config::pod_ref;
-use crate::pod_manager::{Effect, PodManager, Worker, WorkerStart};
-use crate::pod_worker::{PodWorker, SyncContext, WorkerLinks};
+use crate::pod_manager::{Effect, PodManager};
+use crate::pod_worker::{PodWorker, SyncContext};
 use crate::recorder::EventRecorder;
 use crate::registry::{ask, AfterRestart, Child, QUERY_TIMEOUT};
 
@@ -87,36 +85,6 @@ pub struct Supervisor {
     handled: u64,
 }
 
-impl Worker for Addr<PodWorker> {
-    fn update(&self, pod: Arc<Pod>) {
-        self.do_send(UpdatePod { pod });
-    }
-
-    fn terminate(&self) {
-        self.do_send(TerminatePod { grace_period: None });
-    }
-
-    fn stop(&self) {
-        self.do_send(StopActor);
-    }
-
-    fn dead(&self) -> bool {
-        !self.connected()
-    }
-}
-
-/// Start a PodWorker as `start` says, with Docker, the pod cache and the worker settings.
-fn start_worker(sync: &SyncContext, links: &WorkerLinks, start: WorkerStart) -> Addr<PodWorker> {
-    let mut worker = PodWorker::new(start.pod, sync.clone(), links.clone()).attempts_from(start.next_attempts);
-    if let Some(rejection) = start.rejection {
-        worker = worker.rejected(rejection);
-    }
-    match start.termination {
-        Some(t) => worker.terminating(t.grace).start(),
-        None => worker.start(),
-    }
-}
-
 impl Supervisor {
     /// Start the supervisor; its children start with it.
     pub fn start(config: SupervisorConfig, runtime: Arc<dyn ContainerRuntime>) -> Addr<Supervisor> {
@@ -124,23 +92,13 @@ impl Supervisor {
             let cache = Arc::new(PodCache::default());
             let children = Children::start(&config, &runtime, &cache, ctx.address());
             let sync = SyncContext::new(runtime, cache.clone(), config.worker.clone());
-            let me = ctx.address();
-            let (status, probe) = (&children.status, &children.probe);
-            let links = WorkerLinks {
-                status: status.link(),
-                finished: me.clone().recipient(),
-                removed: status.link(),
-                events: me.clone().recipient(),
-                terminated: me.recipient(),
-                watch: probe.link(),
-                forget: probe.link(),
-            };
+            let links = children.worker_links(ctx.address());
             let pods = PodManager::new(
                 config.sources(),
                 config.node.clone(),
                 config.mode.api().cloned(),
                 config.worker.metrics.clone(),
-                Box::new(move |start| start_worker(&sync, &links, start)),
+                Box::new(move |start| graph::start_worker(&sync, &links, start)),
             );
             Supervisor {
                 recorder: EventRecorder::new(config.mode.api().cloned(), config.events),
@@ -480,8 +438,8 @@ mod tests {
     use dockerlet_pod::backoff::BackoffConfig;
     use dockerlet_runtime::fake::{Call, FakeRuntime};
     use dockerlet_runtime::Containers;
-    use k8s_openapi::api::core::v1::Node;
     use k8s_openapi::api::core::v1::{Container, PodSpec};
+    use k8s_openapi::api::core::v1::{Node, Pod};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     use crate::test_support::{eventually, eventually_async};
