@@ -504,3 +504,256 @@ fn orphan(uid: &PodUid) -> Pod {
         ..Default::default()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::{Cell, RefCell};
+    use std::rc::Rc;
+
+    use dockerlet_messages::source::DesiredPod;
+    use k8s_openapi::api::core::v1::{NodeStatus, PodSpec};
+    use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    /// What the fake workers were told, in order ("start u1", "terminate u1", …).
+    type Log = Rc<RefCell<Vec<String>>>;
+
+    /// A worker that logs what it is told.
+    struct Fake {
+        uid: String,
+        log: Log,
+        dead: Rc<Cell<bool>>,
+    }
+
+    impl Worker for Fake {
+        fn update(&self, _: Arc<Pod>) {
+            self.log.borrow_mut().push(format!("update {}", self.uid));
+        }
+
+        fn terminate(&self) {
+            self.log.borrow_mut().push(format!("terminate {}", self.uid));
+        }
+
+        fn stop(&self) {
+            self.log.borrow_mut().push(format!("stop {}", self.uid));
+        }
+
+        fn dead(&self) -> bool {
+            self.dead.get()
+        }
+    }
+
+    /// A manager whose workers log into the returned log; a node that takes `max_pods` pods.
+    fn manager(sources: Vec<PodSource>, max_pods: u32, api: Option<Arc<dyn KubeClient>>) -> (PodManager<Fake>, Log) {
+        let log = Log::default();
+        let starts = log.clone();
+        let start = Box::new(move |s: WorkerStart| {
+            let uid = s.pod.metadata.uid.clone().unwrap_or_default();
+            let mut line = format!("start {uid}");
+            if s.termination.is_some() {
+                line.push_str(" terminating");
+            }
+            if let Some(r) = &s.rejection {
+                line.push_str(&format!(" rejected {}", r.reason));
+            }
+            if !s.next_attempts.is_empty() {
+                line.push_str(&format!(" attempts {:?}", s.next_attempts));
+            }
+            starts.borrow_mut().push(line);
+            Fake {
+                uid,
+                log: starts.clone(),
+                dead: Rc::default(),
+            }
+        });
+        let node = Node {
+            status: Some(NodeStatus {
+                allocatable: Some([("pods".to_string(), Quantity(max_pods.to_string()))].into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        let manager = PodManager::new(sources, Arc::new(node), api, Arc::default(), start);
+        (manager, log)
+    }
+
+    /// A pod `name` with UID `uid` from `source`, created at second `age`.
+    fn pod(name: &str, uid: &str, source: &str, age: i64) -> DesiredPod {
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                annotations: Some(
+                    [(
+                        dockerlet_pod::annotations::CONFIG_SOURCE.to_string(),
+                        source.to_string(),
+                    )]
+                    .into(),
+                ),
+                creation_timestamp: Some(Time(
+                    k8s_openapi::jiff::Timestamp::from_second(1_000_000 + age).unwrap(),
+                )),
+                ..Default::default()
+            },
+            spec: Some(PodSpec::default()),
+            status: None,
+        };
+        DesiredPod {
+            uid: PodUid(uid.into()),
+            pod: Arc::new(pod),
+            origin: "test".into(),
+        }
+    }
+
+    fn set(source: PodSource, pods: Vec<DesiredPod>) -> SourcePodsChanged {
+        SourcePodsChanged {
+            source,
+            pods,
+            errors: vec![],
+        }
+    }
+
+    fn taken(log: &Log) -> Vec<String> {
+        std::mem::take(&mut *log.borrow_mut())
+    }
+
+    /// Pods are admitted oldest first against the pods admitted before them; a finished pod
+    /// no longer counts, so a new one fits again.
+    #[test]
+    fn pods_are_admitted_oldest_first_beside_the_unfinished_ones() {
+        let (mut pods, log) = manager(vec![PodSource::File], 1, None);
+        let (first, second) = (pod("a", "u1", "file", 1), pod("b", "u2", "file", 2));
+        pods.apply(set(PodSource::File, vec![second.clone(), first.clone()]));
+        assert_eq!(taken(&log), ["start u1", "start u2 rejected OutOfpods"]);
+        pods.finished(&PodUid("u1".into()), true);
+        pods.apply(set(PodSource::File, vec![first, second, pod("c", "u3", "file", 3)]));
+        assert_eq!(taken(&log), ["start u3"]);
+    }
+
+    /// While the node shuts down, new pods are rejected with kubelet's reason.
+    #[test]
+    fn a_node_shutting_down_admits_nothing() {
+        let (mut pods, log) = manager(vec![PodSource::File], 10, None);
+        pods.set_shutting_down(true);
+        pods.apply(set(PodSource::File, vec![pod("a", "u1", "file", 1)]));
+        let reason = dockerlet_pod::shutdown::NOT_ADMITTED_REASON;
+        assert_eq!(taken(&log), [format!("start u1 rejected {reason}")]);
+    }
+
+    /// An edited static pod (a new UID under the same name) starts only once the old version's
+    /// worker terminated; meanwhile the debug page says why it waits.
+    #[test]
+    fn a_static_pods_new_version_waits_for_the_old_one() {
+        let (mut pods, log) = manager(vec![PodSource::File], 10, None);
+        pods.apply(set(PodSource::File, vec![pod("web", "u1", "file", 1)]));
+        pods.apply(set(PodSource::File, vec![pod("web", "u2", "file", 2)]));
+        assert_eq!(taken(&log), ["start u1", "terminate u1"]);
+        assert_eq!(pods.waiting_pods()[0]["uid"], "u2");
+        pods.terminated(&PodUid("u1".into()), BTreeMap::new());
+        assert_eq!(taken(&log), ["stop u1", "start u2"]);
+        assert!(pods.waiting_pods().is_empty());
+    }
+
+    /// An API pod deleted in the API is deleted for good once stopped, and gets no worker
+    /// again: a later watch event about it only repeats the final deletion.
+    #[test]
+    fn a_deleted_api_pod_is_finalized_once_stopped() {
+        let (mut pods, log) = manager(vec![PodSource::Api], 10, None);
+        let mut deleted = pod("db", "a1", "api", 1);
+        pods.apply(set(PodSource::Api, vec![deleted.clone()]));
+        Arc::make_mut(&mut deleted.pod).metadata.deletion_timestamp = Some(Time(k8s_openapi::jiff::Timestamp::now()));
+        pods.apply(set(PodSource::Api, vec![deleted.clone()]));
+        assert_eq!(taken(&log), ["start a1", "update a1"]);
+        let finalize = Effect::Finalize(FinalizePodDeletion {
+            namespace: "default".into(),
+            name: "db".into(),
+            uid: PodUid("a1".into()),
+        });
+        assert_eq!(
+            pods.terminated(&PodUid("a1".into()), BTreeMap::new()),
+            [finalize.clone()]
+        );
+        assert_eq!(taken(&log), ["stop a1"]);
+        Arc::make_mut(&mut deleted.pod).metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        assert_eq!(pods.apply(set(PodSource::Api, vec![deleted])), [finalize]);
+        assert!(taken(&log).is_empty(), "no worker again");
+    }
+
+    /// A pod stopped and wanted again under its UID gets a new worker whose containers count
+    /// their attempts on, and kubelet's restarted-pods counter goes up.
+    #[test]
+    fn a_pod_wanted_again_counts_its_restarts_on() {
+        let (mut pods, log) = manager(vec![PodSource::File], 10, None);
+        pods.apply(set(PodSource::File, vec![pod("web", "u1", "file", 1)]));
+        let attempts = BTreeMap::from([("app".to_string(), 3)]);
+        pods.terminated(&PodUid("u1".into()), attempts);
+        assert_eq!(taken(&log), ["start u1", "stop u1", "start u1 attempts {\"app\": 3}"]);
+        let label = StaticLabel { r#static: "true" };
+        assert_eq!(pods.metrics.restarted_pods.get_or_create(&label).get(), 1);
+    }
+
+    /// Containers of a pod no source wants are terminated only once every source delivered.
+    #[test]
+    fn orphans_wait_for_every_source() {
+        let (mut pods, log) = manager(vec![PodSource::File], 10, None);
+        assert!(pods.relisted([PodUid("u9".into())]).is_empty());
+        assert!(taken(&log).is_empty(), "the file source has not delivered");
+        pods.apply(set(PodSource::File, vec![]));
+        let effects = pods.relisted([PodUid("u9".into())]);
+        assert!(
+            matches!(
+                &effects[..],
+                [Effect::Note {
+                    reason: "OrphanRemoved",
+                    ..
+                }]
+            ),
+            "{effects:?}"
+        );
+        assert_eq!(taken(&log), ["start u9 terminating"]);
+    }
+
+    /// Refused by node affinity alone, with an API server, the pod waits for the Node to be
+    /// read again (once, however often the source repeats it), then is admitted against it.
+    #[test]
+    fn node_affinity_refusals_read_the_node_again() {
+        let api: Arc<dyn KubeClient> = Arc::new(dockerlet_kube::fake::FakeKube::new("n1"));
+        let (mut pods, log) = manager(vec![PodSource::Api], 10, Some(api));
+        let mut picky = pod("p", "a1", "api", 1);
+        let selector = BTreeMap::from([("disk".to_string(), "ssd".to_string())]);
+        Arc::make_mut(&mut picky.pod).spec.as_mut().unwrap().node_selector = Some(selector.clone());
+        let uid = PodUid("a1".into());
+        let effects = pods.apply(set(PodSource::Api, vec![picky.clone()]));
+        assert_eq!(effects.last(), Some(&Effect::ReadNode(uid.clone())), "{effects:?}");
+        Arc::make_mut(&mut picky.pod).metadata.labels = Some([("x".to_string(), "y".to_string())].into());
+        let effects = pods.apply(set(PodSource::Api, vec![picky]));
+        assert!(
+            !effects.contains(&Effect::ReadNode(uid.clone())),
+            "read once: {effects:?}"
+        );
+        assert!(taken(&log).is_empty());
+        assert_eq!(pods.waiting_pods()[0]["uid"], "a1");
+        let labelled = Node {
+            metadata: ObjectMeta {
+                labels: Some(selector),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        pods.node_read(&uid, Some(Arc::new(labelled)));
+        assert_eq!(taken(&log), ["start a1"]);
+    }
+
+    /// A dead worker is re-created with its pod, termination and rejection.
+    #[test]
+    fn dead_workers_are_recreated() {
+        let (mut pods, log) = manager(vec![PodSource::File], 10, None);
+        pods.apply(set(PodSource::File, vec![pod("web", "u1", "file", 1)]));
+        pods.worker(&PodUid("u1".into())).unwrap().dead.set(true);
+        assert_eq!(pods.restart_dead(), ["default/web"]);
+        assert_eq!(taken(&log), ["start u1", "start u1"]);
+        assert_eq!(pods.workers().next().unwrap().1.restarts, 1);
+    }
+}

@@ -11,7 +11,9 @@
 //! | Panic          | Supervisor | test-only fault hook                                     |
 //! | every `sync_frequency`, or when a back-off expires | self | sync              |
 //!
-//! Sends `SetPodStatus`, `RemovePodStatus`, `RecordEvent` and `PodTerminated` to the Supervisor.
+//! Sends `SetPodStatus` and `RemovePodStatus` to the StatusActor and `WatchContainers` and
+//! `ForgetPod` to the ProbeActor (through [`Link`]s that reach the current instance), and
+//! `PodFinished`, `RecordEvent` and `PodTerminated` to the Supervisor.
 //!
 //! A sync runs as a spawned future ([`sync::sync_pod`]): read the pod's containers from the
 //! [`PodCache`](crate::pod_cache::PodCache) (no Docker call), decide with the pure
