@@ -671,10 +671,8 @@ mod tests {
             name: "db".into(),
             uid: PodUid("a1".into()),
         });
-        assert_eq!(
-            pods.terminated(&PodUid("a1".into()), BTreeMap::new()),
-            [finalize.clone()]
-        );
+        let effects = pods.terminated(&PodUid("a1".into()), BTreeMap::new());
+        assert_eq!(effects, std::slice::from_ref(&finalize));
         assert_eq!(taken(&log), ["stop a1"]);
         Arc::make_mut(&mut deleted.pod).metadata.labels = Some([("x".to_string(), "y".to_string())].into());
         assert_eq!(pods.apply(set(PodSource::Api, vec![deleted])), [finalize]);
