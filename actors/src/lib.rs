@@ -4,8 +4,10 @@
 //! the node's files and signals).
 //!
 //! # Layout
-//! - [`supervisor`]: the actor registry and watchdog; routes messages by pod UID and re-creates
-//!   any actor that dies (a panicking handler included).
+//! - [`supervisor`]: the actor registry and watchdog; routes messages by pod UID, answers the
+//!   HTTP side's queries and re-creates any actor that dies (a panicking handler included).
+//! - [`pod_manager`]: which desired pod gets a PodWorker: admission, static pods one version at a
+//!   time, restart counts, final deletion of API pods, orphans (no actix).
 //! - [`pod_config`]: merges the pod sources into the desired set (kubelet's `pkg/kubelet/config`).
 //! - [`recorder`]: the event recorder (the debug ring and API events).
 //! - [`pod_worker`]: makes Docker match one pod; its state machine is [`pod_worker::state`].
@@ -31,6 +33,7 @@ pub mod oom_watcher;
 pub mod pleg;
 pub mod pod_cache;
 pub mod pod_config;
+pub mod pod_manager;
 pub mod pod_worker;
 pub mod pressure;
 pub mod prober;

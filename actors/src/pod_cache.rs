@@ -336,6 +336,21 @@ impl PodCache {
         )
     }
 
+    /// The runtime's running pods (`/runningpods/`); none before the first relist.
+    pub fn running_pods(&self) -> Option<Vec<k8s_openapi::api::core::v1::Pod>> {
+        Some(dockerlet_pod::running::running_pods(&self.running()?))
+    }
+
+    /// The pod's newest sandbox, a running one first (`/portForward/`); none before the first
+    /// relist or without one.
+    pub fn newest_sandbox(&self, uid: &PodUid) -> Option<ContainerId> {
+        self.pod(uid)?
+            .into_iter()
+            .filter(|c| c.role == dockerlet_messages::runtime::ContainerRole::Sandbox)
+            .max_by_key(|c| (c.state == RuntimeState::Running, c.attempt))
+            .map(|c| c.id)
+    }
+
     /// Look at every known container in place (no copies; the cache is locked meanwhile, so
     /// `f` must not call back into it).
     pub fn for_each_container(&self, mut f: impl FnMut(&ObservedContainer)) {

@@ -12,7 +12,7 @@ use std::time::Duration;
 use actix::dev::ToEnvelope;
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
-use futures::future::BoxFuture;
+use futures::future::{BoxFuture, LocalBoxFuture};
 
 /// How long a child may take to answer a debug query.
 pub const QUERY_TIMEOUT: Duration = Duration::from_secs(2);
@@ -215,5 +215,119 @@ impl Registry {
     pub fn panic(&self, name: &str) -> bool {
         let child = self.children.iter().find(|c| c.name() == name);
         child.inspect(|c| c.panic()).is_some()
+    }
+}
+
+/// Where an actor sends one kind of message: a fixed [`Recipient`], or a supervised [`Child`]
+/// through its slot, so a message always reaches the child's current instance, also after the
+/// watchdog re-created it. Cloneable; `Rc`-based like [`Child`], for actors on the Supervisor's
+/// arbiter.
+pub struct Link<M: Message> {
+    target: Rc<dyn Target<M>>,
+}
+
+impl<M: Message> Clone for Link<M> {
+    fn clone(&self) -> Self {
+        Link {
+            target: self.target.clone(),
+        }
+    }
+}
+
+/// What a [`Link`] sends to.
+trait Target<M: Message> {
+    fn do_send(&self, msg: M);
+    fn send(&self, msg: M) -> LocalBoxFuture<'static, Result<M::Result, MailboxError>>;
+}
+
+impl<M> Target<M> for Recipient<M>
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    fn do_send(&self, msg: M) {
+        Recipient::do_send(self, msg);
+    }
+
+    fn send(&self, msg: M) -> LocalBoxFuture<'static, Result<M::Result, MailboxError>> {
+        Box::pin(Recipient::send(self, msg))
+    }
+}
+
+impl<A, M> Target<M> for Child<A>
+where
+    A: Actor<Context = Context<A>> + Handler<GetActorState> + Handler<Panic> + Handler<M>,
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    fn do_send(&self, msg: M) {
+        Child::do_send(self, msg);
+    }
+
+    fn send(&self, msg: M) -> LocalBoxFuture<'static, Result<M::Result, MailboxError>> {
+        Box::pin(self.addr().send(msg))
+    }
+}
+
+impl<M> Link<M>
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    /// Send, dropping the message if the target's mailbox is closed.
+    pub fn do_send(&self, msg: M) {
+        self.target.do_send(msg);
+    }
+
+    /// Send and wait for the answer.
+    pub fn send(&self, msg: M) -> LocalBoxFuture<'static, Result<M::Result, MailboxError>> {
+        self.target.send(msg)
+    }
+}
+
+impl<M> From<Recipient<M>> for Link<M>
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    fn from(recipient: Recipient<M>) -> Self {
+        Link {
+            target: Rc::new(recipient),
+        }
+    }
+}
+
+impl<A> Child<A>
+where
+    A: Actor<Context = Context<A>> + Handler<GetActorState> + Handler<Panic>,
+{
+    /// A [`Link`] to whichever instance of this child is current.
+    pub fn link<M>(&self) -> Link<M>
+    where
+        A: Handler<M>,
+        M: Message + Send + 'static,
+        M::Result: Send,
+    {
+        Link {
+            target: Rc::new(self.clone()),
+        }
+    }
+
+    /// Ask the current instance, `within` a time limit if one is given; the answer's default
+    /// when the child does not answer (it is being re-created, or too slow).
+    pub fn query<M>(&self, msg: M, within: Option<Duration>) -> LocalBoxFuture<'static, M::Result>
+    where
+        A: Handler<M>,
+        M: Message + Send + 'static,
+        M::Result: Send + Default,
+    {
+        let asked = self.addr().send(msg);
+        Box::pin(async move {
+            match within {
+                Some(limit) => tokio::time::timeout(limit, asked).await.ok().and_then(Result::ok),
+                None => asked.await.ok(),
+            }
+            .unwrap_or_default()
+        })
     }
 }

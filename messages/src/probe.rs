@@ -49,7 +49,7 @@ pub struct ProbeTarget {
 
 /// The running containers of a pod, after a sync changed them.
 ///
-/// PodWorker → Supervisor → ProbeActor.
+/// PodWorker → ProbeActor (through a restart-stable link).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct WatchContainers {
@@ -65,7 +65,7 @@ pub struct WatchContainers {
 
 /// Stop every probe of a pod (it is terminating).
 ///
-/// PodWorker → Supervisor → ProbeActor.
+/// PodWorker → ProbeActor (through a restart-stable link).
 #[derive(Debug, Clone, Message)]
 #[rtype(result = "()")]
 pub struct ForgetPod {

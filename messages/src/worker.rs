@@ -55,6 +55,19 @@ pub struct PodTerminated {
     pub next_attempts: std::collections::BTreeMap<String, u32>,
 }
 
+/// A PodWorker published a new status of its pod: whether the pod's phase is final (Succeeded or
+/// Failed). A finished pod no longer counts against the node when new pods are admitted.
+///
+/// PodWorker → Supervisor (its pod manager); the status itself goes to the StatusActor.
+#[derive(Debug, Clone, Message)]
+#[rtype(result = "()")]
+pub struct PodFinished {
+    /// The pod.
+    pub uid: PodUid,
+    /// Its phase is Succeeded or Failed.
+    pub finished: bool,
+}
+
 /// Stop the actor (its work is over); containers are left as they are.
 ///
 /// Supervisor → any child actor.
@@ -65,7 +78,7 @@ pub struct StopActor;
 /// A pod deleted in the API has no containers left: delete it for good (grace 0, its UID).
 ///
 /// Supervisor → ApiSource.
-#[derive(Debug, Clone, Message)]
+#[derive(Debug, Clone, PartialEq, Eq, Message)]
 #[rtype(result = "()")]
 pub struct FinalizePodDeletion {
     /// Namespace.

@@ -11,7 +11,9 @@
 //! | Panic          | Supervisor | test-only fault hook                                     |
 //! | every `sync_frequency`, or when a back-off expires | self | sync              |
 //!
-//! Sends `SetPodStatus`, `RemovePodStatus`, `RecordEvent` and `PodTerminated` to the Supervisor.
+//! Sends `SetPodStatus` and `RemovePodStatus` to the StatusActor and `WatchContainers` and
+//! `ForgetPod` to the ProbeActor (through [`Link`]s that reach the current instance), and
+//! `PodFinished`, `RecordEvent` and `PodTerminated` to the Supervisor.
 //!
 //! A sync runs as a spawned future ([`sync::sync_pod`]): read the pod's containers from the
 //! [`PodCache`](crate::pod_cache::PodCache) (no Docker call), decide with the pure
@@ -44,13 +46,14 @@ use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
-    PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
+    PodFinished, PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::{ContainerId, PodUid};
 use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use crate::registry::Link;
 use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::deadline::PodFailure;
@@ -133,22 +136,35 @@ impl Default for ImagePullLimit {
     }
 }
 
-/// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
-/// can plug in their own recipients.
+/// Where a PodWorker sends what it learns. In the agent the status and probe links reach the
+/// StatusActor and the ProbeActor directly (whichever instance is current, see
+/// [`Link`]), the rest the Supervisor; tests can plug in their own recipients.
 #[derive(Clone)]
 pub struct WorkerLinks {
-    /// New pod status.
-    pub status: Recipient<SetPodStatus>,
-    /// Pod gone.
-    pub removed: Recipient<RemovePodStatus>,
+    /// New pod status (the StatusActor).
+    pub status: Link<SetPodStatus>,
+    /// Whether the pod finished, with every new status (the Supervisor's admission).
+    pub finished: Recipient<PodFinished>,
+    /// Pod gone (the StatusActor, which answers once a deleted pod's final status is written).
+    pub removed: Link<RemovePodStatus>,
     /// Noteworthy events.
     pub events: Recipient<RecordEvent>,
     /// Termination finished.
     pub terminated: Recipient<PodTerminated>,
-    /// Running containers whose probes should run.
-    pub watch: Recipient<WatchContainers>,
-    /// Stop the pod's probes.
-    pub forget: Recipient<ForgetPod>,
+    /// Running containers whose probes should run (the ProbeActor).
+    pub watch: Link<WatchContainers>,
+    /// Stop the pod's probes (the ProbeActor).
+    pub forget: Link<ForgetPod>,
+}
+
+impl WorkerLinks {
+    /// Send a new status of `pod` to the StatusActor, and whether it finished to the Supervisor.
+    fn publish(&self, pod: Arc<Pod>, status: PodStatus) {
+        let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
+        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        self.status.do_send(SetPodStatus { pod, status });
+        self.finished.do_send(PodFinished { uid, finished });
+    }
 }
 
 /// The actor for one pod.
@@ -561,10 +577,7 @@ impl PodWorker {
         self.record(&rejection.reason, rejection.message.clone());
         self.last_status = Some(status.clone());
         self.published_pod = Some(self.pod.clone());
-        self.links.status.do_send(SetPodStatus {
-            pod: self.pod.clone(),
-            status,
-        });
+        self.links.publish(self.pod.clone(), status);
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
@@ -709,10 +722,7 @@ impl PodWorker {
                 .observe(self.first_seen.elapsed().as_secs_f64());
         }
         self.last_status = Some(status.clone());
-        self.links.status.do_send(SetPodStatus {
-            pod: self.pod.clone(),
-            status,
-        });
+        self.links.publish(self.pod.clone(), status);
     }
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
@@ -1139,6 +1149,11 @@ mod tests {
         type Context = Context<Self>;
     }
 
+    impl Handler<PodFinished> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: PodFinished, _: &mut Context<Self>) {}
+    }
+
     impl Handler<SetPodStatus> for Sink {
         type Result = ();
         fn handle(&mut self, msg: SetPodStatus, _: &mut Context<Self>) {
@@ -1355,12 +1370,13 @@ mod tests {
 
     fn links(sink: &Addr<Sink>) -> WorkerLinks {
         WorkerLinks {
-            status: sink.clone().recipient(),
-            removed: sink.clone().recipient(),
+            status: Link::from(sink.clone().recipient()),
+            finished: sink.clone().recipient(),
+            removed: Link::from(sink.clone().recipient()),
             events: sink.clone().recipient(),
             terminated: sink.clone().recipient(),
-            watch: sink.clone().recipient(),
-            forget: sink.clone().recipient(),
+            watch: Link::from(sink.clone().recipient()),
+            forget: Link::from(sink.clone().recipient()),
         }
     }
 
