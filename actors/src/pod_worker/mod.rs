@@ -20,9 +20,16 @@
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
+mod context;
+pub mod image_manager;
 mod mount_events;
+pub mod outcome;
+mod pod_cgroup;
+mod sandbox;
+pub mod start;
 pub mod state;
 pub mod sync;
+pub mod teardown;
 pub mod volumes;
 
 use std::collections::{HashMap, HashSet};
@@ -51,13 +58,14 @@ use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, Conta
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+pub use context::SyncContext;
 use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::deadline::PodFailure;
 use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
+pub use image_manager::ImagePullLimit;
+use outcome::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
-pub use sync::SyncContext;
-use sync::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use tracing::Instrument;
 
 /// How long a terminated pod waits for its final status to be written before it is reported
@@ -114,23 +122,6 @@ pub struct PodWorkerConfig {
     /// `cpuCFSQuota`: CPU limits become CFS quotas of containers (and pod cgroups); false leaves
     /// them only their shares, as kubelet's `--cpu-cfs-quota=false`.
     pub cpu_cfs_quota: bool,
-}
-
-/// How many image pulls run at once on the node (kubelet's image puller).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImagePullLimit {
-    /// `serializeImagePulls: false` without `maxParallelImagePulls`: every pull at once.
-    Unlimited,
-    /// At most this many: 1 with `serializeImagePulls: true` (kubelet's default), otherwise
-    /// `maxParallelImagePulls`.
-    AtOnce(std::num::NonZeroUsize),
-}
-
-impl Default for ImagePullLimit {
-    /// kubelet's default: one pull at a time.
-    fn default() -> Self {
-        ImagePullLimit::AtOnce(std::num::NonZeroUsize::MIN)
-    }
 }
 
 /// Where a PodWorker sends what it learns. The Supervisor is all of them in the agent; tests
@@ -340,7 +331,7 @@ impl PodWorker {
                 if let Some(api) = &self.sync.config.api {
                     api.forget_pod(&self.uid.0);
                 }
-                self.sync.pulls.lock().expect("pull back-off").forget_pod(&self.uid.0);
+                self.sync.images.forget_pod(&self.uid.0);
                 let removed = self.links.removed.send(RemovePodStatus {
                     uid: self.uid.clone(),
                     final_status: self.final_status.take(),
@@ -429,7 +420,7 @@ impl PodWorker {
             self.newer_than,
             mode,
             floor,
-            sync::Notes::to(ctx.address().recipient()),
+            outcome::Notes::to(ctx.address().recipient()),
         )
         .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -531,7 +522,7 @@ impl PodWorker {
             self.probes
                 .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
             // Docker clears a stopped container's IP: what is found is the running sandbox's.
-            if let Some(ip) = sync::sandbox_ip(&observed) {
+            if let Some(ip) = sandbox::sandbox_ip(&observed) {
                 self.pod_ip = Some(ip);
             }
             self.last_observed = observed;
@@ -754,9 +745,9 @@ impl PodWorker {
             keep_readiness: true,
         });
         self.operation_began = Instant::now();
-        let notes = sync::Notes::to(ctx.address().recipient());
+        let notes = outcome::Notes::to(ctx.address().recipient());
         let future =
-            sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
+            teardown::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -879,7 +870,7 @@ fn container_debug(status: &ContainerStatus) -> ContainerDebug {
 }
 
 /// Every error of a sync, for the debug endpoint's `last_error`.
-fn join_errors(errors: &[sync::SyncError]) -> String {
+fn join_errors(errors: &[outcome::SyncError]) -> String {
     errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
 }
 
@@ -1036,10 +1027,10 @@ impl Handler<ResendProbeTargets> for PodWorker {
     }
 }
 
-impl Handler<sync::SyncNote> for PodWorker {
+impl Handler<outcome::SyncNote> for PodWorker {
     type Result = ();
 
-    fn handle(&mut self, note: sync::SyncNote, _: &mut Self::Context) {
+    fn handle(&mut self, note: outcome::SyncNote, _: &mut Self::Context) {
         self.handled += 1;
         match note {
             // kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose
@@ -1047,12 +1038,12 @@ impl Handler<sync::SyncNote> for PodWorker {
             // conditions and its containers ContainerCreating meanwhile, not nothing. Only while
             // no status is out (after an agent restart, a pod with containers gets the sync's
             // own status first).
-            sync::SyncNote::NothingCreatedYet => {
+            outcome::SyncNote::NothingCreatedYet => {
                 if self.last_status.is_none() && !self.state.is_terminating() {
                     self.publish_status();
                 }
             }
-            sync::SyncNote::Events(events) => self.record_events(&events),
+            outcome::SyncNote::Events(events) => self.record_events(&events),
         }
     }
 }
@@ -1957,10 +1948,11 @@ mod tests {
             .unwrap()
             .registry
             .insert(image.into(), Some(("alice".into(), "s3cret".into())));
-        let mut sync = relisted(&runtime);
+        let sync = relisted(&runtime);
         let mut config = (*config()).clone();
         config.api = Some(Arc::new(api));
-        sync.config = Arc::new(config);
+        // The image manager reads pull secrets through the config's API: built with it.
+        let sync = SyncContext::new(sync.runtime, sync.cache, Arc::new(config));
         let with_secrets = |name: &str, uid: &str, secrets: &[&str]| {
             let mut pod = (*named(name, uid)).clone();
             let spec = pod.spec.as_mut().unwrap();

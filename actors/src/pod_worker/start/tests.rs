@@ -1,0 +1,3 @@
+//! The start pipeline against the recording fake runtime.
+
+use super::*;
