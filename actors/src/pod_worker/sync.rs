@@ -88,34 +88,9 @@ pub async fn sync_pod(
         outcome.observed = Some(observed);
         return outcome;
     }
-    if !stop_only {
-        let mut failures = super::volumes::set_up(&sync, &pod).await;
-        if !observed.iter().any(|c| c.role != ContainerRole::Sandbox) {
-            failures.extend(super::volumes::check_host_paths(&pod).await);
-        }
-        if !failures.is_empty() {
-            for f in &failures {
-                tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
-                outcome.events.push(WorkerEvent::pod(FAILED_MOUNT, f.to_string()));
-            }
-            outcome.mount_failures = failures.iter().map(ToString::to_string).collect();
-            // Containers that run already keep their mounts (kubelet only fails the refresh);
-            // a pod none of whose containers was ever created waits for its volumes.
-            let started = observed.iter().any(|c| c.role != ContainerRole::Sandbox);
-            if !started {
-                outcome.actions_summary = format!(
-                    "wait for volumes: {}",
-                    failures
-                        .iter()
-                        .map(|f| f.volume.as_str())
-                        .collect::<Vec<_>>()
-                        .join(", ")
-                );
-                outcome.backoff_until = Timestamp::now().checked_add(VOLUME_RETRY).ok();
-                outcome.observed = Some(observed);
-                return outcome;
-            }
-        }
+    if !stop_only && !set_up_volumes(&sync, &pod, &observed, &mut outcome).await {
+        outcome.observed = Some(observed);
+        return outcome;
     }
     let pod_uid = pod.metadata.uid.as_deref().unwrap_or_default();
     let cgroup_unknown = sync.config.cgroups.as_ref().is_some_and(|t| !t.knows(pod_uid));
@@ -127,13 +102,50 @@ pub async fn sync_pod(
             tracing::warn!(error = %e, "could not set up the pod cgroup");
         }
     }
+    let actions = plan(&sync, &pod, &observed, &probes, stop_only, &attempt_floor);
+    outcome.actions_summary = actions.summary();
+    note_backing_off(&pod, &actions, &mut outcome);
+    outcome.backoff_until = actions.backing_off.iter().map(|b| b.until).min();
+    if actions.is_idle() {
+        outcome.observed = Some(observed);
+        return outcome;
+    }
+    let mut executor = Executor {
+        sync: &sync,
+        pod: &pod,
+        outcome: &mut outcome,
+        kill_grace: match mode {
+            SyncMode::StopOnly { grace } => grace,
+            SyncMode::Run => None,
+        },
+    };
+    executor.run(&actions, &observed).await;
+    outcome.observed = sync.cache.pod(&uid);
+    if started_a_sidecar(&pod, &actions) {
+        let now = Timestamp::now();
+        outcome.backoff_until = Some(outcome.backoff_until.map_or(now, |b| b.min(now)));
+    }
+    outcome
+}
+
+/// What the sync does: only stop what runs when the node failed the pod (`stop_only`), else
+/// kubelet's computePodActions; a pod that ran before under this UID counts its containers'
+/// attempts on from `attempt_floor`.
+fn plan(
+    sync: &SyncContext,
+    pod: &Pod,
+    observed: &[ObservedContainer],
+    probes: &ProbeResults,
+    stop_only: bool,
+    attempt_floor: &std::collections::BTreeMap<String, u32>,
+) -> PodActions {
     let mut actions = if stop_only {
         PodActions {
             kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
             ..PodActions::default()
         }
     } else {
-        compute_pod_actions_with_probes(&pod, &observed, Timestamp::now(), &sync.config.backoff, &probes)
+        compute_pod_actions_with_probes(pod, &observed, Timestamp::now(), &sync.config.backoff, probes)
     };
     // A pod that ran before under this UID counts its containers' attempts on.
     for start in &mut actions.start {
@@ -141,8 +153,50 @@ pub async fn sync_pod(
             start.attempt = start.attempt.max(*floor);
         }
     }
-    outcome.actions_summary = actions.summary();
-    let (name, namespace, uid_str) = pod_identity(&pod);
+    actions
+}
+
+/// Set up the pod's volumes (kubelet's volume manager, before any container); their failures
+/// are FailedMount events. Returns whether the sync goes on: containers that run already keep
+/// their mounts (kubelet only fails the refresh), a pod none of whose containers was ever
+/// created waits for its volumes.
+async fn set_up_volumes(
+    sync: &SyncContext,
+    pod: &Arc<Pod>,
+    observed: &[ObservedContainer],
+    outcome: &mut SyncOutcome,
+) -> bool {
+    let started = observed.iter().any(|c| c.role != ContainerRole::Sandbox);
+    let mut failures = super::volumes::set_up(sync, pod).await;
+    if !started {
+        failures.extend(super::volumes::check_host_paths(pod).await);
+    }
+    if failures.is_empty() {
+        return true;
+    }
+    for f in &failures {
+        tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
+        outcome.events.push(WorkerEvent::pod(FAILED_MOUNT, f.to_string()));
+    }
+    outcome.mount_failures = failures.iter().map(ToString::to_string).collect();
+    if started {
+        return true;
+    }
+    outcome.actions_summary = format!(
+        "wait for volumes: {}",
+        failures
+            .iter()
+            .map(|f| f.volume.as_str())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    outcome.backoff_until = Timestamp::now().checked_add(VOLUME_RETRY).ok();
+    false
+}
+
+/// The containers in CrashLoopBackOff: their waiting reason, BackOff event and restart time.
+fn note_backing_off(pod: &Pod, actions: &PodActions, outcome: &mut SyncOutcome) {
+    let (name, namespace, uid_str) = pod_identity(pod);
     for b in &actions.backing_off {
         outcome.restart_at.insert(b.name.clone(), b.until);
         outcome.waiting.insert(
@@ -166,27 +220,14 @@ pub async fn sync_pod(
             ),
         ));
     }
-    outcome.backoff_until = actions.backing_off.iter().map(|b| b.until).min();
-    if actions.is_idle() {
-        outcome.observed = Some(observed);
-        return outcome;
-    }
-    let mut executor = Executor {
-        sync: &sync,
-        pod: &pod,
-        outcome: &mut outcome,
-        kill_grace: match mode {
-            SyncMode::StopOnly { grace } => grace,
-            SyncMode::Run => None,
-        },
-    };
-    executor.run(&actions, &observed).await;
-    outcome.observed = sync.cache.pod(&uid);
-    // A sidecar just started may let the next init or app container start: sync again at once
-    // (kubelet's sync on the sidecar's ContainerStarted event; the worker observed its own start,
-    // so no lifecycle event comes, and a sidecar without a startup probe has no probe result
-    // to wake the worker either).
-    let sidecar_started = actions.start.iter().any(|s| {
+}
+
+/// Whether the sync started a sidecar, which may let the next init or app container start: the
+/// worker syncs again at once (kubelet's sync on the sidecar's ContainerStarted event; the worker
+/// observed its own start, so no lifecycle event comes, and a sidecar without a startup probe has
+/// no probe result to wake the worker either).
+fn started_a_sidecar(pod: &Pod, actions: &PodActions) -> bool {
+    actions.start.iter().any(|s| {
         s.role == ContainerRole::Init
             && pod
                 .spec
@@ -195,12 +236,7 @@ pub async fn sync_pod(
                 .into_iter()
                 .flatten()
                 .any(|c| c.name == s.name && dockerlet_pod::plan::is_sidecar(c))
-    });
-    if sidecar_started {
-        let now = Timestamp::now();
-        outcome.backoff_until = Some(outcome.backoff_until.map_or(now, |b| b.min(now)));
-    }
-    outcome
+    })
 }
 
 /// Whether the pod is done on this node: nothing of it runs and its phase is Succeeded or Failed
