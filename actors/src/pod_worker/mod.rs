@@ -21,9 +21,11 @@
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
 mod context;
+mod debug;
 pub mod image_manager;
 mod mount_events;
 pub mod outcome;
+mod parts;
 mod pod_cgroup;
 mod sandbox;
 pub mod start;
@@ -32,17 +34,14 @@ pub mod sync;
 pub mod teardown;
 pub mod volumes;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dockerlet_messages::metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{
-    ActorState, ContainerDebug, ContainerStateDebug, DebugEvent, DebugView, ExitDebug, GetActorState, Panic, PodDebug,
-    RecordEvent,
-};
+use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -54,7 +53,7 @@ use dockerlet_messages::worker::{
     PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::{ContainerId, PodUid};
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
@@ -62,7 +61,7 @@ pub use context::SyncContext;
 use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::deadline::PodFailure;
-use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
+use dockerlet_pod::status::{generate, StatusInput};
 pub use image_manager::ImagePullLimit;
 use outcome::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
@@ -164,49 +163,8 @@ pub struct PodWorker {
     in_flight: Option<SpawnHandle>,
     /// The next timed sync (back-off expiry or periodic resync).
     timer: Option<SpawnHandle>,
-    /// Why containers wait, from the last sync (kubelet's reasonCache).
-    waiting: HashMap<String, WaitingReason>,
-    /// Last status sent, to skip unchanged ones and keep transition times.
-    last_status: Option<PodStatus>,
-    /// Containers already known to have exited, so each death is reported once.
-    known_exited: HashSet<ContainerId>,
-    /// Exited containers whose OOM kill was reported (Docker's OOMKilled may come with the
-    /// inspect after the death was seen).
-    known_oom_killed: HashSet<ContainerId>,
-    /// False until the first observation; deaths before the worker existed are not events.
-    observed_once: bool,
-    /// Summary of the last decision, for the debug endpoint.
-    next_action: String,
-    /// Earliest back-off expiry among waiting containers.
-    backoff_until: Option<Timestamp>,
-    /// Last error met.
-    last_error: Option<String>,
-    /// When the last failed sync or termination ended.
-    last_error_at: Option<Timestamp>,
-    /// When a failed sync or termination is tried again; `None` once one succeeded.
-    retry_at: Option<Timestamp>,
-    /// When each container in CrashLoopBackOff starts again, from the last sync.
-    restart_at: HashMap<String, Timestamp>,
-    /// FailedMount messages of the last sync's volume set-up.
-    mount_failures: Vec<String>,
-    /// When each failing volume's FailedMount event is repeated (kubelet's back-off).
-    mount_events: mount_events::MountEventBackoff,
-    /// Published probe results, for status and for killing containers whose liveness or
-    /// startup probe failed.
-    probes: ProbeResults,
-    /// Docker's view after the last sync, to recompute status when a probe result changes.
-    last_observed: Vec<ObservedContainer>,
-    /// The IP of the pod's sandbox when last seen running (kept for the status of a pod whose
-    /// sandbox stopped before a status with it went out).
-    pod_ip: Option<String>,
-    /// The pod object last sent with a status.
-    published_pod: Option<Arc<Pod>>,
     /// The first attempt of each container, for a pod that ran before under this UID.
     attempt_floor: std::collections::BTreeMap<String, u32>,
-    /// The running containers last given to the ProbeActor.
-    watched: Vec<ProbeTarget>,
-    /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
-    final_status: Option<Pod>,
     /// Set once the node failed the pod (its `activeDeadlineSeconds` passed, the node shuts
     /// down): its containers are stopped and never started again, and its phase is Failed.
     failure: Option<PodFailure>,
@@ -217,14 +175,14 @@ pub struct PodWorker {
     /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
     /// sync): a rejected pod never runs and reports phase Failed with the reason.
     rejection: Option<Rejection>,
-    /// When the worker first saw the pod (`kubelet_pod_start_duration_seconds` starts here).
-    first_seen: Instant,
-    /// Set once the pod ran: its start duration is observed once.
-    start_observed: bool,
-    /// What the next sync counts as (`kubelet_pod_worker_duration_seconds{operation}`).
-    next_operation: WorkerOperation,
-    /// When the sync or termination in flight began.
-    operation_began: Instant,
+    /// What the worker last saw of its containers and why they wait.
+    observed: parts::Observed,
+    /// What the worker last reported (status, probe targets, final status).
+    published: parts::Published,
+    /// Why the worker does what it does, for the debug page and events.
+    diagnostics: parts::Diagnostics,
+    /// What the worker measures (pod start and pod worker durations).
+    timing: parts::Timing,
 }
 
 /// How a pod is stopped for the node's shutdown.
@@ -252,34 +210,15 @@ impl PodWorker {
             span,
             in_flight: None,
             timer: None,
-            waiting: HashMap::new(),
-            last_status: None,
-            known_exited: HashSet::new(),
-            known_oom_killed: HashSet::new(),
-            observed_once: false,
-            next_action: "sync".to_string(),
-            backoff_until: None,
-            last_error: None,
-            last_error_at: None,
-            retry_at: None,
-            restart_at: HashMap::new(),
-            mount_failures: Vec::new(),
-            mount_events: Default::default(),
-            probes: ProbeResults::new(),
-            last_observed: Vec::new(),
-            pod_ip: None,
             attempt_floor: Default::default(),
-            published_pod: None,
-            watched: Vec::new(),
             failure: None,
             shutdown: None,
-            final_status: None,
             handled: 0,
+            observed: Default::default(),
+            published: Default::default(),
+            diagnostics: Default::default(),
+            timing: parts::Timing::new(),
             rejection,
-            first_seen: Instant::now(),
-            start_observed: false,
-            next_operation: WorkerOperation::create,
-            operation_began: Instant::now(),
         }
     }
 
@@ -318,12 +257,12 @@ impl PodWorker {
             Effect::ScheduleNext { error } => self.schedule_next(error, ctx),
             Effect::StartTermination { grace } => self.start_termination(grace, ctx),
             Effect::RetryTermination { after, grace } => {
-                self.retry_at = Timestamp::now().checked_add(after).ok();
+                self.diagnostics.retry_at = Timestamp::now().checked_add(after).ok();
                 ctx.run_later(after, move |act, ctx| act.start_termination(grace, ctx));
             }
             Effect::ReportTerminated => {
                 tracing::info!("pod terminated");
-                self.next_action = "none".to_string();
+                self.diagnostics.next_action = "none".to_string();
                 self.links.forget.do_send(ForgetPod {
                     pod_uid: self.uid.clone(),
                     keep_readiness: false,
@@ -334,11 +273,16 @@ impl PodWorker {
                 self.sync.images.forget_pod(&self.uid.0);
                 let removed = self.links.removed.send(RemovePodStatus {
                     uid: self.uid.clone(),
-                    final_status: self.final_status.take(),
+                    final_status: self.published.final_status.take(),
                 });
                 let (terminated, uid) = (self.links.terminated.clone(), self.uid.clone());
                 let mut next_attempts = self.attempt_floor.clone();
-                for c in self.last_observed.iter().filter(|c| c.role != ContainerRole::Sandbox) {
+                for c in self
+                    .observed
+                    .last_observed
+                    .iter()
+                    .filter(|c| c.role != ContainerRole::Sandbox)
+                {
                     let next = next_attempts.entry(c.name.clone()).or_default();
                     *next = (*next).max(c.attempt + 1);
                 }
@@ -371,7 +315,7 @@ impl PodWorker {
     fn record_events(&mut self, events: &[WorkerEvent]) {
         let now = Instant::now();
         for event in events {
-            if event.reason == sync::FAILED_MOUNT && !self.mount_events.admit(&event.message, now) {
+            if event.reason == sync::FAILED_MOUNT && !self.diagnostics.mount_events.admit(&event.message, now) {
                 continue;
             }
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
@@ -410,8 +354,8 @@ impl PodWorker {
                 grace: shutdown.as_ref().map(|s| s.grace),
             },
         };
-        self.operation_began = Instant::now();
-        let probes = self.probes.clone();
+        self.timing.operation_began = Instant::now();
+        let probes = self.observed.probes.clone();
         let floor = self.attempt_floor.clone();
         let future = sync::sync_pod(
             self.sync.clone(),
@@ -441,8 +385,8 @@ impl PodWorker {
             waiting: &HashMap::new(),
             probes: &ProbeResults::new(),
             host_ip: &self.sync.config.host_ip,
-            previous: self.last_status.as_ref(),
-            known_pod_ip: self.pod_ip.as_deref(),
+            previous: self.published.last_status.as_ref(),
+            known_pod_ip: self.observed.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
@@ -469,7 +413,7 @@ impl PodWorker {
 
     /// When the pod started on this node (its status's `startTime`), once it has a status.
     fn start_time(&self) -> Option<Timestamp> {
-        self.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
+        self.published.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
     }
 
     /// Fail the pod once its `activeDeadlineSeconds` has passed (kubelet's active deadline
@@ -489,7 +433,11 @@ impl PodWorker {
 
     /// Once nothing of a pod stopped for the node's shutdown runs, tell whoever waits.
     fn answer_shutdown_if_stopped(&mut self) {
-        let running = self.last_observed.iter().any(|c| c.state == RuntimeState::Running);
+        let running = self
+            .observed
+            .last_observed
+            .iter()
+            .any(|c| c.state == RuntimeState::Running);
         if let Some(shutdown) = self.shutdown.as_mut().filter(|_| !running) {
             for waiter in shutdown.waiters.drain(..) {
                 let _ = waiter.send(());
@@ -499,39 +447,40 @@ impl PodWorker {
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        let operation = std::mem::replace(&mut self.next_operation, WorkerOperation::sync);
+        let operation = std::mem::replace(&mut self.timing.next_operation, WorkerOperation::sync);
         self.sync
             .config
             .metrics
-            .worker_operation(operation, self.operation_began.elapsed().as_secs_f64());
+            .worker_operation(operation, self.timing.operation_began.elapsed().as_secs_f64());
         self.newer_than = outcome.unobserved;
-        self.mount_events.keep_only(&outcome.mount_failures);
+        self.diagnostics.mount_events.keep_only(&outcome.mount_failures);
         self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod sync failed");
         }
         if !outcome.errors.is_empty() {
-            self.last_error = Some(join_errors(&outcome.errors));
-            self.last_error_at = Some(Timestamp::now());
+            self.diagnostics.last_error = Some(join_errors(&outcome.errors));
+            self.diagnostics.last_error_at = Some(Timestamp::now());
         }
-        self.restart_at = outcome.restart_at;
-        self.mount_failures = outcome.mount_failures;
+        self.observed.restart_at = outcome.restart_at;
+        self.diagnostics.mount_failures = outcome.mount_failures;
         if let Some(observed) = outcome.observed {
             self.note_deaths(&observed);
-            self.waiting = outcome.waiting;
-            self.probes
+            self.observed.waiting = outcome.waiting;
+            self.observed
+                .probes
                 .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
             // Docker clears a stopped container's IP: what is found is the running sandbox's.
             if let Some(ip) = sandbox::sandbox_ip(&observed) {
-                self.pod_ip = Some(ip);
+                self.observed.pod_ip = Some(ip);
             }
-            self.last_observed = observed;
+            self.observed.last_observed = observed;
             self.publish_status();
             self.watch_probes(false);
             self.answer_shutdown_if_stopped();
         }
-        self.next_action = outcome.actions_summary;
-        self.backoff_until = outcome.backoff_until;
+        self.diagnostics.next_action = outcome.actions_summary;
+        self.observed.backoff_until = outcome.backoff_until;
         self.step(
             Input::SyncFinished {
                 ok: outcome.errors.is_empty(),
@@ -543,15 +492,15 @@ impl PodWorker {
     /// The pod was not admitted (kubelet's `rejectPod`): a Warning event with the reason and
     /// the status phase Failed, once; nothing is created.
     fn report_rejection(&mut self, rejection: &Rejection) {
-        self.next_action = format!("none: rejected ({})", rejection.reason);
+        self.diagnostics.next_action = format!("none: rejected ({})", rejection.reason);
         let status = rejected_status(&self.pod, rejection);
-        if self.last_status.as_ref() == Some(&status) {
+        if self.published.last_status.as_ref() == Some(&status) {
             return;
         }
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
         self.record(&rejection.reason, rejection.message.clone());
-        self.last_status = Some(status.clone());
-        self.published_pod = Some(self.pod.clone());
+        self.published.last_status = Some(status.clone());
+        self.published.published_pod = Some(self.pod.clone());
         self.links.status.do_send(SetPodStatus {
             pod: self.pod.clone(),
             status,
@@ -561,7 +510,7 @@ impl PodWorker {
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
     /// container back-off expiry, else the periodic resync.
     fn schedule_next(&mut self, error: Option<Duration>, ctx: &mut Context<Self>) {
-        let delay = match (self.backoff_until, error) {
+        let delay = match (self.observed.backoff_until, error) {
             (_, Some(delay)) => delay,
             (Some(until), None) => {
                 Duration::try_from(until.duration_since(Timestamp::now())).unwrap_or_default()
@@ -569,7 +518,7 @@ impl PodWorker {
             }
             (None, None) => self.sync.config.sync_frequency,
         };
-        self.retry_at = error.and_then(|d| Timestamp::now().checked_add(d).ok());
+        self.diagnostics.retry_at = error.and_then(|d| Timestamp::now().checked_add(d).ok());
         // Wake at the pod's active deadline, if it comes first.
         let deadline = self
             .start_time()
@@ -586,7 +535,7 @@ impl PodWorker {
     /// Report each container death once, and each OOM kill once more as a Warning (the debug endpoint's `ContainerDied` events).
     fn note_deaths(&mut self, observed: &[ObservedContainer]) {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
-            if self.known_exited.insert(c.id.clone()) && self.observed_once {
+            if self.observed.known_exited.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, exit_code = c.exit_code, "container died");
                 self.record(
                     "ContainerDied",
@@ -607,14 +556,18 @@ impl PodWorker {
             .iter()
             .filter(|c| c.state == RuntimeState::Exited && c.oom_killed && c.role != ContainerRole::Sandbox)
         {
-            if self.known_oom_killed.insert(c.id.clone()) && self.observed_once {
+            if self.observed.known_oom_killed.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, "container OOM-killed");
                 self.record_about(Some(&c.name), "OOMKilled", oom_killed_message(&c.name));
             }
         }
-        self.known_exited.retain(|id| observed.iter().any(|c| &c.id == id));
-        self.known_oom_killed.retain(|id| observed.iter().any(|c| &c.id == id));
-        self.observed_once = true;
+        self.observed
+            .known_exited
+            .retain(|id| observed.iter().any(|c| &c.id == id));
+        self.observed
+            .known_oom_killed
+            .retain(|id| observed.iter().any(|c| &c.id == id));
+        self.observed.observed_once = true;
     }
 
     /// Tell the ProbeActor which containers run now (when that changed, or when asked).
@@ -623,6 +576,7 @@ impl PodWorker {
             return;
         }
         let running: Vec<ProbeTarget> = self
+            .observed
             .last_observed
             .iter()
             .filter(|c| c.state == RuntimeState::Running && self.probed(c))
@@ -632,11 +586,11 @@ impl PodWorker {
                 started_at: c.started_at.clone(),
             })
             .collect();
-        if !always && running == self.watched {
+        if !always && running == self.published.watched {
             return;
         }
-        let pod_ip = self.last_status.as_ref().and_then(|s| s.pod_ip.clone());
-        self.watched = running.clone();
+        let pod_ip = self.published.last_status.as_ref().and_then(|s| s.pod_ip.clone());
+        self.published.watched = running.clone();
         self.links.watch.do_send(WatchContainers {
             pod_uid: self.uid.clone(),
             pod: self.pod.clone(),
@@ -668,38 +622,42 @@ impl PodWorker {
         // A container known dead from its `die` event alone: its termination message and exit
         // details come with the inspect that follows (milliseconds later, or the next relist),
         // and a status without them must not be the one a client reads as final.
-        if self.last_observed.iter().any(|c| c.details_pending) {
+        if self.observed.last_observed.iter().any(|c| c.details_pending) {
             return;
         }
         let status = generate(&StatusInput {
             pod: &self.pod,
-            observed: &self.last_observed,
-            waiting: &self.waiting,
-            probes: &self.probes,
+            observed: &self.observed.last_observed,
+            waiting: &self.observed.waiting,
+            probes: &self.observed.probes,
             host_ip: &self.sync.config.host_ip,
-            previous: self.last_status.as_ref(),
-            known_pod_ip: self.pod_ip.as_deref(),
+            previous: self.published.last_status.as_ref(),
+            known_pod_ip: self.observed.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
         // The same status of the same pod object: nothing to tell. A new pod object (labels, a
         // deletionTimestamp) goes out with its status, so `/pods` shows the pod as it is now.
-        let same_pod = self.published_pod.as_ref().is_some_and(|p| Arc::ptr_eq(p, &self.pod));
-        if same_pod && self.last_status.as_ref() == Some(&status) {
+        let same_pod = self
+            .published
+            .published_pod
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &self.pod));
+        if same_pod && self.published.last_status.as_ref() == Some(&status) {
             return;
         }
-        if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
+        if self.published.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
             tracing::info!(phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
         }
-        if !self.start_observed && status.phase.as_deref() == Some("Running") {
+        if !self.timing.start_observed && status.phase.as_deref() == Some("Running") {
             // kubelet: from first seeing the pod to it running (image pulls included).
-            self.start_observed = true;
+            self.timing.start_observed = true;
             let metrics = &self.sync.config.metrics;
             metrics
                 .pod_start_duration
-                .observe(self.first_seen.elapsed().as_secs_f64());
+                .observe(self.timing.first_seen.elapsed().as_secs_f64());
         }
-        self.last_status = Some(status.clone());
+        self.published.last_status = Some(status.clone());
         self.links.status.do_send(SetPodStatus {
             pod: self.pod.clone(),
             status,
@@ -709,7 +667,7 @@ impl PodWorker {
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
     fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
         // `/pods` shows it terminating (its deletionTimestamp), as kubelet's pod manager does.
-        if self.last_status.is_some() {
+        if self.published.last_status.is_some() {
             self.publish_status();
         }
         let grace = self
@@ -729,7 +687,7 @@ impl PodWorker {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        self.next_action = "stop and remove every container".to_string();
+        self.diagnostics.next_action = "stop and remove every container".to_string();
         let grace = grace.or_else(|| {
             self.pod
                 .spec
@@ -744,7 +702,7 @@ impl PodWorker {
             pod_uid: self.uid.clone(),
             keep_readiness: true,
         });
-        self.operation_began = Instant::now();
+        self.timing.operation_began = Instant::now();
         let notes = outcome::Notes::to(ctx.address().recipient());
         let future =
             teardown::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
@@ -758,20 +716,20 @@ impl PodWorker {
 
     fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        self.sync
-            .config
-            .metrics
-            .worker_operation(WorkerOperation::kill, self.operation_began.elapsed().as_secs_f64());
+        self.sync.config.metrics.worker_operation(
+            WorkerOperation::kill,
+            self.timing.operation_began.elapsed().as_secs_f64(),
+        );
         self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod termination failed; retrying");
         }
         if !outcome.errors.is_empty() {
-            self.last_error = Some(join_errors(&outcome.errors));
-            self.last_error_at = Some(Timestamp::now());
+            self.diagnostics.last_error = Some(join_errors(&outcome.errors));
+            self.diagnostics.last_error_at = Some(Timestamp::now());
         }
         if let Some(stopped) = outcome.stopped.filter(|_| outcome.errors.is_empty()) {
-            self.final_status = Some(self.final_status_of(&stopped));
+            self.published.final_status = Some(self.final_status_of(&stopped));
         }
         self.step(
             Input::TerminationFinished {
@@ -782,106 +740,9 @@ impl PodWorker {
     }
 }
 
-impl PodWorker {
-    /// What the debug page explains: built on request only, from the worker's own state.
-    fn debug_view(&self) -> PodDebug {
-        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(&self.pod);
-        let spec = self.pod.spec.as_ref();
-        let status = self.last_status.as_ref();
-        let statuses = |init: bool| {
-            let (specs, statuses) = if init {
-                (
-                    spec.and_then(|s| s.init_containers.as_deref()),
-                    status.and_then(|s| s.init_container_statuses.as_deref()),
-                )
-            } else {
-                (
-                    spec.map(|s| s.containers.as_slice()),
-                    status.and_then(|s| s.container_statuses.as_deref()),
-                )
-            };
-            specs
-                .unwrap_or_default()
-                .iter()
-                .map(|c| {
-                    let found = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
-                    let mut view = found.map(container_debug).unwrap_or_default();
-                    view.name = c.name.clone();
-                    view.init = init;
-                    view.sidecar = init && dockerlet_pod::plan::is_sidecar(c);
-                    view.image = c.image.clone().unwrap_or_default();
-                    view.restart_at = self.restart_at.get(&c.name).map(ToString::to_string);
-                    view
-                })
-                .collect::<Vec<_>>()
-        };
-        let mut containers = statuses(true);
-        containers.extend(statuses(false));
-        let stamp = |t: &Option<Timestamp>| t.map(|t| t.to_string());
-        PodDebug {
-            pod_uid: self.uid.clone(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            phase: phase_name(self.state.phase()).to_string(),
-            pod_phase: status.and_then(|s| s.phase.clone()),
-            restart_policy: spec
-                .and_then(|s| s.restart_policy.clone())
-                .unwrap_or_else(|| "Always".to_string()),
-            next_action: self.next_action.clone(),
-            backoff_until: stamp(&self.backoff_until),
-            last_error: self.last_error.clone(),
-            last_error_at: stamp(&self.last_error_at),
-            retry_at: stamp(&self.retry_at),
-            rejected: self.rejection.as_ref().map(|r| format!("{}: {}", r.reason, r.message)),
-            failed: self.failure.as_ref().map(|f| format!("{}: {}", f.reason, f.message)),
-            mount_failures: self.mount_failures.clone(),
-            containers,
-        }
-    }
-}
-
-/// A container's status as the debug page shows it.
-fn container_debug(status: &ContainerStatus) -> ContainerDebug {
-    let exit = |t: &ContainerStateTerminated| ExitDebug {
-        exit_code: t.exit_code,
-        reason: t.reason.clone().unwrap_or_default(),
-        finished_at: t.finished_at.as_ref().map(|f| f.0.to_string()),
-    };
-    let state = match &status.state {
-        Some(ContainerState { running: Some(r), .. }) => ContainerStateDebug::Running {
-            started_at: r.started_at.as_ref().map(|t| t.0.to_string()),
-        },
-        Some(ContainerState {
-            terminated: Some(t), ..
-        }) => ContainerStateDebug::Terminated(exit(t)),
-        Some(ContainerState { waiting: Some(w), .. }) => ContainerStateDebug::Waiting {
-            reason: w.reason.clone().unwrap_or_default(),
-            message: w.message.clone().unwrap_or_default(),
-        },
-        _ => ContainerStateDebug::Unknown,
-    };
-    ContainerDebug {
-        state,
-        ready: status.ready,
-        restart_count: status.restart_count,
-        last_exit: status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).map(exit),
-        ..ContainerDebug::default()
-    }
-}
-
 /// Every error of a sync, for the debug endpoint's `last_error`.
 fn join_errors(errors: &[outcome::SyncError]) -> String {
     errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-}
-
-/// The phase as the debug endpoint names it.
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Idle => "Idle",
-        Phase::Syncing { .. } => "Syncing",
-        Phase::Terminating { .. } => "Terminating",
-        Phase::Terminated => "Terminated",
-    }
 }
 
 /// The `OOMKilled` event's message: the container the kernel killed over its memory limit.
@@ -917,8 +778,8 @@ impl Handler<UpdatePod> for PodWorker {
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
         }
-        if self.next_operation == WorkerOperation::sync {
-            self.next_operation = WorkerOperation::update;
+        if self.timing.next_operation == WorkerOperation::sync {
+            self.timing.next_operation = WorkerOperation::update;
         }
         self.step(Input::Sync(Trigger::SpecChanged), ctx);
     }
@@ -960,7 +821,7 @@ impl Handler<ShutdownPod> for PodWorker {
         self.handled += 1;
         let _span = self.span.clone().entered();
         let (done, stopped) = tokio::sync::oneshot::channel();
-        let succeeded = self.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+        let succeeded = self.published.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
         let stopping = matches!(self.state.phase(), Phase::Terminating { .. } | Phase::Terminated);
         if self.rejection.is_some() || succeeded || stopping {
             return Box::pin(async {});
@@ -991,6 +852,7 @@ impl Handler<ProbeResultChanged> for PodWorker {
     fn handle(&mut self, msg: ProbeResultChanged, ctx: &mut Self::Context) {
         self.handled += 1;
         let current = self
+            .observed
             .last_observed
             .iter()
             .any(|c| c.id == msg.container_id && c.state == RuntimeState::Running);
@@ -1002,7 +864,8 @@ impl Handler<ProbeResultChanged> for PodWorker {
             return;
         }
         let _span = self.span.clone().entered();
-        self.probes
+        self.observed
+            .probes
             .insert((msg.container_name.clone(), msg.kind), (msg.container_id, msg.result));
         self.publish_status();
         if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
@@ -1039,7 +902,7 @@ impl Handler<outcome::SyncNote> for PodWorker {
             // no status is out (after an agent restart, a pod with containers gets the sync's
             // own status first).
             outcome::SyncNote::NothingCreatedYet => {
-                if self.last_status.is_none() && !self.state.is_terminating() {
+                if self.published.last_status.is_none() && !self.state.is_terminating() {
                     self.publish_status();
                 }
             }
@@ -1054,7 +917,7 @@ impl Handler<PublishStatus> for PodWorker {
     /// Send the last status again, unchanged.
     fn handle(&mut self, _: PublishStatus, _: &mut Self::Context) {
         self.handled += 1;
-        if let (Some(status), false) = (&self.last_status, self.state.is_terminating()) {
+        if let (Some(status), false) = (&self.published.last_status, self.state.is_terminating()) {
             self.links.status.do_send(SetPodStatus {
                 pod: self.pod.clone(),
                 status: status.clone(),
@@ -1082,14 +945,14 @@ impl Handler<GetActorState> for PodWorker {
             name: self.pod_ref(),
             messages_handled: self.handled,
             restarts: 0,
-            last_error: self.last_error.clone(),
+            last_error: self.diagnostics.last_error.clone(),
             detail: json!({
                 "pod_uid": self.uid,
                 "phase": view.phase,
                 "pod_phase": view.pod_phase,
                 "next_action": view.next_action,
                 "backoff_until": view.backoff_until,
-                "waiting": self.waiting,
+                "waiting": self.observed.waiting,
                 "last_error": view.last_error,
                 "retry_at": view.retry_at,
                 "mount_failures": view.mount_failures,
