@@ -145,7 +145,7 @@ fn plan(
             ..PodActions::default()
         }
     } else {
-        compute_pod_actions_with_probes(pod, &observed, Timestamp::now(), &sync.config.backoff, probes)
+        compute_pod_actions_with_probes(pod, observed, Timestamp::now(), &sync.config.backoff, probes)
     };
     // A pod that ran before under this UID counts its containers' attempts on.
     for start in &mut actions.start {

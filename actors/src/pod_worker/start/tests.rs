@@ -63,7 +63,9 @@ async fn start_app_with(sync: &SyncContext, runtime: &FakeRuntime, pod: &Arc<Pod
         pod,
         outcome: &mut outcome,
     };
-    starter.start(&app_start(), &sandbox, &[sandbox.clone()]).await;
+    starter
+        .start(&app_start(), &sandbox, std::slice::from_ref(&sandbox))
+        .await;
     (outcome, runtime.calls())
 }
 
