@@ -22,22 +22,28 @@
 //! `TerminatePod` cancels a slow start at once. Requests that arrive during a sync are coalesced
 //! into one follow-up sync; a pending termination is never replaced by a sync.
 
+mod context;
+mod debug;
+pub mod image_manager;
 mod mount_events;
+pub mod outcome;
+mod parts;
+mod pod_cgroup;
+mod sandbox;
+pub mod start;
 pub mod state;
 pub mod sync;
+pub mod teardown;
 pub mod volumes;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use dockerlet_messages::metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{
-    ActorState, ContainerDebug, ContainerStateDebug, DebugEvent, DebugView, ExitDebug, GetActorState, Panic, PodDebug,
-    RecordEvent,
-};
+use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -49,18 +55,19 @@ use dockerlet_messages::worker::{
     PodFinished, PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::{ContainerId, PodUid};
-use k8s_openapi::api::core::v1::{ContainerState, ContainerStateTerminated, ContainerStatus, Pod, PodStatus};
+use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 use crate::registry::Link;
+pub use context::SyncContext;
 use dockerlet_pod::admission::{rejected_status, Rejection};
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::deadline::PodFailure;
-use dockerlet_pod::status::{generate, StatusInput, WaitingReason};
+use dockerlet_pod::status::{generate, StatusInput};
+pub use image_manager::ImagePullLimit;
+use outcome::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use state::{Effect, Input, Phase, Trigger, WorkerState};
-pub use sync::SyncContext;
-use sync::{SyncOutcome, TerminateOutcome, WorkerEvent};
 use tracing::Instrument;
 
 /// How long a terminated pod waits for its final status to be written before it is reported
@@ -119,23 +126,6 @@ pub struct PodWorkerConfig {
     pub cpu_cfs_quota: bool,
 }
 
-/// How many image pulls run at once on the node (kubelet's image puller).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ImagePullLimit {
-    /// `serializeImagePulls: false` without `maxParallelImagePulls`: every pull at once.
-    Unlimited,
-    /// At most this many: 1 with `serializeImagePulls: true` (kubelet's default), otherwise
-    /// `maxParallelImagePulls`.
-    AtOnce(std::num::NonZeroUsize),
-}
-
-impl Default for ImagePullLimit {
-    /// kubelet's default: one pull at a time.
-    fn default() -> Self {
-        ImagePullLimit::AtOnce(std::num::NonZeroUsize::MIN)
-    }
-}
-
 /// Where a PodWorker sends what it learns. In the agent the status and probe links reach the
 /// StatusActor and the ProbeActor directly (whichever instance is current, see
 /// [`Link`]), the rest the Supervisor; tests can plug in their own recipients.
@@ -159,7 +149,7 @@ pub struct WorkerLinks {
 
 impl WorkerLinks {
     /// Send a new status of `pod` to the StatusActor, and whether it finished to the Supervisor.
-    fn publish(&self, pod: Arc<Pod>, status: PodStatus) {
+    fn publish(&self, pod: Arc<Pod>, status: k8s_openapi::api::core::v1::PodStatus) {
         let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
         let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
         self.status.do_send(SetPodStatus { pod, status });
@@ -189,49 +179,8 @@ pub struct PodWorker {
     in_flight: Option<SpawnHandle>,
     /// The next timed sync (back-off expiry or periodic resync).
     timer: Option<SpawnHandle>,
-    /// Why containers wait, from the last sync (kubelet's reasonCache).
-    waiting: HashMap<String, WaitingReason>,
-    /// Last status sent, to skip unchanged ones and keep transition times.
-    last_status: Option<PodStatus>,
-    /// Containers already known to have exited, so each death is reported once.
-    known_exited: HashSet<ContainerId>,
-    /// Exited containers whose OOM kill was reported (Docker's OOMKilled may come with the
-    /// inspect after the death was seen).
-    known_oom_killed: HashSet<ContainerId>,
-    /// False until the first observation; deaths before the worker existed are not events.
-    observed_once: bool,
-    /// Summary of the last decision, for the debug endpoint.
-    next_action: String,
-    /// Earliest back-off expiry among waiting containers.
-    backoff_until: Option<Timestamp>,
-    /// Last error met.
-    last_error: Option<String>,
-    /// When the last failed sync or termination ended.
-    last_error_at: Option<Timestamp>,
-    /// When a failed sync or termination is tried again; `None` once one succeeded.
-    retry_at: Option<Timestamp>,
-    /// When each container in CrashLoopBackOff starts again, from the last sync.
-    restart_at: HashMap<String, Timestamp>,
-    /// FailedMount messages of the last sync's volume set-up.
-    mount_failures: Vec<String>,
-    /// When each failing volume's FailedMount event is repeated (kubelet's back-off).
-    mount_events: mount_events::MountEventBackoff,
-    /// Published probe results, for status and for killing containers whose liveness or
-    /// startup probe failed.
-    probes: ProbeResults,
-    /// Docker's view after the last sync, to recompute status when a probe result changes.
-    last_observed: Vec<ObservedContainer>,
-    /// The IP of the pod's sandbox when last seen running (kept for the status of a pod whose
-    /// sandbox stopped before a status with it went out).
-    pod_ip: Option<String>,
-    /// The pod object last sent with a status.
-    published_pod: Option<Arc<Pod>>,
     /// The first attempt of each container, for a pod that ran before under this UID.
     attempt_floor: std::collections::BTreeMap<String, u32>,
-    /// The running containers last given to the ProbeActor.
-    watched: Vec<ProbeTarget>,
-    /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
-    final_status: Option<Pod>,
     /// Set once the node failed the pod (its `activeDeadlineSeconds` passed, the node shuts
     /// down): its containers are stopped and never started again, and its phase is Failed.
     failure: Option<PodFailure>,
@@ -242,14 +191,14 @@ pub struct PodWorker {
     /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
     /// sync): a rejected pod never runs and reports phase Failed with the reason.
     rejection: Option<Rejection>,
-    /// When the worker first saw the pod (`kubelet_pod_start_duration_seconds` starts here).
-    first_seen: Instant,
-    /// Set once the pod ran: its start duration is observed once.
-    start_observed: bool,
-    /// What the next sync counts as (`kubelet_pod_worker_duration_seconds{operation}`).
-    next_operation: WorkerOperation,
-    /// When the sync or termination in flight began.
-    operation_began: Instant,
+    /// What the worker last saw of its containers and why they wait.
+    observed: parts::Observed,
+    /// What the worker last reported (status, probe targets, final status).
+    published: parts::Published,
+    /// Why the worker does what it does, for the debug page and events.
+    diagnostics: parts::Diagnostics,
+    /// What the worker measures (pod start and pod worker durations).
+    timing: parts::Timing,
 }
 
 /// How a pod is stopped for the node's shutdown.
@@ -277,34 +226,15 @@ impl PodWorker {
             span,
             in_flight: None,
             timer: None,
-            waiting: HashMap::new(),
-            last_status: None,
-            known_exited: HashSet::new(),
-            known_oom_killed: HashSet::new(),
-            observed_once: false,
-            next_action: "sync".to_string(),
-            backoff_until: None,
-            last_error: None,
-            last_error_at: None,
-            retry_at: None,
-            restart_at: HashMap::new(),
-            mount_failures: Vec::new(),
-            mount_events: Default::default(),
-            probes: ProbeResults::new(),
-            last_observed: Vec::new(),
-            pod_ip: None,
             attempt_floor: Default::default(),
-            published_pod: None,
-            watched: Vec::new(),
             failure: None,
             shutdown: None,
-            final_status: None,
             handled: 0,
+            observed: Default::default(),
+            published: Default::default(),
+            diagnostics: Default::default(),
+            timing: parts::Timing::new(),
             rejection,
-            first_seen: Instant::now(),
-            start_observed: false,
-            next_operation: WorkerOperation::create,
-            operation_began: Instant::now(),
         }
     }
 
@@ -343,12 +273,12 @@ impl PodWorker {
             Effect::ScheduleNext { error } => self.schedule_next(error, ctx),
             Effect::StartTermination { grace } => self.start_termination(grace, ctx),
             Effect::RetryTermination { after, grace } => {
-                self.retry_at = Timestamp::now().checked_add(after).ok();
+                self.diagnostics.retry_at = Timestamp::now().checked_add(after).ok();
                 ctx.run_later(after, move |act, ctx| act.start_termination(grace, ctx));
             }
             Effect::ReportTerminated => {
                 tracing::info!("pod terminated");
-                self.next_action = "none".to_string();
+                self.diagnostics.next_action = "none".to_string();
                 self.links.forget.do_send(ForgetPod {
                     pod_uid: self.uid.clone(),
                     keep_readiness: false,
@@ -356,14 +286,19 @@ impl PodWorker {
                 if let Some(api) = &self.sync.config.api {
                     api.forget_pod(&self.uid.0);
                 }
-                self.sync.pulls.lock().expect("pull back-off").forget_pod(&self.uid.0);
+                self.sync.images.forget_pod(&self.uid.0);
                 let removed = self.links.removed.send(RemovePodStatus {
                     uid: self.uid.clone(),
-                    final_status: self.final_status.take(),
+                    final_status: self.published.final_status.take(),
                 });
                 let (terminated, uid) = (self.links.terminated.clone(), self.uid.clone());
                 let mut next_attempts = self.attempt_floor.clone();
-                for c in self.last_observed.iter().filter(|c| c.role != ContainerRole::Sandbox) {
+                for c in self
+                    .observed
+                    .last_observed
+                    .iter()
+                    .filter(|c| c.role != ContainerRole::Sandbox)
+                {
                     let next = next_attempts.entry(c.name.clone()).or_default();
                     *next = (*next).max(c.attempt + 1);
                 }
@@ -396,7 +331,7 @@ impl PodWorker {
     fn record_events(&mut self, events: &[WorkerEvent]) {
         let now = Instant::now();
         for event in events {
-            if event.reason == sync::FAILED_MOUNT && !self.mount_events.admit(&event.message, now) {
+            if event.reason == sync::FAILED_MOUNT && !self.diagnostics.mount_events.admit(&event.message, now) {
                 continue;
             }
             self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
@@ -435,8 +370,8 @@ impl PodWorker {
                 grace: shutdown.as_ref().map(|s| s.grace),
             },
         };
-        self.operation_began = Instant::now();
-        let probes = self.probes.clone();
+        self.timing.operation_began = Instant::now();
+        let probes = self.observed.probes.clone();
         let floor = self.attempt_floor.clone();
         let future = sync::sync_pod(
             self.sync.clone(),
@@ -445,7 +380,7 @@ impl PodWorker {
             self.newer_than,
             mode,
             floor,
-            sync::Notes::to(ctx.address().recipient()),
+            outcome::Notes::to(ctx.address().recipient()),
         )
         .instrument(self.span.clone());
         let handle = ctx.spawn(
@@ -466,8 +401,8 @@ impl PodWorker {
             waiting: &HashMap::new(),
             probes: &ProbeResults::new(),
             host_ip: &self.sync.config.host_ip,
-            previous: self.last_status.as_ref(),
-            known_pod_ip: self.pod_ip.as_deref(),
+            previous: self.published.last_status.as_ref(),
+            known_pod_ip: self.observed.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
@@ -494,7 +429,7 @@ impl PodWorker {
 
     /// When the pod started on this node (its status's `startTime`), once it has a status.
     fn start_time(&self) -> Option<Timestamp> {
-        self.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
+        self.published.last_status.as_ref()?.start_time.as_ref().map(|t| t.0)
     }
 
     /// Fail the pod once its `activeDeadlineSeconds` has passed (kubelet's active deadline
@@ -514,7 +449,11 @@ impl PodWorker {
 
     /// Once nothing of a pod stopped for the node's shutdown runs, tell whoever waits.
     fn answer_shutdown_if_stopped(&mut self) {
-        let running = self.last_observed.iter().any(|c| c.state == RuntimeState::Running);
+        let running = self
+            .observed
+            .last_observed
+            .iter()
+            .any(|c| c.state == RuntimeState::Running);
         if let Some(shutdown) = self.shutdown.as_mut().filter(|_| !running) {
             for waiter in shutdown.waiters.drain(..) {
                 let _ = waiter.send(());
@@ -524,39 +463,40 @@ impl PodWorker {
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        let operation = std::mem::replace(&mut self.next_operation, WorkerOperation::sync);
+        let operation = std::mem::replace(&mut self.timing.next_operation, WorkerOperation::sync);
         self.sync
             .config
             .metrics
-            .worker_operation(operation, self.operation_began.elapsed().as_secs_f64());
+            .worker_operation(operation, self.timing.operation_began.elapsed().as_secs_f64());
         self.newer_than = outcome.unobserved;
-        self.mount_events.keep_only(&outcome.mount_failures);
+        self.diagnostics.mount_events.keep_only(&outcome.mount_failures);
         self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod sync failed");
         }
         if !outcome.errors.is_empty() {
-            self.last_error = Some(join_errors(&outcome.errors));
-            self.last_error_at = Some(Timestamp::now());
+            self.diagnostics.last_error = Some(join_errors(&outcome.errors));
+            self.diagnostics.last_error_at = Some(Timestamp::now());
         }
-        self.restart_at = outcome.restart_at;
-        self.mount_failures = outcome.mount_failures;
+        self.observed.restart_at = outcome.restart_at;
+        self.diagnostics.mount_failures = outcome.mount_failures;
         if let Some(observed) = outcome.observed {
             self.note_deaths(&observed);
-            self.waiting = outcome.waiting;
-            self.probes
+            self.observed.waiting = outcome.waiting;
+            self.observed
+                .probes
                 .retain(|_, (id, _)| observed.iter().any(|c| &c.id == id && c.state == RuntimeState::Running));
             // Docker clears a stopped container's IP: what is found is the running sandbox's.
-            if let Some(ip) = sync::sandbox_ip(&observed) {
-                self.pod_ip = Some(ip);
+            if let Some(ip) = sandbox::sandbox_ip(&observed) {
+                self.observed.pod_ip = Some(ip);
             }
-            self.last_observed = observed;
+            self.observed.last_observed = observed;
             self.publish_status();
             self.watch_probes(false);
             self.answer_shutdown_if_stopped();
         }
-        self.next_action = outcome.actions_summary;
-        self.backoff_until = outcome.backoff_until;
+        self.diagnostics.next_action = outcome.actions_summary;
+        self.observed.backoff_until = outcome.backoff_until;
         self.step(
             Input::SyncFinished {
                 ok: outcome.errors.is_empty(),
@@ -568,22 +508,22 @@ impl PodWorker {
     /// The pod was not admitted (kubelet's `rejectPod`): a Warning event with the reason and
     /// the status phase Failed, once; nothing is created.
     fn report_rejection(&mut self, rejection: &Rejection) {
-        self.next_action = format!("none: rejected ({})", rejection.reason);
+        self.diagnostics.next_action = format!("none: rejected ({})", rejection.reason);
         let status = rejected_status(&self.pod, rejection);
-        if self.last_status.as_ref() == Some(&status) {
+        if self.published.last_status.as_ref() == Some(&status) {
             return;
         }
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
         self.record(&rejection.reason, rejection.message.clone());
-        self.last_status = Some(status.clone());
-        self.published_pod = Some(self.pod.clone());
+        self.published.last_status = Some(status.clone());
+        self.published.published_pod = Some(self.pod.clone());
         self.links.publish(self.pod.clone(), status);
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
     /// container back-off expiry, else the periodic resync.
     fn schedule_next(&mut self, error: Option<Duration>, ctx: &mut Context<Self>) {
-        let delay = match (self.backoff_until, error) {
+        let delay = match (self.observed.backoff_until, error) {
             (_, Some(delay)) => delay,
             (Some(until), None) => {
                 Duration::try_from(until.duration_since(Timestamp::now())).unwrap_or_default()
@@ -591,7 +531,7 @@ impl PodWorker {
             }
             (None, None) => self.sync.config.sync_frequency,
         };
-        self.retry_at = error.and_then(|d| Timestamp::now().checked_add(d).ok());
+        self.diagnostics.retry_at = error.and_then(|d| Timestamp::now().checked_add(d).ok());
         // Wake at the pod's active deadline, if it comes first.
         let deadline = self
             .start_time()
@@ -608,7 +548,7 @@ impl PodWorker {
     /// Report each container death once, and each OOM kill once more as a Warning (the debug endpoint's `ContainerDied` events).
     fn note_deaths(&mut self, observed: &[ObservedContainer]) {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {
-            if self.known_exited.insert(c.id.clone()) && self.observed_once {
+            if self.observed.known_exited.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, exit_code = c.exit_code, "container died");
                 self.record(
                     "ContainerDied",
@@ -629,14 +569,18 @@ impl PodWorker {
             .iter()
             .filter(|c| c.state == RuntimeState::Exited && c.oom_killed && c.role != ContainerRole::Sandbox)
         {
-            if self.known_oom_killed.insert(c.id.clone()) && self.observed_once {
+            if self.observed.known_oom_killed.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, "container OOM-killed");
                 self.record_about(Some(&c.name), "OOMKilled", oom_killed_message(&c.name));
             }
         }
-        self.known_exited.retain(|id| observed.iter().any(|c| &c.id == id));
-        self.known_oom_killed.retain(|id| observed.iter().any(|c| &c.id == id));
-        self.observed_once = true;
+        self.observed
+            .known_exited
+            .retain(|id| observed.iter().any(|c| &c.id == id));
+        self.observed
+            .known_oom_killed
+            .retain(|id| observed.iter().any(|c| &c.id == id));
+        self.observed.observed_once = true;
     }
 
     /// Tell the ProbeActor which containers run now (when that changed, or when asked).
@@ -645,6 +589,7 @@ impl PodWorker {
             return;
         }
         let running: Vec<ProbeTarget> = self
+            .observed
             .last_observed
             .iter()
             .filter(|c| c.state == RuntimeState::Running && self.probed(c))
@@ -654,11 +599,11 @@ impl PodWorker {
                 started_at: c.started_at.clone(),
             })
             .collect();
-        if !always && running == self.watched {
+        if !always && running == self.published.watched {
             return;
         }
-        let pod_ip = self.last_status.as_ref().and_then(|s| s.pod_ip.clone());
-        self.watched = running.clone();
+        let pod_ip = self.published.last_status.as_ref().and_then(|s| s.pod_ip.clone());
+        self.published.watched = running.clone();
         self.links.watch.do_send(WatchContainers {
             pod_uid: self.uid.clone(),
             pod: self.pod.clone(),
@@ -690,45 +635,49 @@ impl PodWorker {
         // A container known dead from its `die` event alone: its termination message and exit
         // details come with the inspect that follows (milliseconds later, or the next relist),
         // and a status without them must not be the one a client reads as final.
-        if self.last_observed.iter().any(|c| c.details_pending) {
+        if self.observed.last_observed.iter().any(|c| c.details_pending) {
             return;
         }
         let status = generate(&StatusInput {
             pod: &self.pod,
-            observed: &self.last_observed,
-            waiting: &self.waiting,
-            probes: &self.probes,
+            observed: &self.observed.last_observed,
+            waiting: &self.observed.waiting,
+            probes: &self.observed.probes,
             host_ip: &self.sync.config.host_ip,
-            previous: self.last_status.as_ref(),
-            known_pod_ip: self.pod_ip.as_deref(),
+            previous: self.published.last_status.as_ref(),
+            known_pod_ip: self.observed.pod_ip.as_deref(),
             now: Timestamp::now(),
             failure: self.failure.as_ref(),
         });
         // The same status of the same pod object: nothing to tell. A new pod object (labels, a
         // deletionTimestamp) goes out with its status, so `/pods` shows the pod as it is now.
-        let same_pod = self.published_pod.as_ref().is_some_and(|p| Arc::ptr_eq(p, &self.pod));
-        if same_pod && self.last_status.as_ref() == Some(&status) {
+        let same_pod = self
+            .published
+            .published_pod
+            .as_ref()
+            .is_some_and(|p| Arc::ptr_eq(p, &self.pod));
+        if same_pod && self.published.last_status.as_ref() == Some(&status) {
             return;
         }
-        if self.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
+        if self.published.last_status.as_ref().and_then(|s| s.phase.as_ref()) != status.phase.as_ref() {
             tracing::info!(phase = status.phase.as_deref().unwrap_or_default(), "pod phase");
         }
-        if !self.start_observed && status.phase.as_deref() == Some("Running") {
+        if !self.timing.start_observed && status.phase.as_deref() == Some("Running") {
             // kubelet: from first seeing the pod to it running (image pulls included).
-            self.start_observed = true;
+            self.timing.start_observed = true;
             let metrics = &self.sync.config.metrics;
             metrics
                 .pod_start_duration
-                .observe(self.first_seen.elapsed().as_secs_f64());
+                .observe(self.timing.first_seen.elapsed().as_secs_f64());
         }
-        self.last_status = Some(status.clone());
+        self.published.last_status = Some(status.clone());
         self.links.publish(self.pod.clone(), status);
     }
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
     fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
         // `/pods` shows it terminating (its deletionTimestamp), as kubelet's pod manager does.
-        if self.last_status.is_some() {
+        if self.published.last_status.is_some() {
             self.publish_status();
         }
         let grace = self
@@ -748,7 +697,7 @@ impl PodWorker {
         if let Some(timer) = self.timer.take() {
             ctx.cancel_future(timer);
         }
-        self.next_action = "stop and remove every container".to_string();
+        self.diagnostics.next_action = "stop and remove every container".to_string();
         let grace = grace.or_else(|| {
             self.pod
                 .spec
@@ -763,10 +712,10 @@ impl PodWorker {
             pod_uid: self.uid.clone(),
             keep_readiness: true,
         });
-        self.operation_began = Instant::now();
-        let notes = sync::Notes::to(ctx.address().recipient());
+        self.timing.operation_began = Instant::now();
+        let notes = outcome::Notes::to(ctx.address().recipient());
         let future =
-            sync::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
+            teardown::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)
@@ -777,20 +726,20 @@ impl PodWorker {
 
     fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
         self.in_flight = None;
-        self.sync
-            .config
-            .metrics
-            .worker_operation(WorkerOperation::kill, self.operation_began.elapsed().as_secs_f64());
+        self.sync.config.metrics.worker_operation(
+            WorkerOperation::kill,
+            self.timing.operation_began.elapsed().as_secs_f64(),
+        );
         self.record_events(&outcome.events);
         for error in &outcome.errors {
             tracing::warn!(error = %error, "pod termination failed; retrying");
         }
         if !outcome.errors.is_empty() {
-            self.last_error = Some(join_errors(&outcome.errors));
-            self.last_error_at = Some(Timestamp::now());
+            self.diagnostics.last_error = Some(join_errors(&outcome.errors));
+            self.diagnostics.last_error_at = Some(Timestamp::now());
         }
         if let Some(stopped) = outcome.stopped.filter(|_| outcome.errors.is_empty()) {
-            self.final_status = Some(self.final_status_of(&stopped));
+            self.published.final_status = Some(self.final_status_of(&stopped));
         }
         self.step(
             Input::TerminationFinished {
@@ -801,106 +750,9 @@ impl PodWorker {
     }
 }
 
-impl PodWorker {
-    /// What the debug page explains: built on request only, from the worker's own state.
-    fn debug_view(&self) -> PodDebug {
-        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(&self.pod);
-        let spec = self.pod.spec.as_ref();
-        let status = self.last_status.as_ref();
-        let statuses = |init: bool| {
-            let (specs, statuses) = if init {
-                (
-                    spec.and_then(|s| s.init_containers.as_deref()),
-                    status.and_then(|s| s.init_container_statuses.as_deref()),
-                )
-            } else {
-                (
-                    spec.map(|s| s.containers.as_slice()),
-                    status.and_then(|s| s.container_statuses.as_deref()),
-                )
-            };
-            specs
-                .unwrap_or_default()
-                .iter()
-                .map(|c| {
-                    let found = statuses.unwrap_or_default().iter().find(|s| s.name == c.name);
-                    let mut view = found.map(container_debug).unwrap_or_default();
-                    view.name = c.name.clone();
-                    view.init = init;
-                    view.sidecar = init && dockerlet_pod::plan::is_sidecar(c);
-                    view.image = c.image.clone().unwrap_or_default();
-                    view.restart_at = self.restart_at.get(&c.name).map(ToString::to_string);
-                    view
-                })
-                .collect::<Vec<_>>()
-        };
-        let mut containers = statuses(true);
-        containers.extend(statuses(false));
-        let stamp = |t: &Option<Timestamp>| t.map(|t| t.to_string());
-        PodDebug {
-            pod_uid: self.uid.clone(),
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            phase: phase_name(self.state.phase()).to_string(),
-            pod_phase: status.and_then(|s| s.phase.clone()),
-            restart_policy: spec
-                .and_then(|s| s.restart_policy.clone())
-                .unwrap_or_else(|| "Always".to_string()),
-            next_action: self.next_action.clone(),
-            backoff_until: stamp(&self.backoff_until),
-            last_error: self.last_error.clone(),
-            last_error_at: stamp(&self.last_error_at),
-            retry_at: stamp(&self.retry_at),
-            rejected: self.rejection.as_ref().map(|r| format!("{}: {}", r.reason, r.message)),
-            failed: self.failure.as_ref().map(|f| format!("{}: {}", f.reason, f.message)),
-            mount_failures: self.mount_failures.clone(),
-            containers,
-        }
-    }
-}
-
-/// A container's status as the debug page shows it.
-fn container_debug(status: &ContainerStatus) -> ContainerDebug {
-    let exit = |t: &ContainerStateTerminated| ExitDebug {
-        exit_code: t.exit_code,
-        reason: t.reason.clone().unwrap_or_default(),
-        finished_at: t.finished_at.as_ref().map(|f| f.0.to_string()),
-    };
-    let state = match &status.state {
-        Some(ContainerState { running: Some(r), .. }) => ContainerStateDebug::Running {
-            started_at: r.started_at.as_ref().map(|t| t.0.to_string()),
-        },
-        Some(ContainerState {
-            terminated: Some(t), ..
-        }) => ContainerStateDebug::Terminated(exit(t)),
-        Some(ContainerState { waiting: Some(w), .. }) => ContainerStateDebug::Waiting {
-            reason: w.reason.clone().unwrap_or_default(),
-            message: w.message.clone().unwrap_or_default(),
-        },
-        _ => ContainerStateDebug::Unknown,
-    };
-    ContainerDebug {
-        state,
-        ready: status.ready,
-        restart_count: status.restart_count,
-        last_exit: status.last_state.as_ref().and_then(|s| s.terminated.as_ref()).map(exit),
-        ..ContainerDebug::default()
-    }
-}
-
 /// Every error of a sync, for the debug endpoint's `last_error`.
-fn join_errors(errors: &[sync::SyncError]) -> String {
+fn join_errors(errors: &[outcome::SyncError]) -> String {
     errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
-}
-
-/// The phase as the debug endpoint names it.
-fn phase_name(phase: Phase) -> &'static str {
-    match phase {
-        Phase::Idle => "Idle",
-        Phase::Syncing { .. } => "Syncing",
-        Phase::Terminating { .. } => "Terminating",
-        Phase::Terminated => "Terminated",
-    }
 }
 
 /// The `OOMKilled` event's message: the container the kernel killed over its memory limit.
@@ -936,8 +788,8 @@ impl Handler<UpdatePod> for PodWorker {
         if self.pod.metadata.deletion_timestamp.is_some() {
             return self.terminate_deleted(ctx);
         }
-        if self.next_operation == WorkerOperation::sync {
-            self.next_operation = WorkerOperation::update;
+        if self.timing.next_operation == WorkerOperation::sync {
+            self.timing.next_operation = WorkerOperation::update;
         }
         self.step(Input::Sync(Trigger::SpecChanged), ctx);
     }
@@ -979,7 +831,7 @@ impl Handler<ShutdownPod> for PodWorker {
         self.handled += 1;
         let _span = self.span.clone().entered();
         let (done, stopped) = tokio::sync::oneshot::channel();
-        let succeeded = self.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
+        let succeeded = self.published.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
         let stopping = matches!(self.state.phase(), Phase::Terminating { .. } | Phase::Terminated);
         if self.rejection.is_some() || succeeded || stopping {
             return Box::pin(async {});
@@ -1010,6 +862,7 @@ impl Handler<ProbeResultChanged> for PodWorker {
     fn handle(&mut self, msg: ProbeResultChanged, ctx: &mut Self::Context) {
         self.handled += 1;
         let current = self
+            .observed
             .last_observed
             .iter()
             .any(|c| c.id == msg.container_id && c.state == RuntimeState::Running);
@@ -1021,7 +874,8 @@ impl Handler<ProbeResultChanged> for PodWorker {
             return;
         }
         let _span = self.span.clone().entered();
-        self.probes
+        self.observed
+            .probes
             .insert((msg.container_name.clone(), msg.kind), (msg.container_id, msg.result));
         self.publish_status();
         if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
@@ -1046,10 +900,10 @@ impl Handler<ResendProbeTargets> for PodWorker {
     }
 }
 
-impl Handler<sync::SyncNote> for PodWorker {
+impl Handler<outcome::SyncNote> for PodWorker {
     type Result = ();
 
-    fn handle(&mut self, note: sync::SyncNote, _: &mut Self::Context) {
+    fn handle(&mut self, note: outcome::SyncNote, _: &mut Self::Context) {
         self.handled += 1;
         match note {
             // kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose
@@ -1057,12 +911,12 @@ impl Handler<sync::SyncNote> for PodWorker {
             // conditions and its containers ContainerCreating meanwhile, not nothing. Only while
             // no status is out (after an agent restart, a pod with containers gets the sync's
             // own status first).
-            sync::SyncNote::NothingCreatedYet => {
-                if self.last_status.is_none() && !self.state.is_terminating() {
+            outcome::SyncNote::NothingCreatedYet => {
+                if self.published.last_status.is_none() && !self.state.is_terminating() {
                     self.publish_status();
                 }
             }
-            sync::SyncNote::Events(events) => self.record_events(&events),
+            outcome::SyncNote::Events(events) => self.record_events(&events),
         }
     }
 }
@@ -1073,7 +927,7 @@ impl Handler<PublishStatus> for PodWorker {
     /// Send the last status again, unchanged.
     fn handle(&mut self, _: PublishStatus, _: &mut Self::Context) {
         self.handled += 1;
-        if let (Some(status), false) = (&self.last_status, self.state.is_terminating()) {
+        if let (Some(status), false) = (&self.published.last_status, self.state.is_terminating()) {
             self.links.status.do_send(SetPodStatus {
                 pod: self.pod.clone(),
                 status: status.clone(),
@@ -1101,14 +955,14 @@ impl Handler<GetActorState> for PodWorker {
             name: self.pod_ref(),
             messages_handled: self.handled,
             restarts: 0,
-            last_error: self.last_error.clone(),
+            last_error: self.diagnostics.last_error.clone(),
             detail: json!({
                 "pod_uid": self.uid,
                 "phase": view.phase,
                 "pod_phase": view.pod_phase,
                 "next_action": view.next_action,
                 "backoff_until": view.backoff_until,
-                "waiting": self.waiting,
+                "waiting": self.observed.waiting,
                 "last_error": view.last_error,
                 "retry_at": view.retry_at,
                 "mount_failures": view.mount_failures,
@@ -1128,1024 +982,4 @@ impl Handler<Panic> for PodWorker {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use dockerlet_runtime::fake::{Call, FakeRuntime};
-    use dockerlet_runtime::Containers;
-    use k8s_openapi::api::core::v1::{Container, PodSpec};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-
-    use crate::test_support::{eventually, eventually_async};
-
-    /// Collects what a worker reports.
-    #[derive(Default)]
-    struct Sink {
-        terminated: Vec<PodUid>,
-        statuses: Vec<Pod>,
-        events: Vec<String>,
-    }
-
-    impl Actor for Sink {
-        type Context = Context<Self>;
-    }
-
-    impl Handler<PodFinished> for Sink {
-        type Result = ();
-        fn handle(&mut self, _: PodFinished, _: &mut Context<Self>) {}
-    }
-
-    impl Handler<SetPodStatus> for Sink {
-        type Result = ();
-        fn handle(&mut self, msg: SetPodStatus, _: &mut Context<Self>) {
-            self.statuses.push(msg.to_pod());
-        }
-    }
-
-    impl Handler<RemovePodStatus> for Sink {
-        type Result = ();
-        fn handle(&mut self, _: RemovePodStatus, _: &mut Context<Self>) {}
-    }
-
-    impl Handler<RecordEvent> for Sink {
-        type Result = ();
-        fn handle(&mut self, msg: RecordEvent, _: &mut Context<Self>) {
-            self.events.push(format!("{}: {}", msg.event.reason, msg.event.message));
-        }
-    }
-
-    struct Events;
-    impl Message for Events {
-        type Result = Vec<String>;
-    }
-    impl Handler<Events> for Sink {
-        type Result = MessageResult<Events>;
-        fn handle(&mut self, _: Events, _: &mut Context<Self>) -> Self::Result {
-            MessageResult(self.events.clone())
-        }
-    }
-
-    impl Handler<WatchContainers> for Sink {
-        type Result = ();
-        fn handle(&mut self, _: WatchContainers, _: &mut Context<Self>) {}
-    }
-
-    impl Handler<ForgetPod> for Sink {
-        type Result = ();
-        fn handle(&mut self, _: ForgetPod, _: &mut Context<Self>) {}
-    }
-
-    impl Handler<PodTerminated> for Sink {
-        type Result = ();
-        fn handle(&mut self, msg: PodTerminated, _: &mut Context<Self>) {
-            self.terminated.push(msg.uid);
-        }
-    }
-
-    struct Statuses;
-    impl Message for Statuses {
-        type Result = Vec<Pod>;
-    }
-    impl Handler<Statuses> for Sink {
-        type Result = MessageResult<Statuses>;
-        fn handle(&mut self, _: Statuses, _: &mut Context<Self>) -> Self::Result {
-            MessageResult(self.statuses.clone())
-        }
-    }
-
-    struct Terminated;
-    impl Message for Terminated {
-        type Result = usize;
-    }
-    impl Handler<Terminated> for Sink {
-        type Result = usize;
-        fn handle(&mut self, _: Terminated, _: &mut Context<Self>) -> usize {
-            self.terminated.len()
-        }
-    }
-
-    fn pod() -> Arc<Pod> {
-        Arc::new(Pod {
-            metadata: ObjectMeta {
-                name: Some("web".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            spec: Some(PodSpec {
-                containers: vec![Container {
-                    name: "app".into(),
-                    image: Some("img:1".into()),
-                    ..Default::default()
-                }],
-                ..Default::default()
-            }),
-            status: None,
-        })
-    }
-
-    fn config() -> Arc<PodWorkerConfig> {
-        Arc::new(PodWorkerConfig {
-            node_name: "n1".into(),
-            host_ip: "10.0.0.1".into(),
-            sandbox_image: "pause".into(),
-            backoff: BackoffConfig::default(),
-            sync_frequency: Duration::from_secs(60),
-            node_memory_bytes: 0,
-            allocatable: Default::default(),
-            min_oom_score_adj: -1000,
-            root_dir: std::env::temp_dir(),
-            api: None,
-            log_links: None,
-            // No node resolv.conf: the tests do not depend on the machine's.
-            dns: dockerlet_pod::dns::ClusterDns {
-                resolv_conf: None,
-                ..Default::default()
-            },
-            security: Default::default(),
-            metrics: Default::default(),
-            cgroup_naming: dockerlet_pod::cgroup::CgroupNaming::new(
-                "/",
-                false,
-                dockerlet_pod::cgroup::CgroupDriver::Cgroupfs,
-            )
-            .expect("the root names"),
-            single_process_oom_kill: false,
-            cgroups: None,
-            image_pulls: Default::default(),
-            cpu_cfs_quota: true,
-        })
-    }
-
-    /// A removal cuts into a slow start: the start in flight is dropped, the app container is
-    /// never created, and the worker reports the pod terminated.
-    /// Sidecars start one by one before the app container, and stop after it, the last declared
-    /// first (kubelet's termination ordering), then the sandbox.
-    #[actix::test]
-    async fn sidecars_start_in_order_and_stop_after_the_app_in_reverse() {
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sink = Sink::default().start();
-        let c = |name: &str, sidecar: bool| Container {
-            name: name.into(),
-            image: Some("img:1".into()),
-            restart_policy: sidecar.then(|| "Always".to_string()),
-            ..Default::default()
-        };
-        let pod = Arc::new(Pod {
-            spec: Some(PodSpec {
-                init_containers: Some(vec![c("s1", true), c("s2", true)]),
-                containers: vec![c("app", false)],
-                ..Default::default()
-            }),
-            ..(*pod()).clone()
-        });
-        let worker = PodWorker::new(pod, relisted(&runtime), links(&sink)).start();
-        // No PLEG here: each sync starts the next container.
-        for _ in 0..3 {
-            tokio::time::sleep(Duration::from_millis(100)).await;
-            worker.do_send(SyncPod);
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let kind = |name: &str| name.split('_').nth(1).unwrap_or_default().to_string();
-        let mut names = HashMap::new();
-        let mut created = Vec::new();
-        for call in runtime.calls() {
-            match call {
-                Call::Create(name) => created.push(kind(&name)),
-                Call::Start(id) => {
-                    names.insert(id, created.last().cloned().unwrap_or_default());
-                }
-                _ => {}
-            }
-        }
-        assert_eq!(created, ["POD", "s1", "s2", "app"], "{:?}", runtime.calls());
-        runtime.clear_calls();
-        worker.do_send(TerminatePod { grace_period: None });
-        for _ in 0..100 {
-            if sink.send(Terminated).await.unwrap() == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let stopped: Vec<String> = runtime
-            .calls()
-            .iter()
-            .filter_map(|call| match call {
-                Call::Stop(id) => names.get(id).cloned(),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(stopped, ["app", "s2", "s1", "POD"], "{:?}", runtime.calls());
-    }
-
-    #[actix::test]
-    async fn termination_cuts_into_a_slow_start() {
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        runtime.state.lock().unwrap().create_delay = Duration::from_secs(2);
-        let sink = Sink::default().start();
-        let worker = PodWorker::new(pod(), relisted(&runtime), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        worker.do_send(TerminatePod { grace_period: None });
-        for _ in 0..100 {
-            if sink.send(Terminated).await.unwrap() == 1 {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        assert_eq!(
-            sink.send(Terminated).await.unwrap(),
-            1,
-            "worker did not report termination"
-        );
-        assert!(
-            !runtime
-                .calls()
-                .iter()
-                .any(|c| matches!(c, Call::Create(name) if name.starts_with("k8s_app"))),
-            "{:?}",
-            runtime.calls()
-        );
-        assert!(runtime.state.lock().unwrap().containers.is_empty());
-    }
-
-    fn links(sink: &Addr<Sink>) -> WorkerLinks {
-        WorkerLinks {
-            status: Link::from(sink.clone().recipient()),
-            finished: sink.clone().recipient(),
-            removed: Link::from(sink.clone().recipient()),
-            events: sink.clone().recipient(),
-            terminated: sink.clone().recipient(),
-            watch: Link::from(sink.clone().recipient()),
-            forget: Link::from(sink.clone().recipient()),
-        }
-    }
-
-    /// A cache as after the first relist of an empty node, and the sync context around it.
-    fn relisted(runtime: &FakeRuntime) -> SyncContext {
-        let cache = Arc::new(crate::pod_cache::PodCache::default());
-        cache.relisted(Instant::now());
-        SyncContext::new(Arc::new(runtime.clone()), cache, config())
-    }
-
-    fn named(name: &str, uid: &str) -> Arc<Pod> {
-        let mut pod = (*pod()).clone();
-        pod.metadata.name = Some(name.into());
-        pod.metadata.uid = Some(uid.into());
-        Arc::new(pod)
-    }
-
-    fn count(runtime: &FakeRuntime, pred: impl Fn(&Call) -> bool) -> usize {
-        runtime.calls().iter().filter(|c| pred(c)).count()
-    }
-
-    /// An ephemeral container added to a running pod is started once, in the process namespace
-    /// of its target container, and not restarted when it exits.
-    #[actix::test]
-    async fn an_ephemeral_container_starts_once_in_its_targets_pid_namespace() {
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sink = Sink::default().start();
-        let sync = relisted(&runtime);
-        let worker = PodWorker::new(named("one", "u1"), sync.clone(), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let mut debugged = (*named("one", "u1")).clone();
-        if let Some(spec) = debugged.spec.as_mut() {
-            spec.ephemeral_containers = Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
-                name: "dbg".into(),
-                image: Some("img:1".into()),
-                target_container_name: Some("app".into()),
-                ..Default::default()
-            }]);
-        }
-        let debugged = Arc::new(debugged);
-        worker.do_send(UpdatePod { pod: debugged.clone() });
-        worker.do_send(UpdatePod { pod: debugged.clone() });
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let created = |name: &str| {
-            let state = runtime.state.lock().unwrap();
-            state
-                .containers
-                .iter()
-                .filter(|(_, c)| c.spec.name.starts_with(&format!("k8s_{name}_")))
-                .map(|(id, c)| (id.clone(), c.spec.pid_mode.clone()))
-                .collect::<Vec<_>>()
-        };
-        let dbg = created("dbg");
-        let app = created("app");
-        assert_eq!(dbg.len(), 1, "{:?}", runtime.calls());
-        assert_eq!(dbg[0].1, Some(format!("container:{}", app[0].0)));
-        runtime.exit(&dbg[0].0, 0);
-        // What the PLEG's relist would put.
-        let exited = runtime.state.lock().unwrap().containers[&dbg[0].0].observed.clone();
-        sync.cache.put(exited, Instant::now());
-        worker.do_send(SyncPod);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(created("dbg").len(), 1, "never restarted");
-        let statuses = sink.send(Statuses).await.unwrap();
-        let status = statuses.last().and_then(|p| p.status.clone()).unwrap();
-        let dbg = &status.ephemeral_container_statuses.unwrap()[0];
-        assert_eq!(dbg.name, "dbg");
-        assert!(!dbg.ready && dbg.started.is_none(), "{dbg:?}");
-        assert!(dbg.state.as_ref().unwrap().terminated.is_some(), "{dbg:?}");
-        assert_eq!(
-            status.phase.as_deref(),
-            Some("Running"),
-            "ephemeral containers do not count"
-        );
-    }
-
-    #[actix::test]
-    async fn a_pod_start_costs_six_calls_and_the_next_sync_none() {
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sync = relisted(&runtime);
-        let sink = Sink::default().start();
-        let first = PodWorker::new(named("one", "u1"), sync.clone(), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            runtime.calls(),
-            vec![
-                Call::Create("k8s_POD_one_default_u1_0".into()),
-                Call::Start(ContainerId("fake0001".into())),
-                Call::Inspect(ContainerId("fake0001".into())),
-                Call::InspectImage("img:1".into()),
-                Call::Create("k8s_app_one_default_u1_0".into()),
-                Call::Start(ContainerId("fake0002".into())),
-                Call::Inspect(ContainerId("fake0002".into())),
-            ]
-        );
-        runtime.clear_calls();
-        first.do_send(SyncPod);
-        first.do_send(SyncPod);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(runtime.calls(), vec![], "a sync after the start asked Docker again");
-        let _second = PodWorker::new(named("two", "u2"), sync.clone(), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(count(&runtime, |c| matches!(c, Call::InspectImage(_))), 0);
-        assert_eq!(runtime.calls().len(), 6, "{:?}", runtime.calls());
-        let statuses = sink.send(Statuses).await.unwrap();
-        let running = |name: &str| {
-            statuses.iter().any(|p| {
-                p.metadata.name.as_deref() == Some(name)
-                    && p.status
-                        .as_ref()
-                        .and_then(|s| s.container_statuses.as_ref())
-                        .is_some_and(|cs| cs.iter().all(|c| c.state.as_ref().is_some_and(|s| s.running.is_some())))
-            })
-        };
-        assert!(running("one") && running("two"), "{statuses:?}");
-        // Two pods started (sandbox and app each), each start timed once; three syncs of "one".
-        let m = &sync.config.metrics;
-        assert_eq!(m.pod_start_duration.count(), 2);
-        assert_eq!(m.started_pods.get(), 2);
-        let started = |container_type| {
-            m.started_containers
-                .get_or_create(&dockerlet_messages::metrics::ContainerTypeLabel { container_type })
-                .get()
-        };
-        use dockerlet_messages::metrics::ContainerType;
-        assert_eq!(
-            (started(ContainerType::podsandbox), started(ContainerType::container)),
-            (2, 2)
-        );
-        let worker = |operation| {
-            m.pod_worker_duration
-                .get_or_create(&dockerlet_messages::metrics::OperationLabel { operation })
-                .count()
-        };
-        assert_eq!(worker(WorkerOperation::create), 2);
-        assert!(worker(WorkerOperation::sync) >= 1);
-    }
-
-    /// The pod cgroup is made before the sandbox, every container of the pod gets it as its
-    /// `CgroupParent`, and the teardown removes it; a pod cgroup that cannot be made fails the
-    /// sandbox with FailedCreatePodSandBox and nothing is created.
-    #[actix::test]
-    #[allow(clippy::disallowed_methods)] // The test reads and arranges the recorded tree.
-    async fn the_pod_cgroup_comes_before_the_sandbox_and_goes_after_the_pod() {
-        use dockerlet_host::cgroup::tree::PodCgroups;
-        use dockerlet_host::cgroup::CgroupLayout;
-        use dockerlet_pod::cgroup::CgroupNaming;
-        let dir = tempfile::tempdir().unwrap();
-        let layout = CgroupLayout::v1_at(dir.path(), &["cpu", "memory"]);
-        let naming =
-            CgroupNaming::new("/", true, dockerlet_pod::cgroup::CgroupDriver::Cgroupfs).expect("the root names");
-        let tree = Arc::new(PodCgroups::new(layout, naming.clone(), -1, None));
-        tree.setup(&dockerlet_pod::cgroup::kubepods_config(1000, 1 << 30, None))
-            .unwrap();
-        let with_tree = |runtime: &FakeRuntime| {
-            let mut sync = relisted(runtime);
-            let mut config = (*sync.config).clone();
-            config.cgroup_naming = naming.clone();
-            config.cgroups = Some(tree.clone());
-            sync.config = Arc::new(config);
-            sync
-        };
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sink = Sink::default().start();
-        let worker = PodWorker::new(named("one", "u1"), with_tree(&runtime), links(&sink)).start();
-        let pod_dir = dir.path().join("memory/kubepods/besteffort/podu1");
-        eventually("both containers created", || {
-            runtime.state.lock().unwrap().containers.len() == 2
-        })
-        .await;
-        assert!(pod_dir.is_dir());
-        let parents: Vec<Option<String>> = runtime
-            .state
-            .lock()
-            .unwrap()
-            .containers
-            .values()
-            .map(|c| c.spec.cgroup_parent.clone())
-            .collect();
-        assert_eq!(parents, vec![Some("/kubepods/besteffort/podu1".to_string()); 2]);
-        // A recorded tree's control files would block rmdir; a kernel's vanish with it.
-        for f in std::fs::read_dir(&pod_dir).unwrap().flatten() {
-            std::fs::remove_file(f.path()).unwrap();
-        }
-        for f in std::fs::read_dir(dir.path().join("cpu/kubepods/besteffort/podu1"))
-            .unwrap()
-            .flatten()
-        {
-            std::fs::remove_file(f.path()).unwrap();
-        }
-        worker.do_send(TerminatePod { grace_period: None });
-        eventually("terminated", || !pod_dir.exists()).await;
-
-        // A file where the pod cgroup goes: it cannot be made.
-        std::fs::write(dir.path().join("memory/kubepods/besteffort/podu2"), "").unwrap();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let _worker = PodWorker::new(named("two", "u2"), with_tree(&runtime), links(&sink)).start();
-        let sink2 = sink.clone();
-        let mut events = Vec::new();
-        for _ in 0..200 {
-            events = sink2.send(Events).await.unwrap();
-            if events.iter().any(|e| e.starts_with("FailedCreatePodSandBox")) {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-        let failed = events
-            .iter()
-            .find(|e| e.starts_with("FailedCreatePodSandBox"))
-            .unwrap_or_else(|| panic!("no FailedCreatePodSandBox in {events:?}"));
-        assert!(
-            failed.contains("pod cgroup: create cgroup") && failed.contains("podu2"),
-            "{failed}"
-        );
-        assert_eq!(count(&runtime, |c| matches!(c, Call::Create(_))), 0);
-    }
-
-    /// A pod admission rejects (an unsafe sysctl) is reported Failed with kubelet's reason and
-    /// message, and nothing of it is created, then or at later syncs.
-    #[actix::test]
-    async fn a_rejected_pod_never_runs_and_reports_failed() {
-        use k8s_openapi::api::core::v1::{PodSecurityContext, Sysctl};
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sink = Sink::default().start();
-        let mut pod = (*pod()).clone();
-        pod.spec.as_mut().unwrap().security_context = Some(PodSecurityContext {
-            sysctls: Some(vec![Sysctl {
-                name: "kernel.msgmax".into(),
-                value: "1".into(),
-            }]),
-            ..Default::default()
-        });
-        let worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        worker.do_send(SyncPod);
-        tokio::time::sleep(Duration::from_secs(70)).await;
-        assert_eq!(runtime.calls(), vec![], "a rejected pod touched Docker");
-        let statuses = sink.send(Statuses).await.unwrap();
-        assert_eq!(statuses.len(), 1, "the rejection is reported once: {statuses:?}");
-        let status = statuses[0].status.clone().unwrap();
-        assert_eq!(status.phase.as_deref(), Some("Failed"));
-        assert_eq!(status.reason.as_deref(), Some("SysctlForbidden"));
-        assert_eq!(
-            status.message.as_deref(),
-            Some("Pod was rejected: forbidden sysctl: \"kernel.msgmax\" not allowlisted")
-        );
-    }
-
-    /// runAsNonRoot on an image that runs as root: the container waits with
-    /// CreateContainerConfigError and kubelet's message, and is never created.
-    #[actix::test]
-    async fn run_as_non_root_on_a_root_image_is_never_created() {
-        use k8s_openapi::api::core::v1::SecurityContext;
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let sink = Sink::default().start();
-        let mut pod = (*pod()).clone();
-        pod.spec.as_mut().unwrap().containers[0].security_context = Some(SecurityContext {
-            run_as_non_root: Some(true),
-            ..Default::default()
-        });
-        let _worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        assert_eq!(
-            count(
-                &runtime,
-                |c| matches!(c, Call::Create(name) if name.starts_with("k8s_app"))
-            ),
-            0,
-            "{:?}",
-            runtime.calls()
-        );
-        let statuses = sink.send(Statuses).await.unwrap();
-        let waiting = statuses
-            .last()
-            .and_then(|p| {
-                p.status
-                    .as_ref()?
-                    .container_statuses
-                    .as_ref()?
-                    .first()?
-                    .state
-                    .clone()?
-                    .waiting
-            })
-            .expect("a waiting container");
-        assert_eq!(waiting.reason.as_deref(), Some("CreateContainerConfigError"));
-        assert_eq!(
-            waiting.message.as_deref(),
-            Some("container has runAsNonRoot and image will run as root (pod: \"web_default(u1)\", container: app)")
-        );
-    }
-
-    /// An action whose result the worker could not observe (the inspect after the start
-    /// failed) makes the next sync wait for a relist after it, rather than decide on state that
-    /// predates it (and create the container a second time).
-    #[actix::test]
-    async fn never_decides_on_state_older_than_its_last_action() {
-        tokio::time::pause();
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        runtime.state.lock().unwrap().inspect_fails = true;
-        let sync = relisted(&runtime);
-        let sink = Sink::default().start();
-        let worker = PodWorker::new(pod(), sync.clone(), links(&sink)).start();
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        // The sandbox was created and started, but its inspect failed: nothing more.
-        assert_eq!(
-            count(&runtime, |c| matches!(c, Call::Create(_))),
-            1,
-            "{:?}",
-            runtime.calls()
-        );
-        runtime.state.lock().unwrap().inspect_fails = false;
-        // The sync after the error back-off (10 s) waits: no relist came after the action.
-        worker.do_send(SyncPod);
-        tokio::time::sleep(Duration::from_secs(12)).await;
-        assert_eq!(
-            count(&runtime, |c| matches!(c, Call::Create(_))),
-            1,
-            "{:?}",
-            runtime.calls()
-        );
-        // A relist after the action lets it go on, with the sandbox it made.
-        let listing = runtime.list_node_containers("n1").await.unwrap();
-        let at = Instant::now();
-        for id in sync.cache.plan(&listing, at).inspect {
-            let observed = runtime.inspect_container(&id).await.unwrap().unwrap();
-            sync.cache.put(observed, at);
-        }
-        sync.cache.relisted(at);
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let creates: Vec<_> = runtime
-            .calls()
-            .into_iter()
-            .filter_map(|c| match c {
-                Call::Create(name) => Some(name),
-                _ => None,
-            })
-            .collect();
-        assert_eq!(
-            creates,
-            vec!["k8s_POD_web_default_u1_0", "k8s_app_web_default_u1_0"],
-            "{:?}",
-            runtime.calls()
-        );
-    }
-
-    /// A pod's `runtimeClassName` gives its sandbox and containers the class's handler as their
-    /// Docker runtime; a class that does not exist fails the sandbox (FailedCreatePodSandBox
-    /// naming it) and creates nothing; a standalone node cannot resolve one and says so.
-    #[actix::test]
-    async fn a_runtime_class_sets_the_docker_runtime_or_fails_the_sandbox() {
-        use dockerlet_kube::fake::FakeKube;
-        use k8s_openapi::api::node::v1::RuntimeClass;
-        let api = FakeKube::new("n1");
-        api.state.lock().unwrap().runtime_classes.insert(
-            "sandboxed".into(),
-            RuntimeClass {
-                metadata: ObjectMeta {
-                    name: Some("sandboxed".into()),
-                    ..Default::default()
-                },
-                handler: "runsc".into(),
-                ..Default::default()
-            },
-        );
-        let with_class = |name: &str, uid: &str, class: &str| {
-            let mut pod = (*named(name, uid)).clone();
-            pod.spec.as_mut().unwrap().runtime_class_name = Some(class.into());
-            Arc::new(pod)
-        };
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let mut with_api = relisted(&runtime);
-        let mut config = (*config()).clone();
-        config.api = Some(Arc::new(api));
-        with_api.config = Arc::new(config);
-        let standalone = relisted(&runtime);
-        let sink = Sink::default().start();
-        let _a = PodWorker::new(with_class("a", "ua", "sandboxed"), with_api.clone(), links(&sink)).start();
-        let _b = PodWorker::new(with_class("b", "ub", "missing"), with_api, links(&sink)).start();
-        let _c = PodWorker::new(with_class("c", "uc", "sandboxed"), standalone, links(&sink)).start();
-        // Until pod a's two containers are there and b's and c's sandboxes have failed (a fixed
-        // wait was too short on a loaded machine); then nothing else is created.
-        eventually_async("a's containers and b's and c's failed sandboxes", || {
-            let (runtime, sink) = (runtime.clone(), sink.clone());
-            async move {
-                let events = sink.send(Events).await.unwrap();
-                let failed = events.iter().filter(|e| e.starts_with("FailedCreatePodSandBox"));
-                runtime.state.lock().unwrap().containers.len() >= 2 && failed.count() >= 2
-            }
-        })
-        .await;
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        let runtimes: Vec<(String, Option<String>)> = runtime
-            .state
-            .lock()
-            .unwrap()
-            .containers
-            .values()
-            .map(|c| (c.spec.name.clone(), c.spec.runtime.clone()))
-            .collect();
-        assert_eq!(
-            runtimes,
-            [
-                ("k8s_POD_a_default_ua_0".to_string(), Some("runsc".to_string())),
-                ("k8s_app_a_default_ua_0".to_string(), Some("runsc".to_string())),
-            ],
-            "only pod a runs, with runsc"
-        );
-        let events = sink.send(Events).await.unwrap();
-        let failed: Vec<&String> = events
-            .iter()
-            .filter(|e| e.starts_with("FailedCreatePodSandBox"))
-            .collect();
-        assert!(
-            failed.iter().any(|e| e
-                .contains(r#"failed to lookup RuntimeClass missing: runtimeclass.node.k8s.io "missing" not found"#)),
-            "{events:?}"
-        );
-        assert!(
-            failed.iter().any(|e| e.contains("RuntimeClasses need the API server")),
-            "{events:?}"
-        );
-    }
-
-    /// An API pod's container gets the service variables from the API's Service cache and the
-    /// pod's resolv.conf and hosts file mounted; written under the pod's directory, with the
-    /// sandbox's hostname. While the cache has not listed, the container waits with
-    /// CreateContainerConfigError instead of starting without them.
-    #[actix::test]
-    async fn api_pods_get_service_env_dns_and_hosts_files() {
-        use dockerlet_kube::fake::FakeKube;
-        use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
-        let dir = tempfile::tempdir().unwrap();
-        let node_resolv = dir.path().join("resolv.conf");
-        tokio::fs::write(&node_resolv, "nameserver 192.168.0.53\nsearch corp.example\n")
-            .await
-            .unwrap();
-        let api = FakeKube::new("n1");
-        api.state.lock().unwrap().services = Some(vec![Service {
-            metadata: ObjectMeta {
-                name: Some("kubernetes".into()),
-                namespace: Some("default".into()),
-                ..Default::default()
-            },
-            spec: Some(ServiceSpec {
-                cluster_ip: Some("10.96.0.1".into()),
-                ports: Some(vec![ServicePort {
-                    name: Some("https".into()),
-                    port: 443,
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            status: None,
-        }]);
-        let mut config = (*config()).clone();
-        config.root_dir = dir.path().to_path_buf();
-        config.api = Some(Arc::new(api.clone()));
-        config.dns = dockerlet_pod::dns::ClusterDns {
-            servers: vec!["10.96.0.10".parse().unwrap()],
-            domain: "cluster.local".into(),
-            resolv_conf: Some(node_resolv),
-        };
-        let runtime = FakeRuntime::with_images(&["img:1"]);
-        let mut sync = relisted(&runtime);
-        sync.config = Arc::new(config);
-        let mut pod = (*named("web", "u9")).clone();
-        pod.metadata.namespace = Some("default".into());
-        pod.metadata.annotations = Some(std::collections::BTreeMap::from([(
-            dockerlet_pod::annotations::CONFIG_SOURCE.to_string(),
-            "api".to_string(),
-        )]));
-        let sink = Sink::default().start();
-        let _worker = PodWorker::new(Arc::new(pod.clone()), sync.clone(), links(&sink)).start();
-        let spec_of = |name: &str| {
-            runtime
-                .state
-                .lock()
-                .unwrap()
-                .containers
-                .values()
-                .find(|c| c.spec.name == name)
-                .map(|c| c.spec.clone())
-        };
-        for _ in 0..100 {
-            if spec_of("k8s_app_web_default_u9_0").is_some() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let app = spec_of("k8s_app_web_default_u9_0").expect("the app container");
-        assert!(
-            app.env.contains(&"KUBERNETES_SERVICE_HOST=10.96.0.1".to_string()),
-            "{:?}",
-            app.env
-        );
-        assert!(
-            app.env.contains(&"KUBERNETES_PORT_443_TCP_PORT=443".to_string()),
-            "{:?}",
-            app.env
-        );
-        let pod_dir = dir.path().join("pods/u9");
-        assert_eq!(
-            app.binds,
-            [
-                format!("{}:/etc/hosts", pod_dir.join("etc-hosts").display()),
-                format!("{}:/etc/resolv.conf", pod_dir.join("resolv.conf").display())
-            ]
-        );
-        assert_eq!(
-            tokio::fs::read_to_string(pod_dir.join("resolv.conf")).await.unwrap(),
-            "nameserver 10.96.0.10\nsearch default.svc.cluster.local svc.cluster.local cluster.local corp.example\noptions ndots:5\n"
-        );
-        let hosts = tokio::fs::read_to_string(pod_dir.join("etc-hosts")).await.unwrap();
-        assert!(hosts.starts_with("# Kubernetes-managed hosts file.\n"), "{hosts}");
-        assert!(hosts.ends_with("\tweb\n"), "{hosts}");
-        let sandbox = spec_of("k8s_POD_web_default_u9_0").expect("the sandbox");
-        assert_eq!(sandbox.hostname.as_deref(), Some("web"));
-        assert!(
-            sandbox.binds.is_empty(),
-            "the sandbox mounts nothing: {:?}",
-            sandbox.binds
-        );
-
-        // A cache that has not listed: the container waits, naming why.
-        api.state.lock().unwrap().services = None;
-        pod.metadata.uid = Some("u10".into());
-        let _waiting = PodWorker::new(Arc::new(pod), sync, links(&sink)).start();
-        let mut reason = None;
-        for _ in 0..100 {
-            let statuses = sink.send(Statuses).await.unwrap();
-            reason = statuses
-                .iter()
-                .filter(|p| p.metadata.uid.as_deref() == Some("u10"))
-                .filter_map(|p| {
-                    p.status
-                        .as_ref()?
-                        .container_statuses
-                        .as_ref()?
-                        .first()?
-                        .state
-                        .as_ref()?
-                        .waiting
-                        .clone()
-                })
-                .next_back();
-            if reason
-                .as_ref()
-                .is_some_and(|w| w.reason.as_deref() == Some("CreateContainerConfigError"))
-            {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        let waiting = reason.expect("a waiting reason");
-        assert_eq!(waiting.reason.as_deref(), Some("CreateContainerConfigError"));
-        assert_eq!(
-            waiting.message.as_deref(),
-            Some("services have not yet been read at least once, cannot construct envvars")
-        );
-        assert!(spec_of("k8s_app_web_default_u10_0").is_none());
-    }
-    /// A private image is pulled with the credential of the pod's `imagePullSecrets`; without
-    /// one the pull is refused (ErrImagePull, then ImagePullBackOff with the last error) even
-    /// though the image is on the node (a refusal is never papered over by the local copy); a
-    /// missing pull Secret is a Warning and the pull goes on.
-    #[actix::test]
-    async fn private_images_are_pulled_with_the_pods_pull_secret() {
-        use base64::Engine as _;
-        use dockerlet_kube::fake::FakeKube;
-        use k8s_openapi::api::core::v1::LocalObjectReference;
-        let api = FakeKube::new("n1");
-        let auth = base64::engine::general_purpose::STANDARD.encode("alice:s3cret");
-        {
-            let mut state = api.state.lock().unwrap();
-            let config = format!(r#"{{"auths":{{"reg.example:5000":{{"auth":"{auth}"}}}}}}"#);
-            state.secrets.insert(
-                "default/regcred".into(),
-                [(".dockerconfigjson".to_string(), config)].into(),
-            );
-            state
-                .secret_types
-                .insert("default/regcred".into(), "kubernetes.io/dockerconfigjson".into());
-        }
-        let image = "reg.example:5000/private/app:1";
-        let runtime = FakeRuntime::with_images(&[image]);
-        runtime
-            .state
-            .lock()
-            .unwrap()
-            .registry
-            .insert(image.into(), Some(("alice".into(), "s3cret".into())));
-        let mut sync = relisted(&runtime);
-        let mut config = (*config()).clone();
-        config.api = Some(Arc::new(api));
-        sync.config = Arc::new(config);
-        let with_secrets = |name: &str, uid: &str, secrets: &[&str]| {
-            let mut pod = (*named(name, uid)).clone();
-            let spec = pod.spec.as_mut().unwrap();
-            spec.containers[0].image = Some(image.into());
-            spec.containers[0].image_pull_policy = Some("Always".into());
-            spec.image_pull_secrets = Some(
-                secrets
-                    .iter()
-                    .map(|s| LocalObjectReference { name: s.to_string() })
-                    .collect(),
-            );
-            Arc::new(pod)
-        };
-        let sink = Sink::default().start();
-        let _with = PodWorker::new(
-            with_secrets("with", "uw", &["gone", "regcred"]),
-            sync.clone(),
-            links(&sink),
-        )
-        .start();
-        let _without = PodWorker::new(with_secrets("without", "uo", &[]), sync, links(&sink)).start();
-        /// The last waiting state of pod "without"'s container.
-        fn waiting(statuses: &[Pod]) -> Option<k8s_openapi::api::core::v1::ContainerStateWaiting> {
-            let pod = statuses
-                .iter()
-                .rev()
-                .find(|p| p.metadata.name.as_deref() == Some("without"))?;
-            let status = pod.status.as_ref()?.container_statuses.as_ref()?.first()?;
-            status.state.clone()?.waiting
-        }
-        // Until the first pod's app container is created and the second's pull has failed (a
-        // fixed wait can be too short on a loaded machine).
-        eventually_async("pod with's app container and pod without's failed pull", || {
-            let (runtime, sink) = (runtime.clone(), sink.clone());
-            async move {
-                let statuses = sink.send(Statuses).await.unwrap();
-                let pull_failed = waiting(&statuses).is_some_and(|w| w.reason.as_deref() == Some("ErrImagePull"));
-                let state = runtime.state.lock().unwrap();
-                pull_failed
-                    && state
-                        .containers
-                        .values()
-                        .any(|c| c.spec.name == "k8s_app_with_default_uw_0")
-            }
-        })
-        .await;
-        let created: Vec<String> = runtime
-            .state
-            .lock()
-            .unwrap()
-            .containers
-            .values()
-            .map(|c| c.spec.name.clone())
-            .collect();
-        assert!(
-            created.contains(&"k8s_app_with_default_uw_0".to_string()),
-            "{created:?}"
-        );
-        assert!(!created.iter().any(|n| n.starts_with("k8s_app_without")), "{created:?}");
-        let users = runtime.state.lock().unwrap().pull_users.clone();
-        assert!(
-            users.contains(&Some("alice".into())) && users.contains(&None),
-            "{users:?}"
-        );
-        let events = sink.send(Events).await.unwrap();
-        assert!(
-            events.iter().any(|e| e
-                == "FailedToRetrieveImagePullSecret: Unable to retrieve some image pull secrets (gone); attempting to pull the image may not succeed."),
-            "{events:?}"
-        );
-        let first = waiting(&sink.send(Statuses).await.unwrap()).expect("waiting");
-        assert_eq!(first.reason.as_deref(), Some("ErrImagePull"));
-        assert_eq!(
-            first.message.as_deref(),
-            Some(
-                r#"failed to pull image "reg.example:5000/private/app:1": Error response from daemon: no basic auth credentials"#
-            )
-        );
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let later = waiting(&sink.send(Statuses).await.unwrap()).expect("waiting");
-        assert_eq!(later.reason.as_deref(), Some("ImagePullBackOff"));
-        assert_eq!(
-            later.message.as_deref(),
-            Some(
-                r#"Back-off pulling image "reg.example:5000/private/app:1": ErrImagePull: failed to pull image "reg.example:5000/private/app:1": Error response from daemon: no basic auth credentials"#
-            )
-        );
-        let anonymous = runtime
-            .state
-            .lock()
-            .unwrap()
-            .pull_users
-            .iter()
-            .filter(|u| u.is_none())
-            .count();
-        assert_eq!(anonymous, 1, "no pull during the back-off");
-        let events = sink.send(Events).await.unwrap();
-        assert!(
-            events
-                .iter()
-                .any(|e| e == r#"BackOff: Back-off pulling image "reg.example:5000/private/app:1""#),
-            "{events:?}"
-        );
-        assert!(
-            events.iter().any(|e| e == "Failed: Error: ImagePullBackOff"),
-            "{events:?}"
-        );
-    }
-    /// kubelet's serialized image pulls (`serializeImagePulls`, the default): two pods that
-    /// each pull an image pull one after the other, and the second's `Pulled` event counts its
-    /// wait; without the limit both pulls run at once.
-    #[actix::test]
-    async fn image_pulls_are_serialized_unless_configured_otherwise() {
-        async fn max_pulls_at_once(limit: ImagePullLimit) -> (usize, Vec<String>) {
-            let runtime = FakeRuntime::with_images(&[]);
-            {
-                let mut state = runtime.state.lock().unwrap();
-                state.pull_delay = Duration::from_millis(300);
-                state.registry.insert("reg.example/a:1".into(), None);
-                state.registry.insert("reg.example/b:1".into(), None);
-            }
-            let mut sync = relisted(&runtime);
-            let mut config = (*config()).clone();
-            config.image_pulls = limit;
-            sync = SyncContext::new(sync.runtime, sync.cache, Arc::new(config));
-            let sink = Sink::default().start();
-            let pulling = |name: &str, uid: &str, image: &str| {
-                let mut pod = (*named(name, uid)).clone();
-                pod.spec.as_mut().unwrap().containers[0].image = Some(image.into());
-                Arc::new(pod)
-            };
-            let _a = PodWorker::new(pulling("a", "ua", "reg.example/a:1"), sync.clone(), links(&sink)).start();
-            let _b = PodWorker::new(pulling("b", "ub", "reg.example/b:1"), sync, links(&sink)).start();
-            tokio::time::sleep(Duration::from_millis(1200)).await;
-            let pulled: Vec<String> = sink
-                .send(Events)
-                .await
-                .unwrap()
-                .into_iter()
-                .filter(|e| e.starts_with("Pulled: "))
-                .collect();
-            let (running, most) = runtime.state.lock().unwrap().pulls_running;
-            assert_eq!(running, 0, "both pulls ended");
-            (most, pulled)
-        }
-        let (serial, pulled) = max_pulls_at_once(ImagePullLimit::default()).await;
-        assert_eq!(serial, 1, "serialized: one pull at a time");
-        assert_eq!(pulled.len(), 2, "{pulled:?}");
-        let size = dockerlet_runtime::fake::FAKE_IMAGE_SIZE;
-        let waited = pulled
-            .iter()
-            .find(|e| {
-                // "in 300ms (6xxms including waiting)": the second pull waited for the first.
-                let Some(rest) = e.split(" including waiting").next() else {
-                    return false;
-                };
-                let total = rest.rsplit('(').next().unwrap_or_default();
-                total.ends_with("ms") && total.trim_end_matches("ms").parse::<u64>().is_ok_and(|ms| ms >= 550)
-            })
-            .unwrap_or_else(|| panic!("one pull waited for the other: {pulled:?}"));
-        assert!(
-            waited.starts_with("Pulled: Successfully pulled image \"reg.example/")
-                && waited.contains("\" in 3")
-                && waited.ends_with(&format!("including waiting). Image size: {size} bytes.")),
-            "{waited}"
-        );
-        let (parallel, _) = max_pulls_at_once(ImagePullLimit::Unlimited).await;
-        assert_eq!(parallel, 2, "not serialized: both pulls at once");
-        let (two, _) = max_pulls_at_once(ImagePullLimit::AtOnce(std::num::NonZeroUsize::new(2).unwrap())).await;
-        assert_eq!(two, 2, "maxParallelImagePulls 2");
-    }
-}
+mod tests;

@@ -16,7 +16,7 @@ use dockerlet_kube::{KubeClient, TokenRequestFor};
 use dockerlet_pod::spec::pod_identity;
 use dockerlet_pod::volume::{api_references, atomic_volumes, ownership, payload, ConfigMapData, VolumeObjects};
 
-use super::sync::SyncContext;
+use super::context::SyncContext;
 
 /// Why one volume could not be set up; the pod's containers wait (kubelet's FailedMount), and
 /// the next sync tries again.
