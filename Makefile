@@ -17,7 +17,7 @@ help:
 	@echo "make run [NODE=name]   run the agent on manifests/ (default NODE=$(NODE))"
 	@echo "make test              unit + integration tests (needs Docker), then make test-vm"
 	@echo "make test-vm           host_compat tests in a Debian 12 VM (qemu; root to build its image)"
-	@echo "make lint              rustfmt check + crate layering + clippy -D warnings"
+	@echo "make lint              rustfmt check + layering and file circles + licences/duplicates + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
@@ -55,11 +55,15 @@ test: docker image
 test-vm: docker image build
 	scripts/test-vm.sh
 
-# The crate dependency rule (scripts/check-layers.py) and, through actors/clippy.toml, no
-# blocking std::fs or std::thread::sleep in actor code.
+# The layering rule (scripts/check-layers.py: crate dependencies transitively, no actix below the
+# actor layer, no source files importing each other in a circle), the dependencies' licences and
+# duplicate versions (scripts/check-deps.py, cargo-deny's checks over `cargo metadata`) and,
+# through actors/clippy.toml, no blocking std::fs or std::thread::sleep in actor code. CI runs it
+# (.ci/run) before `make test`.
 lint:
 	$(CARGO) fmt --all -- --check
 	python3 scripts/check-layers.py
+	python3 scripts/check-deps.py
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 fmt:

@@ -6,8 +6,13 @@ use std::time::Duration;
 
 use clap::Parser;
 
-fn duration(s: &str) -> Result<Duration, String> {
-    humantime::parse_duration(s).map_err(|e| format!("{e} (use a duration like 20s, 1m30s or 500ms)"))
+/// A duration flag that does not parse (clap prints it after the flag's name).
+#[derive(Debug, thiserror::Error)]
+#[error("{0} (use a duration like 20s, 1m30s or 500ms)")]
+struct DurationFlagError(#[source] humantime::DurationError);
+
+fn duration(s: &str) -> Result<Duration, DurationFlagError> {
+    humantime::parse_duration(s).map_err(DurationFlagError)
 }
 
 /// dockerlet: a kubelet-compatible node agent that runs pods on Docker.

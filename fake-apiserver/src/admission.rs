@@ -24,9 +24,9 @@
 
 use super::cluster;
 use super::error::{ApiError, Cause};
+use super::lookup::{Lookup, Subresource};
 use super::node_restriction;
 use super::resources::{self, ResourceInfo};
-use super::store::{Store, Subresource};
 use serde_json::{json, Value};
 
 /// `scheduling.SystemClusterCritical`'s value (`SystemCriticalPriority`).
@@ -73,7 +73,7 @@ fn is_mirror(pod: &Value) -> bool {
 /// The admission chain on an object being created (after decoding and defaults, before
 /// validation). `suffix` names the kube-api-access volume.
 pub fn admit_create(
-    store: &Store,
+    store: &dyn Lookup,
     resource: &'static ResourceInfo,
     request: &CreateRequest<'_>,
     obj: &mut Value,
@@ -247,7 +247,7 @@ fn same_resources(a: &Value, b: &Value) -> bool {
             .all(|(k, v)| b.get(k).is_some_and(|w| value(v).is_some() && value(v) == value(w)))
 }
 
-fn runtime_class(store: &Store, name: &str, pod: &Value) -> Result<Option<Value>, ApiError> {
+fn runtime_class(store: &dyn Lookup, name: &str, pod: &Value) -> Result<Option<Value>, ApiError> {
     let Some(class_name) = pod["spec"]["runtimeClassName"].as_str() else {
         return Ok(None);
     };
@@ -259,7 +259,7 @@ fn runtime_class(store: &Store, name: &str, pod: &Value) -> Result<Option<Value>
 }
 
 /// The RuntimeClass plugin's `Admit`: the class must exist; `setOverhead` and `setScheduling`.
-fn admit_runtime_class(store: &Store, name: &str, pod: &mut Value) -> Result<(), ApiError> {
+fn admit_runtime_class(store: &dyn Lookup, name: &str, pod: &mut Value) -> Result<(), ApiError> {
     let Some(class) = runtime_class(store, name, pod)? else {
         return Ok(());
     };
@@ -303,7 +303,7 @@ fn admit_runtime_class(store: &Store, name: &str, pod: &mut Value) -> Result<(),
 
 /// The RuntimeClass plugin's `Validate`: an overhead is the class's, and only with a class
 /// that defines one.
-fn validate_overhead(store: &Store, name: &str, pod: &Value) -> Result<(), ApiError> {
+fn validate_overhead(store: &dyn Lookup, name: &str, pod: &Value) -> Result<(), ApiError> {
     let overhead = &pod["spec"]["overhead"];
     if overhead.as_object().is_none_or(|o| o.is_empty()) {
         return Ok(());

@@ -6,8 +6,8 @@
 //! (`pkg/registry/core/service`). Done at once where the real controllers are asynchronous.
 
 use super::error::{ApiError, Cause};
+use super::lookup::Lookup;
 use super::resources;
-use super::store::Store;
 use serde_json::{json, Value};
 use std::collections::BTreeSet;
 use std::net::Ipv4Addr;
@@ -136,7 +136,7 @@ pub fn token_volume(name: &str) -> Value {
 /// `automountServiceAccountToken` winning over the account's) the kube-api-access volume
 /// (named with `suffix`) mounted read-only in every init and app container that mounts
 /// nothing at its path. `name` is the pod's name or generateName, for the error messages.
-pub fn admit_pod(store: &Store, ns: &str, name: &str, pod: &mut Value, suffix: &str) -> Result<(), ApiError> {
+pub fn admit_pod(store: &dyn Lookup, ns: &str, name: &str, pod: &mut Value, suffix: &str) -> Result<(), ApiError> {
     let account = pod["spec"]["serviceAccountName"]
         .as_str()
         .unwrap_or_default()
@@ -296,7 +296,7 @@ fn allocation_error(svc: &Value, ip: &str, why: String) -> ApiError {
 /// (`None`) or `ExternalName`, a provided IP checked against the range and the other Services,
 /// node ports for NodePort and LoadBalancer Services. An update keeps what was allocated.
 /// `seed` is random: each allocation takes the first free value from a point it picks.
-pub fn allocate_service(store: &Store, svc: &mut Value, old: Option<&Value>, seed: u64) -> Result<(), ApiError> {
+pub fn allocate_service(store: &dyn Lookup, svc: &mut Value, old: Option<&Value>, seed: u64) -> Result<(), ApiError> {
     let mut seed = seed;
     let mut random = move || {
         // splitmix64: a new start for each allocation.
@@ -451,6 +451,7 @@ pub fn allocate_service(store: &Store, svc: &mut Value, old: Option<&Value>, see
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::Store;
     use crate::store::WriteOptions;
 
     /// Many Services get distinct ClusterIPs inside the range (never the kubernetes Service's)

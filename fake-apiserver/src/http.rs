@@ -5,6 +5,7 @@ use super::error::ApiError;
 use super::list_options::ListOptions;
 use super::options::{write_options, Verb};
 use super::patch::PatchType;
+use super::protobuf::unrecognized;
 use super::resources::{self, ResourceInfo};
 use super::selectors::{FieldSelector, LabelSelector};
 use super::store::{DeleteOptions, Store, Subresource, WatchSpec, WriteOptions};
@@ -67,6 +68,32 @@ impl Shared {
     /// The store, even if a panicking holder poisoned the lock.
     pub fn store(&self) -> MutexGuard<'_, Store> {
         self.store.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The token authenticators of TokenReview ([`super::review::token_user`]).
+impl super::review::Authenticators for Shared {
+    fn server_token(&self) -> &str {
+        &self.token
+    }
+
+    fn registered(&self, token: &str) -> Option<super::review::TokenUser> {
+        self.user_tokens
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(token)
+            .cloned()
+    }
+
+    fn decode(&self, token: &str) -> Result<super::token::ServiceAccountClaims, super::token::TokenError> {
+        self.issuer.decode(token)
+    }
+
+    fn validate(
+        &self,
+        claims: super::token::ServiceAccountClaims,
+    ) -> Result<super::token::ServiceAccountClaims, super::token::TokenError> {
+        super::token::Issuer::validate(&self.store(), claims)
     }
 }
 
@@ -224,7 +251,7 @@ fn node_refusal(
 ) -> Option<ApiError> {
     use super::node_authorizer::{authorize, Attributes, Decision};
     let attrs = Attributes::of_request(user, req.method().as_str(), path, query);
-    match authorize(&shared.store(), node, &attrs) {
+    match authorize(&*shared.store(), node, &attrs) {
         Decision::Allow => None,
         Decision::NoOpinion(reason) => Some(attrs.forbidden(&reason)),
     }
@@ -368,8 +395,9 @@ fn route(
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push(body["spec"].clone());
-            let answer =
-                super::review::token_review(&body, |t, audiences| super::review::token_user(shared, t, audiences))?;
+            let answer = super::review::token_review(&body, |t, audiences| {
+                super::review::token_user(shared.get_ref(), t, audiences)
+            })?;
             return Ok(json_response(201, &answer, &[]));
         }
         ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
@@ -384,7 +412,7 @@ fn route(
             let answer = super::review::access_review(&body, &rules, |node, attrs| {
                 shared
                     .node_authorization
-                    .then(|| super::node_authorizer::authorize(&shared.store(), node, attrs))
+                    .then(|| super::node_authorizer::authorize(&*shared.store(), node, attrs))
             })?;
             return Ok(json_response(201, &answer, &[]));
         }
@@ -644,27 +672,6 @@ fn input_format(content_type: &str) -> Result<Input, ApiError> {
             "the body of the request was in an unknown format - accepted media types include: {INPUT_MEDIA_TYPES}"
         ))),
     }
-}
-
-/// A body whose kind cannot even be read, as create.go's `transformDecodeError` reports it
-/// when it knows no kind: `the object provided is unrecognized (must be of type <Kind>): <why>
-/// (<the body's first 30 bytes>)`.
-pub(crate) fn unrecognized(resource: &ResourceInfo, why: &str, body: &[u8]) -> ApiError {
-    const MAX: usize = 30;
-    let summary = match body {
-        [] => "<empty>".to_string(),
-        [0, ..] => {
-            let hex: Vec<String> = body.iter().take(MAX).map(|b| format!("{b:02x}")).collect();
-            let more = if body.len() > MAX { " ..." } else { "" };
-            format!("{}{more}", hex.join(" "))
-        }
-        _ if body.len() > MAX => format!("{} ...", String::from_utf8_lossy(&body[..MAX])),
-        _ => String::from_utf8_lossy(body).into_owned(),
-    };
-    ApiError::bad_request(format!(
-        "the object provided is unrecognized (must be of type {}): {why} ({summary})",
-        resource.kind
-    ))
 }
 
 /// A create or update body as JSON: decoded from its encoding; a body that is no object (or no

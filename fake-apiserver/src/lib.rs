@@ -61,6 +61,8 @@ mod error;
 mod front;
 mod http;
 mod list_options;
+mod lookup;
+mod names;
 pub mod node_authorizer;
 pub mod node_restriction;
 mod options;

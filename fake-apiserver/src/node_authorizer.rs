@@ -21,8 +21,8 @@
 //! "default": no relationship found between node 'n1' and this object`.
 
 use super::error::ApiError;
+use super::lookup::Lookup;
 use super::resources;
-use super::store::Store;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -298,7 +298,7 @@ fn static_rules_allow(attrs: &Attributes) -> bool {
 }
 
 /// The Node authorizer's decision for a request from node `node`.
-pub fn authorize(store: &Store, node: &str, attrs: &Attributes) -> Decision {
+pub fn authorize(store: &dyn Lookup, node: &str, attrs: &Attributes) -> Decision {
     let deny = |why: &str| Decision::NoOpinion(why.to_string());
     if node.is_empty() {
         return deny(&format!("unknown node for user {:?}", attrs.user));
@@ -331,7 +331,7 @@ enum Vertex {
 }
 
 /// `authorize`: a named object with a path to the node in the graph.
-fn related(store: &Store, node: &str, vertex: Vertex, attrs: &Attributes) -> Decision {
+fn related(store: &dyn Lookup, node: &str, vertex: Vertex, attrs: &Attributes) -> Decision {
     if attrs.name.is_empty() {
         return Decision::NoOpinion("No Object name found".into());
     }
@@ -343,7 +343,7 @@ fn related(store: &Store, node: &str, vertex: Vertex, attrs: &Attributes) -> Dec
 }
 
 /// Whether a pod bound to `node` is the object or (not being a mirror pod) refers to it.
-fn has_path(store: &Store, node: &str, vertex: Vertex, ns: &str, name: &str) -> bool {
+fn has_path(store: &dyn Lookup, node: &str, vertex: Vertex, ns: &str, name: &str) -> bool {
     let pods = resources::by_name("pods").expect("pods are served");
     store
         .all(pods)
@@ -365,7 +365,7 @@ fn has_path(store: &Store, node: &str, vertex: Vertex, ns: &str, name: &str) -> 
         })
 }
 
-fn read_namespaced(store: &Store, node: &str, vertex: Vertex, attrs: &Attributes) -> Decision {
+fn read_namespaced(store: &dyn Lookup, node: &str, vertex: Vertex, attrs: &Attributes) -> Decision {
     if !matches!(attrs.verb.as_str(), "get" | "list" | "watch") {
         return Decision::NoOpinion("can only read resources of this type".into());
     }
@@ -378,7 +378,7 @@ fn read_namespaced(store: &Store, node: &str, vertex: Vertex, attrs: &Attributes
     related(store, node, vertex, attrs)
 }
 
-fn create_token(store: &Store, node: &str, attrs: &Attributes) -> Decision {
+fn create_token(store: &dyn Lookup, node: &str, attrs: &Attributes) -> Decision {
     if attrs.verb != "create" || attrs.name.is_empty() {
         return Decision::NoOpinion("can only create tokens for individual service accounts".into());
     }
@@ -423,7 +423,7 @@ fn node_object(node: &str, attrs: &Attributes) -> Decision {
     }
 }
 
-fn pod(store: &Store, node: &str, attrs: &Attributes) -> Decision {
+fn pod(store: &dyn Lookup, node: &str, attrs: &Attributes) -> Decision {
     match (attrs.subresource.as_str(), attrs.verb.as_str()) {
         ("", "get") => related(store, node, Vertex::Pod, attrs),
         ("", "list" | "watch") => {

@@ -16,9 +16,9 @@
 //! Refusals are `admission.NewForbidden`: `<resource> "<name>" is forbidden: <why>`.
 
 use super::error::ApiError;
+use super::lookup::{Lookup, Subresource};
 use super::node_authorizer::{config_map_names, forbidden_error, secret_names, NODE_LEASE_NAMESPACE};
 use super::resources::{self, ResourceInfo};
-use super::store::{Store, Subresource};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -97,7 +97,7 @@ fn is_mirror(pod: &Value) -> bool {
 /// Admission of an object `node` creates: `name` is the object's name (empty with
 /// `generateName`), `admission_name` the name refusals carry.
 pub fn admit_create(
-    store: &Store,
+    store: &dyn Lookup,
     node: &str,
     resource: &'static ResourceInfo,
     ns: &str,
@@ -141,7 +141,7 @@ pub fn admit_create(
 }
 
 fn admit_pod_create(
-    store: &Store,
+    store: &dyn Lookup,
     node: &str,
     resource: &ResourceInfo,
     name: &str,
@@ -371,7 +371,7 @@ pub fn admit_delete(node: &str, resource: &'static ResourceInfo, old: &Value) ->
 /// Admission of `node`'s TokenRequest for the service account `account` in `ns`: bound to a
 /// pod, with its UID, that is bound to the node.
 pub fn admit_token_request(
-    store: &Store,
+    store: &dyn Lookup,
     node: &str,
     ns: &str,
     account: &str,

@@ -7,7 +7,6 @@
 
 use super::error::{ApiError, Cause};
 use super::patch::PatchType;
-use super::store::WriteOptions;
 use super::validate::FieldValidation;
 use serde_json::json;
 use std::collections::HashMap;
@@ -116,6 +115,20 @@ fn parse_bool(value: &str) -> Option<bool> {
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),
         _ => None,
     }
+}
+
+/// Options of a create, update or patch.
+#[derive(Debug, Clone, Default)]
+pub struct WriteOptions {
+    /// `fieldValidation`.
+    pub field_validation: FieldValidation,
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub dry_run: bool,
+    /// `fieldManager` (required for apply).
+    pub field_manager: Option<String>,
+    /// The node making the request, when NodeRestriction applies to it
+    /// ([`crate::node_restriction`]).
+    pub node: Option<String>,
 }
 
 #[cfg(test)]

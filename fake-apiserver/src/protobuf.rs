@@ -26,13 +26,13 @@ const MAGIC: &[u8] = b"k8s\0";
 /// not decode is `<Kind> in version "<v>" cannot be handled as a <Kind>`.
 pub fn decode(resource: &ResourceInfo, body: &[u8]) -> Result<Value, ApiError> {
     let envelope = body.strip_prefix(MAGIC).ok_or_else(|| {
-        super::http::unrecognized(
+        unrecognized(
             resource,
             "provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]",
             body,
         )
     })?;
-    let unknown = Unknown::decode(envelope).map_err(|e| super::http::unrecognized(resource, &e.to_string(), body))?;
+    let unknown = Unknown::decode(envelope).map_err(|e| unrecognized(resource, &e.to_string(), body))?;
     let type_meta = unknown.type_meta.unwrap_or_default();
     let (api_version, kind) = (
         type_meta.api_version.unwrap_or_default(),
@@ -167,6 +167,27 @@ fn metadata(m: ObjectMeta) -> Value {
         (!m.annotations.is_empty()).then(|| json!(m.annotations)),
     );
     Value::Object(out)
+}
+
+/// A body whose kind cannot even be read, as create.go's `transformDecodeError` reports it
+/// when it knows no kind: `the object provided is unrecognized (must be of type <Kind>): <why>
+/// (<the body's first 30 bytes>)`.
+pub(crate) fn unrecognized(resource: &ResourceInfo, why: &str, body: &[u8]) -> ApiError {
+    const MAX: usize = 30;
+    let summary = match body {
+        [] => "<empty>".to_string(),
+        [0, ..] => {
+            let hex: Vec<String> = body.iter().take(MAX).map(|b| format!("{b:02x}")).collect();
+            let more = if body.len() > MAX { " ..." } else { "" };
+            format!("{}{more}", hex.join(" "))
+        }
+        _ if body.len() > MAX => format!("{} ...", String::from_utf8_lossy(&body[..MAX])),
+        _ => String::from_utf8_lossy(body).into_owned(),
+    };
+    ApiError::bad_request(format!(
+        "the object provided is unrecognized (must be of type {}): {why} ({summary})",
+        resource.kind
+    ))
 }
 
 #[cfg(test)]

@@ -13,10 +13,9 @@
 //! Node authorizer's reason for a node), as an RBAC cluster without other bindings answers.
 
 use super::error::{ApiError, Cause};
-use super::http::Shared;
 use super::node_authorizer::{node_identity, Attributes, Decision};
 use super::resources::ResourceInfo;
-use super::token::{go_quoted_list, Issuer, TokenError, SERVICE_ACCOUNT_ISSUER};
+use super::token::{go_quoted_list, ServiceAccountClaims, TokenError, SERVICE_ACCOUNT_ISSUER};
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewStatus, UserInfo};
 use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewStatus};
 use serde_json::{json, Value};
@@ -208,6 +207,19 @@ pub fn token_review(
     serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))
 }
 
+/// What [`token_user`] asks of the server (the HTTP side's shared state implements it, so this
+/// file does not import the server that imports it).
+pub(crate) trait Authenticators {
+    /// The server's own bearer token.
+    fn server_token(&self) -> &str;
+    /// The user of a registered token (a token file's line).
+    fn registered(&self, token: &str) -> Option<TokenUser>;
+    /// A service account token's claims, its signature checked.
+    fn decode(&self, token: &str) -> Result<ServiceAccountClaims, TokenError>;
+    /// The claims checked by the validator: time, the account and the bound objects.
+    fn validate(&self, claims: ServiceAccountClaims) -> Result<ServiceAccountClaims, TokenError>;
+}
+
 /// The user `token` stands for among the server's authenticators, for the audiences `wanted`,
 /// with the audiences it is good for; or why not, in kube-apiserver's words:
 /// - the server's own token and registered tokens (a token file: audience-agnostic, good for
@@ -215,27 +227,26 @@ pub fn token_review(
 /// - service account tokens (`pkg/serviceaccount/jwt.go`) are checked for their signature,
 ///   then audiences, then by the validator (time, the account and bound objects); a refusal
 ///   is `[invalid bearer token, <why>]`, as the union of authenticators reports it.
-pub(crate) fn token_user(shared: &Shared, token: &str, wanted: &[String]) -> Result<(UserInfo, Vec<String>), String> {
+pub(crate) fn token_user(
+    shared: &dyn Authenticators,
+    token: &str,
+    wanted: &[String],
+) -> Result<(UserInfo, Vec<String>), String> {
     const INVALID: &str = "invalid bearer token";
     let implicit = [SERVICE_ACCOUNT_ISSUER.to_string()];
-    let static_user = if token == shared.token {
+    let static_user = if token == shared.server_token() {
         Some(UserInfo {
             username: Some("test-admin".into()),
             groups: Some(vec!["system:masters".into()]),
             ..Default::default()
         })
     } else {
-        shared
-            .user_tokens
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .get(token)
-            .map(|u| UserInfo {
-                username: Some(u.name.clone()),
-                uid: Some(u.uid.clone()).filter(|u| !u.is_empty()),
-                groups: Some(u.groups.clone()),
-                extra: None,
-            })
+        shared.registered(token).map(|u| UserInfo {
+            username: Some(u.name.clone()),
+            uid: Some(u.uid.clone()).filter(|u| !u.is_empty()),
+            groups: Some(u.groups.clone()),
+            extra: None,
+        })
     };
     if let Some(user) = static_user {
         let audiences: Vec<String> = implicit.iter().filter(|a| wanted.contains(a)).cloned().collect();
@@ -249,7 +260,7 @@ pub(crate) fn token_user(shared: &Shared, token: &str, wanted: &[String]) -> Res
         return Err(INVALID.into());
     }
     let refused = |e: TokenError| format!("[{INVALID}, {e}]");
-    let claims = shared.issuer.decode(token).map_err(refused)?;
+    let claims = shared.decode(token).map_err(refused)?;
     let audiences: Vec<String> = claims.aud.iter().filter(|a| wanted.contains(a)).cloned().collect();
     if audiences.is_empty() {
         return Err(refused(TokenError::Audience {
@@ -257,7 +268,7 @@ pub(crate) fn token_user(shared: &Shared, token: &str, wanted: &[String]) -> Res
             target: go_quoted_list(wanted),
         }));
     }
-    let claims = Issuer::validate(&shared.store(), claims).map_err(refused)?;
+    let claims = shared.validate(claims).map_err(refused)?;
     Ok((service_account_user(&claims), audiences))
 }
 

@@ -10,7 +10,7 @@
 //! statuses like this"), so neither does the fixture.
 
 use super::error::{go_quote, Cause};
-use super::validate::{is_dns_subdomain, is_label_value, qualified_name_errors, DNS_SUBDOMAIN_MSG};
+use super::names::{is_dns_subdomain, is_label_value, qualified_name_errors, DNS_SUBDOMAIN_MSG};
 use serde_json::{json, Value};
 
 /// The v1 → internal → v1 round trip of `status.podIP`/`podIPs` (pkg/apis/core/v1 conversion):

@@ -12,9 +12,13 @@ pub use delete::DeleteOptions;
 pub use list::{Continue, ReadAt};
 pub use watch::{WatchSpec, WatchStart};
 
+pub use super::lookup::Subresource;
+pub use super::options::WriteOptions;
+
 use super::admission;
 use super::cluster::{self, ClusterConfig};
 use super::error::{ApiError, Cause};
+use super::lookup::Lookup;
 use super::patch::{self, PatchType};
 use super::resources::{self, ResourceInfo};
 use super::scheduler;
@@ -46,31 +50,6 @@ struct Change {
     event: EventType,
     object: Value,
     old: Option<Value>,
-}
-
-/// Which subresource a write addresses.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Subresource {
-    /// The object itself: `status` changes are ignored where a status subresource exists.
-    Main,
-    /// `/status`: everything but `status` (and metadata labels/annotations) is ignored.
-    Status,
-    /// A pod's `/ephemeralcontainers`: only `spec.ephemeralContainers` changes.
-    EphemeralContainers,
-}
-
-/// Options of a create, update or patch.
-#[derive(Debug, Clone, Default)]
-pub struct WriteOptions {
-    /// `fieldValidation`.
-    pub field_validation: FieldValidation,
-    /// `dryRun=All`: validate and answer, store nothing.
-    pub dry_run: bool,
-    /// `fieldManager` (required for apply).
-    pub field_manager: Option<String>,
-    /// The node making the request, when NodeRestriction applies to it
-    /// ([`crate::node_restriction`]).
-    pub node: Option<String>,
 }
 
 /// The objects, the history and the open watches.
@@ -838,5 +817,16 @@ impl Store {
             "count": 1,
         });
         let _ = self.create(events, &ns, event, &WriteOptions::default());
+    }
+}
+
+/// What the admission plugins read of the store.
+impl Lookup for Store {
+    fn get(&self, resource: &'static ResourceInfo, ns: &str, name: &str) -> Result<Value, ApiError> {
+        Store::get(self, resource, ns, name)
+    }
+
+    fn all(&self, resource: &'static ResourceInfo) -> Vec<Value> {
+        Store::all(self, resource)
     }
 }

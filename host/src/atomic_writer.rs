@@ -16,7 +16,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use dockerlet_pod::volume::payload::validate_path;
+use dockerlet_pod::volume::payload::{validate_path, InvalidPath};
 use dockerlet_pod::volume::{Ownership, Payload};
 
 use crate::ownership::{set_volume_ownership, OwnershipError};
@@ -36,7 +36,7 @@ pub enum AtomicWriteError {
         /// The path.
         path: String,
         /// Why (`invalid path: must not contain '..'`).
-        reason: String,
+        reason: InvalidPath,
     },
     /// The volume's directory is a symlink or not a directory.
     #[error("{}: not a directory", .0.display())]

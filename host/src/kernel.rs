@@ -57,7 +57,8 @@ pub enum KernelError {
         /// Its file.
         path: String,
         /// Why.
-        reason: String,
+        #[source]
+        reason: TunableReadError,
     },
     /// `protectKernelDefaults` and a tunable differs (kubelet's words).
     #[error("invalid kernel flag: {flag}, expected value: {expected}, actual value: {actual}")]
@@ -186,11 +187,29 @@ pub fn setup_kernel_tunables(root: &Path, protect: bool) -> Result<Vec<TunableCh
     }
 }
 
-fn read_tunable(path: &Path) -> Result<i64, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| e.to_string())?;
-    text.trim()
-        .parse()
-        .map_err(|e| format!("{:?} is not a number: {e}", text.trim()))
+/// Why a tunable's file gave no number.
+#[derive(Debug, thiserror::Error)]
+pub enum TunableReadError {
+    /// The file cannot be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// Its text is not a number.
+    #[error("{text:?} is not a number: {source}")]
+    NotANumber {
+        /// The text, trimmed.
+        text: String,
+        /// Why it does not parse.
+        #[source]
+        source: std::num::ParseIntError,
+    },
+}
+
+fn read_tunable(path: &Path) -> Result<i64, TunableReadError> {
+    let text = std::fs::read_to_string(path)?;
+    text.trim().parse().map_err(|source| TunableReadError::NotANumber {
+        text: text.trim().to_string(),
+        source,
+    })
 }
 
 #[cfg(test)]

@@ -3,7 +3,6 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use actix::Message;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -184,8 +183,8 @@ pub struct PlegDebug {
 /// Report your state.
 ///
 /// Supervisor → every child actor, for `GET /debug/actors`.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "ActorState")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "ActorState"))]
 pub struct GetActorState;
 
 /// Everything the debug endpoint shows.
@@ -220,8 +219,8 @@ pub struct DebugEvent {
 /// Assemble the debug snapshot.
 ///
 /// HTTP debug server → Supervisor (`GET /debug/actors`).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "DebugSnapshot")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "DebugSnapshot"))]
 pub struct GetDebugSnapshot;
 
 /// Health as `/healthz` reports it.
@@ -312,8 +311,8 @@ fn humanize(d: Duration) -> String {
 /// Are PLEG and the container runtime healthy?
 ///
 /// NodeStatusActor → Supervisor → PlegActor (the PLEG's [`HealthCell`]).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Health")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Health"))]
 pub struct GetHealth;
 
 /// Which actor a test wants to panic.
@@ -341,23 +340,23 @@ pub enum FaultError {
 /// fault injection enabled (tests only).
 ///
 /// HTTP debug server → Supervisor → the target actor (as [`Panic`]).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Result<(), FaultError>")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Result<(), FaultError>"))]
 pub struct InjectFault {
     /// The actor to panic.
     pub target: FaultTarget,
 }
 
 /// Panic in the handler. Sent only through [`InjectFault`].
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct Panic;
 
 /// Record a noteworthy event (kubelet-style reason) in the debug endpoint's ring buffer.
 ///
 /// PodWorker → Supervisor (`ContainerDied`, `Started`, `Killing`, `BackOff`, `Failed`, …).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct RecordEvent {
     /// The event.
     pub event: DebugEvent,

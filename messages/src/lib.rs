@@ -1,5 +1,10 @@
 //! Data types and actix messages exchanged by dockerlet's actors. No logic lives here.
 //!
+//! The types are plain data; their `actix::Message` impls (and the few types that hold an actix
+//! address, such as [`worker`]'s `ShutdownTarget`) exist only with the `actix` feature, which the
+//! actor layer (`actors`, `http`, `agent`) turns on. The crates below it (`pod`, `host`,
+//! `runtime`, `kube`) use the data without compiling actix.
+//!
 //! # Layout
 //! - [`ids`]: newtype identifiers (`PodUid`, `ContainerId`).
 //! - [`runtime`]: what the container runtime reports about a pod's containers.

@@ -1,6 +1,5 @@
 //! The node's own state: pressure from the eviction signals.
 
-use actix::Message;
 use serde::Serialize;
 
 /// A node pressure condition (kubelet's `pkg/kubelet/eviction/api` signal → condition map).
@@ -48,6 +47,6 @@ pub struct NodePressure {
 /// The node's current pressure.
 ///
 /// NodeStatusActor (each heartbeat) → Supervisor → PressureActor.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "NodePressure")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "NodePressure"))]
 pub struct GetNodePressure;

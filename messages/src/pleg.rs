@@ -2,7 +2,6 @@
 
 use std::collections::BTreeSet;
 
-use actix::Message;
 use serde::Serialize;
 
 use crate::ids::{ContainerId, PodUid};
@@ -23,8 +22,8 @@ pub enum LifecycleEventKind {
 /// A container of a pod changed state.
 ///
 /// PlegActor → Supervisor, which forwards it to that pod's PodWorker.
-#[derive(Debug, Clone, Serialize, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct PodLifecycleEvent {
     /// The pod the container belongs to.
     pub pod_uid: PodUid,
@@ -39,8 +38,8 @@ pub struct PodLifecycleEvent {
 /// A relist finished; lists every pod that has at least one container on this node.
 ///
 /// PlegActor → Supervisor, which uses it to find containers of pods nobody wants any more.
-#[derive(Debug, Clone, Serialize, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct RelistCompleted {
     /// Pods with containers on the engine.
     pub pods: BTreeSet<PodUid>,

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use actix::Message;
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
@@ -50,8 +49,8 @@ pub struct ProbeTarget {
 /// The running containers of a pod, after a sync changed them.
 ///
 /// PodWorker → ProbeActor (through a restart-stable link).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct WatchContainers {
     /// The pod.
     pub pod_uid: PodUid,
@@ -66,8 +65,8 @@ pub struct WatchContainers {
 /// Stop every probe of a pod (it is terminating).
 ///
 /// PodWorker → ProbeActor (through a restart-stable link).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct ForgetPod {
     /// The pod.
     pub pod_uid: PodUid,
@@ -79,8 +78,8 @@ pub struct ForgetPod {
 /// A probe's result changed.
 ///
 /// ProbeActor → Supervisor → PodWorker.
-#[derive(Debug, Clone, Serialize, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct ProbeResultChanged {
     /// The pod.
     pub pod_uid: PodUid,
@@ -97,6 +96,6 @@ pub struct ProbeResultChanged {
 /// Send the probe targets again (the ProbeActor was re-created and knows nothing).
 ///
 /// Supervisor → PodWorker.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct ResendProbeTargets;

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use actix::Message;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
@@ -61,8 +60,8 @@ impl std::fmt::Display for PodSource {
 /// The full set of pods one source wants ("SET" semantics: pods missing from it are removed).
 ///
 /// FileSource, HttpSource, ApiSource → Supervisor, on start, on every change seen and every re-list.
-#[derive(Debug, Clone, Serialize, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Serialize)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct SourcePodsChanged {
     /// Which source.
     pub source: PodSource,

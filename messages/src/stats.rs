@@ -7,7 +7,6 @@
 //! are the newer upstream fields (KEP 4205 and swap stats); they are filled only where the kernel
 //! gives them (cgroup v2), so a cgroup v1 node's answer also decodes with the older types.
 
-use actix::Message;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -509,8 +508,8 @@ pub struct MachineInfo {
 
 /// The last housekeeping's summary, from the StatsActor; `None` before the first one finished.
 /// Cheap: the summary is shared, not copied.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<Arc<Summary>>")]
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Option<Arc<Summary>>"))]
 pub struct GetStatsSummary;
 
 /// Which Docker container a [`Summary`] entry (pod reference + container name) is, for the
@@ -537,8 +536,8 @@ pub struct ContainerRef {
 
 /// The last housekeeping's [`StatsView`], from the StatsActor; `None` before the first one
 /// finished.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "Option<Arc<StatsView>>")]
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Option<Arc<StatsView>>"))]
 pub struct GetStatsView;
 
 impl Summary {

@@ -2,7 +2,6 @@
 
 use std::sync::Arc;
 
-use actix::Message;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
 use crate::ids::PodUid;
@@ -10,8 +9,8 @@ use crate::ids::PodUid;
 /// The pod (with its freshly generated `status`) as this node runs it.
 ///
 /// PodWorker → StatusActor, after every sync that changed something.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct SetPodStatus {
     /// The pod object as the worker has it (shared with it: the StatusActor keeps no copy of
     /// the spec; its own `status` is not read).
@@ -37,8 +36,8 @@ impl SetPodStatus {
 /// The pod is gone from this node; forget its status.
 ///
 /// PodWorker → StatusActor, once the pod's containers are removed.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct RemovePodStatus {
     /// The pod.
     pub uid: PodUid,
@@ -51,8 +50,8 @@ pub struct RemovePodStatus {
 /// Every pod this node runs, with status, in name order.
 ///
 /// HTTP read-only server → StatusActor (`GET /pods`).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Vec<Pod>")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Vec<Pod>"))]
 pub struct GetPods;
 
 /// The pods that have running containers according to the runtime (kubelet's
@@ -60,16 +59,20 @@ pub struct GetPods;
 /// name order. `None` until the first relist filled the pod cache.
 ///
 /// HTTP kubelet API (`GET /runningpods/`) → Supervisor, which reads the pod cache.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Option<Vec<Pod>>")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Option<Vec<Pod>>"))]
 pub struct GetRunningPods;
 
 /// The pod's newest sandbox, preferring a running one (port-forward connects inside its network
 /// namespace); `None` when the pod has none.
 ///
 /// HTTP kubelet API (`/portForward/…`) → Supervisor, which reads the pod cache.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Option<crate::ids::ContainerId>")]
+#[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "actix",
+    derive(actix::Message),
+    rtype(result = "Option<crate::ids::ContainerId>")
+)]
 pub struct GetPodSandbox {
     /// The pod.
     pub uid: PodUid,

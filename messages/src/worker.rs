@@ -3,7 +3,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use actix::Message;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::ids::PodUid;
@@ -11,8 +10,8 @@ use crate::ids::PodUid;
 /// The desired pod changed, or is new: sync it.
 ///
 /// Supervisor → PodWorker.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct UpdatePod {
     /// The desired pod.
     pub pod: Arc<Pod>,
@@ -21,8 +20,8 @@ pub struct UpdatePod {
 /// The pod is no longer wanted: stop its containers gracefully and remove them.
 ///
 /// Supervisor → PodWorker. A pending termination is never replaced by a later sync.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct TerminatePod {
     /// Overrides the pod's `terminationGracePeriodSeconds` when set.
     pub grace_period: Option<Duration>,
@@ -31,22 +30,22 @@ pub struct TerminatePod {
 /// Re-check the pod against Docker now (periodic resync or after a restart of another actor).
 ///
 /// Supervisor → PodWorker.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct SyncPod;
 
 /// Send your pod's last status again (the StatusActor was re-created and is empty).
 ///
 /// Supervisor → PodWorker.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct PublishStatus;
 
 /// The worker finished terminating its pod: every container is removed.
 ///
 /// PodWorker → Supervisor, which then forgets the worker.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct PodTerminated {
     /// The pod that is gone.
     pub uid: PodUid,
@@ -59,8 +58,8 @@ pub struct PodTerminated {
 /// Failed). A finished pod no longer counts against the node when new pods are admitted.
 ///
 /// PodWorker → Supervisor (its pod manager); the status itself goes to the StatusActor.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct PodFinished {
     /// The pod.
     pub uid: PodUid,
@@ -71,15 +70,15 @@ pub struct PodFinished {
 /// Stop the actor (its work is over); containers are left as they are.
 ///
 /// Supervisor → any child actor.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct StopActor;
 
 /// A pod deleted in the API has no containers left: delete it for good (grace 0, its UID).
 ///
 /// Supervisor → ApiSource.
-#[derive(Debug, Clone, PartialEq, Eq, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct FinalizePodDeletion {
     /// Namespace.
     pub namespace: String,
@@ -95,14 +94,16 @@ pub struct FinalizePodDeletion {
 /// was rejected or is being terminated already).
 ///
 /// NodeShutdownActor → PodWorker (through [`ShutdownTarget`]).
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct ShutdownPod {
     /// The grace period: the smaller of the shutdown group's period and the pod's own.
     pub grace: Duration,
 }
 
-/// A pod to stop when the node shuts down, and its worker.
+/// A pod to stop when the node shuts down, and its worker. Holds an actix `Recipient`, so it
+/// exists only with the `actix` feature.
+#[cfg(feature = "actix")]
 #[derive(Debug, Clone)]
 pub struct ShutdownTarget {
     /// The pod, for the logs.
@@ -122,8 +123,8 @@ pub struct ShutdownTarget {
 /// terminated already.
 ///
 /// NodeShutdownActor → Supervisor.
-#[derive(Debug, Clone, Message)]
-#[rtype(result = "Vec<ShutdownTarget>")]
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Vec<ShutdownTarget>"))]
 pub struct GetShutdownTargets;
 
 /// The node is shutting down (`true`) or a shutdown was cancelled (`false`): while it shuts
@@ -131,6 +132,6 @@ pub struct GetShutdownTargets;
 /// down"), as kubelet's shutdown manager admits and reports.
 ///
 /// NodeShutdownActor → Supervisor.
-#[derive(Debug, Clone, Copy, Message)]
-#[rtype(result = "()")]
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct NodeShuttingDown(pub bool);

@@ -154,9 +154,25 @@ pub fn check_unsafe_sysctl_patterns(patterns: &[String]) -> Result<(), NotNamesp
     Ok(())
 }
 
+/// Why kubelet forbids a pod's sysctl (`SysctlForbidden`), in its words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum SysctlForbidden {
+    /// Neither safe nor named by `--allowed-unsafe-sysctls`.
+    #[error("{0:?} not allowlisted")]
+    NotAllowlisted(String),
+    /// In a namespace the pod shares with the host (`hostNetwork`, `hostIPC`).
+    #[error("{name:?} not allowed with host {namespace} enabled")]
+    HostNamespace {
+        /// The sysctl, normalized.
+        name: String,
+        /// `net` or `ipc`.
+        namespace: &'static str,
+    },
+}
+
 /// kubelet's `validateSysctl`: allowlisted (safe, or named by an unsafe pattern), and not in a
 /// namespace the pod shares with the host.
-fn validate_sysctl(name: &str, allowed: &[String], host_net: bool, host_ipc: bool) -> Result<(), String> {
+fn validate_sysctl(name: &str, allowed: &[String], host_net: bool, host_ipc: bool) -> Result<(), SysctlForbidden> {
     let name = normalize_sysctl(name);
     let exact = SAFE_SYSCTLS
         .iter()
@@ -168,11 +184,15 @@ fn validate_sysctl(name: &str, allowed: &[String], host_net: bool, host_ipc: boo
         .filter_map(|p| p.strip_suffix('*'))
         .any(|p| name.starts_with(&normalize_sysctl(p)));
     if !exact && !prefixed {
-        return Err(format!("{name:?} not allowlisted"));
+        return Err(SysctlForbidden::NotAllowlisted(name));
     }
     match namespace_of(&name) {
-        Some(ns @ Namespace::Ipc) if host_ipc => Err(format!("{name:?} not allowed with host {} enabled", ns.name())),
-        Some(ns @ Namespace::Net) if host_net => Err(format!("{name:?} not allowed with host {} enabled", ns.name())),
+        Some(ns) if (ns == Namespace::Ipc && host_ipc) || (ns == Namespace::Net && host_net) => {
+            Err(SysctlForbidden::HostNamespace {
+                name,
+                namespace: ns.name(),
+            })
+        }
         _ => Ok(()),
     }
 }

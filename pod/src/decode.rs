@@ -13,6 +13,7 @@
 //! YAML decoder reads it.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
 use serde::de::{Deserialize, Deserializer, MapAccess, SeqAccess, Visitor};
@@ -130,14 +131,32 @@ fn yaml_options() -> serde_saphyr::Options {
     options
 }
 
-/// A YAML document as a JSON tree, with the text of its plain numbers and booleans. The error
-/// is serde-saphyr's first line (line, column and what was wrong; a source snippet follows it).
-pub fn yaml_tree(text: &str) -> Result<(Value, YamlSource), String> {
-    let root: Spanned<Node> = serde_saphyr::from_str_with_options(text, yaml_options()).map_err(|e| {
+/// YAML that does not parse. Shown as serde-saphyr's first line (line, column and what was
+/// wrong; the source snippet it adds after that line is left to the source error).
+#[derive(Debug, Clone, thiserror::Error)]
+#[error("{first_line}")]
+pub struct YamlError {
+    /// The first line of serde-saphyr's message, without its `error: `.
+    first_line: String,
+    /// serde-saphyr's error.
+    #[source]
+    source: Arc<serde_saphyr::Error>,
+}
+
+impl From<serde_saphyr::Error> for YamlError {
+    fn from(e: serde_saphyr::Error) -> Self {
         let message = e.to_string();
         let first = message.lines().next().unwrap_or_default();
-        first.trim_start_matches("error: ").to_string()
-    })?;
+        YamlError {
+            first_line: first.trim_start_matches("error: ").to_string(),
+            source: Arc::new(e),
+        }
+    }
+}
+
+/// A YAML document as a JSON tree, with the text of its plain numbers and booleans.
+pub fn yaml_tree(text: &str) -> Result<(Value, YamlSource), YamlError> {
+    let root: Spanned<Node> = serde_saphyr::from_str_with_options(text, yaml_options())?;
     let mut source = YamlSource::default();
     let mut path = Vec::new();
     let value = to_json(root, text, &mut path, &mut source);

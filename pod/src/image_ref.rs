@@ -12,25 +12,42 @@
 /// The most characters a repository name may have.
 const NAME_MAX: usize = 255;
 
+/// Why a reference does not parse, in distribution's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ImageRefError {
+    /// A 64-hex-digit name, which would read as an image ID.
+    #[error("invalid repository name ({0}), cannot specify 64-byte hexadecimal strings")]
+    HexName(String),
+    /// Upper case in the repository name.
+    #[error("invalid reference format: repository name ({0}) must be lowercase")]
+    Uppercase(String),
+    /// Anything else the grammar refuses.
+    #[error("invalid reference format")]
+    InvalidFormat,
+    /// A repository name over [`NAME_MAX`] characters.
+    #[error("repository name must not be more than {NAME_MAX} characters")]
+    NameTooLong,
+}
+
 /// The error kubelet's parser gives for `image`, in its words; `Ok` when the reference parses.
+///
+/// A `String`, not [`ImageRefError`]: the message is the container's waiting message and its
+/// InspectFailed event as they are, and its one caller (`actors/src/pod_worker/sync.rs`, being
+/// split under issue 30 item 1) takes it as that text.
 pub fn check(image: &str) -> Result<(), String> {
     parse_normalized(image)
         .map_err(|e| format!("Failed to apply default image tag {image:?}: couldn't parse image name {image:?}: {e}"))
 }
 
 /// distribution's `ParseNormalizedNamed`.
-fn parse_normalized(s: &str) -> Result<(), String> {
+fn parse_normalized(s: &str) -> Result<(), ImageRefError> {
     if s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
-        return Err(format!(
-            "invalid repository name ({s}), cannot specify 64-byte hexadecimal strings"
-        ));
+        return Err(ImageRefError::HexName(s.to_string()));
     }
     let (domain, remainder) = split_domain(s);
     let remote = remainder.split_once(':').map_or(remainder.as_str(), |(name, _)| name);
     if remote.to_lowercase() != remote {
-        return Err(format!(
-            "invalid reference format: repository name ({remote}) must be lowercase"
-        ));
+        return Err(ImageRefError::Uppercase(remote.to_string()));
     }
     parse(&format!("{domain}/{remainder}"))
 }
@@ -58,14 +75,14 @@ pub(crate) fn split_domain(name: &str) -> (String, String) {
 }
 
 /// distribution's `Parse` of a full reference.
-fn parse(reference: &str) -> Result<(), String> {
-    const INVALID: &str = "invalid reference format";
+fn parse(reference: &str) -> Result<(), ImageRefError> {
+    const INVALID: ImageRefError = ImageRefError::InvalidFormat;
     let (rest, digest) = match reference.split_once('@') {
         Some((rest, digest)) => (rest, Some(digest)),
         None => (reference, None),
     };
     if digest.is_some_and(|d| !is_digest(d)) {
-        return Err(INVALID.to_string());
+        return Err(INVALID);
     }
     // The tag follows the last ':' after the last '/' (a port's ':' comes before a '/').
     let (name, tag) = match rest.rfind(':') {
@@ -73,14 +90,14 @@ fn parse(reference: &str) -> Result<(), String> {
         _ => (rest, None),
     };
     if tag.is_some_and(|t| !is_tag(t)) {
-        return Err(INVALID.to_string());
+        return Err(INVALID);
     }
     let (domain, path) = name.split_once('/').ok_or(INVALID)?;
     if !is_domain(domain) || !path.split('/').all(is_path_component) {
-        return Err(INVALID.to_string());
+        return Err(INVALID);
     }
     if name.len() > NAME_MAX {
-        return Err(format!("repository name must not be more than {NAME_MAX} characters"));
+        return Err(ImageRefError::NameTooLong);
     }
     Ok(())
 }

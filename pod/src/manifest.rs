@@ -10,7 +10,7 @@ use sha2::{Digest, Sha256};
 
 use crate::action::NON_NUMERIC_GRPC_PORT;
 use crate::annotations::{CONFIG_HASH, CONFIG_SOURCE};
-use crate::decode::{decode_pod, yaml_tree, DecodeError, Step, YamlSource};
+use crate::decode::{decode_pod, yaml_tree, DecodeError, Step, YamlError, YamlSource};
 use crate::field::FieldError;
 use crate::names::{is_dns_label, is_dns_subdomain};
 use crate::spec::{containers_with_fields, default_pull_policy};
@@ -25,11 +25,8 @@ pub enum InvalidManifest {
     #[error("invalid JSON: {0}")]
     Json(#[source] Arc<serde_json::Error>),
     /// YAML that does not parse: line, column and what was wrong.
-    #[error("invalid YAML: {message}")]
-    Yaml {
-        /// serde-saphyr's first line (it adds a source snippet after it).
-        message: String,
-    },
+    #[error("invalid YAML: {0}")]
+    Yaml(#[source] YamlError),
     /// A field the API server would refuse, or this node cannot honour.
     #[error(transparent)]
     Field(#[from] FieldError),
@@ -63,7 +60,7 @@ fn tree(text: &str, json: bool) -> Result<(serde_json::Value, Option<YamlSource>
         let value = serde_json::from_str(text).map_err(|e| InvalidManifest::Json(Arc::new(e)))?;
         Ok((value, None))
     } else {
-        let (value, source) = yaml_tree(text).map_err(|message| InvalidManifest::Yaml { message })?;
+        let (value, source) = yaml_tree(text).map_err(InvalidManifest::Yaml)?;
         Ok((value, Some(source)))
     }
 }

@@ -13,6 +13,7 @@ use k8s_openapi::api::core::v1::Taint;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
+use super::values::{is_zero, parse_duration};
 use super::{feature_gates, kubelet_fields, ConfigError};
 
 /// The config file's `authentication` (kubelet's KubeletAuthentication).
@@ -163,18 +164,6 @@ pub(super) fn field<T: DeserializeOwned>(path: &Path, map: &mut Map, key: &str) 
         .map_err(|e| file_error(path, format!("{key}: {e}")))
 }
 
-/// Whether a value is its type's zero value (null, `""`, 0), which kubelet's defaulting
-/// replaces by the default for fields that are not pointers
-/// (`pkg/kubelet/apis/config/v1beta1/defaults.go`).
-pub(super) fn is_zero(value: &Value) -> bool {
-    match value {
-        Value::Null => true,
-        Value::String(s) => s.is_empty(),
-        Value::Number(n) => n.as_f64() == Some(0.0),
-        _ => false,
-    }
-}
-
 /// [`field`] for a non-pointer field: its zero value means kubelet's default (none here).
 fn nonzero_field<T: DeserializeOwned>(path: &Path, map: &mut Map, key: &str) -> Result<Option<T>, ConfigError> {
     if map.get(key).is_some_and(is_zero) {
@@ -183,20 +172,14 @@ fn nonzero_field<T: DeserializeOwned>(path: &Path, map: &mut Map, key: &str) -> 
     field(path, map, key)
 }
 
-/// A Go duration (`metav1.Duration`: `1m30s`, `500ms`, `0s`).
-pub(super) fn parse_duration(key: &str, text: &str) -> Result<Duration, String> {
-    if text == "0" {
-        return Ok(Duration::ZERO);
-    }
-    humantime::parse_duration(text).map_err(|e| format!("{key}: invalid duration {text:?}: {e}"))
-}
-
 /// A pointer duration (`*metav1.Duration`): 0 is 0.
 fn pointer_duration_field(path: &Path, map: &mut Map, key: &str) -> Result<Option<Duration>, ConfigError> {
     let Some(text) = field::<String>(path, map, key)? else {
         return Ok(None);
     };
-    parse_duration(key, &text).map(Some).map_err(|e| file_error(path, e))
+    parse_duration(key, &text)
+        .map(Some)
+        .map_err(|e| file_error(path, e.to_string()))
 }
 
 /// A `metav1.Duration` field: 0 (and `""`) means kubelet's default, as its defaulting does.

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::file::{is_zero, parse_duration};
+use super::values::{is_zero, parse_duration};
 use super::ConfigError;
 
 /// What dockerlet does with a field.
@@ -60,7 +60,8 @@ impl Is {
     fn matches(self, value: &Value) -> bool {
         match self {
             Is::Zero => {
-                is_zero(value) || matches!(value, Value::String(s) if parse_duration("", s) == Ok(Duration::ZERO))
+                is_zero(value)
+                    || matches!(value, Value::String(s) if parse_duration("", s).ok() == Some(Duration::ZERO))
             }
             Is::Null => value.is_null(),
             Is::Bool(b) => value.as_bool() == Some(b),

@@ -28,6 +28,7 @@ pub use node_settings::{NodeSettings, ReservedCgroup};
 mod feature_gates;
 mod file;
 mod kubelet_fields;
+mod values;
 
 use file::FileSettings;
 
@@ -482,12 +483,12 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
             .register_with_taints
             .iter()
             .filter(|t| !t.is_empty())
-            .map(|t| parse_taint(t).map_err(|reason| invalid("--register-with-taints", reason)))
+            .map(|t| parse_taint(t).map_err(|e| invalid("--register-with-taints", e.to_string())))
             .collect::<Result<Vec<_>, _>>()?,
         false => file.register_with_taints.unwrap_or_default(),
     };
     for taint in &taints {
-        check_taint(taint).map_err(|reason| invalid("--register-with-taints", reason))?;
+        check_taint(taint).map_err(|e| invalid("--register-with-taints", e.to_string()))?;
     }
     let mut reserved = BTreeMap::new();
     let mut each_reserved: [BTreeMap<String, i64>; 2] = Default::default();
@@ -704,7 +705,7 @@ fn kubelet_api_config(
     let has_api_server = cli.kubeconfig.is_some() || cli.in_cluster;
     let file_ttl = |setting: &str, text: Option<&String>| -> Result<Option<Duration>, ConfigError> {
         // A zero TTL means kubelet's default (its defaulting replaces zero durations).
-        let ttl = text.map(|t| file::parse_duration(setting, t).map_err(|e| invalid(setting, e)));
+        let ttl = text.map(|t| values::parse_duration(setting, t).map_err(|e| invalid(setting, e.to_string())));
         Ok(ttl.transpose()?.filter(|t| !t.is_zero()))
     };
     let authn = file.authentication.as_ref();
@@ -894,11 +895,30 @@ fn dns_settings(
     })
 }
 
+/// Why a `--register-with-taints` entry is refused.
+#[derive(Debug, thiserror::Error)]
+enum TaintError {
+    /// No `:Effect`.
+    #[error("{0:?}: expected key=value:Effect")]
+    Syntax(String),
+    /// An empty key.
+    #[error("a taint needs a key")]
+    NoKey,
+    /// An effect kubelet does not know.
+    #[error("taint {key}: effect {effect:?} is not NoSchedule, PreferNoSchedule or NoExecute")]
+    Effect {
+        /// The taint's key.
+        key: String,
+        /// The effect as written.
+        effect: String,
+    },
+}
+
 /// A taint from kubelet's flag syntax: `key=value:Effect` or `key:Effect`.
-fn parse_taint(text: &str) -> Result<Taint, String> {
+fn parse_taint(text: &str) -> Result<Taint, TaintError> {
     let (key_value, effect) = text
         .rsplit_once(':')
-        .ok_or_else(|| format!("{text:?}: expected key=value:Effect"))?;
+        .ok_or_else(|| TaintError::Syntax(text.to_string()))?;
     let (key, value) = match key_value.split_once('=') {
         Some((k, v)) => (k, Some(v.to_string())),
         None => (key_value, None),
@@ -911,15 +931,15 @@ fn parse_taint(text: &str) -> Result<Taint, String> {
     })
 }
 
-fn check_taint(taint: &Taint) -> Result<(), String> {
+fn check_taint(taint: &Taint) -> Result<(), TaintError> {
     if taint.key.is_empty() {
-        return Err("a taint needs a key".to_string());
+        return Err(TaintError::NoKey);
     }
     if !["NoSchedule", "PreferNoSchedule", "NoExecute"].contains(&taint.effect.as_str()) {
-        return Err(format!(
-            "taint {}: effect {:?} is not NoSchedule, PreferNoSchedule or NoExecute",
-            taint.key, taint.effect
-        ));
+        return Err(TaintError::Effect {
+            key: taint.key.clone(),
+            effect: taint.effect.clone(),
+        });
     }
     Ok(())
 }

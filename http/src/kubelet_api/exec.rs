@@ -547,17 +547,28 @@ async fn conclude(mut io_parts: (Option<Sink>, Option<Sink>, Sink, bool, Ender),
     io_parts.4.end().await;
 }
 
+/// Why an exec's exit code is not known.
+#[derive(Debug, thiserror::Error)]
+enum ExitCodeError {
+    /// The runtime could not inspect the exec.
+    #[error("{0}")]
+    Inspect(#[from] dockerlet_runtime::RuntimeError),
+    /// Its output ended but it still ran after 5 s of polling.
+    #[error("the process's output ended but it still runs")]
+    StillRunning,
+}
+
 /// Wait for the exec's exit code once its output ended (the engine may report it a moment
 /// later).
-async fn exit_code(runtime: &dyn InteractiveExec, exec: &ExecId) -> Result<Option<i64>, String> {
+async fn exit_code(runtime: &dyn InteractiveExec, exec: &ExecId) -> Result<Option<i64>, ExitCodeError> {
     for _ in 0..200 {
-        match runtime.inspect_exec(exec).await {
-            Ok(state) if !state.running => return Ok(state.exit_code),
-            Ok(_) => tokio::time::sleep(Duration::from_millis(25)).await,
-            Err(e) => return Err(e.to_string()),
+        let state = runtime.inspect_exec(exec).await?;
+        if !state.running {
+            return Ok(state.exit_code);
         }
+        tokio::time::sleep(Duration::from_millis(25)).await;
     }
-    Err("the process's output ended but it still runs".into())
+    Err(ExitCodeError::StillRunning)
 }
 
 async fn exec_session(
@@ -633,7 +644,7 @@ async fn exec_session(
                 Ok(None) => ExecOutcome::Internal {
                     message: "the runtime reported no exit code".into(),
                 },
-                Err(message) => ExecOutcome::Internal { message },
+                Err(e) => ExecOutcome::Internal { message: e.to_string() },
             }
         }
     };
@@ -760,7 +771,9 @@ pub async fn run(req: HttpRequest, api: web::Data<KubeletApi>) -> Result<HttpRes
         let room = RUN_OUTPUT_LIMIT.saturating_sub(buf.len());
         buf.extend_from_slice(&data[..data.len().min(room)]);
     }
-    let code = exit_code(api.exec.as_ref(), &exec).await.map_err(internal)?;
+    let code = exit_code(api.exec.as_ref(), &exec)
+        .await
+        .map_err(|e| internal(e.to_string()))?;
     guard.disarm();
     match code {
         Some(0) => {

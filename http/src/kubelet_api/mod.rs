@@ -21,6 +21,7 @@
 
 pub mod auth;
 pub mod exec;
+pub mod identity;
 pub mod logs;
 pub mod port_forward;
 pub mod streams;

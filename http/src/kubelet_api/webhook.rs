@@ -9,7 +9,7 @@
 //! The reviews themselves go through a [`Reviewer`], which the agent implements with its API
 //! client; this crate never talks to the API server itself.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -17,7 +17,8 @@ use futures::future::BoxFuture;
 use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
 use k8s_openapi::api::authorization::v1::{ResourceAttributes, SubjectAccessReview, SubjectAccessReviewSpec};
 
-use super::auth::{Attributes, UserInfo};
+pub use super::identity::Extra;
+use super::identity::{Attributes, UserInfo};
 
 /// How many verdicts a cache keeps; beyond, expired ones are dropped, then all (a flood of
 /// distinct tokens cannot grow the agent without bound).
@@ -307,9 +308,6 @@ impl WebhookAuthorizer {
         Ok(allowed)
     }
 }
-
-/// A user's `extra`, as TokenReview and SubjectAccessReview carry it.
-pub type Extra = BTreeMap<String, Vec<String>>;
 
 #[cfg(test)]
 pub(crate) mod tests {

@@ -5,14 +5,28 @@ use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::Pod;
 
+/// Why a downwardAPI `fieldPath` names nothing kubelet can write, in its words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum FieldPathError {
+    /// A subscript on a field that is not a map (`metadata.name['x']`).
+    #[error("fieldPath {0:?} does not support subscript")]
+    NoSubscript(String),
+    /// A subscript that is not a qualified name.
+    #[error("invalid key subscript in {0}: not a qualified name")]
+    InvalidKey(String),
+    /// A field kubelet does not extract.
+    #[error("unsupported fieldPath: {0}")]
+    Unsupported(String),
+}
+
 /// The text of `field_path` of `pod`, as kubelet writes it into a downwardAPI file.
-pub(crate) fn extract(pod: &Pod, field_path: &str) -> Result<String, String> {
+pub(crate) fn extract(pod: &Pod, field_path: &str) -> Result<String, FieldPathError> {
     let meta = &pod.metadata;
     if let Some((path, key)) = split_subscript(field_path) {
         let map = match path {
             "metadata.annotations" => &meta.annotations,
             "metadata.labels" => &meta.labels,
-            _ => return Err(format!("fieldPath {field_path:?} does not support subscript")),
+            _ => return Err(FieldPathError::NoSubscript(field_path.to_string())),
         };
         let checked = if path == "metadata.annotations" {
             key.to_lowercase()
@@ -20,7 +34,7 @@ pub(crate) fn extract(pod: &Pod, field_path: &str) -> Result<String, String> {
             key.to_string()
         };
         if !is_qualified_name(&checked) {
-            return Err(format!("invalid key subscript in {field_path}: not a qualified name"));
+            return Err(FieldPathError::InvalidKey(field_path.to_string()));
         }
         return Ok(map.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_default());
     }
@@ -31,7 +45,7 @@ pub(crate) fn extract(pod: &Pod, field_path: &str) -> Result<String, String> {
         "metadata.name" => Ok(text(&meta.name)),
         "metadata.namespace" => Ok(text(&meta.namespace)),
         "metadata.uid" => Ok(text(&meta.uid)),
-        _ => Err(format!("unsupported fieldPath: {field_path}")),
+        _ => Err(FieldPathError::Unsupported(field_path.to_string())),
     }
 }
 
@@ -168,14 +182,16 @@ mod tests {
     fn unknown_fields_are_errors() {
         let p = pod();
         assert_eq!(
-            extract(&p, "status.podIP").unwrap_err(),
+            extract(&p, "status.podIP").unwrap_err().to_string(),
             "unsupported fieldPath: status.podIP"
         );
         assert!(extract(&p, "metadata.name['x']")
             .unwrap_err()
+            .to_string()
             .contains("does not support subscript"));
         assert!(extract(&p, "metadata.labels['-bad-']")
             .unwrap_err()
+            .to_string()
             .contains("invalid key subscript"));
         assert!(volume_field_supported("metadata.annotations['a/b']"));
         assert!(!volume_field_supported("spec.nodeName"));

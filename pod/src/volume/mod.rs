@@ -426,6 +426,26 @@ pub struct VolumeError {
     pub reason: String,
 }
 
+/// Why a volume mount cannot be made as the container asks, in kubelet's words (the container's
+/// `CreateContainerConfigError`, as a [`VolumeError`]'s reason).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum MountError {
+    /// A `mountPropagation` kubelet does not know.
+    #[error("invalid MountPropagation mode: {0:?}")]
+    Propagation(String),
+    /// A `recursiveReadOnly` that cannot be had, and why.
+    #[error("failed to resolve recursive read-only mode: {0}")]
+    RecursiveReadOnly(String),
+    /// A `subPathExpr` naming variables that are unset or empty.
+    #[error("subPathExpr {expr:?}: missing value for {}", missing.join(", "))]
+    SubPathExpr {
+        /// The expression as written.
+        expr: String,
+        /// The variables without a value, sorted.
+        missing: Vec<String>,
+    },
+}
+
 fn config_error(field: String, reason: impl ToString) -> VolumeError {
     VolumeError {
         field,
@@ -504,12 +524,12 @@ pub enum Propagation {
 
 impl Propagation {
     /// kubelet's `translateMountPropagation`.
-    fn of(mode: Option<&str>) -> Result<Self, String> {
+    fn of(mode: Option<&str>) -> Result<Self, MountError> {
         match mode {
             None | Some("None") => Ok(Propagation::Private),
             Some("HostToContainer") => Ok(Propagation::HostToContainer),
             Some("Bidirectional") => Ok(Propagation::Bidirectional),
-            Some(other) => Err(format!("invalid MountPropagation mode: {other:?}")),
+            Some(other) => Err(MountError::Propagation(other.to_string())),
         }
     }
 
@@ -526,7 +546,7 @@ impl Propagation {
 /// kubelet's `resolveRecursiveReadOnly` on a runtime without recursively read-only mounts (Docker
 /// through the CRI, as cri-dockerd reports it): `IfPossible` is a plain read-only mount,
 /// `Enabled` cannot be had. The error is the container's `CreateContainerConfigError`.
-fn check_recursive_read_only(m: &VolumeMount) -> Result<(), String> {
+fn check_recursive_read_only(m: &VolumeMount) -> Result<(), MountError> {
     let mode = match m.recursive_read_only.as_deref() {
         None | Some("Disabled") => return Ok(()),
         Some(mode) => mode,
@@ -545,7 +565,7 @@ fn check_recursive_read_only(m: &VolumeMount) -> Result<(), String> {
             other => format!("unknown recursive read-only mode {other:?}"),
         }
     };
-    Err(format!("failed to resolve recursive read-only mode: {why}"))
+    Err(MountError::RecursiveReadOnly(why))
 }
 
 impl Mount {
@@ -650,7 +670,7 @@ pub fn mounts(
 
 /// kubelet's `ExpandContainerVolumeMounts`: `$(VAR)` from the container's env; a variable that is
 /// unset or empty is an error.
-fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, String> {
+fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, MountError> {
     let mut missing: Vec<String> = Vec::new();
     let expanded = crate::expansion::expand_with(expr, |name| {
         let value = env.get(name).copied().unwrap_or_default();
@@ -661,10 +681,10 @@ fn expand_sub_path(expr: &str, env: &HashMap<&str, &str>) -> Result<String, Stri
     });
     if !missing.is_empty() {
         missing.sort_unstable();
-        return Err(format!(
-            "subPathExpr {expr:?}: missing value for {}",
-            missing.join(", ")
-        ));
+        return Err(MountError::SubPathExpr {
+            expr: expr.to_string(),
+            missing,
+        });
     }
     Ok(expanded)
 }

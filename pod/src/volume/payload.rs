@@ -186,7 +186,7 @@ pub fn payload(
             optional,
             objects,
         )
-        .map_err(object_error)??;
+        .map_err(|e| object_error(e.to_string()))??;
     } else if let Some(s) = &volume.secret {
         let mode = default_mode(s.default_mode, &format!("{at}.secret.defaultMode"))?;
         let optional = s.optional == Some(true);
@@ -200,7 +200,7 @@ pub fn payload(
             optional,
             objects,
         )
-        .map_err(object_error)??;
+        .map_err(|e| object_error(e.to_string()))??;
     } else if let Some(d) = &volume.downward_api {
         let mode = default_mode(d.default_mode, &format!("{at}.downwardAPI.defaultMode"))?;
         let defaults = Defaults::new(mode, d.default_user, &format!("{at}.downwardAPI.defaultUser"))?;
@@ -233,7 +233,7 @@ pub fn payload(
                     optional,
                     objects,
                 )
-                .map_err(object_error)??
+                .map_err(|e| object_error(e.to_string()))??
             } else if let Some(s) = &source.secret {
                 let optional = s.optional == Some(true);
                 secret_files(
@@ -244,7 +244,7 @@ pub fn payload(
                     optional,
                     objects,
                 )
-                .map_err(object_error)??
+                .map_err(|e| object_error(e.to_string()))??
             } else if let Some(d) = &source.downward_api {
                 downward_files(
                     &format!("{src_at}.downwardAPI"),
@@ -370,6 +370,34 @@ fn check_mode(mode: i32, field: &str) -> Result<u32, VolumeError> {
         })
 }
 
+/// Why a configMap or secret volume has no payload, in kubelet's words: its object or key is
+/// missing. Reported as the volume's error (a field's error is a [`VolumeError`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum ObjectError {
+    /// The caller did not fetch the object before asking (a bug of the caller).
+    #[error("{kind} {name:?} was not fetched")]
+    NotFetched {
+        /// `configmap` or `secret`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+    },
+    /// The object does not exist and the volume is not optional.
+    #[error("{kind} {name:?} not found")]
+    NotFound {
+        /// `configmap` or `secret`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+    },
+    /// An item names a key the configMap does not have.
+    #[error("configmap references non-existent config key: {0}")]
+    MissingConfigMapKey(String),
+    /// An item names a key the secret does not have.
+    #[error("references non-existent secret key: {0}")]
+    MissingSecretKey(String),
+}
+
 /// kubelet's configMap `MakePayload`. The outer error is about the object (reported as the
 /// volume's), the inner about a field.
 fn config_map_files(
@@ -379,11 +407,21 @@ fn config_map_files(
     defaults: Defaults,
     optional: bool,
     objects: &VolumeObjects,
-) -> Result<Result<Files, VolumeError>, String> {
+) -> Result<Result<Files, VolumeError>, ObjectError> {
     let data = match objects.config_maps.get(name) {
-        None => return Err(format!("configmap {name:?} was not fetched")),
+        None => {
+            return Err(ObjectError::NotFetched {
+                kind: "configmap",
+                name: name.to_string(),
+            })
+        }
         Some(None) if optional => ConfigMapData::default(),
-        Some(None) => return Err(format!("configmap {name:?} not found")),
+        Some(None) => {
+            return Err(ObjectError::NotFound {
+                kind: "configmap",
+                name: name.to_string(),
+            })
+        }
         Some(Some(data)) => data.clone(),
     };
     let lookup = |key: &str| {
@@ -399,7 +437,7 @@ fn config_map_files(
         .chain(data.binary_data.iter().map(|(k, v)| (k.clone(), v.clone())))
         .collect();
     map_keys(at, items, defaults, optional, lookup, keys, |k| {
-        format!("configmap references non-existent config key: {k}")
+        ObjectError::MissingConfigMapKey(k.to_string())
     })
 }
 
@@ -411,11 +449,21 @@ fn secret_files(
     defaults: Defaults,
     optional: bool,
     objects: &VolumeObjects,
-) -> Result<Result<Files, VolumeError>, String> {
+) -> Result<Result<Files, VolumeError>, ObjectError> {
     let data = match objects.secrets.get(name) {
-        None => return Err(format!("secret {name:?} was not fetched")),
+        None => {
+            return Err(ObjectError::NotFetched {
+                kind: "secret",
+                name: name.to_string(),
+            })
+        }
         Some(None) if optional => BTreeMap::new(),
-        Some(None) => return Err(format!("secret {name:?} not found")),
+        Some(None) => {
+            return Err(ObjectError::NotFound {
+                kind: "secret",
+                name: name.to_string(),
+            })
+        }
         Some(Some(data)) => data.clone(),
     };
     let keys = data.iter().map(|(k, v)| (k.clone(), v.clone())).collect();
@@ -426,7 +474,7 @@ fn secret_files(
         optional,
         |k| data.get(k).cloned(),
         keys,
-        |k| format!("references non-existent secret key: {k}"),
+        |k| ObjectError::MissingSecretKey(k.to_string()),
     )
 }
 
@@ -438,8 +486,8 @@ fn map_keys(
     optional: bool,
     lookup: impl Fn(&str) -> Option<Vec<u8>>,
     keys: Vec<(String, Vec<u8>)>,
-    missing_key: impl Fn(&str) -> String,
-) -> Result<Result<Files, VolumeError>, String> {
+    missing_key: impl Fn(&str) -> ObjectError,
+) -> Result<Result<Files, VolumeError>, ObjectError> {
     let items = items.unwrap_or_default();
     if items.is_empty() {
         return Ok(Ok(keys
@@ -491,9 +539,9 @@ fn downward_files(
         let item_at = format!("{at}.items[{j}]");
         let (mode, owner) = defaults.item(item.mode, item.user, &item_at)?;
         let data = match (&item.field_ref, &item.resource_field_ref) {
-            (Some(f), None) => downward::extract(pod, &f.field_path).map_err(|reason| VolumeError {
+            (Some(f), None) => downward::extract(pod, &f.field_path).map_err(|e| VolumeError {
                 field: format!("{item_at}.fieldRef.fieldPath"),
-                reason,
+                reason: e.to_string(),
             })?,
             (None, Some(r)) => {
                 let container = r
@@ -545,33 +593,52 @@ fn fs_user(pod: &Pod) -> Option<u32> {
     user.and_then(|u| u32::try_from(u).ok())
 }
 
+/// Why the AtomicWriter refuses a payload path, in its words.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum InvalidPath {
+    /// An empty path.
+    #[error("invalid path: must not be empty")]
+    Empty,
+    /// An absolute path.
+    #[error("invalid path: must be relative path")]
+    Absolute,
+    /// Over 4096 characters.
+    #[error("invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters")]
+    TooLong,
+    /// A `..` element.
+    #[error("invalid path: must not contain '..'")]
+    DotDot,
+    /// An element over 255 characters.
+    #[error("invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} characters")]
+    NameTooLong,
+    /// The first element starts with `..` (it would collide with `..data`).
+    #[error("invalid path: must not start with '..'")]
+    StartsWithDotDot,
+}
+
 /// The AtomicWriter's `validatePath`: not empty, relative, at most 4096 characters, no `..`
 /// element, elements of at most 255 characters, the first not starting with `..`.
-pub fn validate_path(path: &str) -> Result<(), String> {
+pub fn validate_path(path: &str) -> Result<(), InvalidPath> {
     if path.is_empty() {
-        return Err("invalid path: must not be empty".into());
+        return Err(InvalidPath::Empty);
     }
     if path.starts_with('/') {
-        return Err("invalid path: must be relative path".into());
+        return Err(InvalidPath::Absolute);
     }
     if path.len() > MAX_PATH_LENGTH {
-        return Err(format!(
-            "invalid path: must be less than or equal to {MAX_PATH_LENGTH} characters"
-        ));
+        return Err(InvalidPath::TooLong);
     }
     let items: Vec<&str> = path.split('/').collect();
     for item in &items {
         if *item == ".." {
-            return Err("invalid path: must not contain '..'".into());
+            return Err(InvalidPath::DotDot);
         }
         if item.len() > MAX_FILE_NAME_LENGTH {
-            return Err(format!(
-                "invalid path: filenames must be less than or equal to {MAX_FILE_NAME_LENGTH} characters"
-            ));
+            return Err(InvalidPath::NameTooLong);
         }
     }
     if items[0].starts_with("..") {
-        return Err("invalid path: must not start with '..'".into());
+        return Err(InvalidPath::StartsWithDotDot);
     }
     Ok(())
 }

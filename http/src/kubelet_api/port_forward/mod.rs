@@ -51,25 +51,62 @@ const CHUNK: usize = 32 * 1024;
 /// The query parameter naming the ports of a WebSocket port-forward (`api.PortHeader`).
 const PORT_PARAM: &str = "port";
 
+/// Why a WebSocket port-forward's query names no ports, in kubelet's words (answered 400).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PortQueryError {
+    /// No `port` parameter.
+    #[error("query parameter {PORT_PARAM:?} is required")]
+    Missing,
+    /// A `port` parameter with no value.
+    #[error("query parameter {PORT_PARAM:?} cannot be empty")]
+    Empty,
+    /// A value that is not a list of 16-bit numbers.
+    #[error("unable to parse {value:?} as a port: {source}")]
+    NotAPort {
+        /// The parameter's value.
+        value: String,
+        /// Why, in Go's `strconv` words.
+        #[source]
+        source: ParseUintError,
+    },
+    /// Port 0.
+    #[error("port {0:?} must be > 0")]
+    Zero(String),
+}
+
+/// Go's `strconv.ParseUint(p, 10, 16)` errors, with its text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ParseUintError {
+    /// Not decimal digits.
+    #[error("strconv.ParseUint: parsing {0:?}: invalid syntax")]
+    InvalidSyntax(String),
+    /// Over 65535.
+    #[error("strconv.ParseUint: parsing {0:?}: value out of range")]
+    OutOfRange(String),
+}
+
 /// The ports a WebSocket port-forward asks for (kubelet's `NewV4Options`): every `port` value,
 /// each a comma-separated list; the error is kubelet's message (answered 400).
-pub fn ports_from_query(query: &str) -> Result<Vec<u16>, String> {
+pub fn ports_from_query(query: &str) -> Result<Vec<u16>, PortQueryError> {
     let values: Vec<String> = url_pairs(query)
         .filter(|(k, _)| k == PORT_PARAM)
         .map(|(_, v)| v)
         .collect();
     if values.is_empty() {
-        return Err(format!("query parameter {PORT_PARAM:?} is required"));
+        return Err(PortQueryError::Missing);
     }
     let mut ports = Vec::new();
     for value in values {
         if value.is_empty() {
-            return Err(format!("query parameter {PORT_PARAM:?} cannot be empty"));
+            return Err(PortQueryError::Empty);
         }
         for p in value.split(',') {
-            let port = parse_u16(p).map_err(|why| format!("unable to parse {value:?} as a port: {why}"))?;
+            let port = parse_u16(p).map_err(|source| PortQueryError::NotAPort {
+                value: value.clone(),
+                source,
+            })?;
             if port < 1 {
-                return Err(format!("port {value:?} must be > 0"));
+                return Err(PortQueryError::Zero(value));
             }
             ports.push(port);
         }
@@ -78,12 +115,11 @@ pub fn ports_from_query(query: &str) -> Result<Vec<u16>, String> {
 }
 
 /// Go's `strconv.ParseUint(p, 10, 16)`, with its error text.
-fn parse_u16(p: &str) -> Result<u16, String> {
+fn parse_u16(p: &str) -> Result<u16, ParseUintError> {
     if p.is_empty() || !p.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(format!("strconv.ParseUint: parsing {p:?}: invalid syntax"));
+        return Err(ParseUintError::InvalidSyntax(p.to_string()));
     }
-    p.parse::<u16>()
-        .map_err(|_| format!("strconv.ParseUint: parsing {p:?}: value out of range"))
+    p.parse::<u16>().map_err(|_| ParseUintError::OutOfRange(p.to_string()))
 }
 
 /// `key=value` pairs of a query string, percent-decoded.
@@ -285,7 +321,7 @@ pub async fn port_forward(
     let path = path.into_inner();
     let websocket = streams::is_websocket(&req);
     let ports = if websocket && tunnel::tunnelled_protocol(&req, &[PORT_FORWARD_PROTOCOL]).is_none() {
-        Some(ports_from_query(req.query_string()).map_err(ApiError::BadRequest)?)
+        Some(ports_from_query(req.query_string()).map_err(|e| ApiError::BadRequest(e.to_string()))?)
     } else {
         None
     };
@@ -357,6 +393,8 @@ struct Target {
 }
 
 impl Target {
+    /// A connection to `port` in the pod; the error is kubelet's text ([`forward_error`]), which
+    /// goes to the client's error stream as it is: a `String`, as the bytes it sends.
     async fn connect(&self, port: u16) -> Result<TcpStream, String> {
         self.forwarder
             .connect(&self.sandbox, port)

@@ -13,6 +13,8 @@ fn arrived(id: u32, kind: &str, request: Option<&str>, port: &str) -> Arrived<u3
 /// `?port=` as kubelet reads it: repeatable, comma lists, with kubelet's errors.
 #[::core::prelude::v1::test]
 fn ports_come_from_the_query_as_kubelet_reads_them() {
+    // The errors as the client reads them (the 400's body).
+    let ports_from_query = |q| ports_from_query(q).map_err(|e| e.to_string());
     assert_eq!(ports_from_query("port=80&port=8080,9090"), Ok(vec![80, 8080, 9090]));
     assert_eq!(
         ports_from_query("ports=80"),

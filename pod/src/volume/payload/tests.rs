@@ -307,9 +307,10 @@ fn bad_paths_name_the_field() {
         assert!(err.reason.contains(reason), "{path}: {err}");
     }
     let long = "x".repeat(256);
-    assert!(validate_path(&long).unwrap_err().contains("255"));
+    assert!(validate_path(&long).unwrap_err().to_string().contains("255"));
     assert!(validate_path(&format!("{}/y", "a/".repeat(2100)))
         .unwrap_err()
+        .to_string()
         .contains("4096"));
     let v = config_map_volume(
         Some(vec![key("data-1", "p", Some(0o1777))]),
