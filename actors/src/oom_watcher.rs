@@ -27,6 +27,8 @@ use actix::prelude::*;
 use dockerlet_host::oom::{follow, read_checkpoint, write_checkpoint, Checkpoint, KmsgEvent, OomInstance};
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::pleg::ContainerOomKilled;
+use dockerlet_messages::ContainerId;
 use futures::channel::mpsc;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
@@ -74,6 +76,8 @@ pub struct OomWatcherActor {
     unavailable: Option<String>,
     /// The last OOM seen, for the debug page.
     last_oom: Option<String>,
+    /// Where a container's OOM kill goes (the PLEG), when anywhere.
+    container_ooms_to: Option<crate::registry::Link<ContainerOomKilled>>,
     /// Messages handled.
     handled: u64,
 }
@@ -91,8 +95,15 @@ impl OomWatcherActor {
             malformed: 0,
             unavailable: None,
             last_oom: None,
+            container_ooms_to: None,
             handled: 0,
         }
+    }
+
+    /// Tell `pleg` of every OOM kill in a container's cgroup.
+    pub fn with_container_ooms_to(mut self, pleg: crate::registry::Link<ContainerOomKilled>) -> Self {
+        self.container_ooms_to = Some(pleg);
+        self
     }
 
     /// Start the reader thread; its records come back as a stream.
@@ -142,6 +153,9 @@ impl OomWatcherActor {
         } else {
             self.container_ooms += 1;
             tracing::debug!(cgroup = %oom.victim_container_name, process = ?oom.process_name, "OOM within a cgroup limit");
+            if let (Some(pleg), Some(id)) = (&self.container_ooms_to, container_of(&oom.container_name)) {
+                pleg.do_send(ContainerOomKilled { id });
+            }
         }
         let (dir, checkpoint) = (self.config.checkpoint_dir.clone(), Checkpoint::after(&oom));
         // The mailbox waits: checkpoints are written in order, one at a time (OOMs are rare).
@@ -251,6 +265,17 @@ pub fn system_oom_message(oom: &OomInstance) -> String {
         }
         _ => "System OOM encountered".to_string(),
     }
+}
+
+/// The Docker container whose cgroup `path` is: its last component, `docker-<id>.scope` (the
+/// systemd driver) or `<id>` (cgroupfs), a 64-hex-digit ID; none for any other cgroup.
+fn container_of(path: &str) -> Option<ContainerId> {
+    let last = path.rsplit('/').next()?;
+    let id = last
+        .strip_prefix("docker-")
+        .and_then(|s| s.strip_suffix(".scope"))
+        .unwrap_or(last);
+    (id.len() == 64 && id.bytes().all(|b| b.is_ascii_hexdigit())).then(|| ContainerId(id.to_string()))
 }
 
 #[cfg(test)]
@@ -372,5 +397,24 @@ mod tests {
             "{state:?}"
         );
         assert!(watcher.connected());
+    }
+
+    /// The container of an OOM kill's cgroup: a systemd scope or a cgroupfs directory named by
+    /// its 64-digit ID; pod, QoS and system cgroups are none.
+    #[test]
+    fn the_container_of_an_oom_cgroup() {
+        let id = "2a93871431cf".repeat(5) + "abcd";
+        assert_eq!(id.len(), 64);
+        let want = Some(ContainerId(id.clone()));
+        assert_eq!(
+            container_of(&format!(
+                "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-podabc.slice/docker-{id}.scope"
+            )),
+            want
+        );
+        assert_eq!(container_of(&format!("/kubepods/burstable/podabc/{id}")), want);
+        assert_eq!(container_of("/kubepods/burstable/podabc"), None);
+        assert_eq!(container_of("/system.slice/docker.service"), None);
+        assert_eq!(container_of("/"), None);
     }
 }

@@ -29,7 +29,7 @@ use dockerlet_messages::debug::{
     ActorState, DebugView, GetActorState, GetHealth, Health, HealthCell, Panic, PlegDebug,
 };
 use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
-use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
+use dockerlet_messages::pleg::{ContainerOomKilled, LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
 use futures::StreamExt;
@@ -459,6 +459,15 @@ impl StreamHandler<Result<RuntimeEvent, RuntimeError>> for PlegActor {
             act.subscribe(ctx);
             act.relist(ctx);
         });
+    }
+}
+
+impl Handler<ContainerOomKilled> for PlegActor {
+    type Result = ();
+
+    /// The kernel log names the container's cgroup in an OOM kill: as Docker's `oom` event.
+    fn handle(&mut self, msg: ContainerOomKilled, _: &mut Self::Context) {
+        self.oom(msg.id);
     }
 }
 

@@ -44,3 +44,15 @@ pub struct RelistCompleted {
     /// Pods with containers on the engine.
     pub pods: BTreeSet<PodUid>,
 }
+
+/// The kernel's OOM killer struck a task in this container's cgroup (read from the kernel log):
+/// the container is OOM-killed, whether or not Docker reports it (Docker's `oom` event can be
+/// lost when the cgroup is gone before containerd reads it, as with `memory.oom.group`).
+///
+/// OomWatcherActor → PlegActor.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct ContainerOomKilled {
+    /// The container.
+    pub id: ContainerId,
+}

@@ -1,6 +1,7 @@
 //! The actor graph: every long-lived child of the Supervisor, in start order, and the registry
 //! that keeps them alive.
 
+use dockerlet_messages::pleg::ContainerOomKilled;
 use std::sync::Arc;
 
 use actix::prelude::*;
@@ -134,9 +135,11 @@ impl Children {
             }
         };
         let oom = config.oom.clone().map(|oom| {
-            let (api, me) = (api.clone(), me.clone());
+            let (api, me, pleg) = (api.clone(), me.clone(), pleg.link::<ContainerOomKilled>());
             Child::start("OomWatcherActor", "oom", AfterRestart::Nothing, move || {
-                OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient()).start()
+                OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient())
+                    .with_container_ooms_to(pleg.clone())
+                    .start()
             })
         });
         let system_cgroups = config.system_cgroups.clone().map(|config| {
