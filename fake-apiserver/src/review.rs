@@ -176,7 +176,7 @@ fn with_authenticated(mut groups: Vec<String>) -> Vec<String> {
 /// review comes back as sent (token included) with its `status`.
 pub fn token_review(
     body: &Value,
-    authenticate: impl FnOnce(&str, &[String]) -> Result<(UserInfo, Vec<String>), String>,
+    authenticate: impl FnOnce(&str, &[String]) -> Result<(UserInfo, Vec<String>), TokenRefusal>,
 ) -> Result<Value, ApiError> {
     let mut review: TokenReview = decode("TokenReview", body)?;
     if review.spec.token.is_empty() {
@@ -199,12 +199,25 @@ pub fn token_review(
         Err(error) => TokenReviewStatus {
             authenticated: Some(false),
             user: Some(UserInfo::default()),
-            error: Some(error),
+            error: Some(error.to_string()),
             audiences: None,
         },
     });
     review.metadata.creation_timestamp = None;
     serde_json::to_value(&review).map_err(|e| ApiError::internal(e.to_string()))
+}
+
+/// Why a token authenticates no one, as the TokenReview's `status.error` says it: the union of
+/// kube-apiserver's authenticators reports `invalid bearer token`, with the service account
+/// authenticator's reason when that one recognised the token.
+#[derive(Debug, thiserror::Error)]
+pub enum TokenRefusal {
+    /// No authenticator knows the token (or not for the audiences asked for).
+    #[error("invalid bearer token")]
+    Invalid,
+    /// A service account token refused by its authenticator.
+    #[error("[invalid bearer token, {0}]")]
+    ServiceAccount(#[source] TokenError),
 }
 
 /// What [`token_user`] asks of the server (the HTTP side's shared state implements it, so this
@@ -231,8 +244,7 @@ pub(crate) fn token_user(
     shared: &dyn Authenticators,
     token: &str,
     wanted: &[String],
-) -> Result<(UserInfo, Vec<String>), String> {
-    const INVALID: &str = "invalid bearer token";
+) -> Result<(UserInfo, Vec<String>), TokenRefusal> {
     let implicit = [SERVICE_ACCOUNT_ISSUER.to_string()];
     let static_user = if token == shared.server_token() {
         Some(UserInfo {
@@ -251,24 +263,23 @@ pub(crate) fn token_user(
     if let Some(user) = static_user {
         let audiences: Vec<String> = implicit.iter().filter(|a| wanted.contains(a)).cloned().collect();
         return if audiences.is_empty() {
-            Err(INVALID.into())
+            Err(TokenRefusal::Invalid)
         } else {
             Ok((user, audiences))
         };
     }
     if !token.contains('.') {
-        return Err(INVALID.into());
+        return Err(TokenRefusal::Invalid);
     }
-    let refused = |e: TokenError| format!("[{INVALID}, {e}]");
-    let claims = shared.decode(token).map_err(refused)?;
+    let claims = shared.decode(token).map_err(TokenRefusal::ServiceAccount)?;
     let audiences: Vec<String> = claims.aud.iter().filter(|a| wanted.contains(a)).cloned().collect();
     if audiences.is_empty() {
-        return Err(refused(TokenError::Audience {
+        return Err(TokenRefusal::ServiceAccount(TokenError::Audience {
             token: go_quoted_list(&claims.aud),
             target: go_quoted_list(wanted),
         }));
     }
-    let claims = shared.validate(claims).map_err(refused)?;
+    let claims = shared.validate(claims).map_err(TokenRefusal::ServiceAccount)?;
     Ok((service_account_user(&claims), audiences))
 }
 
@@ -447,7 +458,7 @@ mod tests {
     #[test]
     fn token_reviews_answer_as_kube_apiserver() {
         let body = json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "spec": {"token": "t"}});
-        let no = token_review(&body, |_, _| Err("invalid bearer token".into())).unwrap();
+        let no = token_review(&body, |_, _| Err(TokenRefusal::Invalid)).unwrap();
         assert_eq!(no["status"]["authenticated"], false);
         assert_eq!(no["status"]["error"], "invalid bearer token");
         let yes = token_review(&body, |_, wanted| {

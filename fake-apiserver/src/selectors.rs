@@ -127,16 +127,14 @@ pub struct FieldSelector(Vec<(String, bool, String)>);
 /// The field label a kind accepts for `label`, as its registered field label conversion
 /// (`pkg/apis/core/v1/conversion.go`: `AddFieldLabelConversionFunc` for Pod, Node, Event,
 /// Namespace and Secret) or, for other kinds, `runtime.DefaultMetaV1FieldSelectorConversion`
-/// answers: the label to match (a pod's `spec.host` is `spec.nodeName`), or the 400 message.
+/// answers: the label to match (a pod's `spec.host` is `spec.nodeName`), or why not (the 400).
 /// A registered conversion takes `metadata.name`, `metadata.namespace` only for namespaced
 /// kinds (Node and Namespace refuse it), and the kind's own labels.
-fn convert_field_label(label: &str, resource: &ResourceInfo) -> Result<String, String> {
+fn convert_field_label(label: &str, resource: &ResourceInfo) -> Result<String, FieldLabelError> {
     if resource.field_labels.is_empty() {
         return match label {
             "metadata.name" | "metadata.namespace" => Ok(label.to_string()),
-            _ => Err(format!(
-                "\"{label}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
-            )),
+            _ => Err(FieldLabelError::NotKnown(label.to_string())),
         };
     }
     match label {
@@ -144,8 +142,19 @@ fn convert_field_label(label: &str, resource: &ResourceInfo) -> Result<String, S
         "metadata.namespace" if resource.namespaced => Ok(label.to_string()),
         "spec.host" if resource.kind == "Pod" => Ok("spec.nodeName".to_string()),
         _ if resource.field_labels.contains(&label) => Ok(label.to_string()),
-        _ => Err(format!("field label not supported: {label}")),
+        _ => Err(FieldLabelError::NotSupported(label.to_string())),
     }
+}
+
+/// A field label a kind's conversion refuses, in kube-apiserver's words.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum FieldLabelError {
+    /// `runtime.DefaultMetaV1FieldSelectorConversion`: only the metadata labels.
+    #[error("\"{0}\" is not a known field selector: only \"metadata.name\", \"metadata.namespace\"")]
+    NotKnown(String),
+    /// A registered conversion that does not take the label.
+    #[error("field label not supported: {0}")]
+    NotSupported(String),
 }
 
 impl FieldSelector {
@@ -168,7 +177,8 @@ impl FieldSelector {
                     "invalid selector: '{s}'; can't understand '{term}'"
                 )));
             };
-            let field = convert_field_label(field.trim(), resource).map_err(ApiError::bad_request)?;
+            let field =
+                convert_field_label(field.trim(), resource).map_err(|e| ApiError::bad_request(e.to_string()))?;
             terms.push((field, equal, value.trim().to_string()));
         }
         Ok(Self(terms))

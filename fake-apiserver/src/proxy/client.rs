@@ -162,11 +162,11 @@ pub(crate) async fn kubelet_request(
     headers: &[(String, Vec<u8>)],
     upgrade: bool,
     body: Bytes,
-) -> Result<hyper::Response<hyper::body::Incoming>, String> {
-    let io = connect(shared, target).await.map_err(|e| e.to_string())?;
+) -> Result<hyper::Response<hyper::body::Incoming>, KubeletRequestError> {
+    let io = connect(shared, target).await.map_err(KubeletRequestError::Connect)?;
     let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io))
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(KubeletRequestError::Http)?;
     actix_web::rt::spawn(async move {
         if let Err(e) = conn.with_upgrades().await {
             debug_log(&format!("kubelet connection: {e}"));
@@ -189,8 +189,23 @@ pub(crate) async fn kubelet_request(
     }
     let request = builder
         .body(http_body_util::Full::new(body))
-        .map_err(|e| e.to_string())?;
-    sender.send_request(request).await.map_err(|e| e.to_string())
+        .map_err(KubeletRequestError::Request)?;
+    sender.send_request(request).await.map_err(KubeletRequestError::Http)
+}
+
+/// Why a request did not reach the kubelet; shown as the underlying error alone, which the
+/// callers wrap in kube-apiserver's words (`error dialing backend: …`, `Get "…": …`).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum KubeletRequestError {
+    /// The TCP or TLS connection.
+    #[error("{0}")]
+    Connect(#[source] std::io::Error),
+    /// The HTTP/1 handshake or exchange.
+    #[error("{0}")]
+    Http(#[source] hyper::Error),
+    /// The request could not be built (a header the client sent is not valid HTTP).
+    #[error("{0}")]
+    Request(#[source] hyper::http::Error),
 }
 
 async fn connect(
