@@ -26,7 +26,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use dockerlet_host::logind::{InhibitLock, Logind, WatchEvent};
 use dockerlet_kube::KubeClient;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
+use dockerlet_messages::debug::{ActorState, EventType, GetActorState, Panic};
 use dockerlet_messages::worker::{GetShutdownTargets, NodeShuttingDown, ShutdownPod, ShutdownTarget};
 use dockerlet_pod::shutdown::{group_of, period_requested, pod_grace, ShutdownGroup};
 use serde_json::json;
@@ -120,7 +120,10 @@ impl NodeShutdownActor {
     fn node_event(&self, message: &'static str) {
         if let Some(api) = self.links.api.clone() {
             actix::spawn(async move {
-                if let Err(e) = api.record_node_event("Normal", NODE_SHUTDOWN_EVENT, message).await {
+                if let Err(e) = api
+                    .record_node_event(EventType::Normal, NODE_SHUTDOWN_EVENT, message)
+                    .await
+                {
                     tracing::debug!(error = %e, "cannot record node event");
                 }
             });

@@ -14,7 +14,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, GetHealth, Health, Panic};
+use dockerlet_messages::debug::{ActorState, EventType, GetActorState, GetHealth, Health, Panic};
 use dockerlet_messages::node::{GetNodePressure, NodePressure, Pressure};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -250,7 +250,7 @@ impl NodeStatusActor {
                             .unwrap_or_default();
                         if boot_id.is_some_and(|b| b != ours) {
                             let message = format!("Node {node_name} has been rebooted, boot id: {ours}");
-                            if let Err(e) = api.record_node_event("Warning", "Rebooted", &message).await {
+                            if let Err(e) = api.record_node_event(EventType::Warning, "Rebooted", &message).await {
                                 tracing::debug!(error = %e, "cannot record node event");
                             }
                         }
@@ -305,7 +305,7 @@ impl NodeStatusActor {
 
     /// Record each condition that changed (or is seen for the first time); returns the events
     /// to send, kubelet's `NodeReady`, `NodeHasSufficientMemory`, … (Warning for bad news).
-    fn transitions(&mut self, observed: &Observed, now: Timestamp) -> Vec<(&'static str, &'static str)> {
+    fn transitions(&mut self, observed: &Observed, now: Timestamp) -> Vec<(EventType, &'static str)> {
         let mut events = Vec::new();
         for (condition, &value) in CONDITIONS.iter().zip(&observed.values) {
             if self.conditions.get(condition.kind).is_some_and(|(v, _)| *v == value) {
@@ -318,7 +318,7 @@ impl NodeStatusActor {
                 condition.when_false
             };
             let bad = (condition.kind == "Ready") != value;
-            events.push((if bad { "Warning" } else { "Normal" }, event));
+            events.push((if bad { EventType::Warning } else { EventType::Normal }, event));
         }
         events
     }
@@ -381,7 +381,10 @@ impl Actor for NodeStatusActor {
         let api = self.api.clone();
         ctx.spawn(
             async move {
-                if let Err(e) = api.record_node_event("Normal", "Starting", "Starting kubelet.").await {
+                if let Err(e) = api
+                    .record_node_event(EventType::Normal, "Starting", "Starting kubelet.")
+                    .await
+                {
                     tracing::debug!(error = %e, "cannot record node event");
                 }
             }

@@ -26,11 +26,10 @@ use std::sync::Arc;
 use actix::prelude::*;
 use dockerlet_host::oom::{follow, read_checkpoint, write_checkpoint, Checkpoint, KmsgEvent, OomInstance};
 use dockerlet_kube::KubeClient;
-use dockerlet_messages::debug::{ActorState, DebugEvent, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{ActorState, EventSubject, EventType, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::ContainerId;
 use futures::channel::mpsc;
-use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
 /// The event's reason (kubelet's `systemOOMEvent`).
@@ -173,18 +172,17 @@ impl OomWatcherActor {
 
     /// The SystemOOM event: to the debug ring, and to the API about the Node in cluster mode.
     fn record(&self, message: String) {
+        // For the debug ring only: the Node's event is written here, below.
         self.events.do_send(RecordEvent {
-            event: DebugEvent {
-                time: Timestamp::now().to_string(),
-                reason: SYSTEM_OOM.to_string(),
-                object: format!("node/{}", self.config.node_name),
-                container: None,
-                message: message.clone(),
-            },
+            about: EventSubject::Other(format!("node/{}", self.config.node_name)),
+            container: None,
+            type_: EventType::Warning,
+            reason: SYSTEM_OOM.to_string(),
+            message: message.clone(),
         });
         if let Some(api) = self.api.clone() {
             actix::spawn(async move {
-                if let Err(e) = api.record_node_event("Warning", SYSTEM_OOM, &message).await {
+                if let Err(e) = api.record_node_event(EventType::Warning, SYSTEM_OOM, &message).await {
                     tracing::warn!(error = %e, "cannot record the SystemOOM event");
                 }
             });
@@ -308,7 +306,7 @@ mod tests {
     }
 
     /// Collects the events the watcher records.
-    struct Sink(Arc<std::sync::Mutex<Vec<DebugEvent>>>);
+    struct Sink(Arc<std::sync::Mutex<Vec<dockerlet_messages::debug::DebugEvent>>>);
 
     impl Actor for Sink {
         type Context = Context<Self>;
@@ -317,7 +315,7 @@ mod tests {
     impl Handler<RecordEvent> for Sink {
         type Result = ();
         fn handle(&mut self, msg: RecordEvent, _: &mut Context<Self>) {
-            self.0.lock().unwrap().push(msg.event);
+            self.0.lock().unwrap().push(msg.to_debug());
         }
     }
 

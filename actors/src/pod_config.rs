@@ -2,7 +2,7 @@
 //! each source sends its full set, "SET" semantics, and the merge tells what was added, changed
 //! and removed). Pure: the Supervisor acts on the [`Changes`].
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
@@ -31,8 +31,6 @@ pub struct PodConfig {
     errors: BTreeMap<PodSource, Vec<ManifestError>>,
     /// The union, by UID (the first source to name a UID wins).
     desired: BTreeMap<PodUid, DesiredPod>,
-    /// `namespace/name` → UID, to find a pod by the object an event names.
-    by_name: HashMap<String, PodUid>,
 }
 
 impl PodConfig {
@@ -43,7 +41,6 @@ impl PodConfig {
             sources: BTreeMap::new(),
             errors: BTreeMap::new(),
             desired: BTreeMap::new(),
-            by_name: HashMap::new(),
         }
     }
 
@@ -60,11 +57,6 @@ impl PodConfig {
     /// Is this UID wanted by some source?
     pub fn contains(&self, uid: &PodUid) -> bool {
         self.desired.contains_key(uid)
-    }
-
-    /// The desired pod named `namespace/name`.
-    pub fn by_name(&self, object: &str) -> Option<&DesiredPod> {
-        self.desired.get(self.by_name.get(object)?)
     }
 
     /// How many pods are desired.
@@ -89,7 +81,7 @@ impl PodConfig {
         let mut wanted: BTreeMap<PodUid, DesiredPod> = BTreeMap::new();
         for pods in self.sources.values() {
             for p in pods {
-                wanted.entry(p.uid.clone()).or_insert_with(|| p.clone());
+                wanted.entry(p.id.uid.clone()).or_insert_with(|| p.clone());
             }
         }
         let mut changes = Changes::default();
@@ -101,7 +93,6 @@ impl PodConfig {
             .collect();
         for uid in gone {
             let pod = self.desired.remove(&uid).expect("listed above");
-            self.by_name.remove(&pod_ref(&pod.pod));
             changes.removed.push(pod);
         }
         for (uid, pod) in wanted {
@@ -113,7 +104,6 @@ impl PodConfig {
                     continue;
                 }
             }
-            self.by_name.insert(pod_ref(&pod.pod), uid.clone());
             self.desired.insert(uid, pod.clone());
             changes.upserted.push(pod);
         }
@@ -165,32 +155,23 @@ pub fn readiness_gates_changed(a: &Pod, b: &Pod) -> bool {
         .any(|kind| status_of(a, kind) != status_of(b, kind))
 }
 
-/// `namespace/name`, as logs and the debug page name a pod.
-pub fn pod_ref(pod: &Pod) -> String {
-    let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
-    format!("{namespace}/{name}")
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
     fn pod(name: &str, uid: &str, seen: &str) -> DesiredPod {
-        DesiredPod {
-            uid: PodUid(uid.into()),
-            pod: Arc::new(Pod {
-                metadata: ObjectMeta {
-                    name: Some(name.into()),
-                    namespace: Some("default".into()),
-                    uid: Some(uid.into()),
-                    annotations: Some([(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen.to_string())].into()),
-                    ..Default::default()
-                },
+        let pod = Pod {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some("default".into()),
+                uid: Some(uid.into()),
+                annotations: Some([(dockerlet_pod::annotations::CONFIG_SEEN.to_string(), seen.to_string())].into()),
                 ..Default::default()
-            }),
-            origin: "test".into(),
-        }
+            },
+            ..Default::default()
+        };
+        DesiredPod::new(Arc::new(pod), PodSource::File, "test".into())
     }
 
     fn update(source: PodSource, pods: Vec<DesiredPod>) -> SourcePodsChanged {
@@ -202,7 +183,7 @@ mod tests {
     }
 
     fn uids(pods: &[DesiredPod]) -> Vec<&str> {
-        pods.iter().map(|p| p.uid.0.as_str()).collect()
+        pods.iter().map(|p| p.id.uid.0.as_str()).collect()
     }
 
     /// The sources are ready only once every expected source has delivered, even an empty set.
@@ -236,8 +217,11 @@ mod tests {
         assert_eq!(uids(&c.removed), ["u2"]);
         assert!(c.upserted.is_empty(), "only config.seen changed");
         assert_eq!(config.len(), 2);
-        assert_eq!(config.by_name("default/c").map(|p| p.uid.0.as_str()), Some("u3"));
-        assert!(config.by_name("default/b").is_none());
+        assert_eq!(
+            config.get(&"u3".into()).map(|p| p.id.to_string()),
+            Some("default/c".into())
+        );
+        assert!(config.get(&"u2".into()).is_none());
         let c = config.apply(update(PodSource::Http, vec![]));
         assert_eq!(uids(&c.removed), ["u3"], "u1 is still wanted by the file source");
     }

@@ -22,13 +22,13 @@ use dockerlet_kube::KubeClient;
 use dockerlet_messages::metrics::{Metrics, StaticLabel};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
 use dockerlet_messages::worker::FinalizePodDeletion;
-use dockerlet_messages::PodUid;
+use dockerlet_messages::{PodRef, PodUid};
 use dockerlet_pod::admission::Rejection;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde_json::json;
 
-use crate::pod_config::{pod_ref, PodConfig};
+use crate::pod_config::PodConfig;
 
 /// What the pod manager needs of a pod's worker (the Supervisor's is a PodWorker's address).
 pub trait Worker {
@@ -70,6 +70,8 @@ pub struct WorkerEntry<W> {
     pub restarts: u32,
     /// Termination was asked for; a re-created worker resumes it.
     pub termination: Option<Termination>,
+    /// Who the pod is (an orphan's name is `orphan-<uid>`).
+    pub id: PodRef,
     /// The pod the worker was started for (orphans get a stand-in with only the UID).
     pub pod: Arc<Pod>,
     /// Why the node did not admit the pod (it then never runs); kept for a re-created worker.
@@ -208,12 +210,11 @@ impl<W: Worker> PodManager<W> {
     pub fn apply(&mut self, update: SourcePodsChanged) -> Vec<Effect> {
         let changes = self.pods.apply(update);
         for pod in changes.removed {
-            let span = tracing::info_span!("pod", pod.uid = %pod.uid, pod.name = %pod_ref(&pod.pod));
-            let _enter = span.enter();
+            let _enter = pod.id.span().entered();
             tracing::info!(origin = %pod.origin, "pod removed from its source");
-            self.finished.remove(&pod.uid);
-            self.note("PodRemoved", pod_ref(&pod.pod), format!("removed from {}", pod.origin));
-            if let Some(entry) = self.workers.get_mut(&pod.uid) {
+            self.finished.remove(&pod.id.uid);
+            self.note("PodRemoved", pod.id.to_string(), format!("removed from {}", pod.origin));
+            if let Some(entry) = self.workers.get_mut(&pod.id.uid) {
                 entry.termination = Some(Termination { grace: None });
                 entry.worker.terminate();
             }
@@ -226,18 +227,19 @@ impl<W: Worker> PodManager<W> {
         });
         for pod in upserted {
             let shared = pod.pod.clone();
-            match self.workers.get_mut(&pod.uid) {
+            match self.workers.get_mut(&pod.id.uid) {
                 Some(entry) if entry.termination.is_none() => {
                     entry.pod = shared.clone();
                     entry.worker.update(shared);
                 }
                 // Still terminating an earlier incarnation: `terminated` starts it again.
                 Some(_) => {}
-                None if self.finished.contains(&pod.uid) => self.finalize(&pod.pod, pod.uid.clone()),
+                None if self.finished.contains(&pod.id.uid) => self.finalize(pod.id.clone()),
                 None => {
-                    let span = tracing::info_span!("pod", pod.uid = %pod.uid, pod.name = %pod_ref(&pod.pod));
-                    span.in_scope(|| tracing::info!(origin = %pod.origin, "pod added"));
-                    self.note("PodAdded", pod_ref(&pod.pod), format!("from {}", pod.origin));
+                    pod.id
+                        .span()
+                        .in_scope(|| tracing::info!(origin = %pod.origin, "pod added"));
+                    self.note("PodAdded", pod.id.to_string(), format!("from {}", pod.origin));
                     self.add_pod(shared);
                 }
             }
@@ -305,19 +307,20 @@ impl<W: Worker> PodManager<W> {
                 self.add_pod(next);
             }
         }
-        let Some(pod) = self.pods.get(uid).map(|d| d.pod.clone()) else {
+        let Some(desired) = self.pods.get(uid) else {
             return self.take_effects();
         };
+        let (pod, is_static) = (desired.pod.clone(), desired.is_static());
         if pod.metadata.deletion_timestamp.is_some() {
             // Deleted in the API and now stopped: delete it for good, as kubelet does.
+            let id = desired.id.clone();
             self.finished.insert(uid.clone());
-            self.finalize(&pod, uid.clone());
+            self.finalize(id);
             return self.take_effects();
         }
         // Wanted again under the same UID while it stopped: kubelet counts a restarted pod, and
         // its containers' restarts count on.
         self.next_attempts.insert(uid.clone(), next_attempts);
-        let is_static = dockerlet_pod::annotations::source(&pod) != Some(dockerlet_pod::annotations::SOURCE_API);
         let label = StaticLabel {
             r#static: if is_static { "true" } else { "false" },
         };
@@ -348,7 +351,7 @@ impl<W: Worker> PodManager<W> {
             let entry = self.workers.get_mut(&uid).expect("listed above");
             entry.worker = worker;
             entry.restarts += 1;
-            restarted.push(pod_ref(&entry.pod));
+            restarted.push(entry.id.to_string());
         }
         restarted
     }
@@ -383,7 +386,7 @@ impl<W: Worker> PodManager<W> {
 
     /// The desired pods without a worker yet, each with why, for the debug page.
     pub fn waiting_pods(&self) -> Vec<serde_json::Value> {
-        let named = |uid: &PodUid| self.pods.get(uid).map(|d| pod_ref(&d.pod));
+        let named = |uid: &PodUid| self.pods.get(uid).map(|d| d.id.to_string());
         let static_waits = self.waiting_static.iter().filter_map(|((ns, name), uid)| {
             Some(json!({
                 "pod": named(uid)?,
@@ -416,14 +419,16 @@ impl<W: Worker> PodManager<W> {
     /// A worker for a pod new to the node, once its earlier static version stopped and once
     /// admitted; while its Node is read again it has no worker.
     fn add_pod(&mut self, pod: Arc<Pod>) {
-        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        let uid = PodUid::of(&pod);
         if let Some(name) = static_full_name(&pod) {
             let terminating = self
                 .workers
                 .values()
                 .any(|e| e.termination.is_some() && static_full_name(&e.pod).as_ref() == Some(&name));
             if terminating {
-                tracing::info!(pod.uid = %uid, pod.name = %pod_ref(&pod), "static pod waits for its earlier version to stop");
+                PodRef::of(&pod)
+                    .span()
+                    .in_scope(|| tracing::info!("static pod waits for its earlier version to stop"));
                 self.waiting_static.insert(name, uid);
                 return;
             }
@@ -440,7 +445,8 @@ impl<W: Worker> PodManager<W> {
     }
 
     fn add_worker(&mut self, pod: Arc<Pod>, termination: Option<Termination>, rejection: Option<Rejection>) {
-        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+        let id = PodRef::of(&pod);
+        let uid = id.uid.clone();
         let next_attempts = self.next_attempts.remove(&uid).unwrap_or_default();
         let worker = (self.start)(WorkerStart {
             pod: pod.clone(),
@@ -452,6 +458,7 @@ impl<W: Worker> PodManager<W> {
             worker,
             restarts: 0,
             termination,
+            id,
             pod,
             finished: rejection.is_some(),
             rejection,
@@ -460,12 +467,11 @@ impl<W: Worker> PodManager<W> {
     }
 
     /// Delete a stopped API pod for good.
-    fn finalize(&mut self, pod: &Pod, uid: PodUid) {
-        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
+    fn finalize(&mut self, id: PodRef) {
         self.effects.push(Effect::Finalize(FinalizePodDeletion {
-            namespace: namespace.to_string(),
-            name: name.to_string(),
-            uid,
+            namespace: id.namespace,
+            name: id.name,
+            uid: id.uid,
         }));
     }
 
@@ -485,12 +491,11 @@ impl<W: Worker> PodManager<W> {
 /// A static pod's namespace and name (kubelet's full name), which one version at a time may
 /// run under; `None` for API pods and orphans.
 fn static_full_name(pod: &Pod) -> Option<(String, String)> {
-    let source = dockerlet_pod::annotations::source(pod)?;
-    if source == dockerlet_pod::annotations::SOURCE_API {
+    if dockerlet_pod::annotations::source(pod)? == PodSource::Api {
         return None;
     }
-    let (name, namespace, _) = dockerlet_pod::spec::pod_identity(pod);
-    Some((namespace.to_string(), name.to_string()))
+    let id = PodRef::of(pod);
+    Some((id.namespace, id.name))
 }
 
 /// A stand-in for a pod known only by the UID on its containers; the name is for logs.
@@ -600,11 +605,7 @@ mod tests {
             spec: Some(PodSpec::default()),
             status: None,
         };
-        DesiredPod {
-            uid: PodUid(uid.into()),
-            pod: Arc::new(pod),
-            origin: "test".into(),
-        }
+        DesiredPod::new(Arc::new(pod), PodSource::parse(source).unwrap(), "test".into())
     }
 
     fn set(source: PodSource, pods: Vec<DesiredPod>) -> SourcePodsChanged {

@@ -25,12 +25,12 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState, Panic, ProbeDebug, RecordEvent};
+use dockerlet_messages::debug::{ActorState, DebugView, EventType, GetActorState, Panic, ProbeDebug, RecordEvent};
 use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
-use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_messages::{ContainerId, PodRef, PodUid};
 use dockerlet_pod::plan::is_sidecar;
-use k8s_openapi::api::core::v1::{Container, Pod, Probe};
+use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 use tokio::time::Instant;
@@ -84,8 +84,8 @@ struct ProbeKey {
 
 /// A probe of one container instance: its state machine and what running it takes.
 struct ProbeWorker {
-    /// `namespace/name`, for events and the debug page.
-    pod: String,
+    /// The pod, for events, spans and the debug page.
+    pod: PodRef,
     /// The container instance probed; a new instance replaces this worker.
     container_id: ContainerId,
     /// The pod's IP.
@@ -134,7 +134,7 @@ impl ProbeWorker {
         tracing::debug!(container_id = %container_id, running_for = ?ran_for, waits_for_startup, "probe started");
         let worker = ProbeWorker {
             span: probe_span(key, instance.pod),
-            pod: instance.pod.to_string(),
+            pod: instance.pod.clone(),
             container_id,
             pod_ip: instance.msg.pod_ip.clone(),
             action: Arc::new(action),
@@ -177,7 +177,7 @@ impl ProbeWorker {
     fn view(&self, key: &ProbeKey) -> ProbeDebug {
         ProbeDebug {
             pod_uid: key.pod_uid.clone(),
-            pod: self.pod.clone(),
+            pod: self.pod.to_string(),
             container: key.container.clone(),
             probe: key.kind,
             handler: self.action.name().to_string(),
@@ -197,8 +197,8 @@ impl ProbeWorker {
 /// A running container instance of a `WatchContainers`, and its pod.
 struct Instance<'a> {
     msg: &'a WatchContainers,
-    /// `namespace/name`.
-    pod: &'a str,
+    /// The pod.
+    pod: &'a PodRef,
     container: &'a Container,
     target: &'a ProbeTarget,
 }
@@ -266,21 +266,12 @@ fn run_outcome(outcome: &Outcome) -> RunOutcome {
     }
 }
 
-/// `namespace/name` of a pod.
-fn pod_ref(pod: &Pod) -> String {
-    format!(
-        "{}/{}",
-        pod.metadata.namespace.as_deref().unwrap_or("default"),
-        pod.metadata.name.as_deref().unwrap_or_default()
-    )
-}
-
-/// The span of one probe's runs, results and start: `pod.uid`, `pod.name`, `container`, `probe`.
-fn probe_span(key: &ProbeKey, pod: &str) -> Span {
+/// The span of one probe's runs, results and start: the pod's namespace, name and UID, then
+/// `container` and `probe`.
+fn probe_span(key: &ProbeKey, pod: &PodRef) -> Span {
     tracing::info_span!(
+        parent: &pod.span(),
         "probe",
-        pod.uid = %key.pod_uid,
-        pod.name = %pod,
         container = %key.container,
         probe = kind_label(key.kind)
     )
@@ -547,17 +538,12 @@ impl ProbeActor {
         }
     }
 
+    /// A failed or warning run's event: kubelet records `Unhealthy` and `ProbeWarning` as
+    /// Warnings (`pkg/kubelet/prober/prober.go`).
     fn send_event(&self, key: &ProbeKey, reason: &str, message: String) {
         let Some(worker) = self.probes.get(key) else { return };
-        self.links.events.do_send(RecordEvent {
-            event: DebugEvent {
-                time: Timestamp::now().to_string(),
-                reason: reason.to_string(),
-                object: worker.pod.clone(),
-                container: Some(key.container.clone()),
-                message,
-            },
-        });
+        let event = RecordEvent::pod(&worker.pod, EventType::Warning, reason, message);
+        self.links.events.do_send(event.in_container(Some(&key.container)));
     }
 
     /// Does the startup probe of this instance of `key`'s container still have to succeed?
@@ -579,7 +565,7 @@ impl ProbeActor {
                 continue;
             };
             let key = ProbeKey {
-                pod_uid: instance.msg.pod_uid.clone(),
+                pod_uid: instance.pod.uid.clone(),
                 container: instance.target.container_name.clone(),
                 kind,
             };
@@ -610,12 +596,11 @@ impl ProbeActor {
         let waits_for_startup =
             key.kind != ProbeKind::Startup && self.startup_pending(&key, &instance.target.container_id);
         self.next_generation += 1;
-        let meta = &instance.msg.pod.metadata;
         let series = self.metrics.probe_series(
             kind_label(key.kind),
             &key.container,
-            meta.name.as_deref().unwrap_or_default(),
-            meta.namespace.as_deref().unwrap_or_default(),
+            &instance.pod.name,
+            &instance.pod.namespace,
             &key.pod_uid.0,
         );
         let (worker, next) = ProbeWorker::start(
@@ -642,8 +627,7 @@ impl Handler<WatchContainers> for ProbeActor {
     /// Start probes of new container instances; stop those of instances no longer running.
     fn handle(&mut self, msg: WatchContainers, ctx: &mut Self::Context) {
         self.handled += 1;
-        let pod = pod_ref(&msg.pod);
-        let _entered = tracing::info_span!("watch_containers", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
+        let _entered = msg.id.span().entered();
         let containers: HashMap<&str, &Container> = msg
             .pod
             .spec
@@ -659,7 +643,7 @@ impl Handler<WatchContainers> for ProbeActor {
             if let Some(container) = containers.get(target.container_name.as_str()) {
                 let instance = Instance {
                     msg: &msg,
-                    pod: &pod,
+                    pod: &msg.id,
                     container,
                     target,
                 };
@@ -667,7 +651,7 @@ impl Handler<WatchContainers> for ProbeActor {
             }
         }
         self.probes
-            .retain(|key, _| key.pod_uid != msg.pod_uid || wanted.contains(key));
+            .retain(|key, _| key.pod_uid != msg.id.uid || wanted.contains(key));
     }
 }
 
@@ -681,9 +665,9 @@ impl Handler<ForgetPod> for ProbeActor {
             .probes
             .iter()
             .find(|(key, _)| key.pod_uid == msg.pod_uid)
-            .map(|(_, worker)| worker.pod.clone())
-            .unwrap_or_default();
-        let _entered = tracing::info_span!("forget_pod", pod.uid = %msg.pod_uid, pod.name = %pod).entered();
+            .map(|(_, worker)| worker.pod.clone());
+        let span = pod.map_or_else(|| tracing::info_span!("pod", pod.uid = %msg.pod_uid), |p| p.span());
+        let _entered = span.entered();
         let before = self.probes.len();
         let metrics = self.metrics.clone();
         self.probes.retain(|key, worker| {
@@ -726,7 +710,6 @@ impl Handler<Panic> for ProbeActor {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use dockerlet_messages::PodUid;
     use dockerlet_runtime::fake::FakeRuntime;
     use k8s_openapi::api::core::v1::{ExecAction, PodSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -756,20 +739,21 @@ mod tests {
             }),
             ..Default::default()
         };
-        WatchContainers {
-            pod_uid: PodUid(format!("u{i}")),
-            pod: Arc::new(Pod {
-                metadata: ObjectMeta {
-                    name: Some(format!("p{i}")),
-                    uid: Some(format!("u{i}")),
-                    ..Default::default()
-                },
-                spec: Some(PodSpec {
-                    containers: vec![container],
-                    ..Default::default()
-                }),
-                status: None,
+        let pod = k8s_openapi::api::core::v1::Pod {
+            metadata: ObjectMeta {
+                name: Some(format!("p{i}")),
+                uid: Some(format!("u{i}")),
+                ..Default::default()
+            },
+            spec: Some(PodSpec {
+                containers: vec![container],
+                ..Default::default()
             }),
+            status: None,
+        };
+        WatchContainers {
+            id: PodRef::of(&pod),
+            pod: Arc::new(pod),
             pod_ip: None,
             running: vec![ProbeTarget {
                 container_name: "app".into(),

@@ -10,7 +10,7 @@ use dockerlet_kube::recorder::{Correlated, EventCorrelator, EventLimits};
 use std::sync::Arc;
 
 use dockerlet_kube::{KubeClient, PodEventRef};
-use dockerlet_messages::debug::DebugEvent;
+use dockerlet_messages::debug::{DebugEvent, EventSubject, EventType, RecordEvent};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
@@ -20,74 +20,6 @@ const EVENT_LOG_SIZE: usize = 200;
 /// Reasons kubelet does not record, kept for the debug endpoint only (never written to the API,
 /// where a client counting a pod's events would find them): a container's death.
 const DEBUG_ONLY: [&str; 1] = ["ContainerDied"];
-
-/// Whether an event reports trouble (kubelet's `v1.EventTypeWarning`) or not.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EventType {
-    /// Routine.
-    Normal,
-    /// Something failed.
-    Warning,
-}
-
-impl EventType {
-    /// The type kubelet gives events of this reason (`pkg/kubelet/events/event.go`).
-    pub fn of(reason: &str) -> EventType {
-        const WARNINGS: [&str; 21] = [
-            "BackOff",
-            "InspectFailed",
-            "ErrImageNeverPull",
-            "LifecycleHTTPFallback",
-            "FailedToRetrieveImagePullSecret",
-            crate::pod_worker::sync::FAILED_MOUNT,
-            "Failed",
-            "Unhealthy",
-            "FailedPostStartHook",
-            "FailedPreStopHook",
-            "ProbeWarning",
-            "FailedCreatePodSandBox",
-            "DNSConfigForming",
-            "MissingClusterDNS",
-            // The OOM killer: a container over its limit, or the node out of memory.
-            "OOMKilled",
-            "SystemOOM",
-            // Admission rejections (kubelet's rejectPod records them as warnings).
-            dockerlet_pod::admission::SYSCTL_FORBIDDEN,
-            dockerlet_pod::admission::APPARMOR,
-            dockerlet_pod::admission::SUPPLEMENTAL_GROUPS_POLICY_NOT_SUPPORTED,
-            dockerlet_pod::admission::UNSUPPORTED_SECURITY_CONTEXT,
-            dockerlet_pod::admission::UNSUPPORTED_POD_SPEC,
-        ];
-        // kubelet's predicate admission: OutOfcpu, OutOfpods, …, and the predicates' names.
-        let refused_by_node = reason.starts_with("OutOf")
-            || dockerlet_pod::node_fit::PREDICATES.contains(&reason)
-            || reason == dockerlet_pod::admission::POD_OS_NOT_SUPPORTED
-            || reason == dockerlet_pod::admission::POD_OS_SELECTOR_NODE_LABEL_DOES_NOT_MATCH;
-        if WARNINGS.contains(&reason) || refused_by_node {
-            EventType::Warning
-        } else {
-            EventType::Normal
-        }
-    }
-
-    /// The type of an event: as [`EventType::of`], except that an image pull's back-off is
-    /// Normal (kubelet's image manager records `BackOff` "Back-off pulling image …" as Normal,
-    /// its crash-loop `BackOff` as Warning).
-    pub fn of_event(reason: &str, message: &str) -> EventType {
-        if reason == "BackOff" && message.starts_with("Back-off pulling image") {
-            return EventType::Normal;
-        }
-        EventType::of(reason)
-    }
-
-    /// The API's spelling.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventType::Normal => "Normal",
-            EventType::Warning => "Warning",
-        }
-    }
-}
 
 /// The debug ring and, in cluster mode, the API's events.
 pub struct EventRecorder {
@@ -112,7 +44,8 @@ impl EventRecorder {
     /// Keep an event about `object` that has no pod behind it (orphans, actor restarts).
     pub fn note(&mut self, reason: &str, object: String, message: String) {
         self.keep(DebugEvent {
-            time: Timestamp::now().to_string(),
+            time: Timestamp::now(),
+            type_: EventType::Normal,
             reason: reason.to_string(),
             object,
             container: None,
@@ -120,13 +53,14 @@ impl EventRecorder {
         });
     }
 
-    /// Keep `event` for the debug page; for a pod in cluster mode, also return the API write to
-    /// run (`None` when rate-limited or standalone).
-    pub fn record(&mut self, event: DebugEvent, pod: Option<&Pod>) -> Option<impl Future<Output = ()> + 'static> {
+    /// Keep `event` for the debug page; for a pod the node runs (`pod`, found by the caller from
+    /// the event's [`EventSubject::Pod`]) in cluster mode, also return the API write to run
+    /// (`None` when rate-limited or standalone).
+    pub fn record(&mut self, event: RecordEvent, pod: Option<&Pod>) -> Option<impl Future<Output = ()> + 'static> {
         let write = pod
             .filter(|_| !DEBUG_ONLY.contains(&event.reason.as_str()))
             .and_then(|pod| self.api_write(&event, pod));
-        self.keep(event);
+        self.keep(event.to_debug());
         write
     }
 
@@ -147,38 +81,38 @@ impl EventRecorder {
         self.ring.push_back(event);
     }
 
-    fn api_write(&mut self, event: &DebugEvent, pod: &Pod) -> Option<impl Future<Output = ()> + 'static> {
+    fn api_write(&mut self, event: &RecordEvent, pod: &Pod) -> Option<impl Future<Output = ()> + 'static> {
         let api = self.api.clone()?;
+        let EventSubject::Pod(id) = &event.about else {
+            return None;
+        };
         let field_path = event.container.as_deref().map(|c| field_path(pod, c));
-        let (name, namespace, uid) = dockerlet_pod::spec::pod_identity(pod);
-        let (name, namespace, uid) = (name.to_string(), namespace.to_string(), uid.to_string());
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
         let Correlated {
             name: event_name,
             message,
             count,
         } = self.correlator.observe(
-            (&uid, &name),
+            (&id.uid.0, &id.name),
             &event.reason,
             field_path.as_deref().unwrap_or_default(),
             &event.message,
             std::time::Instant::now(),
             || format!("{:x}", Timestamp::now().as_nanosecond()),
         )?;
-        let kind = EventType::of_event(&event.reason, &event.message);
-        let reason = event.reason.clone();
+        let (id, kind, reason) = (id.clone(), event.type_, event.reason.clone());
         Some(async move {
             let involved = PodEventRef {
-                namespace: &namespace,
-                pod: &name,
-                uid: &uid,
+                namespace: &id.namespace,
+                pod: &id.name,
+                uid: &id.uid.0,
                 field_path: field_path.as_deref(),
             };
             let written = api
-                .record_pod_event(&event_name, involved, kind.as_str(), &reason, &message, count)
+                .record_pod_event(&event_name, involved, kind, &reason, &message, count)
                 .await;
             if let Err(e) = written {
-                tracing::debug!(pod.uid = %uid, pod.name = %name, reason = %reason, error = %e, "cannot record event");
+                tracing::debug!(parent: &id.span(), reason = %reason, error = %e, "cannot record event");
             }
         })
     }
@@ -207,24 +141,6 @@ fn field_path(pod: &Pod, container: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Failures are Warnings, everything else Normal, as kubelet types them.
-    #[test]
-    fn failures_are_warnings() {
-        assert_eq!(EventType::of("BackOff"), EventType::Warning);
-        assert_eq!(EventType::of("Unhealthy"), EventType::Warning);
-        assert_eq!(EventType::of("SysctlForbidden"), EventType::Warning);
-        assert_eq!(EventType::of("Started"), EventType::Normal);
-        assert_eq!(EventType::of("Pulled"), EventType::Normal);
-        assert_eq!(
-            EventType::of_event("BackOff", "Back-off restarting failed container c in pod p_ns(u)"),
-            EventType::Warning
-        );
-        assert_eq!(
-            EventType::of_event("BackOff", "Back-off pulling image \"busybox\""),
-            EventType::Normal
-        );
-    }
 
     /// Events about an ephemeral container point at `spec.ephemeralContainers{name}`.
     #[test]
@@ -265,13 +181,8 @@ mod tests {
             },
             ..Default::default()
         };
-        let event = |reason: &str| DebugEvent {
-            time: Timestamp::now().to_string(),
-            reason: reason.into(),
-            object: "default/p".into(),
-            container: Some("c".into()),
-            message: "m".into(),
-        };
+        let id = dockerlet_messages::PodRef::of(&pod);
+        let event = |reason: &str| RecordEvent::pod(&id, EventType::Normal, reason, "m".into()).in_container(Some("c"));
         assert!(recorder.record(event("ContainerDied"), Some(&pod)).is_none());
         assert!(recorder.record(event("Started"), Some(&pod)).is_some());
         let reasons: Vec<String> = recorder.recent().into_iter().map(|e| e.reason).collect();
@@ -288,9 +199,7 @@ mod tests {
         let recent = recorder.recent();
         assert_eq!(recent.len(), EVENT_LOG_SIZE);
         assert_eq!(recent[0].object, "o5");
-        assert!(
-            recorder.record(recent[0].clone(), None).is_none(),
-            "standalone: no API write"
-        );
+        let about_a_pod = RecordEvent::pod(&Default::default(), EventType::Normal, "Test", String::new());
+        assert!(recorder.record(about_a_pod, None).is_none(), "standalone: no API write");
     }
 }

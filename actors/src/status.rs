@@ -19,7 +19,7 @@ use std::collections::{HashMap, HashSet};
 use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
-use dockerlet_messages::PodUid;
+use dockerlet_messages::{PodRef, PodUid};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
 use tracing::Instrument;
@@ -57,14 +57,6 @@ impl StatusActor {
         }
     }
 
-    fn source(pod: &Pod) -> Option<&str> {
-        pod.metadata
-            .annotations
-            .as_ref()?
-            .get(dockerlet_pod::annotations::CONFIG_SOURCE)
-            .map(String::as_str)
-    }
-
     /// Write the pod's newest status unless it is already written or a write is in flight.
     fn push(&mut self, uid: PodUid, ctx: &mut Context<Self>) {
         let Some(api) = self.api.clone() else { return };
@@ -75,15 +67,15 @@ impl StatusActor {
             return;
         }
         self.pushing.insert(uid.clone());
-        let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-        let name = pod.metadata.name.clone().unwrap_or_default();
+        let id = held.id.clone();
         let sent = status.clone();
-        let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %format!("{namespace}/{name}"));
+        let span = id.span();
         let future = async move {
-            match Self::source(&pod) {
-                Some("api") => api.reconcile_pod_status(&namespace, &name, &status).await,
+            if dockerlet_pod::annotations::from_api(&pod) {
+                api.reconcile_pod_status(&id.namespace, &id.name, &status).await
+            } else {
                 // Static pods show in the API through their mirror pod.
-                _ => api.sync_mirror_pod(&pod).await,
+                api.sync_mirror_pod(&pod).await
             }
         }
         .instrument(span);
@@ -97,7 +89,11 @@ impl StatusActor {
                 }
                 Err(e) => {
                     act.push_errors += 1;
-                    tracing::warn!(pod.uid = %uid, error = %e, "pod status write failed; retrying at the next resync");
+                    let span = act.pods.get(&uid).map(|held| held.id.span());
+                    let _entered = span
+                        .unwrap_or_else(|| tracing::info_span!("pod", pod.uid = %uid))
+                        .entered();
+                    tracing::warn!(error = %e, "pod status write failed; retrying at the next resync");
                 }
             }
         }));
@@ -128,7 +124,7 @@ impl Handler<SetPodStatus> for StatusActor {
     /// Store the pod and its status.
     fn handle(&mut self, msg: SetPodStatus, ctx: &mut Self::Context) {
         self.handled += 1;
-        let uid = msg.uid();
+        let uid = msg.uid().clone();
         self.pods.insert(uid.clone(), msg);
         self.push(uid, ctx);
     }
@@ -144,26 +140,24 @@ impl Handler<RemovePodStatus> for StatusActor {
         let gone = self.pods.remove(&msg.uid);
         self.pushed.remove(&msg.uid);
         if let (Some(api), Some(pod)) = (self.api.clone(), msg.final_status) {
-            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
+            let id = PodRef::of(&pod);
+            let span = id.span();
             let future = async move {
                 let status = pod.status.unwrap_or_default();
-                if let Err(e) = api.reconcile_pod_status(&namespace, &name, &status).await {
+                if let Err(e) = api.reconcile_pod_status(&id.namespace, &id.name, &status).await {
                     tracing::warn!(error = %e, "cannot write the final status of a deleted pod");
                 }
             }
             .instrument(span);
             return Box::pin(future.into_actor(self));
         }
-        let gone = gone.map(|held| held.pod);
-        if let (Some(api), Some(pod)) = (self.api.clone(), gone.filter(|p| Self::source(p) != Some("api"))) {
-            let namespace = pod.metadata.namespace.clone().unwrap_or_else(|| "default".to_string());
-            let name = pod.metadata.name.clone().unwrap_or_default();
-            let span = tracing::info_span!("pod", pod.uid = %msg.uid, pod.name = %format!("{namespace}/{name}"));
-            let hash = dockerlet_pod::annotations::config_hash(&pod).to_string();
+        let mirrored = gone.filter(|held| !dockerlet_pod::annotations::from_api(&held.pod));
+        if let (Some(api), Some(held)) = (self.api.clone(), mirrored) {
+            let span = held.id.span();
+            let hash = dockerlet_pod::annotations::config_hash(&held.pod).to_string();
+            let id = held.id;
             let future = async move {
-                if let Err(e) = api.delete_mirror_pod(&namespace, &name, &hash).await {
+                if let Err(e) = api.delete_mirror_pod(&id.namespace, &id.name, &hash).await {
                     tracing::warn!(error = %e, "cannot delete the mirror pod");
                 }
             }
@@ -222,6 +216,7 @@ mod tests {
 
     fn set(pod: Pod) -> SetPodStatus {
         SetPodStatus {
+            id: PodRef::of(&pod),
             status: pod.status.clone().unwrap_or_default(),
             pod: Arc::new(pod),
         }

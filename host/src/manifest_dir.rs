@@ -7,8 +7,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use dockerlet_messages::source::{DesiredPod, ManifestError};
-use dockerlet_messages::PodUid;
+use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource};
 use dockerlet_pod::field::FieldError;
 use dockerlet_pod::manifest::{default_static_pod, parse, validate, InvalidManifest};
 use k8s_openapi::api::core::v1::Pod;
@@ -147,11 +146,7 @@ pub fn read_manifests_cached(
                     continue;
                 }
                 names.insert(key, display.clone());
-                pods.push(DesiredPod {
-                    uid: PodUid(pod.metadata.uid.clone().unwrap_or_default()),
-                    pod,
-                    origin: display,
-                });
+                pods.push(DesiredPod::new(pod, PodSource::File, display));
             }
             Err(e) => errors.push(ManifestError {
                 file: display,
@@ -252,10 +247,10 @@ mod tests {
         let spec = pod.spec.as_ref().unwrap();
         assert_eq!(spec.node_name.as_deref(), Some("Node1"));
         assert_eq!(spec.containers[0].image_pull_policy.as_deref(), Some("IfNotPresent"));
-        assert_eq!(read_manifests(dir.path(), "Node1").0[0].uid.0, uid);
+        assert_eq!(read_manifests(dir.path(), "Node1").0[0].id.uid.0, uid);
         write(dir.path(), "web.yaml", &GOOD.replace("busybox:1", "busybox:2"));
-        assert_ne!(read_manifests(dir.path(), "Node1").0[0].uid.0, uid);
-        assert_ne!(read_manifests(dir.path(), "node2").0[0].uid.0, uid);
+        assert_ne!(read_manifests(dir.path(), "Node1").0[0].id.uid.0, uid);
+        assert_ne!(read_manifests(dir.path(), "node2").0[0].id.uid.0, uid);
     }
 
     /// Dot-files, sub-directories and other extensions are skipped; files load in name order.

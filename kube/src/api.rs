@@ -2,6 +2,7 @@
 //! pod status, final pod deletion, the Node object and its Lease. [`KubeApi`] implements
 //! [`KubeClient`]; actors see only the trait and never import kube themselves.
 
+use dockerlet_messages::debug::EventType;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -35,7 +36,7 @@ pub const LEASE_NAMESPACE: &str = "kube-node-lease";
 /// What an Event to create says.
 struct NewEvent<'a> {
     /// Normal or Warning.
-    kind: &'a str,
+    kind: EventType,
     reason: &'a str,
     message: &'a str,
     /// How often it happened so far.
@@ -252,7 +253,7 @@ impl KubeApi {
             involved_object,
             reason: Some(reason.to_string()),
             message: Some(message.to_string()),
-            type_: Some(kind.to_string()),
+            type_: Some(kind.as_str().to_string()),
             count: Some(count),
             first_timestamp: Some(now.clone()),
             last_timestamp: Some(now),
@@ -453,7 +454,7 @@ impl KubeClient for KubeApi {
         &self,
         name: &str,
         about: PodEventRef<'_>,
-        kind: &str,
+        kind: EventType,
         reason: &str,
         message: &str,
         count: i32,
@@ -493,7 +494,7 @@ impl KubeClient for KubeApi {
 
     /// Record an event about this Node (`Starting`, `NodeReady`, `NodeHasSufficientMemory`, …),
     /// in the `default` namespace as kubelet does, the node's name standing in for its UID.
-    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError> {
+    async fn record_node_event(&self, kind: EventType, reason: &str, message: &str) -> Result<(), ApiError> {
         self.limiter.wait_turn().await;
         let involved = k8s_openapi::api::core::v1::ObjectReference {
             kind: Some("Node".to_string()),

@@ -2,6 +2,7 @@
 //! against the in-memory `FakeKube` (module `fake`) and never see kube-rs. `KubeApi` (module
 //! `api`) implements it on kube-rs.
 
+use dockerlet_messages::debug::EventType;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -43,14 +44,14 @@ pub trait KubeClient: std::fmt::Debug + Send + Sync + 'static {
         &self,
         name: &str,
         about: PodEventRef<'_>,
-        kind: &str,
+        kind: EventType,
         reason: &str,
         message: &str,
         count: i32,
     ) -> Result<(), ApiError>;
 
     /// Record an event about this Node.
-    async fn record_node_event(&self, kind: &str, reason: &str, message: &str) -> Result<(), ApiError>;
+    async fn record_node_event(&self, kind: EventType, reason: &str, message: &str) -> Result<(), ApiError>;
 
     /// A Secret, from the watch-backed cache; `None` when it does not exist.
     async fn secret(&self, namespace: &str, name: &str) -> Result<Option<Arc<Secret>>, ApiError>;

@@ -2,6 +2,7 @@
 //! [`KubeCall`], answers Secrets and ConfigMaps from maps the test fills, and streams the pod
 //! watch events the test sends. Clones share state.
 
+use dockerlet_messages::debug::EventType;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
@@ -179,23 +180,23 @@ impl KubeClient for FakeKube {
         &self,
         _name: &str,
         about: PodEventRef<'_>,
-        kind: &str,
+        kind: EventType,
         reason: &str,
         _message: &str,
         count: i32,
     ) -> Result<(), ApiError> {
         self.record(KubeCall::PodEvent {
             pod: format!("{}/{}", about.namespace, about.pod),
-            kind: kind.to_string(),
+            kind: kind.as_str().to_string(),
             reason: reason.to_string(),
             count,
         });
         Ok(())
     }
 
-    async fn record_node_event(&self, kind: &str, reason: &str, _message: &str) -> Result<(), ApiError> {
+    async fn record_node_event(&self, kind: EventType, reason: &str, _message: &str) -> Result<(), ApiError> {
         self.record(KubeCall::NodeEvent {
-            kind: kind.to_string(),
+            kind: kind.as_str().to_string(),
             reason: reason.to_string(),
         });
         Ok(())

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::ids::{ContainerId, PodUid};
+use crate::ids::{ContainerId, PodRef, PodUid};
 use crate::probe::{ProbeKind, ProbeResult};
 use crate::source::ManifestError;
 
@@ -203,8 +203,11 @@ pub struct DebugSnapshot {
 /// One noteworthy thing that happened, kept in a short ring buffer for the debug endpoint.
 #[derive(Debug, Clone, Serialize)]
 pub struct DebugEvent {
-    /// RFC 3339 time.
-    pub time: String,
+    /// When (RFC 3339 on the wire).
+    pub time: jiff::Timestamp,
+    /// `Normal` or `Warning`, as its sender chose.
+    #[serde(rename = "type")]
+    pub type_: EventType,
     /// Short machine-readable reason, kubelet style (`ContainerDied`, `ActorRestarted`, …).
     pub reason: String,
     /// The object it is about (`namespace/pod` or an actor name).
@@ -214,6 +217,45 @@ pub struct DebugEvent {
     pub container: Option<String>,
     /// Human-readable message.
     pub message: String,
+}
+
+/// Whether an event reports trouble (kubelet's `v1.EventTypeWarning`) or not. Chosen by whoever
+/// records the event, as kubelet's `recorder.Eventf(pod, v1.EventTypeWarning, reason, …)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+pub enum EventType {
+    /// Routine.
+    Normal,
+    /// Something failed.
+    Warning,
+}
+
+impl EventType {
+    /// The API's spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Normal => "Normal",
+            EventType::Warning => "Warning",
+        }
+    }
+}
+
+/// What an event is about.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EventSubject {
+    /// A pod: kept for the debug page and, for a pod the node runs in cluster mode, written to
+    /// the API.
+    Pod(PodRef),
+    /// Anything else (`node/<name>`, an actor): kept for the debug page only.
+    Other(String),
+}
+
+impl std::fmt::Display for EventSubject {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EventSubject::Pod(pod) => pod.fmt(f),
+            EventSubject::Other(object) => f.write_str(object),
+        }
+    }
 }
 
 /// Assemble the debug snapshot.
@@ -352,12 +394,53 @@ pub struct InjectFault {
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct Panic;
 
-/// Record a noteworthy event (kubelet-style reason) in the debug endpoint's ring buffer.
+/// Record a noteworthy event (kubelet-style reason) in the debug endpoint's ring buffer and, for
+/// a pod in cluster mode, as a v1 Event.
 ///
-/// PodWorker → Supervisor (`ContainerDied`, `Started`, `Killing`, `BackOff`, `Failed`, …).
+/// PodWorker, ProbeActor, OomWatcherActor → Supervisor (`Started`, `Killing`, `BackOff`,
+/// `Unhealthy`, `SystemOOM`, …).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct RecordEvent {
-    /// The event.
-    pub event: DebugEvent,
+    /// The pod (or other object) it is about.
+    pub about: EventSubject,
+    /// The pod's container it is about, if any (the API event's fieldPath).
+    pub container: Option<String>,
+    /// `Normal` or `Warning`.
+    pub type_: EventType,
+    /// Kubelet's reason.
+    pub reason: String,
+    /// Kubelet's message.
+    pub message: String,
+}
+
+impl RecordEvent {
+    /// A `type_` event about `pod`.
+    pub fn pod(pod: &PodRef, type_: EventType, reason: &str, message: String) -> RecordEvent {
+        RecordEvent {
+            about: EventSubject::Pod(pod.clone()),
+            container: None,
+            type_,
+            reason: reason.to_string(),
+            message,
+        }
+    }
+
+    /// The same event about one of the pod's containers.
+    pub fn in_container(mut self, container: Option<&str>) -> RecordEvent {
+        self.container = container.map(str::to_string);
+        self
+    }
+
+    /// The entry the debug ring keeps, stamped now.
+    pub fn to_debug(&self) -> DebugEvent {
+        DebugEvent {
+            time: jiff::Timestamp::now(),
+            type_: self.type_,
+            reason: self.reason.clone(),
+            object: self.about.to_string(),
+            container: self.container.clone(),
+            message: self.message.clone(),
+        }
+    }
 }

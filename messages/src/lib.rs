@@ -6,7 +6,7 @@
 //! `runtime`, `kube`) use the data without compiling actix.
 //!
 //! # Layout
-//! - [`ids`]: newtype identifiers (`PodUid`, `ContainerId`).
+//! - [`ids`]: newtype identifiers (`PodUid`, `ContainerId`) and a pod's identity (`PodRef`).
 //! - [`runtime`]: what the container runtime reports about a pod's containers.
 //! - [`source`]: pods read from a configuration source (static manifests).
 //! - [`worker`]: commands to a PodWorker and its reports back to the Supervisor.
@@ -33,4 +33,4 @@ pub mod stats;
 pub mod status;
 pub mod worker;
 
-pub use ids::{ContainerId, PodUid};
+pub use ids::{ContainerId, PodRef, PodUid};

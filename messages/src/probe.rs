@@ -6,7 +6,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde::Serialize;
 
-use crate::ids::{ContainerId, PodUid};
+use crate::ids::{ContainerId, PodRef, PodUid};
 
 /// Which probe.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -53,7 +53,7 @@ pub struct ProbeTarget {
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct WatchContainers {
     /// The pod.
-    pub pod_uid: PodUid,
+    pub id: PodRef,
     /// Its spec (probe definitions, named ports).
     pub pod: Arc<Pod>,
     /// The pod's IP (default probe host).

@@ -5,18 +5,37 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::Pod;
 use serde::Serialize;
 
-use crate::ids::PodUid;
+use crate::ids::PodRef;
 
 /// A pod the node should run, defaulted as kubelet defaults static pods.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct DesiredPod {
-    /// `metadata.uid` of [`DesiredPod::pod`], copied for quick lookups.
-    pub uid: PodUid,
+    /// Who [`DesiredPod::pod`] is (UID, namespace, name), read once by its source.
+    pub id: PodRef,
+    /// Which source it came from (also in its `kubernetes.io/config.source` annotation).
+    pub source: PodSource,
     /// The full pod object, with name, namespace, UID and annotations set; shared, so a
     /// source's whole set is sent and merged without copying the pods that did not change.
     pub pod: Arc<Pod>,
     /// Where it came from (the manifest file path for file pods).
     pub origin: String,
+}
+
+impl DesiredPod {
+    /// `pod` from `source`, its identity read once.
+    pub fn new(pod: Arc<Pod>, source: PodSource, origin: String) -> DesiredPod {
+        DesiredPod {
+            id: PodRef::of(&pod),
+            source,
+            pod,
+            origin,
+        }
+    }
+
+    /// A static pod (from a manifest file or URL), which the API server only mirrors.
+    pub fn is_static(&self) -> bool {
+        self.source != PodSource::Api
+    }
 }
 
 /// A manifest that could not be turned into a pod, with the reason.
@@ -48,6 +67,13 @@ impl PodSource {
             PodSource::Http => "http",
             PodSource::Api => "api",
         }
+    }
+
+    /// The source a `kubernetes.io/config.source` value names; `None` for any other text.
+    pub fn parse(text: &str) -> Option<PodSource> {
+        [PodSource::File, PodSource::Http, PodSource::Api]
+            .into_iter()
+            .find(|s| s.as_str() == text)
     }
 }
 

@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 
-use crate::ids::PodUid;
+use crate::ids::{PodRef, PodUid};
 
 /// The pod (with its freshly generated `status`) as this node runs it.
 ///
@@ -12,6 +12,8 @@ use crate::ids::PodUid;
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct SetPodStatus {
+    /// Who the pod is.
+    pub id: PodRef,
     /// The pod object as the worker has it (shared with it: the StatusActor keeps no copy of
     /// the spec; its own `status` is not read).
     pub pod: Arc<Pod>,
@@ -28,8 +30,8 @@ impl SetPodStatus {
     }
 
     /// `metadata.uid`.
-    pub fn uid(&self) -> PodUid {
-        PodUid(self.pod.metadata.uid.clone().unwrap_or_default())
+    pub fn uid(&self) -> &PodUid {
+        &self.id.uid
     }
 }
 

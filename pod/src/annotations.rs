@@ -13,16 +13,17 @@ pub const CONFIG_MIRROR: &str = "kubernetes.io/config.mirror";
 /// `kubernetes.io/config.seen`
 pub const CONFIG_SEEN: &str = "kubernetes.io/config.seen";
 
-/// The `kubernetes.io/config.source` of a pod from the API server.
-pub const SOURCE_API: &str = "api";
+use dockerlet_messages::source::PodSource;
 
-/// Where the pod came from (`kubernetes.io/config.source`: `file`, `http` or `api`).
-pub fn source(pod: &k8s_openapi::api::core::v1::Pod) -> Option<&str> {
-    pod.metadata
-        .annotations
-        .as_ref()?
-        .get(CONFIG_SOURCE)
-        .map(String::as_str)
+/// Where the pod came from (`kubernetes.io/config.source`: `file`, `http` or `api`); `None`
+/// when the annotation is absent or names no source.
+pub fn source(pod: &k8s_openapi::api::core::v1::Pod) -> Option<PodSource> {
+    PodSource::parse(pod.metadata.annotations.as_ref()?.get(CONFIG_SOURCE)?)
+}
+
+/// Did the pod come from the API server (and not from a manifest file or URL)?
+pub fn from_api(pod: &k8s_openapi::api::core::v1::Pod) -> bool {
+    source(pod) == Some(PodSource::Api)
 }
 
 /// The pod's `kubernetes.io/config.hash` (a static pod's content hash), empty when absent.

@@ -284,7 +284,7 @@ pub fn env_references(container: &Container) -> (Vec<String>, Vec<String>) {
 }
 
 fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) -> BTreeMap<String, String> {
-    let (name, namespace, uid) = pod_identity(pod);
+    let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(pod);
     let grace = pod
         .spec
         .as_ref()
@@ -303,7 +303,7 @@ fn identity_labels(pod: &Pod, node_name: &str, container: &str, attempt: u32) ->
 
 /// The sandbox (pause) container of `attempt`, in the pod cgroup `cgroup_parent`.
 pub fn sandbox_spec(pod: &Pod, node_name: &str, image: &str, attempt: u32, cgroup_parent: Option<&str>) -> CreateSpec {
-    let (name, namespace, uid) = pod_identity(pod);
+    let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(pod);
     let host_net = host_network(pod);
     let mut l = pod.metadata.labels.clone().unwrap_or_default();
     l.extend(identity_labels(pod, node_name, labels::SANDBOX_CONTAINER_NAME, attempt));
@@ -374,7 +374,7 @@ pub fn container_spec(
     backoff_step: u32,
     mounts: &[Mount],
 ) -> Result<CreateSpec, ConfigError> {
-    let (name, namespace, uid) = pod_identity(ctx.pod);
+    let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(ctx.pod);
     let mut l = identity_labels(ctx.pod, ctx.node_name, &container.name, attempt);
     l.insert(labels::DOCKER_TYPE.to_string(), "container".to_string());
     let role_label = match role {
@@ -556,7 +556,7 @@ pub fn container_env(ctx: &PodContext<'_>, container: &Container) -> Result<Vec<
 
 fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
     let meta = &ctx.pod.metadata;
-    let (name, namespace, uid) = pod_identity(ctx.pod);
+    let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(ctx.pod);
     let keyed = |prefix: &str, map: &Option<BTreeMap<String, String>>| {
         let key = path.strip_prefix(prefix)?.strip_suffix("']")?;
         Some(map.as_ref().and_then(|m| m.get(key)).cloned().unwrap_or_default())

@@ -169,7 +169,7 @@ pub fn pod_dns(pod: &Pod, cluster: &ClusterDns, host: &ResolvConf, node_ips: &[I
     let mut conf = host.clone();
     let mut kind = dns_type(pod);
     if kind == DnsType::Cluster && cluster.servers.is_empty() {
-        let (name, namespace, uid) = pod_identity(pod);
+        let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(pod);
         events.push(DnsEvent {
             reason: MISSING_CLUSTER_DNS,
             message: format!(
@@ -344,7 +344,7 @@ fn cluster_searches(pod: &Pod, domain: &str, host: &[String]) -> Vec<String> {
     if domain.is_empty() {
         return host.to_vec();
     }
-    let (_, namespace, _) = pod_identity(pod);
+    let crate::spec::PodIdentity { namespace, .. } = pod_identity(pod);
     let cluster = [
         format!("{namespace}.svc.{domain}"),
         format!("svc.{domain}"),

@@ -72,7 +72,7 @@ pub struct PodHostname {
 impl PodHostname {
     /// kubelet's `GeneratePodHostNameAndDomain`.
     pub fn of(pod: &Pod, cluster_domain: &str) -> Result<PodHostname, HostnameError> {
-        let (name, namespace, _) = pod_identity(pod);
+        let crate::spec::PodIdentity { name, namespace, .. } = pod_identity(pod);
         let spec = pod.spec.as_ref();
         let mut hostname = name.to_string();
         if let Some(h) = spec.and_then(|s| s.hostname.as_deref()).filter(|h| !h.is_empty()) {

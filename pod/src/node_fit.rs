@@ -155,7 +155,7 @@ pub fn admit(pod: &Pod, node: &Node, others: &[&Pod]) -> Result<(), Rejection> {
             "node(s) didn't have free ports for the requested pod ports",
         ));
     }
-    let from_api = crate::annotations::source(pod) == Some(crate::annotations::SOURCE_API);
+    let from_api = crate::annotations::from_api(pod);
     if from_api {
         let taints = node.spec.as_ref().and_then(|s| s.taints.as_deref()).unwrap_or_default();
         let tolerations = pod
@@ -320,7 +320,7 @@ mod tests {
                 name: Some(name.into()),
                 annotations: Some(BTreeMap::from([(
                     crate::annotations::CONFIG_SOURCE.to_string(),
-                    crate::annotations::SOURCE_API.to_string(),
+                    dockerlet_messages::source::PodSource::Api.to_string(),
                 )])),
                 ..Default::default()
             },

@@ -182,7 +182,7 @@ fn verify_run_as_non_root(
     if e.run_as_non_root != Some(true) {
         return Ok(());
     }
-    let (name, namespace, uid) = pod_identity(pod);
+    let crate::spec::PodIdentity { name, namespace, uid } = pod_identity(pod);
     let pod_name = format!("{name}_{namespace}({uid})");
     let container_name = container.name.clone();
     if let Some(user) = e.run_as_user {

@@ -43,14 +43,27 @@ pub fn ephemeral_target(pod: &Pod, name: &str) -> Option<(Container, Option<Stri
     Some((ephemeral_container(e), e.target_container_name.clone()))
 }
 
+/// A pod's name, namespace and UID, borrowed from the object (named, so they are never taken
+/// in the wrong order); `dockerlet_messages::PodRef` is the owned identity that travels in
+/// messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PodIdentity<'a> {
+    /// `metadata.name`.
+    pub name: &'a str,
+    /// `metadata.namespace` (`default` when unset).
+    pub namespace: &'a str,
+    /// `metadata.uid`.
+    pub uid: &'a str,
+}
+
 /// Pod name, namespace and UID.
-pub fn pod_identity(pod: &Pod) -> (&str, &str, &str) {
+pub fn pod_identity(pod: &Pod) -> PodIdentity<'_> {
     let m = &pod.metadata;
-    (
-        m.name.as_deref().unwrap_or_default(),
-        m.namespace.as_deref().unwrap_or("default"),
-        m.uid.as_deref().unwrap_or_default(),
-    )
+    PodIdentity {
+        name: m.name.as_deref().unwrap_or_default(),
+        namespace: m.namespace.as_deref().unwrap_or("default"),
+        uid: m.uid.as_deref().unwrap_or_default(),
+    }
 }
 
 /// Init then app containers, each with its field path (`spec.initContainers[0]`, …), for

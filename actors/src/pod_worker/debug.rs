@@ -11,7 +11,7 @@ use super::PodWorker;
 impl PodWorker {
     /// What the debug page explains: built on request only, from the worker's own state.
     pub(super) fn debug_view(&self) -> PodDebug {
-        let (name, namespace, _) = dockerlet_pod::spec::pod_identity(&self.pod);
+        let dockerlet_pod::spec::PodIdentity { name, namespace, .. } = dockerlet_pod::spec::pod_identity(&self.pod);
         let spec = self.pod.spec.as_ref();
         let status = self.published.last_status.as_ref();
         let statuses = |init: bool| {
@@ -45,7 +45,7 @@ impl PodWorker {
         containers.extend(statuses(false));
         let stamp = |t: &Option<Timestamp>| t.map(|t| t.to_string());
         PodDebug {
-            pod_uid: self.uid.clone(),
+            pod_uid: self.id.uid.clone(),
             namespace: namespace.to_string(),
             name: name.to_string(),
             phase: phase_name(self.state.phase()).to_string(),

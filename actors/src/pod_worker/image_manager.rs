@@ -4,6 +4,7 @@
 //! pull credentials (the pod's `imagePullSecrets`, then the node's Docker config). One
 //! [`ImageManager`] is shared by every worker of the node; image GC will extend it.
 
+use dockerlet_messages::debug::EventType;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -187,6 +188,7 @@ impl ImageManager {
         // InvalidImageName (with its InspectFailed event), and Docker is not asked.
         if let Err(message) = dockerlet_pod::image_ref::check(&image) {
             out.events.push(WorkerEvent::container(
+                EventType::Warning,
                 &container.name,
                 "InspectFailed",
                 message.clone(),
@@ -204,6 +206,7 @@ impl ImageManager {
                 // container's Failed event.
                 let error = ImageError::NeverPull { image };
                 out.events.push(WorkerEvent::container(
+                    EventType::Warning,
                     &container.name,
                     "ErrImageNeverPull",
                     error.to_string(),
@@ -212,6 +215,7 @@ impl ImageManager {
             }
             (_, true) if policy != "Always" => {
                 out.events.push(WorkerEvent::container(
+                    EventType::Normal,
                     &container.name,
                     "Pulled",
                     format!("Container image \"{image}\" already present on machine"),
@@ -234,7 +238,7 @@ impl ImageManager {
     /// then the node's Docker config), anonymously when none does.
     async fn pull(&self, want: &Want<'_>, present: bool, out: &mut SyncOutcome) -> Result<(), ImageError> {
         let Want { pod, container, image } = *want;
-        let (_, _, uid) = pod_identity(pod);
+        let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(pod);
         let backing_off = self.backoff().backing_off(uid, image, Instant::now());
         if let Some(off) = backing_off {
             let error = ImageError::BackOff {
@@ -242,14 +246,19 @@ impl ImageManager {
                 last_error: off.last_error,
             };
             let message = format!("Back-off pulling image \"{image}\"");
-            out.events
-                .push(WorkerEvent::container(&container.name, "BackOff", message));
+            out.events.push(WorkerEvent::container(
+                EventType::Normal,
+                &container.name,
+                "BackOff",
+                message,
+            ));
             out.retry_at(off.until);
             return Err(error);
         }
         let keyrings = self.pull_keyrings(pod, out).await?;
         let auths = dockerlet_pod::credentials::lookup(&keyrings, image);
         out.events.push(WorkerEvent::container(
+            EventType::Normal,
             &container.name,
             "Pulling",
             format!("Pulling image \"{image}\""),
@@ -313,7 +322,7 @@ impl ImageManager {
             .map(|r| r.name.clone())
             .filter(|n| !n.is_empty())
             .collect();
-        let (_, namespace, _) = pod_identity(pod);
+        let dockerlet_pod::spec::PodIdentity { namespace, .. } = pod_identity(pod);
         let mut missing = Vec::new();
         for name in names {
             let secret = match &self.api {
@@ -336,6 +345,7 @@ impl ImageManager {
         }
         if !missing.is_empty() {
             out.events.push(WorkerEvent::pod(
+                EventType::Warning,
                 "FailedToRetrieveImagePullSecret",
                 format!(
                     "Unable to retrieve some image pull secrets ({}); attempting to pull the image may not succeed.",
@@ -366,11 +376,15 @@ impl ImageManager {
         out: &mut SyncOutcome,
     ) -> Result<(), ImageError> {
         let Want { pod, container, image } = *want;
-        let (_, _, uid) = pod_identity(pod);
+        let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(pod);
         if errors.is_empty() {
             self.backoff().succeeded(uid, image);
-            out.events
-                .push(WorkerEvent::container(&container.name, "Pulled", took.message(image)));
+            out.events.push(WorkerEvent::container(
+                EventType::Normal,
+                &container.name,
+                "Pulled",
+                took.message(image),
+            ));
             return Ok(());
         }
         // Offline first: a local copy serves when the registry cannot be reached, never when it
@@ -380,6 +394,7 @@ impl ImageManager {
             return Ok(());
         }
         out.events.push(WorkerEvent::container(
+            EventType::Warning,
             &container.name,
             "Failed",
             format!("Failed to pull image \"{image}\": {}", aggregate(&errors)),

@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use dockerlet_messages::metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugEvent, DebugView, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{ActorState, DebugView, EventType, GetActorState, Panic, RecordEvent};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -54,7 +54,7 @@ use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
     PodFinished, PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
-use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_messages::{ContainerId, PodRef};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
@@ -149,10 +149,14 @@ pub struct WorkerLinks {
 
 impl WorkerLinks {
     /// Send a new status of `pod` to the StatusActor, and whether it finished to the Supervisor.
-    fn publish(&self, pod: Arc<Pod>, status: k8s_openapi::api::core::v1::PodStatus) {
+    fn publish(&self, id: &PodRef, pod: Arc<Pod>, status: k8s_openapi::api::core::v1::PodStatus) {
         let finished = matches!(status.phase.as_deref(), Some("Succeeded" | "Failed"));
-        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-        self.status.do_send(SetPodStatus { pod, status });
+        let uid = id.uid.clone();
+        self.status.do_send(SetPodStatus {
+            id: id.clone(),
+            pod,
+            status,
+        });
         self.finished.do_send(PodFinished { uid, finished });
     }
 }
@@ -160,7 +164,7 @@ impl WorkerLinks {
 /// The actor for one pod.
 pub struct PodWorker {
     /// The pod this worker owns.
-    uid: PodUid,
+    id: PodRef,
     /// The desired pod; replaced by `UpdatePod`.
     pod: Arc<Pod>,
     /// Docker, the pod cache and the shared settings.
@@ -213,11 +217,11 @@ struct ShutdownStop {
 impl PodWorker {
     /// A worker for `pod`. Call [`PodWorker::terminating`] for a pod that is only to be removed.
     pub fn new(pod: Arc<Pod>, sync: SyncContext, links: WorkerLinks) -> Self {
-        let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
-        let span = tracing::info_span!("pod", pod.uid = %uid, pod.name = %crate::pod_config::pod_ref(&pod));
+        let id = PodRef::of(&pod);
+        let span = id.span();
         let rejection = dockerlet_pod::admission::admit(&pod, &sync.config.security).err();
         PodWorker {
-            uid,
+            id,
             pod,
             sync,
             newer_than: None,
@@ -260,10 +264,6 @@ impl PodWorker {
         self
     }
 
-    fn pod_ref(&self) -> String {
-        crate::pod_config::pod_ref(&self.pod)
-    }
-
     /// Feed `input` to the state machine and carry out what it says.
     fn step(&mut self, input: Input, ctx: &mut Context<Self>) {
         let effect = self.state.on(input, Instant::now(), &self.sync.config.backoff);
@@ -280,18 +280,18 @@ impl PodWorker {
                 tracing::info!("pod terminated");
                 self.diagnostics.next_action = "none".to_string();
                 self.links.forget.do_send(ForgetPod {
-                    pod_uid: self.uid.clone(),
+                    pod_uid: self.id.uid.clone(),
                     keep_readiness: false,
                 });
                 if let Some(api) = &self.sync.config.api {
-                    api.forget_pod(&self.uid.0);
+                    api.forget_pod(&self.id.uid.0);
                 }
-                self.sync.images.forget_pod(&self.uid.0);
+                self.sync.images.forget_pod(&self.id.uid.0);
                 let removed = self.links.removed.send(RemovePodStatus {
-                    uid: self.uid.clone(),
+                    uid: self.id.uid.clone(),
                     final_status: self.published.final_status.take(),
                 });
-                let (terminated, uid) = (self.links.terminated.clone(), self.uid.clone());
+                let (terminated, uid) = (self.links.terminated.clone(), self.id.uid.clone());
                 let mut next_attempts = self.attempt_floor.clone();
                 for c in self
                     .observed
@@ -334,24 +334,22 @@ impl PodWorker {
             if event.reason == sync::FAILED_MOUNT && !self.diagnostics.mount_events.admit(&event.message, now) {
                 continue;
             }
-            self.record_about(event.container.as_deref(), &event.reason, event.message.clone());
+            self.record_about(
+                event.container.as_deref(),
+                event.type_,
+                &event.reason,
+                event.message.clone(),
+            );
         }
     }
 
-    fn record(&self, reason: &str, message: String) {
-        self.record_about(None, reason, message);
+    fn record(&self, type_: EventType, reason: &str, message: String) {
+        self.record_about(None, type_, reason, message);
     }
 
-    fn record_about(&self, container: Option<&str>, reason: &str, message: String) {
-        self.links.events.do_send(RecordEvent {
-            event: DebugEvent {
-                time: Timestamp::now().to_string(),
-                reason: reason.to_string(),
-                object: self.pod_ref(),
-                container: container.map(str::to_string),
-                message,
-            },
-        });
+    fn record_about(&self, container: Option<&str>, type_: EventType, reason: &str, message: String) {
+        let event = RecordEvent::pod(&self.id, type_, reason, message);
+        self.links.events.do_send(event.in_container(container));
     }
 
     /// Start a sync (the state machine said so): cancel the timer, spawn the sync future.
@@ -442,7 +440,8 @@ impl PodWorker {
         if dockerlet_pod::deadline::exceeded(&self.pod, started, Timestamp::now()) {
             let failure = PodFailure::deadline_exceeded();
             tracing::info!(reason = %failure.reason, "pod failed: active deadline exceeded");
-            self.record(&failure.reason, failure.message.clone());
+            // kubelet's active deadline handler records it as Normal.
+            self.record(EventType::Normal, &failure.reason, failure.message.clone());
             self.failure = Some(failure);
         }
     }
@@ -514,10 +513,11 @@ impl PodWorker {
             return;
         }
         tracing::warn!(reason = %rejection.reason, message = %rejection.message, "pod rejected at admission");
-        self.record(&rejection.reason, rejection.message.clone());
+        // kubelet's rejectPod: a Warning.
+        self.record(EventType::Warning, &rejection.reason, rejection.message.clone());
         self.published.last_status = Some(status.clone());
         self.published.published_pod = Some(self.pod.clone());
-        self.links.publish(self.pod.clone(), status);
+        self.links.publish(&self.id, self.pod.clone(), status);
     }
 
     /// Arm the timer of the next sync: the error back-off after a failure, else the earliest
@@ -551,6 +551,7 @@ impl PodWorker {
             if self.observed.known_exited.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, exit_code = c.exit_code, "container died");
                 self.record(
+                    EventType::Normal,
                     "ContainerDied",
                     format!(
                         "container {} ({}) exited with code {}{}",
@@ -571,7 +572,12 @@ impl PodWorker {
         {
             if self.observed.known_oom_killed.insert(c.id.clone()) && self.observed.observed_once {
                 tracing::info!(container = %c.name, "container OOM-killed");
-                self.record_about(Some(&c.name), "OOMKilled", oom_killed_message(&c.name));
+                self.record_about(
+                    Some(&c.name),
+                    EventType::Warning,
+                    "OOMKilled",
+                    oom_killed_message(&c.name),
+                );
             }
         }
         self.observed
@@ -605,7 +611,7 @@ impl PodWorker {
         let pod_ip = self.published.last_status.as_ref().and_then(|s| s.pod_ip.clone());
         self.published.watched = running.clone();
         self.links.watch.do_send(WatchContainers {
-            pod_uid: self.uid.clone(),
+            id: self.id.clone(),
             pod: self.pod.clone(),
             pod_ip,
             running,
@@ -671,7 +677,7 @@ impl PodWorker {
                 .observe(self.timing.first_seen.elapsed().as_secs_f64());
         }
         self.published.last_status = Some(status.clone());
-        self.links.publish(self.pod.clone(), status);
+        self.links.publish(&self.id, self.pod.clone(), status);
     }
 
     /// The API deleted the pod (deletionTimestamp set): stop it with the deletion's grace period.
@@ -709,7 +715,7 @@ impl PodWorker {
         // Readiness keeps being probed while the pod terminates (kubelet), liveness and
         // startup not.
         self.links.forget.do_send(ForgetPod {
-            pod_uid: self.uid.clone(),
+            pod_uid: self.id.uid.clone(),
             keep_readiness: true,
         });
         self.timing.operation_began = Instant::now();
@@ -929,6 +935,7 @@ impl Handler<PublishStatus> for PodWorker {
         self.handled += 1;
         if let (Some(status), false) = (&self.published.last_status, self.state.is_terminating()) {
             self.links.status.do_send(SetPodStatus {
+                id: self.id.clone(),
                 pod: self.pod.clone(),
                 status: status.clone(),
             });
@@ -952,12 +959,12 @@ impl Handler<GetActorState> for PodWorker {
         let view = self.debug_view();
         MessageResult(ActorState {
             kind: "PodWorker".to_string(),
-            name: self.pod_ref(),
+            name: self.id.to_string(),
             messages_handled: self.handled,
             restarts: 0,
             last_error: self.diagnostics.last_error.clone(),
             detail: json!({
-                "pod_uid": self.uid,
+                "pod_uid": self.id.uid,
                 "phase": view.phase,
                 "pod_phase": view.pod_phase,
                 "next_action": view.next_action,
@@ -977,7 +984,7 @@ impl Handler<Panic> for PodWorker {
     type Result = ();
 
     fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: PodWorker {} asked to panic", self.uid);
+        panic!("fault injection: PodWorker {} asked to panic", self.id.uid);
     }
 }
 

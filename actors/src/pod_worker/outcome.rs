@@ -1,6 +1,7 @@
 //! What a sync or a termination reports: its outcome (events, waiting reasons, errors), the
 //! notes it sends its worker as it goes, and [`SyncError`], why it did not finish.
 
+use dockerlet_messages::debug::EventType;
 use std::collections::HashMap;
 use std::time::Instant;
 
@@ -118,6 +119,8 @@ pub struct SyncOutcome {
 /// An event to record about the pod, or about one of its containers (the event's fieldPath).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WorkerEvent {
+    /// `Normal` or `Warning`, as kubelet records this reason.
+    pub type_: EventType,
     /// Kubelet's reason (`Created`, `Killing`, …).
     pub reason: String,
     /// Kubelet's message.
@@ -128,8 +131,9 @@ pub struct WorkerEvent {
 
 impl WorkerEvent {
     /// An event about a container.
-    pub fn container(container: &str, reason: &str, message: String) -> Self {
+    pub fn container(type_: EventType, container: &str, reason: &str, message: String) -> Self {
         WorkerEvent {
+            type_,
             reason: reason.to_string(),
             message,
             container: Some(container.to_string()),
@@ -137,8 +141,9 @@ impl WorkerEvent {
     }
 
     /// An event about the pod as a whole.
-    pub fn pod(reason: &str, message: String) -> Self {
+    pub fn pod(type_: EventType, reason: &str, message: String) -> Self {
         WorkerEvent {
+            type_,
             reason: reason.to_string(),
             message,
             container: None,

@@ -3,6 +3,7 @@
 //! and the managed `/etc/hosts` and `resolv.conf` of `makeMounts`,
 //! `pkg/kubelet/kubelet_pods.go`).
 
+use dockerlet_messages::debug::EventType;
 use std::sync::Arc;
 
 use dockerlet_host::pod_files::{self, PodFileError};
@@ -102,7 +103,7 @@ impl PodSandbox<'_> {
     async fn write_resolv_conf(&self) -> Result<Vec<WorkerEvent>, SyncError> {
         let config = self.sync.config.clone();
         let pod = self.pod.clone();
-        let (_, _, uid) = pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(self.pod);
         let path = hosts::resolv_conf_path(&config.root_dir, uid);
         let target = path.clone();
         let task = tokio::task::spawn_blocking(move || {
@@ -129,7 +130,7 @@ impl PodSandbox<'_> {
         })??;
         Ok(events
             .into_iter()
-            .map(|e| WorkerEvent::pod(e.reason, e.message))
+            .map(|e| WorkerEvent::pod(EventType::Warning, e.reason, e.message))
             .collect())
     }
 
@@ -145,7 +146,7 @@ impl PodSandbox<'_> {
         names: PodHostname,
     ) -> Result<ManagedFiles, SyncError> {
         let config = self.sync.config.clone();
-        let (_, _, uid) = pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(self.pod);
         let resolv_conf = hosts::resolv_conf_path(&config.root_dir, uid);
         if !tokio::fs::try_exists(&resolv_conf).await.unwrap_or(false) {
             self.write_resolv_conf().await?;

@@ -5,6 +5,7 @@
 //! the postStart hook. Each step's failure is a [`StartError`] variant naming kubelet's waiting
 //! reason (`pkg/kubelet/container/sync_result.go`, `pkg/kubelet/images/types.go`).
 
+use dockerlet_messages::debug::EventType;
 use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,6 +215,7 @@ impl Starter<'_> {
         }
         let id = self.sync.create(create).await.map_err(StartError::Create)?;
         self.outcome.events.push(WorkerEvent::container(
+            EventType::Normal,
             &container.name,
             "Created",
             format!("Created container {}", container.name),
@@ -237,6 +239,7 @@ impl Starter<'_> {
             return Err(StartError::Run(e));
         }
         self.outcome.events.push(WorkerEvent::container(
+            EventType::Normal,
             &container.name,
             "Started",
             format!("Started container {}", container.name),
@@ -332,9 +335,12 @@ impl Starter<'_> {
             _ => Some(format!("Error: {}", waiting.message)),
         };
         if let Some(message) = event {
-            self.outcome
-                .events
-                .push(WorkerEvent::container(&container.name, "Failed", message));
+            self.outcome.events.push(WorkerEvent::container(
+                EventType::Warning,
+                &container.name,
+                "Failed",
+                message,
+            ));
         }
         self.outcome.waiting.insert(container.name.clone(), waiting);
         if let StartError::Run(e) = error {
@@ -350,7 +356,7 @@ impl Starter<'_> {
         container: &Container,
         attempt: u32,
     ) -> Result<Option<String>, PodFileError> {
-        let (_, _, uid) = pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(self.pod);
         let salt = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -381,7 +387,7 @@ impl Starter<'_> {
         let Some(links) = self.sync.config.log_links.clone() else {
             return;
         };
-        let (name, namespace, uid) = dockerlet_pod::spec::pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { name, namespace, uid } = dockerlet_pod::spec::pod_identity(self.pod);
         let (name, namespace, uid) = (name.to_string(), namespace.to_string(), uid.to_string());
         let (container, id) = (container.to_string(), id.0.clone());
         let linked = tokio::task::spawn_blocking(move || {
@@ -469,7 +475,7 @@ impl Starter<'_> {
         let Some(api) = &self.sync.config.api else {
             return Err(EnvObjectsError::NeedsApiServer);
         };
-        let (_, namespace, _) = pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { namespace, .. } = pod_identity(self.pod);
         for name in secrets {
             let data = api.secret_data(namespace, &name).await?;
             objects.secrets.insert(name, data);
@@ -496,7 +502,7 @@ impl Starter<'_> {
             .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_SOURCE))
             .is_some_and(|s| s == "api");
         let services = api.services(from_api).await?;
-        let (_, namespace, _) = pod_identity(self.pod);
+        let dockerlet_pod::spec::PodIdentity { namespace, .. } = pod_identity(self.pod);
         Ok(dockerlet_pod::envvars::service_env(
             services.iter().map(|s| &**s),
             namespace,
@@ -528,6 +534,7 @@ impl Starter<'_> {
         // kubelet kills it (a Killing event saying why) and it waits with PostStartHookError
         // until the next sync restarts it under its restart policy and back-off.
         self.outcome.events.push(WorkerEvent::container(
+            EventType::Normal,
             &container.name,
             "Killing",
             "FailedPostStartHook".to_string(),

@@ -5,6 +5,7 @@
 //! [`teardown`](super::teardown), the sandbox in [`sandbox`](super::sandbox), each container's
 //! start in [`start`](super::start). The termination is [`terminate_pod`](super::teardown::terminate_pod).
 
+use dockerlet_messages::debug::EventType;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -59,7 +60,7 @@ pub async fn sync_pod(
     attempt_floor: std::collections::BTreeMap<String, u32>,
     notes: Notes,
 ) -> SyncOutcome {
-    let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+    let uid = PodUid::of(&pod);
     let mut outcome = SyncOutcome {
         notes,
         ..SyncOutcome::default()
@@ -176,7 +177,9 @@ async fn set_up_volumes(
     }
     for f in &failures {
         tracing::warn!(volume = %f.volume, reason = %f.reason, "volume set-up failed");
-        outcome.events.push(WorkerEvent::pod(FAILED_MOUNT, f.to_string()));
+        outcome
+            .events
+            .push(WorkerEvent::pod(EventType::Warning, FAILED_MOUNT, f.to_string()));
     }
     outcome.mount_failures = failures.iter().map(ToString::to_string).collect();
     if started {
@@ -196,7 +199,11 @@ async fn set_up_volumes(
 
 /// The containers in CrashLoopBackOff: their waiting reason, BackOff event and restart time.
 fn note_backing_off(pod: &Pod, actions: &PodActions, outcome: &mut SyncOutcome) {
-    let (name, namespace, uid_str) = pod_identity(pod);
+    let dockerlet_pod::spec::PodIdentity {
+        name,
+        namespace,
+        uid: uid_str,
+    } = pod_identity(pod);
     for b in &actions.backing_off {
         outcome.restart_at.insert(b.name.clone(), b.until);
         outcome.waiting.insert(
@@ -211,6 +218,7 @@ fn note_backing_off(pod: &Pod, actions: &PodActions, outcome: &mut SyncOutcome) 
             },
         );
         outcome.events.push(WorkerEvent::container(
+            EventType::Warning,
             &b.name,
             "BackOff",
             // kubelet's format.Pod: name_namespace(uid).
@@ -308,9 +316,12 @@ impl Executor<'_> {
             }
         }
         for kill in &actions.kill {
-            self.outcome
-                .events
-                .push(WorkerEvent::container(&kill.name, "Killing", kill.reason.clone()));
+            self.outcome.events.push(WorkerEvent::container(
+                EventType::Normal,
+                &kill.name,
+                "Killing",
+                kill.reason.clone(),
+            ));
             self.flush_events();
             let Some(c) = observed.iter().find(|c| c.id == kill.id) else {
                 continue;
@@ -357,6 +368,7 @@ impl Executor<'_> {
                 Ok(s) => s,
                 Err(e) => {
                     self.outcome.events.push(WorkerEvent::pod(
+                        EventType::Warning,
                         "FailedCreatePodSandBox",
                         format!("Failed to create pod sandbox: {e}"),
                     ));

@@ -3,6 +3,7 @@
 //! hook within its grace period, sidecars after the others in reverse order, the sandbox last;
 //! then, for a pod that goes, its containers, directory, log files and cgroup.
 
+use dockerlet_messages::debug::EventType;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -52,7 +53,7 @@ pub async fn terminate_pod(
     grace: Option<Duration>,
     notes: Notes,
 ) -> TerminateOutcome {
-    let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+    let uid = PodUid::of(&pod);
     let mut outcome = TerminateOutcome {
         notes,
         ..TerminateOutcome::default()
@@ -74,8 +75,7 @@ pub async fn terminate_pod(
         .unwrap_or(Duration::from_secs(30))
         .max(MIN_GRACE);
     // An API pod deleted while it ran reports how its containers ended before it goes.
-    let deleted_api_pod = pod.metadata.deletion_timestamp.is_some()
-        && dockerlet_pod::annotations::source(&pod) == Some(dockerlet_pod::annotations::SOURCE_API);
+    let deleted_api_pod = pod.metadata.deletion_timestamp.is_some() && dockerlet_pod::annotations::from_api(&pod);
     let settle = if deleted_api_pod { Settle::Observe } else { Settle::No };
     if let Err(errors) = stop_all(
         &sync,
@@ -261,6 +261,7 @@ pub(super) async fn stop_all(
     let pod_ip = sandbox_ip(observed);
     for c in running(false) {
         events.push(WorkerEvent::container(
+            EventType::Normal,
             &c.name,
             "Killing",
             format!("Stopping container {}", c.name),
@@ -353,6 +354,7 @@ pub(super) fn hook_event(sync: &SyncContext, container: &str, hook: &str, outcom
         Outcome::Warning(message) => {
             sync.config.metrics.lifecycle_http_fallbacks.inc();
             Some(WorkerEvent::container(
+                EventType::Warning,
                 container,
                 "LifecycleHTTPFallback",
                 message.clone(),
@@ -361,6 +363,7 @@ pub(super) fn hook_event(sync: &SyncContext, container: &str, hook: &str, outcom
         Outcome::Failure(message) => {
             tracing::warn!(container = %container, error = %message, "{hook} failed");
             Some(WorkerEvent::container(
+                EventType::Warning,
                 container,
                 &format!("Failed{hook}"),
                 format!("{hook} failed"),

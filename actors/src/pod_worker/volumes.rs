@@ -146,7 +146,7 @@ async fn fetch(api: Option<&dyn KubeClient>, pod: &Pod) -> Result<VolumeObjects,
         return Ok(objects);
     }
     let api = api.ok_or(FetchError::NeedsApiServer)?;
-    let (name, namespace, uid) = pod_identity(pod);
+    let dockerlet_pod::spec::PodIdentity { name, namespace, uid } = pod_identity(pod);
     for r in &refs.config_maps {
         let map = api.config_map(namespace, &r.name).await?.map(|m| ConfigMapData {
             data: m.data.clone().unwrap_or_default(),

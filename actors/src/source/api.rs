@@ -17,7 +17,7 @@ use actix::prelude::*;
 use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::source::{DesiredPod, PodSource, SourcePodsChanged};
 use dockerlet_messages::worker::FinalizePodDeletion;
-use dockerlet_messages::PodUid;
+use dockerlet_messages::{PodRef, PodUid};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
@@ -77,7 +77,7 @@ impl ApiSource {
     }
 
     fn uid(pod: &Pod) -> PodUid {
-        PodUid(pod.metadata.uid.clone().unwrap_or_default())
+        PodUid::of(pod)
     }
 
     /// The pod as the Supervisor gets it: `config.source` and `config.seen` (first seen by
@@ -92,16 +92,9 @@ impl ApiSource {
         let annotations = pod.metadata.annotations.get_or_insert_with(Default::default);
         annotations.insert(CONFIG_SOURCE.to_string(), PodSource::Api.as_str().to_string());
         annotations.insert(CONFIG_SEEN.to_string(), seen);
-        let origin = format!(
-            "api:{}/{}",
-            pod.metadata.namespace.as_deref().unwrap_or("default"),
-            pod.metadata.name.as_deref().unwrap_or_default()
-        );
-        DesiredPod {
-            uid,
-            pod: Arc::new(pod),
-            origin,
-        }
+        let pod = Arc::new(pod);
+        let origin = format!("api:{}", PodRef::of(&pod));
+        DesiredPod::new(pod, PodSource::Api, origin)
     }
 
     /// Send the whole set (SET semantics); the pods are shared, not copied.
@@ -143,7 +136,7 @@ impl StreamHandler<Result<PodEvent, ApiError>> for ApiSource {
                 if self.relisting.is_some() {
                     let desired = self.desired(pod);
                     if let Some(list) = self.relisting.as_mut() {
-                        list.insert(desired.uid.clone(), desired);
+                        list.insert(desired.id.uid.clone(), desired);
                     }
                 }
             }
@@ -157,7 +150,7 @@ impl StreamHandler<Result<PodEvent, ApiError>> for ApiSource {
             }
             Ok(PodEvent::Apply(pod)) => {
                 let desired = self.desired(pod);
-                self.pods.insert(desired.uid.clone(), desired);
+                self.pods.insert(desired.id.uid.clone(), desired);
                 self.send();
             }
             Ok(PodEvent::Delete(pod)) => {

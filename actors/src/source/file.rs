@@ -130,11 +130,11 @@ impl FileSource {
 
     /// Stamp `config.seen` and send the set to the Supervisor if it differs from the last one.
     fn publish(&mut self, mut pods: Vec<DesiredPod>, errors: Vec<ManifestError>) {
-        self.seen.retain(|uid, _| pods.iter().any(|p| &p.uid == uid));
+        self.seen.retain(|uid, _| pods.iter().any(|p| &p.id.uid == uid));
         for p in &mut pods {
             let seen = self
                 .seen
-                .entry(p.uid.clone())
+                .entry(p.id.uid.clone())
                 .or_insert_with(|| Timestamp::now().to_string())
                 .clone();
             let stamped = p

@@ -157,7 +157,7 @@ impl HttpSource {
         let pods = pods
             .into_iter()
             .map(|mut pod| {
-                let uid = PodUid(pod.metadata.uid.clone().unwrap_or_default());
+                let uid = PodUid::of(&pod);
                 let seen = self
                     .seen
                     .entry(uid.clone())
@@ -167,11 +167,7 @@ impl HttpSource {
                     .annotations
                     .get_or_insert_with(Default::default)
                     .insert(CONFIG_SEEN.to_string(), seen);
-                DesiredPod {
-                    uid,
-                    pod: std::sync::Arc::new(pod),
-                    origin: url.clone(),
-                }
+                DesiredPod::new(std::sync::Arc::new(pod), PodSource::Http, url.clone())
             })
             .collect();
         self.sink.do_send(SourcePodsChanged {

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{
-    ActorState, DebugSnapshot, FaultError, FaultTarget, GetActorState, GetDebugSnapshot, GetHealth, Health,
-    InjectFault, Panic, RecordEvent,
+    ActorState, DebugSnapshot, EventSubject, FaultError, FaultTarget, GetActorState, GetDebugSnapshot, GetHealth,
+    Health, InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::node::GetNodePressure;
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
@@ -60,7 +60,6 @@ use graph::Children;
 
 use crate::pleg::PlegActor;
 use crate::pod_cache::PodCache;
-use crate::pod_config::pod_ref;
 use crate::pod_manager::{Effect, PodManager};
 use crate::pod_worker::{PodWorker, SyncContext};
 use crate::recorder::EventRecorder;
@@ -247,8 +246,11 @@ impl Handler<RecordEvent> for Supervisor {
     /// Keep the event for the debug page and, in cluster mode, write it to the API.
     fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
         self.handled += 1;
-        let pod = self.pods.desired().by_name(&msg.event.object).map(|p| p.pod.as_ref());
-        if let Some(write) = self.recorder.record(msg.event, pod) {
+        let pod = match &msg.about {
+            EventSubject::Pod(id) => self.pods.desired().get(&id.uid).map(|p| p.pod.as_ref()),
+            EventSubject::Other(_) => None,
+        };
+        if let Some(write) = self.recorder.record(msg, pod) {
             ctx.spawn(write.into_actor(self));
         }
     }
@@ -289,7 +291,7 @@ impl Handler<GetShutdownTargets> for Supervisor {
             .filter(|(_, e)| e.running())
             .map(|(uid, e)| ShutdownTarget {
                 uid: uid.clone(),
-                name: pod_ref(&e.pod),
+                name: e.id.to_string(),
                 priority: dockerlet_pod::shutdown::pod_priority(&e.pod),
                 termination_grace_seconds: e.pod.spec.as_ref().and_then(|s| s.termination_grace_period_seconds),
                 worker: e.worker.clone().recipient(),
@@ -383,7 +385,7 @@ impl Handler<GetDebugSnapshot> for Supervisor {
             view: None,
         };
         let mut queries = self.children.registry.states();
-        let mut workers: Vec<_> = self.pods.workers().map(|(_, e)| (pod_ref(&e.pod), e)).collect();
+        let mut workers: Vec<_> = self.pods.workers().map(|(_, e)| (e.id.to_string(), e)).collect();
         workers.sort_by(|a, b| a.0.cmp(&b.0));
         queries.extend(
             workers
@@ -548,11 +550,7 @@ mod tests {
             }),
             status: None,
         };
-        DesiredPod {
-            uid: PodUid(uid.into()),
-            pod: Arc::new(pod),
-            origin: "test".into(),
-        }
+        DesiredPod::new(Arc::new(pod), PodSource::File, "test".into())
     }
 
     fn running(runtime: &FakeRuntime) -> Vec<(String, ContainerRole)> {

@@ -392,7 +392,8 @@ mod tests {
 
     fn event(object: &str, reason: &str, message: &str) -> DebugEvent {
         DebugEvent {
-            time: NOW.into(),
+            time: NOW.parse().unwrap(),
+            type_: dockerlet_messages::debug::EventType::Normal,
             reason: reason.into(),
             object: object.into(),
             container: None,

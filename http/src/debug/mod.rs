@@ -257,11 +257,13 @@ fn pod_section(
 
 fn events_table<'a>(events: impl Iterator<Item = &'a DebugEvent>) -> String {
     let mut html =
-        "<table><tr><th>time</th><th>reason</th><th>object</th><th>container</th><th>message</th></tr>".to_string();
+        "<table><tr><th>time</th><th>type</th><th>reason</th><th>object</th><th>container</th><th>message</th></tr>"
+            .to_string();
     for e in events {
         html.push_str(&format!(
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&e.time),
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            e.time,
+            e.type_.as_str(),
             escape(&e.reason),
             escape(&e.object),
             escape(e.container.as_deref().unwrap_or("")),

@@ -23,7 +23,6 @@ use std::path::{Component, Path, PathBuf};
 
 use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
 
-use crate::annotations::CONFIG_SOURCE;
 use crate::field::FieldError;
 use crate::quantity::parse_quantity;
 pub use crate::resource::Allocatable;
@@ -122,20 +121,10 @@ pub fn pod_dir(root: &Path, uid: &str) -> PathBuf {
     root.join("pods").join(uid)
 }
 
-/// Whether the pod came from the API server (annotation `kubernetes.io/config.source: api`);
-/// every other pod is a static pod.
-pub fn is_api_pod(pod: &Pod) -> bool {
-    pod.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(CONFIG_SOURCE))
-        .is_some_and(|s| s == "api")
-}
-
 /// Resolve one volume of `pod`; the error says why it cannot be used. Static pods (see
-/// [`is_api_pod`]) may not reference API objects.
+/// [`crate::annotations::from_api`]) may not reference API objects.
 pub fn volume_source(root: &Path, pod: &Pod, volume: &Volume) -> Result<VolumeSource, FieldError> {
-    resolve(root, pod, volume, is_api_pod(pod), None)
+    resolve(root, pod, volume, crate::annotations::from_api(pod), None)
 }
 
 fn resolve(
@@ -145,7 +134,7 @@ fn resolve(
     api: bool,
     allocatable: Option<&Allocatable>,
 ) -> Result<VolumeSource, FieldError> {
-    let (_, _, uid) = pod_identity(pod);
+    let crate::spec::PodIdentity { uid, .. } = pod_identity(pod);
     let plugin_dir = |plugin: &str| pod_dir(root, uid).join("volumes").join(plugin).join(&volume.name);
     if let Some(empty) = &volume.empty_dir {
         let medium = match empty.medium.as_deref().unwrap_or_default() {
@@ -320,7 +309,7 @@ pub fn atomic_volumes<'a>(root: &Path, pod: &'a Pod) -> Vec<(&'a Volume, PathBuf
 /// Check a pod's volumes and every volumeMount as the pod's source allows (static pods may not
 /// reference API objects); the error names the field.
 pub fn validate(pod: &Pod) -> Result<(), FieldError> {
-    validate_as(pod, is_api_pod(pod))
+    validate_as(pod, crate::annotations::from_api(pod))
 }
 
 /// [`validate`] for a pod read from a manifest file or URL: always a static pod, whatever its
@@ -603,7 +592,7 @@ pub fn mounts(
     allocatable: &Allocatable,
 ) -> Result<Vec<Mount>, VolumeError> {
     let volumes = pod.spec.as_ref().and_then(|s| s.volumes.as_deref()).unwrap_or_default();
-    let (_, _, uid) = pod_identity(pod);
+    let crate::spec::PodIdentity { uid, .. } = pod_identity(pod);
     let env: HashMap<&str, &str> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let privileged = container
         .security_context
@@ -617,7 +606,7 @@ pub fn mounts(
             .iter()
             .find(|v| v.name == m.name)
             .ok_or_else(|| config_error(field.clone(), format!("no volume named {:?}", m.name)))?;
-        let source = resolve(root, pod, volume, is_api_pod(pod), Some(allocatable))
+        let source = resolve(root, pod, volume, crate::annotations::from_api(pod), Some(allocatable))
             .map_err(|e| config_error(field.clone(), e))?;
         let propagation =
             Propagation::of(m.mount_propagation.as_deref()).map_err(|e| config_error(field.clone(), e))?;

@@ -10,7 +10,10 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 fn api(mut p: Pod) -> Pod {
-    p.metadata.annotations = Some(BTreeMap::from([(CONFIG_SOURCE.to_string(), "api".to_string())]));
+    p.metadata.annotations = Some(BTreeMap::from([(
+        crate::annotations::CONFIG_SOURCE.to_string(),
+        "api".to_string(),
+    )]));
     p
 }
 

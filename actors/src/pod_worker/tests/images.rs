@@ -144,6 +144,19 @@ async fn private_images_are_pulled_with_the_pods_pull_secret() {
         events.iter().any(|e| e == "Failed: Error: ImagePullBackOff"),
         "{events:?}"
     );
+    // The type is the sender's, as kubelet's: the image manager's back-off is Normal, the
+    // failures Warnings (`pkg/kubelet/images/image_manager.go`, `pkg/kubelet/events/event.go`).
+    let types = sink.send(EventTypes).await.unwrap();
+    let type_of = |reason: &str| {
+        let of: std::collections::BTreeSet<EventType> =
+            types.iter().filter(|(r, _)| r == reason).map(|(_, t)| *t).collect();
+        assert_eq!(of.len(), 1, "{reason}: {types:?}");
+        of.into_iter().next().unwrap()
+    };
+    assert_eq!(type_of("BackOff"), EventType::Normal);
+    assert_eq!(type_of("Pulling"), EventType::Normal);
+    assert_eq!(type_of("Failed"), EventType::Warning);
+    assert_eq!(type_of("FailedToRetrieveImagePullSecret"), EventType::Warning);
 }
 /// kubelet's serialized image pulls (`serializeImagePulls`, the default): two pods that
 /// each pull an image pull one after the other, and the second's `Pulled` event counts its

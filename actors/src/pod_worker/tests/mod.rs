@@ -11,9 +11,11 @@ use crate::test_support::{eventually, eventually_async};
 /// Collects what a worker reports.
 #[derive(Default)]
 struct Sink {
-    terminated: Vec<PodUid>,
+    terminated: Vec<dockerlet_messages::PodUid>,
     statuses: Vec<Pod>,
     events: Vec<String>,
+    /// Each event's reason with the type its sender chose.
+    types: Vec<(String, EventType)>,
 }
 
 impl Actor for Sink {
@@ -40,7 +42,20 @@ impl Handler<RemovePodStatus> for Sink {
 impl Handler<RecordEvent> for Sink {
     type Result = ();
     fn handle(&mut self, msg: RecordEvent, _: &mut Context<Self>) {
-        self.events.push(format!("{}: {}", msg.event.reason, msg.event.message));
+        self.events.push(format!("{}: {}", msg.reason, msg.message));
+        self.types.push((msg.reason, msg.type_));
+    }
+}
+
+/// The `(reason, type)` of every event so far.
+struct EventTypes;
+impl Message for EventTypes {
+    type Result = Vec<(String, EventType)>;
+}
+impl Handler<EventTypes> for Sink {
+    type Result = MessageResult<EventTypes>;
+    fn handle(&mut self, _: EventTypes, _: &mut Context<Self>) -> Self::Result {
+        MessageResult(self.types.clone())
     }
 }
 
