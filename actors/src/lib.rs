@@ -27,6 +27,7 @@
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod actions;
+pub mod inspect;
 pub mod node_shutdown;
 pub mod node_status;
 pub mod oom_watcher;

@@ -26,10 +26,12 @@ use std::time::Duration;
 use actix::prelude::*;
 use dockerlet_host::logind::{InhibitLock, Logind, WatchEvent};
 use dockerlet_kube::KubeClient;
-use dockerlet_messages::debug::{ActorState, EventType, GetActorState, Panic};
+use dockerlet_messages::debug::EventType;
 use dockerlet_messages::worker::{GetShutdownTargets, NodeShuttingDown, ShutdownPod, ShutdownTarget};
 use dockerlet_pod::shutdown::{group_of, period_requested, pod_grace, ShutdownGroup};
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 /// How long after the bus connection ended the watch starts again (kubelet's
 /// `dbusReconnectPeriod`).
@@ -306,41 +308,35 @@ impl Handler<WatchFailed> for NodeShutdownActor {
     }
 }
 
-impl Handler<GetActorState> for NodeShutdownActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for NodeShutdownActor {
+    const KIND: &'static str = "NodeShutdownActor";
+    const NAME: &'static str = "node-shutdown";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
         let stage = match self.stage {
             Stage::Starting => "starting: no logind inhibitor lock (a shutdown is then immediate, SIGUSR1 still works)",
             Stage::Armed => "armed: holding a logind delay inhibitor lock",
             Stage::ShuttingDown => "shutting down: stopping pods by priority group",
             Stage::Done => "done: pods stopped, lock released",
         };
-        MessageResult(ActorState {
-            kind: "NodeShutdownActor".to_string(),
-            name: "node-shutdown".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({
-                "stage": stage,
-                "groups": self.config.groups,
-                "inhibit_delay_needed": format!("{:?}", period_requested(&self.config.groups)),
-                "last_shutdown": self.report,
-            }),
-            view: None,
+        json!({
+            "stage": stage,
+            "groups": self.config.groups,
+            "inhibit_delay_needed": format!("{:?}", period_requested(&self.config.groups)),
+            "last_shutdown": self.report,
         })
     }
 }
 
-impl Handler<Panic> for NodeShutdownActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: NodeShutdownActor asked to panic");
-    }
-}
+crate::supervised!(NodeShutdownActor);
 
 #[cfg(test)]
 mod tests {

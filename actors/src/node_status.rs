@@ -14,12 +14,14 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, EventType, GetActorState, GetHealth, Health, Panic};
+use dockerlet_messages::debug::{EventType, GetHealth, Health};
 use dockerlet_messages::node::{GetNodePressure, NodePressure, Pressure};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 use std::sync::Arc;
 
@@ -395,38 +397,36 @@ impl Actor for NodeStatusActor {
     }
 }
 
-impl Handler<GetActorState> for NodeStatusActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for NodeStatusActor {
+    const KIND: &'static str = "NodeStatusActor";
+    const NAME: &'static str = "node";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "NodeStatusActor".to_string(),
-            name: self.api.node().to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({
-                "registered": self.registered,
-                "conditions": self.conditions.iter().map(|(k, (v, at))| (k.to_string(), json!({
-                    "status": if *v { "True" } else { "False" },
-                    "since": at.to_string(),
-                }))).collect::<BTreeMap<_, _>>(),
-                "heartbeats": self.heartbeats,
-                "status_writes": self.status_writes,
-            }),
-            view: None,
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn instance(&self) -> String {
+        self.api.node().to_string()
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "registered": self.registered,
+            "conditions": self.conditions.iter().map(|(k, (v, at))| (k.to_string(), json!({
+                "status": if *v { "True" } else { "False" },
+                "since": at.to_string(),
+            }))).collect::<BTreeMap<_, _>>(),
+            "heartbeats": self.heartbeats,
+            "status_writes": self.status_writes,
         })
     }
 }
 
-impl Handler<Panic> for NodeStatusActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: NodeStatusActor asked to panic");
-    }
-}
+crate::supervised!(NodeStatusActor);
 
 #[cfg(test)]
 mod tests {

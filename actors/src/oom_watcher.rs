@@ -19,6 +19,7 @@
 //! No readable kernel log: one warning, and the agent carries on without the watcher.
 
 use crate::error_chain;
+use crate::inspect::Inspect;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -26,7 +27,7 @@ use std::sync::Arc;
 use actix::prelude::*;
 use dockerlet_host::oom::{follow, read_checkpoint, write_checkpoint, Checkpoint, KmsgEvent, OomInstance};
 use dockerlet_kube::KubeClient;
-use dockerlet_messages::debug::{ActorState, EventSubject, EventType, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::ContainerId;
 use futures::channel::mpsc;
@@ -224,36 +225,30 @@ impl StreamHandler<KmsgItem> for OomWatcherActor {
     fn finished(&mut self, _: &mut Self::Context) {}
 }
 
-impl Handler<GetActorState> for OomWatcherActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for OomWatcherActor {
+    const KIND: &'static str = "OomWatcherActor";
+    const NAME: &'static str = "oom";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "OomWatcherActor".to_string(),
-            name: "oom".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.unavailable.clone(),
-            detail: json!({
-                "kmsg_path": self.config.kmsg_path,
-                "system_ooms": self.system_ooms,
-                "container_ooms": self.container_ooms,
-                "malformed_lines": self.malformed,
-                "last_oom": self.last_oom,
-            }),
-            view: None,
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.unavailable.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "kmsg_path": self.config.kmsg_path,
+            "system_ooms": self.system_ooms,
+            "container_ooms": self.container_ooms,
+            "malformed_lines": self.malformed,
+            "last_oom": self.last_oom,
         })
     }
 }
 
-impl Handler<Panic> for OomWatcherActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: OomWatcherActor");
-    }
-}
+crate::supervised!(OomWatcherActor);
 
 /// kubelet's message: the victim when the log named it.
 pub fn system_oom_message(oom: &OomInstance) -> String {
@@ -278,6 +273,7 @@ fn container_of(path: &str) -> Option<ContainerId> {
 
 #[cfg(test)]
 mod tests {
+    use dockerlet_messages::debug::GetActorState;
     use std::time::Duration;
 
     use super::*;

@@ -25,9 +25,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{
-    ActorState, DebugView, GetActorState, GetHealth, Health, HealthCell, Panic, PlegDebug,
-};
+use dockerlet_messages::debug::{DebugView, GetHealth, Health, HealthCell, PlegDebug};
 use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
 use dockerlet_messages::pleg::{ContainerOomKilled, LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
@@ -39,6 +37,7 @@ use serde_json::json;
 
 use dockerlet_runtime::{ContainerRuntime, RuntimeError, RuntimeEvent};
 
+use crate::inspect::Inspect;
 use crate::pod_cache::{refresh, Change, PodCache, Refreshed};
 
 /// Wait before re-subscribing to Docker's events after the stream ended.
@@ -488,44 +487,42 @@ impl PlegActor {
     }
 }
 
-impl Handler<GetActorState> for PlegActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for PlegActor {
+    const KIND: &'static str = "PlegActor";
+    const NAME: &'static str = "pleg";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "PlegActor".to_string(),
-            name: "pleg".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({
-                "last_relist": self.last_relist.map(|(_, t)| t.to_string()),
-                "last_relist_duration_ms": self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
-                "relists": self.relists,
-                "relist_period_s": self.relist_period().as_secs_f64(),
-                "docker_events_up": self.events_up,
-                "inspects": self.inspects,
-                "docker_events": self.docker_events,
-                "cache": self.cache.summary(),
-            }),
-            view: Some(DebugView::Pleg(PlegDebug {
-                last_relist: self.last_relist.map(|(_, t)| t.to_string()),
-                last_relist_duration_ms: self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
-                relists: self.relists,
-                health: self.health(),
-            })),
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "last_relist": self.last_relist.map(|(_, t)| t.to_string()),
+            "last_relist_duration_ms": self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
+            "relists": self.relists,
+            "relist_period_s": self.relist_period().as_secs_f64(),
+            "docker_events_up": self.events_up,
+            "inspects": self.inspects,
+            "docker_events": self.docker_events,
+            "cache": self.cache.summary(),
         })
     }
-}
 
-impl Handler<Panic> for PlegActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: PlegActor asked to panic");
+    fn view(&self) -> Option<DebugView> {
+        Some(DebugView::Pleg(PlegDebug {
+            last_relist: self.last_relist.map(|(_, t)| t.to_string()),
+            last_relist_duration_ms: self.last_duration.map(|d| d.as_secs_f64() * 1000.0),
+            relists: self.relists,
+            health: self.health(),
+        }))
     }
 }
+
+crate::supervised!(PlegActor);
 
 #[cfg(test)]
 mod tests {

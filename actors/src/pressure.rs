@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_host::signals::{self, Observation, PressureTracker, Thresholds};
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::node::{GetNodePressure, NodePressure, ThresholdMet};
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 /// Reads the node's signals; blocking.
 pub type Observe = Arc<dyn Fn() -> Observation + Send + Sync>;
@@ -159,35 +160,25 @@ impl Handler<GetNodePressure> for PressureActor {
     }
 }
 
-impl Handler<GetActorState> for PressureActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for PressureActor {
+    const KIND: &'static str = "PressureActor";
+    const NAME: &'static str = "pressure";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
         let conditions: Vec<&str> = self.current.conditions.iter().map(|c| c.condition_type()).collect();
-        MessageResult(ActorState {
-            kind: "PressureActor".to_string(),
-            name: "pressure".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: None,
-            detail: json!({
-                "conditions": conditions,
-                "thresholds_met": self.current.met,
-                "observations": self.observations,
-            }),
-            view: None,
+        json!({
+            "conditions": conditions,
+            "thresholds_met": self.current.met,
+            "observations": self.observations,
         })
     }
 }
 
-impl Handler<Panic> for PressureActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: PressureActor");
-    }
-}
+crate::supervised!(PressureActor);
 
 #[cfg(test)]
 mod tests {

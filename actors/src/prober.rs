@@ -25,7 +25,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugView, EventType, GetActorState, Panic, ProbeDebug, RecordEvent};
+use dockerlet_messages::debug::{DebugView, EventType, ProbeDebug, RecordEvent};
 use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodRef, PodUid};
@@ -37,6 +37,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
 use crate::actions::{self, Caller, Outcome, Target};
+use crate::inspect::Inspect;
 use dockerlet_pod::action::Action;
 use dockerlet_pod::probe_state::{Effect, Input, Next, ProbeConfig, ProbeState, RunOutcome};
 use dockerlet_runtime::ContainerRuntime;
@@ -681,31 +682,26 @@ impl Handler<ForgetPod> for ProbeActor {
     }
 }
 
-impl Handler<GetActorState> for ProbeActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for ProbeActor {
+    const KIND: &'static str = "ProbeActor";
+    const NAME: &'static str = "probes";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
         let probes: Vec<ProbeDebug> = self.probes.iter().map(|(key, w)| w.view(key)).collect();
-        MessageResult(ActorState {
-            kind: "ProbeActor".to_string(),
-            name: "probes".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: None,
-            detail: json!({ "probes": probes }),
-            view: Some(DebugView::Probes(probes)),
-        })
+        json!({ "probes": probes })
+    }
+
+    fn view(&self) -> Option<DebugView> {
+        let probes: Vec<ProbeDebug> = self.probes.iter().map(|(key, w)| w.view(key)).collect();
+        Some(DebugView::Probes(probes))
     }
 }
 
-impl Handler<Panic> for ProbeActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: ProbeActor asked to panic");
-    }
-}
+crate::supervised!(ProbeActor);
 
 #[cfg(test)]
 mod tests {

@@ -69,18 +69,17 @@ impl<A> Child<A>
 where
     A: Actor<Context = Context<A>> + Handler<GetActorState> + Handler<Panic>,
 {
-    /// Start the child with `start`, which the watchdog calls again to re-create it.
-    pub fn start(
-        kind: &'static str,
-        name: &'static str,
-        after_restart: AfterRestart,
-        start: impl Fn() -> Addr<A> + 'static,
-    ) -> Self {
+    /// Start the child with `start`, which the watchdog calls again to re-create it; its kind
+    /// and name are the actor's [`Inspect`](crate::inspect::Inspect) constants.
+    pub fn start(after_restart: AfterRestart, start: impl Fn() -> Addr<A> + 'static) -> Self
+    where
+        A: crate::inspect::Inspect,
+    {
         let addr = start();
         Child {
             slot: Rc::new(Slot {
-                kind,
-                name,
+                kind: A::KIND,
+                name: A::NAME,
                 addr: RefCell::new(addr),
                 restarts: Cell::new(0),
                 start: Box::new(start),

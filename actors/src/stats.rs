@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
 use serde_json::json;
@@ -27,6 +26,7 @@ use serde_json::json;
 use collect::{Collected, Collector};
 pub use collect::{Paths as StatsPaths, SystemCgroupNames};
 
+use crate::inspect::Inspect;
 use crate::pod_cache::PodCache;
 
 /// How soon to look again when the pod cache has not been filled by a first relist yet.
@@ -191,35 +191,25 @@ fn machine_info() -> MachineInfo {
     }
 }
 
-impl Handler<GetActorState> for StatsActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for StatsActor {
+    const KIND: &'static str = "StatsActor";
+    const NAME: &'static str = "stats";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "StatsActor".to_string(),
-            name: "stats".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: None,
-            detail: json!({
-                "passes": self.passes,
-                "last_pass_ms": self.last_pass.as_secs_f64() * 1000.0,
-                "pods": self.view.as_ref().map(|v| v.summary.pods.len()),
-                "interval_ms": self.config.interval.as_millis() as u64,
-            }),
-            view: None,
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "passes": self.passes,
+            "last_pass_ms": self.last_pass.as_secs_f64() * 1000.0,
+            "pods": self.view.as_ref().map(|v| v.summary.pods.len()),
+            "interval_ms": self.config.interval.as_millis() as u64,
         })
     }
 }
 
-impl Handler<Panic> for StatsActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: StatsActor");
-    }
-}
+crate::supervised!(StatsActor);
 
 #[cfg(test)]
 mod tests {

@@ -17,11 +17,12 @@
 use std::collections::{HashMap, HashSet};
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::status::{GetPods, RemovePodStatus, SetPodStatus};
 use dockerlet_messages::{PodRef, PodUid};
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use serde_json::json;
+
+use crate::inspect::Inspect;
 use tracing::Instrument;
 
 use std::sync::Arc;
@@ -180,33 +181,24 @@ impl Handler<GetPods> for StatusActor {
     }
 }
 
-impl Handler<GetActorState> for StatusActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for StatusActor {
+    const KIND: &'static str = "StatusActor";
+    const NAME: &'static str = "status";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        MessageResult(ActorState {
-            kind: "StatusActor".to_string(),
-            name: "status".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: None,
-            detail: json!({
-                "pods": self.pods.len(),
-                "api_writes_in_flight": self.pushing.len(),
-                "api_write_errors": self.push_errors,
-            }),
-            view: None,
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "pods": self.pods.len(),
+            "api_writes_in_flight": self.pushing.len(),
+            "api_write_errors": self.push_errors,
         })
     }
 }
 
-impl Handler<Panic> for StatusActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: StatusActor asked to panic");
-    }
-}
+crate::supervised!(StatusActor);
 
 #[cfg(test)]
 mod tests {

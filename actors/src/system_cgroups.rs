@@ -17,8 +17,9 @@ use std::time::Duration;
 use actix::prelude::*;
 use dockerlet_host::cgroup::system::{ensure_process_in, is_kernel_thread, move_root_processes, SystemCgroupError};
 use dockerlet_host::cgroup::CgroupLayout;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 /// kubelet's period for its container manager's periodic tasks.
 pub const PERIOD: Duration = Duration::from_secs(60);
@@ -121,42 +122,37 @@ impl Actor for SystemCgroupsActor {
     }
 }
 
-impl Handler<GetActorState> for SystemCgroupsActor {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for SystemCgroupsActor {
+    const KIND: &'static str = "SystemCgroupsActor";
+    const NAME: &'static str = "system-cgroups";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "SystemCgroupsActor".to_string(),
-            name: "system-cgroups".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({
-                "kubelet_cgroups": self.config.kubelet,
-                "system_cgroups": self.config.system,
-                "period_s": self.config.period.as_secs_f64(),
-                "passes": self.passes,
-                "processes_moved": self.moved,
-            }),
-            view: None,
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({
+            "kubelet_cgroups": self.config.kubelet,
+            "system_cgroups": self.config.system,
+            "period_s": self.config.period.as_secs_f64(),
+            "passes": self.passes,
+            "processes_moved": self.moved,
         })
     }
 }
 
-impl Handler<Panic> for SystemCgroupsActor {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: SystemCgroupsActor");
-    }
-}
+crate::supervised!(SystemCgroupsActor);
 
 #[cfg(test)]
 #[allow(clippy::disallowed_methods)] // The tests arrange and read a recorded tree.
 mod tests {
     use super::*;
     use crate::test_support::eventually_async;
+    use dockerlet_messages::debug::GetActorState;
 
     /// Every period the agent is put back in its cgroup and new root processes are moved; the
     /// debug state counts them.

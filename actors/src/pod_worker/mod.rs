@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use dockerlet_messages::metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, DebugView, EventType, GetActorState, Panic, RecordEvent};
+use dockerlet_messages::debug::{DebugView, EventType, RecordEvent};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -59,6 +59,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
 
+use crate::inspect::Inspect;
 use crate::registry::Link;
 pub use context::SyncContext;
 use dockerlet_pod::admission::{rejected_status, Rejection};
@@ -951,42 +952,45 @@ impl Handler<StopActor> for PodWorker {
     }
 }
 
-impl Handler<GetActorState> for PodWorker {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for PodWorker {
+    const KIND: &'static str = "PodWorker";
+    const NAME: &'static str = "pod";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn instance(&self) -> String {
+        self.id.to_string()
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.diagnostics.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
         let view = self.debug_view();
-        MessageResult(ActorState {
-            kind: "PodWorker".to_string(),
-            name: self.id.to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.diagnostics.last_error.clone(),
-            detail: json!({
-                "pod_uid": self.id.uid,
-                "phase": view.phase,
-                "pod_phase": view.pod_phase,
-                "next_action": view.next_action,
-                "backoff_until": view.backoff_until,
-                "waiting": self.observed.waiting,
-                "last_error": view.last_error,
-                "retry_at": view.retry_at,
-                "mount_failures": view.mount_failures,
-                "containers": view.containers,
-            }),
-            view: Some(DebugView::Pod(Box::new(view))),
+        json!({
+            "pod_uid": self.id.uid,
+            "phase": view.phase,
+            "pod_phase": view.pod_phase,
+            "next_action": view.next_action,
+            "backoff_until": view.backoff_until,
+            "waiting": self.observed.waiting,
+            "last_error": view.last_error,
+            "retry_at": view.retry_at,
+            "mount_failures": view.mount_failures,
+            "containers": view.containers,
         })
     }
-}
 
-impl Handler<Panic> for PodWorker {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: PodWorker {} asked to panic", self.id.uid);
+    fn view(&self) -> Option<DebugView> {
+        let view = self.debug_view();
+        Some(DebugView::Pod(Box::new(view)))
     }
 }
+
+crate::supervised!(PodWorker);
 
 #[cfg(test)]
 mod tests;

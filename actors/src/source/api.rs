@@ -14,13 +14,14 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::source::{DesiredPod, PodSource, SourcePodsChanged};
 use dockerlet_messages::worker::FinalizePodDeletion;
 use dockerlet_messages::{PodRef, PodUid};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 use dockerlet_kube::{ApiError, KubeClient, PodEvent};
 use dockerlet_pod::annotations::{CONFIG_MIRROR, CONFIG_SEEN, CONFIG_SOURCE};
@@ -187,27 +188,21 @@ impl Handler<FinalizePodDeletion> for ApiSource {
     }
 }
 
-impl Handler<GetActorState> for ApiSource {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for ApiSource {
+    const KIND: &'static str = "ApiSource";
+    const NAME: &'static str = "api";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "ApiSource".to_string(),
-            name: "api".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({ "pods": self.pods.len(), "synced": self.synced, "watch_events": self.events }),
-            view: None,
-        })
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({ "pods": self.pods.len(), "synced": self.synced, "watch_events": self.events })
     }
 }
 
-impl Handler<Panic> for ApiSource {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: ApiSource asked to panic");
-    }
-}
+crate::supervised!(ApiSource);

@@ -16,12 +16,13 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
 use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
 use notify::{RecursiveMode, Watcher};
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 /// Changes often come in bursts (an editor writes, renames, chmods): gather them briefly. Kept
 /// short because it adds straight to pod start latency (a half-written file is simply read
@@ -276,28 +277,26 @@ impl StreamHandler<Vec<PathBuf>> for FileSource {
     }
 }
 
-impl Handler<GetActorState> for FileSource {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for FileSource {
+    const KIND: &'static str = "FileSource";
+    const NAME: &'static str = "file";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn instance(&self) -> String {
+        self.path.display().to_string()
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
         let (pods, errors) = self.last_sent.as_ref().map_or((0, 0), |(p, e)| (p.len(), e.len()));
-        MessageResult(ActorState {
-            kind: "FileSource".to_string(),
-            name: self.path.display().to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({ "pods": pods, "errors": errors, "reads": self.reads, "watching": self.watcher.is_some() }),
-            view: None,
-        })
+        json!({ "pods": pods, "errors": errors, "reads": self.reads, "watching": self.watcher.is_some() })
     }
 }
 
-impl Handler<Panic> for FileSource {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: FileSource asked to panic");
-    }
-}
+crate::supervised!(FileSource);

@@ -13,11 +13,12 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{ActorState, GetActorState, Panic};
 use dockerlet_messages::source::{DesiredPod, ManifestError, PodSource, SourcePodsChanged};
 use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::json;
+
+use crate::inspect::Inspect;
 
 use dockerlet_host::manifest_dir::MAX_MANIFEST_BYTES;
 use dockerlet_pod::annotations::CONFIG_SEEN;
@@ -187,27 +188,25 @@ impl Actor for HttpSource {
     }
 }
 
-impl Handler<GetActorState> for HttpSource {
-    type Result = MessageResult<GetActorState>;
+impl Inspect for HttpSource {
+    const KIND: &'static str = "HttpSource";
+    const NAME: &'static str = "http";
 
-    fn handle(&mut self, _: GetActorState, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        MessageResult(ActorState {
-            kind: "HttpSource".to_string(),
-            name: self.config.url.clone(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: self.last_error.clone(),
-            detail: json!({ "polls": self.polls, "pods": self.seen.len() }),
-            view: None,
-        })
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn instance(&self) -> String {
+        self.config.url.clone()
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({ "polls": self.polls, "pods": self.seen.len() })
     }
 }
 
-impl Handler<Panic> for HttpSource {
-    type Result = ();
-
-    fn handle(&mut self, _: Panic, _: &mut Self::Context) {
-        panic!("fault injection: HttpSource asked to panic");
-    }
-}
+crate::supervised!(HttpSource);

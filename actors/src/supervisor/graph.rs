@@ -51,13 +51,13 @@ impl Children {
         let api = config.mode.api().cloned();
         let status = {
             let api = api.clone();
-            Child::start("StatusActor", "status", AfterRestart::PublishStatus, move || {
+            Child::start(AfterRestart::PublishStatus, move || {
                 StatusActor::new(api.clone()).start()
             })
         };
         let probe = {
             let (runtime, me, metrics) = (runtime.clone(), me.clone(), config.worker.metrics.clone());
-            Child::start("ProbeActor", "probes", AfterRestart::ResendProbeTargets, move || {
+            Child::start(AfterRestart::ResendProbeTargets, move || {
                 let links = ProbeLinks {
                     results: me.clone().recipient(),
                     events: me.clone().recipient(),
@@ -71,7 +71,7 @@ impl Children {
             let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
             let (node, period, metrics) = (node.clone(), config.relist_period, config.worker.metrics.clone());
             let health = config.health.clone();
-            Child::start("PlegActor", "pleg", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 let links = PlegLinks {
                     events: me.clone().recipient(),
                     relisted: me.clone().recipient(),
@@ -84,13 +84,13 @@ impl Children {
         };
         let pressure = {
             let pressure = config.pressure.clone();
-            Child::start("PressureActor", "pressure", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 PressureActor::new(pressure.clone()).start()
             })
         };
         let stats = config.stats.clone().map(|stats| {
             let (cache, metrics) = (cache.clone(), config.worker.metrics.clone());
-            Child::start("StatsActor", "stats", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 StatsActor::new(stats.clone(), cache.clone())
                     .with_metrics(metrics.clone())
                     .start()
@@ -98,19 +98,19 @@ impl Children {
         });
         let file_source = config.manifest_path.clone().map(|path| {
             let (me, node, every) = (me.clone(), node.clone(), config.file_check_frequency);
-            Child::start("FileSource", "file", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 FileSource::new(path.clone(), node.clone(), every, me.clone().recipient()).start()
             })
         });
         let api_source = api.clone().map(|api| {
             let me = me.clone();
-            Child::start("ApiSource", "api", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 ApiSource::new(api.clone(), me.clone().recipient()).start()
             })
         });
         let http_source = config.manifest_url.clone().map(|url| {
             let (me, node) = (me.clone(), node.clone());
-            Child::start("HttpSource", "http", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 HttpSource::new(url.clone(), node.clone(), me.clone().recipient()).start()
             })
         });
@@ -118,41 +118,33 @@ impl Children {
             Mode::Standalone => None,
             Mode::Cluster { api, node } => {
                 let (api, node, me) = (api.clone(), (**node).clone(), me.clone());
-                Some(Child::start(
-                    "NodeStatusActor",
-                    "node",
-                    AfterRestart::Nothing,
-                    move || {
-                        NodeStatusActor::new(
-                            api.clone(),
-                            node.clone(),
-                            me.clone().recipient(),
-                            me.clone().recipient(),
-                        )
-                        .start()
-                    },
-                ))
+                Some(Child::start(AfterRestart::Nothing, move || {
+                    NodeStatusActor::new(
+                        api.clone(),
+                        node.clone(),
+                        me.clone().recipient(),
+                        me.clone().recipient(),
+                    )
+                    .start()
+                }))
             }
         };
         let oom = config.oom.clone().map(|oom| {
             let (api, me, pleg) = (api.clone(), me.clone(), pleg.link::<ContainerOomKilled>());
-            Child::start("OomWatcherActor", "oom", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient())
                     .with_container_ooms_to(pleg.clone())
                     .start()
             })
         });
         let system_cgroups = config.system_cgroups.clone().map(|config| {
-            Child::start(
-                "SystemCgroupsActor",
-                "system-cgroups",
-                AfterRestart::Nothing,
-                move || SystemCgroupsActor::new(config.clone()).start(),
-            )
+            Child::start(AfterRestart::Nothing, move || {
+                SystemCgroupsActor::new(config.clone()).start()
+            })
         });
         let node_shutdown = config.node_shutdown.clone().map(|shutdown| {
             let (api, me) = (api.clone(), me.clone());
-            Child::start("NodeShutdownActor", "node-shutdown", AfterRestart::Nothing, move || {
+            Child::start(AfterRestart::Nothing, move || {
                 let links = NodeShutdownLinks {
                     targets: me.clone().recipient(),
                     shutting_down: me.clone().recipient(),
