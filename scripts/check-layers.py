@@ -4,11 +4,14 @@ the sources. Exits 1 naming every dependency or import that breaks it.
 
 1. Crates. Dependencies point one way only:
        messages <- pod <- {runtime, kube, host} <- actors <- agent;  http <- agent;  streaming <- http
+       runtime <- probe <- actors  (the probe and hook handlers, an adapter beside runtime)
+       metrics <- {runtime, actors, http, agent}  (metrics, beside messages, depends on no workspace crate)
    `http` sees messages and the runtime traits, never the actors. Checked on the transitive
    normal-dependency graph (`cargo metadata`'s `resolve`; dev-dependencies apart, see below).
 2. External crates a layer must not compile: directly (`BANNED`), and, for the crates below the
    actor layer, anywhere in what they pull in (`BANNED_TRANSITIVE`: e.g. `pod`, `host`, `runtime`
-   and `kube` compile without actix). The transitive check asks `cargo tree -p <crate> -e normal`,
+   and `kube` compile without actix, and `messages`, `pod`, `host` and `kube` without
+   prometheus-client). The transitive check asks `cargo tree -p <crate> -e normal`,
    which resolves features for that crate alone: `cargo metadata`'s resolve unifies the whole
    workspace's features, so `messages` always has actix there (the actor layer turns on its
    `actix` feature).
@@ -28,44 +31,61 @@ import sys
 # For each workspace crate: the workspace crates it may depend on (normal and build deps).
 ALLOWED = {
     "dockerlet-messages": set(),
+    "dockerlet-metrics": set(),
     "dockerlet-pod": {"dockerlet-messages"},
-    "dockerlet-runtime": {"dockerlet-messages", "dockerlet-pod"},
+    "dockerlet-runtime": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-pod"},
+    "dockerlet-probe": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime"},
     "dockerlet-kube": {"dockerlet-messages", "dockerlet-pod"},
     "dockerlet-host": {"dockerlet-messages", "dockerlet-pod"},
-    "dockerlet-actors": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host"},
-    "dockerlet-http": {"dockerlet-messages", "dockerlet-runtime", "dockerlet-streaming"},
+    "dockerlet-actors": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-pod", "dockerlet-runtime",
+                         "dockerlet-probe", "dockerlet-kube", "dockerlet-host"},
+    "dockerlet-http": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-runtime", "dockerlet-streaming"},
     "dockerlet-streaming": set(),
-    "dockerlet": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime", "dockerlet-kube", "dockerlet-host",
-                  "dockerlet-actors", "dockerlet-http", "dockerlet-streaming"},
+    "dockerlet": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-pod", "dockerlet-runtime", "dockerlet-probe",
+                  "dockerlet-kube", "dockerlet-host", "dockerlet-actors", "dockerlet-http", "dockerlet-streaming"},
 }
 # Fixtures any crate's tests may use: the in-memory API server (kube's API client is tested
 # against it, as kube-rs tests against a mock API server).
 TEST_FIXTURES = {"dockerlet-fake-apiserver"}
 # External crates a layer must not depend on directly, and why. A name ending in `*` is a prefix.
 BANNED = {
-    "dockerlet-messages": {"bollard": "data only", "kube": "data only", "tokio": "data only"},
+    "dockerlet-messages": {"bollard": "data only", "kube": "data only", "tokio": "data only",
+                           "prometheus-client": "data only: the metrics are dockerlet-metrics'"},
+    "dockerlet-metrics": {"actix*": "metric handles only: no actors", "tokio": "metric handles only: no I/O",
+                          "bollard": "no Docker", "kube": "no API"},
     "dockerlet-pod": {"actix*": "pure: no actors", "tokio": "pure: no I/O", "bollard": "pure: no I/O",
                       "kube": "pure: no I/O", "reqwest": "pure: no I/O", "notify": "pure: no I/O"},
     "dockerlet-host": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
                        "kube": "the API is the kube crate's"},
     "dockerlet-runtime": {"actix*": "no actors below the actor layer", "kube": "the API is the kube crate's"},
     "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
-    "dockerlet-actors": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
+    "dockerlet-probe": {"actix*": "no actors below the actor layer", "bollard": "exec through dockerlet-runtime",
+                        "kube": "the API is the kube crate's"},
+    # reqwest stays: the `--manifest-url` source (source/http.rs) GETs with it.
+    "dockerlet-actors": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube",
+                         "tonic*": "gRPC probes through dockerlet-probe", "httparse": "HTTP probes through dockerlet-probe"},
     "dockerlet-http": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
     "dockerlet-streaming": {"actix*": "protocol framing only: no actors", "actix-web": "no server: the http crate drives it",
                             "tokio": "sans-I/O: only the tokio-util codec traits", "bollard": "no Docker", "kube": "no API"},
 }
 # External crates a layer must not compile at all, through any normal dependency (features
 # resolved for the crate alone: `messages` without its `actix` feature).
+NO_METRICS = "no metrics below the runtime adapter: they are dockerlet-metrics', used from runtime up"
 BANNED_TRANSITIVE = {
     "dockerlet-messages": {"actix*": "data only: the actix impls are behind the `actix` feature",
-                           "tokio": "data only", "bollard": "data only", "kube": "data only"},
+                           "tokio": "data only", "bollard": "data only", "kube": "data only",
+                           "prometheus-client": NO_METRICS},
+    "dockerlet-metrics": {"actix*": "metric handles only: no actors", "tokio": "metric handles only: no I/O",
+                          "bollard": "no Docker", "kube": "no API"},
     "dockerlet-pod": {"actix*": "pure: no actors", "tokio": "pure: no I/O", "bollard": "pure: no I/O",
-                      "kube": "pure: no I/O"},
+                      "kube": "pure: no I/O", "prometheus-client": NO_METRICS},
     "dockerlet-host": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
-                       "kube": "the API is the kube crate's"},
+                       "kube": "the API is the kube crate's", "prometheus-client": NO_METRICS},
+    # The runtime adapter times its Docker calls (`runtime::measured`): it compiles the metrics.
     "dockerlet-runtime": {"actix*": "no actors below the actor layer", "kube": "the API is the kube crate's"},
-    "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
+    "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
+                       "prometheus-client": NO_METRICS},
+    "dockerlet-probe": {"actix*": "no actors below the actor layer", "kube": "the API is the kube crate's"},
     "dockerlet-streaming": {"actix*": "protocol framing only: no actors", "bollard": "no Docker", "kube": "no API"},
 }
 # File circles that are known and being ended elsewhere; each names who ends it. Exactly these

@@ -13,7 +13,8 @@
 //! - [`pod_worker`]: makes Docker match one pod; its state machine is [`pod_worker::state`].
 //! - [`pleg`]: relists Docker every second and follows its event stream; emits pod lifecycle
 //!   events.
-//! - [`prober`]: liveness, readiness and startup probes; [`actions`] runs probe and hook handlers.
+//! - [`prober`]: liveness, readiness and startup probes; `dockerlet_probe` runs probe and hook
+//!   handlers (for the prober and the pod workers' hooks).
 //! - [`status`]: holds every pod's status and writes it to the API server.
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
@@ -26,7 +27,6 @@
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
-pub mod actions;
 pub mod inspect;
 pub mod node_shutdown;
 pub mod node_status;
@@ -48,18 +48,4 @@ pub mod system_cgroups;
 #[cfg(test)]
 mod test_support;
 
-/// An error and its sources joined with ": " (a source whose text already ends the chain, as
-/// some wrappers repeat it, is not added twice).
-pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut text = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        let part = s.to_string();
-        if !text.ends_with(&part) {
-            text.push_str(": ");
-            text.push_str(&part);
-        }
-        source = s.source();
-    }
-    text
-}
+pub(crate) use dockerlet_pod::go::error_chain;

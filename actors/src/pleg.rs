@@ -26,10 +26,10 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{DebugView, GetHealth, Health, HealthCell, PlegDebug};
-use dockerlet_messages::metrics::{ContainerStateValue, Metrics};
 use dockerlet_messages::pleg::{ContainerOomKilled, LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
+use dockerlet_metrics::{ContainerStateValue, Metrics};
 use futures::StreamExt;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -708,7 +708,7 @@ mod tests {
         let running = |state| {
             metrics
                 .running_containers
-                .get_or_create(&dockerlet_messages::metrics::ContainerStateLabel { container_state: state })
+                .get_or_create(&dockerlet_metrics::ContainerStateLabel { container_state: state })
                 .get()
         };
         assert_eq!(metrics.running_pods.get(), 1);

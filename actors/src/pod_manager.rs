@@ -19,10 +19,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dockerlet_kube::KubeClient;
-use dockerlet_messages::metrics::{Metrics, StaticLabel};
 use dockerlet_messages::source::{PodSource, SourcePodsChanged};
 use dockerlet_messages::worker::FinalizePodDeletion;
 use dockerlet_messages::{PodRef, PodUid};
+use dockerlet_metrics::{Metrics, StaticLabel};
 use dockerlet_pod::admission::Rejection;
 use k8s_openapi::api::core::v1::{Node, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

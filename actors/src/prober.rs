@@ -26,9 +26,9 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{DebugView, EventType, ProbeDebug, RecordEvent};
-use dockerlet_messages::metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_messages::probe::{ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeTarget, WatchContainers};
 use dockerlet_messages::{ContainerId, PodRef, PodUid};
+use dockerlet_metrics::{Metrics, ProbeOutcome, ProbeSeries};
 use dockerlet_pod::plan::is_sidecar;
 use k8s_openapi::api::core::v1::{Container, Probe};
 use k8s_openapi::jiff::Timestamp;
@@ -36,10 +36,10 @@ use serde_json::json;
 use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
-use crate::actions::{self, Caller, Outcome, Target};
 use crate::inspect::Inspect;
 use dockerlet_pod::action::Action;
 use dockerlet_pod::probe_state::{Effect, Input, Next, ProbeConfig, ProbeState, RunOutcome};
+use dockerlet_probe::{Caller, Outcome, Target};
 use dockerlet_runtime::ContainerRuntime;
 
 /// Runs are started on a grid of this grain (at most this much late), so probes due close
@@ -460,7 +460,7 @@ impl ProbeActor {
         let span = worker.span();
         tracing::trace!(parent: &span, handler = action.name(), "probe run started");
         let began = Instant::now();
-        let future = async move { actions::run(&action, &target, Caller::Probe).await }.instrument(span);
+        let future = async move { dockerlet_probe::run(&action, &target, Caller::Probe).await }.instrument(span);
         ctx.spawn(future.into_actor(self).map(move |outcome, act, ctx| {
             if exec {
                 act.exec_finished(ctx);

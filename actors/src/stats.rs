@@ -7,24 +7,22 @@
 //! | GetStatsView       | HTTP (through the Supervisor) | the last summary with its containers (IDs, cgroups, images) and the machine's size |
 //! | GetActorState      | Supervisor                | debug snapshot: passes, last duration, pods   |
 //! | Panic              | Supervisor                | test-only fault hook                          |
-//! | at start, every `--housekeeping-interval` | self | one pass of [`collect::Collector`] on the blocking pool |
+//! | at start, every `--housekeeping-interval` | self | one pass of [`dockerlet_host::stats::Collector`] on the blocking pool |
 //!
 //! Containers come from the [`PodCache`] (no Docker call); every figure is read from cgroupfs,
 //! /proc and statvfs by `dockerlet_host`, off the actor thread. The summary is kept as an
 //! `Arc`, so a request never touches the node.
 
-mod collect;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
+use dockerlet_metrics::Metrics;
 use serde_json::json;
 
-use collect::{Collected, Collector};
-pub use collect::{Paths as StatsPaths, SystemCgroupNames};
+use dockerlet_host::stats::{Collected, Collector};
+pub use dockerlet_host::stats::{Paths as StatsPaths, SystemCgroupNames};
 
 use crate::inspect::Inspect;
 use crate::pod_cache::PodCache;

@@ -19,7 +19,7 @@ use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
-use dockerlet_messages::metrics::{BuildInfo, Metrics};
+use dockerlet_metrics::{BuildInfo, Metrics};
 use dockerlet_pod::cgroup::{CgroupDriver, CgroupNaming};
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;

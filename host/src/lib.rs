@@ -19,6 +19,8 @@
 //!   one cgroup's CPU, memory, PIDs and pressure (`cgroup::stats`).
 //! - [`node_stats`]: the rest of the Summary API's figures: the machine's CPU and memory,
 //!   network counters of a namespace, filesystems, directory and writable-layer disk use, rlimit.
+//! - [`stats`]: one statistics housekeeping pass over those readers, the node's and each pod's
+//!   figures as a Summary (the StatsActor runs it on the blocking pool).
 //! - [`netns`]: TCP connections to `localhost` inside a pod's network namespace (port-forward).
 //! - [`logind`]: systemd-logind's shutdown inhibitor and `PrepareForShutdown` (graceful node
 //!   shutdown).
@@ -42,4 +44,5 @@ pub mod pod_files;
 pub mod pod_logs;
 pub mod security;
 pub mod signals;
+pub mod stats;
 pub mod volume_dirs;

@@ -40,9 +40,9 @@ use actix::Recipient;
 use actix_web::dev::Server;
 use actix_web::{web, App, HttpServer};
 use dockerlet_messages::debug::{GetDebugSnapshot, HealthCell, InjectFault};
-use dockerlet_messages::metrics::Metrics;
 use dockerlet_messages::stats::GetStatsView;
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
+use dockerlet_metrics::Metrics;
 
 /// The actor mailboxes the HTTP handlers talk to.
 #[derive(Clone)]
@@ -276,8 +276,8 @@ mod tests {
     }
 
     /// Metrics of node `n1` with one readiness probe counted.
-    pub fn test_metrics() -> dockerlet_messages::metrics::Metrics {
-        use dockerlet_messages::metrics::{BuildInfo, Metrics, ProbeOutcome};
+    pub fn test_metrics() -> dockerlet_metrics::Metrics {
+        use dockerlet_metrics::{BuildInfo, Metrics, ProbeOutcome};
         let build = BuildInfo {
             build_date: String::new(),
             compiler: "rustc".into(),

@@ -11,7 +11,7 @@ use actix_web::body::MessageBody;
 use actix_web::dev::{ServiceRequest, ServiceResponse};
 use actix_web::middleware::Next;
 use actix_web::{web, HttpResponse};
-use dockerlet_messages::metrics::{HttpLabels, Metrics};
+use dockerlet_metrics::{HttpLabels, Metrics};
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::prometheus_text::{encode, CONTENT_TYPE};
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};

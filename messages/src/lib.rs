@@ -15,7 +15,6 @@
 //! - [`status`]: pod status written to and read from the StatusActor.
 //! - [`node`]: the node's pressure conditions.
 //! - [`stats`]: the Summary API (`/stats/summary`) and the StatsActor's query.
-//! - [`metrics`]: the agent's Prometheus metrics, one shared [`metrics::Metrics`] handle.
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
 //! Naming: commands are imperative (`UpdatePod`), events past tense (`SourcePodsChanged`),
@@ -23,7 +22,6 @@
 
 pub mod debug;
 pub mod ids;
-pub mod metrics;
 pub mod node;
 pub mod pleg;
 pub mod probe;

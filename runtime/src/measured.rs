@@ -7,9 +7,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use dockerlet_messages::metrics::{Metrics, RuntimeOperation};
 use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
 use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_metrics::{Metrics, RuntimeOperation};
 use futures::stream::BoxStream;
 
 use crate::{

@@ -40,7 +40,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use dockerlet_messages::metrics::WorkerOperation;
+use dockerlet_metrics::WorkerOperation;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{DebugView, EventType, RecordEvent};
@@ -110,7 +110,7 @@ pub struct PodWorkerConfig {
     /// what admission and the containers' security contexts depend on.
     pub security: dockerlet_pod::security::SecurityConfig,
     /// The agent's metrics (pod worker durations, pod starts, started containers).
-    pub metrics: Arc<dockerlet_messages::metrics::Metrics>,
+    pub metrics: Arc<dockerlet_metrics::Metrics>,
     /// `--cgroup-root` and `--cgroups-per-qos`: the `CgroupParent` of every pod's containers.
     pub cgroup_naming: dockerlet_pod::cgroup::CgroupNaming,
     /// `singleProcessOOMKill`: an OOM kills one process, not the container's cgroup (cgroup v2's

@@ -5,10 +5,10 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Instant;
 
-use dockerlet_messages::metrics::WorkerOperation;
 use dockerlet_messages::probe::{ProbeResults, ProbeTarget};
 use dockerlet_messages::runtime::ObservedContainer;
 use dockerlet_messages::ContainerId;
+use dockerlet_metrics::WorkerOperation;
 use dockerlet_pod::status::WaitingReason;
 use k8s_openapi::api::core::v1::{Pod, PodStatus};
 use k8s_openapi::jiff::Timestamp;

@@ -7,8 +7,8 @@ use dockerlet_messages::debug::EventType;
 use std::sync::Arc;
 
 use dockerlet_host::pod_files::{self, PodFileError};
-use dockerlet_messages::metrics::ContainerType;
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
+use dockerlet_metrics::ContainerType;
 use dockerlet_pod::container::{sandbox_spec, ManagedFiles};
 use dockerlet_pod::dns::{pod_dns, ResolvConf};
 use dockerlet_pod::hosts::{self, PodHostname};

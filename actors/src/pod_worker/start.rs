@@ -11,9 +11,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use dockerlet_host::pod_files::{self, PodFileError};
-use dockerlet_messages::metrics::ContainerType;
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
+use dockerlet_metrics::ContainerType;
 use dockerlet_pod::container::{
     container_env, container_spec, env_references, ConfigError, CreateSpec, EnvObjects, PodContext,
 };
@@ -31,14 +31,14 @@ use super::outcome::{RuntimeClassError, SyncError, SyncOutcome, WorkerEvent};
 use super::pod_cgroup::group_oom_kills;
 use super::sandbox::PodSandbox;
 use super::teardown::{hook_event, stop_container, Settle, StopTarget};
-use crate::actions::{self, Caller, Outcome, Target};
+use dockerlet_probe::{Caller, Outcome, Target};
 
 #[cfg(test)]
 mod tests;
 
 /// How long a postStart hook may take: as long as it likes, as kubelet's (its exec has no
 /// timeout, its HTTP client none either); a pod deleted meanwhile cancels the sync.
-const POST_START_TIMEOUT: Duration = actions::MAX_TIMEOUT;
+const POST_START_TIMEOUT: Duration = dockerlet_probe::MAX_TIMEOUT;
 
 /// Why the Secrets and ConfigMaps a container's env refers to could not be read; the container
 /// waits with CreateContainerConfigError and the next sync tries again.
@@ -525,7 +525,7 @@ impl Starter<'_> {
             pod_ip: Some(pod_ip.to_string()),
             timeout: POST_START_TIMEOUT,
         };
-        let outcome = actions::run(&action, &target, Caller::Lifecycle).await;
+        let outcome = dockerlet_probe::run(&action, &target, Caller::Lifecycle).await;
         let event = hook_event(self.sync, &container.name, "PostStartHook", &outcome);
         self.outcome.events.extend(event);
         let Outcome::Failure(message) = outcome else {

@@ -18,7 +18,7 @@ use super::context::CACHE_WAIT;
 use super::outcome::{Notes, SyncError, TerminateOutcome, WorkerEvent};
 use super::pod_cgroup::remove_pod_cgroup;
 use super::sandbox::sandbox_ip;
-use crate::actions::{self, Caller, Outcome, Target};
+use dockerlet_probe::{Caller, Outcome, Target};
 
 /// How long a preStop hook may run past the stop that follows its grace period before the agent
 /// ends it itself (the stop normally ends it with the container).
@@ -197,7 +197,9 @@ pub(super) async fn stop_container(
                 timeout: grace + MIN_GRACE + PRE_STOP_OVERRUN,
             };
             let mut running =
-                tokio::task::spawn_local(async move { actions::run(&action, &target, Caller::Lifecycle).await });
+                tokio::task::spawn_local(
+                    async move { dockerlet_probe::run(&action, &target, Caller::Lifecycle).await },
+                );
             match tokio::time::timeout(grace, &mut running).await {
                 Ok(Ok(outcome)) => event = hook_event(sync, name, "PreStopHook", &outcome),
                 Ok(Err(e)) => tracing::warn!(container = %name, error = %e, "the preStop hook's task failed"),

@@ -386,17 +386,17 @@ async fn a_pod_start_costs_six_calls_and_the_next_sync_none() {
     assert_eq!(m.started_pods.get(), 2);
     let started = |container_type| {
         m.started_containers
-            .get_or_create(&dockerlet_messages::metrics::ContainerTypeLabel { container_type })
+            .get_or_create(&dockerlet_metrics::ContainerTypeLabel { container_type })
             .get()
     };
-    use dockerlet_messages::metrics::ContainerType;
+    use dockerlet_metrics::ContainerType;
     assert_eq!(
         (started(ContainerType::podsandbox), started(ContainerType::container)),
         (2, 2)
     );
     let worker = |operation| {
         m.pod_worker_duration
-            .get_or_create(&dockerlet_messages::metrics::OperationLabel { operation })
+            .get_or_create(&dockerlet_metrics::OperationLabel { operation })
             .count()
     };
     assert_eq!(worker(WorkerOperation::create), 2);

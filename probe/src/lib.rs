@@ -1,8 +1,11 @@
 //! Probe and lifecycle-hook handlers, all run from the agent (kubelet's `pkg/probe/{http,tcp,exec,grpc}` and `pkg/kubelet/lifecycle/handlers.go`):
 //! httpGet and tcpSocket from the node, exec through Docker's exec API, gRPC health checks,
 //! and the `sleep` hook. [`Action`] is a validated handler; [`run`] performs it once.
+//!
+//! An adapter beside `dockerlet-runtime` (it execs through [`ContainerRuntime`]): no actors. The
+//! ProbeActor runs probes with it, the pod workers their postStart and preStop hooks.
 
-use crate::error_chain;
+use dockerlet_pod::go::error_chain;
 use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::{Arc, OnceLock};

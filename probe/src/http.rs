@@ -4,7 +4,7 @@
 //! At 110 probes a second reqwest's client stack (pool, connector layers, a spawned connection
 //! task, URL and header maps) cost the agent more CPU than the kernel's connect and close
 //! (BENCHMARKS.md, P5). HTTPS, and redirects to HTTPS, still go through reqwest
-//! (`handlers.rs`).
+//! (the crate root, `lib.rs`).
 
 use std::io::{self, Write as _};
 
@@ -378,8 +378,6 @@ fn write_authority(out: &mut Vec<u8>, host: &str, port: u16) {
 }
 
 #[cfg(test)]
-// The test servers here run on threads of their own, never on the actor thread.
-#[allow(clippy::disallowed_methods)]
 pub(crate) mod tests {
     use super::*;
     use std::io::{Read, Write};
@@ -487,7 +485,7 @@ pub(crate) mod tests {
         assert!(matches!(e, HttpGetError::ConnectFailed { .. }), "{e:?}");
         assert_eq!(e.to_string(), format!("dial tcp 127.0.0.1:{port}"));
         assert_eq!(
-            crate::error_chain(&e),
+            dockerlet_pod::go::error_chain(&e),
             format!("dial tcp 127.0.0.1:{port}: connect: connection refused"),
             "Go's words, as kubelet's messages"
         );

@@ -6,6 +6,10 @@
 //! (`/metrics/probes`). Updates are atomic operations on metric handles; the label sets of the
 //! hot paths are `Copy` enums, so an update allocates nothing. The per-pod probe series are
 //! fetched once per probe ([`Metrics::probe_series`]) and kept by the prober.
+//!
+//! A crate of its own, beside `dockerlet-messages` at the bottom of the layers: the data crate,
+//! and with it `pod`, `host` and `kube`, compile without prometheus-client; only the runtime
+//! adapter (`runtime::measured`), the actors, the HTTP servers and the agent depend on it.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
 use prometheus_client::metrics::counter::Counter;

@@ -6,7 +6,7 @@
 //! message in kubelet's wording. kubelet dials with `grpc.WithBlock()`, so a refused connection is tried
 //! again on grpc-go's reconnect back-off (1 s, times 1.6) until the deadline, and then fails as a timeout.
 
-use crate::error_chain;
+use dockerlet_pod::go::error_chain;
 use std::time::Duration;
 
 use tokio::time::Instant;
