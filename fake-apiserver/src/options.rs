@@ -7,7 +7,7 @@
 
 use super::error::{ApiError, Cause};
 use super::patch::PatchType;
-use super::validate::FieldValidation;
+use super::validate::{FieldValidation, UnsupportedValidation};
 use serde_json::json;
 use std::collections::HashMap;
 
@@ -70,7 +70,7 @@ pub fn write_options(query: &HashMap<String, String>, verb: Verb) -> Result<Writ
     };
     let field_validation = match FieldValidation::parse(query.get("fieldValidation").map(String::as_str)) {
         Ok(v) => v,
-        Err(value) => {
+        Err(UnsupportedValidation(value)) => {
             causes.push(Cause::unsupported(
                 "fieldValidation",
                 &json!(value),

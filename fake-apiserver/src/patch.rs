@@ -140,7 +140,7 @@ fn decode_patched(
 ) -> Result<(Value, Vec<String>), ApiError> {
     let decoded = match validate::decode_detail(resource, patched)? {
         Ok(decoded) => decoded,
-        Err(detail) => return Err(ApiError::invalid_patch(rendered, &detail)),
+        Err(detail) => return Err(ApiError::invalid_patch(rendered, &detail.to_string())),
     };
     let unknown: Vec<String> = decoded
         .unknown

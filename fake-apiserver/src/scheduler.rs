@@ -43,9 +43,20 @@ pub fn gated(pod: &Value) -> bool {
     pod["spec"]["schedulingGates"].as_array().is_some_and(|g| !g.is_empty())
 }
 
+/// Why no node fits a pod: kube-scheduler's `FitError` message (`0/N nodes are available: …`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unschedulable(pub String);
+
+impl From<&str> for Unschedulable {
+    fn from(message: &str) -> Self {
+        Unschedulable(message.to_string())
+    }
+}
+
 /// The node for `pod` among `nodes`, given the pods already bound (`bound`, any node; finished
 /// ones do not count); or kube-scheduler's message for why none fits.
-pub fn place(pod: &Value, nodes: &[Value], bound: &[Value]) -> Result<String, String> {
+pub fn place(pod: &Value, nodes: &[Value], bound: &[Value]) -> Result<String, Unschedulable> {
     let mut reasons: BTreeMap<String, usize> = BTreeMap::new();
     let mut feasible: Vec<(usize, &str)> = Vec::new();
     for node in nodes {
@@ -76,7 +87,7 @@ pub fn place(pod: &Value, nodes: &[Value], bound: &[Value]) -> Result<String, St
         message.push_str(&parts.join(", "));
     }
     message.push('.');
-    Err(message)
+    Err(Unschedulable(message))
 }
 
 /// The filter plugins for one node, in kube-scheduler's order; the first that fails gives the

@@ -753,7 +753,7 @@ impl Store {
                         }
                     }
                 }
-                Err(message) => {
+                Err(scheduler::Unschedulable(message)) => {
                     if self.set_scheduled_condition(&pod, "Unschedulable", &message) {
                         self.scheduler_event(&pod, "Warning", "FailedScheduling", &message);
                     }

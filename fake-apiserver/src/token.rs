@@ -297,13 +297,13 @@ const KIND: &str = "TokenRequest.authentication.k8s.io";
 
 /// The TokenRequest body, decoded strictly through its k8s-openapi type.
 fn decode_request(body: &Value, opts: &WriteOptions) -> Result<(Value, Vec<String>), ApiError> {
-    let bad = |e: String| {
+    fn bad(e: impl std::fmt::Display) -> ApiError {
         ApiError::bad_request(format!(
             "TokenRequest in version \"v1\" cannot be handled as a TokenRequest: {e}"
         ))
-    };
+    }
     let Value::Object(map) = body else {
-        return Err(bad("the body is not a JSON object".into()));
+        return Err(bad(validate::DecodeError::NotAnObject));
     };
     let mut map = map.clone();
     for (key, want) in [("apiVersion", "authentication.k8s.io/v1"), ("kind", "TokenRequest")] {

@@ -33,14 +33,46 @@ pub enum FieldValidation {
 impl FieldValidation {
     /// From the query parameter (empty is the fixture's default); another value comes back as
     /// the error, for the options' 422 ([`super::options`]).
-    pub fn parse(value: Option<&str>) -> Result<Self, String> {
+    pub fn parse(value: Option<&str>) -> Result<Self, UnsupportedValidation> {
         match value {
             None | Some("") | Some("Strict") => Ok(Self::Strict),
             Some("Warn") => Ok(Self::Warn),
             Some("Ignore") => Ok(Self::Ignore),
-            Some(other) => Err(other.to_string()),
+            Some(other) => Err(UnsupportedValidation(other.to_string())),
         }
     }
+}
+
+/// A `fieldValidation` value kube-apiserver does not support (the value as given).
+#[derive(Debug, thiserror::Error)]
+#[error("unsupported fieldValidation {0:?}")]
+pub struct UnsupportedValidation(pub String);
+
+/// Why a body does not decode as its kind: the bare reason kube-apiserver puts after
+/// `<Kind> in version "<v>" cannot be handled as a <Kind>: ` (or reports against a patch).
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    /// Not a JSON object at all.
+    #[error("the body is not a JSON object")]
+    NotAnObject,
+    /// A field of the wrong type (`spec.containers[0].image: invalid type: …`).
+    #[error("{path}: {source}")]
+    Field {
+        /// Where.
+        path: String,
+        /// The decoder's reason.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The body as a whole does not decode, or does not encode back.
+    #[error("{0}")]
+    Body(#[source] serde_json::Error),
+    /// A kind the fixture has no type for.
+    #[error("no type for {0}")]
+    NoType(String),
+    /// A resource quantity that is not one (apimachinery's `resource.ParseQuantity`).
+    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' (got {0})")]
+    Quantity(Value),
 }
 
 /// A body decoded and re-encoded through its k8s-openapi type.
@@ -51,16 +83,19 @@ pub struct Decoded {
     pub unknown: Vec<String>,
 }
 
-pub(crate) fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, String> {
+pub(crate) fn typed<T: DeserializeOwned + Serialize>(obj: &Value) -> Result<Value, DecodeError> {
     let decoded: T = serde_path_to_error::deserialize(obj.clone()).map_err(|e| {
         let path = e.path().to_string();
         if path == "." || path.is_empty() {
-            e.inner().to_string()
+            DecodeError::Body(e.into_inner())
         } else {
-            format!("{path}: {}", e.inner())
+            DecodeError::Field {
+                path,
+                source: e.into_inner(),
+            }
         }
     })?;
-    serde_json::to_value(&decoded).map_err(|e| e.to_string())
+    serde_json::to_value(&decoded).map_err(DecodeError::Body)
 }
 
 /// Decodes `obj` as a `resource`: fills `apiVersion`/`kind` when absent, rejects a different
@@ -79,9 +114,9 @@ pub fn decode(resource: &ResourceInfo, obj: &Value) -> Result<Decoded, ApiError>
 /// [`decode`], with what does not decode as the bare reason (the patch handler reports it
 /// against `patch`, apply as a typed-object failure): `Err` for a body of another kind or
 /// version, `Ok(Err(reason))` for one that does not decode.
-pub(crate) fn decode_detail(resource: &ResourceInfo, obj: &Value) -> Result<Result<Decoded, String>, ApiError> {
+pub(crate) fn decode_detail(resource: &ResourceInfo, obj: &Value) -> Result<Result<Decoded, DecodeError>, ApiError> {
     let Value::Object(map) = obj else {
-        return Ok(Err("the body is not a JSON object".into()));
+        return Ok(Err(DecodeError::NotAnObject));
     };
     let mut map = map.clone();
     let api_version = resource.api_version();
@@ -125,7 +160,7 @@ pub(crate) fn decode_detail(resource: &ResourceInfo, obj: &Value) -> Result<Resu
         "Lease" => typed::<coordination::Lease>(&obj),
         "PodTemplate" => typed::<core::PodTemplate>(&obj),
         "RuntimeClass" => typed::<k8s_openapi::api::node::v1::RuntimeClass>(&obj),
-        other => Err(format!("no type for {other}")),
+        other => Err(DecodeError::NoType(other.to_string())),
     };
     let mut object = match result {
         Ok(object) => object,
@@ -179,7 +214,7 @@ pub fn unknown_fields_error(resource: &ResourceInfo, unknown: &[String]) -> ApiE
     ))
 }
 
-fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), String> {
+fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), DecodeError> {
     let mut maps: Vec<&Value> = Vec::new();
     match resource.kind {
         "Pod" => {
@@ -203,10 +238,7 @@ fn check_quantities(resource: &ResourceInfo, obj: &Value) -> Result<(), String> 
         for value in map.values() {
             let s = value.as_str().unwrap_or_default();
             if quantity_value(s).is_none() {
-                return Err(format!(
-                    "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$' \
-                     (got {value})"
-                ));
+                return Err(DecodeError::Quantity(value.clone()));
             }
         }
     }
