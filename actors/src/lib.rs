@@ -47,6 +47,11 @@ pub mod system_cgroups;
 #[cfg(test)]
 mod test_support;
 
+// The settings types the agent's config slices build, at the crate root so the agent names no
+// module paths.
+pub use pod_worker::ImagePullLimit;
+pub use source::http::HttpSourceConfig;
+
 /// An error and its sources joined with ": " (a source whose text already ends the chain, as
 /// some wrappers repeat it, is not added twice).
 pub(crate) fn error_chain(e: &dyn std::error::Error) -> String {

@@ -1,7 +1,7 @@
 //! `/configz`: the effective configuration as kubelet shows it, `{"kubeletconfig": {...}}` with
 //! KubeletConfiguration's field names and Go's duration text (`1m0s`).
 
-use dockerlet_actors::pod_worker::ImagePullLimit;
+use dockerlet_actors::ImagePullLimit;
 use dockerlet_pod::go::go_duration;
 use serde_json::{json, Value};
 
