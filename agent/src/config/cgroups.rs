@@ -54,7 +54,7 @@ pub(super) fn resolve(cli: &Cli, file: &FileSettings) -> Result<CgroupConfig, Co
             format!("{root:?}: expected an absolute cgroup path without . or .."),
         ));
     }
-    let (kubelet_cgroups, runtime_cgroups, system_cgroups) = system_cgroups(cli, file, explicit_root.is_some())?;
+    let system = system_cgroups(cli, file, explicit_root.is_some())?;
     let driver = match cli.cgroup_driver.clone().or_else(|| file.cgroup_driver.clone()) {
         None => None,
         Some(name) => Some(
@@ -75,19 +75,22 @@ pub(super) fn resolve(cli: &Cli, file: &FileSettings) -> Result<CgroupConfig, Co
         driver,
         pod_pids_limit,
         single_process_oom_kill: file.single_process_oom_kill.unwrap_or(false),
-        kubelet_cgroups,
-        runtime_cgroups,
-        system_cgroups,
+        kubelet_cgroups: system.kubelet,
+        runtime_cgroups: system.runtime,
+        system_cgroups: system.system,
     })
+}
+
+/// `--kubelet-cgroups`, `--runtime-cgroups` and `--system-cgroups`.
+struct SystemCgroups {
+    kubelet: Option<String>,
+    runtime: Option<String>,
+    system: Option<String>,
 }
 
 /// The kubelet's, the runtime's and the system's cgroups: absolute (`""` is none); the
 /// system cgroup not the root and only with an explicit `--cgroup-root`.
-fn system_cgroups(
-    cli: &Cli,
-    file: &FileSettings,
-    explicit_root: bool,
-) -> Result<(Option<String>, Option<String>, Option<String>), ConfigError> {
+fn system_cgroups(cli: &Cli, file: &FileSettings, explicit_root: bool) -> Result<SystemCgroups, ConfigError> {
     let system_cgroup = |flag: &str, value: Option<String>| -> Result<Option<String>, ConfigError> {
         match value.filter(|v| !v.is_empty()) {
             Some(v) if !is_cgroup_path(&v) => Err(invalid(
@@ -124,5 +127,9 @@ fn system_cgroups(
             ));
         }
     }
-    Ok((kubelet, runtime, system))
+    Ok(SystemCgroups {
+        kubelet,
+        runtime,
+        system,
+    })
 }
