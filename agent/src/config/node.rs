@@ -164,3 +164,62 @@ fn check_taint(taint: &Taint) -> Result<(), TaintError> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("dockerlet").chain(args.iter().copied())).unwrap()
+    }
+
+    /// The name is the hostname lowercased and trimmed unless overridden; a name that is no
+    /// DNS label sequence is refused naming `--hostname-override`.
+    #[test]
+    fn the_node_name() {
+        assert_eq!(
+            name(&cli(&[]), || " Node-1.Example \n".into()).unwrap(),
+            "node-1.example"
+        );
+        assert_eq!(name(&cli(&["--hostname-override", "n2"]), || "x".into()).unwrap(), "n2");
+        let err = name(&cli(&[]), || "a".repeat(64)).unwrap_err().to_string();
+        assert!(err.starts_with("invalid value for --hostname-override: "), "{err}");
+    }
+
+    /// Labels are `key=value`; the report frequency follows an update frequency set in the
+    /// file (kubelet's defaulting), else 5 m; the file's taints are taken when no flag is given.
+    #[test]
+    fn registration_from_flags_and_file() {
+        let file = FileSettings {
+            node_status_update_frequency: Some(Duration::from_secs(7)),
+            register_with_taints: Some(vec![Taint {
+                key: "k".into(),
+                effect: "NoSchedule".into(),
+                ..Taint::default()
+            }]),
+            ..FileSettings::default()
+        };
+        let r = registration(&cli(&["--node-labels", "a=b,c="]), &file).unwrap();
+        assert_eq!(
+            r.labels,
+            BTreeMap::from([("a".to_string(), "b".to_string()), ("c".to_string(), String::new())])
+        );
+        assert_eq!(
+            (r.status_update_frequency, r.status_report_frequency),
+            (Duration::from_secs(7), Duration::from_secs(7))
+        );
+        assert_eq!(
+            (r.taints.len(), r.register_node, r.lease_duration_seconds),
+            (1, true, 40)
+        );
+        let r = registration(&cli(&[]), &FileSettings::default()).unwrap();
+        assert_eq!(r.status_report_frequency, Duration::from_secs(300));
+        let err = registration(&cli(&["--node-labels", "a"]), &file)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(err, r#"invalid value for --node-labels: "a" is not key=value"#);
+    }
+}

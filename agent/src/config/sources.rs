@@ -80,3 +80,64 @@ pub(super) fn http(cli: &Cli, file: &FileSettings) -> Result<Option<HttpSourceCo
         frequency,
     }))
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn cli(args: &[&str]) -> Cli {
+        Cli::try_parse_from(std::iter::once("dockerlet").chain(args.iter().copied())).unwrap()
+    }
+
+    /// The file's `staticPodURLHeader` values come first, each value a header, then the flag's;
+    /// names and values trimmed; the period is kubelet's 20 s unless set.
+    #[test]
+    fn manifest_url_headers_from_the_file_then_the_flag() {
+        let file = FileSettings {
+            static_pod_url: Some("http://file/pods".into()),
+            static_pod_url_header: Some([("X-A".to_string(), vec!["1".to_string(), "2".to_string()])].into()),
+            ..FileSettings::default()
+        };
+        let url = http(&cli(&["--manifest-url-header", " X-B : 3 "]), &file)
+            .unwrap()
+            .unwrap();
+        assert_eq!(url.url, "http://file/pods");
+        let pair = |k: &str, v: &str| (k.to_string(), v.to_string());
+        assert_eq!(url.headers, [pair("X-A", "1"), pair("X-A", "2"), pair("X-B", "3")]);
+        assert_eq!(url.frequency, Duration::from_secs(20));
+        let url = http(&cli(&["--manifest-url", "https://flag/"]), &file)
+            .unwrap()
+            .unwrap();
+        assert_eq!(url.url, "https://flag/", "the flag wins");
+        assert!(http(&cli(&[]), &FileSettings::default()).unwrap().is_none());
+        let err = http(&cli(&["--manifest-url", "file:///etc/pods"]), &file)
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(
+            err,
+            r#"invalid value for --manifest-url: "file:///etc/pods": expected an http:// or https:// URL"#
+        );
+    }
+
+    /// An empty `staticPodPath` is none, the flag wins over the file; the re-list period must
+    /// be positive.
+    #[test]
+    fn the_static_pod_directory() {
+        let empty = FileSettings {
+            static_pod_path: Some(PathBuf::new()),
+            ..FileSettings::default()
+        };
+        let none = file(&cli(&[]), &empty).unwrap();
+        assert_eq!((none.path, none.check_frequency), (None, Duration::from_secs(20)));
+        let flag = file(&cli(&["--pod-manifest-path", "/p"]), &empty).unwrap();
+        assert_eq!(flag.path, Some(PathBuf::from("/p")));
+        let err = file(&cli(&["--file-check-frequency", "0s"]), &FileSettings::default())
+            .err()
+            .unwrap()
+            .to_string();
+        assert_eq!(err, "invalid value for --file-check-frequency: must be greater than 0");
+    }
+}
