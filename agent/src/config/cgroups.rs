@@ -5,6 +5,7 @@
 use dockerlet_pod::cgroup::CgroupDriver;
 
 use super::file::FileSettings;
+use super::values::is_cgroup_path;
 use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
@@ -30,10 +31,6 @@ pub struct CgroupConfig {
     /// `--system-cgroups` (`systemCgroups`): the cgroup the root's other processes are moved
     /// to (needs an explicit `--cgroup-root`, as kubelet).
     pub system_cgroups: Option<String>,
-}
-
-pub(super) fn is_cgroup_path(path: &str) -> bool {
-    path.starts_with('/') && !path.split('/').any(|part| part == ".." || part == ".")
 }
 
 /// The cgroup settings from the flags over the file: `cgroupRoot` absolute (`""` is `/`, as
