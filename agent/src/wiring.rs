@@ -128,6 +128,7 @@ async fn connect_runtime(config: &mut AgentConfig) -> anyhow::Result<(DockerRunt
 impl HostCgroups {
     /// The pod cgroup tree, then the system cgroups.
     async fn set_up(config: &AgentConfig, runtime: &DockerRuntime) -> anyhow::Result<Self> {
+        // Always set by `connect_runtime` (cgroupfs, kubelet's default, is never reached here).
         let driver = config.cgroups.driver.unwrap_or(CgroupDriver::Cgroupfs);
         let (naming, pods) = pod_cgroups(config, driver, runtime).await?;
         Ok(HostCgroups {

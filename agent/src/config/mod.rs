@@ -189,9 +189,10 @@ fn invalid(setting: &str, reason: String) -> ConfigError {
 
 /// Merge flags over the file over kubelet's defaults, and validate.
 ///
-/// The slices are resolved in this order so that, of several bad settings, the one reported is
-/// the one reported before the split into slices. `hostname` is injected so tests never depend
-/// on the machine.
+/// The slices are resolved in the order the checks ran before the split into slices, so that of
+/// several bad settings the same one is reported (but a bad `--manifest-url` now comes before a
+/// negative `--kube-api-qps`, `--event-qps` or `--event-burst`). `hostname` is injected so tests
+/// never depend on the machine.
 pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig, ConfigError> {
     let mut file = file::load(cli.config.as_deref(), cli.config_dir.as_deref())?;
     let feature_gates = feature_gates::merge_flag(std::mem::take(&mut file.feature_gates), &cli.feature_gates)?;
@@ -215,47 +216,47 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let shutdown_groups = shutdown::resolve(cli, &file)?;
     Ok(AgentConfig {
         node_name,
-        root_dir: process.root_dir,
-        pod_logs_dir: logs::resolve(cli, &file),
-        manifest_path: file_source.path,
+        node_ip: registration.node_ip,
+        register_node: registration.register_node,
+        node_labels: registration.labels,
+        node_status_update_frequency: registration.status_update_frequency,
+        node_status_report_frequency: registration.status_report_frequency,
+        node_lease_duration_seconds: registration.lease_duration_seconds,
+        taints: registration.taints,
+        port: servers.port,
         read_only: servers.read_only,
         healthz: servers.healthz,
         debug: servers.debug,
+        kubelet_api,
+        manifest_path: file_source.path,
         file_check_frequency: file_source.check_frequency,
-        sync_frequency: pod_sync.sync_frequency,
-        housekeeping_interval: pod_sync.housekeeping_interval,
-        sandbox_image: images.sandbox_image,
-        runtime_endpoint: pod_sync.runtime_endpoint,
-        backoff: pod_sync.backoff,
-        node_ip: registration.node_ip,
-        fault_injection: process.fault_injection,
-        kmsg_path: process.kmsg_path,
-        verbosity: process.verbosity,
         manifest_url,
+        housekeeping_interval: pod_sync.housekeeping_interval,
+        sync_frequency: pod_sync.sync_frequency,
+        backoff: pod_sync.backoff,
+        runtime_endpoint: pod_sync.runtime_endpoint,
+        reserved: reserved.total,
+        node: node_settings,
+        eviction_hard: eviction.hard,
+        eviction_pressure_transition_period: eviction.pressure_transition_period,
         kubeconfig: cluster.kubeconfig,
         in_cluster: cluster.in_cluster,
         kube_api_limits: cluster.kube_api_limits,
         event_limits: cluster.event_limits,
-        register_node: registration.register_node,
-        node_labels: registration.labels,
-        node_status_update_frequency: registration.status_update_frequency,
-        node_lease_duration_seconds: registration.lease_duration_seconds,
-        port: servers.port,
-        kubelet_api,
-        node_status_report_frequency: registration.status_report_frequency,
-        taints: registration.taints,
-        reserved: reserved.total,
-        eviction_hard: eviction.hard,
-        eviction_pressure_transition_period: eviction.pressure_transition_period,
         dns,
         seccomp_default: security.seccomp_default,
         allowed_unsafe_sysctls: security.allowed_unsafe_sysctls,
         cgroups,
+        sandbox_image: images.sandbox_image,
         image_pulls: images.pulls,
+        pod_logs_dir: logs::resolve(cli, &file),
         shutdown_groups,
-        node: node_settings,
-        proc_paths: process.proc_paths,
         feature_gates,
+        root_dir: process.root_dir,
+        verbosity: process.verbosity,
+        fault_injection: process.fault_injection,
+        kmsg_path: process.kmsg_path,
+        proc_paths: process.proc_paths,
     })
 }
 
