@@ -49,3 +49,8 @@ pub mod system_cgroups;
 mod test_support;
 
 pub(crate) use dockerlet_pod::go::error_chain;
+
+// The settings types the agent's config slices build, at the crate root so the agent names no
+// module paths.
+pub use pod_worker::ImagePullLimit;
+pub use source::http::HttpSourceConfig;

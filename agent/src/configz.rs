@@ -1,32 +1,14 @@
 //! `/configz`: the effective configuration as kubelet shows it, `{"kubeletconfig": {...}}` with
 //! KubeletConfiguration's field names and Go's duration text (`1m0s`).
 
-use dockerlet_actors::pod_worker::ImagePullLimit;
+use dockerlet_actors::ImagePullLimit;
 use dockerlet_pod::go::go_duration;
 use serde_json::{json, Value};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, CgroupConfig, KubeletApiConfig};
 
-/// The `/configz` document of `config`.
+/// The `/configz` document of `config`: the top-level settings, then each slice's part.
 pub fn configz(config: &AgentConfig) -> Value {
-    let api = config.kubelet_api.as_ref();
-    use dockerlet_http::kubelet_api::auth::AuthorizationMode;
-    let mode = api.map(|a| match a.authorization {
-        AuthorizationMode::AlwaysAllow => "AlwaysAllow",
-        AuthorizationMode::AlwaysDeny => "AlwaysDeny",
-        AuthorizationMode::Webhook { .. } => "Webhook",
-    });
-    let authz_webhook = api.and_then(|a| match a.authorization {
-        AuthorizationMode::Webhook {
-            authorized_ttl,
-            unauthorized_ttl,
-        } => Some(json!({
-            "cacheAuthorizedTTL": go_duration(authorized_ttl),
-            "cacheUnauthorizedTTL": go_duration(unauthorized_ttl),
-        })),
-        _ => None,
-    });
-    let token_webhook = api.and_then(|a| a.token_webhook);
     let mut doc = json!({
         "kubeletconfig": {
             "kind": "KubeletConfiguration",
@@ -35,25 +17,10 @@ pub fn configz(config: &AgentConfig) -> Value {
             "podLogsDir": config.pod_logs_dir,
             "syncFrequency": go_duration(config.sync_frequency),
             "fileCheckFrequency": go_duration(config.file_check_frequency),
-            "address": api.map(|a| a.address.ip().to_string()),
             "port": config.port,
             "readOnlyPort": config.read_only.map_or(0, |a| a.port()),
             "healthzPort": config.healthz.map_or(0, |a| a.port()),
             "healthzBindAddress": config.healthz.map(|a| a.ip().to_string()),
-            "tlsCertFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.0),
-            "tlsPrivateKeyFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.1),
-            "tlsMinVersion": api.and_then(|a| a.tls.min_version.clone()),
-            "tlsCipherSuites": api.map(|a| a.tls.cipher_suites.clone()).unwrap_or_default(),
-            "streamingConnectionIdleTimeout": go_duration(api.and_then(|a| a.stream_idle_timeout).unwrap_or_default()),
-            "authentication": {
-                "x509": {"clientCAFile": api.and_then(|a| a.tls.client_ca_file.clone())},
-                "webhook": {
-                    "enabled": token_webhook.is_some(),
-                    "cacheTTL": token_webhook.map(go_duration),
-                },
-                "anonymous": {"enabled": api.is_some_and(|a| a.anonymous)},
-            },
-            "authorization": {"mode": mode, "webhook": authz_webhook},
             "podInfraContainerImage": config.sandbox_image,
             "containerRuntimeEndpoint": config.runtime_endpoint,
             "crashLoopBackOff": {
@@ -71,11 +38,6 @@ pub fn configz(config: &AgentConfig) -> Value {
             "resolvConf": config.dns.resolv_conf.as_ref().map_or_else(String::new, |p| p.display().to_string()),
             "seccompDefault": config.seccomp_default,
             "allowedUnsafeSysctls": config.allowed_unsafe_sysctls,
-            "cgroupRoot": config.cgroups.root,
-            "cgroupsPerQOS": config.cgroups.per_qos,
-            "cgroupDriver": config.cgroups.driver.map(|d| d.name()),
-            "podPidsLimit": config.cgroups.pod_pids_limit,
-            "singleProcessOOMKill": config.cgroups.single_process_oom_kill,
             "serializeImagePulls": config.image_pulls == ImagePullLimit::default(),
             "maxParallelImagePulls": match config.image_pulls {
                 ImagePullLimit::Unlimited => None,
@@ -83,16 +45,59 @@ pub fn configz(config: &AgentConfig) -> Value {
             },
         }
     });
-    // Go's `omitempty`: the system cgroups only when set.
-    let cgroups = &config.cgroups;
-    for (key, value) in [
-        ("kubeletCgroups", &cgroups.kubelet_cgroups),
-        ("runtimeCgroups", &cgroups.runtime_cgroups),
-        ("systemCgroups", &cgroups.system_cgroups),
-    ] {
-        if let Some(v) = value {
-            doc["kubeletconfig"][key] = json!(v);
-        }
+    let top = &mut doc["kubeletconfig"];
+    kubelet_api(top, config.kubelet_api.as_ref());
+    cgroups(top, &config.cgroups);
+    if !config.feature_gates.is_empty() {
+        top["featureGates"] = json!(config.feature_gates);
+    }
+    // Whole numbers, as kubelet's int32 fields (the limits in effect).
+    top["eventRecordQPS"] = json!(config.event_limits.qps as i64);
+    top["eventBurst"] = json!(config.event_limits.burst as i64);
+    node_settings(top, &config.node);
+    doc
+}
+
+/// The kubelet API's part: address, TLS, authentication, authorization, the streaming idle
+/// timeout and the server's switches (`enableServer` false and the defaults' zero values when
+/// it does not serve).
+fn kubelet_api(doc: &mut Value, api: Option<&KubeletApiConfig>) {
+    use dockerlet_http::kubelet_api::auth::AuthorizationMode;
+    let mode = api.map(|a| match a.authorization {
+        AuthorizationMode::AlwaysAllow => "AlwaysAllow",
+        AuthorizationMode::AlwaysDeny => "AlwaysDeny",
+        AuthorizationMode::Webhook { .. } => "Webhook",
+    });
+    let authz_webhook = api.and_then(|a| match a.authorization {
+        AuthorizationMode::Webhook {
+            authorized_ttl,
+            unauthorized_ttl,
+        } => Some(json!({
+            "cacheAuthorizedTTL": go_duration(authorized_ttl),
+            "cacheUnauthorizedTTL": go_duration(unauthorized_ttl),
+        })),
+        _ => None,
+    });
+    let token_webhook = api.and_then(|a| a.token_webhook);
+    let part = json!({
+        "address": api.map(|a| a.address.ip().to_string()),
+        "tlsCertFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.0),
+        "tlsPrivateKeyFile": api.and_then(|a| a.tls.cert_and_key.as_ref()).map(|c| &c.1),
+        "tlsMinVersion": api.and_then(|a| a.tls.min_version.clone()),
+        "tlsCipherSuites": api.map(|a| a.tls.cipher_suites.clone()).unwrap_or_default(),
+        "streamingConnectionIdleTimeout": go_duration(api.and_then(|a| a.stream_idle_timeout).unwrap_or_default()),
+        "authentication": {
+            "x509": {"clientCAFile": api.and_then(|a| a.tls.client_ca_file.clone())},
+            "webhook": {
+                "enabled": token_webhook.is_some(),
+                "cacheTTL": token_webhook.map(go_duration),
+            },
+            "anonymous": {"enabled": api.is_some_and(|a| a.anonymous)},
+        },
+        "authorization": {"mode": mode, "webhook": authz_webhook},
+    });
+    for (key, value) in part.as_object().into_iter().flatten() {
+        doc[key] = value.clone();
     }
     let routes = api.map(|a| a.debug_routes).unwrap_or_default();
     for (key, on) in [
@@ -102,16 +107,26 @@ pub fn configz(config: &AgentConfig) -> Value {
         ("enableProfilingHandler", routes.profiling),
         ("enableDebugFlagsHandler", routes.debug_flags),
     ] {
-        doc["kubeletconfig"][key] = json!(on);
+        doc[key] = json!(on);
     }
-    if !config.feature_gates.is_empty() {
-        doc["kubeletconfig"]["featureGates"] = json!(config.feature_gates);
+}
+
+/// The cgroups' part; the system cgroups only when set (Go's `omitempty`).
+fn cgroups(doc: &mut Value, cgroups: &CgroupConfig) {
+    doc["cgroupRoot"] = json!(cgroups.root);
+    doc["cgroupsPerQOS"] = json!(cgroups.per_qos);
+    doc["cgroupDriver"] = json!(cgroups.driver.map(|d| d.name()));
+    doc["podPidsLimit"] = json!(cgroups.pod_pids_limit);
+    doc["singleProcessOOMKill"] = json!(cgroups.single_process_oom_kill);
+    for (key, value) in [
+        ("kubeletCgroups", &cgroups.kubelet_cgroups),
+        ("runtimeCgroups", &cgroups.runtime_cgroups),
+        ("systemCgroups", &cgroups.system_cgroups),
+    ] {
+        if let Some(v) = value {
+            doc[key] = json!(v);
+        }
     }
-    // Whole numbers, as kubelet's int32 fields (the limits in effect).
-    doc["kubeletconfig"]["eventRecordQPS"] = json!(config.event_limits.qps as i64);
-    doc["kubeletconfig"]["eventBurst"] = json!(config.event_limits.burst as i64);
-    node_settings(&mut doc["kubeletconfig"], &config.node);
-    doc
 }
 
 /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*` and
@@ -182,5 +197,34 @@ mod tests {
         );
         assert_eq!(c["cpuCFSQuotaPeriod"], "100ms");
         assert_eq!(c["enforceNodeAllocatable"], json!(["pods"]));
+    }
+
+    /// Without the kubelet API (`--port 0`) its part still has every key: the server off, the
+    /// zero values of its settings; the system cgroups appear only when set.
+    #[test]
+    fn configz_without_the_kubelet_api() {
+        let cli = crate::cli::Cli::try_parse_from([
+            "dockerlet",
+            "--port",
+            "0",
+            "--cgroup-root",
+            "/r",
+            "--system-cgroups",
+            "/sys",
+        ])
+        .unwrap();
+        let config = crate::config::build(&cli, || "x".into()).unwrap();
+        let c = &configz(&config)["kubeletconfig"];
+        assert_eq!(c["enableServer"], false);
+        assert_eq!(c["address"], Value::Null);
+        assert_eq!(c["authorization"], json!({"mode": null, "webhook": null}));
+        assert_eq!(
+            c["authentication"]["webhook"],
+            json!({"enabled": false, "cacheTTL": null})
+        );
+        assert_eq!(c["streamingConnectionIdleTimeout"], "0s");
+        assert_eq!(c["tlsCipherSuites"], json!([]));
+        assert_eq!((&c["cgroupRoot"], &c["systemCgroups"]), (&json!("/r"), &json!("/sys")));
+        assert!(c.get("kubeletCgroups").is_none(), "{c}");
     }
 }

@@ -16,7 +16,6 @@ mod node;
 mod node_setup;
 mod port_forward;
 mod reviews;
-mod shutdown_config;
 mod telemetry;
 mod wiring;
 

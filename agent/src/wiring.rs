@@ -2,16 +2,21 @@
 //! servers; then waits for SIGTERM or SIGINT.
 
 use std::collections::BTreeSet;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use actix::Addr;
+use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
+use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
 use dockerlet_actors::pleg::EVENTED_RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::pressure::PressureConfig;
+use dockerlet_actors::stats::{StatsConfig, StatsPaths, SystemCgroupNames};
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_actors::system_cgroups::SystemCgroupsConfig;
 use dockerlet_host::cgroup::systemd::{SliceManager, SystemdSlices};
@@ -19,12 +24,14 @@ use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
 use dockerlet_kube::{KubeApi, KubeClient};
+use dockerlet_messages::debug::HealthCell;
 use dockerlet_metrics::{BuildInfo, Metrics};
 use dockerlet_pod::cgroup::{CgroupDriver, CgroupNaming};
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::measured::Measured;
 use dockerlet_runtime::{ContainerRuntime, Containers, Images};
+use k8s_openapi::api::core::v1::Node;
 use tokio::signal::unix::{signal, SignalKind};
 
 use crate::config::AgentConfig;
@@ -32,19 +39,63 @@ use crate::config::AgentConfig;
 /// How long to wait for the Docker engine at start (kubelet: 30 s for its runtime).
 const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 
-/// Run the agent until a signal arrives.
+/// Run the agent until a signal arrives: the host prepared (Docker, cgroups, sandbox image),
+/// the API server reached in cluster mode, the Node as it will be registered, the actors, the
+/// HTTP servers; then wait for SIGTERM or SIGINT and stop the servers (pods keep running).
 pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
+    let host = prepare_host(&mut config).await?;
+    let api = connect_api(&config).await?;
+    let facts = node_facts(&config, &host).await;
+    let initial_node = crate::node::node(&facts);
+    let mode = decide_mode(&config, api, &initial_node);
+    let kube = mode.api().cloned();
+    let actors = start_actors(&config, &host, &facts, initial_node, mode).await;
+    crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
+    let servers = start_http(&config, actors, host.runtime, kube.as_ref()).await?;
+    until_signal().await?;
+    for server in servers {
+        server.stop(false).await;
+    }
+    Ok(())
+}
+
+/// What the agent found and set up on the host before any actor starts.
+struct Host {
+    /// `--root-dir`, absolute (Docker bind mounts need an absolute host path).
+    root_dir: PathBuf,
+    /// The Docker engine.
+    runtime: DockerRuntime,
+    /// The engine's own cgroup driver (cgroupfs when it names none), for the stats.
+    engine_driver: CgroupDriver,
+    /// The pod cgroup tree and the system cgroups.
+    cgroups: HostCgroups,
+    /// The sandbox image, provided.
+    sandbox_image: String,
+    /// The node's IP (`--node-ip`, or the first physical-looking interface's).
+    host_ip: String,
+}
+
+/// The cgroups set up at start.
+struct HostCgroups {
+    /// How pod cgroups are named under `--cgroup-root` with the driver in use.
+    naming: CgroupNaming,
+    /// The pod cgroup tree; none with `--cgroups-per-qos=false`.
+    pods: Option<Arc<PodCgroups>>,
+    /// `--kubelet-cgroups` and `--system-cgroups`, kept by the SystemCgroupsActor.
+    system: Option<SystemCgroupsConfig>,
+}
+
+/// The state directory, the kernel checks, Docker (its cgroup driver recorded in
+/// `config.cgroups.driver`), the pod and system cgroups and the sandbox image, in this order;
+/// any failure stops the start.
+async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
     std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     // Docker bind mounts need an absolute host path.
     let root_dir =
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
-    crate::node_setup::check_kernel(&config)?;
-    let runtime = connect(&config.runtime_endpoint).await?;
-    let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
-    let driver = cgroup_driver(config.cgroups.driver, &docker_driver)?;
-    config.cgroups.driver = Some(driver);
-    let (cgroup_naming, cgroups) = pod_cgroups(&config, driver, &runtime).await?;
-    let system_cgroups = system_cgroups(&config).await?;
+    crate::node_setup::check_kernel(config)?;
+    let (runtime, engine_driver) = connect_runtime(config).await?;
+    let cgroups = HostCgroups::set_up(config, &runtime).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(
             config.sandbox_image.as_deref(),
@@ -52,9 +103,46 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         )
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
-    let host_ip = config.node_ip.unwrap_or_else(detect_node_ip).to_string();
+    Ok(Host {
+        root_dir,
+        runtime,
+        engine_driver,
+        cgroups,
+        sandbox_image,
+        host_ip: config.node_ip.unwrap_or_else(detect_node_ip).to_string(),
+    })
+}
+
+/// Docker, waited for up to [`RUNTIME_WAIT`], and the cgroup driver checked against the
+/// engine's (`config.cgroups.driver` set to the one in use); with the engine's own driver.
+async fn connect_runtime(config: &mut AgentConfig) -> anyhow::Result<(DockerRuntime, CgroupDriver)> {
+    let runtime = connect(&config.runtime_endpoint).await?;
+    let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
+    config.cgroups.driver = Some(cgroup_driver(config.cgroups.driver, &docker_driver)?);
+    Ok((
+        runtime,
+        CgroupDriver::parse(&docker_driver).unwrap_or(CgroupDriver::Cgroupfs),
+    ))
+}
+
+impl HostCgroups {
+    /// The pod cgroup tree, then the system cgroups.
+    async fn set_up(config: &AgentConfig, runtime: &DockerRuntime) -> anyhow::Result<Self> {
+        // Always set by `connect_runtime` (cgroupfs, kubelet's default, is never reached here).
+        let driver = config.cgroups.driver.unwrap_or(CgroupDriver::Cgroupfs);
+        let (naming, pods) = pod_cgroups(config, driver, runtime).await?;
+        Ok(HostCgroups {
+            naming,
+            pods,
+            system: system_cgroups(config).await?,
+        })
+    }
+}
+
+/// The API server in cluster mode (`--kubeconfig` or `--in-cluster`); none standalone.
+async fn connect_api(config: &AgentConfig) -> anyhow::Result<Option<Arc<dyn KubeClient>>> {
     let (qps, burst) = config.kube_api_limits;
-    let api = match (&config.kubeconfig, &config.in_cluster) {
+    Ok(match (&config.kubeconfig, &config.in_cluster) {
         (Some(path), _) => {
             Some(Arc::new(KubeApi::connect(path, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>)
         }
@@ -62,101 +150,76 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
             Arc::new(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>,
         ),
         (None, None) => None,
-    };
-    // The Node as registered: admission checks pods against it in both modes (kubelet's
-    // initialNode), and in cluster mode it is what the agent registers.
-    let facts = crate::node::NodeFacts {
+    })
+}
+
+/// The Node as registered: admission checks pods against it in both modes (kubelet's
+/// initialNode), and in cluster mode it is what the agent registers.
+async fn node_facts(config: &AgentConfig, host: &Host) -> crate::node::NodeFacts {
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    crate::node::NodeFacts {
         name: config.node_name.clone(),
-        ip: host_ip.clone(),
+        ip: host.host_ip.clone(),
         labels: config.node_labels.clone(),
-        cpus: std::thread::available_parallelism().map_or(1, |n| n.get()),
+        cpus,
         memory_bytes: node_memory_bytes(),
-        docker_version: runtime.version().await.unwrap_or_default(),
+        docker_version: host.runtime.version().await.unwrap_or_default(),
         port: config.port,
-        ephemeral_storage_bytes: FsStats::of(&root_dir).map(|f| f.capacity_bytes),
+        ephemeral_storage_bytes: FsStats::of(&host.root_dir).map(|f| f.capacity_bytes),
         taints: config.taints.clone(),
         reserved: config.reserved.clone(),
         eviction: config.eviction_hard.clone(),
-        max_pods: config
-            .node
-            .pods_capacity(std::thread::available_parallelism().map_or(1, |n| n.get())),
-    };
-    let initial_node = crate::node::node(&facts);
-    let mode = match api.clone() {
-        Some(api) => {
-            let node = NodeStatusConfig {
+        max_pods: config.node.pods_capacity(cpus),
+    }
+}
+
+/// Standalone or cluster, decided once here: with an API server the agent registers
+/// `initial_node` and keeps its status and Lease.
+fn decide_mode(config: &AgentConfig, api: Option<Arc<dyn KubeClient>>, initial_node: &Node) -> Mode {
+    match api {
+        Some(api) => Mode::Cluster {
+            api,
+            node: Box::new(NodeStatusConfig {
                 node: initial_node.clone(),
                 register: config.register_node,
                 update_frequency: config.node_status_update_frequency,
                 report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
-            };
-            Mode::Cluster {
-                api,
-                node: Box::new(node),
-            }
-        }
+            }),
+        },
         None => Mode::Standalone,
-    };
+    }
+}
+
+/// The running actor system and what the HTTP servers share with it.
+struct Actors {
+    supervisor: Addr<Supervisor>,
+    health: HealthCell,
+    metrics: Arc<Metrics>,
+}
+
+/// The Supervisor and, through it, every actor.
+async fn start_actors(
+    config: &AgentConfig,
+    host: &Host,
+    facts: &crate::node::NodeFacts,
+    initial_node: Node,
+    mode: Mode,
+) -> Actors {
     // Docker may report a path of another mount namespace (the agent in a container).
-    let image_dir = runtime.root_dir().await.filter(|p| p.exists());
+    let image_dir = host.runtime.root_dir().await.filter(|p| p.exists());
     let pressure = PressureConfig {
         thresholds: config.eviction_hard.clone(),
         transition_period: config.eviction_pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,
-        observe: PressureConfig::observe_node(root_dir.clone(), image_dir.clone()),
+        observe: PressureConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
     };
-    let stats = dockerlet_actors::stats::StatsConfig {
-        paths: dockerlet_actors::stats::StatsPaths {
-            node_name: config.node_name.clone(),
-            root_dir: root_dir.clone(),
-            docker_root: image_dir.clone(),
-            layout: match dockerlet_host::cgroup::CgroupLayout::detect() {
-                Ok(layout) => Some(layout),
-                Err(e) => {
-                    tracing::warn!(error = %e, "no cgroup statistics: /stats/summary reports the node only");
-                    None
-                }
-            },
-            system: dockerlet_actors::stats::SystemCgroupNames {
-                kubelet: config.cgroups.kubelet_cgroups.clone(),
-                runtime: config.cgroups.runtime_cgroups.clone(),
-                misc: config.cgroups.system_cgroups.clone(),
-            },
-            engine_cgroup_driver: CgroupDriver::parse(&docker_driver).unwrap_or(CgroupDriver::Cgroupfs),
-        },
-        interval: config.housekeeping_interval,
-    };
-    tracing::info!(node = %config.node_name, host_ip = %host_ip, sandbox_image = %sandbox_image, "starting dockerlet");
+    let stats = stats_config(config, host, image_dir.clone());
+    tracing::info!(node = %config.node_name, host_ip = %host.host_ip, sandbox_image = %host.sandbox_image, "starting dockerlet");
     let metrics = Arc::new(metrics(&config.node_name));
-
-    let worker = PodWorkerConfig {
-        node_name: config.node_name.clone(),
-        host_ip,
-        sandbox_image,
-        backoff: config.backoff,
-        sync_frequency: config.sync_frequency,
-        node_memory_bytes: node_memory_bytes(),
-        allocatable: crate::node::allocatable(&facts),
-        min_oom_score_adj: protect_from_oom_killer(),
-        root_dir: root_dir.clone(),
-        api: api.clone(),
-        log_links: log_links(&runtime, &config.pod_logs_dir, image_dir.as_deref()).await,
-        dns: config.dns.clone(),
-        security: SecurityConfig {
-            seccomp_default: config.seccomp_default,
-            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
-            apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
-        },
-        metrics: metrics.clone(),
-        cgroup_naming,
-        single_process_oom_kill: config.cgroups.single_process_oom_kill,
-        cgroups,
-        image_pulls: config.image_pulls,
-        cpu_cfs_quota: config.node.cpu_cfs_quota,
-    };
-    let health = dockerlet_messages::debug::HealthCell::default();
+    let worker = worker_config(config, host, facts, mode.api().cloned(), image_dir, &metrics).await;
+    let health = HealthCell::default();
     let supervisor = Supervisor::start(
         SupervisorConfig {
             worker: Arc::new(worker),
@@ -169,41 +232,108 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
             pressure,
             oom: Some(OomWatcherConfig {
                 kmsg_path: config.kmsg_path.clone(),
-                checkpoint_dir: root_dir.join("oom_watcher"),
+                checkpoint_dir: host.root_dir.join("oom_watcher"),
                 node_name: config.node_name.clone(),
             }),
             stats: Some(stats),
-            system_cgroups,
+            system_cgroups: host.cgroups.system.clone(),
             events: config.event_limits,
             health: health.clone(),
             node: Arc::new(initial_node),
-            node_shutdown: (!config.shutdown_groups.is_empty()).then(|| {
-                dockerlet_actors::node_shutdown::NodeShutdownConfig {
-                    groups: config.shutdown_groups.clone(),
-                    logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
-                }
+            node_shutdown: (!config.shutdown_groups.is_empty()).then(|| NodeShutdownConfig {
+                groups: config.shutdown_groups.clone(),
+                logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
             }),
         },
-        Arc::new(Measured::new(runtime.clone(), metrics.clone())),
+        Arc::new(Measured::new(host.runtime.clone(), metrics.clone())),
     );
-    let exec: Arc<dyn dockerlet_runtime::InteractiveExec> = Arc::new(runtime.clone());
-    let attach: Arc<dyn dockerlet_runtime::Attach> = Arc::new(runtime.clone());
-    let port_forward: Arc<dyn dockerlet_runtime::PortForward> = Arc::new(crate::port_forward::NetnsPortForward {
-        docker: runtime.clone(),
-    });
-    let logs: Arc<dyn dockerlet_runtime::ContainerLogs> = Arc::new(runtime);
+    Actors {
+        supervisor,
+        health,
+        metrics,
+    }
+}
 
-    crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
+/// Statistics housekeeping: the node's and Docker's directories, the cgroup layout (none: the
+/// node only, said once), the system cgroups, the period.
+fn stats_config(config: &AgentConfig, host: &Host, image_dir: Option<PathBuf>) -> StatsConfig {
+    StatsConfig {
+        paths: StatsPaths {
+            node_name: config.node_name.clone(),
+            root_dir: host.root_dir.clone(),
+            docker_root: image_dir,
+            layout: match dockerlet_host::cgroup::CgroupLayout::detect() {
+                Ok(layout) => Some(layout),
+                Err(e) => {
+                    tracing::warn!(error = %e, "no cgroup statistics: /stats/summary reports the node only");
+                    None
+                }
+            },
+            system: SystemCgroupNames {
+                kubelet: config.cgroups.kubelet_cgroups.clone(),
+                runtime: config.cgroups.runtime_cgroups.clone(),
+                misc: config.cgroups.system_cgroups.clone(),
+            },
+            engine_cgroup_driver: host.engine_driver,
+        },
+        interval: config.housekeeping_interval,
+    }
+}
 
+/// The settings every PodWorker shares; `api` in cluster mode.
+async fn worker_config(
+    config: &AgentConfig,
+    host: &Host,
+    facts: &crate::node::NodeFacts,
+    api: Option<Arc<dyn KubeClient>>,
+    image_dir: Option<PathBuf>,
+    metrics: &Arc<Metrics>,
+) -> PodWorkerConfig {
+    PodWorkerConfig {
+        node_name: config.node_name.clone(),
+        host_ip: host.host_ip.clone(),
+        sandbox_image: host.sandbox_image.clone(),
+        backoff: config.backoff,
+        sync_frequency: config.sync_frequency,
+        node_memory_bytes: node_memory_bytes(),
+        allocatable: crate::node::allocatable(facts),
+        min_oom_score_adj: protect_from_oom_killer(),
+        root_dir: host.root_dir.clone(),
+        api,
+        log_links: log_links(&host.runtime, &config.pod_logs_dir, image_dir.as_deref()).await,
+        dns: config.dns.clone(),
+        security: SecurityConfig {
+            seccomp_default: config.seccomp_default,
+            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
+        },
+        metrics: metrics.clone(),
+        cgroup_naming: host.cgroups.naming.clone(),
+        single_process_oom_kill: config.cgroups.single_process_oom_kill,
+        cgroups: host.cgroups.pods.clone(),
+        image_pulls: config.image_pulls,
+        cpu_cfs_quota: config.node.cpu_cfs_quota,
+    }
+}
+
+/// The HTTP servers, started: healthz, read-only, the kubelet API, debug (each when enabled);
+/// their handles, to stop them.
+async fn start_http(
+    config: &AgentConfig,
+    actors: Actors,
+    runtime: DockerRuntime,
+    kube: Option<&Arc<dyn KubeClient>>,
+) -> anyhow::Result<Vec<ServerHandle>> {
+    let supervisor = actors.supervisor;
     let mut handles = Handles {
         pods: supervisor.clone().recipient(),
         running: supervisor.clone().recipient(),
         sandbox: supervisor.clone().recipient(),
-        health,
+        health: actors.health,
         debug: supervisor.clone().recipient(),
         stats: supervisor.clone().recipient(),
         faults: config.fault_injection.then(|| supervisor.clone().recipient()),
-        metrics,
+        metrics: actors.metrics,
         logs_port: None,
     };
     let mut servers = Vec::new();
@@ -214,35 +344,51 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         servers
             .push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
     }
-    let kube = api.clone();
     if let Some(api) = &config.kubelet_api {
-        // Reads (or writes the self-signed) certificate files: off the event loop.
-        let settings = api.tls.clone();
-        let tls = tokio::task::spawn_blocking(move || dockerlet_http::kubelet_api::tls::server_config(&settings))
-            .await
-            .context("kubelet API TLS set-up panicked")?
-            .with_context(|| format!("kubelet API on {}", api.address))?;
-        let auth = kubelet_api_auth(&config.node_name, api, kube.as_ref())?;
-        let state = dockerlet_http::kubelet_api::KubeletApi {
-            handles: handles.clone(),
-            logs: logs.clone(),
-            exec: exec.clone(),
-            attach: attach.clone(),
-            port_forward: port_forward.clone(),
-            configz: Arc::new(crate::configz::configz(&config)),
-            stream_idle_timeout: api.stream_idle_timeout,
-            debug_routes: api.debug_routes,
-        };
-        let (server, bound) = dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?;
+        let (server, bound) = kubelet_api_server(config, api, handles.clone(), runtime, kube).await?;
         handles.logs_port = Some(bound.port());
         servers.push(server);
     }
     servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
-    let stoppers: Vec<_> = servers.iter().map(|s| s.handle()).collect();
+    let stoppers = servers.iter().map(|s| s.handle()).collect();
     for server in servers {
         actix::spawn(server);
     }
+    Ok(stoppers)
+}
 
+/// The kubelet API on `--address:--port`: TLS (certificate files read or written off the event
+/// loop), authentication and authorization, and the streaming runtime calls over Docker.
+async fn kubelet_api_server(
+    config: &AgentConfig,
+    api: &crate::config::KubeletApiConfig,
+    handles: Handles,
+    runtime: DockerRuntime,
+    kube: Option<&Arc<dyn KubeClient>>,
+) -> anyhow::Result<(Server, SocketAddr)> {
+    let settings = api.tls.clone();
+    let tls = tokio::task::spawn_blocking(move || dockerlet_http::kubelet_api::tls::server_config(&settings))
+        .await
+        .context("kubelet API TLS set-up panicked")?
+        .with_context(|| format!("kubelet API on {}", api.address))?;
+    let auth = kubelet_api_auth(&config.node_name, api, kube)?;
+    let state = dockerlet_http::kubelet_api::KubeletApi {
+        handles,
+        exec: Arc::new(runtime.clone()),
+        attach: Arc::new(runtime.clone()),
+        port_forward: Arc::new(crate::port_forward::NetnsPortForward {
+            docker: runtime.clone(),
+        }),
+        logs: Arc::new(runtime),
+        configz: Arc::new(crate::configz::configz(config)),
+        stream_idle_timeout: api.stream_idle_timeout,
+        debug_routes: api.debug_routes,
+    };
+    Ok(dockerlet_http::kubelet_api::serve(api.address, state, auth, tls)?)
+}
+
+/// Until SIGTERM or SIGINT.
+async fn until_signal() -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
     // The signals are awaited on a task of their own: this future is polled at every wake-up of
@@ -256,9 +402,6 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         let _ = stop.send(());
     });
     let _ = stopped.await;
-    for stopper in stoppers {
-        stopper.stop(false).await;
-    }
     Ok(())
 }
 

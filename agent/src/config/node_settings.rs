@@ -198,7 +198,7 @@ fn enforcement(
                     format!("{setting} ({flag}) must be specified when \"{key}\" or \"{key}-compressible\" included in enforceNodeAllocatable (--enforce-node-allocatable)"),
                 ));
             }
-            if !super::is_cgroup_path(cgroup) {
+            if !super::values::is_cgroup_path(cgroup) {
                 return Err(ConfigError::Invalid {
                     setting: flag.to_string(),
                     reason: format!("{cgroup:?}: expected an absolute cgroup path without . or .."),

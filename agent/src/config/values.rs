@@ -1,6 +1,7 @@
 //! Value rules the config file's parser ([`super::file`]) and its field table
-//! ([`super::kubelet_fields`]) share: what a zero value is, and how a Go duration reads. In a file
-//! of their own so neither of those imports the other.
+//! ([`super::kubelet_fields`]) share: what a zero value is, and how a Go duration reads; and what
+//! a cgroup path is, which the cgroups slice and the node settings share. In a file of their own
+//! so none of those imports another.
 
 use std::time::Duration;
 
@@ -41,4 +42,9 @@ pub(super) fn parse_duration(key: &str, text: &str) -> Result<Duration, Duration
         text: text.to_string(),
         source,
     })
+}
+
+/// An absolute cgroup path without `.` or `..` parts.
+pub(super) fn is_cgroup_path(path: &str) -> bool {
+    path.starts_with('/') && !path.split('/').any(|part| part == ".." || part == ".")
 }

@@ -89,6 +89,21 @@ pub fn groups(settings: ShutdownSettings) -> Result<Vec<ShutdownGroup>, Invalid>
     Ok(sorted(by_priority))
 }
 
+/// The shutdown slice: the flags over the file's `shutdownGracePeriod…` keys, as groups.
+pub(super) fn resolve(
+    cli: &crate::cli::Cli,
+    file: &super::file::FileSettings,
+) -> Result<Vec<ShutdownGroup>, super::ConfigError> {
+    groups(ShutdownSettings {
+        total: cli.shutdown_grace_period.or(file.shutdown_grace_period),
+        critical: cli
+            .shutdown_grace_period_critical_pods
+            .or(file.shutdown_grace_period_critical_pods),
+        by_priority: file.shutdown_grace_period_by_pod_priority.clone(),
+    })
+    .map_err(|e| super::invalid(e.setting, e.reason))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
