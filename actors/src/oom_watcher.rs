@@ -20,6 +20,7 @@
 
 use crate::error_chain;
 use crate::inspect::Inspect;
+use crate::registry::Link;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -63,7 +64,7 @@ pub struct OomWatcherActor {
     /// Where Node events go in cluster mode.
     api: Option<Arc<dyn KubeClient>>,
     /// The Supervisor's recorder: the debug ring (also standalone).
-    events: Recipient<RecordEvent>,
+    events: Link<RecordEvent>,
     /// Tells the reader thread to end when this instance stops (a re-created actor starts its own).
     stop: Arc<AtomicBool>,
     /// System OOMs reported.
@@ -84,7 +85,7 @@ pub struct OomWatcherActor {
 
 impl OomWatcherActor {
     /// A watcher reading `config.kmsg_path`, reporting to `events` and, in cluster mode, `api`.
-    pub fn new(config: OomWatcherConfig, api: Option<Arc<dyn KubeClient>>, events: Recipient<RecordEvent>) -> Self {
+    pub fn new(config: OomWatcherConfig, api: Option<Arc<dyn KubeClient>>, events: Link<RecordEvent>) -> Self {
         OomWatcherActor {
             config,
             api,
@@ -174,13 +175,13 @@ impl OomWatcherActor {
     /// The SystemOOM event: to the debug ring, and to the API about the Node in cluster mode.
     fn record(&self, message: String) {
         // For the debug ring only: the Node's event is written here, below.
-        self.events.do_send(RecordEvent {
-            about: EventSubject::Other(format!("node/{}", self.config.node_name)),
-            container: None,
-            type_: EventType::Warning,
-            reason: SYSTEM_OOM.to_string(),
-            message: message.clone(),
-        });
+        let about = EventSubject::Other(format!("node/{}", self.config.node_name));
+        self.events.do_send(RecordEvent::about(
+            about,
+            EventType::Warning,
+            SYSTEM_OOM,
+            message.clone(),
+        ));
         if let Some(api) = self.api.clone() {
             actix::spawn(async move {
                 if let Err(e) = api.record_node_event(EventType::Warning, SYSTEM_OOM, &message).await {
@@ -334,7 +335,7 @@ mod tests {
             node_name: "n1".to_string(),
         };
         let sink = Sink(seen.clone()).start();
-        let watcher = OomWatcherActor::new(config.clone(), None, sink.clone().recipient()).start();
+        let watcher = OomWatcherActor::new(config.clone(), None, sink.clone().recipient().into()).start();
         let mut tries = 0;
         while seen.lock().unwrap().is_empty() && tries < 100 {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -360,7 +361,7 @@ mod tests {
             tries += 1;
         }
         assert_eq!(read_checkpoint(&config.checkpoint_dir).map(|c| c.sequence), Some(13));
-        let again = OomWatcherActor::new(config, None, sink.recipient()).start();
+        let again = OomWatcherActor::new(config, None, sink.recipient().into()).start();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let state = again.send(GetActorState).await.unwrap();
         assert_eq!(state.detail["system_ooms"], 0, "{}", state.detail);
@@ -377,7 +378,7 @@ mod tests {
             node_name: "n1".to_string(),
         };
         let sink = Sink(Arc::default()).start();
-        let watcher = OomWatcherActor::new(config, None, sink.recipient()).start();
+        let watcher = OomWatcherActor::new(config, None, sink.recipient().into()).start();
         let mut state = watcher.send(GetActorState).await.unwrap();
         for _ in 0..100 {
             if state.last_error.is_some() {

@@ -37,6 +37,7 @@ use tokio::time::Instant;
 use tracing::{Instrument, Span};
 
 use crate::inspect::Inspect;
+use crate::registry::Link;
 use dockerlet_pod::action::Action;
 use dockerlet_pod::probe_state::{Effect, Input, Next, ProbeConfig, ProbeState, RunOutcome};
 use dockerlet_probe::{Caller, Outcome, Target};
@@ -72,7 +73,7 @@ pub struct ProbeLinks {
     /// Result changes.
     pub results: Recipient<ProbeResultChanged>,
     /// Unhealthy and ProbeWarning events.
-    pub events: Recipient<RecordEvent>,
+    pub events: Link<RecordEvent>,
 }
 
 /// One probe of one container.
@@ -87,6 +88,8 @@ struct ProbeKey {
 struct ProbeWorker {
     /// The pod, for events, spans and the debug page.
     pod: PodRef,
+    /// The container's reference in the pod (the events' fieldPath).
+    field_path: String,
     /// The container instance probed; a new instance replaces this worker.
     container_id: ContainerId,
     /// The pod's IP.
@@ -136,6 +139,7 @@ impl ProbeWorker {
         let worker = ProbeWorker {
             span: probe_span(key, instance.pod),
             pod: instance.pod.clone(),
+            field_path: dockerlet_pod::spec::field_path(&instance.msg.pod, &key.container),
             container_id,
             pod_ip: instance.msg.pod_ip.clone(),
             action: Arc::new(action),
@@ -544,7 +548,9 @@ impl ProbeActor {
     fn send_event(&self, key: &ProbeKey, reason: &str, message: String) {
         let Some(worker) = self.probes.get(key) else { return };
         let event = RecordEvent::pod(&worker.pod, EventType::Warning, reason, message);
-        self.links.events.do_send(event.in_container(Some(&key.container)));
+        self.links
+            .events
+            .do_send(event.in_container(&key.container, worker.field_path.clone()));
     }
 
     /// Does the startup probe of this instance of `key`'s container still have to succeed?
@@ -764,7 +770,7 @@ mod tests {
         let sink = Sink.start();
         let links = ProbeLinks {
             results: sink.clone().recipient(),
-            events: sink.recipient(),
+            events: sink.recipient().into(),
         };
         let prober = ProbeActor::new(Arc::new(runtime.clone()), links).start();
         for i in 0..pods {

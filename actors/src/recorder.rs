@@ -1,18 +1,22 @@
-//! The event recorder: every noteworthy event goes to the debug page's ring buffer and, in
+//! The EventRecorder actor: every noteworthy event goes to the debug page's ring buffer and, in
 //! cluster mode, to the API as a v1 Event (kubelet's `pkg/kubelet/events` reasons through
 //! client-go's recorder: counted, combined and rate-limited by
-//! [`dockerlet_kube::recorder::EventCorrelator`]). Owned by the Supervisor, which knows the pods.
+//! [`dockerlet_kube::recorder::EventCorrelator`]). Senders (workers, the prober, the OOM
+//! watcher, the Supervisor) send [`RecordEvent`] here directly; each chose the event's type and,
+//! having the pod, its container's field path.
 
 use std::collections::VecDeque;
 use std::future::Future;
-
-use dockerlet_kube::recorder::{Correlated, EventCorrelator, EventLimits};
 use std::sync::Arc;
 
+use actix::prelude::*;
+use dockerlet_kube::recorder::{Correlated, EventCorrelator, EventLimits};
 use dockerlet_kube::{KubeClient, PodEventRef};
-use dockerlet_messages::debug::{DebugEvent, EventSubject, EventType, RecordEvent};
-use k8s_openapi::api::core::v1::Pod;
+use dockerlet_messages::debug::{DebugEvent, EventSubject, ForgetPodEvents, GetRecentEvents, RecordEvent};
 use k8s_openapi::jiff::Timestamp;
+use serde_json::json;
+
+use crate::inspect::Inspect;
 
 /// How many debug events are kept.
 const EVENT_LOG_SIZE: usize = 200;
@@ -29,6 +33,10 @@ pub struct EventRecorder {
     api: Option<Arc<dyn KubeClient>>,
     /// Events written to the API: counted, combined, rate-limited.
     correlator: EventCorrelator,
+    /// API writes started.
+    api_writes: u64,
+    /// Messages handled.
+    handled: u64,
 }
 
 impl EventRecorder {
@@ -38,28 +46,17 @@ impl EventRecorder {
             ring: VecDeque::new(),
             api,
             correlator: EventCorrelator::new(limits),
+            api_writes: 0,
+            handled: 0,
         }
     }
 
-    /// Keep an event about `object` that has no pod behind it (orphans, actor restarts).
-    pub fn note(&mut self, reason: &str, object: String, message: String) {
-        self.keep(DebugEvent {
-            time: Timestamp::now(),
-            type_: EventType::Normal,
-            reason: reason.to_string(),
-            object,
-            container: None,
-            message,
-        });
-    }
-
-    /// Keep `event` for the debug page; for a pod the node runs (`pod`, found by the caller from
-    /// the event's [`EventSubject::Pod`]) in cluster mode, also return the API write to run
-    /// (`None` when rate-limited or standalone).
-    pub fn record(&mut self, event: RecordEvent, pod: Option<&Pod>) -> Option<impl Future<Output = ()> + 'static> {
-        let write = pod
-            .filter(|_| !DEBUG_ONLY.contains(&event.reason.as_str()))
-            .and_then(|pod| self.api_write(&event, pod));
+    /// Keep `event` for the debug page; for a pod in cluster mode, also return the API write to
+    /// run (`None` when rate-limited, standalone, or about anything but a pod).
+    pub fn record(&mut self, event: RecordEvent) -> Option<impl Future<Output = ()> + 'static> {
+        let write = (!DEBUG_ONLY.contains(&event.reason.as_str()))
+            .then(|| self.api_write(&event))
+            .flatten();
         self.keep(event.to_debug());
         write
     }
@@ -81,12 +78,11 @@ impl EventRecorder {
         self.ring.push_back(event);
     }
 
-    fn api_write(&mut self, event: &RecordEvent, pod: &Pod) -> Option<impl Future<Output = ()> + 'static> {
+    fn api_write(&mut self, event: &RecordEvent) -> Option<impl Future<Output = ()> + 'static> {
         let api = self.api.clone()?;
         let EventSubject::Pod(id) = &event.about else {
             return None;
         };
-        let field_path = event.container.as_deref().map(|c| field_path(pod, c));
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
         let Correlated {
             name: event_name,
@@ -95,12 +91,14 @@ impl EventRecorder {
         } = self.correlator.observe(
             (&id.uid.0, &id.name),
             &event.reason,
-            field_path.as_deref().unwrap_or_default(),
+            event.field_path.as_deref().unwrap_or_default(),
             &event.message,
             std::time::Instant::now(),
             || format!("{:x}", Timestamp::now().as_nanosecond()),
         )?;
+        self.api_writes += 1;
         let (id, kind, reason) = (id.clone(), event.type_, event.reason.clone());
+        let field_path = event.field_path.clone();
         Some(async move {
             let involved = PodEventRef {
                 namespace: &id.namespace,
@@ -118,88 +116,105 @@ impl EventRecorder {
     }
 }
 
-/// kubelet's container reference (`pkg/kubelet/container/ref.go`): `spec.containers{name}`,
-/// `spec.initContainers{name}` or `spec.ephemeralContainers{name}`.
-fn field_path(pod: &Pod, container: &str) -> String {
-    let spec = pod.spec.as_ref();
-    let named = |names: Option<Vec<&str>>| names.is_some_and(|names| names.contains(&container));
-    if named(
-        spec.and_then(|s| s.init_containers.as_ref())
-            .map(|cs| cs.iter().map(|c| c.name.as_str()).collect()),
-    ) {
-        format!("spec.initContainers{{{container}}}")
-    } else if named(
-        spec.and_then(|s| s.ephemeral_containers.as_ref())
-            .map(|cs| cs.iter().map(|c| c.name.as_str()).collect()),
-    ) {
-        format!("spec.ephemeralContainers{{{container}}}")
-    } else {
-        format!("spec.containers{{{container}}}")
+impl Actor for EventRecorder {
+    type Context = Context<Self>;
+}
+
+impl Handler<RecordEvent> for EventRecorder {
+    type Result = ();
+
+    /// Keep the event for the debug page and, in cluster mode, write a pod's to the API.
+    fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
+        self.handled += 1;
+        if let Some(write) = self.record(msg) {
+            ctx.spawn(write.into_actor(self));
+        }
     }
 }
+
+impl Handler<GetRecentEvents> for EventRecorder {
+    type Result = MessageResult<GetRecentEvents>;
+
+    fn handle(&mut self, _: GetRecentEvents, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(self.recent())
+    }
+}
+
+impl Handler<ForgetPodEvents> for EventRecorder {
+    type Result = ();
+
+    fn handle(&mut self, msg: ForgetPodEvents, _: &mut Self::Context) {
+        self.handled += 1;
+        self.forget(&msg.uid.0);
+    }
+}
+
+impl Inspect for EventRecorder {
+    const KIND: &'static str = "EventRecorder";
+    const NAME: &'static str = "events";
+
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        json!({ "kept": self.ring.len(), "api_writes": self.api_writes, "to_api": self.api.is_some() })
+    }
+}
+
+crate::supervised!(EventRecorder);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Events about an ephemeral container point at `spec.ephemeralContainers{name}`.
-    #[test]
-    fn field_paths_name_the_container_list() {
-        let c = |name: &str| k8s_openapi::api::core::v1::Container {
-            name: name.into(),
-            ..Default::default()
-        };
-        let pod = Pod {
-            spec: Some(k8s_openapi::api::core::v1::PodSpec {
-                containers: vec![c("app")],
-                init_containers: Some(vec![c("init")]),
-                ephemeral_containers: Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
-                    name: "debugger".into(),
-                    ..Default::default()
-                }]),
-                ..Default::default()
-            }),
-            ..Default::default()
-        };
-        assert_eq!(field_path(&pod, "app"), "spec.containers{app}");
-        assert_eq!(field_path(&pod, "init"), "spec.initContainers{init}");
-        assert_eq!(field_path(&pod, "debugger"), "spec.ephemeralContainers{debugger}");
-    }
+    use dockerlet_messages::debug::EventType;
 
     /// A container's death is kept for the debug endpoint, never written to the API (kubelet
-    /// records no such reason); kubelet's reasons are.
+    /// records no such reason); kubelet's reasons are; nothing but a pod's events go to the API.
     #[test]
-    fn container_deaths_stay_off_the_api() {
+    fn container_deaths_and_other_objects_stay_off_the_api() {
         let api = Arc::new(dockerlet_kube::fake::FakeKube::new("n1"));
         let mut recorder = EventRecorder::new(Some(api), EventLimits::default());
-        let pod = Pod {
-            metadata: k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
-                name: Some("p".into()),
-                namespace: Some("default".into()),
-                uid: Some("u1".into()),
-                ..Default::default()
-            },
-            ..Default::default()
+        let id = dockerlet_messages::PodRef {
+            uid: "u1".into(),
+            namespace: "default".into(),
+            name: "p".into(),
         };
-        let id = dockerlet_messages::PodRef::of(&pod);
-        let event = |reason: &str| RecordEvent::pod(&id, EventType::Normal, reason, "m".into()).in_container(Some("c"));
-        assert!(recorder.record(event("ContainerDied"), Some(&pod)).is_none());
-        assert!(recorder.record(event("Started"), Some(&pod)).is_some());
+        let event = |reason: &str| {
+            RecordEvent::pod(&id, EventType::Normal, reason, "m".into()).in_container("c", "spec.containers{c}".into())
+        };
+        assert!(recorder.record(event("ContainerDied")).is_none());
+        assert!(recorder.record(event("Started")).is_some());
+        let orphan = RecordEvent::about(
+            EventSubject::Other("orphan-u9".into()),
+            EventType::Normal,
+            "Killing",
+            "m".into(),
+        );
+        assert!(recorder.record(orphan).is_none(), "no pod behind it");
         let reasons: Vec<String> = recorder.recent().into_iter().map(|e| e.reason).collect();
-        assert_eq!(reasons, ["ContainerDied", "Started"], "both on the debug endpoint");
+        assert_eq!(
+            reasons,
+            ["ContainerDied", "Started", "Killing"],
+            "all on the debug endpoint"
+        );
     }
 
-    /// The ring keeps the newest events only.
+    /// The ring keeps the newest events only; standalone, nothing goes to an API.
     #[test]
     fn the_ring_keeps_the_newest_events() {
         let mut recorder = EventRecorder::new(None, EventLimits::default());
         for i in 0..EVENT_LOG_SIZE + 5 {
-            recorder.note("Test", format!("o{i}"), String::new());
+            let about = EventSubject::Other(format!("o{i}"));
+            assert!(recorder
+                .record(RecordEvent::about(about, EventType::Normal, "Test", String::new()))
+                .is_none());
         }
         let recent = recorder.recent();
         assert_eq!(recent.len(), EVENT_LOG_SIZE);
         assert_eq!(recent[0].object, "o5");
         let about_a_pod = RecordEvent::pod(&Default::default(), EventType::Normal, "Test", String::new());
-        assert!(recorder.record(about_a_pod, None).is_none(), "standalone: no API write");
+        assert!(recorder.record(about_a_pod).is_none(), "standalone: no API write");
     }
 }

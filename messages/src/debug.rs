@@ -245,7 +245,8 @@ pub enum EventSubject {
     /// A pod: kept for the debug page and, for a pod the node runs in cluster mode, written to
     /// the API.
     Pod(PodRef),
-    /// Anything else (`node/<name>`, an actor): kept for the debug page only.
+    /// Anything else (`node/<name>`, an actor, an orphan's containers): kept for the debug page
+    /// only.
     Other(String),
 }
 
@@ -256,6 +257,23 @@ impl std::fmt::Display for EventSubject {
             EventSubject::Other(object) => f.write_str(object),
         }
     }
+}
+
+/// The recent events, oldest first, for the debug snapshot.
+///
+/// Supervisor → EventRecorder.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Vec<DebugEvent>"))]
+pub struct GetRecentEvents;
+
+/// Forget a terminated pod's event counts (the API events' correlation).
+///
+/// Supervisor → EventRecorder.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct ForgetPodEvents {
+    /// The pod.
+    pub uid: PodUid,
 }
 
 /// Assemble the debug snapshot.
@@ -397,15 +415,18 @@ pub struct Panic;
 /// Record a noteworthy event (kubelet-style reason) in the debug endpoint's ring buffer and, for
 /// a pod in cluster mode, as a v1 Event.
 ///
-/// PodWorker, ProbeActor, OomWatcherActor → Supervisor (`Started`, `Killing`, `BackOff`,
-/// `Unhealthy`, `SystemOOM`, …).
+/// PodWorker, ProbeActor, OomWatcherActor, Supervisor → EventRecorder (`Started`, `Killing`,
+/// `BackOff`, `Unhealthy`, `SystemOOM`, `ActorRestarted`, …).
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct RecordEvent {
     /// The pod (or other object) it is about.
     pub about: EventSubject,
-    /// The pod's container it is about, if any (the API event's fieldPath).
+    /// The pod's container it is about, if any.
     pub container: Option<String>,
+    /// That container's reference in the pod (`spec.containers{app}`: the API event's
+    /// fieldPath), found by the sender, who has the pod.
+    pub field_path: Option<String>,
     /// `Normal` or `Warning`.
     pub type_: EventType,
     /// Kubelet's reason.
@@ -417,18 +438,25 @@ pub struct RecordEvent {
 impl RecordEvent {
     /// A `type_` event about `pod`.
     pub fn pod(pod: &PodRef, type_: EventType, reason: &str, message: String) -> RecordEvent {
+        RecordEvent::about(EventSubject::Pod(pod.clone()), type_, reason, message)
+    }
+
+    /// A `type_` event about `about`.
+    pub fn about(about: EventSubject, type_: EventType, reason: &str, message: String) -> RecordEvent {
         RecordEvent {
-            about: EventSubject::Pod(pod.clone()),
+            about,
             container: None,
+            field_path: None,
             type_,
             reason: reason.to_string(),
             message,
         }
     }
 
-    /// The same event about one of the pod's containers.
-    pub fn in_container(mut self, container: Option<&str>) -> RecordEvent {
-        self.container = container.map(str::to_string);
+    /// The same event about one of the pod's containers, `field_path` its reference in the pod.
+    pub fn in_container(mut self, container: &str, field_path: String) -> RecordEvent {
+        self.container = Some(container.to_string());
+        self.field_path = Some(field_path);
         self
     }
 

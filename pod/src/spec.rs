@@ -66,6 +66,21 @@ pub fn pod_identity(pod: &Pod) -> PodIdentity<'_> {
     }
 }
 
+/// kubelet's container reference (`pkg/kubelet/container/ref.go`): `spec.containers{name}`,
+/// `spec.initContainers{name}` or `spec.ephemeralContainers{name}` — an event's fieldPath.
+pub fn field_path(pod: &Pod, container: &str) -> String {
+    let spec = pod.spec.as_ref();
+    let init = spec.and_then(|s| s.init_containers.as_ref());
+    let ephemeral = spec.and_then(|s| s.ephemeral_containers.as_ref());
+    if init.is_some_and(|cs| cs.iter().any(|c| c.name == container)) {
+        format!("spec.initContainers{{{container}}}")
+    } else if ephemeral.is_some_and(|cs| cs.iter().any(|c| c.name == container)) {
+        format!("spec.ephemeralContainers{{{container}}}")
+    } else {
+        format!("spec.containers{{{container}}}")
+    }
+}
+
 /// Init then app containers, each with its field path (`spec.initContainers[0]`, …), for
 /// validation messages.
 pub fn containers_with_fields(spec: &PodSpec) -> impl Iterator<Item = (String, &Container)> {
@@ -160,6 +175,31 @@ pub fn default_pull_policy(image: &str) -> &'static str {
 
 #[cfg(test)]
 mod tests {
+
+    /// Events about an ephemeral container point at `spec.ephemeralContainers{name}`.
+    #[test]
+    fn field_paths_name_the_container_list() {
+        let c = |name: &str| k8s_openapi::api::core::v1::Container {
+            name: name.into(),
+            ..Default::default()
+        };
+        let pod = Pod {
+            spec: Some(k8s_openapi::api::core::v1::PodSpec {
+                containers: vec![c("app")],
+                init_containers: Some(vec![c("init")]),
+                ephemeral_containers: Some(vec![k8s_openapi::api::core::v1::EphemeralContainer {
+                    name: "debugger".into(),
+                    ..Default::default()
+                }]),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        assert_eq!(field_path(&pod, "app"), "spec.containers{app}");
+        assert_eq!(field_path(&pod, "init"), "spec.initContainers{init}");
+        assert_eq!(field_path(&pod, "debugger"), "spec.ephemeralContainers{debugger}");
+    }
+
     use super::*;
 
     /// Resource name and quantity pairs.

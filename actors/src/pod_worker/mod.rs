@@ -43,7 +43,7 @@ use std::time::{Duration, Instant};
 use dockerlet_metrics::WorkerOperation;
 
 use actix::prelude::*;
-use dockerlet_messages::debug::{DebugView, EventType, RecordEvent};
+use dockerlet_messages::debug::{DebugView, EventSubject, EventType, RecordEvent};
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -139,7 +139,7 @@ pub struct WorkerLinks {
     /// Pod gone (the StatusActor, which answers once a deleted pod's final status is written).
     pub removed: Link<RemovePodStatus>,
     /// Noteworthy events.
-    pub events: Recipient<RecordEvent>,
+    pub events: Link<RecordEvent>,
     /// Termination finished.
     pub terminated: Recipient<PodTerminated>,
     /// Running containers whose probes should run (the ProbeActor).
@@ -349,8 +349,17 @@ impl PodWorker {
     }
 
     fn record_about(&self, container: Option<&str>, type_: EventType, reason: &str, message: String) {
-        let event = RecordEvent::pod(&self.id, type_, reason, message);
-        self.links.events.do_send(event.in_container(container));
+        // An orphan's stand-in (no config source) is no pod of the API: its events stay on the
+        // debug page.
+        let about = match dockerlet_pod::annotations::source(&self.pod) {
+            Some(_) => EventSubject::Pod(self.id.clone()),
+            None => EventSubject::Other(self.id.to_string()),
+        };
+        let mut event = RecordEvent::about(about, type_, reason, message);
+        if let Some(container) = container {
+            event = event.in_container(container, dockerlet_pod::spec::field_path(&self.pod, container));
+        }
+        self.links.events.do_send(event);
     }
 
     /// Start a sync (the state machine said so): cancel the timer, spawn the sync future.

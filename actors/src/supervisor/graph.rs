@@ -1,6 +1,7 @@
 //! The actor graph: every long-lived child of the Supervisor, in start order, and the registry
 //! that keeps them alive.
 
+use dockerlet_messages::debug::RecordEvent;
 use dockerlet_messages::pleg::ContainerOomKilled;
 use std::sync::Arc;
 
@@ -19,6 +20,7 @@ use crate::pod_manager::{Worker, WorkerStart};
 use crate::pod_worker::{PodWorker, SyncContext, WorkerLinks};
 use crate::pressure::PressureActor;
 use crate::prober::{ProbeActor, ProbeLinks};
+use crate::recorder::EventRecorder;
 use crate::registry::{AfterRestart, Child, Registry};
 use crate::source::api::ApiSource;
 use crate::source::http::HttpSource;
@@ -30,6 +32,7 @@ use crate::system_cgroups::SystemCgroupsActor;
 /// The long-lived children, typed for routing, and the registry that keeps them alive.
 pub(super) struct Children {
     pub(super) registry: Registry,
+    pub(super) events: Child<EventRecorder>,
     pub(super) status: Child<StatusActor>,
     pub(super) probe: Child<ProbeActor>,
     pub(super) pleg: Child<PlegActor>,
@@ -38,82 +41,150 @@ pub(super) struct Children {
     pub(super) api_source: Option<Child<ApiSource>>,
 }
 
+/// What every child's start may need.
+struct Start<'a> {
+    config: &'a SupervisorConfig,
+    runtime: &'a Arc<dyn ContainerRuntime>,
+    cache: &'a Arc<PodCache>,
+    me: Addr<Supervisor>,
+}
+
 impl Children {
     /// The actor graph: every child of the Supervisor, in start order. Adding a subsystem is one
-    /// `Child::start` here and its `registry.add`.
+    /// `Child::start` in the group it belongs to, and its `registry.add`.
     pub(super) fn start(
         config: &SupervisorConfig,
         runtime: &Arc<dyn ContainerRuntime>,
         cache: &Arc<PodCache>,
         me: Addr<Supervisor>,
     ) -> Self {
-        let node = config.worker.node_name.clone();
+        let start = Start {
+            config,
+            runtime,
+            cache,
+            me,
+        };
         let api = config.mode.api().cloned();
-        let status = {
-            let api = api.clone();
-            Child::start(AfterRestart::PublishStatus, move || {
-                StatusActor::new(api.clone()).start()
-            })
-        };
-        let probe = {
-            let (runtime, me, metrics) = (runtime.clone(), me.clone(), config.worker.metrics.clone());
-            Child::start(AfterRestart::ResendProbeTargets, move || {
-                let links = ProbeLinks {
-                    results: me.clone().recipient(),
-                    events: me.clone().recipient(),
-                };
-                ProbeActor::new(runtime.clone(), links)
-                    .with_metrics(metrics.clone())
-                    .start()
-            })
-        };
-        let pleg = {
-            let (runtime, cache, me) = (runtime.clone(), cache.clone(), me.clone());
-            let (node, period, metrics) = (node.clone(), config.relist_period, config.worker.metrics.clone());
-            let health = config.health.clone();
-            Child::start(AfterRestart::Nothing, move || {
-                let links = PlegLinks {
-                    events: me.clone().recipient(),
-                    relisted: me.clone().recipient(),
-                    health: health.clone(),
-                };
-                PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
-                    .with_metrics(metrics.clone())
-                    .start()
-            })
-        };
-        let pressure = {
+        let events = Child::start(AfterRestart::Nothing, {
+            let (api, limits) = (api.clone(), config.events);
+            move || EventRecorder::new(api.clone(), limits).start()
+        });
+        let status = Child::start(AfterRestart::PublishStatus, move || {
+            StatusActor::new(api.clone()).start()
+        });
+        let probe = start.prober(&events);
+        let pleg = start.pleg();
+        let pressure = Child::start(AfterRestart::Nothing, {
             let pressure = config.pressure.clone();
-            Child::start(AfterRestart::Nothing, move || {
-                PressureActor::new(pressure.clone()).start()
-            })
-        };
-        let stats = config.stats.clone().map(|stats| {
-            let (cache, metrics) = (cache.clone(), config.worker.metrics.clone());
+            move || PressureActor::new(pressure.clone()).start()
+        });
+        let stats = start.stats();
+        let mut registry = Registry::default();
+        registry.add(&events);
+        registry.add(&status);
+        registry.add(&probe);
+        registry.add(&pleg);
+        registry.add(&pressure);
+        registry.add_some(&stats);
+        let api_source = start.sources(&mut registry);
+        start.node_keepers(&mut registry, &events, &pleg);
+        Children {
+            registry,
+            events,
+            status,
+            probe,
+            pleg,
+            pressure,
+            stats,
+            api_source,
+        }
+    }
+}
+
+impl Start<'_> {
+    fn prober(&self, events: &Child<EventRecorder>) -> Child<ProbeActor> {
+        let (runtime, me, metrics) = (
+            self.runtime.clone(),
+            self.me.clone(),
+            self.config.worker.metrics.clone(),
+        );
+        let events = events.link::<RecordEvent>();
+        Child::start(AfterRestart::ResendProbeTargets, move || {
+            let links = ProbeLinks {
+                results: me.clone().recipient(),
+                events: events.clone(),
+            };
+            ProbeActor::new(runtime.clone(), links)
+                .with_metrics(metrics.clone())
+                .start()
+        })
+    }
+
+    fn pleg(&self) -> Child<PlegActor> {
+        let (runtime, cache, me) = (self.runtime.clone(), self.cache.clone(), self.me.clone());
+        let config = self.config;
+        let (node, period, metrics) = (
+            config.worker.node_name.clone(),
+            config.relist_period,
+            config.worker.metrics.clone(),
+        );
+        let health = config.health.clone();
+        Child::start(AfterRestart::Nothing, move || {
+            let links = PlegLinks {
+                events: me.clone().recipient(),
+                relisted: me.clone().recipient(),
+                health: health.clone(),
+            };
+            PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
+                .with_metrics(metrics.clone())
+                .start()
+        })
+    }
+
+    fn stats(&self) -> Option<Child<StatsActor>> {
+        self.config.stats.clone().map(|stats| {
+            let (cache, metrics) = (self.cache.clone(), self.config.worker.metrics.clone());
             Child::start(AfterRestart::Nothing, move || {
                 StatsActor::new(stats.clone(), cache.clone())
                     .with_metrics(metrics.clone())
                     .start()
             })
-        });
+        })
+    }
+
+    /// The pod sources the configuration names; the API source is returned for routing.
+    fn sources(&self, registry: &mut Registry) -> Option<Child<ApiSource>> {
+        let config = self.config;
+        let node = config.worker.node_name.clone();
         let file_source = config.manifest_path.clone().map(|path| {
-            let (me, node, every) = (me.clone(), node.clone(), config.file_check_frequency);
+            let (me, node, every) = (self.me.clone(), node.clone(), config.file_check_frequency);
             Child::start(AfterRestart::Nothing, move || {
                 FileSource::new(path.clone(), node.clone(), every, me.clone().recipient()).start()
             })
         });
-        let api_source = api.clone().map(|api| {
-            let me = me.clone();
+        let api_source = config.mode.api().cloned().map(|api| {
+            let me = self.me.clone();
             Child::start(AfterRestart::Nothing, move || {
                 ApiSource::new(api.clone(), me.clone().recipient()).start()
             })
         });
         let http_source = config.manifest_url.clone().map(|url| {
-            let (me, node) = (me.clone(), node.clone());
+            let (me, node) = (self.me.clone(), node.clone());
             Child::start(AfterRestart::Nothing, move || {
                 HttpSource::new(url.clone(), node.clone(), me.clone().recipient()).start()
             })
         });
+        registry.add_some(&file_source);
+        registry.add_some(&api_source);
+        registry.add_some(&http_source);
+        api_source
+    }
+
+    /// The actors that look after the node itself: its status in the API, OOM kills, the
+    /// system cgroups and graceful shutdown.
+    fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
+        let (config, me) = (self.config, &self.me);
+        let api = config.mode.api().cloned();
         let node_status = match &config.mode {
             Mode::Standalone => None,
             Mode::Cluster { api, node } => {
@@ -130,9 +201,13 @@ impl Children {
             }
         };
         let oom = config.oom.clone().map(|oom| {
-            let (api, me, pleg) = (api.clone(), me.clone(), pleg.link::<ContainerOomKilled>());
+            let (api, events, pleg) = (
+                api.clone(),
+                events.link::<RecordEvent>(),
+                pleg.link::<ContainerOomKilled>(),
+            );
             Child::start(AfterRestart::Nothing, move || {
-                OomWatcherActor::new(oom.clone(), api.clone(), me.clone().recipient())
+                OomWatcherActor::new(oom.clone(), api.clone(), events.clone())
                     .with_container_ooms_to(pleg.clone())
                     .start()
             })
@@ -153,41 +228,23 @@ impl Children {
                 NodeShutdownActor::new(shutdown.clone(), links).start()
             })
         });
-        let mut registry = Registry::default();
-        registry.add(&status);
-        registry.add(&probe);
-        registry.add(&pleg);
-        registry.add(&pressure);
-        registry.add_some(&stats);
-        registry.add_some(&file_source);
-        registry.add_some(&api_source);
-        registry.add_some(&http_source);
         registry.add_some(&node_status);
         registry.add_some(&oom);
         registry.add_some(&system_cgroups);
         registry.add_some(&node_shutdown);
-        Children {
-            registry,
-            status,
-            probe,
-            pleg,
-            pressure,
-            stats,
-            api_source,
-        }
     }
 }
 
 impl Children {
-    /// Where a PodWorker sends what it learns: statuses and probe targets straight to the
-    /// current StatusActor and ProbeActor, the rest to the Supervisor `me`.
+    /// Where a PodWorker sends what it learns: statuses, probe targets and events straight to
+    /// the current StatusActor, ProbeActor and EventRecorder, the rest to the Supervisor `me`.
     pub(super) fn worker_links(&self, me: Addr<Supervisor>) -> WorkerLinks {
         let (status, probe) = (&self.status, &self.probe);
         WorkerLinks {
             status: status.link(),
             finished: me.clone().recipient(),
             removed: status.link(),
-            events: me.clone().recipient(),
+            events: self.events.link(),
             terminated: me.recipient(),
             watch: probe.link(),
             forget: probe.link(),

@@ -39,8 +39,8 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{
-    ActorState, DebugSnapshot, EventSubject, FaultError, FaultTarget, GetActorState, GetDebugSnapshot, GetHealth,
-    Health, InjectFault, Panic, RecordEvent,
+    ActorState, DebugSnapshot, EventSubject, EventType, FaultError, FaultTarget, ForgetPodEvents, GetActorState,
+    GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::node::GetNodePressure;
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
@@ -62,7 +62,6 @@ use crate::pleg::PlegActor;
 use crate::pod_cache::PodCache;
 use crate::pod_manager::{Effect, PodManager};
 use crate::pod_worker::{PodWorker, SyncContext};
-use crate::recorder::EventRecorder;
 use crate::registry::{ask, AfterRestart, Child, QUERY_TIMEOUT};
 
 /// How often the watchdog looks for dead children.
@@ -78,8 +77,6 @@ pub struct Supervisor {
     pods: PodManager<Addr<PodWorker>>,
     /// Every other child.
     children: Children,
-    /// The debug ring and API events.
-    recorder: EventRecorder,
     /// Messages handled.
     handled: u64,
 }
@@ -100,7 +97,6 @@ impl Supervisor {
                 Box::new(move |start| graph::start_worker(&sync, &links, start)),
             );
             Supervisor {
-                recorder: EventRecorder::new(config.mode.api().cloned(), config.events),
                 cache,
                 pods,
                 children,
@@ -118,7 +114,7 @@ impl Supervisor {
                     reason,
                     object,
                     message,
-                } => self.recorder.note(reason, object, message),
+                } => self.note(reason, object, message),
                 Effect::Finalize(finalize) => {
                     if let Some(source) = &self.children.api_source {
                         source.do_send(finalize);
@@ -146,6 +142,13 @@ impl Supervisor {
         }));
     }
 
+    /// Keep a note about `object` (a pod added or removed, an orphan, an actor re-created) on the
+    /// debug page.
+    fn note(&self, reason: &str, object: String, message: String) {
+        let event = RecordEvent::about(EventSubject::Other(object), EventType::Normal, reason, message);
+        self.children.events.do_send(event);
+    }
+
     /// Re-create every child and worker whose mailbox closed (it panicked or stopped).
     fn watchdog(&mut self) {
         let mut restarted: Vec<(&'static str, String)> = Vec::new();
@@ -162,7 +165,7 @@ impl Supervisor {
         restarted.extend(self.pods.restart_dead().into_iter().map(|name| ("PodWorker", name)));
         for (kind, name) in restarted {
             tracing::error!(actor = %kind, name = %name, "actor died; re-created it");
-            self.recorder.note(
+            self.note(
                 "ActorRestarted",
                 name.clone(),
                 format!("{kind} {name} died and was re-created"),
@@ -240,22 +243,6 @@ impl Handler<PodFinished> for Supervisor {
     }
 }
 
-impl Handler<RecordEvent> for Supervisor {
-    type Result = ();
-
-    /// Keep the event for the debug page and, in cluster mode, write it to the API.
-    fn handle(&mut self, msg: RecordEvent, ctx: &mut Self::Context) {
-        self.handled += 1;
-        let pod = match &msg.about {
-            EventSubject::Pod(id) => self.pods.desired().get(&id.uid).map(|p| p.pod.as_ref()),
-            EventSubject::Other(_) => None,
-        };
-        if let Some(write) = self.recorder.record(msg, pod) {
-            ctx.spawn(write.into_actor(self));
-        }
-    }
-}
-
 impl Handler<PodTerminated> for Supervisor {
     type Result = ();
 
@@ -263,7 +250,7 @@ impl Handler<PodTerminated> for Supervisor {
     fn handle(&mut self, msg: PodTerminated, ctx: &mut Self::Context) {
         self.handled += 1;
         let effects = self.pods.terminated(&msg.uid, msg.next_attempts);
-        self.recorder.forget(&msg.uid.0);
+        self.children.events.do_send(ForgetPodEvents { uid: msg.uid.clone() });
         self.run(effects, ctx);
     }
 }
@@ -398,11 +385,13 @@ impl Handler<GetDebugSnapshot> for Supervisor {
             node_name: self.config.worker.node_name.clone(),
             actors: vec![own],
             manifest_errors: self.pods.desired().errors(),
-            events: self.recorder.recent(),
+            events: Vec::new(),
         };
+        let events = self.children.events.query(GetRecentEvents, Some(QUERY_TIMEOUT));
         Box::pin(async move {
-            let states = futures::future::join_all(queries).await;
+            let (states, events) = futures::future::join(futures::future::join_all(queries), events).await;
             snapshot.actors.extend(states.into_iter().flatten());
+            snapshot.events = events;
             snapshot
         })
     }

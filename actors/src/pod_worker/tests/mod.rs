@@ -259,7 +259,7 @@ fn links(sink: &Addr<Sink>) -> WorkerLinks {
         status: Link::from(sink.clone().recipient()),
         finished: sink.clone().recipient(),
         removed: Link::from(sink.clone().recipient()),
-        events: sink.clone().recipient(),
+        events: sink.clone().recipient().into(),
         terminated: sink.clone().recipient(),
         watch: Link::from(sink.clone().recipient()),
         forget: Link::from(sink.clone().recipient()),
