@@ -1,33 +1,117 @@
-//! The actor graph: every long-lived child of the Supervisor, in start order, and the registry
-//! that keeps them alive.
+//! The actor graph: the settings of every long-lived child of the Supervisor
+//! ([`SupervisorConfig`]), the children in start order, and the registry that keeps them alive.
+//! A new subsystem adds its settings field and its `Child::start` here, side by side.
 
-use dockerlet_messages::debug::RecordEvent;
-use dockerlet_messages::pleg::ContainerOomKilled;
+use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::prelude::*;
+use dockerlet_kube::recorder::EventLimits;
+use dockerlet_kube::KubeClient;
+#[cfg(doc)]
+use dockerlet_messages::debug::InjectFault;
+use dockerlet_messages::debug::{HealthCell, RecordEvent};
+use dockerlet_messages::pleg::ContainerOomKilled;
+use dockerlet_messages::source::PodSource;
 use dockerlet_messages::worker::{StopActor, TerminatePod, UpdatePod};
 use dockerlet_runtime::ContainerRuntime;
-use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::api::core::v1::{Node, Pod};
 
-use super::{Mode, Supervisor, SupervisorConfig};
-use crate::node_shutdown::{NodeShutdownActor, NodeShutdownLinks};
-use crate::node_status::NodeStatusActor;
-use crate::oom_watcher::OomWatcherActor;
+use super::Supervisor;
+use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
+use crate::node_status::{NodeStatusActor, NodeStatusConfig};
+use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
 use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_cache::PodCache;
 use crate::pod_manager::{Worker, WorkerStart};
-use crate::pod_worker::{PodWorker, SyncContext, WorkerLinks};
-use crate::pressure::PressureActor;
+use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
+use crate::pressure::{PressureActor, PressureConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
 use crate::registry::{AfterRestart, Child, Registry};
 use crate::source::api::ApiSource;
-use crate::source::http::HttpSource;
+use crate::source::http::{HttpSource, HttpSourceConfig};
 use crate::source::FileSource;
-use crate::stats::StatsActor;
+use crate::stats::{StatsActor, StatsConfig};
 use crate::status::StatusActor;
-use crate::system_cgroups::SystemCgroupsActor;
+use crate::system_cgroups::{SystemCgroupsActor, SystemCgroupsConfig};
+
+/// Standalone node or member of a cluster: one type, so no half-configured mix can exist.
+#[derive(Debug, Clone)]
+pub enum Mode {
+    /// Static pods only (`--pod-manifest-path`, `--manifest-url`); no API server.
+    Standalone,
+    /// A node of the cluster behind `api` (`--kubeconfig` or `--in-cluster`).
+    Cluster {
+        /// The API server.
+        api: Arc<dyn KubeClient>,
+        /// Registration and heartbeats of the Node (boxed: the Node object is large).
+        node: Box<NodeStatusConfig>,
+    },
+}
+
+impl Mode {
+    /// The API server, in cluster mode.
+    pub fn api(&self) -> Option<&Arc<dyn KubeClient>> {
+        match self {
+            Mode::Standalone => None,
+            Mode::Cluster { api, .. } => Some(api),
+        }
+    }
+}
+
+/// Settings of the actor system.
+#[derive(Debug, Clone)]
+pub struct SupervisorConfig {
+    /// Shared PodWorker settings (node name included).
+    pub worker: Arc<PodWorkerConfig>,
+    /// `--pod-manifest-path`, if any.
+    pub manifest_path: Option<PathBuf>,
+    /// `--file-check-frequency`.
+    pub file_check_frequency: Duration,
+    /// PLEG relist period while Docker's events flow (every second otherwise).
+    pub relist_period: Duration,
+    /// Honour [`InjectFault`] (tests only).
+    pub fault_injection: bool,
+    /// Standalone or cluster.
+    pub mode: Mode,
+    /// Static pods from a URL (`--manifest-url`).
+    pub manifest_url: Option<HttpSourceConfig>,
+    /// The eviction signals and thresholds (observed in both modes).
+    pub pressure: PressureConfig,
+    /// The OOM watcher's kernel log and checkpoint; `None` runs none.
+    pub oom: Option<OomWatcherConfig>,
+    /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
+    pub stats: Option<StatsConfig>,
+    /// `--kubelet-cgroups` and `--system-cgroups`, kept every minute; none: no
+    /// SystemCgroupsActor.
+    pub system_cgroups: Option<SystemCgroupsConfig>,
+    /// How many pod events go to the API (`--event-qps`, `--event-burst`).
+    pub events: EventLimits,
+    /// The PLEG's health, shared with `/healthz` (which reads it without a message).
+    pub health: HealthCell,
+    /// The Node as the agent registers it (labels, taints, allocatable): new pods are admitted
+    /// against it (kubelet's `initialNode`), or against the API's Node once the agent sees it.
+    pub node: Arc<Node>,
+    /// Graceful node shutdown (`shutdownGracePeriod…`); none: no NodeShutdownActor, a
+    /// shutdown is immediate.
+    pub node_shutdown: Option<NodeShutdownConfig>,
+}
+
+impl SupervisorConfig {
+    /// The pod sources this configuration starts.
+    pub(super) fn sources(&self) -> Vec<PodSource> {
+        [
+            self.manifest_path.is_some().then_some(PodSource::File),
+            self.manifest_url.is_some().then_some(PodSource::Http),
+            self.mode.api().is_some().then_some(PodSource::Api),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
+    }
+}
 
 /// The long-lived children, typed for routing, and the registry that keeps them alive.
 pub(super) struct Children {

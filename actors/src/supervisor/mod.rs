@@ -30,7 +30,6 @@
 //! containers, PLEG's first relist reads them all), or is told it again after the restart
 //! ([`AfterRestart`]).
 
-mod config;
 mod graph;
 
 use std::future::Future;
@@ -55,8 +54,8 @@ use dockerlet_messages::PodUid;
 use dockerlet_runtime::ContainerRuntime;
 use serde_json::json;
 
-pub use config::{Mode, SupervisorConfig};
 use graph::Children;
+pub use graph::{Mode, SupervisorConfig};
 
 use crate::pleg::PlegActor;
 use crate::pod_cache::PodCache;
