@@ -61,9 +61,9 @@ BANNED = {
     "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
     "dockerlet-probe": {"actix*": "no actors below the actor layer", "bollard": "exec through dockerlet-runtime",
                         "kube": "the API is the kube crate's"},
-    # reqwest stays: the `--manifest-url` source (source/http.rs) GETs with it.
     "dockerlet-actors": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube",
-                         "tonic*": "gRPC probes through dockerlet-probe", "httparse": "HTTP probes through dockerlet-probe"},
+                         "tonic*": "gRPC probes through dockerlet-probe", "httparse": "HTTP probes through dockerlet-probe",
+                         "reqwest": "HTTP through dockerlet-probe and dockerlet-host"},
     "dockerlet-http": {"bollard": "Docker through dockerlet-runtime", "kube": "the API through dockerlet-kube"},
     "dockerlet-streaming": {"actix*": "protocol framing only: no actors", "actix-web": "no server: the http crate drives it",
                             "tokio": "sans-I/O: only the tokio-util codec traits", "bollard": "no Docker", "kube": "no API"},

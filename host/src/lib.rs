@@ -35,6 +35,7 @@ pub mod docker_config;
 pub mod kernel;
 pub mod logind;
 pub mod manifest_dir;
+pub mod manifest_url;
 pub mod meminfo;
 pub mod netns;
 pub mod node_stats;

@@ -32,8 +32,8 @@ pub enum ImageRefError {
 /// The error kubelet's parser gives for `image`, in its words; `Ok` when the reference parses.
 ///
 /// A `String`, not [`ImageRefError`]: the message is the container's waiting message and its
-/// InspectFailed event as they are, and its one caller (`actors/src/pod_worker/sync.rs`, being
-/// split under issue 30 item 1) takes it as that text.
+/// InspectFailed event as they are, and its one caller (the ImageManager,
+/// `actors/src/pod_worker/image_manager.rs`) takes it as that text.
 pub fn check(image: &str) -> Result<(), String> {
     parse_normalized(image)
         .map_err(|e| format!("Failed to apply default image tag {image:?}: couldn't parse image name {image:?}: {e}"))

@@ -494,13 +494,7 @@ impl Starter<'_> {
         let Some(api) = &self.sync.config.api else {
             return Ok(Vec::new());
         };
-        let from_api = self
-            .pod
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(dockerlet_pod::annotations::CONFIG_SOURCE))
-            .is_some_and(|s| s == "api");
+        let from_api = dockerlet_pod::annotations::from_api(self.pod);
         let services = api.services(from_api).await?;
         let dockerlet_pod::spec::PodIdentity { namespace, .. } = pod_identity(self.pod);
         Ok(dockerlet_pod::envvars::service_env(

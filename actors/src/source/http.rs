@@ -20,12 +20,9 @@ use serde_json::json;
 
 use crate::inspect::Inspect;
 
-use dockerlet_host::manifest_dir::MAX_MANIFEST_BYTES;
+use dockerlet_host::manifest_url::ManifestUrl;
 use dockerlet_pod::annotations::CONFIG_SEEN;
 use dockerlet_pod::manifest::{self, StaticSource};
-
-/// kubelet's HTTP source timeout.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Settings of the URL source.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,8 +43,8 @@ pub struct HttpSource {
     node_name: String,
     /// Where the pod set goes.
     sink: Recipient<SourcePodsChanged>,
-    /// The HTTP client.
-    client: reqwest::Client,
+    /// The URL's client.
+    url: ManifestUrl,
     /// The last body read; an identical one is not parsed again.
     last_body: Option<Vec<u8>>,
     /// When each pod was first seen.
@@ -65,15 +62,11 @@ pub struct HttpSource {
 impl HttpSource {
     /// A source for `config.url`.
     pub fn new(config: HttpSourceConfig, node_name: String, sink: Recipient<SourcePodsChanged>) -> Self {
-        let client = reqwest::Client::builder()
-            .timeout(REQUEST_TIMEOUT)
-            .build()
-            .expect("the HTTP client builds");
         HttpSource {
+            url: ManifestUrl::new(config.url.clone(), config.headers.clone()),
             config,
             node_name,
             sink,
-            client,
             last_body: None,
             seen: HashMap::new(),
             polling: false,
@@ -88,33 +81,16 @@ impl HttpSource {
             return;
         }
         self.polling = true;
-        let mut request = self.client.get(&self.config.url);
-        for (name, value) in &self.config.headers {
-            request = request.header(name.as_str(), value.as_str());
-        }
-        let future = async move {
-            let response = request.send().await.map_err(|e| e.to_string())?;
-            let status = response.status();
-            if !status.is_success() {
-                return Err(format!("GET returned {status}"));
-            }
-            let body = response.bytes().await.map_err(|e| e.to_string())?;
-            if body.len() as u64 > MAX_MANIFEST_BYTES {
-                return Err(format!(
-                    "body is {} bytes, larger than the {MAX_MANIFEST_BYTES} byte limit",
-                    body.len()
-                ));
-            }
-            Ok(body.to_vec())
-        };
+        let future = self.url.fetch();
         ctx.spawn(future.into_actor(self).map(|result, act, _| {
             act.polling = false;
             act.polls += 1;
             match result {
                 Ok(body) => act.apply(body),
                 Err(e) => {
-                    tracing::warn!(url = %act.config.url, error = %e, "manifest URL poll failed; keeping its pods");
-                    act.last_error = Some(e);
+                    let error = crate::error_chain(&e);
+                    tracing::warn!(url = %act.config.url, %error, "manifest URL poll failed; keeping its pods");
+                    act.last_error = Some(error);
                 }
             }
         }));

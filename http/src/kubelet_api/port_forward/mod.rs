@@ -349,8 +349,12 @@ pub async fn port_forward(
                 path.pod, path.namespace
             ),
         })?;
-    let span =
-        tracing::info_span!("port_forward", pod.uid = %uid, pod.name = %format!("{}/{}", path.namespace, path.pod));
+    let span = tracing::info_span!(
+        "port_forward",
+        pod.namespace = %path.namespace,
+        pod.name = %path.pod,
+        pod.uid = %uid
+    );
     let target = Target {
         forwarder: api.port_forward.clone(),
         sandbox,
