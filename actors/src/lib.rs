@@ -9,10 +9,15 @@
 //! - [`pod_manager`]: which desired pod gets a PodWorker: admission, static pods one version at a
 //!   time, restart counts, final deletion of API pods, orphans (no actix).
 //! - [`pod_config`]: merges the pod sources into the desired set (kubelet's `pkg/kubelet/config`).
-//! - [`recorder`]: the event recorder (the debug ring and API events).
+//! - [`recorder`]: the EventRecorder actor (the debug ring and API events).
+//! - [`registry`]: the Supervisor's children, re-created when they die, and the restart-stable
+//!   [`registry::Link`]s other actors send to them through.
+//! - [`inspect`]: what every actor tells the debug page (`Inspect`), and the `supervised!` macro
+//!   that writes its `GetActorState` and `Panic` handlers.
+//! - [`pod_cache`]: the runtime's containers per pod as the PLEG last saw them.
 //! - [`pod_worker`]: makes Docker match one pod; its state machine is [`pod_worker::state`].
-//! - [`pleg`]: relists Docker every second and follows its event stream; emits pod lifecycle
-//!   events.
+//! - [`pleg`]: follows Docker's event stream and relists (every 10 s while events flow, every
+//!   second otherwise); emits pod lifecycle events.
 //! - [`prober`]: liveness, readiness and startup probes; `dockerlet_probe` runs probe and hook
 //!   handlers (for the prober and the pod workers' hooks).
 //! - [`status`]: holds every pod's status and writes it to the API server.

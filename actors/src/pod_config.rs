@@ -1,6 +1,6 @@
 //! The desired pods as the union of every source's (kubelet's `pkg/kubelet/config/config.go`:
 //! each source sends its full set, "SET" semantics, and the merge tells what was added, changed
-//! and removed). Pure: the Supervisor acts on the [`Changes`].
+//! and removed). Pure: the pod manager ([`crate::pod_manager`]) acts on the [`Changes`].
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;

@@ -14,7 +14,8 @@
 //! wake-up of the actor (a timer, or a probe's socket becoming ready) polled all of them: at
 //! 110 probes a second that cost more than the probes' own bookkeeping.
 //!
-//! Sends `ProbeResultChanged` and `RecordEvent` (Unhealthy, ProbeWarning) to the Supervisor.
+//! Sends `ProbeResultChanged` to the Supervisor (which routes it to the pod's worker) and
+//! `RecordEvent` (Unhealthy, ProbeWarning) to the EventRecorder.
 //! What a probe does next — thresholds, initial delay, startup gating, the hold after a
 //! liveness failure or a startup result — is decided by [`dockerlet_pod::probe_state`]; this
 //! actor keeps the timer and the queue, runs the handlers and sends the messages.

@@ -13,7 +13,7 @@
 //!
 //! Sends `SetPodStatus` and `RemovePodStatus` to the StatusActor and `WatchContainers` and
 //! `ForgetPod` to the ProbeActor (through [`Link`]s that reach the current instance), and
-//! `PodFinished`, `RecordEvent` and `PodTerminated` to the Supervisor.
+//! `RecordEvent` to the EventRecorder, `PodFinished` and `PodTerminated` to the Supervisor.
 //!
 //! A sync runs as a spawned future ([`sync::sync_pod`]): read the pod's containers from the
 //! [`PodCache`](crate::pod_cache::PodCache) (no Docker call), decide with the pure

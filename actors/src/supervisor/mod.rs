@@ -10,7 +10,6 @@
 //! | RelistCompleted                | PlegActor             | terminate containers of pods nobody wants (once every source delivered) |
 //! | PodFinished                    | PodWorker             | a finished pod no longer counts at admission |
 //! | PodTerminated                  | PodWorker             | forget the worker (or restart it if the pod came back); finalize an API deletion |
-//! | RecordEvent                    | PodWorker, ProbeActor, OomWatcherActor | the [`EventRecorder`]: debug ring, API event |
 //! | ProbeResultChanged             | ProbeActor            | forward to that pod's worker                 |
 //! | NodeShuttingDown, GetShutdownTargets | NodeShutdownActor | reject new pods; the pods to stop           |
 //! | GetPods                        | HTTP `/pods`          | ask the StatusActor                          |
@@ -22,10 +21,13 @@
 //! | InjectFault                    | HTTP (tests)          | make an actor panic                          |
 //! | every 250 ms                   | self                  | watchdog: re-create dead actors              |
 //!
-//! The actor graph is [`graph`]: every long-lived child, in start order, and the registry that
-//! keeps them alive. A PodWorker sends its statuses and probe targets straight to the
-//! StatusActor and the ProbeActor through [`Link`](crate::registry::Link)s, which always reach
-//! the current instance; the other children reach each other through the Supervisor. A
+//! The actor graph is [`graph`]: every long-lived child and its settings, in start order, and the
+//! registry that keeps them alive. A PodWorker sends its statuses, probe targets and events
+//! straight to the StatusActor, the ProbeActor and the EventRecorder through
+//! [`Link`](crate::registry::Link)s, which always reach the current instance (the ProbeActor and
+//! the OomWatcherActor send their events the same way); what needs a pod's worker goes through
+//! the Supervisor, which routes by pod UID. The Supervisor's own notes (pods added and removed,
+//! orphans, actors re-created) go to the EventRecorder too. A
 //! re-created actor rebuilds its state from Docker (a PodWorker's first sync reads the pod's
 //! containers, PLEG's first relist reads them all), or is told it again after the restart
 //! ([`AfterRestart`]).
