@@ -38,7 +38,7 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let system = actix::System::new();
+    let system = actix::System::with_tokio_rt(memory::runtime);
     match system.block_on(wiring::run(config)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

@@ -12,6 +12,27 @@
 
 use std::time::Duration;
 
+/// Most threads the actor system's blocking pool runs at once (tokio's default is 512). Its
+/// jobs are short file and cgroup operations (a pod's files, volume directories, the stats
+/// pass): a few threads serve them, while a burst of pod starts would otherwise spawn a thread
+/// per job, each keeping the stack pages it touched and its allocator cache.
+const BLOCKING_THREADS: usize = 8;
+
+/// How long an idle blocking thread stays (tokio's default is 10 s, which the periodic passes
+/// every 10 s keep renewing).
+const BLOCKING_KEEP_ALIVE: Duration = Duration::from_secs(2);
+
+/// The actor system's runtime: actix's (one thread, I/O and timers) with a smaller blocking
+/// pool.
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .max_blocking_threads(BLOCKING_THREADS)
+        .thread_keep_alive(BLOCKING_KEEP_ALIVE)
+        .build()
+        .expect("the actor system's runtime builds")
+}
+
 /// How often the allocator is trimmed.
 pub const TRIM_EVERY: Duration = Duration::from_secs(30);
 
