@@ -286,6 +286,24 @@ pub struct Metrics {
     pub stats_collection_duration: Histogram,
 }
 
+/// The registry behind `/metrics` with the node's constant series: its name and build.
+fn node_registry(node: &str, build: BuildInfo) -> Registry {
+    let mut registry = Registry::default();
+    let node_name = Family::<NodeLabel, Gauge>::default();
+    node_name.get_or_create(&NodeLabel { node: node.to_string() }).set(1);
+    registry.register("kubelet_node_name", "The node's name. The count is always 1", node_name);
+    let build_info = Family::<BuildInfo, Gauge>::default();
+    build_info.get_or_create(&build).set(1);
+    registry.register(
+        "kubernetes_build_info",
+        "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree \
+         state, build date, Go version, and compiler from which Kubernetes was built, and platform on \
+         which it is running",
+        build_info,
+    );
+    registry
+}
+
 impl Default for Metrics {
     /// Metrics of an unnamed node (tests).
     fn default() -> Self {
@@ -296,21 +314,21 @@ impl Default for Metrics {
 impl Metrics {
     /// The metrics of node `node`, built as `build` says.
     pub fn new(node: &str, build: BuildInfo) -> Self {
-        let mut registry = Registry::default();
-        let mut probes = Registry::default();
-        let node_name = Family::<NodeLabel, Gauge>::default();
-        node_name.get_or_create(&NodeLabel { node: node.to_string() }).set(1);
-        registry.register("kubelet_node_name", "The node's name. The count is always 1", node_name);
-        let build_info = Family::<BuildInfo, Gauge>::default();
-        build_info.get_or_create(&build).set(1);
-        registry.register(
-            "kubernetes_build_info",
-            "A metric with a constant '1' value labeled by major, minor, git version, git commit, git tree \
-             state, build date, Go version, and compiler from which Kubernetes was built, and platform on \
-             which it is running",
-            build_info,
-        );
-        let metrics = Metrics {
+        let metrics = Metrics::unregistered();
+        let mut registry = node_registry(node, build);
+        metrics.register_pod_metrics(&mut registry);
+        metrics.register_request_metrics(&mut registry);
+        let probes = metrics.build_probe_registry();
+        Metrics {
+            registry,
+            probes,
+            ..metrics
+        }
+    }
+
+    /// Every metric at zero, none registered yet.
+    fn unregistered() -> Self {
+        Metrics {
             running_pods: Gauge::default(),
             running_containers: Family::default(),
             pod_start_duration: Histogram::new(POD_START_BUCKETS),
@@ -336,129 +354,137 @@ impl Metrics {
             stats_collection_duration: default_histogram(),
             registry: Registry::default(),
             probes: Registry::default(),
-        };
-        let r = &mut registry;
+        }
+    }
+
+    /// Register the pod, PLEG and runtime metrics in `r` (their order is the scrape's).
+    fn register_pod_metrics(&self, r: &mut Registry) {
         r.register(
             "kubelet_running_pods",
             "Number of pods that have a running pod sandbox",
-            metrics.running_pods.clone(),
+            self.running_pods.clone(),
         );
         r.register(
             "kubelet_running_containers",
             "Number of containers currently running",
-            metrics.running_containers.clone(),
+            self.running_containers.clone(),
         );
         r.register(
             "kubelet_pod_start_duration_seconds",
             "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
-            metrics.pod_start_duration.clone(),
+            self.pod_start_duration.clone(),
         );
         r.register(
             "kubelet_pod_worker_duration_seconds",
             "Duration in seconds to sync a single pod. Broken down by operation type: create, update, or sync",
-            metrics.pod_worker_duration.clone(),
+            self.pod_worker_duration.clone(),
         );
         r.register(
             "kubelet_pleg_relist_duration_seconds",
             "Duration in seconds for relisting pods in PLEG",
-            metrics.pleg_relist_duration.clone(),
+            self.pleg_relist_duration.clone(),
         );
         r.register(
             "kubelet_pleg_relist_interval_seconds",
             "Interval in seconds between relisting in PLEG",
-            metrics.pleg_relist_interval.clone(),
+            self.pleg_relist_interval.clone(),
         );
         r.register(
             "kubelet_pleg_last_seen_seconds",
             "Timestamp in seconds when PLEG was last seen active",
-            metrics.pleg_last_seen.clone(),
+            self.pleg_last_seen.clone(),
         );
         r.register(
             "kubelet_runtime_operations",
             "Cumulative number of runtime operations by operation type",
-            metrics.runtime_operations.clone(),
+            self.runtime_operations.clone(),
         );
         r.register(
             "kubelet_runtime_operations_errors",
             "Cumulative number of runtime operation errors by operation type",
-            metrics.runtime_operations_errors.clone(),
+            self.runtime_operations_errors.clone(),
         );
         r.register(
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations. Broken down by operation type",
-            metrics.runtime_operations_duration.clone(),
+            self.runtime_operations_duration.clone(),
         );
+    }
+
+    /// Register the HTTP server, start and stats collector metrics in `r`.
+    fn register_request_metrics(&self, r: &mut Registry) {
         r.register(
             "kubelet_http_requests",
             "Number of the http requests received since the server started",
-            metrics.http_requests.clone(),
+            self.http_requests.clone(),
         );
         r.register(
             "kubelet_http_requests_duration_seconds",
             "Duration in seconds to serve http requests",
-            metrics.http_requests_duration.clone(),
+            self.http_requests_duration.clone(),
         );
         r.register(
             "kubelet_http_inflight_requests",
             "Number of the inflight http requests",
-            metrics.http_inflight_requests.clone(),
+            self.http_inflight_requests.clone(),
         );
         r.register(
             "kubelet_started_pods",
             "Cumulative number of pods started",
-            metrics.started_pods.clone(),
+            self.started_pods.clone(),
         );
         r.register(
             "kubelet_started_pods_errors",
             "Cumulative number of errors when starting pods",
-            metrics.started_pods_errors.clone(),
+            self.started_pods_errors.clone(),
         );
         r.register(
             "kubelet_started_containers",
             "Cumulative number of containers started",
-            metrics.started_containers.clone(),
+            self.started_containers.clone(),
         );
         r.register(
             "kubelet_started_containers_errors",
             "Cumulative number of errors when starting containers",
-            metrics.started_containers_errors.clone(),
+            self.started_containers_errors.clone(),
         );
         r.register(
             "kubelet_restarted_pods",
             "Number of pods that have been restarted because they were deleted and recreated with the same UID \
              while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
-            metrics.restarted_pods.clone(),
+            self.restarted_pods.clone(),
         );
         r.register(
             "kubelet_lifecycle_handler_http_fallbacks",
             "The number of times lifecycle handlers successfully fell back to http from https.",
-            metrics.lifecycle_http_fallbacks.clone(),
+            self.lifecycle_http_fallbacks.clone(),
         );
         r.register(
             "dockerlet_stats_collection_cpu_seconds",
             "CPU time the stats collector's housekeeping used (its thread's own), in seconds",
-            metrics.stats_collection_cpu.clone(),
+            self.stats_collection_cpu.clone(),
         );
         r.register(
             "dockerlet_stats_collection_duration_seconds",
             "Duration in seconds of one stats housekeeping",
-            metrics.stats_collection_duration.clone(),
+            self.stats_collection_duration.clone(),
         );
+    }
+
+    /// The registry behind `/metrics/probes`.
+    fn build_probe_registry(&self) -> Registry {
+        let mut probes = Registry::default();
         probes.register(
             "prober_probe",
             "Cumulative number of a liveness, readiness or startup probe for a container by result",
-            metrics.probe_total.clone(),
+            self.probe_total.clone(),
         );
         probes.register(
             "prober_probe_duration_seconds",
             "Duration in seconds for a probe response",
-            metrics.probe_duration.clone(),
+            self.probe_duration.clone(),
         );
-        Metrics {
-            registry,
-            probes,
-            ..metrics
-        }
+        probes
     }
 
     /// Add a collector run at each scrape of `/metrics` (process metrics). Before sharing.

@@ -7,7 +7,7 @@ use std::time::Duration;
 use dockerlet_messages::probe::{ProbeKind, ProbeResult, ProbeResults};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::ContainerId;
-use k8s_openapi::api::core::v1::{Container, Pod};
+use k8s_openapi::api::core::v1::{Container, Pod, PodSpec};
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 
@@ -212,6 +212,7 @@ pub fn compute_pod_actions(
 /// [`compute_pod_actions`] with the published probe results: kubelet kills a running container
 /// whose liveness or startup probe failed (the restart policy and back-off apply once it is seen
 /// dead), and a sidecar with a startup probe holds back the next init container until it passed.
+/// The steps follow kubelet's `computePodActions` (`pkg/kubelet/kuberuntime/kuberuntime_manager.go`).
 pub fn compute_pod_actions_with_probes(
     pod: &Pod,
     observed: &[ObservedContainer],
@@ -239,104 +240,20 @@ pub fn compute_pod_actions_with_probes(
         planner.recreate_sandbox(&spec.init_containers.unwrap_or_default(), &spec.containers, policy);
         return planner.actions;
     };
-    let in_sandbox = |name: &str| view.latest(name).filter(|c| c.sandbox_id.as_ref() == Some(&sandbox.id));
-
-    // kubelet: ephemeral containers start once each, before the init containers finished if need
-    // be, and are never restarted (nor run again in a new sandbox).
-    for e in spec.ephemeral_containers.iter().flatten() {
-        if view.latest(&e.name).is_none() {
-            planner.actions.start.push(StartAction {
-                name: e.name.clone(),
-                role: ContainerRole::Ephemeral,
-                attempt: 0,
-                backoff_step: 0,
-            });
-        }
-    }
-
-    // kubelet's computeInitContainerActions. Once an app container ran in this sandbox the pod
-    // is initialized: ordinary init containers never run again, sidecars are kept running.
-    let initialized_before = spec.containers.iter().any(|c| in_sandbox(&c.name).is_some());
-    for init in spec.init_containers.iter().flatten() {
-        let latest = in_sandbox(&init.name);
-        if is_sidecar(init) {
-            let started = planner.sidecar(init, latest);
-            if !started && !initialized_before {
-                // The next init container waits until this one runs (and its startup probe
-                // passed).
-                return planner.actions;
-            }
-            continue;
-        }
-        if initialized_before {
-            continue;
-        }
-        match latest {
-            Some(c) if c.state == RuntimeState::Running => return planner.actions,
-            Some(c) if has_exited(c) && c.exit_code == 0 => continue,
-            Some(c) if has_exited(c) && policy == RestartPolicy::Never => {
-                // Init failed and the pod will not restart: the pod is Failed; stop the sandbox.
-                planner.actions.kill_pod = true;
-                return planner.actions;
-            }
-            _ => {
-                planner.schedule_start(init, ContainerRole::Init, latest);
-                return planner.actions;
-            }
-        }
-    }
-
-    let (sidecar_starts, sidecar_waits) = (planner.actions.start.len(), planner.actions.backing_off.len());
-    let mut keep = 0;
-    for container in &spec.containers {
-        let latest = view.latest(&container.name);
-        match latest {
-            Some(c) if c.state == RuntimeState::Running => {
-                if c.sandbox_id.as_ref() != Some(&sandbox.id) {
-                    planner.kill(
-                        c,
-                        format!("Container {} is in an old sandbox, will be restarted", container.name),
-                    );
-                    planner.schedule_start(container, ContainerRole::App, latest);
-                } else if c.spec_hash != container_hash(container) {
-                    planner.kill(
-                        c,
-                        format!("Container {} definition changed, will be restarted", container.name),
-                    );
-                    planner.schedule_start(container, ContainerRole::App, latest);
-                } else if let Some(kill) = planner.probe_kill(container, c, "Container", ", will be restarted") {
-                    planner.actions.kill.push(kill);
-                    // A probe kill counts as a failure: it runs again unless the policy is Never.
-                    // Under OnFailure it is started again in this sync, as kubelet does
-                    // (ContainersToStart): killed, it may well exit 0, which alone would not
-                    // restart it. Under Always it restarts once seen dead, with the back-off.
-                    match policy {
-                        RestartPolicy::OnFailure => planner.schedule_start(container, ContainerRole::App, latest),
-                        RestartPolicy::Always => keep += 1,
-                        RestartPolicy::Never => {}
-                    }
-                } else {
-                    keep += 1;
-                }
-            }
-            Some(c) if has_exited(c) => {
-                if policy.restarts(c.exit_code) {
-                    planner.schedule_start(container, ContainerRole::App, latest);
-                }
-            }
-            _ => planner.schedule_start(container, ContainerRole::App, latest),
-        }
-    }
-    let app_starts = planner.actions.start.len() - sidecar_starts;
-    let app_waits = planner.actions.backing_off.len() - sidecar_waits;
-    if keep == 0 && app_starts == 0 && app_waits == 0 {
-        // Rule 5: no app container runs and none will: stop the sandbox. Sidecars do not keep
-        // a finished pod alive, so none is restarted either (kubelet drops their starts).
-        planner.actions.kill_pod = true;
-        planner.actions.start.clear();
-        planner.actions.backing_off.clear();
+    planner.start_ephemeral(&spec);
+    if planner.init_containers(&spec, &sandbox.id, policy) == InitProgress::Done {
+        planner.app_containers(&spec.containers, &sandbox.id, policy);
     }
     planner.actions
+}
+
+/// Where the init containers stand after [`Planner::init_containers`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum InitProgress {
+    /// All ran (or the pod was initialized before): the app containers are next.
+    Done,
+    /// An init container runs, starts or failed for good: nothing more this sync.
+    Pending,
 }
 
 /// Is this init container a sidecar (`restartPolicy: Always`, kubelet's restartable init
@@ -354,7 +271,131 @@ struct Planner<'v, 'a> {
     actions: PodActions,
 }
 
-impl Planner<'_, '_> {
+impl<'a> Planner<'_, 'a> {
+    /// The latest instance of `name` if it belongs to sandbox `sandbox_id`.
+    fn in_sandbox(&self, name: &str, sandbox_id: &ContainerId) -> Option<&'a ObservedContainer> {
+        self.view
+            .latest(name)
+            .filter(|c| c.sandbox_id.as_ref() == Some(sandbox_id))
+    }
+
+    /// kubelet: ephemeral containers start once each, before the init containers finished if need
+    /// be, and are never restarted (nor run again in a new sandbox).
+    fn start_ephemeral(&mut self, spec: &PodSpec) {
+        for e in spec.ephemeral_containers.iter().flatten() {
+            if self.view.latest(&e.name).is_none() {
+                self.actions.start.push(StartAction {
+                    name: e.name.clone(),
+                    role: ContainerRole::Ephemeral,
+                    attempt: 0,
+                    backoff_step: 0,
+                });
+            }
+        }
+    }
+
+    /// kubelet's computeInitContainerActions. Once an app container ran in this sandbox the pod
+    /// is initialized: ordinary init containers never run again, sidecars are kept running.
+    fn init_containers(&mut self, spec: &PodSpec, sandbox_id: &ContainerId, policy: RestartPolicy) -> InitProgress {
+        let initialized_before = spec
+            .containers
+            .iter()
+            .any(|c| self.in_sandbox(&c.name, sandbox_id).is_some());
+        for init in spec.init_containers.iter().flatten() {
+            let latest = self.in_sandbox(&init.name, sandbox_id);
+            if is_sidecar(init) {
+                let started = self.sidecar(init, latest);
+                if !started && !initialized_before {
+                    // The next init container waits until this one runs (and its startup probe
+                    // passed).
+                    return InitProgress::Pending;
+                }
+                continue;
+            }
+            if initialized_before {
+                continue;
+            }
+            match latest {
+                Some(c) if c.state == RuntimeState::Running => return InitProgress::Pending,
+                Some(c) if has_exited(c) && c.exit_code == 0 => continue,
+                Some(c) if has_exited(c) && policy == RestartPolicy::Never => {
+                    // Init failed and the pod will not restart: the pod is Failed; stop the sandbox.
+                    self.actions.kill_pod = true;
+                    return InitProgress::Pending;
+                }
+                _ => {
+                    self.schedule_start(init, ContainerRole::Init, latest);
+                    return InitProgress::Pending;
+                }
+            }
+        }
+        InitProgress::Done
+    }
+
+    /// The app containers: each kept, started or killed; then rule 5, stopping a pod none of
+    /// whose app containers runs or will run.
+    fn app_containers(&mut self, containers: &[Container], sandbox_id: &ContainerId, policy: RestartPolicy) {
+        let (sidecar_starts, sidecar_waits) = (self.actions.start.len(), self.actions.backing_off.len());
+        let mut keep = 0;
+        for container in containers {
+            if self.app_container(container, sandbox_id, policy) {
+                keep += 1;
+            }
+        }
+        let app_starts = self.actions.start.len() - sidecar_starts;
+        let app_waits = self.actions.backing_off.len() - sidecar_waits;
+        if keep == 0 && app_starts == 0 && app_waits == 0 {
+            // Rule 5: no app container runs and none will: stop the sandbox. Sidecars do not keep
+            // a finished pod alive, so none is restarted either (kubelet drops their starts).
+            self.actions.kill_pod = true;
+            self.actions.start.clear();
+            self.actions.backing_off.clear();
+        }
+    }
+
+    /// One app container's action. True when it is kept running (or, killed by a failed probe
+    /// under `Always`, will restart once seen dead).
+    fn app_container(&mut self, container: &Container, sandbox_id: &ContainerId, policy: RestartPolicy) -> bool {
+        let latest = self.view.latest(&container.name);
+        match latest {
+            Some(c) if c.state == RuntimeState::Running => {
+                if c.sandbox_id.as_ref() != Some(sandbox_id) {
+                    self.kill(
+                        c,
+                        format!("Container {} is in an old sandbox, will be restarted", container.name),
+                    );
+                    self.schedule_start(container, ContainerRole::App, latest);
+                } else if c.spec_hash != container_hash(container) {
+                    self.kill(
+                        c,
+                        format!("Container {} definition changed, will be restarted", container.name),
+                    );
+                    self.schedule_start(container, ContainerRole::App, latest);
+                } else if let Some(kill) = self.probe_kill(container, c, "Container", ", will be restarted") {
+                    self.actions.kill.push(kill);
+                    // A probe kill counts as a failure: it runs again unless the policy is Never.
+                    // Under OnFailure it is started again in this sync, as kubelet does
+                    // (ContainersToStart): killed, it may well exit 0, which alone would not
+                    // restart it. Under Always it restarts once seen dead, with the back-off.
+                    match policy {
+                        RestartPolicy::OnFailure => self.schedule_start(container, ContainerRole::App, latest),
+                        RestartPolicy::Always => return true,
+                        RestartPolicy::Never => {}
+                    }
+                } else {
+                    return true;
+                }
+            }
+            Some(c) if has_exited(c) => {
+                if policy.restarts(c.exit_code) {
+                    self.schedule_start(container, ContainerRole::App, latest);
+                }
+            }
+            _ => self.schedule_start(container, ContainerRole::App, latest),
+        }
+        false
+    }
+
     fn remove_stale(&mut self) {
         for instances in self.view.containers.values() {
             let stale = instances

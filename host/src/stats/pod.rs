@@ -16,6 +16,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::figures::{cgroup_cpu, cgroup_extras, fs_stats, io_stats, memory_stats, network_stats, swap_stats};
 use super::{elapsed_since, Collector, SANDBOX_REFRESH, SLOW_REFRESH};
 use crate::cgroup::stats::{CgroupPath, CgroupStats};
+use crate::cgroup::CgroupLayout;
 use crate::node_stats::{self, DirUsage, FsFigures};
 
 impl Collector {
@@ -72,110 +73,25 @@ impl Collector {
         );
         let _entered = span.enter();
         let layout = self.paths.layout.clone();
-        let mut container_stats = Vec::new();
-        let mut reads = Vec::new();
-        let mut rates = Vec::new();
-        let mut ephemeral = DirUsage::default();
-        let mut writable_layers = 0;
-        let mut extras = Vec::new();
-        let mut app_limits = Some(0u64);
+        let reading = Reading {
+            time,
+            now,
+            nodefs,
+            containerfs,
+        };
         // The pod cgroup when the containers are under one (the kubepods tree), else their sum.
         let pod_cgroup = pod_cgroup_of(uid, containers);
+        let mut pass = ContainerPass::new();
         for c in containers {
-            // With a pod cgroup the sandbox's own figures are not needed (the summary has no
-            // entry for it): one cgroup fewer to read per pod.
-            if c.role == ContainerRole::Sandbox && pod_cgroup.is_some() {
-                continue;
-            }
-            let id = container_cgroup(c, self.paths.engine_cgroup_driver);
-            let cgroup = layout
-                .as_ref()
-                .and_then(|l| self.read_cgroup(l, &CgroupPath::Same(id.clone()), c.id.0.as_str()));
-            let rate = match cgroup.as_ref().and_then(|s| s.cpu_usage_ns) {
-                Some(ns) => {
-                    let since = c.started_at.as_ref().and_then(|t| elapsed_since(&t.0));
-                    self.rate(c.id.0.as_str(), ns, now, since, seen)
-                }
-                None => None,
-            };
-            rates.push(rate);
-            if let Some(s) = &cgroup {
-                reads.push(s.clone());
-            }
-            // Every running container but the sandbox has its entry, as kubelet's CRI stats
-            // provider lists them: app containers, sidecars (and init containers while they
-            // run), ephemeral containers.
-            if c.role == ContainerRole::Sandbox {
-                continue;
-            }
-            if let Some(s) = &cgroup {
-                extras.push(cgroup_extras(id, time, s));
-            }
-            app_limits = match (app_limits, cgroup.as_ref().and_then(|s| s.memory).and_then(|m| m.limit)) {
-                (Some(sum), Some(limit)) => Some(sum + limit),
-                _ => None,
-            };
-            let (rootfs, logs) = self.container_fs(c, now);
-            writable_layers += rootfs.map_or(0, |u| u.bytes);
-            ephemeral = ephemeral + rootfs.unwrap_or_default() + logs.unwrap_or_default();
-            let fs_of = |u: Option<DirUsage>| {
-                containerfs
-                    .zip(u)
-                    .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)))
-            };
-            let logs_fs = nodefs
-                .or(containerfs)
-                .zip(logs)
-                .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)));
-            container_stats.push(ContainerStats {
-                name: c.name.clone(),
-                start_time: c
-                    .started_at
-                    .clone()
-                    .or_else(|| c.created_at.clone())
-                    .unwrap_or_else(|| time.clone()),
-                cpu: cgroup.as_ref().and_then(|s| cgroup_cpu(time, s, rate)),
-                memory: cgroup
-                    .as_ref()
-                    .and_then(|s| s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone()))),
-                accelerators: Vec::new(),
-                rootfs: fs_of(rootfs),
-                logs: logs_fs,
-                user_defined_metrics: Vec::new(),
-                swap: cgroup.as_ref().and_then(|s| swap_stats(time, s)),
-                io: cgroup.as_ref().and_then(|s| io_stats(time, &s.io_psi)),
-            });
+            self.container(&mut pass, c, layout.as_ref(), pod_cgroup.is_some(), reading, seen);
         }
-        container_stats.sort_by(|a, b| a.name.cmp(&b.name));
-
-        let (pod, pod_rate) = match (&layout, pod_cgroup) {
-            (Some(l), Some(cgroup)) => {
-                let key = format!("pod:{uid}");
-                let s = self.read_cgroup(l, &CgroupPath::Same(cgroup.clone()), &key);
-                if let Some(s) = &s {
-                    extras.push(cgroup_extras(cgroup, time, s));
-                }
-                let rate = s
-                    .as_ref()
-                    .and_then(|s| s.cpu_usage_ns)
-                    .and_then(|ns| self.rate(&key, ns, now, None, seen));
-                (s, rate)
-            }
-            (Some(_), None) if !reads.is_empty() => {
-                let mut s = CgroupStats::sum(reads.iter());
-                if let Some(m) = s.memory.as_mut() {
-                    m.limit = app_limits.filter(|l| *l > 0);
-                }
-                let rate = rates.iter().all(Option::is_some).then(|| rates.iter().flatten().sum());
-                (Some(s), rate)
-            }
-            _ => (None, None),
-        };
+        pass.stats.sort_by(|a, b| a.name.cmp(&b.name));
+        let (pod, pod_rate) = self.pod_cgroup_stats(uid, layout.as_ref(), pod_cgroup, &mut pass, reading, seen);
 
         let volumes = self.volumes(uid, time, now);
         for (usage, on_nodefs) in volumes.iter().map(|v| (v.1, v.2)) {
             if on_nodefs {
-                ephemeral = ephemeral + usage;
+                pass.ephemeral = pass.ephemeral + usage;
             }
         }
         let stats = PodStats {
@@ -185,7 +101,7 @@ impl Collector {
                 uid: uid.to_string(),
             },
             start_time: sandbox.created_at.clone().unwrap_or_else(|| time.clone()),
-            containers: container_stats,
+            containers: pass.stats,
             cpu: pod.as_ref().and_then(|s| cgroup_cpu(time, s, pod_rate)),
             memory: pod
                 .as_ref()
@@ -195,7 +111,8 @@ impl Collector {
                 .and_then(|pid| node_stats::interfaces(Some(pid)))
                 .map(|ifaces| network_stats(time, ifaces, Some("eth0"))),
             volume_stats: volumes.into_iter().map(|v| v.0).collect(),
-            ephemeral_storage: nodefs.map(|fs| fs_stats(time, fs, Some(ephemeral.bytes), Some(ephemeral.inodes))),
+            ephemeral_storage: nodefs
+                .map(|fs| fs_stats(time, fs, Some(pass.ephemeral.bytes), Some(pass.ephemeral.inodes))),
             process_stats: pod
                 .as_ref()
                 .and_then(|s| s.pids)
@@ -205,12 +122,105 @@ impl Collector {
         };
         Pod {
             stats,
-            extras,
+            extras: pass.extras,
             cgroup: PodCgroup {
                 stats: pod.unwrap_or_default(),
                 rate: pod_rate,
-                writable_layers,
+                writable_layers: pass.writable_layers,
             },
+        }
+    }
+
+    /// One of the pod's containers: its cgroup read (and CPU rate) for the pod's sum, and unless
+    /// it is the sandbox, its entry, cAdvisor's extras and its share of the ephemeral storage.
+    fn container(
+        &mut self,
+        pass: &mut ContainerPass,
+        c: &ObservedContainer,
+        layout: Option<&CgroupLayout>,
+        has_pod_cgroup: bool,
+        reading: Reading<'_>,
+        seen: &mut HashSet<String>,
+    ) {
+        let Reading { time, now, .. } = reading;
+        // With a pod cgroup the sandbox's own figures are not needed (the summary has no
+        // entry for it): one cgroup fewer to read per pod.
+        if c.role == ContainerRole::Sandbox && has_pod_cgroup {
+            return;
+        }
+        let id = container_cgroup(c, self.paths.engine_cgroup_driver);
+        let cgroup = layout.and_then(|l| self.read_cgroup(l, &CgroupPath::Same(id.clone()), c.id.0.as_str()));
+        let rate = match cgroup.as_ref().and_then(|s| s.cpu_usage_ns) {
+            Some(ns) => {
+                let since = c.started_at.as_ref().and_then(|t| elapsed_since(&t.0));
+                self.rate(c.id.0.as_str(), ns, now, since, seen)
+            }
+            None => None,
+        };
+        pass.rates.push(rate);
+        if let Some(s) = &cgroup {
+            pass.reads.push(s.clone());
+        }
+        // Every running container but the sandbox has its entry, as kubelet's CRI stats
+        // provider lists them: app containers, sidecars (and init containers while they
+        // run), ephemeral containers.
+        if c.role == ContainerRole::Sandbox {
+            return;
+        }
+        if let Some(s) = &cgroup {
+            pass.extras.push(cgroup_extras(id, time, s));
+        }
+        pass.app_limits = match (
+            pass.app_limits,
+            cgroup.as_ref().and_then(|s| s.memory).and_then(|m| m.limit),
+        ) {
+            (Some(sum), Some(limit)) => Some(sum + limit),
+            _ => None,
+        };
+        let (rootfs, logs) = self.container_fs(c, now);
+        pass.writable_layers += rootfs.map_or(0, |u| u.bytes);
+        pass.ephemeral = pass.ephemeral + rootfs.unwrap_or_default() + logs.unwrap_or_default();
+        pass.stats
+            .push(container_stats(c, cgroup.as_ref(), rate, rootfs, logs, reading));
+    }
+
+    /// The pod's cgroup figures and CPU rate: its pod cgroup's, else the sum of its containers'
+    /// (with the sum of their memory limits when each has one).
+    fn pod_cgroup_stats(
+        &mut self,
+        uid: &str,
+        layout: Option<&CgroupLayout>,
+        pod_cgroup: Option<String>,
+        pass: &mut ContainerPass,
+        reading: Reading<'_>,
+        seen: &mut HashSet<String>,
+    ) -> (Option<CgroupStats>, Option<u64>) {
+        match (layout, pod_cgroup) {
+            (Some(l), Some(cgroup)) => {
+                let key = format!("pod:{uid}");
+                let s = self.read_cgroup(l, &CgroupPath::Same(cgroup.clone()), &key);
+                if let Some(s) = &s {
+                    pass.extras.push(cgroup_extras(cgroup, reading.time, s));
+                }
+                let rate = s
+                    .as_ref()
+                    .and_then(|s| s.cpu_usage_ns)
+                    .and_then(|ns| self.rate(&key, ns, reading.now, None, seen));
+                (s, rate)
+            }
+            (Some(_), None) if !pass.reads.is_empty() => {
+                let mut s = CgroupStats::sum(pass.reads.iter());
+                if let Some(m) = s.memory.as_mut() {
+                    m.limit = pass.app_limits.filter(|l| *l > 0);
+                }
+                let rate = pass
+                    .rates
+                    .iter()
+                    .all(Option::is_some)
+                    .then(|| pass.rates.iter().flatten().sum());
+                (Some(s), rate)
+            }
+            _ => (None, None),
         }
     }
 
@@ -248,6 +258,89 @@ impl Collector {
             ));
         }
         out
+    }
+}
+
+/// When and on which filesystems a pod's figures are read.
+#[derive(Debug, Clone, Copy)]
+struct Reading<'t> {
+    time: &'t Time,
+    now: Instant,
+    nodefs: Option<FsFigures>,
+    containerfs: Option<FsFigures>,
+}
+
+/// What one pass over a pod's containers gathered.
+struct ContainerPass {
+    /// The containers' entries (all but the sandbox).
+    stats: Vec<ContainerStats>,
+    /// Every cgroup read, the sandbox's included: their sum is the pod's without a pod cgroup.
+    reads: Vec<CgroupStats>,
+    /// Each container's CPU rate, in the order read.
+    rates: Vec<Option<u64>>,
+    /// Writable layers and logs (the pod's volumes are added later).
+    ephemeral: DirUsage,
+    /// The writable layers' bytes.
+    writable_layers: u64,
+    /// cAdvisor's other figures of the containers.
+    extras: Vec<CgroupExtras>,
+    /// The sum of the containers' memory limits; `None` once one has none.
+    app_limits: Option<u64>,
+}
+
+impl ContainerPass {
+    fn new() -> Self {
+        ContainerPass {
+            stats: Vec::new(),
+            reads: Vec::new(),
+            rates: Vec::new(),
+            ephemeral: DirUsage::default(),
+            writable_layers: 0,
+            extras: Vec::new(),
+            app_limits: Some(0),
+        }
+    }
+}
+
+/// A container's entry in the summary.
+fn container_stats(
+    c: &ObservedContainer,
+    cgroup: Option<&CgroupStats>,
+    rate: Option<u64>,
+    rootfs: Option<DirUsage>,
+    logs: Option<DirUsage>,
+    reading: Reading<'_>,
+) -> ContainerStats {
+    let Reading {
+        time,
+        nodefs,
+        containerfs,
+        ..
+    } = reading;
+    let fs_of = |u: Option<DirUsage>| {
+        containerfs
+            .zip(u)
+            .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)))
+    };
+    let logs_fs = nodefs
+        .or(containerfs)
+        .zip(logs)
+        .map(|(fs, u)| fs_stats(time, fs, Some(u.bytes), Some(u.inodes)));
+    ContainerStats {
+        name: c.name.clone(),
+        start_time: c
+            .started_at
+            .clone()
+            .or_else(|| c.created_at.clone())
+            .unwrap_or_else(|| time.clone()),
+        cpu: cgroup.and_then(|s| cgroup_cpu(time, s, rate)),
+        memory: cgroup.and_then(|s| s.memory.map(|m| memory_stats(time, m, s.memory_psi.clone()))),
+        accelerators: Vec::new(),
+        rootfs: fs_of(rootfs),
+        logs: logs_fs,
+        user_defined_metrics: Vec::new(),
+        swap: cgroup.and_then(|s| swap_stats(time, s)),
+        io: cgroup.and_then(|s| io_stats(time, &s.io_psi)),
     }
 }
 

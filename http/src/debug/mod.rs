@@ -5,8 +5,8 @@ pub mod explain;
 
 use actix_web::{web, HttpRequest, HttpResponse};
 use dockerlet_messages::debug::{
-    ContainerStateDebug, DebugEvent, DebugSnapshot, DebugView, FaultTarget, GetDebugSnapshot, InjectFault, PlegDebug,
-    PodDebug, ProbeDebug,
+    ContainerDebug, ContainerStateDebug, DebugEvent, DebugSnapshot, DebugView, FaultTarget, GetDebugSnapshot,
+    InjectFault, PlegDebug, PodDebug, ProbeDebug,
 };
 use dockerlet_messages::PodUid;
 use k8s_openapi::jiff::Timestamp;
@@ -149,6 +149,7 @@ fn pleg_line(pleg: Option<&PlegDebug>) -> String {
     }
 }
 
+/// A pod's section of the debug page: why it is where it is, its containers, probes and events.
 fn pod_section(
     pod: &PodDebug,
     probes: &[ProbeDebug],
@@ -181,51 +182,66 @@ fn pod_section(
         "<table><tr><th>container</th><th>image</th><th>state</th><th>ready</th><th>restarts</th><th>last exit</th><th>logs</th></tr>",
     );
     for c in &pod.containers {
-        let state = match &c.state {
-            ContainerStateDebug::Unknown => "-".to_string(),
-            ContainerStateDebug::Waiting { reason, message } if message.is_empty() => format!("waiting: {reason}"),
-            ContainerStateDebug::Waiting { reason, message } => format!("waiting: {reason}: {message}"),
-            ContainerStateDebug::Running { started_at } => {
-                format!("running since {}", started_at.as_deref().unwrap_or("?"))
-            }
-            ContainerStateDebug::Terminated(e) => {
-                format!("terminated: exit {} {}", e.exit_code, e.reason)
-            }
-        };
-        let last = c
-            .last_exit
-            .as_ref()
-            .map(|e| {
-                format!(
-                    "{} {} {}",
-                    e.exit_code,
-                    e.reason,
-                    e.finished_at.as_deref().unwrap_or("")
-                )
-            })
-            .unwrap_or_default();
-        let link = match logs {
-            Some(base) => {
-                let url = format!("{base}/containerLogs/{}/{}/{}", pod.namespace, pod.name, c.name);
-                format!(
-                    "<a href=\"{url}\">logs</a> <a href=\"{url}?previous=true\">previous</a>",
-                    url = escape(&url)
-                )
-            }
-            None => "<span class=muted>kubelet API off</span>".to_string(),
-        };
-        html.push_str(&format!(
-            "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{link}</td></tr>",
-            escape(&c.name),
-            if c.init { " (init)" } else { "" },
-            escape(&c.image),
-            escape(&state),
-            c.ready,
-            c.restart_count,
-            escape(&last),
-        ));
+        html.push_str(&container_row(pod, c, logs));
     }
     html.push_str("</table>");
+    html.push_str(&probes_table(pod, probes));
+    let recent = events.iter().rev().filter(|e| e.object == id).take(POD_EVENTS);
+    html.push_str(&events_table(recent));
+    html.push_str("</section>");
+    html
+}
+
+/// A container's row of a pod's table: its state, last exit and log links.
+fn container_row(pod: &PodDebug, c: &ContainerDebug, logs: Option<&str>) -> String {
+    let state = match &c.state {
+        ContainerStateDebug::Unknown => "-".to_string(),
+        ContainerStateDebug::Waiting { reason, message } if message.is_empty() => format!("waiting: {reason}"),
+        ContainerStateDebug::Waiting { reason, message } => format!("waiting: {reason}: {message}"),
+        ContainerStateDebug::Running { started_at } => {
+            format!("running since {}", started_at.as_deref().unwrap_or("?"))
+        }
+        ContainerStateDebug::Terminated(e) => {
+            format!("terminated: exit {} {}", e.exit_code, e.reason)
+        }
+    };
+    let last = c
+        .last_exit
+        .as_ref()
+        .map(|e| {
+            format!(
+                "{} {} {}",
+                e.exit_code,
+                e.reason,
+                e.finished_at.as_deref().unwrap_or("")
+            )
+        })
+        .unwrap_or_default();
+    let link = match logs {
+        Some(base) => {
+            let url = format!("{base}/containerLogs/{}/{}/{}", pod.namespace, pod.name, c.name);
+            format!(
+                "<a href=\"{url}\">logs</a> <a href=\"{url}?previous=true\">previous</a>",
+                url = escape(&url)
+            )
+        }
+        None => "<span class=muted>kubelet API off</span>".to_string(),
+    };
+    format!(
+        "<tr><td>{}{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{link}</td></tr>",
+        escape(&c.name),
+        if c.init { " (init)" } else { "" },
+        escape(&c.image),
+        escape(&state),
+        c.ready,
+        c.restart_count,
+        escape(&last),
+    )
+}
+
+/// The table of the pod's probes; empty when it has none.
+fn probes_table(pod: &PodDebug, probes: &[ProbeDebug]) -> String {
+    let mut html = String::new();
     let mine: Vec<&ProbeDebug> = probes.iter().filter(|p| p.pod_uid == pod.pod_uid).collect();
     if !mine.is_empty() {
         html.push_str(
@@ -249,9 +265,6 @@ fn pod_section(
         }
         html.push_str("</table>");
     }
-    let recent = events.iter().rev().filter(|e| e.object == id).take(POD_EVENTS);
-    html.push_str(&events_table(recent));
-    html.push_str("</section>");
     html
 }
 

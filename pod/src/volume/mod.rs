@@ -21,7 +21,9 @@ pub mod payload;
 use std::collections::HashMap;
 use std::path::{Component, Path, PathBuf};
 
-use k8s_openapi::api::core::v1::{Container, Pod, Volume, VolumeMount};
+use k8s_openapi::api::core::v1::{
+    Container, EmptyDirVolumeSource, HostPathVolumeSource, Pod, ProjectedVolumeSource, Volume, VolumeMount,
+};
 
 use crate::field::FieldError;
 use crate::quantity::parse_quantity;
@@ -137,48 +139,11 @@ fn resolve(
     let crate::spec::PodIdentity { uid, .. } = pod_identity(pod);
     let plugin_dir = |plugin: &str| pod_dir(root, uid).join("volumes").join(plugin).join(&volume.name);
     if let Some(empty) = &volume.empty_dir {
-        let medium = match empty.medium.as_deref().unwrap_or_default() {
-            "" => Medium::Disk,
-            "Memory" => Medium::Memory {
-                size_limit: memory_size(pod, empty.size_limit.as_ref().map(|q| q.0.as_str()), allocatable)?,
-            },
-            m if m.starts_with("HugePages") => {
-                return Err(FieldError::refused(
-                    "emptyDir.medium",
-                    format!("{m:?}: hugepages-backed emptyDir volumes are not supported on this node"),
-                ))
-            }
-            m => return Err(FieldError::unsupported("emptyDir.medium", format!("{m:?}"))),
-        };
-        let mode = match empty.mode {
-            None => DEFAULT_EMPTY_DIR_MODE,
-            Some(m) => u32::try_from(m).ok().filter(|m| *m <= 0o1777).ok_or_else(|| {
-                FieldError::invalid(
-                    "emptyDir.mode",
-                    format!("{m}: must be a number between 0 and 01777 (octal)"),
-                )
-            })?,
-        };
-        return Ok(VolumeSource::EmptyDir {
-            dir: plugin_dir(EMPTY_DIR_PLUGIN),
-            medium,
-            mode,
-        });
+        return empty_dir(pod, empty, plugin_dir(EMPTY_DIR_PLUGIN), allocatable);
     }
     if let Some(host) = &volume.host_path {
-        let path = PathBuf::from(&host.path);
-        if !path.is_absolute() {
-            return Err(FieldError::invalid(
-                "hostPath.path",
-                format!("{:?}: must be an absolute path", host.path),
-            ));
-        }
-        return Ok(VolumeSource::HostPath {
-            path,
-            kind: host.type_.clone().unwrap_or_default(),
-        });
+        return host_path(host);
     }
-    let static_refusal = |what: &str| Err(FieldError::refused("", format!("static pods may not reference {what}")));
     let atomic = |kind: AtomicKind| {
         Ok(VolumeSource::Atomic {
             dir: plugin_dir(kind.plugin_dir()),
@@ -189,45 +154,110 @@ fn resolve(
         return atomic(AtomicKind::DownwardApi);
     }
     if let Some(projected) = &volume.projected {
-        let references_api = projected.sources.iter().flatten().any(|s| {
-            s.config_map.is_some()
-                || s.secret.is_some()
-                || s.service_account_token.is_some()
-                || s.cluster_trust_bundle.is_some()
-                || s.pod_certificate.is_some()
-        });
-        if references_api && !api {
-            return static_refusal("API objects in projected volumes");
-        }
-        for (k, s) in projected.sources.iter().flatten().enumerate() {
-            if s.cluster_trust_bundle.is_some() || s.pod_certificate.is_some() {
-                let what = if s.cluster_trust_bundle.is_some() {
-                    "clusterTrustBundle"
-                } else {
-                    "podCertificate"
-                };
-                return Err(FieldError::refused(
-                    format!("projected.sources[{k}].{what}"),
-                    format!("{what} projections are not supported on this node"),
-                ));
-            }
-        }
+        check_projected(projected, api)?;
         return atomic(AtomicKind::Projected);
     }
     if volume.config_map.is_some() {
         return if api {
             atomic(AtomicKind::ConfigMap)
         } else {
-            static_refusal("configmaps")
+            Err(static_refusal("configmaps"))
         };
     }
     if volume.secret.is_some() {
         return if api {
             atomic(AtomicKind::Secret)
         } else {
-            static_refusal("secrets")
+            Err(static_refusal("secrets"))
         };
     }
+    Err(unsupported_volume(volume, api))
+}
+
+/// A static pod's volume referring to `what` on the API server.
+fn static_refusal(what: &str) -> FieldError {
+    FieldError::refused("", format!("static pods may not reference {what}"))
+}
+
+/// An `emptyDir` volume at `dir`: its medium (a `Memory` one sized by [`memory_size`]) and mode.
+fn empty_dir(
+    pod: &Pod,
+    empty: &EmptyDirVolumeSource,
+    dir: PathBuf,
+    allocatable: Option<&Allocatable>,
+) -> Result<VolumeSource, FieldError> {
+    let medium = match empty.medium.as_deref().unwrap_or_default() {
+        "" => Medium::Disk,
+        "Memory" => Medium::Memory {
+            size_limit: memory_size(pod, empty.size_limit.as_ref().map(|q| q.0.as_str()), allocatable)?,
+        },
+        m if m.starts_with("HugePages") => {
+            return Err(FieldError::refused(
+                "emptyDir.medium",
+                format!("{m:?}: hugepages-backed emptyDir volumes are not supported on this node"),
+            ))
+        }
+        m => return Err(FieldError::unsupported("emptyDir.medium", format!("{m:?}"))),
+    };
+    let mode = match empty.mode {
+        None => DEFAULT_EMPTY_DIR_MODE,
+        Some(m) => u32::try_from(m).ok().filter(|m| *m <= 0o1777).ok_or_else(|| {
+            FieldError::invalid(
+                "emptyDir.mode",
+                format!("{m}: must be a number between 0 and 01777 (octal)"),
+            )
+        })?,
+    };
+    Ok(VolumeSource::EmptyDir { dir, medium, mode })
+}
+
+/// A `hostPath` volume; its path must be absolute.
+fn host_path(host: &HostPathVolumeSource) -> Result<VolumeSource, FieldError> {
+    let path = PathBuf::from(&host.path);
+    if !path.is_absolute() {
+        return Err(FieldError::invalid(
+            "hostPath.path",
+            format!("{:?}: must be an absolute path", host.path),
+        ));
+    }
+    Ok(VolumeSource::HostPath {
+        path,
+        kind: host.type_.clone().unwrap_or_default(),
+    })
+}
+
+/// Can this node serve a projected volume? Not one of a static pod referring to API objects, nor
+/// one with a clusterTrustBundle or podCertificate source.
+fn check_projected(projected: &ProjectedVolumeSource, api: bool) -> Result<(), FieldError> {
+    let references_api = projected.sources.iter().flatten().any(|s| {
+        s.config_map.is_some()
+            || s.secret.is_some()
+            || s.service_account_token.is_some()
+            || s.cluster_trust_bundle.is_some()
+            || s.pod_certificate.is_some()
+    });
+    if references_api && !api {
+        return Err(static_refusal("API objects in projected volumes"));
+    }
+    for (k, s) in projected.sources.iter().flatten().enumerate() {
+        if s.cluster_trust_bundle.is_some() || s.pod_certificate.is_some() {
+            let what = if s.cluster_trust_bundle.is_some() {
+                "clusterTrustBundle"
+            } else {
+                "podCertificate"
+            };
+            return Err(FieldError::refused(
+                format!("projected.sources[{k}].{what}"),
+                format!("{what} projections are not supported on this node"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Why a volume of none of the supported types cannot be used: a claim (refused outright for a
+/// static pod), or any other type.
+fn unsupported_volume(volume: &Volume, api: bool) -> FieldError {
     let claims = [
         (
             volume.persistent_volume_claim.is_some(),
@@ -240,15 +270,12 @@ fn resolve(
         if !api {
             return static_refusal(what);
         }
-        return Err(FieldError::refused(
-            *field,
-            format!("{field} volumes are not supported on this node"),
-        ));
+        return FieldError::refused(*field, format!("{field} volumes are not supported on this node"));
     }
-    Err(FieldError::refused(
+    FieldError::refused(
         "",
         "only emptyDir, hostPath, configMap, secret, downwardAPI and projected volumes are supported on this node",
-    ))
+    )
 }
 
 /// The tmpfs size of a `medium: Memory` emptyDir: kubelet's `calculateEmptyDirMemorySize`, the

@@ -6,7 +6,10 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use k8s_openapi::api::core::v1::{DownwardAPIVolumeFile, KeyToPath, Pod, Volume};
+use k8s_openapi::api::core::v1::{
+    DownwardAPIVolumeFile, KeyToPath, Pod, ProjectedVolumeSource, ServiceAccountTokenProjection, Volume,
+    VolumeProjection,
+};
 
 use super::{downward, VolumeError};
 use crate::field::FieldError;
@@ -169,16 +172,11 @@ pub fn payload(
         .and_then(|vs| vs.iter().position(|v| v.name == volume.name))
         .unwrap_or(0);
     let at = format!("spec.volumes[{index}]");
-    let object_error = |reason: String| VolumeError {
-        field: format!("volume {:?}", volume.name),
-        reason,
-    };
-    let mut files: Vec<(String, String, FileProjection)> = Vec::new();
-    if let Some(c) = &volume.config_map {
+    let files = if let Some(c) = &volume.config_map {
         let mode = default_mode(c.default_mode, &format!("{at}.configMap.defaultMode"))?;
         let optional = c.optional == Some(true);
         let defaults = Defaults::new(mode, c.default_user, &format!("{at}.configMap.defaultUser"))?;
-        files = config_map_files(
+        config_map_files(
             &format!("{at}.configMap"),
             &c.name,
             c.items.as_deref(),
@@ -186,13 +184,13 @@ pub fn payload(
             optional,
             objects,
         )
-        .map_err(|e| object_error(e.to_string()))??;
+        .map_err(|e| object_error(volume, e.to_string()))??
     } else if let Some(s) = &volume.secret {
         let mode = default_mode(s.default_mode, &format!("{at}.secret.defaultMode"))?;
         let optional = s.optional == Some(true);
         let name = s.secret_name.as_deref().unwrap_or_default();
         let defaults = Defaults::new(mode, s.default_user, &format!("{at}.secret.defaultUser"))?;
-        files = secret_files(
+        secret_files(
             &format!("{at}.secret"),
             name,
             s.items.as_deref(),
@@ -200,112 +198,45 @@ pub fn payload(
             optional,
             objects,
         )
-        .map_err(|e| object_error(e.to_string()))??;
+        .map_err(|e| object_error(volume, e.to_string()))??
     } else if let Some(d) = &volume.downward_api {
         let mode = default_mode(d.default_mode, &format!("{at}.downwardAPI.defaultMode"))?;
         let defaults = Defaults::new(mode, d.default_user, &format!("{at}.downwardAPI.defaultUser"))?;
-        files = downward_files(
+        downward_files(
             &format!("{at}.downwardAPI"),
             pod,
             d.items.as_deref(),
             defaults,
             allocatable,
-        )?;
+        )?
     } else if let Some(p) = &volume.projected {
-        let mode = default_mode(p.default_mode, &format!("{at}.projected.defaultMode"))?;
-        let defaults = Defaults::new(mode, p.default_user, &format!("{at}.projected.defaultUser"))?;
-        let fs_group = pod
-            .spec
-            .as_ref()
-            .and_then(|s| s.security_context.as_ref())
-            .and_then(|s| s.fs_group);
-        let owner = fs_user(pod);
-        let mut explicit: HashMap<String, String> = HashMap::new();
-        for (k, source) in p.sources.iter().flatten().enumerate() {
-            let src_at = format!("{at}.projected.sources[{k}]");
-            let part = if let Some(c) = &source.config_map {
-                let optional = c.optional == Some(true);
-                config_map_files(
-                    &format!("{src_at}.configMap"),
-                    &c.name,
-                    c.items.as_deref(),
-                    defaults,
-                    optional,
-                    objects,
-                )
-                .map_err(|e| object_error(e.to_string()))??
-            } else if let Some(s) = &source.secret {
-                let optional = s.optional == Some(true);
-                secret_files(
-                    &format!("{src_at}.secret"),
-                    &s.name,
-                    s.items.as_deref(),
-                    defaults,
-                    optional,
-                    objects,
-                )
-                .map_err(|e| object_error(e.to_string()))??
-            } else if let Some(d) = &source.downward_api {
-                downward_files(
-                    &format!("{src_at}.downwardAPI"),
-                    pod,
-                    d.items.as_deref(),
-                    defaults,
-                    allocatable,
-                )?
-            } else if let Some(t) = &source.service_account_token {
-                let token = objects.tokens.get(&(volume.name.clone(), k)).ok_or_else(|| {
-                    object_error(format!(
-                        "service account token for projected source {k} was not requested"
-                    ))
-                })?;
-                // kubelet writes the token 0600 when it sets ownership (SetVolumeOwnership then
-                // adds group read for the fsGroup).
-                let owner = match t.user {
-                    Some(u) => Some(check_user(u, &format!("{src_at}.serviceAccountToken.user"))?),
-                    None => defaults.user.or(owner),
-                };
-                let token_mode = if fs_group.is_some() || owner.is_some() {
-                    0o600
-                } else {
-                    mode
-                };
-                vec![(
-                    format!("{src_at}.serviceAccountToken.path"),
-                    t.path.clone(),
-                    FileProjection {
-                        data: token.as_bytes().to_vec(),
-                        mode: token_mode,
-                        owner,
-                    },
-                )]
-            } else {
-                return Err(VolumeError {
-                    field: src_at,
-                    reason: "no supported projection (configMap, secret, downwardAPI, serviceAccountToken)".into(),
-                });
-            };
-            for (field, path, file) in part {
-                // Paths written in the spec (items, token paths) may not collide; keys of whole
-                // objects may, the later source winning.
-                if !field.ends_with(']') {
-                    let clean = clean_path(&path);
-                    if let Some(previous) = explicit.insert(clean.clone(), field.clone()) {
-                        return Err(VolumeError {
-                            field,
-                            reason: format!("{path:?}: conflicting duplicate paths (also {previous})"),
-                        });
-                    }
-                }
-                files.push((field, path, file));
-            }
-        }
+        let source = Source {
+            pod,
+            volume,
+            objects,
+            allocatable,
+        };
+        projected_files(&source, p, &at)?
     } else {
         return Err(VolumeError {
             field: at,
             reason: "not a configMap, secret, downwardAPI or projected volume".into(),
         });
+    };
+    merge_files(files)
+}
+
+/// An error about the objects `volume` refers to, reported as the volume's.
+fn object_error(volume: &Volume, reason: String) -> VolumeError {
+    VolumeError {
+        field: format!("volume {:?}", volume.name),
+        reason,
     }
+}
+
+/// Checks every file's path and keys the files by their cleaned paths; later files win, as
+/// kubelet merges projected payloads.
+fn merge_files(files: Files) -> Result<Payload, VolumeError> {
     let mut out = Payload::new();
     for (field, path, file) in files {
         validate_path(&path).map_err(|reason| VolumeError {
@@ -316,6 +247,154 @@ pub fn payload(
         out.insert(clean_path(&path), file);
     }
     Ok(out)
+}
+
+/// What a projected volume's sources are made from.
+struct Source<'a> {
+    pod: &'a Pod,
+    volume: &'a Volume,
+    objects: &'a VolumeObjects,
+    allocatable: &'a Allocatable,
+}
+
+/// kubelet's projected `collectData`: the files of every source in order, paths written in the
+/// spec checked for collisions.
+fn projected_files(source: &Source<'_>, p: &ProjectedVolumeSource, at: &str) -> Result<Files, VolumeError> {
+    let mode = default_mode(p.default_mode, &format!("{at}.projected.defaultMode"))?;
+    let defaults = Defaults::new(mode, p.default_user, &format!("{at}.projected.defaultUser"))?;
+    let fs_group = source
+        .pod
+        .spec
+        .as_ref()
+        .and_then(|s| s.security_context.as_ref())
+        .and_then(|s| s.fs_group);
+    let token_defaults = TokenDefaults {
+        mode,
+        user: defaults.user.or(fs_user(source.pod)),
+        fs_group: fs_group.is_some(),
+    };
+    let mut files = Files::new();
+    let mut explicit: HashMap<String, String> = HashMap::new();
+    for (k, projection) in p.sources.iter().flatten().enumerate() {
+        let src_at = format!("{at}.projected.sources[{k}]");
+        let part = projection_files(source, projection, k, &src_at, defaults, token_defaults)?;
+        for (field, path, file) in part {
+            // Paths written in the spec (items, token paths) may not collide; keys of whole
+            // objects may, the later source winning.
+            if !field.ends_with(']') {
+                let clean = clean_path(&path);
+                if let Some(previous) = explicit.insert(clean.clone(), field.clone()) {
+                    return Err(VolumeError {
+                        field,
+                        reason: format!("{path:?}: conflicting duplicate paths (also {previous})"),
+                    });
+                }
+            }
+            files.push((field, path, file));
+        }
+    }
+    Ok(files)
+}
+
+/// The files of source `k` of a projected volume.
+fn projection_files(
+    source: &Source<'_>,
+    projection: &VolumeProjection,
+    k: usize,
+    src_at: &str,
+    defaults: Defaults,
+    token_defaults: TokenDefaults,
+) -> Result<Files, VolumeError> {
+    let Source {
+        pod,
+        volume,
+        objects,
+        allocatable,
+    } = *source;
+    if let Some(c) = &projection.config_map {
+        let optional = c.optional == Some(true);
+        config_map_files(
+            &format!("{src_at}.configMap"),
+            &c.name,
+            c.items.as_deref(),
+            defaults,
+            optional,
+            objects,
+        )
+        .map_err(|e| object_error(volume, e.to_string()))?
+    } else if let Some(s) = &projection.secret {
+        let optional = s.optional == Some(true);
+        secret_files(
+            &format!("{src_at}.secret"),
+            &s.name,
+            s.items.as_deref(),
+            defaults,
+            optional,
+            objects,
+        )
+        .map_err(|e| object_error(volume, e.to_string()))?
+    } else if let Some(d) = &projection.downward_api {
+        downward_files(
+            &format!("{src_at}.downwardAPI"),
+            pod,
+            d.items.as_deref(),
+            defaults,
+            allocatable,
+        )
+    } else if let Some(t) = &projection.service_account_token {
+        let token = objects.tokens.get(&(volume.name.clone(), k)).ok_or_else(|| {
+            object_error(
+                volume,
+                format!("service account token for projected source {k} was not requested"),
+            )
+        })?;
+        token_file(t, token, src_at, token_defaults)
+    } else {
+        Err(VolumeError {
+            field: src_at.to_string(),
+            reason: "no supported projection (configMap, secret, downwardAPI, serviceAccountToken)".into(),
+        })
+    }
+}
+
+/// What a projected volume's token file gets unless its source says otherwise.
+#[derive(Debug, Clone, Copy)]
+struct TokenDefaults {
+    /// The volume's `defaultMode`.
+    mode: u32,
+    /// The volume's `defaultUser`, else the pod's [`fs_user`].
+    user: Option<u32>,
+    /// The pod sets an `fsGroup`.
+    fs_group: bool,
+}
+
+/// A projected `serviceAccountToken` source's file.
+fn token_file(
+    t: &ServiceAccountTokenProjection,
+    token: &str,
+    src_at: &str,
+    defaults: TokenDefaults,
+) -> Result<Files, VolumeError> {
+    // kubelet writes the token 0600 when it sets ownership (SetVolumeOwnership then
+    // adds group read for the fsGroup).
+    let owner = match t.user {
+        Some(u) => Some(check_user(u, &format!("{src_at}.serviceAccountToken.user"))?),
+        None => defaults.user,
+    };
+    let token_mode = if defaults.fs_group || owner.is_some() {
+        0o600
+    } else {
+        defaults.mode
+    };
+    Ok(vec![(
+        format!("{src_at}.serviceAccountToken.path"),
+        t.path.clone(),
+        FileProjection {
+            data: token.as_bytes().to_vec(),
+            mode: token_mode,
+            owner,
+        },
+    )])
 }
 
 type Files = Vec<(String, String, FileProjection)>;

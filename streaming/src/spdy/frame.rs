@@ -288,7 +288,7 @@ impl FrameDecoder {
             return Ok(None);
         }
         buf.advance(FRAME_HEADER_LEN);
-        let mut payload = buf.split_to(len);
+        let payload = buf.split_to(len);
         if !control {
             let stream_id = word & 0x7fff_ffff;
             if stream_id == 0 {
@@ -301,46 +301,14 @@ impl FrameDecoder {
             }));
         }
         let kind = (word & 0xffff) as u16;
+        self.control_frame(kind, flags, len, payload).map(Some)
+    }
+
+    /// A control frame of type `kind` from its payload (spec §2.6, one arm per frame type).
+    fn control_frame(&mut self, kind: u16, flags: u8, len: usize, mut payload: BytesMut) -> Result<Frame, FrameError> {
         let frame = match kind {
-            kind::SYN_STREAM => {
-                need(&payload, 10, "SYN_STREAM", "at least 10")?;
-                let stream_id = stream(payload.get_u32(), "SYN_STREAM")?;
-                let associated_to = payload.get_u32() & 0x7fff_ffff;
-                let priority = payload.get_u8() >> 5;
-                let slot = payload.get_u8();
-                let headers = self.inflater.decompress(&payload)?;
-                Frame::SynStream {
-                    stream_id,
-                    associated_to,
-                    priority,
-                    slot,
-                    flags,
-                    headers,
-                }
-            }
-            kind::SYN_REPLY | kind::HEADERS => {
-                let name = if kind == kind::SYN_REPLY {
-                    "SYN_REPLY"
-                } else {
-                    "HEADERS"
-                };
-                need(&payload, 4, name, "at least 4")?;
-                let stream_id = stream(payload.get_u32(), name)?;
-                let headers = self.inflater.decompress(&payload)?;
-                if kind == kind::SYN_REPLY {
-                    Frame::SynReply {
-                        stream_id,
-                        flags,
-                        headers,
-                    }
-                } else {
-                    Frame::Headers {
-                        stream_id,
-                        flags,
-                        headers,
-                    }
-                }
-            }
+            kind::SYN_STREAM => self.syn_stream(flags, payload)?,
+            kind::SYN_REPLY | kind::HEADERS => self.headers_frame(kind, flags, payload)?,
             kind::RST_STREAM => {
                 exact(&payload, 8, "RST_STREAM", "expected 8")?;
                 let stream_id = stream(payload.get_u32(), "RST_STREAM")?;
@@ -349,28 +317,7 @@ impl FrameDecoder {
                     status: payload.get_u32(),
                 }
             }
-            kind::SETTINGS => {
-                need(&payload, 4, "SETTINGS", "at least 4")?;
-                let count = payload.get_u32() as usize;
-                if count.checked_mul(8) != Some(payload.len()) {
-                    return Err(FrameError::BadLength {
-                        kind: "SETTINGS",
-                        len,
-                        expected: "4 + 8 per entry",
-                    });
-                }
-                let entries = (0..count)
-                    .map(|_| {
-                        let word = payload.get_u32();
-                        Setting {
-                            flags: (word >> 24) as u8,
-                            id: word & 0x00ff_ffff,
-                            value: payload.get_u32(),
-                        }
-                    })
-                    .collect();
-                Frame::Settings { flags, entries }
-            }
+            kind::SETTINGS => settings(flags, len, payload)?,
             kind::PING => {
                 exact(&payload, 4, "PING", "expected 4")?;
                 Frame::Ping { id: payload.get_u32() }
@@ -393,8 +340,75 @@ impl FrameDecoder {
             }
             other => Frame::Unknown { kind: other, len },
         };
-        Ok(Some(frame))
+        Ok(frame)
     }
+
+    /// A SYN_STREAM (spec §2.6.1).
+    fn syn_stream(&mut self, flags: u8, mut payload: BytesMut) -> Result<Frame, FrameError> {
+        need(&payload, 10, "SYN_STREAM", "at least 10")?;
+        let stream_id = stream(payload.get_u32(), "SYN_STREAM")?;
+        let associated_to = payload.get_u32() & 0x7fff_ffff;
+        let priority = payload.get_u8() >> 5;
+        let slot = payload.get_u8();
+        let headers = self.inflater.decompress(&payload)?;
+        Ok(Frame::SynStream {
+            stream_id,
+            associated_to,
+            priority,
+            slot,
+            flags,
+            headers,
+        })
+    }
+
+    /// A SYN_REPLY or HEADERS (spec §2.6.2, §2.6.7): a stream id and a header block.
+    fn headers_frame(&mut self, kind: u16, flags: u8, mut payload: BytesMut) -> Result<Frame, FrameError> {
+        let name = if kind == kind::SYN_REPLY {
+            "SYN_REPLY"
+        } else {
+            "HEADERS"
+        };
+        need(&payload, 4, name, "at least 4")?;
+        let stream_id = stream(payload.get_u32(), name)?;
+        let headers = self.inflater.decompress(&payload)?;
+        Ok(if kind == kind::SYN_REPLY {
+            Frame::SynReply {
+                stream_id,
+                flags,
+                headers,
+            }
+        } else {
+            Frame::Headers {
+                stream_id,
+                flags,
+                headers,
+            }
+        })
+    }
+}
+
+/// A SETTINGS frame (spec §2.6.4): a count, then 8 bytes per entry.
+fn settings(flags: u8, len: usize, mut payload: BytesMut) -> Result<Frame, FrameError> {
+    need(&payload, 4, "SETTINGS", "at least 4")?;
+    let count = payload.get_u32() as usize;
+    if count.checked_mul(8) != Some(payload.len()) {
+        return Err(FrameError::BadLength {
+            kind: "SETTINGS",
+            len,
+            expected: "4 + 8 per entry",
+        });
+    }
+    let entries = (0..count)
+        .map(|_| {
+            let word = payload.get_u32();
+            Setting {
+                flags: (word >> 24) as u8,
+                id: word & 0x00ff_ffff,
+                value: payload.get_u32(),
+            }
+        })
+        .collect();
+    Ok(Frame::Settings { flags, entries })
 }
 
 fn need(payload: &BytesMut, min: usize, kind: &'static str, expected: &'static str) -> Result<(), FrameError> {

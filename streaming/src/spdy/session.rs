@@ -472,87 +472,17 @@ impl Session {
                 flags,
                 headers,
                 ..
-            } => {
-                if !self.is_peer_id(stream_id) {
-                    return self.write(&Frame::RstStream {
-                        stream_id,
-                        status: rst::PROTOCOL_ERROR,
-                    });
-                }
-                if stream_id <= self.last_peer_stream_id {
-                    return Err(SessionError::Protocol("SYN_STREAM id not above the previous one"));
-                }
-                self.last_peer_stream_id = stream_id;
-                let refused = associated_to != 0 || self.going_away || self.streams.len() >= self.config.max_streams;
-                if refused {
-                    return self.write(&Frame::RstStream {
-                        stream_id,
-                        status: rst::REFUSED_STREAM,
-                    });
-                }
-                let fin = flags & FLAG_FIN != 0;
-                let unidirectional = flags & FLAG_UNIDIRECTIONAL != 0;
-                let mut stream = self.new_stream(true);
-                stream.remote_fin = fin;
-                stream.local_fin = unidirectional;
-                self.streams.insert(stream_id, stream);
-                self.events.push_back(Event::StreamOpened {
-                    stream_id,
-                    headers,
-                    fin,
-                    unidirectional,
-                    priority,
-                });
-                Ok(())
-            }
+            } => self.handle_syn_stream(stream_id, associated_to, priority, flags, headers),
             Frame::SynReply {
                 stream_id,
                 flags,
                 headers,
-            } => {
-                let Some(stream) = self.streams.get_mut(&stream_id) else {
-                    return self.write(&Frame::RstStream {
-                        stream_id,
-                        status: rst::INVALID_STREAM,
-                    });
-                };
-                if stream.by_peer {
-                    return self.rst(stream_id, rst::PROTOCOL_ERROR);
-                }
-                let fin = flags & FLAG_FIN != 0;
-                stream.remote_fin |= fin;
-                self.events.push_back(Event::Replied {
-                    stream_id,
-                    headers,
-                    fin,
-                });
-                self.close_if_done(stream_id);
-                Ok(())
-            }
+            } => self.handle_syn_reply(stream_id, flags, headers),
             Frame::Headers {
                 stream_id,
                 flags,
                 headers,
-            } => {
-                let Some(stream) = self.streams.get_mut(&stream_id) else {
-                    return self.write(&Frame::RstStream {
-                        stream_id,
-                        status: rst::INVALID_STREAM,
-                    });
-                };
-                if stream.remote_fin {
-                    return self.rst(stream_id, rst::STREAM_ALREADY_CLOSED);
-                }
-                let fin = flags & FLAG_FIN != 0;
-                stream.remote_fin = fin;
-                self.events.push_back(Event::Headers {
-                    stream_id,
-                    headers,
-                    fin,
-                });
-                self.close_if_done(stream_id);
-                Ok(())
-            }
+            } => self.handle_headers(stream_id, flags, headers),
             Frame::Data { stream_id, flags, data } => self.handle_data(stream_id, flags & FLAG_FIN != 0, data),
             Frame::RstStream { stream_id, status } => {
                 if self.streams.remove(&stream_id).is_some() {
@@ -564,23 +494,7 @@ impl Session {
                 }
                 Ok(())
             }
-            Frame::Settings { entries, .. } => {
-                for e in &entries {
-                    if e.id == setting::INITIAL_WINDOW_SIZE {
-                        let value = i64::from(e.value);
-                        if value > MAX_WINDOW {
-                            return Err(SessionError::Protocol("SETTINGS INITIAL_WINDOW_SIZE above 2^31-1"));
-                        }
-                        let delta = value - self.initial_send_window;
-                        self.initial_send_window = value;
-                        for s in self.streams.values_mut() {
-                            s.send_window += delta;
-                        }
-                    }
-                }
-                self.events.push_back(Event::Settings { entries });
-                self.flush_all()
-            }
+            Frame::Settings { entries, .. } => self.handle_settings(entries),
             Frame::Ping { id } => {
                 if self.is_peer_id(id) {
                     self.write(&Frame::Ping { id })?;
@@ -601,26 +515,136 @@ impl Session {
                 });
                 Ok(())
             }
-            Frame::WindowUpdate { stream_id: 0, delta } => {
-                self.conn_send_window += i64::from(delta);
-                if self.conn_send_window > MAX_WINDOW {
-                    return Err(SessionError::Protocol("connection window above 2^31-1"));
-                }
-                self.flush_all()
-            }
-            Frame::WindowUpdate { stream_id, delta } => {
-                let Some(stream) = self.streams.get_mut(&stream_id) else {
-                    // A stream that just closed: updates may cross the FIN, ignore.
-                    return Ok(());
-                };
-                stream.send_window += i64::from(delta);
-                if stream.send_window > MAX_WINDOW {
-                    return self.rst(stream_id, rst::FLOW_CONTROL_ERROR);
-                }
-                self.flush_stream(stream_id)
-            }
+            Frame::WindowUpdate { stream_id, delta } => self.handle_window_update(stream_id, delta),
             Frame::Unknown { .. } => Ok(()),
         }
+    }
+
+    /// The peer opens a stream: refused when its id is not the peer's or not above the last,
+    /// when it is a server push, when the session goes away or has its most streams.
+    fn handle_syn_stream(
+        &mut self,
+        stream_id: u32,
+        associated_to: u32,
+        priority: u8,
+        flags: u8,
+        headers: Headers,
+    ) -> Result<(), SessionError> {
+        if !self.is_peer_id(stream_id) {
+            return self.write(&Frame::RstStream {
+                stream_id,
+                status: rst::PROTOCOL_ERROR,
+            });
+        }
+        if stream_id <= self.last_peer_stream_id {
+            return Err(SessionError::Protocol("SYN_STREAM id not above the previous one"));
+        }
+        self.last_peer_stream_id = stream_id;
+        let refused = associated_to != 0 || self.going_away || self.streams.len() >= self.config.max_streams;
+        if refused {
+            return self.write(&Frame::RstStream {
+                stream_id,
+                status: rst::REFUSED_STREAM,
+            });
+        }
+        let fin = flags & FLAG_FIN != 0;
+        let unidirectional = flags & FLAG_UNIDIRECTIONAL != 0;
+        let mut stream = self.new_stream(true);
+        stream.remote_fin = fin;
+        stream.local_fin = unidirectional;
+        self.streams.insert(stream_id, stream);
+        self.events.push_back(Event::StreamOpened {
+            stream_id,
+            headers,
+            fin,
+            unidirectional,
+            priority,
+        });
+        Ok(())
+    }
+
+    /// The peer replies to a stream this side opened.
+    fn handle_syn_reply(&mut self, stream_id: u32, flags: u8, headers: Headers) -> Result<(), SessionError> {
+        let Some(stream) = self.streams.get_mut(&stream_id) else {
+            return self.write(&Frame::RstStream {
+                stream_id,
+                status: rst::INVALID_STREAM,
+            });
+        };
+        if stream.by_peer {
+            return self.rst(stream_id, rst::PROTOCOL_ERROR);
+        }
+        let fin = flags & FLAG_FIN != 0;
+        stream.remote_fin |= fin;
+        self.events.push_back(Event::Replied {
+            stream_id,
+            headers,
+            fin,
+        });
+        self.close_if_done(stream_id);
+        Ok(())
+    }
+
+    /// More headers on a stream the peer has not closed.
+    fn handle_headers(&mut self, stream_id: u32, flags: u8, headers: Headers) -> Result<(), SessionError> {
+        let Some(stream) = self.streams.get_mut(&stream_id) else {
+            return self.write(&Frame::RstStream {
+                stream_id,
+                status: rst::INVALID_STREAM,
+            });
+        };
+        if stream.remote_fin {
+            return self.rst(stream_id, rst::STREAM_ALREADY_CLOSED);
+        }
+        let fin = flags & FLAG_FIN != 0;
+        stream.remote_fin = fin;
+        self.events.push_back(Event::Headers {
+            stream_id,
+            headers,
+            fin,
+        });
+        self.close_if_done(stream_id);
+        Ok(())
+    }
+
+    /// The peer's settings: a new initial window changes every stream's send window by the
+    /// difference.
+    fn handle_settings(&mut self, entries: Vec<Setting>) -> Result<(), SessionError> {
+        for e in &entries {
+            if e.id == setting::INITIAL_WINDOW_SIZE {
+                let value = i64::from(e.value);
+                if value > MAX_WINDOW {
+                    return Err(SessionError::Protocol("SETTINGS INITIAL_WINDOW_SIZE above 2^31-1"));
+                }
+                let delta = value - self.initial_send_window;
+                self.initial_send_window = value;
+                for s in self.streams.values_mut() {
+                    s.send_window += delta;
+                }
+            }
+        }
+        self.events.push_back(Event::Settings { entries });
+        self.flush_all()
+    }
+
+    /// The peer's window grew: the connection's (stream 0) or a stream's.
+    fn handle_window_update(&mut self, stream_id: u32, delta: u32) -> Result<(), SessionError> {
+        if stream_id == 0 {
+            self.conn_send_window += i64::from(delta);
+            if self.conn_send_window > MAX_WINDOW {
+                return Err(SessionError::Protocol("connection window above 2^31-1"));
+            }
+            return self.flush_all();
+        }
+        let Some(stream) = self.streams.get_mut(&stream_id) else {
+            // A stream that just closed: updates may cross the FIN, ignore.
+            return Ok(());
+        };
+        stream.send_window += i64::from(delta);
+        if stream.send_window > MAX_WINDOW {
+            return self.rst(stream_id, rst::FLOW_CONTROL_ERROR);
+        }
+        self.flush_stream(stream_id)
     }
 
     fn handle_data(&mut self, stream_id: u32, fin: bool, data: Bytes) -> Result<(), SessionError> {
