@@ -471,6 +471,7 @@ impl PodWorker {
     }
 
     fn sync_finished(&mut self, outcome: SyncOutcome, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.in_flight = None;
         let operation = std::mem::replace(&mut self.timing.next_operation, WorkerOperation::sync);
         self.sync
@@ -741,6 +742,7 @@ impl PodWorker {
     }
 
     fn termination_finished(&mut self, outcome: TerminateOutcome, ctx: &mut Context<Self>) {
+        let _span = self.span.clone().entered();
         self.in_flight = None;
         self.sync.config.metrics.worker_operation(
             WorkerOperation::kill,
