@@ -85,7 +85,7 @@ impl Handler<ShutdownPod> for PodWorker {
             })
             .waiters
             .push(done);
-        self.publish_status();
+        self.publish_status(ctx);
         self.step(Input::Sync(Trigger::SpecChanged), ctx);
         Box::pin(async move {
             let _ = stopped.await;
@@ -116,7 +116,7 @@ impl Handler<ProbeResultChanged> for PodWorker {
         self.observed
             .probes
             .insert((msg.container_name.clone(), msg.kind), (msg.container_id, msg.result));
-        self.publish_status();
+        self.publish_status(ctx);
         if msg.result == ProbeResult::Failure && msg.kind != ProbeKind::Readiness {
             self.step(Input::Sync(Trigger::ProbeFailed), ctx);
         } else if msg.result == ProbeResult::Success
@@ -142,7 +142,7 @@ impl Handler<ResendProbeTargets> for PodWorker {
 impl Handler<outcome::SyncNote> for PodWorker {
     type Result = ();
 
-    fn handle(&mut self, note: outcome::SyncNote, _: &mut Self::Context) {
+    fn handle(&mut self, note: outcome::SyncNote, ctx: &mut Self::Context) {
         self.handled += 1;
         match note {
             // kubelet's SyncPod sets the pod's status before it creates anything, so a pod whose
@@ -152,7 +152,7 @@ impl Handler<outcome::SyncNote> for PodWorker {
             // own status first).
             outcome::SyncNote::NothingCreatedYet => {
                 if self.published.last_status.is_none() && !self.state.is_terminating() {
-                    self.publish_status();
+                    self.publish_status(ctx);
                 }
             }
             outcome::SyncNote::Events(events) => self.record_events(&events),

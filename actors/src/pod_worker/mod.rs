@@ -76,6 +76,13 @@ use tracing::Instrument;
 /// terminated (and a deleted API pod deleted for good).
 const FINAL_STATUS_WAIT: Duration = Duration::from_secs(30);
 
+/// How long after a container's death by SIGKILL (exit code 137) its status waits for Docker's
+/// OOM verdict. Docker sends the `oom` event and sets `OOMKilled` when containerd reports the
+/// kill, which is usually before the `die` but can come after it (measured: after it on a
+/// loaded host and under the systemd driver on cgroup v2); a status published between them
+/// would say `Error` where kubelet's says `OOMKilled`.
+const OOM_VERDICT_WAIT: Duration = Duration::from_secs(2);
+
 /// Settings every PodWorker shares.
 #[derive(Debug, Clone)]
 pub struct PodWorkerConfig {
@@ -502,7 +509,7 @@ impl PodWorker {
                 self.observed.pod_ip = Some(ip);
             }
             self.observed.last_observed = observed;
-            self.publish_status();
+            self.publish_status(ctx);
             self.watch_probes(false);
             self.answer_shutdown_if_stopped();
         }
@@ -598,6 +605,9 @@ impl PodWorker {
         self.observed
             .known_oom_killed
             .retain(|id| observed.iter().any(|c| &c.id == id));
+        self.published
+            .oom_waited
+            .retain(|id| observed.iter().any(|c| &c.id == id));
         self.observed.observed_once = true;
     }
 
@@ -649,11 +659,27 @@ impl PodWorker {
             .any(|c| c.name == name && dockerlet_pod::plan::is_sidecar(c))
     }
 
-    fn publish_status(&mut self) {
+    fn publish_status(&mut self, ctx: &mut Context<Self>) {
         // A container known dead from its `die` event alone: its termination message and exit
         // details come with the inspect that follows (milliseconds later, or the next relist),
         // and a status without them must not be the one a client reads as final.
         if self.observed.last_observed.iter().any(|c| c.details_pending) {
+            return;
+        }
+        // A container SIGKILLed moments ago may yet be found OOM-killed: publish once Docker
+        // said so (the PLEG's `oom` makes a new sync) or the wait is over.
+        let pending = oom_verdict_pending(&self.observed.last_observed, &self.published.oom_waited, Timestamp::now());
+        if let Some(wait) = pending {
+            if self.published.verdict_timer.is_none() {
+                tracing::debug!(?wait, "status held for Docker's OOM verdict");
+                self.published.verdict_timer = Some(ctx.run_later(wait, |act, ctx| {
+                    act.published.verdict_timer = None;
+                    let undecided = oom_undecided(&act.observed.last_observed).map(|c| c.id.clone());
+                    act.published.oom_waited.extend(undecided);
+                    let _span = act.span.clone().entered();
+                    act.publish_status(ctx);
+                }));
+            }
             return;
         }
         let status = generate(&StatusInput {
@@ -696,7 +722,7 @@ impl PodWorker {
     fn terminate_deleted(&mut self, ctx: &mut Context<Self>) {
         // `/pods` shows it terminating (its deletionTimestamp), as kubelet's pod manager does.
         if self.published.last_status.is_some() {
-            self.publish_status();
+            self.publish_status(ctx);
         }
         let grace = self
             .pod
@@ -767,6 +793,30 @@ impl PodWorker {
             ctx,
         );
     }
+}
+
+/// The app and init containers that died by SIGKILL (137) and are not (yet) known OOM-killed.
+fn oom_undecided(observed: &[ObservedContainer]) -> impl Iterator<Item = &ObservedContainer> {
+    observed.iter().filter(|c| {
+        c.state == RuntimeState::Exited && c.exit_code == 137 && !c.oom_killed && c.role != ContainerRole::Sandbox
+    })
+}
+
+/// How much longer a status must wait for Docker's OOM verdict on `observed`: the longest of
+/// [`OOM_VERDICT_WAIT`] after each undecided death not `waited` for already; none when nothing
+/// waits.
+fn oom_verdict_pending(
+    observed: &[ObservedContainer],
+    waited: &std::collections::HashSet<ContainerId>,
+    now: Timestamp,
+) -> Option<Duration> {
+    oom_undecided(observed)
+        .filter(|c| !waited.contains(&c.id))
+        .filter_map(|c| {
+            let since = Duration::try_from(now.duration_since(c.finished_at.as_ref()?.0)).ok()?;
+            OOM_VERDICT_WAIT.checked_sub(since).filter(|left| !left.is_zero())
+        })
+        .max()
 }
 
 /// Every error of a sync, for the debug endpoint's `last_error`.

@@ -52,6 +52,10 @@ pub(super) struct Published {
     pub(super) watched: Vec<ProbeTarget>,
     /// The final status of an API pod deleted while it ran, sent with `RemovePodStatus`.
     pub(super) final_status: Option<Pod>,
+    /// The status held for Docker's OOM verdict: when it is published anyway.
+    pub(super) verdict_timer: Option<actix::SpawnHandle>,
+    /// SIGKILLed containers whose OOM verdict was waited for in vain: published as they are.
+    pub(super) oom_waited: HashSet<ContainerId>,
 }
 
 /// Why the worker does what it does, for the debug page and events.

@@ -832,3 +832,4 @@ async fn api_pods_get_service_env_dns_and_hosts_files() {
 }
 
 mod images;
+mod oom_verdict;
