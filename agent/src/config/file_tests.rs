@@ -486,5 +486,8 @@ fn container_log_rotation_settings() {
         assert_eq!(refusal(text, args), want, "{text:?} {args:?}");
     }
     let err = refusal("containerLogMaxFiles: five\n", &[]);
-    assert!(err.contains("config.yaml") && err.contains("containerLogMaxFiles"), "{err}");
+    assert!(
+        err.contains("config.yaml") && err.contains("containerLogMaxFiles"),
+        "{err}"
+    );
 }
