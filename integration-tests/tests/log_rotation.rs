@@ -7,9 +7,11 @@
 //! every line Docker still keeps.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::process::{Command, Stdio};
+use std::time::Duration;
 
 use dockerlet_integration_tests::docker::{docker_ok, Container};
+use dockerlet_integration_tests::harness::binary;
 use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, CHANGE_TIMEOUT};
 
 /// `--container-log-max-size 20Ki`.
@@ -185,4 +187,49 @@ spec:
     );
     let expected: Vec<usize> = (got[0]..=LINES).collect();
     assert_eq!(got, expected, "in order, without a gap");
+}
+
+/// Rotation settings kubelet refuses stop the agent before it touches Docker: exit code 2, the
+/// error naming the flag and kubelet's reason (`validation.go`: "containerLogMaxFiles must be
+/// greater than 1"; a max size that is no quantity).
+#[test]
+fn bad_rotation_settings_stop_the_agent() {
+    for (args, needle) in [
+        (
+            ["--container-log-max-files", "1"],
+            "invalid value for --container-log-max-files: 1: containerLogMaxFiles must be greater than 1",
+        ),
+        (
+            ["--container-log-max-size", "10MB"],
+            "invalid value for --container-log-max-size: failed to parse container log max size \"10MB\"",
+        ),
+    ] {
+        let root = tempfile::tempdir().unwrap();
+        let mut child = Command::new(binary())
+            .args(args)
+            .arg("--root-dir")
+            .arg(root.path())
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("cannot run the agent");
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let status = loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                break status;
+            }
+            if std::time::Instant::now() > deadline {
+                // Never leave an agent behind: it would run with the host's defaults.
+                child.kill().ok();
+                child.wait().ok();
+                panic!("{args:?}: the agent did not stop");
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        let mut stderr = String::new();
+        std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+        assert_eq!(status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(needle), "{needle}: {stderr}");
+    }
 }
