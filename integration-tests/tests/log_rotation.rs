@@ -115,6 +115,13 @@ spec:
     });
     assert!(body.contains("padding"), "{body}");
 
+    // /configz shows the settings in effect, as kubelet's.
+    let (status, configz) = curl(port, "/configz");
+    assert_eq!(status, 200, "{configz}");
+    let configz: serde_json::Value = serde_json::from_str(&configz).unwrap();
+    assert_eq!(configz["kubeletconfig"]["containerLogMaxSize"], "20Ki", "{configz}");
+    assert_eq!(configz["kubeletconfig"]["containerLogMaxFiles"], 3, "{configz}");
+
     // Docker was told the rotation: json-file, max-size in bytes, max-file; the sandbox too.
     let app = app_container(&agent);
     let config = log_config(&app.id);
