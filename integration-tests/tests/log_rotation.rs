@@ -240,3 +240,69 @@ fn bad_rotation_settings_stop_the_agent() {
         assert!(stderr.contains(needle), "{needle}: {stderr}");
     }
 }
+
+/// `kubectl logs -f` across rotations: a follow opened before the container writes gets every
+/// line, in order, while Docker rotates the file under it many times (each rotation renames the
+/// file the reader holds and reopens the path; Docker's follower moves on to the new file).
+#[test]
+fn a_follow_reads_every_line_across_rotations() {
+    const FOLLOWED: usize = 3000;
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "follower.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: follower
+spec:
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "sleep 3; i=1; while [ $i -le {FOLLOWED} ]; do echo \"line-$i padding-padding-padding-padding\"; [ $((i % 50)) -eq 0 ] && sleep 0.02; i=$((i+1)); done; true"]
+"#
+        ),
+    );
+    let agent = Agent::start(
+        "log-rotation-follow",
+        manifests.path(),
+        &[
+            "--container-log-max-size",
+            "20Ki",
+            "--container-log-max-files",
+            "3",
+            "--anonymous-auth",
+            "--authorization-mode",
+            "AlwaysAllow",
+        ],
+    );
+    agent.wait_for_running("follower");
+    let port = agent.ports().kubelet;
+    // Ends when the container exits.
+    let (status, body) = curl(
+        port,
+        &format!("/containerLogs/default/{}/app?follow=true", agent.pod_name("follower")),
+    );
+    assert_eq!(status, 200, "{body}");
+    let got = numbers(&body);
+    let app = app_container(&agent);
+    let rotated = log_config(&app.id);
+    assert_eq!(rotated["Config"]["max-size"], MAX_SIZE.to_string(), "{rotated}");
+    let expected: Vec<usize> = (1..=FOLLOWED).collect();
+    assert!(
+        got == expected,
+        "{} lines followed, first {:?}, last {:?}; missing: {:?}; jumps: {:?}",
+        got.len(),
+        got.first(),
+        got.last(),
+        expected
+            .iter()
+            .filter(|n| !got.contains(n))
+            .take(20)
+            .collect::<Vec<_>>(),
+        got.windows(2).filter(|w| w[1] != w[0] + 1).take(20).collect::<Vec<_>>()
+    );
+}

@@ -463,24 +463,24 @@ impl ContainerLogs for DockerRuntime {
         };
         let mark = Arc::new(Mutex::new(Some(FollowMark::default())));
         let marking = mark.clone();
-        let followed = log_output(&self.docker, id, stamped.clone()).map(move |chunk| {
+        let followed = log_output(&self.docker, id, stamped.clone()).filter_map(move |chunk| {
             let mut mark = marking.lock().unwrap_or_else(|e| e.into_inner());
-            match chunk {
+            let chunk = match chunk {
                 Ok(message) => match split_timestamp(&message) {
                     Some((stamp, text)) => {
-                        if let Some(mark) = mark.as_mut() {
-                            mark.delivered(stamp);
-                        }
-                        Ok(if keep_stamps { message.clone() } else { text })
+                        // Not fresh: sent again by Docker after a rotation (see crate::follow).
+                        let fresh = mark.as_mut().is_none_or(|m| m.fresh(stamp, &text));
+                        fresh.then(|| Ok(if keep_stamps { message.clone() } else { text }))
                     }
-                    None => Ok(message),
+                    None => Some(Ok(message)),
                 },
                 Err(e) => {
                     // No second read after a failed follow: the error is the answer.
                     *mark = None;
-                    Err(e)
+                    Some(Err(e))
                 }
-            }
+            };
+            futures::future::ready(chunk)
         });
         let (docker, id) = (self.docker.clone(), id.clone());
         let rest = futures::stream::once(async move {
