@@ -114,7 +114,9 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
 }
 
 /// Docker, waited for up to [`RUNTIME_WAIT`], and the cgroup driver checked against the
-/// engine's (`config.cgroups.driver` set to the one in use); with the engine's own driver.
+/// engine's (`config.cgroups.driver` set to the one in use); with the engine's own driver. Its
+/// default log driver must write files; every container is then created with it and the
+/// rotation of `--container-log-max-size`/`--container-log-max-files`.
 async fn connect_runtime(config: &mut AgentConfig) -> anyhow::Result<(DockerRuntime, CgroupDriver)> {
     let runtime = connect(&config.runtime_endpoint).await?;
     let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
@@ -716,8 +718,8 @@ async fn log_links(
 mod tests {
     use super::*;
 
-    /// A driver other than Docker's is refused with kubelet's message; none given takes the
-    /// engine's; an engine that names none means cgroupfs.
+    /// Docker's default log driver must write files (json-file, local): another is refused
+    /// naming it.
     #[test]
     fn only_file_log_drivers_are_accepted() {
         assert_eq!(file_log_driver("json-file").unwrap(), FileLogDriver::JsonFile);
@@ -730,6 +732,8 @@ mod tests {
         assert!(file_log_driver("none").is_err());
     }
 
+    /// A driver other than Docker's is refused with kubelet's message; none given takes the
+    /// engine's; an engine that names none means cgroupfs.
     #[test]
     fn cgroup_driver_is_checked_against_dockers() {
         let e = cgroup_driver(Some(CgroupDriver::Cgroupfs), "systemd")

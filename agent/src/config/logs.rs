@@ -82,8 +82,11 @@ fn checked_rotation(max_size: &str, max_files: i64) -> Result<Option<LogRotation
             "{max_files}: containerLogMaxFiles must be greater than 1"
         )));
     }
-    let max_files = u32::try_from(max_files)
-        .map_err(|_| Refusal::Files(format!("{max_files}: containerLogMaxFiles must fit an int32")))?;
+    // An int32 in KubeletConfiguration.
+    let max_files = i32::try_from(max_files)
+        .ok()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| Refusal::Files(format!("{max_files}: containerLogMaxFiles must fit an int32")))?;
     let bytes = quantity_value(max_size)
         .filter(|v| v.is_finite() && v.abs() < i64::MAX as f64)
         .ok_or_else(|| {
