@@ -80,6 +80,16 @@ metadata:
   name: spewer
 spec:
   terminationGracePeriodSeconds: 1
+  initContainers:
+  - name: setup
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    command: ["echo", "set up"]
+  - name: sidecar
+    image: dockerlet.local/busybox:1
+    imagePullPolicy: Never
+    restartPolicy: Always
+    command: ["sleep", "3600"]
   containers:
   - name: app
     image: dockerlet.local/busybox:1
@@ -122,18 +132,23 @@ spec:
     assert_eq!(configz["kubeletconfig"]["containerLogMaxSize"], "20Ki", "{configz}");
     assert_eq!(configz["kubeletconfig"]["containerLogMaxFiles"], 3, "{configz}");
 
-    // Docker was told the rotation: json-file, max-size in bytes, max-file; the sandbox too.
+    // Docker was told the rotation: json-file, max-size in bytes, max-file.
     let app = app_container(&agent);
     let config = log_config(&app.id);
     assert_eq!(config["Type"], "json-file", "{config}");
     assert_eq!(config["Config"]["max-size"], MAX_SIZE.to_string(), "{config}");
     assert_eq!(config["Config"]["max-file"], MAX_FILES.to_string(), "{config}");
-    let sandbox = agent
-        .containers()
-        .into_iter()
-        .find(|c| c.is_sandbox())
-        .expect("the sandbox");
-    assert_eq!(log_config(&sandbox.id)["Config"]["max-file"], "3");
+    // Every container of the pod: init, sidecar, app and the sandbox.
+    let containers = agent.containers();
+    let names: Vec<&str> = containers.iter().map(|c| c.kube_name()).collect();
+    for name in ["setup", "sidecar", "app", "POD"] {
+        assert!(names.contains(&name), "{name} among {names:?}");
+    }
+    for c in &containers {
+        let config = log_config(&c.id);
+        assert_eq!(config["Config"]["max-file"], "3", "{}: {config}", c.kube_name());
+        assert_eq!(config["Config"]["max-size"], "20480", "{}: {config}", c.kube_name());
+    }
 
     // The files Docker keeps: the current one under the size, rotated ones up to MAX_FILES in all.
     let root = PathBuf::from(docker_ok(&["info", "-f", "{{.DockerRootDir}}"]).trim());
