@@ -52,6 +52,16 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub pod_logs_dir: Option<PathBuf>,
 
+    /// Size at which Docker rotates a container's log file (`containerLogMaxSize`), a quantity
+    /// like 10Mi; negative: no rotation (the daemon's log options apply) [default: 10Mi].
+    #[arg(long, value_name = "QUANTITY", allow_hyphen_values = true)]
+    pub container_log_max_size: Option<String>,
+
+    /// Log files Docker keeps per container, the current one included
+    /// (`containerLogMaxFiles`); at least 2 [default: 5].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub container_log_max_files: Option<i64>,
+
     /// Port of the read-only API (`/pods`); 0 disables it [default: 10255].
     #[arg(long, value_name = "PORT")]
     pub read_only_port: Option<u16>,

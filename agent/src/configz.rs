@@ -15,6 +15,8 @@ pub fn configz(config: &AgentConfig) -> Value {
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
             "staticPodPath": config.manifest_path,
             "podLogsDir": config.pod_logs_dir,
+            "containerLogMaxSize": config.container_logs.max_size,
+            "containerLogMaxFiles": config.container_logs.max_files,
             "syncFrequency": go_duration(config.sync_frequency),
             "fileCheckFrequency": go_duration(config.file_check_frequency),
             "port": config.port,

@@ -30,7 +30,7 @@ use dockerlet_pod::cgroup::{CgroupDriver, CgroupNaming};
 use dockerlet_pod::security::SecurityConfig;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::measured::Measured;
-use dockerlet_runtime::{ContainerRuntime, Containers, Images};
+use dockerlet_runtime::{ContainerLogConfig, ContainerRuntime, Containers, FileLogDriver, Images};
 use k8s_openapi::api::core::v1::Node;
 use tokio::signal::unix::{signal, SignalKind};
 
@@ -114,15 +114,41 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
 }
 
 /// Docker, waited for up to [`RUNTIME_WAIT`], and the cgroup driver checked against the
-/// engine's (`config.cgroups.driver` set to the one in use); with the engine's own driver.
+/// engine's (`config.cgroups.driver` set to the one in use); with the engine's own driver. Its
+/// default log driver must write files; every container is then created with it and the
+/// rotation of `--container-log-max-size`/`--container-log-max-files`.
 async fn connect_runtime(config: &mut AgentConfig) -> anyhow::Result<(DockerRuntime, CgroupDriver)> {
     let runtime = connect(&config.runtime_endpoint).await?;
     let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
     config.cgroups.driver = Some(cgroup_driver(config.cgroups.driver, &docker_driver)?);
+    let log_driver = file_log_driver(&runtime.logging_driver().await.context("docker info")?)?;
+    let runtime = runtime.with_log_config(ContainerLogConfig {
+        driver: log_driver,
+        rotation: config.container_logs.rotation,
+    });
+    tracing::info!(
+        driver = log_driver.name(),
+        max_size = %config.container_logs.max_size,
+        max_files = config.container_logs.max_files,
+        "containers log through Docker's file driver, rotated by Docker"
+    );
     Ok((
         runtime,
         CgroupDriver::parse(&docker_driver).unwrap_or(CgroupDriver::Cgroupfs),
     ))
+}
+
+/// Docker's default log driver is not one that writes files on the node.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "Docker's default log driver {0:?} is not file-based: dockerlet needs \"json-file\" or \"local\" (as kubelet with cri-dockerd: kubectl logs and /var/log/pods read the files Docker keeps, rotated by --container-log-max-size and --container-log-max-files); set \"log-driver\" in Docker's daemon.json"
+)]
+struct LogDriverError(String);
+
+/// The file-based driver Docker logs with by default (`LoggingDriver` of `docker info`);
+/// any other is refused.
+fn file_log_driver(name: &str) -> Result<FileLogDriver, LogDriverError> {
+    FileLogDriver::parse(name).ok_or_else(|| LogDriverError(name.to_string()))
 }
 
 impl HostCgroups {
@@ -691,6 +717,20 @@ async fn log_links(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Docker's default log driver must write files (json-file, local): another is refused
+    /// naming it.
+    #[test]
+    fn only_file_log_drivers_are_accepted() {
+        assert_eq!(file_log_driver("json-file").unwrap(), FileLogDriver::JsonFile);
+        assert_eq!(file_log_driver("local").unwrap(), FileLogDriver::Local);
+        let e = file_log_driver("journald").unwrap_err().to_string();
+        assert!(
+            e.starts_with("Docker's default log driver \"journald\" is not file-based: dockerlet needs \"json-file\" or \"local\""),
+            "{e}"
+        );
+        assert!(file_log_driver("none").is_err());
+    }
 
     /// A driver other than Docker's is refused with kubelet's message; none given takes the
     /// engine's; an engine that names none means cgroupfs.

@@ -126,8 +126,8 @@ fn a_config_that_cannot_be_honoured_stops_the_agent() {
             &["staticPodPth: unknown field", "did you mean \"staticPodPath\"?"][..],
         ),
         (
-            "containerLogMaxSize: 50Mi\n",
-            &["containerLogMaxSize: \"50Mi\" is not supported by dockerlet ("][..],
+            "containerLogMaxWorkers: 4\n",
+            &["containerLogMaxWorkers: 4 is not supported by dockerlet ("][..],
         ),
     ] {
         let config = ConfigDir::new(text, &[]);

@@ -23,6 +23,7 @@ use k8s_openapi::jiff::Timestamp;
 use dockerlet_pod::labels;
 
 use crate::follow::{split_timestamp, FollowMark};
+use crate::log_config::ContainerLogConfig;
 
 use super::{
     pause, Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput,
@@ -43,6 +44,8 @@ pub struct DockerRuntime {
     /// Image facts by image ID (its `Config.User`, for runAsNonRoot and runAsGroup), and the ID
     /// each reference resolved to: one inspect per image, not per container start.
     image_users: Arc<Mutex<ImageUsers>>,
+    /// The log driver and rotation every container is created with; none: the daemon's.
+    log_config: Option<ContainerLogConfig>,
 }
 
 /// The users of inspected images.
@@ -111,7 +114,15 @@ impl DockerRuntime {
             docker,
             images_present: Arc::default(),
             image_users: Arc::default(),
+            log_config: None,
         })
+    }
+
+    /// Every container created from now on gets this log driver and rotation
+    /// (`HostConfig.LogConfig`), whatever the daemon's `log-opts` say.
+    pub fn with_log_config(mut self, log_config: ContainerLogConfig) -> Self {
+        self.log_config = Some(log_config);
+        self
     }
 
     async fn list(&self, label_filters: Vec<String>) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
@@ -218,7 +229,10 @@ impl Containers for DockerRuntime {
             ..Default::default()
         };
         let image = spec.image.clone();
-        let body = create_body(spec);
+        let mut body = create_body(spec);
+        if let (Some(host), Some(logs)) = (body.host_config.as_mut(), &self.log_config) {
+            host.log_config = Some(logs.host_log_config());
+        }
         let created = match self.docker.create_container(Some(options.clone()), body.clone()).await {
             // A dead container holds the name (an earlier agent crashed mid-way): remove it, retry.
             Err(bollard::errors::Error::DockerResponseServerError { status_code: 409, .. }) => {
@@ -449,24 +463,24 @@ impl ContainerLogs for DockerRuntime {
         };
         let mark = Arc::new(Mutex::new(Some(FollowMark::default())));
         let marking = mark.clone();
-        let followed = log_output(&self.docker, id, stamped.clone()).map(move |chunk| {
+        let followed = log_output(&self.docker, id, stamped.clone()).filter_map(move |chunk| {
             let mut mark = marking.lock().unwrap_or_else(|e| e.into_inner());
-            match chunk {
+            let chunk = match chunk {
                 Ok(message) => match split_timestamp(&message) {
                     Some((stamp, text)) => {
-                        if let Some(mark) = mark.as_mut() {
-                            mark.delivered(stamp);
-                        }
-                        Ok(if keep_stamps { message.clone() } else { text })
+                        // Not fresh: sent again by Docker after a rotation (see crate::follow).
+                        let fresh = mark.as_mut().is_none_or(|m| m.fresh(stamp, &text));
+                        fresh.then(|| Ok(if keep_stamps { message.clone() } else { text }))
                     }
-                    None => Ok(message),
+                    None => Some(Ok(message)),
                 },
                 Err(e) => {
                     // No second read after a failed follow: the error is the answer.
                     *mark = None;
-                    Err(e)
+                    Some(Err(e))
                 }
-            }
+            };
+            futures::future::ready(chunk)
         });
         let (docker, id) = (self.docker.clone(), id.clone());
         let rest = futures::stream::once(async move {

@@ -8,6 +8,13 @@
 //! messages carried it; once the follow ends cleanly, the log is read again without follow from
 //! that second, and [`FollowMark::after`] passes on only the messages after the mark. This
 //! works whatever `tailLines` and `sinceSeconds` chose as the follow's start.
+//!
+//! Docker 20.10's follow also sends some lines again after it rotates the log file (json-file
+//! `max-size`, see `crate::log_config`): `docker logs -f` of a container writing numbered lines
+//! into 20 KiB files shows 187..200 after 200, 372..400 after 400, and so on (moby
+//! `daemon/logger/loggerutils/logfile.go`, the follower reopening after a rotation). The mark
+//! therefore also drops what goes back in time ([`FollowMark::fresh`]), so `kubectl logs -f`
+//! shows each line once across rotations.
 
 use bytes::Bytes;
 
@@ -26,16 +33,47 @@ pub(crate) fn split_timestamp(message: &Bytes) -> Option<(&str, Bytes)> {
 pub(crate) struct FollowMark {
     last: Option<String>,
     at_last: usize,
+    /// The text of the last message delivered: a lone re-send of it carries the same.
+    last_text: Bytes,
+    /// While Docker sends again what it sent (a message stamped before `last` came): how many
+    /// messages stamped `last` came again since.
+    replayed_at_last: Option<usize>,
 }
 
 impl FollowMark {
-    /// Notes a delivered message's timestamp.
-    pub(crate) fn delivered(&mut self, stamp: &str) {
-        if self.last.as_deref() == Some(stamp) {
-            self.at_last += 1;
-        } else {
-            self.last = Some(stamp.to_string());
-            self.at_last = 1;
+    /// Whether a message the follow received is new, noted as delivered if it is. A message
+    /// stamped before the last one delivered is a re-send (the log's order is the times'), and
+    /// so are, right after such, as many stamped as the last one as were delivered; so is one
+    /// stamped as the last one with its very text. Any other message stamped as the last one is
+    /// the next part of a long line (the parts share one timestamp).
+    pub(crate) fn fresh(&mut self, stamp: &str, text: &Bytes) -> bool {
+        use std::cmp::Ordering::{Equal, Greater, Less};
+        match self.last.as_deref().map(|last| stamp.cmp(last)) {
+            None | Some(Greater) => {
+                self.last = Some(stamp.to_string());
+                self.at_last = 1;
+                self.last_text = text.clone();
+                self.replayed_at_last = None;
+                true
+            }
+            Some(Less) => {
+                self.replayed_at_last = Some(0);
+                false
+            }
+            Some(Equal) => {
+                if let Some(seen) = self.replayed_at_last.as_mut() {
+                    *seen += 1;
+                    if *seen <= self.at_last {
+                        return false;
+                    }
+                    self.replayed_at_last = None;
+                } else if *text == self.last_text {
+                    return false;
+                }
+                self.at_last += 1;
+                self.last_text = text.clone();
+                true
+            }
         }
     }
 
@@ -53,6 +91,7 @@ impl FollowMark {
         let FollowMark {
             last,
             at_last: mut skip,
+            ..
         } = self;
         move |stamp| match last.as_deref().map(|last| stamp.cmp(last)) {
             None | Some(std::cmp::Ordering::Greater) => true,
@@ -96,9 +135,9 @@ mod tests {
         let mut mark = FollowMark::default();
         // The follow delivered a, then two parts of a long line b sharing a timestamp, and
         // ended before the third part and before c.
-        mark.delivered("2026-12-04T16:41:09.100000000Z");
-        mark.delivered("2026-12-04T16:41:09.200000000Z");
-        mark.delivered("2026-12-04T16:41:09.200000000Z");
+        assert!(mark.fresh("2026-12-04T16:41:09.100000000Z", &message("a\n")));
+        assert!(mark.fresh("2026-12-04T16:41:09.200000000Z", &message("b1")));
+        assert!(mark.fresh("2026-12-04T16:41:09.200000000Z", &message("b2")));
         assert_eq!(mark.since(), Some(1_796_402_469));
         let mut after = mark.after();
         let second_read = [
@@ -111,6 +150,44 @@ mod tests {
         ];
         let passed: Vec<bool> = second_read.iter().map(|s| after(s)).collect();
         assert_eq!(passed, [false, false, false, false, true, true]);
+    }
+
+    /// What Docker sends again after a rotation is dropped: a run going back in time up to and
+    /// including the last message, or the last message alone; the next part of a long line
+    /// and what follows pass.
+    #[test]
+    fn a_follow_drops_what_docker_sends_again() {
+        let t = |n: u32| format!("2026-12-04T16:41:09.{n:09}Z");
+        let line = |n: u32| Bytes::from(format!("line-{n}\n"));
+        let mut mark = FollowMark::default();
+        let mut passed = Vec::new();
+        let mut send = |n: u32, text: Bytes| {
+            if mark.fresh(&t(n), &text) {
+                passed.push(String::from_utf8_lossy(&text).trim().to_string());
+            }
+        };
+        for n in 1..=5 {
+            send(n, line(n));
+        }
+        // A rotation: 3, 4, 5 again, then 6.
+        for n in 3..=6 {
+            send(n, line(n));
+        }
+        // The last one alone again, then the next.
+        send(6, line(6));
+        send(7, line(7));
+        // A long line in two parts sharing one time, its first part sent again with the time
+        // before it, then the rest.
+        send(8, Bytes::from_static(b"long-a"));
+        send(8, Bytes::from_static(b"long-b\n"));
+        send(7, line(7));
+        send(8, Bytes::from_static(b"long-a"));
+        send(8, Bytes::from_static(b"long-b\n"));
+        send(9, line(9));
+        let expected = [
+            "line-1", "line-2", "line-3", "line-4", "line-5", "line-6", "line-7", "long-a", "long-b", "line-9",
+        ];
+        assert_eq!(passed, expected);
     }
 
     #[test]

@@ -20,11 +20,13 @@ pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
 mod follow;
+pub mod log_config;
 pub mod measured;
 pub mod pause;
 
 pub use dockerlet_pod::container::{CreateSpec, NetworkMode, PortBinding};
 pub use dockerlet_pod::credentials::RegistryAuth;
+pub use log_config::{ContainerLogConfig, FileLogDriver, LogRotation};
 
 use std::time::Duration;
 

@@ -126,6 +126,8 @@ pub(super) struct FileSettings {
     pub(super) runtime_cgroups: Option<String>,
     pub(super) system_cgroups: Option<String>,
     pub(super) pod_logs_dir: Option<PathBuf>,
+    pub(super) container_log_max_size: Option<String>,
+    pub(super) container_log_max_files: Option<i64>,
     pub(super) serialize_image_pulls: Option<bool>,
     pub(super) max_parallel_image_pulls: Option<i64>,
     /// `enableServer`: the kubelet API server on `--port` (default true).
@@ -292,6 +294,9 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
         system_cgroups: field(path, &mut map, "systemCgroups")?,
         pod_logs_dir: nonzero_field(path, &mut map, "podLogsDir")?,
+        // A string (`""` is kubelet's default) and a pointer (0 is 0, refused by the slice).
+        container_log_max_size: nonzero_field(path, &mut map, "containerLogMaxSize")?,
+        container_log_max_files: field(path, &mut map, "containerLogMaxFiles")?,
         serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
         max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
 

@@ -85,11 +85,11 @@ fn unsupported_values_are_refused_defaults_accepted() {
         "containerLogMaxSize: 10Mi\nimageMinimumGCAge: 2m0s\nhairpinMode: promiscuous-bridge\nrotateCertificates: false\nmemorySwap: {}\nrunOnce: false\n",
         &[],
     );
-    let err = refusal("containerLogMaxSize: 50Mi\n", &[]);
+    let err = refusal("containerLogMaxWorkers: 4\n", &[]);
     assert_eq!(
         err,
         format!(
-            "config file {}: containerLogMaxSize: \"50Mi\" is not supported by dockerlet (dockerlet does not rotate container logs; Docker's log driver options do)",
+            "config file {}: containerLogMaxWorkers: 4 is not supported by dockerlet (Docker rotates each container's log as it writes it (containerLogMaxSize, containerLogMaxFiles); there is no rotation worker to tune)",
             err.split(": ").next().unwrap().trim_start_matches("config file ")
         )
     );
@@ -415,5 +415,79 @@ fn readme_lists_every_field() {
     assert!(
         readme.contains(&table),
         "README.md's KubeletConfiguration table is out of date; put this there:\n{table}"
+    );
+}
+
+/// `containerLogMaxSize` and `containerLogMaxFiles` are honoured (once refused as unsupported):
+/// kubelet's defaults 10Mi and 5; the file's values; the flags over them; bad values refused
+/// naming the key or flag in kubelet's words (`validation.go`, `container_log_manager.go`).
+#[test]
+fn container_log_rotation_settings() {
+    use dockerlet_runtime::LogRotation;
+    let default = accepted("containerLogMaxSize: \"\"\n", &[]).container_logs;
+    assert_eq!(
+        (default.max_size.as_str(), default.max_files, default.rotation),
+        ("10Mi", 5, Some(LogRotation::default()))
+    );
+    let c = accepted("containerLogMaxSize: 50Mi\ncontainerLogMaxFiles: 3\n", &[]).container_logs;
+    assert_eq!(
+        (c.max_size.as_str(), c.rotation),
+        (
+            "50Mi",
+            Some(LogRotation {
+                max_size: 50 * 1024 * 1024,
+                max_files: 3
+            })
+        )
+    );
+    let c = accepted(
+        "containerLogMaxSize: 50Mi\ncontainerLogMaxFiles: 3\n",
+        &["--container-log-max-size", "20Ki", "--container-log-max-files", "4"],
+    )
+    .container_logs;
+    assert_eq!(
+        c.rotation,
+        Some(LogRotation {
+            max_size: 20 * 1024,
+            max_files: 4
+        })
+    );
+    // A negative size disables rotation, as kubelet's stub log manager.
+    let c = accepted("containerLogMaxSize: \"-1\"\n", &[]).container_logs;
+    assert_eq!((c.max_size.as_str(), c.rotation), ("-1", None));
+
+    for (text, args, want) in [
+        (
+            "containerLogMaxFiles: 1\n",
+            &[][..],
+            "invalid value for containerLogMaxFiles: 1: containerLogMaxFiles must be greater than 1",
+        ),
+        (
+            "containerLogMaxFiles: 0\n",
+            &[],
+            "invalid value for containerLogMaxFiles: 0: containerLogMaxFiles must be greater than 1",
+        ),
+        (
+            "",
+            &["--container-log-max-files", "1"],
+            "invalid value for --container-log-max-files: 1: containerLogMaxFiles must be greater than 1",
+        ),
+        (
+            "containerLogMaxSize: 10MB\n",
+            &[],
+            "invalid value for containerLogMaxSize: failed to parse container log max size \"10MB\": not a quantity (e.g. 10Mi)",
+        ),
+        (
+            "",
+            &["--container-log-max-size", "0"],
+            "invalid value for --container-log-max-size: \"0\": the container log max size must be greater than 0 (Docker's max-size must be a positive number; a negative size disables rotation)",
+        ),
+    ] {
+        assert_eq!(refusal(text, args), want, "{text:?} {args:?}");
+    }
+    let err = refusal("containerLogMaxFiles: five\n", &[]);
+    assert!(
+        err.contains("config.yaml") && err.contains("containerLogMaxFiles"),
+        "{err}"
     );
 }

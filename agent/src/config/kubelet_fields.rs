@@ -88,7 +88,7 @@ use Is::{Bool, Empty, Float, Int, Millis, Null, Str, Zero};
 const NO_CSR: &str = "dockerlet does not request certificates through certificates.k8s.io; it uses the kubeconfig's credentials and --tls-cert-file or a self-signed serving certificate";
 const NO_CPU_MANAGER: &str = "dockerlet has no CPU, memory or topology manager; containers are not pinned";
 const NO_IMAGE_GC: &str = "dockerlet does not garbage-collect images; Docker's images are left to the operator";
-const NO_LOG_ROTATION: &str = "dockerlet does not rotate container logs; Docker's log driver options do";
+const NO_LOG_ROTATION: &str = "Docker rotates each container's log as it writes it (containerLogMaxSize, containerLogMaxFiles); there is no rotation worker to tune";
 const NO_VOLUME_PLUGINS: &str = "dockerlet has no volume plugins or attach/detach";
 
 /// Every KubeletConfiguration v1beta1 field (`types.go`), in its order, with kubelet's
@@ -322,11 +322,8 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
             DefaultOnly(&[Zero, Str("NoSwap")], "containers get no swap (kubelet's NoSwap)"),
         )]),
     ),
-    (
-        "containerLogMaxSize",
-        DefaultOnly(&[Zero, Str("10Mi")], NO_LOG_ROTATION),
-    ),
-    ("containerLogMaxFiles", DefaultOnly(&[Null, Int(5)], NO_LOG_ROTATION)),
+    ("containerLogMaxSize", Honoured),
+    ("containerLogMaxFiles", Honoured),
     ("containerLogMaxWorkers", DefaultOnly(&[Null, Int(1)], NO_LOG_ROTATION)),
     (
         "containerLogMonitorInterval",

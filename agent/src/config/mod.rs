@@ -57,6 +57,7 @@ mod values;
 
 pub use cgroups::CgroupConfig;
 pub use kubelet_api::KubeletApiConfig;
+pub use logs::ContainerLogs;
 pub use node_settings::{NodeSettings, ReservedCgroup};
 
 // What the tests name through `use super::*`.
@@ -75,6 +76,9 @@ pub struct AgentConfig {
     pub root_dir: PathBuf,
     /// `--pod-logs-dir` (`podLogsDir`): the CRI log paths, linked to Docker's json-file logs.
     pub pod_logs_dir: PathBuf,
+    /// `--container-log-max-size` and `--container-log-max-files`: Docker's rotation of each
+    /// container's log.
+    pub container_logs: ContainerLogs,
     /// Static pod path.
     pub manifest_path: Option<PathBuf>,
     /// Read-only API address; none when disabled.
@@ -214,6 +218,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_settings::node_settings(cli, std::mem::take(&mut file.node), cgroups.per_qos, reserved.each)?;
     let images = images::resolve(cli, &file)?;
     let shutdown_groups = shutdown::resolve(cli, &file)?;
+    let container_logs = logs::resolve(cli, &file)?;
     Ok(AgentConfig {
         node_name,
         node_ip: registration.node_ip,
@@ -249,7 +254,8 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         cgroups,
         sandbox_image: images.sandbox_image,
         image_pulls: images.pulls,
-        pod_logs_dir: logs::resolve(cli, &file),
+        pod_logs_dir: logs::pods_dir(cli, &file),
+        container_logs,
         shutdown_groups,
         feature_gates,
         root_dir: process.root_dir,
