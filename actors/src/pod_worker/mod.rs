@@ -668,7 +668,11 @@ impl PodWorker {
         }
         // A container SIGKILLed moments ago may yet be found OOM-killed: publish once Docker
         // said so (the PLEG's `oom` makes a new sync) or the wait is over.
-        let pending = oom_verdict_pending(&self.observed.last_observed, &self.published.oom_waited, Timestamp::now());
+        let pending = oom_verdict_pending(
+            &self.observed.last_observed,
+            &self.published.oom_waited,
+            Timestamp::now(),
+        );
         if let Some(wait) = pending {
             if self.published.verdict_timer.is_none() {
                 tracing::debug!(?wait, "status held for Docker's OOM verdict");

@@ -61,7 +61,12 @@ async fn a_late_oom_verdict_is_the_first_reason_reported() {
         .iter()
         .filter_map(|p| p.status.as_ref()?.container_statuses.as_ref())
         .flatten()
-        .filter(|c| c.state.as_ref().and_then(|s| s.terminated.as_ref()).is_some_and(|t| t.reason.as_deref() == Some("Error")))
+        .filter(|c| {
+            c.state
+                .as_ref()
+                .and_then(|s| s.terminated.as_ref())
+                .is_some_and(|t| t.reason.as_deref() == Some("Error"))
+        })
         .count();
     assert_eq!(errors, 0, "never reported as Error first");
 }
@@ -93,7 +98,11 @@ fn only_recent_sigkills_wait() {
             .collect(),
         )
         .expect("labels")
-        .observed(ContainerId(format!("c{code}{ago}{oom}")), RuntimeState::Exited, String::new());
+        .observed(
+            ContainerId(format!("c{code}{ago}{oom}")),
+            RuntimeState::Exited,
+            String::new(),
+        );
         c.exit_code = code;
         c.oom_killed = oom;
         c.role = role;
@@ -104,10 +113,17 @@ fn only_recent_sigkills_wait() {
     };
     let none = std::collections::HashSet::new();
     let wait = |c: ObservedContainer| oom_verdict_pending(&[c], &none, now);
-    assert_eq!(wait(died(137, 500, false, ContainerRole::App)), Some(OOM_VERDICT_WAIT - Duration::from_millis(500)));
+    assert_eq!(
+        wait(died(137, 500, false, ContainerRole::App)),
+        Some(OOM_VERDICT_WAIT - Duration::from_millis(500))
+    );
     assert_eq!(wait(died(137, 500, true, ContainerRole::App)), None, "OOM known");
     assert_eq!(wait(died(1, 500, false, ContainerRole::App)), None, "not a SIGKILL");
-    assert_eq!(wait(died(137, 5000, false, ContainerRole::App)), None, "waited long enough");
+    assert_eq!(
+        wait(died(137, 5000, false, ContainerRole::App)),
+        None,
+        "waited long enough"
+    );
     assert_eq!(wait(died(137, 500, false, ContainerRole::Sandbox)), None, "the sandbox");
     let c = died(137, 500, false, ContainerRole::Init);
     let waited = std::collections::HashSet::from([c.id.clone()]);
