@@ -27,11 +27,13 @@
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
 //! - [`system_cgroups`]: keeps the agent in `--kubelet-cgroups` and the root's other processes
 //!   in `--system-cgroups`, every minute.
+//! - [`container_gc`]: kubelet's container GC every minute (dead containers, sandboxes, pod logs).
 //! - [`node_shutdown`]: graceful node shutdown (logind inhibitor, pods stopped by priority).
 //! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
+pub mod container_gc;
 pub mod inspect;
 pub mod node_shutdown;
 pub mod node_status;

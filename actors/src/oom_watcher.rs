@@ -27,7 +27,6 @@ use std::sync::Arc;
 
 use actix::prelude::*;
 use dockerlet_host::oom::{follow, read_checkpoint, write_checkpoint, Checkpoint, KmsgEvent, OomInstance};
-use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::ContainerId;
@@ -61,8 +60,6 @@ pub enum KmsgItem {
 pub struct OomWatcherActor {
     /// Source and checkpoint.
     config: OomWatcherConfig,
-    /// Where Node events go in cluster mode.
-    api: Option<Arc<dyn KubeClient>>,
     /// The Supervisor's recorder: the debug ring (also standalone).
     events: Link<RecordEvent>,
     /// Tells the reader thread to end when this instance stops (a re-created actor starts its own).
@@ -84,11 +81,11 @@ pub struct OomWatcherActor {
 }
 
 impl OomWatcherActor {
-    /// A watcher reading `config.kmsg_path`, reporting to `events` and, in cluster mode, `api`.
-    pub fn new(config: OomWatcherConfig, api: Option<Arc<dyn KubeClient>>, events: Link<RecordEvent>) -> Self {
+    /// A watcher reading `config.kmsg_path`, reporting to `events` (which writes the Node's
+    /// event to the API in cluster mode).
+    pub fn new(config: OomWatcherConfig, events: Link<RecordEvent>) -> Self {
         OomWatcherActor {
             config,
-            api,
             events,
             stop: Arc::new(AtomicBool::new(false)),
             system_ooms: 0,
@@ -174,21 +171,9 @@ impl OomWatcherActor {
 
     /// The SystemOOM event: to the debug ring, and to the API about the Node in cluster mode.
     fn record(&self, message: String) {
-        // For the debug ring only: the Node's event is written here, below.
-        let about = EventSubject::Other(format!("node/{}", self.config.node_name));
-        self.events.do_send(RecordEvent::about(
-            about,
-            EventType::Warning,
-            SYSTEM_OOM,
-            message.clone(),
-        ));
-        if let Some(api) = self.api.clone() {
-            actix::spawn(async move {
-                if let Err(e) = api.record_node_event(EventType::Warning, SYSTEM_OOM, &message).await {
-                    tracing::warn!(error = %e, "cannot record the SystemOOM event");
-                }
-            });
-        }
+        let about = EventSubject::Node(self.config.node_name.clone());
+        self.events
+            .do_send(RecordEvent::about(about, EventType::Warning, SYSTEM_OOM, message));
     }
 }
 
@@ -335,7 +320,7 @@ mod tests {
             node_name: "n1".to_string(),
         };
         let sink = Sink(seen.clone()).start();
-        let watcher = OomWatcherActor::new(config.clone(), None, sink.clone().recipient().into()).start();
+        let watcher = OomWatcherActor::new(config.clone(), sink.clone().recipient().into()).start();
         let mut tries = 0;
         while seen.lock().unwrap().is_empty() && tries < 100 {
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -361,7 +346,7 @@ mod tests {
             tries += 1;
         }
         assert_eq!(read_checkpoint(&config.checkpoint_dir).map(|c| c.sequence), Some(13));
-        let again = OomWatcherActor::new(config, None, sink.recipient().into()).start();
+        let again = OomWatcherActor::new(config, sink.recipient().into()).start();
         tokio::time::sleep(Duration::from_millis(500)).await;
         let state = again.send(GetActorState).await.unwrap();
         assert_eq!(state.detail["system_ooms"], 0, "{}", state.detail);
@@ -378,7 +363,7 @@ mod tests {
             node_name: "n1".to_string(),
         };
         let sink = Sink(Arc::default()).start();
-        let watcher = OomWatcherActor::new(config, None, sink.recipient().into()).start();
+        let watcher = OomWatcherActor::new(config, sink.recipient().into()).start();
         let mut state = watcher.send(GetActorState).await.unwrap();
         for _ in 0..100 {
             if state.last_error.is_some() {

@@ -320,6 +320,21 @@ impl PodCache {
         Some(inner.pods.get(uid)?.get(id)?.observed.state)
     }
 
+    /// Every container of the node, running or not (sandboxes included); none before the first
+    /// relist.
+    pub fn all(&self) -> Option<Vec<ObservedContainer>> {
+        let inner = self.lock();
+        inner.relisted?;
+        Some(
+            inner
+                .pods
+                .values()
+                .flat_map(|pod| pod.values())
+                .map(|entry| entry.observed.clone())
+                .collect(),
+        )
+    }
+
     /// Every running container of the node (sandboxes included); none before the first relist.
     pub fn running(&self) -> Option<Vec<ObservedContainer>> {
         let inner = self.lock();

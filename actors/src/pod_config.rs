@@ -54,6 +54,11 @@ impl PodConfig {
         self.desired.get(uid)
     }
 
+    /// The UIDs some source wants.
+    pub fn uids(&self) -> impl Iterator<Item = PodUid> + '_ {
+        self.desired.keys().cloned()
+    }
+
     /// Is this UID wanted by some source?
     pub fn contains(&self, uid: &PodUid) -> bool {
         self.desired.contains_key(uid)

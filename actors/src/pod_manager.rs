@@ -289,6 +289,16 @@ impl<W: Worker> PodManager<W> {
         self.take_effects()
     }
 
+    /// The pods container GC keeps: every desired pod and every pod with a worker; none until
+    /// every source has delivered.
+    pub fn kept_pods(&self) -> Option<std::collections::HashSet<PodUid>> {
+        if !self.pods.sources_ready() {
+            return None;
+        }
+        let desired = self.pods.uids();
+        Some(desired.chain(self.workers.keys().cloned()).collect())
+    }
+
     /// The pod's worker published a status: whether the pod finished.
     pub fn finished(&mut self, uid: &PodUid, finished: bool) {
         if let Some(entry) = self.workers.get_mut(uid) {

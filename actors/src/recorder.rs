@@ -78,10 +78,20 @@ impl EventRecorder {
         self.ring.push_back(event);
     }
 
-    fn api_write(&mut self, event: &RecordEvent) -> Option<impl Future<Output = ()> + 'static> {
+    fn api_write(&mut self, event: &RecordEvent) -> Option<std::pin::Pin<Box<dyn Future<Output = ()> + 'static>>> {
         let api = self.api.clone()?;
-        let EventSubject::Pod(id) = &event.about else {
-            return None;
+        let id = match &event.about {
+            EventSubject::Pod(id) => id,
+            EventSubject::Node(_) => {
+                self.api_writes += 1;
+                let (kind, reason, message) = (event.type_, event.reason.clone(), event.message.clone());
+                return Some(Box::pin(async move {
+                    if let Err(e) = api.record_node_event(kind, &reason, &message).await {
+                        tracing::warn!(reason = %reason, error = %e, "cannot record the Node's event");
+                    }
+                }));
+            }
+            EventSubject::Other(_) => return None,
         };
         // Named as kubelet names them: `<pod>.<unix nanoseconds in hex>`.
         let Correlated {
@@ -99,7 +109,7 @@ impl EventRecorder {
         self.api_writes += 1;
         let (id, kind, reason) = (id.clone(), event.type_, event.reason.clone());
         let field_path = event.field_path.clone();
-        Some(async move {
+        Some(Box::pin(async move {
             let involved = PodEventRef {
                 namespace: &id.namespace,
                 pod: &id.name,
@@ -112,7 +122,7 @@ impl EventRecorder {
             if let Err(e) = written {
                 tracing::debug!(parent: &id.span(), reason = %reason, error = %e, "cannot record event");
             }
-        })
+        }))
     }
 }
 

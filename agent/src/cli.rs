@@ -267,6 +267,24 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub eviction_pressure_transition_period: Option<Duration>,
 
+    /// Container GC: a dead container younger than this (since its creation) is kept
+    /// [default: 0]. Deprecated in kubelet (as the two below), still honoured there and here.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub minimum_container_ttl_duration: Option<Duration>,
+
+    /// Container GC: dead instances kept per container of a pod; negative: no limit
+    /// [default: 1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub maximum_dead_containers_per_container: Option<i32>,
+
+    /// Container GC: dead containers kept on the node; negative: no limit [default: -1].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub maximum_dead_containers: Option<i32>,
+
+    /// How often container GC runs (tests only: kubelet's period is a fixed minute).
+    #[arg(long, value_name = "DURATION", value_parser = duration, hide = true, default_value = "1m")]
+    pub container_gc_period: Duration,
+
     /// DNS server IPs of the cluster (`clusterDNS`, comma-separated), the only nameservers of
     /// ClusterFirst pods; without them such pods fall back to Default (MissingClusterDNS event).
     #[arg(long, value_name = "IPS", value_delimiter = ',')]

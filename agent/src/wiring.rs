@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix::Addr;
 use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
+use dockerlet_actors::container_gc::ContainerGcConfig;
 use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
@@ -245,6 +246,12 @@ async fn start_actors(
     tracing::info!(node = %config.node_name, host_ip = %host.host_ip, sandbox_image = %host.sandbox_image, "starting dockerlet");
     let metrics = Arc::new(metrics(&config.node_name));
     let worker = worker_config(config, host, facts, mode.api().cloned(), image_dir, &metrics).await;
+    let container_gc = ContainerGcConfig {
+        node_name: config.node_name.clone(),
+        policy: config.container_gc.policy,
+        period: config.container_gc.period,
+        log_links: worker.log_links.clone(),
+    };
     let health = HealthCell::default();
     let supervisor = Supervisor::start(
         SupervisorConfig {
@@ -270,6 +277,7 @@ async fn start_actors(
                 groups: config.shutdown_groups.clone(),
                 logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
             }),
+            container_gc: Some(container_gc),
         },
         Arc::new(Measured::new(host.runtime.clone(), metrics.clone())),
     );
@@ -320,6 +328,7 @@ async fn worker_config(
         host_ip: host.host_ip.clone(),
         sandbox_image: host.sandbox_image.clone(),
         backoff: config.backoff,
+        container_gc: config.container_gc.policy,
         sync_frequency: config.sync_frequency,
         node_memory_bytes: node_memory_bytes(),
         allocatable: crate::node::allocatable(facts),

@@ -150,6 +150,36 @@ impl LogLinks {
         Ok(removed)
     }
 
+    /// The log directories of pods that are `gone` (asked with each directory's pod UID, the
+    /// last `_`-separated field of `<namespace>_<pod>_<uid>`, as kubelet's container GC parses
+    /// it), once no log in them points at a file that still exists and the directory is not
+    /// fresh: a directory of another agent's pod sharing the pods directory, whose containers
+    /// still exist, is never taken. Returns the UIDs removed.
+    pub fn remove_gone_pods(&self, gone: impl Fn(&str) -> bool) -> Result<Vec<String>, LogLinkError> {
+        let entries = match std::fs::read_dir(&self.pods_dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Vec::new()),
+            Err(e) => return Err(io("read", &self.pods_dir)(e)),
+        };
+        let mut removed = Vec::new();
+        for dir in entries.flatten().map(|e| e.path()) {
+            let Some(uid) = dir
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.rsplit('_').next())
+            else {
+                continue;
+            };
+            if !gone(uid) || is_fresh(&dir) || has_live_log(&dir) {
+                continue;
+            }
+            let uid = uid.to_string();
+            self.remove_pod(&uid)?;
+            removed.push(uid);
+        }
+        Ok(removed)
+    }
+
     /// Every `/var/log/containers` link into the pods directory, with its target.
     fn pod_links(&self) -> Result<Vec<(PathBuf, PathBuf)>, LogLinkError> {
         let entries = match std::fs::read_dir(&self.containers_dir) {
@@ -183,6 +213,18 @@ fn is_fresh(link: &Path) -> bool {
         .ok()
         .and_then(|t| SystemTime::now().duration_since(t).ok())
         .is_some_and(|age| age < FRESH)
+}
+
+/// Whether a `<container>/<n>.log` under a pod's log directory leads to a file that exists.
+fn has_live_log(pod_dir: &Path) -> bool {
+    let Ok(containers) = std::fs::read_dir(pod_dir) else {
+        return false;
+    };
+    containers
+        .flatten()
+        .filter_map(|c| std::fs::read_dir(c.path()).ok())
+        .flat_map(|logs| logs.flatten())
+        .any(|log| log.path().exists())
 }
 
 fn remove_if_there(path: &Path) -> Result<(), LogLinkError> {
@@ -279,5 +321,47 @@ mod tests {
         assert!(!l.container_link(&instance("ghi", 0)).is_symlink());
         assert!(l.container_link(&other).is_symlink(), "another pod's links stay");
         l.remove_pod("u1").unwrap();
+    }
+
+    /// Sets a path's own modification time back to 1970 (older than [`FRESH`]).
+    fn age(path: &Path) {
+        rustix::fs::utimensat(
+            rustix::fs::CWD,
+            path,
+            &rustix::fs::Timestamps {
+                last_access: rustix::fs::Timespec { tv_sec: 0, tv_nsec: 0 },
+                last_modification: rustix::fs::Timespec { tv_sec: 0, tv_nsec: 0 },
+            },
+            rustix::fs::AtFlags::SYMLINK_NOFOLLOW,
+        )
+        .unwrap();
+    }
+
+    /// Container GC's pass over the pods directory: a gone pod's directory goes once its logs
+    /// are gone and it is not fresh; a kept pod's, a fresh one and one whose log still exists
+    /// (another agent's pod in a shared directory) stay.
+    #[test]
+    fn gone_pods_directories_go_once_nothing_in_them_lives() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = links(dir.path());
+        let pod = |uid: &'static str, id: &'static str| Instance { uid, ..instance(id, 0) };
+        for (uid, id) in [("gone", "g1"), ("kept", "k1"), ("live", "l1"), ("fresh", "f1")] {
+            l.link(&pod(uid, id)).unwrap();
+            if uid != "fresh" {
+                age(&l.pod_dir("default", "web", uid));
+            }
+        }
+        docker_log(&l, "l1", "still here");
+        let mut removed = l.remove_gone_pods(|uid| uid != "kept").unwrap();
+        removed.sort();
+        assert_eq!(removed, vec!["gone".to_string()]);
+        assert!(!l.pod_dir("default", "web", "gone").exists());
+        assert!(
+            !l.container_link(&pod("gone", "g1")).is_symlink(),
+            "its /var/log/containers link too"
+        );
+        for uid in ["kept", "live", "fresh"] {
+            assert!(l.pod_dir("default", "web", uid).exists(), "{uid} stays");
+        }
     }
 }

@@ -245,8 +245,11 @@ pub enum EventSubject {
     /// A pod: kept for the debug page and, for a pod the node runs in cluster mode, written to
     /// the API.
     Pod(PodRef),
-    /// Anything else (`node/<name>`, an actor, an orphan's containers): kept for the debug page
-    /// only.
+    /// The node, by name: kept for the debug page (as `node/<name>`) and, in cluster mode,
+    /// written to the API about the Node (kubelet's node events: `SystemOOM`,
+    /// `ContainerGCFailed`, `ImageGCFailed`, …).
+    Node(String),
+    /// Anything else (an actor, an orphan's containers): kept for the debug page only.
     Other(String),
 }
 
@@ -254,6 +257,7 @@ impl std::fmt::Display for EventSubject {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             EventSubject::Pod(pod) => pod.fmt(f),
+            EventSubject::Node(name) => write!(f, "node/{name}"),
             EventSubject::Other(object) => f.write_str(object),
         }
     }

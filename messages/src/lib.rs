@@ -15,12 +15,14 @@
 //! - [`status`]: pod status written to and read from the StatusActor.
 //! - [`node`]: the node's pressure conditions.
 //! - [`stats`]: the Summary API (`/stats/summary`) and the StatsActor's query.
+//! - [`gc`]: what the garbage collectors ask (the pods container GC keeps).
 //! - [`debug`]: queries behind the healthz and debug endpoints, and test-only fault hooks.
 //!
 //! Naming: commands are imperative (`UpdatePod`), events past tense (`SourcePodsChanged`),
 //! queries start with `Get` (`GetActorState`).
 
 pub mod debug;
+pub mod gc;
 pub mod ids;
 pub mod node;
 pub mod pleg;

@@ -6,6 +6,7 @@
 //!   [`decode`]: manifest text to a Pod through one JSON decoder, errors naming the field.
 //! - [`spec`]: identity, grace period, network mode, QoS class, a container's spec hash.
 //! - [`plan`]: kubelet's `computePodActions` — what to start, kill and remove next.
+//! - [`container_gc`]: kubelet's container GC policy — which dead containers and sandboxes go.
 //! - [`container`]: from a pod spec to [`container::CreateSpec`]s (the sandbox and each container).
 //! - [`volume`]: volume resolution and validation; [`volume::Mount`]s the agent prepares; what
 //!   configMap, secret, downwardAPI and projected volumes contain ([`volume::payload`]).
@@ -34,6 +35,7 @@ pub mod annotations;
 pub mod backoff;
 pub mod cgroup;
 pub mod container;
+pub mod container_gc;
 pub mod credentials;
 pub mod deadline;
 pub mod decode;

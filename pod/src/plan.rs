@@ -14,9 +14,10 @@ use serde::Serialize;
 use crate::backoff::{restart_decision, BackoffConfig, RestartDecision};
 use crate::spec::{container_hash, host_network};
 
-/// How many instances of one container are kept: the newest, and the one before it (for
-/// `lastState`). Older dead ones are removed.
-const KEEP_INSTANCES: usize = 2;
+/// How many instances of one container a sync keeps by default: the newest, and the one before
+/// it (for `lastState`); older dead ones are removed. kubelet's pod container deletor, with
+/// `--maximum-dead-containers-per-container` 1 ([`crate::container_gc::GcPolicy`]).
+pub const KEEP_INSTANCES: usize = 2;
 
 /// The pod's `restartPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -220,6 +221,19 @@ pub fn compute_pod_actions_with_probes(
     backoff: &BackoffConfig,
     probes: &ProbeResults,
 ) -> PodActions {
+    compute_pod_actions_keeping(pod, observed, now, backoff, probes, KEEP_INSTANCES)
+}
+
+/// [`compute_pod_actions_with_probes`] keeping `keep_instances` instances of each container
+/// (running or dead; [`crate::container_gc::GcPolicy::instances_kept_by_sync`]).
+pub fn compute_pod_actions_keeping(
+    pod: &Pod,
+    observed: &[ObservedContainer],
+    now: Timestamp,
+    backoff: &BackoffConfig,
+    probes: &ProbeResults,
+    keep_instances: usize,
+) -> PodActions {
     let view = PodView::new(observed);
     let spec = pod.spec.clone().unwrap_or_default();
     let policy = RestartPolicy::of(pod);
@@ -228,6 +242,7 @@ pub fn compute_pod_actions_with_probes(
         now,
         backoff,
         probes,
+        keep_instances,
         actions: PodActions::default(),
     };
     planner.remove_stale();
@@ -268,6 +283,7 @@ struct Planner<'v, 'a> {
     now: Timestamp,
     backoff: &'v BackoffConfig,
     probes: &'v ProbeResults,
+    keep_instances: usize,
     actions: PodActions,
 }
 
@@ -400,7 +416,7 @@ impl<'a> Planner<'_, 'a> {
         for instances in self.view.containers.values() {
             let stale = instances
                 .iter()
-                .skip(KEEP_INSTANCES)
+                .skip(self.keep_instances)
                 .filter(|c| c.state != RuntimeState::Running);
             self.actions.remove.extend(stale.map(|c| c.id.clone()));
         }

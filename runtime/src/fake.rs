@@ -89,6 +89,8 @@ pub struct FakeState {
     pub exec_exit_code: i64,
     /// Make inspects fail (listing still works).
     pub inspect_fails: bool,
+    /// Make removals fail, as Docker's 500 "driver failed to remove root filesystem".
+    pub remove_fails: bool,
     /// When each exec was called.
     pub exec_times: Vec<std::time::Instant>,
     /// How long each exec takes.
@@ -289,6 +291,15 @@ impl Containers for FakeRuntime {
     async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
         let mut state = self.state.lock().expect("fake state");
         state.calls.push(Call::Remove(id.clone()));
+        if state.remove_fails {
+            return Err(RuntimeError::EngineFailed {
+                operation: format!("remove container {id}"),
+                source: bollard::errors::Error::DockerResponseServerError {
+                    status_code: 500,
+                    message: "driver failed to remove root filesystem".into(),
+                },
+            });
+        }
         state.containers.remove(&id.0);
         Ok(())
     }

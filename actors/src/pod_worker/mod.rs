@@ -94,6 +94,8 @@ pub struct PodWorkerConfig {
     pub sandbox_image: String,
     /// CrashLoopBackOff settings.
     pub backoff: BackoffConfig,
+    /// Container GC's policy: how many dead instances of a container a sync keeps.
+    pub container_gc: dockerlet_pod::container_gc::GcPolicy,
     /// Periodic resync of a pod with nothing else happening (kubelet `syncFrequency`).
     pub sync_frequency: Duration,
     /// Node memory in bytes (OOM score adjustment of Burstable pods).

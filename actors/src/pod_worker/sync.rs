@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use dockerlet_messages::probe::ProbeResults;
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::PodUid;
-use dockerlet_pod::plan::{compute_pod_actions_with_probes, PodActions};
+use dockerlet_pod::plan::{compute_pod_actions_keeping, PodActions};
 use dockerlet_pod::spec::{pod_grace, pod_identity, MIN_GRACE};
 use dockerlet_pod::status::WaitingReason;
 use dockerlet_runtime::RuntimeError;
@@ -146,7 +146,8 @@ fn plan(
             ..PodActions::default()
         }
     } else {
-        compute_pod_actions_with_probes(pod, observed, Timestamp::now(), &sync.config.backoff, probes)
+        let keep = sync.config.container_gc.instances_kept_by_sync();
+        compute_pod_actions_keeping(pod, observed, Timestamp::now(), &sync.config.backoff, probes, keep)
     };
     // A pod that ran before under this UID counts its containers' attempts on.
     for start in &mut actions.start {

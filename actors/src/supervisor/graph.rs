@@ -19,6 +19,7 @@ use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
+use crate::container_gc::{ContainerGcActor, ContainerGcConfig, ContainerGcLinks};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
@@ -97,6 +98,9 @@ pub struct SupervisorConfig {
     /// Graceful node shutdown (`shutdownGracePeriod…`); none: no NodeShutdownActor, a
     /// shutdown is immediate.
     pub node_shutdown: Option<NodeShutdownConfig>,
+    /// Container GC's policy and period; none: no ContainerGcActor (dead containers are then
+    /// pruned only by their pod's syncs).
+    pub container_gc: Option<ContainerGcConfig>,
 }
 
 impl SupervisorConfig {
@@ -265,7 +269,7 @@ impl Start<'_> {
     }
 
     /// The actors that look after the node itself: its status in the API, OOM kills, the
-    /// system cgroups and graceful shutdown.
+    /// system cgroups, graceful shutdown and container GC.
     fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
         let (config, me) = (self.config, &self.me);
         let api = config.mode.api().cloned();
@@ -285,13 +289,9 @@ impl Start<'_> {
             }
         };
         let oom = config.oom.clone().map(|oom| {
-            let (api, events, pleg) = (
-                api.clone(),
-                events.link::<RecordEvent>(),
-                pleg.link::<ContainerOomKilled>(),
-            );
+            let (events, pleg) = (events.link::<RecordEvent>(), pleg.link::<ContainerOomKilled>());
             Child::start(AfterRestart::Nothing, move || {
-                OomWatcherActor::new(oom.clone(), api.clone(), events.clone())
+                OomWatcherActor::new(oom.clone(), events.clone())
                     .with_container_ooms_to(pleg.clone())
                     .start()
             })
@@ -312,8 +312,19 @@ impl Start<'_> {
                 NodeShutdownActor::new(shutdown.clone(), links).start()
             })
         });
+        let container_gc = config.container_gc.clone().map(|gc| {
+            let (runtime, cache) = (self.runtime.clone(), self.cache.clone());
+            let links = ContainerGcLinks {
+                kept: me.clone().recipient(),
+                events: events.link::<RecordEvent>(),
+            };
+            Child::start(AfterRestart::Nothing, move || {
+                ContainerGcActor::new(gc.clone(), runtime.clone(), cache.clone(), links.clone()).start()
+            })
+        });
         registry.add_some(&node_status);
         registry.add_some(&oom);
+        registry.add_some(&container_gc);
         registry.add_some(&system_cgroups);
         registry.add_some(&node_shutdown);
     }

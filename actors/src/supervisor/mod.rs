@@ -43,6 +43,7 @@ use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, EventSubject, EventType, FaultError, FaultTarget, ForgetPodEvents, GetActorState,
     GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
 };
+use dockerlet_messages::gc::GetKeptPods;
 use dockerlet_messages::node::GetNodePressure;
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
@@ -316,6 +317,8 @@ answer! {
     // From the pod cache (no Docker call).
     GetRunningPods => |me, _msg| std::future::ready(me.cache.running_pods());
     GetPodSandbox => |me, msg| std::future::ready(me.cache.newest_sandbox(&msg.uid));
+    // The pod manager's desired pods and workers, for container GC.
+    GetKeptPods => |me, _msg| std::future::ready(me.pods.kept_pods());
     GetHealth => |me, msg| health(me.pods.shutting_down(), &me.children.pleg, msg);
 }
 
@@ -471,6 +474,7 @@ mod tests {
                 initial: Duration::from_millis(100),
                 max: Duration::from_millis(400),
             },
+            container_gc: Default::default(),
             sync_frequency: Duration::from_secs(60),
             node_memory_bytes: 1 << 30,
             allocatable: Default::default(),
@@ -518,6 +522,7 @@ mod tests {
                 ..Default::default()
             }),
             node_shutdown: None,
+            container_gc: None,
         }
     }
 

@@ -36,6 +36,7 @@ use crate::cli::Cli;
 
 mod cgroups;
 mod cluster;
+mod container_gc;
 mod dns;
 mod eviction;
 mod feature_gates;
@@ -56,6 +57,7 @@ mod sources;
 mod values;
 
 pub use cgroups::CgroupConfig;
+pub use container_gc::ContainerGc;
 pub use kubelet_api::KubeletApiConfig;
 pub use logs::ContainerLogs;
 pub use node_settings::{NodeSettings, ReservedCgroup};
@@ -79,6 +81,9 @@ pub struct AgentConfig {
     /// `--container-log-max-size` and `--container-log-max-files`: Docker's rotation of each
     /// container's log.
     pub container_logs: ContainerLogs,
+    /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`,
+    /// `--maximum-dead-containers`: what container GC keeps, and how often it runs.
+    pub container_gc: ContainerGc,
     /// Static pod path.
     pub manifest_path: Option<PathBuf>,
     /// Read-only API address; none when disabled.
@@ -219,6 +224,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let images = images::resolve(cli, &file)?;
     let shutdown_groups = shutdown::resolve(cli, &file)?;
     let container_logs = logs::resolve(cli, &file)?;
+    let container_gc = container_gc::resolve(cli);
     Ok(AgentConfig {
         node_name,
         node_ip: registration.node_ip,
@@ -256,6 +262,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         image_pulls: images.pulls,
         pod_logs_dir: logs::pods_dir(cli, &file),
         container_logs,
+        container_gc,
         shutdown_groups,
         feature_gates,
         root_dir: process.root_dir,

@@ -134,6 +134,7 @@ pub(super) fn config() -> Arc<PodWorkerConfig> {
         host_ip: "10.0.0.1".into(),
         sandbox_image: "pause".into(),
         backoff: BackoffConfig::default(),
+        container_gc: Default::default(),
         sync_frequency: Duration::from_secs(60),
         node_memory_bytes: 0,
         allocatable: Default::default(),
