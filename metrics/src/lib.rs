@@ -60,6 +60,8 @@ pub enum RuntimeOperation {
     exec_sync,
     image_status,
     pull_image,
+    list_images,
+    remove_image,
 }
 
 /// `{operation_type}`.

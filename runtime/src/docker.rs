@@ -14,7 +14,7 @@ use bollard::query_parameters::{
     StopContainerOptions,
 };
 use bollard::Docker;
-use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
+use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeImage, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::{BoxStream, StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -30,6 +30,8 @@ use super::{
     ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RegistryAuth,
     RuntimeError, RuntimeEvent, StreamOptions, TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
+
+mod image_gc;
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -148,6 +150,33 @@ impl DockerRuntime {
         self.image_users
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Forget what the caches know of `image`: its tags, its ID and every reference that
+    /// resolved to it are inspected again at their next use.
+    fn forget_image(&self, image: &RuntimeImage) {
+        let references: Vec<String> = {
+            let mut users = self.image_users();
+            let gone: Vec<String> = users
+                .ids
+                .iter()
+                .filter(|(_, id)| **id == image.id)
+                .map(|(r, _)| r.clone())
+                .collect();
+            for r in &gone {
+                users.ids.remove(r);
+            }
+            users.users.remove(&image.id);
+            gone
+        };
+        let mut known = self.known_images();
+        for r in references
+            .iter()
+            .chain(&image.repo_tags)
+            .chain(std::iter::once(&image.id))
+        {
+            known.remove(r);
+        }
     }
 
     async fn import_pause_image(&self) -> Result<(), RuntimeError> {
@@ -418,6 +447,20 @@ impl Images for DockerRuntime {
                 Ok(pause::IMAGE.to_string())
             }
         }
+    }
+    async fn list_images(&self) -> Result<Vec<RuntimeImage>, RuntimeError> {
+        image_gc::list(&self.docker).await
+    }
+
+    async fn remove_image(&self, image: &RuntimeImage) -> Result<(), RuntimeError> {
+        let result = image_gc::remove(&self.docker, image).await;
+        // Whatever was untagged before a refusal is gone: forget what the caches say of it.
+        self.forget_image(image);
+        result
+    }
+
+    async fn image_ids_in_use(&self) -> Result<std::collections::BTreeSet<String>, RuntimeError> {
+        image_gc::ids_in_use(&self.docker).await
     }
 }
 
