@@ -19,6 +19,7 @@ use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
+use crate::image_gc::{ImageGcActor, ImageGcConfig, ImageGcLinks};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
@@ -80,6 +81,8 @@ pub struct SupervisorConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// The eviction signals and thresholds (observed in both modes).
     pub pressure: PressureConfig,
+    /// Image garbage collection; none: off (high threshold 100 and no maximum age).
+    pub image_gc: Option<ImageGcConfig>,
     /// The OOM watcher's kernel log and checkpoint; `None` runs none.
     pub oom: Option<OomWatcherConfig>,
     /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
@@ -264,8 +267,8 @@ impl Start<'_> {
         api_source
     }
 
-    /// The actors that look after the node itself: its status in the API, OOM kills, the
-    /// system cgroups and graceful shutdown.
+    /// The actors that look after the node itself: its status in the API, OOM kills, images,
+    /// the system cgroups and graceful shutdown.
     fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
         let (config, me) = (self.config, &self.me);
         let api = config.mode.api().cloned();
@@ -296,6 +299,18 @@ impl Start<'_> {
                     .start()
             })
         });
+        let image_gc = config.image_gc.clone().map(|gc| {
+            let (api, events, runtime) = (api.clone(), events.link::<RecordEvent>(), self.runtime.clone());
+            let metrics = config.worker.metrics.clone();
+            Child::start(AfterRestart::Nothing, move || {
+                let links = ImageGcLinks {
+                    events: events.clone(),
+                    api: api.clone(),
+                    metrics: Some(metrics.clone()),
+                };
+                ImageGcActor::new(gc.clone(), runtime.clone(), links).start()
+            })
+        });
         let system_cgroups = config.system_cgroups.clone().map(|config| {
             Child::start(AfterRestart::Nothing, move || {
                 SystemCgroupsActor::new(config.clone()).start()
@@ -314,6 +329,7 @@ impl Start<'_> {
         });
         registry.add_some(&node_status);
         registry.add_some(&oom);
+        registry.add_some(&image_gc);
         registry.add_some(&system_cgroups);
         registry.add_some(&node_shutdown);
     }

@@ -506,6 +506,7 @@ mod tests {
             manifest_url: None,
             pressure: roomy_node(),
             oom: None,
+            image_gc: None,
             stats: None,
             system_cgroups: None,
             events: EventLimits::default(),
