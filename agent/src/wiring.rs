@@ -10,6 +10,7 @@ use std::time::Duration;
 use actix::Addr;
 use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
+use dockerlet_actors::image_gc::ImageGcConfig;
 use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
@@ -242,6 +243,7 @@ async fn start_actors(
         observe: PressureConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
     };
     let stats = stats_config(config, host, image_dir.clone());
+    let image_gc = image_gc_config(config, host, image_dir.clone());
     tracing::info!(node = %config.node_name, host_ip = %host.host_ip, sandbox_image = %host.sandbox_image, "starting dockerlet");
     let metrics = Arc::new(metrics(&config.node_name));
     let worker = worker_config(config, host, facts, mode.api().cloned(), image_dir, &metrics).await;
@@ -256,6 +258,7 @@ async fn start_actors(
             mode,
             manifest_url: config.manifest_url.clone(),
             pressure,
+            image_gc,
             oom: Some(OomWatcherConfig {
                 kmsg_path: config.kmsg_path.clone(),
                 checkpoint_dir: host.root_dir.join("oom_watcher"),
@@ -278,6 +281,24 @@ async fn start_actors(
         health,
         metrics,
     }
+}
+
+/// Image garbage collection on Docker's filesystem, the sandbox image pinned; none when the
+/// thresholds turn it off (kubelet's `StartGarbageCollection`).
+fn image_gc_config(config: &AgentConfig, host: &Host, image_dir: Option<PathBuf>) -> Option<ImageGcConfig> {
+    let settings = config.image_gc;
+    if settings.policy.disabled() {
+        tracing::info!("ImageGCHighThresholdPercent is set 100 and ImageMaximumGCAge is 0, Disable image GC");
+        return None;
+    }
+    Some(ImageGcConfig {
+        policy: settings.policy,
+        period: settings.period,
+        records_path: host.root_dir.join(dockerlet_host::image_gc::RECORDS_FILE),
+        pinned: vec![host.sandbox_image.clone()],
+        image_fs: ImageGcConfig::image_fs_of(host.root_dir.clone(), image_dir),
+        node_name: config.node_name.clone(),
+    })
 }
 
 /// Statistics housekeeping: the node's and Docker's directories, the cgroup layout (none: the

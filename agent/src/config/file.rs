@@ -130,6 +130,14 @@ pub(super) struct FileSettings {
     pub(super) container_log_max_files: Option<i64>,
     pub(super) serialize_image_pulls: Option<bool>,
     pub(super) max_parallel_image_pulls: Option<i64>,
+    /// `imageGCHighThresholdPercent` (a pointer: 0 is 0).
+    pub(super) image_gc_high_threshold_percent: Option<i64>,
+    /// `imageGCLowThresholdPercent` (a pointer).
+    pub(super) image_gc_low_threshold_percent: Option<i64>,
+    /// `imageMinimumGCAge` (0 means kubelet's 2m).
+    pub(super) image_minimum_gc_age: Option<Duration>,
+    /// `imageMaximumGCAge` (0 is off).
+    pub(super) image_maximum_gc_age: Option<Duration>,
     /// `enableServer`: the kubelet API server on `--port` (default true).
     pub(super) enable_server: Option<bool>,
     /// `enableDebuggingHandlers` (default true).
@@ -299,6 +307,10 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         container_log_max_files: field(path, &mut map, "containerLogMaxFiles")?,
         serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
         max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
+        image_gc_high_threshold_percent: field(path, &mut map, "imageGCHighThresholdPercent")?,
+        image_gc_low_threshold_percent: field(path, &mut map, "imageGCLowThresholdPercent")?,
+        image_minimum_gc_age: duration_field(path, &mut map, "imageMinimumGCAge")?,
+        image_maximum_gc_age: pointer_duration_field(path, &mut map, "imageMaximumGCAge")?,
 
         enable_server: field(path, &mut map, "enableServer")?,
         enable_debugging_handlers: field(path, &mut map, "enableDebuggingHandlers")?,
