@@ -297,6 +297,7 @@ async fn run(
             };
         }
     };
+    let in_use = image_gc::in_use_with_parents(&images, in_use);
     records.detect(&images, &in_use, &config.pinned, free_time);
     let candidates = records.eviction_order(&in_use);
     let mut engine = Engine {

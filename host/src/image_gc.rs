@@ -127,7 +127,8 @@ pub struct Candidate {
 impl ImageRecords {
     /// Update the records from a listing (kubelet's `detectImages`): new images are detected at
     /// `now`, images in `in_use` were used at `now`, sizes and pins follow the listing, and
-    /// images no longer listed are forgotten.
+    /// images no longer listed are forgotten. (Docker's parents of other images count as in use:
+    /// see [`in_use_with_parents`].)
     pub fn detect(&mut self, images: &[RuntimeImage], in_use: &BTreeSet<String>, pinned: &[String], now: Timestamp) {
         let listed: BTreeSet<&str> = images.iter().map(|i| i.id.as_str()).collect();
         self.0.retain(|id, _| listed.contains(id.as_str()));
@@ -226,6 +227,16 @@ impl ImageRecords {
         std::fs::write(&temporary, text).map_err(failed)?;
         std::fs::rename(&temporary, path).map_err(failed)
     }
+}
+
+/// The images in use: those containers use (`in_use`) and, on Docker, those other listed
+/// images are built on — Docker refuses to delete a parent ("image has dependent child
+/// images"), and removing its tags first would leave it untagged and still there. kubelet's
+/// runtimes list pulled images only, which have no local parents.
+pub fn in_use_with_parents(images: &[RuntimeImage], in_use: BTreeSet<String>) -> BTreeSet<String> {
+    let mut used = in_use;
+    used.extend(images.iter().filter_map(|i| i.parent.clone()));
+    used
 }
 
 /// Whether `image` is the sandbox image (or another of `pinned`): one of its tags, its ID or a

@@ -125,4 +125,7 @@ pub struct RuntimeImage {
     pub size: u64,
     /// When it was built, Unix seconds.
     pub created: i64,
+    /// The image it was built on locally (`docker commit`, the classic builder); none for a
+    /// pulled image. Docker refuses to delete an image other images are built on.
+    pub parent: Option<String>,
 }

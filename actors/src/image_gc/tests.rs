@@ -28,6 +28,7 @@ fn image(id: &str, tag: &str, size: u64) -> RuntimeImage {
         repo_digests: vec![],
         size,
         created: 0,
+        parent: None,
     }
 }
 

@@ -10,6 +10,7 @@ fn image(n: u32, size: u64) -> RuntimeImage {
         repo_digests: vec![],
         size,
         created: 0,
+        parent: None,
     }
 }
 
@@ -499,4 +500,17 @@ fn records_persist() {
     std::fs::write(&path, "{").unwrap();
     let e = ImageRecords::load(&path).unwrap_err().to_string();
     assert!(e.contains(&path.display().to_string()), "{e}");
+}
+
+/// An image others are built on counts as in use until they are gone.
+#[test]
+fn parents_count_as_in_use() {
+    let base = image(0, 10);
+    let child = RuntimeImage {
+        parent: Some(id(0)),
+        ..image(1, 20)
+    };
+    let used_now = in_use_with_parents(&[base.clone(), child.clone()], used(&[]));
+    assert_eq!(used_now, used(&[0]));
+    assert!(in_use_with_parents(&[base], used(&[])).is_empty());
 }

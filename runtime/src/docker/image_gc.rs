@@ -36,6 +36,7 @@ fn runtime_image(summary: bollard::models::ImageSummary) -> RuntimeImage {
         repo_digests: summary.repo_digests.into_iter().filter(|d| d != NONE_DIGEST).collect(),
         size: summary.size.max(0) as u64,
         created: summary.created,
+        parent: Some(summary.parent_id).filter(|p| !p.is_empty()),
     }
 }
 

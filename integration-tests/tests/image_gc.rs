@@ -1,0 +1,169 @@
+//! Image garbage collection on a Docker engine of the test's own ([`SecondEngine`]): on the
+//! engine every test shares, a collection would remove the other tests' images.
+//!
+//! The agent runs with thresholds that make any disk "full" (`--image-gc-high-threshold 1
+//! --image-gc-low-threshold 0`), a short minimum age and period, as issue 31's "Done when"
+//! asks: unused images older than the minimum age go; an image a running pod uses, one a
+//! stopped container of another node name uses, one a plain `docker run` container (exited)
+//! uses, the sandbox image and an image younger than the minimum age stay; the metric counts
+//! the removals. kubelet's behaviour: `k/k pkg/kubelet/images/image_gc_manager.go`.
+
+use std::time::Duration;
+
+use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, SecondEngine, CHANGE_TIMEOUT};
+
+const BUSYBOX: &str = "dockerlet.local/busybox:1";
+/// `--minimum-image-ttl-duration`.
+const MIN_AGE: Duration = Duration::from_secs(5);
+
+/// A new image of its own ID on `engine`: busybox with a label, committed from a container.
+fn make_image(engine: &SecondEngine, tag: &str) -> String {
+    let container = engine.docker_ok(&["create", BUSYBOX, "true"]);
+    engine.docker_ok(&["commit", "-c", &format!("LABEL gc.test={tag}"), &container, tag]);
+    engine.docker_ok(&["rm", &container]);
+    engine.docker_ok(&["image", "inspect", "-f", "{{.Id}}", tag])
+}
+
+/// The image GC actor's detail on the debug page.
+fn gc_detail(agent: &Agent) -> serde_json::Value {
+    agent
+        .actor("ImageGcActor", "image-gc")
+        .map(|a| a["detail"].clone())
+        .unwrap_or_default()
+}
+
+fn runs(agent: &Agent) -> u64 {
+    gc_detail(agent)["runs"].as_u64().unwrap_or(0)
+}
+
+/// The value of `series` on the read-only port's `/metrics`.
+fn metric(agent: &Agent, series: &str) -> Option<f64> {
+    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
+    let (_, body) = agent.get(&url).ok()?;
+    body.lines()
+        .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+#[test]
+fn unused_old_images_go_and_used_pinned_and_young_ones_stay() {
+    let engine = SecondEngine::start().unwrap_or_else(|e| panic!("{e:#}"));
+    engine.load_from_shared(BUSYBOX);
+    for tag in ["gc-old:1", "gc-old:2", "gc-pod:1", "gc-other-node:1", "gc-plain:1"] {
+        make_image(&engine, tag);
+    }
+    // A stopped container of another agent sharing the engine, and one no agent made (exited).
+    engine.docker_ok(&[
+        "create",
+        "--label",
+        "io.dockerlet.node=another-node",
+        "gc-other-node:1",
+        "true",
+    ]);
+    engine.docker_ok(&["run", "--name", "plain", "gc-plain:1", "true"]);
+
+    let manifests = ManifestDir::new();
+    manifests.write(
+        "user.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: user
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: c
+    image: gc-pod:1
+    imagePullPolicy: Never
+    command: ["sh", "-c", "trap 'exit 0' TERM; while true; do sleep 0.2; done"]
+"#,
+    );
+    let endpoint = engine.endpoint();
+    let min_age = format!("{}s", MIN_AGE.as_secs());
+    let agent = Agent::start(
+        "image-gc",
+        manifests.path(),
+        &[
+            "--container-runtime-endpoint",
+            &endpoint,
+            "--image-gc-high-threshold",
+            "1",
+            "--image-gc-low-threshold",
+            "0",
+            "--minimum-image-ttl-duration",
+            &min_age,
+            "--image-gc-period",
+            "1s",
+        ],
+    );
+    agent.wait_for_running("user");
+    let sandbox = engine.docker_ok(&["images", "--filter", "reference=dockerlet.local/pause", "-q"]);
+    assert!(!sandbox.is_empty(), "the agent provisioned its sandbox image");
+
+    wait_until(
+        "the unused images older than the minimum age to go",
+        CHANGE_TIMEOUT,
+        || match (engine.image_exists("gc-old:1"), engine.image_exists("gc-old:2")) {
+            (false, false) => Ok(()),
+            left => Err(format!(
+                "gc-old:1, gc-old:2 present: {left:?}; GC: {}",
+                gc_detail(&agent)
+            )),
+        },
+    );
+    for kept in ["gc-pod:1", "gc-other-node:1", "gc-plain:1", BUSYBOX] {
+        assert!(engine.image_exists(kept), "{kept} was removed: {}", gc_detail(&agent));
+    }
+    assert!(
+        !engine
+            .docker_ok(&["images", "--filter", "reference=dockerlet.local/pause", "-q"])
+            .is_empty(),
+        "the sandbox image was removed"
+    );
+    // busybox, which no container uses, stays too: the committed images are built on it, and
+    // Docker refuses to delete a parent (its tags would be gone and the image left).
+    wait_until("the removals counted", CHANGE_TIMEOUT, || {
+        match metric(&agent, "kubelet_image_garbage_collected_total{reason=\"space\"}") {
+            Some(n) if n >= 2.0 => Ok(()),
+            other => Err(format!(
+                "kubelet_image_garbage_collected_total{{reason=\"space\"}}: {other:?}"
+            )),
+        }
+    });
+
+    // An image pulled now is younger than the minimum age: two runs that saw it keep it, a
+    // run after the minimum age removes it.
+    let young_id = make_image(&engine, "gc-young:1");
+    let created = std::time::Instant::now();
+    let seen_by = runs(&agent) + 2;
+    wait_until("two more runs", CHANGE_TIMEOUT, || {
+        if runs(&agent) >= seen_by {
+            Ok(())
+        } else {
+            Err(format!("runs: {}", runs(&agent)))
+        }
+    });
+    assert!(
+        created.elapsed() < MIN_AGE,
+        "the runs took longer than the minimum age; cannot tell"
+    );
+    assert!(
+        engine.image_exists(&young_id),
+        "the young image was removed before its minimum age"
+    );
+    wait_until("the young image to go once old enough", CHANGE_TIMEOUT, || {
+        if engine.image_exists(&young_id) {
+            Err(format!("present {:?} after its creation", created.elapsed()))
+        } else {
+            Ok(())
+        }
+    });
+    assert!(created.elapsed() >= MIN_AGE, "removed after {:?}", created.elapsed());
+    for kept in ["gc-pod:1", "gc-other-node:1", "gc-plain:1"] {
+        assert!(engine.image_exists(kept), "{kept} was removed");
+    }
+    // The records survive in the root dir.
+    let records = std::fs::read_to_string(agent.root_dir().join("image-gc.json")).unwrap();
+    let pod_image = engine.docker_ok(&["image", "inspect", "-f", "{{.Id}}", "gc-pod:1"]);
+    assert!(records.contains(&pod_image), "{records}");
+    drop(agent);
+}
