@@ -100,18 +100,22 @@ impl SecondEngine {
 
     /// Copy `image` from the shared engine into this one (`docker save | docker load`).
     pub fn load_from_shared(&self, image: &str) {
-        let save = Command::new("docker")
+        let mut save = Command::new("docker")
             .args(["save", image])
             .stdout(Stdio::piped())
             .spawn()
             .expect("docker save");
         let status = Command::new("docker")
             .args(["-H", &self.endpoint(), "load", "-q"])
-            .stdin(save.stdout.expect("docker save's stdout"))
+            .stdin(save.stdout.take().expect("docker save's stdout"))
             .stdout(Stdio::null())
             .status()
             .expect("docker load");
-        assert!(status.success(), "cannot load {image} into the second engine");
+        let saved = save.wait().expect("docker save");
+        assert!(
+            saved.success() && status.success(),
+            "cannot copy {image} into the second engine"
+        );
     }
 
     /// Whether the image exists on this engine.

@@ -250,7 +250,9 @@ fn ties_are_broken_by_detection() {
 /// FreeDiskSpaceFailed message), and capacity 0 (InvalidDiskCapacity).
 #[test]
 fn garbage_collect_cases() {
-    let cases: [(&str, Option<(u64, u64)>, Vec<RuntimeImage>, Option<GcError>, u64); 5] = [
+    /// Name, the filesystem's (capacity, available), the images, the error, the bytes freed.
+    type Case = (&'static str, Option<(u64, u64)>, Vec<RuntimeImage>, Option<GcError>, u64);
+    let cases: [Case; 5] = [
         (
             "below the low threshold",
             Some((1000, 600)),
