@@ -7,8 +7,14 @@
 //! |-------------------|----------------|---------------------------------------------------------|
 //! | every `period`    | self (first at start) | detect images, the age pass, the space pass; failures reported as kubelet's loop does |
 //! | ReclaimImages     | EvictionActor  | every unused image removed (`DeleteUnusedImages`); answers the bytes freed |
+//! | every 30 s        | self           | the image list refreshed (kubelet's image cache)        |
+//! | GetNodeImages     | NodeStatusActor (through the Supervisor) | the last listing, for `status.images` |
 //! | GetActorState     | Supervisor     | debug snapshot: records, last run, last freed, last error |
 //! | Panic             | Supervisor     | test-only fault hook                                    |
+//!
+//! With image GC off (`--image-gc-high-threshold 100`, no maximum age) the actor still lists
+//! and detects — the Node's images and eviction's reclaim need it, as kubelet's image manager
+//! runs whether its collection loop does or not — but the periodic run collects nothing.
 //!
 //! One run at a time: a ReclaimImages that comes during a run is served by a reclaim right
 //! after it. "In use" is every container on the engine (`docker ps -a`: any node name, any
@@ -34,7 +40,7 @@ use dockerlet_host::image_gc::{
 use dockerlet_host::signals::FsStats;
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
-use dockerlet_messages::node::{ReclaimImages, ReclaimedImages};
+use dockerlet_messages::node::{GetNodeImages, ReclaimImages, ReclaimedImages};
 use dockerlet_messages::runtime::RuntimeImage;
 use dockerlet_metrics::{ImageGcReason, ImageGcReasonLabel, Metrics};
 use dockerlet_runtime::{ContainerRuntime, RuntimeError};
@@ -48,6 +54,8 @@ use crate::registry::Link;
 
 /// kubelet's `ImageGCPeriod`.
 pub const IMAGE_GC_PERIOD: Duration = Duration::from_secs(300);
+/// How often the image list is refreshed (the image manager's image cache, 30 s).
+pub const IMAGE_LIST_PERIOD: Duration = Duration::from_secs(30);
 
 /// Reads the image filesystem; blocking (statvfs).
 pub type ReadImageFs = Arc<dyn Fn() -> Option<FsStats> + Send + Sync>;
@@ -57,6 +65,8 @@ pub type ReadImageFs = Arc<dyn Fn() -> Option<FsStats> + Send + Sync>;
 pub struct ImageGcConfig {
     /// Thresholds and ages.
     pub policy: ImageGcPolicy,
+    /// Collect at each period; false (image GC off): detect only.
+    pub collect: bool,
     /// How often it runs (`--image-gc-period`, a dockerlet extension; kubelet's 5 m).
     pub period: Duration,
     /// The records' file, `<root-dir>/image-gc.json`.
@@ -106,7 +116,8 @@ enum RunKind {
 struct RunResult {
     kind: RunKind,
     records: ImageRecords,
-    images: Vec<RuntimeImage>,
+    /// The listing, less what was removed; none when listing failed.
+    images: Option<Vec<RuntimeImage>>,
     report: GcReport,
 }
 
@@ -133,8 +144,10 @@ pub struct ImageGcActor {
     reclaims: Vec<oneshot::Sender<ReclaimedImages>>,
     /// Periodic runs that failed in a row.
     failures_in_a_row: u32,
-    /// The last listing, for the Node's `status.images`.
-    images: Vec<RuntimeImage>,
+    /// The last listing, for the Node's `status.images`; none before the first.
+    images: Option<Vec<RuntimeImage>>,
+    /// A listing refresh is in flight.
+    refreshing: bool,
     last_run: Option<Timestamp>,
     last_freed: u64,
     last_error: Option<String>,
@@ -159,7 +172,8 @@ impl ImageGcActor {
             began: Timestamp::now(),
             reclaims: Vec::new(),
             failures_in_a_row: 0,
-            images: Vec::new(),
+            images: None,
+            refreshing: false,
             last_run: None,
             last_freed: 0,
             last_error: None,
@@ -187,7 +201,9 @@ impl ImageGcActor {
             report,
         } = result;
         self.records = Some(records);
-        self.images = images;
+        if images.is_some() {
+            self.images = images;
+        }
         self.runs += 1;
         self.last_run = Some(Timestamp::now());
         self.last_freed = report.freed;
@@ -212,6 +228,24 @@ impl ImageGcActor {
         if !self.reclaims.is_empty() {
             self.start_run(RunKind::Reclaim, ctx);
         }
+    }
+
+    /// Refresh the image list (kubelet's 30-second image cache loop); skipped while a run or
+    /// another refresh is under way (a run lists too).
+    fn refresh(&mut self, ctx: &mut Context<Self>) {
+        if self.refreshing || self.records.is_none() {
+            return;
+        }
+        self.refreshing = true;
+        let runtime = self.runtime.clone();
+        let listing = async move { runtime.list_images().await };
+        ctx.spawn(listing.into_actor(self).map(|listed, act, _| {
+            act.refreshing = false;
+            match listed {
+                Ok(images) => act.images = Some(images),
+                Err(e) => tracing::warn!(error = %error_chain(&e), "Failed to update image list"),
+            }
+        }));
     }
 
     /// kubelet's loop around `GarbageCollect`: the first failure logged, the next ones also a
@@ -292,7 +326,7 @@ async fn run(
             return RunResult {
                 kind,
                 records,
-                images: Vec::new(),
+                images: None,
                 report,
             };
         }
@@ -307,16 +341,19 @@ async fn run(
     };
     let policy = &config.policy;
     let report = match kind {
+        RunKind::Periodic if !config.collect => GcReport::default(),
         RunKind::Periodic => {
             image_gc::garbage_collect(policy, &mut records, candidates, began, free_time, &mut engine).await
         }
         RunKind::Reclaim => image_gc::delete_unused(policy, &mut records, candidates, free_time, &mut engine).await,
     };
     save(&records, &config.records_path).await;
-    let images = images
-        .into_iter()
-        .filter(|i| !report.removed.iter().any(|(id, _)| *id == i.id))
-        .collect();
+    let images = Some(
+        images
+            .into_iter()
+            .filter(|i| !report.removed.iter().any(|(id, _)| *id == i.id))
+            .collect(),
+    );
     RunResult {
         kind,
         records,
@@ -375,10 +412,12 @@ impl Actor for ImageGcActor {
             min_age = ?policy.min_age,
             max_age = ?policy.max_age,
             period = ?self.config.period,
+            collect = self.config.collect,
             "image garbage collection"
         );
         self.start_run(RunKind::Periodic, ctx);
         ctx.run_interval(self.config.period, |act, ctx| act.start_run(RunKind::Periodic, ctx));
+        ctx.run_interval(IMAGE_LIST_PERIOD, |act, ctx| act.refresh(ctx));
     }
 }
 
@@ -393,6 +432,15 @@ impl Handler<ReclaimImages> for ImageGcActor {
             self.start_run(RunKind::Reclaim, ctx);
         }
         Box::pin(async move { answered.await.unwrap_or_default() })
+    }
+}
+
+impl Handler<GetNodeImages> for ImageGcActor {
+    type Result = MessageResult<GetNodeImages>;
+
+    fn handle(&mut self, _: GetNodeImages, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        MessageResult(self.images.clone())
     }
 }
 
@@ -412,7 +460,8 @@ impl Inspect for ImageGcActor {
         json!({
             "records": self.records.as_ref().map(|r| r.0.len()),
             "running": self.records.is_none(),
-            "images": self.images.len(),
+            "images": self.images.as_ref().map(Vec::len),
+            "collect": self.config.collect,
             "runs": self.runs,
             "last_run": self.last_run.map(|t| t.to_string()),
             "last_freed": self.last_freed,

@@ -181,6 +181,11 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub node_lease_duration_seconds: Option<i32>,
 
+    /// Most images the Node's `status.images` names, largest first (`nodeStatusMaxImages`); -1
+    /// for all [default: 50].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub node_status_max_images: Option<i64>,
+
     /// Port of the kubelet API (HTTPS, authenticated), advertised in the Node's daemon
     /// endpoints; 0 disables it [default: 10250].
     #[arg(long, value_name = "PORT")]

@@ -34,6 +34,7 @@ pub fn configz(config: &AgentConfig) -> Value {
             "nodeStatusUpdateFrequency": go_duration(config.node_status_update_frequency),
             "nodeStatusReportFrequency": go_duration(config.node_status_report_frequency),
             "nodeLeaseDurationSeconds": config.node_lease_duration_seconds,
+            "nodeStatusMaxImages": config.node_status_max_images,
             "evictionPressureTransitionPeriod": go_duration(config.eviction_pressure_transition_period),
             "imageGCHighThresholdPercent": config.image_gc.policy.high_threshold_percent,
             "imageGCLowThresholdPercent": config.image_gc.policy.low_threshold_percent,

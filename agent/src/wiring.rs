@@ -212,6 +212,7 @@ fn decide_mode(config: &AgentConfig, api: Option<Arc<dyn KubeClient>>, initial_n
                 update_frequency: config.node_status_update_frequency,
                 report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
+                max_images: config.node_status_max_images,
             }),
         },
         None => Mode::Standalone,
@@ -283,16 +284,18 @@ async fn start_actors(
     }
 }
 
-/// Image garbage collection on Docker's filesystem, the sandbox image pinned; none when the
-/// thresholds turn it off (kubelet's `StartGarbageCollection`).
+/// Image garbage collection on Docker's filesystem, the sandbox image pinned; detection and the
+/// image list only when the thresholds turn collection off (kubelet's `StartGarbageCollection`
+/// does not start the loop; its image manager still runs).
 fn image_gc_config(config: &AgentConfig, host: &Host, image_dir: Option<PathBuf>) -> Option<ImageGcConfig> {
     let settings = config.image_gc;
-    if settings.policy.disabled() {
+    let collect = !settings.policy.disabled();
+    if !collect {
         tracing::info!("ImageGCHighThresholdPercent is set 100 and ImageMaximumGCAge is 0, Disable image GC");
-        return None;
     }
     Some(ImageGcConfig {
         policy: settings.policy,
+        collect,
         period: settings.period,
         records_path: host.root_dir.join(dockerlet_host::image_gc::RECORDS_FILE),
         pinned: vec![host.sandbox_image.clone()],

@@ -239,6 +239,36 @@ pub fn in_use_with_parents(images: &[RuntimeImage], in_use: BTreeSet<String>) ->
     used
 }
 
+/// kubelet's `MaxNamesPerImageInNodeStatus`.
+pub const MAX_NAMES_PER_IMAGE: usize = 5;
+
+/// The Node's `status.images` (kubelet's `nodestatus.Images` setter, `pkg/kubelet/nodestatus/
+/// setters.go`, over the image manager's list sorted by size, largest first): at most `max`
+/// images (`nodeStatusMaxImages`; -1: all), each named by its digests then its tags, at most
+/// five names.
+pub fn node_images(images: &[RuntimeImage], max: i64) -> Vec<k8s_openapi::api::core::v1::ContainerImage> {
+    let mut sorted: Vec<&RuntimeImage> = images.iter().collect();
+    sorted.sort_by_key(|image| std::cmp::Reverse(image.size));
+    if let Ok(max) = usize::try_from(max) {
+        sorted.truncate(max);
+    }
+    sorted
+        .into_iter()
+        .map(|image| k8s_openapi::api::core::v1::ContainerImage {
+            names: Some(
+                image
+                    .repo_digests
+                    .iter()
+                    .chain(&image.repo_tags)
+                    .take(MAX_NAMES_PER_IMAGE)
+                    .cloned()
+                    .collect(),
+            ),
+            size_bytes: Some(image.size.min(i64::MAX as u64) as i64),
+        })
+        .collect()
+}
+
 /// Whether `image` is the sandbox image (or another of `pinned`): one of its tags, its ID or a
 /// digest names it. Docker lists `busybox` as `busybox:latest` and drops `docker.io/library/`.
 fn is_pinned(image: &RuntimeImage, pinned: &[String]) -> bool {

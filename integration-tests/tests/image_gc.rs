@@ -7,9 +7,13 @@
 //! stopped container of another node name uses, one a plain `docker run` container (exited)
 //! uses, the sandbox image and an image younger than the minimum age stay; the metric counts
 //! the removals. kubelet's behaviour: `k/k pkg/kubelet/images/image_gc_manager.go`.
+//!
+//! Also: the Node's `status.images` (kubelet's `nodestatus.Images` setter), in API mode on the
+//! shared engine with image GC off (the harness's default there), so nothing is removed.
 
 use std::time::Duration;
 
+use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, SecondEngine, CHANGE_TIMEOUT};
 
 const BUSYBOX: &str = "dockerlet.local/busybox:1";
@@ -166,4 +170,49 @@ spec:
     let pod_image = engine.docker_ok(&["image", "inspect", "-f", "{{.Id}}", "gc-pod:1"]);
     assert!(records.contains(&pod_image), "{records}");
     drop(agent);
+}
+
+/// The Node's status names the engine's images, largest first, at most
+/// `--node-status-max-images`, digests then tags (`pkg/kubelet/nodestatus/setters.go`).
+#[test]
+fn the_node_status_names_the_engines_images() {
+    let api = ApiServer::start();
+    let manifests = ManifestDir::new();
+    let kubeconfig = api.kubeconfig_path().display().to_string();
+    let agent = Agent::start(
+        "node-images",
+        manifests.path(),
+        &[
+            "--kubeconfig",
+            &kubeconfig,
+            "--node-status-update-frequency",
+            "1s",
+            "--node-status-max-images",
+            "-1",
+        ],
+    );
+    let images = wait_until("status.images to name busybox", CHANGE_TIMEOUT, || {
+        let node = api.get("nodes", "", agent.node()).ok_or("no Node yet")?;
+        let images = node["status"]["images"].as_array().cloned().unwrap_or_default();
+        let names = |i: &serde_json::Value| i["names"].as_array().cloned().unwrap_or_default();
+        if images.iter().any(|i| names(i).iter().any(|n| n == BUSYBOX)) {
+            Ok(images)
+        } else {
+            Err(format!("status.images: {images:?}"))
+        }
+    });
+    let sizes: Vec<i64> = images.iter().map(|i| i["sizeBytes"].as_i64().unwrap()).collect();
+    assert!(sizes.windows(2).all(|w| w[0] >= w[1]), "largest first: {sizes:?}");
+    assert!(images.iter().all(|i| i["names"].as_array().unwrap().len() <= 5));
+    // Other tests add images to the shared engine meanwhile: only the two every node has.
+    let named = |n: &str| {
+        images.iter().any(|i| {
+            i["names"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x.as_str().is_some_and(|x| x.starts_with(n)))
+        })
+    };
+    assert!(named(BUSYBOX) && named("dockerlet.local/pause:"), "{images:?}");
 }

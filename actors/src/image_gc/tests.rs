@@ -3,9 +3,10 @@ use super::*;
 use std::sync::Mutex;
 
 use dockerlet_messages::debug::{DebugEvent, GetActorState};
+use dockerlet_messages::node::GetNodeImages;
 use dockerlet_runtime::fake::{Call, FakeRuntime};
 
-use crate::test_support::eventually;
+use crate::test_support::{eventually, eventually_async};
 
 /// Collects the events the collector records.
 struct Sink(Arc<Mutex<Vec<DebugEvent>>>);
@@ -74,6 +75,11 @@ impl Node {
 
     /// The collector, every `period`, on a full image filesystem or an empty one.
     fn start(&self, period: Duration, full: bool) -> Addr<ImageGcActor> {
+        self.start_with(period, full, true)
+    }
+
+    /// [`Node::start`], collecting or (image GC off) not.
+    fn start_with(&self, period: Duration, full: bool, collect: bool) -> Addr<ImageGcActor> {
         let available_bytes = if full { 0 } else { 1000 };
         let config = ImageGcConfig {
             policy: ImageGcPolicy {
@@ -82,6 +88,7 @@ impl Node {
                 min_age: Duration::from_secs(60),
                 max_age: Duration::ZERO,
             },
+            collect,
             period,
             records_path: self.dir.path().join(image_gc::RECORDS_FILE),
             pinned: vec!["registry.k8s.io/pause:3.10".into()],
@@ -187,4 +194,28 @@ async fn the_second_failure_in_a_row_is_an_event() {
     let state = gc.send(GetActorState).await.unwrap();
     assert!(state.detail["failures_in_a_row"].as_u64().unwrap() >= 2);
     assert!(state.last_error.is_some());
+}
+
+/// With image GC off the runs detect and list only: nothing is removed, the Node's images are
+/// answered, and a reclaim still removes the unused images.
+#[actix::test]
+async fn off_it_lists_and_reclaims_only() {
+    let node = Node::new();
+    let gc = node.start_with(Duration::from_millis(50), true, false);
+    eventually_async("a listing", || {
+        let gc = gc.clone();
+        async move { gc.send(GetNodeImages).await.unwrap().is_some_and(|i| i.len() == 5) }
+    })
+    .await;
+    eventually_async("three runs", || {
+        let gc = gc.clone();
+        async move { gc.send(GetActorState).await.unwrap().detail["runs"].as_u64() >= Some(3) }
+    })
+    .await;
+    assert!(node.removed().is_empty());
+    assert!(node.events.lock().unwrap().is_empty());
+    let answer = gc.send(ReclaimImages).await.unwrap();
+    assert_eq!(answer.freed, 300);
+    let listed = gc.send(GetNodeImages).await.unwrap().unwrap();
+    assert_eq!(listed.len(), 3, "{listed:?}");
 }

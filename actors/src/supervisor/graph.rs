@@ -81,7 +81,8 @@ pub struct SupervisorConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// The eviction signals and thresholds (observed in both modes).
     pub pressure: PressureConfig,
-    /// Image garbage collection; none: off (high threshold 100 and no maximum age).
+    /// Image garbage collection and the image list (collecting or not: `ImageGcConfig::collect`);
+    /// none: no ImageGcActor (tests).
     pub image_gc: Option<ImageGcConfig>,
     /// The OOM watcher's kernel log and checkpoint; `None` runs none.
     pub oom: Option<OomWatcherConfig>,
@@ -125,6 +126,7 @@ pub(super) struct Children {
     pub(super) pleg: Child<PlegActor>,
     pub(super) pressure: Child<PressureActor>,
     pub(super) stats: Option<Child<StatsActor>>,
+    pub(super) image_gc: Option<Child<ImageGcActor>>,
     pub(super) api_source: Option<Child<ApiSource>>,
 }
 
@@ -166,6 +168,7 @@ impl Children {
             move || PressureActor::new(pressure.clone()).start()
         });
         let stats = start.stats();
+        let image_gc = start.image_gc(&events);
         let mut registry = Registry::default();
         registry.add(&events);
         registry.add(&status);
@@ -173,6 +176,7 @@ impl Children {
         registry.add(&pleg);
         registry.add(&pressure);
         registry.add_some(&stats);
+        registry.add_some(&image_gc);
         let api_source = start.sources(&mut registry);
         start.node_keepers(&mut registry, &events, &pleg);
         Children {
@@ -183,6 +187,7 @@ impl Children {
             pleg,
             pressure,
             stats,
+            image_gc,
             api_source,
         }
     }
@@ -228,6 +233,27 @@ impl Start<'_> {
         })
     }
 
+    /// The image collector (also the Node's image list).
+    fn image_gc(&self, events: &Child<EventRecorder>) -> Option<Child<ImageGcActor>> {
+        let config = self.config;
+        config.image_gc.clone().map(|gc| {
+            let (api, events, runtime) = (
+                config.mode.api().cloned(),
+                events.link::<RecordEvent>(),
+                self.runtime.clone(),
+            );
+            let metrics = config.worker.metrics.clone();
+            Child::start(AfterRestart::Nothing, move || {
+                let links = ImageGcLinks {
+                    events: events.clone(),
+                    api: api.clone(),
+                    metrics: Some(metrics.clone()),
+                };
+                ImageGcActor::new(gc.clone(), runtime.clone(), links).start()
+            })
+        })
+    }
+
     fn stats(&self) -> Option<Child<StatsActor>> {
         self.config.stats.clone().map(|stats| {
             let (cache, metrics) = (self.cache.clone(), self.config.worker.metrics.clone());
@@ -267,8 +293,8 @@ impl Start<'_> {
         api_source
     }
 
-    /// The actors that look after the node itself: its status in the API, OOM kills, images,
-    /// the system cgroups and graceful shutdown.
+    /// The actors that look after the node itself: its status in the API, OOM kills, the
+    /// system cgroups and graceful shutdown.
     fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
         let (config, me) = (self.config, &self.me);
         let api = config.mode.api().cloned();
@@ -283,6 +309,7 @@ impl Start<'_> {
                         me.clone().recipient(),
                         me.clone().recipient(),
                     )
+                    .with_images(me.clone().recipient())
                     .start()
                 }))
             }
@@ -297,18 +324,6 @@ impl Start<'_> {
                 OomWatcherActor::new(oom.clone(), api.clone(), events.clone())
                     .with_container_ooms_to(pleg.clone())
                     .start()
-            })
-        });
-        let image_gc = config.image_gc.clone().map(|gc| {
-            let (api, events, runtime) = (api.clone(), events.link::<RecordEvent>(), self.runtime.clone());
-            let metrics = config.worker.metrics.clone();
-            Child::start(AfterRestart::Nothing, move || {
-                let links = ImageGcLinks {
-                    events: events.clone(),
-                    api: api.clone(),
-                    metrics: Some(metrics.clone()),
-                };
-                ImageGcActor::new(gc.clone(), runtime.clone(), links).start()
             })
         });
         let system_cgroups = config.system_cgroups.clone().map(|config| {
@@ -329,7 +344,6 @@ impl Start<'_> {
         });
         registry.add_some(&node_status);
         registry.add_some(&oom);
-        registry.add_some(&image_gc);
         registry.add_some(&system_cgroups);
         registry.add_some(&node_shutdown);
     }

@@ -43,7 +43,7 @@ use dockerlet_messages::debug::{
     ActorState, DebugSnapshot, EventSubject, EventType, FaultError, FaultTarget, ForgetPodEvents, GetActorState,
     GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
 };
-use dockerlet_messages::node::GetNodePressure;
+use dockerlet_messages::node::{GetNodeImages, GetNodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
 use dockerlet_messages::source::SourcePodsChanged;
@@ -313,6 +313,8 @@ answer! {
     // labels); none before its first pass, while it is being re-created, or without one.
     GetStatsSummary => |me, msg| query_some(me.children.stats.as_ref(), msg);
     GetStatsView => |me, msg| query_some(me.children.stats.as_ref(), msg);
+    // The ImageGcActor's last listing; none before it, while it is re-created, or without one.
+    GetNodeImages => |me, msg| query_some(me.children.image_gc.as_ref(), msg);
     // From the pod cache (no Docker call).
     GetRunningPods => |me, _msg| std::future::ready(me.cache.running_pods());
     GetPodSandbox => |me, msg| std::future::ready(me.cache.newest_sandbox(&msg.uid));

@@ -94,6 +94,8 @@ pub(super) struct FileSettings {
     pub(super) http_check_frequency: Option<Duration>,
     pub(super) node_status_update_frequency: Option<Duration>,
     pub(super) node_lease_duration_seconds: Option<i32>,
+    /// `nodeStatusMaxImages` (a pointer: 0 is 0).
+    pub(super) node_status_max_images: Option<i64>,
     pub(super) port: Option<u16>,
     pub(super) tls_cert_file: Option<PathBuf>,
     pub(super) tls_private_key_file: Option<PathBuf>,
@@ -259,6 +261,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
         node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
         node_lease_duration_seconds: nonzero_field(path, &mut map, "nodeLeaseDurationSeconds")?,
+        node_status_max_images: field(path, &mut map, "nodeStatusMaxImages")?,
         port: nonzero_field(path, &mut map, "port")?,
         tls_cert_file: nonzero_field(path, &mut map, "tlsCertFile")?,
         tls_private_key_file: nonzero_field(path, &mut map, "tlsPrivateKeyFile")?,

@@ -234,13 +234,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     ("runOnce", DefaultOnly(&[Bool(false)], "dockerlet has no run-once mode")),
     ("cpuCFSQuota", Honoured),
     ("cpuCFSQuotaPeriod", Honoured),
-    (
-        "nodeStatusMaxImages",
-        DefaultOnly(
-            &[Null, Int(50), Int(0)],
-            "dockerlet reports no images in the Node's status (as 0)",
-        ),
-    ),
+    ("nodeStatusMaxImages", Honoured),
     (
         "maxOpenFiles",
         DefaultOnly(

@@ -129,6 +129,8 @@ pub struct AgentConfig {
     pub node_status_update_frequency: Duration,
     /// `nodeLeaseDurationSeconds`.
     pub node_lease_duration_seconds: i32,
+    /// `--node-status-max-images` (`nodeStatusMaxImages`): images named in `status.images`.
+    pub node_status_max_images: i64,
     /// `--port` (advertised in the Node's daemon endpoints).
     pub port: u16,
     /// The kubelet API server on `--address:--port`; none with `--port 0`.
@@ -234,6 +236,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_status_update_frequency: registration.status_update_frequency,
         node_status_report_frequency: registration.status_report_frequency,
         node_lease_duration_seconds: registration.lease_duration_seconds,
+        node_status_max_images: registration.status_max_images,
         taints: registration.taints,
         port: servers.port,
         read_only: servers.read_only,

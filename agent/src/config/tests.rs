@@ -615,3 +615,19 @@ fn image_gc_thresholds() {
         "invalid value for imageGCHighThresholdPercent: invalid HighThresholdPercent 101, must be in range [0-100]"
     );
 }
+
+/// `--node-status-max-images` (`nodeStatusMaxImages`): kubelet's 50, -1 for all, below -1 refused.
+#[test]
+fn node_status_max_images() {
+    assert_eq!(build(&cli(&[]), host).unwrap().node_status_max_images, 50);
+    let c = build(&cli(&["--node-status-max-images", "-1"]), host).unwrap();
+    assert_eq!(c.node_status_max_images, -1);
+    let err = build(&cli(&["--node-status-max-images", "-2"]), host)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "invalid value for --node-status-max-images: invalid configuration: nodeStatusMaxImages \
+         (--node-status-max-images) -2 must be -1 or greater"
+    );
+}

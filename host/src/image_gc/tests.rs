@@ -251,7 +251,13 @@ fn ties_are_broken_by_detection() {
 #[test]
 fn garbage_collect_cases() {
     /// Name, the filesystem's (capacity, available), the images, the error, the bytes freed.
-    type Case = (&'static str, Option<(u64, u64)>, Vec<RuntimeImage>, Option<GcError>, u64);
+    type Case = (
+        &'static str,
+        Option<(u64, u64)>,
+        Vec<RuntimeImage>,
+        Option<GcError>,
+        u64,
+    );
     let cases: [Case; 5] = [
         (
             "below the low threshold",
@@ -515,4 +521,23 @@ fn parents_count_as_in_use() {
     let used_now = in_use_with_parents(&[base.clone(), child.clone()], used(&[]));
     assert_eq!(used_now, used(&[0]));
     assert!(in_use_with_parents(&[base], used(&[])).is_empty());
+}
+
+/// status.images as kubelet's setter: largest first, at most nodeStatusMaxImages (-1: all),
+/// digests then tags, five names at most.
+#[test]
+fn node_status_images() {
+    let many = RuntimeImage {
+        repo_digests: vec!["r/a@sha256:1".into()],
+        repo_tags: (0..6).map(|n| format!("r/a:{n}")).collect(),
+        ..image(0, 10)
+    };
+    let images = [image(1, 5), many, image(2, 20)];
+    let all = node_images(&images, -1);
+    let sizes: Vec<_> = all.iter().map(|i| i.size_bytes.unwrap()).collect();
+    assert_eq!(sizes, vec![20, 10, 5]);
+    let names = all[1].names.clone().unwrap();
+    assert_eq!(names, vec!["r/a@sha256:1", "r/a:0", "r/a:1", "r/a:2", "r/a:3"]);
+    assert_eq!(node_images(&images, 2).len(), 2);
+    assert!(node_images(&images, 0).is_empty());
 }
