@@ -83,7 +83,7 @@ spec:
     );
     let endpoint = engine.endpoint();
     let min_age = format!("{}s", MIN_AGE.as_secs());
-    let agent = Agent::start(
+    let mut agent = Agent::start(
         "image-gc",
         manifests.path(),
         &[
@@ -165,10 +165,38 @@ spec:
     for kept in ["gc-pod:1", "gc-other-node:1", "gc-plain:1"] {
         assert!(engine.image_exists(kept), "{kept} was removed");
     }
-    // The records survive in the root dir.
-    let records = std::fs::read_to_string(agent.root_dir().join("image-gc.json")).unwrap();
+    // The records survive an agent restart (kubelet keeps them in memory): an image first seen
+    // more than the minimum age before the restart goes in the first run after it, where a
+    // fresh record would call it just pulled and keep it for the minimum age.
+    let records_path = agent.root_dir().join("image-gc.json");
     let pod_image = engine.docker_ok(&["image", "inspect", "-f", "{{.Id}}", "gc-pod:1"]);
-    assert!(records.contains(&pod_image), "{records}");
+    let recorded = |id: &str| std::fs::read_to_string(&records_path).is_ok_and(|r| r.contains(id));
+    assert!(recorded(&pod_image), "the records file names the pod's image");
+    let restart_id = make_image(&engine, "gc-restart:1");
+    wait_until("the new image recorded", CHANGE_TIMEOUT, || {
+        if recorded(&restart_id) {
+            Ok(())
+        } else {
+            Err("not in image-gc.json yet".to_string())
+        }
+    });
+    agent.kill9();
+    std::thread::sleep(MIN_AGE);
+    assert!(engine.image_exists(&restart_id), "removed before the restart");
+    agent.restart();
+    wait_until("the first run after the restart", CHANGE_TIMEOUT, || {
+        if runs(&agent) >= 1 {
+            Ok(())
+        } else {
+            Err(format!("GC: {}", gc_detail(&agent)))
+        }
+    });
+    assert!(
+        !engine.image_exists(&restart_id),
+        "the first run after the restart kept an image first seen before it: {}",
+        gc_detail(&agent)
+    );
+    assert!(engine.image_exists("gc-pod:1"), "the running pod's image was removed");
     drop(agent);
 }
 
