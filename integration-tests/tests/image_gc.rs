@@ -17,8 +17,9 @@ use dockerlet_fake_apiserver::ApiServer;
 use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, SecondEngine, CHANGE_TIMEOUT};
 
 const BUSYBOX: &str = "dockerlet.local/busybox:1";
-/// `--minimum-image-ttl-duration`.
-const MIN_AGE: Duration = Duration::from_secs(5);
+/// `--minimum-image-ttl-duration`: long enough for two 1-second runs and the pod's start under
+/// load, short enough for the test.
+const MIN_AGE: Duration = Duration::from_secs(8);
 
 /// A new image of its own ID on `engine`: busybox with a label, committed from a container.
 fn make_image(engine: &SecondEngine, tag: &str) -> String {
