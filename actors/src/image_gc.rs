@@ -83,12 +83,7 @@ impl ImageGcConfig {
     /// The image filesystem of this node: Docker's root directory's, else the agent's root
     /// directory's (as the eviction signals read `imagefs`).
     pub fn image_fs_of(root_dir: PathBuf, image_dir: Option<PathBuf>) -> ReadImageFs {
-        Arc::new(move || {
-            image_dir
-                .as_deref()
-                .and_then(FsStats::of)
-                .or_else(|| FsStats::of(&root_dir))
-        })
+        Arc::new(move || dockerlet_host::signals::imagefs(&root_dir, image_dir.as_deref()))
     }
 }
 
