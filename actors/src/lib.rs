@@ -24,6 +24,8 @@
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
 //! - [`pressure`]: observes the eviction signals on both kinds of node.
+//! - [`image_gc`]: image garbage collection every 5 minutes and on eviction's request
+//!   (kubelet's image manager; the passes are `dockerlet_host::image_gc`).
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
 //! - [`system_cgroups`]: keeps the agent in `--kubelet-cgroups` and the root's other processes
 //!   in `--system-cgroups`, every minute.
@@ -34,6 +36,7 @@
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod container_gc;
+pub mod image_gc;
 pub mod inspect;
 pub mod node_shutdown;
 pub mod node_status;

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{EventType, GetHealth, Health};
-use dockerlet_messages::node::{GetNodePressure, NodePressure, Pressure};
+use dockerlet_messages::node::{GetNodeImages, GetNodePressure, NodePressure, Pressure};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -41,6 +41,8 @@ pub struct NodeStatusConfig {
     pub report_frequency: Duration,
     /// `nodeLeaseDurationSeconds` (40).
     pub lease_duration_seconds: i32,
+    /// `nodeStatusMaxImages` (50; -1: all): how many images `status.images` names.
+    pub max_images: i64,
 }
 
 /// First delay before retrying a failed registration.
@@ -167,6 +169,8 @@ pub struct NodeStatusActor {
     conditions: BTreeMap<&'static str, (bool, Timestamp)>,
     /// Where the pressure conditions come from.
     pressure: Recipient<GetNodePressure>,
+    /// Where the image list comes from (`status.images`); none: the status names no images.
+    images: Option<Recipient<GetNodeImages>>,
     /// The last status written, heartbeat times cleared, and when.
     written: Option<(NodeStatus, Instant)>,
     /// A heartbeat is in flight.
@@ -197,6 +201,7 @@ impl NodeStatusActor {
             register_backoff: REGISTER_BACKOFF_INITIAL,
             conditions: BTreeMap::new(),
             pressure,
+            images: None,
             written: None,
             beating: false,
             heartbeats: 0,
@@ -206,25 +211,39 @@ impl NodeStatusActor {
         }
     }
 
+    /// Report the engine's images in `status.images` (kubelet's `nodestatus.Images` setter).
+    pub fn with_images(mut self, images: Recipient<GetNodeImages>) -> Self {
+        self.images = Some(images);
+        self
+    }
+
     fn beat(&mut self, ctx: &mut Context<Self>) {
         if self.beating {
             return;
         }
         self.beating = true;
-        let (health, pressure) = (self.health.clone(), self.pressure.clone());
+        let (health, pressure, images) = (self.health.clone(), self.pressure.clone(), self.images.clone());
         let future = async move {
             let health = health.send(GetHealth).await.unwrap_or(Health {
                 healthy: false,
                 reason: Some("agent is restarting".into()),
             });
             let pressure: NodePressure = pressure.send(GetNodePressure).await.unwrap_or_default();
-            (health, pressure)
+            let images = match images {
+                Some(images) => images.send(GetNodeImages).await.ok().flatten(),
+                None => None,
+            };
+            (health, pressure, images)
         };
-        ctx.spawn(future.into_actor(self).then(|(health, pressure), act, _| {
+        ctx.spawn(future.into_actor(self).then(|(health, pressure, images), act, _| {
             let observed = Observed::new(&health, &pressure.conditions);
             let now = Timestamp::now();
             let events = act.transitions(&observed, now);
-            let status = node_status(&act.config.node, &act.conditions, &observed, now);
+            let mut status = node_status(&act.config.node, &act.conditions, &observed, now);
+            if let Some(images) = images {
+                let listed = dockerlet_host::image_gc::node_images(&images, act.config.max_images);
+                status.images = (!listed.is_empty()).then_some(listed);
+            }
             let unchanged = act.written.as_ref().is_some_and(|(last, at)| {
                 *last == without_heartbeats(&status) && at.elapsed() < act.config.report_frequency
             });
@@ -530,6 +549,68 @@ mod tests {
         }
     }
 
+    impl Handler<GetNodeImages> for Node0 {
+        type Result = MessageResult<GetNodeImages>;
+        fn handle(&mut self, _: GetNodeImages, _: &mut Context<Self>) -> Self::Result {
+            let image = |id: &str, tag: &str, size| dockerlet_messages::runtime::RuntimeImage {
+                id: id.into(),
+                repo_tags: vec![tag.into()],
+                repo_digests: vec![],
+                size,
+                created: 0,
+                parent: None,
+            };
+            MessageResult(Some(vec![
+                image("a", "small:1", 10),
+                image("b", "big:1", 99),
+                image("c", "mid:1", 50),
+            ]))
+        }
+    }
+
+    /// With the image list, the written status names the images, largest first, at most
+    /// `nodeStatusMaxImages` (kubelet's `nodestatus.Images`).
+    #[actix::test]
+    async fn the_status_names_the_largest_images() {
+        use dockerlet_kube::fake::{FakeKube, KubeCall};
+        tokio::time::pause();
+        let api = FakeKube::new("n1");
+        let sources = Node0 { pressure: vec![] }.start();
+        let config = NodeStatusConfig {
+            max_images: 2,
+            node: Node::default(),
+            register: true,
+            update_frequency: Duration::from_secs(10),
+            report_frequency: Duration::from_secs(300),
+            lease_duration_seconds: 40,
+        };
+        let actor = NodeStatusActor::new(
+            Arc::new(api.clone()),
+            config,
+            sources.clone().recipient(),
+            sources.clone().recipient(),
+        )
+        .with_images(sources.recipient());
+        let _addr = actor.start();
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let images = api.calls().into_iter().find_map(|c| match c {
+            KubeCall::NodeStatus(s) => s.images.clone(),
+            _ => None,
+        });
+        let names: Vec<_> = images
+            .unwrap_or_default()
+            .into_iter()
+            .map(|i| (i.names.unwrap_or_default(), i.size_bytes))
+            .collect();
+        assert_eq!(
+            names,
+            vec![
+                (vec!["big:1".to_string()], Some(99)),
+                (vec!["mid:1".to_string()], Some(50))
+            ]
+        );
+    }
+
     /// A heartbeat registers the Node, writes its status with the pressure the PressureActor
     /// reports, renews the Lease owned by the Node, and records Starting and the condition
     /// events; an unchanged status is not written again before the report frequency.
@@ -543,6 +624,7 @@ mod tests {
         }
         .start();
         let config = NodeStatusConfig {
+            max_images: 50,
             node: Node::default(),
             register: true,
             update_frequency: Duration::from_secs(10),

@@ -181,6 +181,11 @@ pub struct Cli {
     #[arg(long, value_name = "SECONDS")]
     pub node_lease_duration_seconds: Option<i32>,
 
+    /// Most images the Node's `status.images` names, largest first (`nodeStatusMaxImages`); -1
+    /// for all [default: 50].
+    #[arg(long, value_name = "N", allow_negative_numbers = true)]
+    pub node_status_max_images: Option<i64>,
+
     /// Port of the kubelet API (HTTPS, authenticated), advertised in the Node's daemon
     /// endpoints; 0 disables it [default: 10250].
     #[arg(long, value_name = "PORT")]
@@ -363,6 +368,27 @@ pub struct Cli {
     /// [default: no limit].
     #[arg(long, value_name = "N")]
     pub max_parallel_image_pulls: Option<i64>,
+
+    /// Image filesystem usage (percent) at or above which image garbage collection runs
+    /// (`imageGCHighThresholdPercent`); 100 with no `imageMaximumGCAge` turns image GC off
+    /// [default: 85].
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    pub image_gc_high_threshold: Option<i64>,
+
+    /// Image filesystem usage (percent) image garbage collection frees down to
+    /// (`imageGCLowThresholdPercent`) [default: 80].
+    #[arg(long, value_name = "PERCENT", allow_negative_numbers = true)]
+    pub image_gc_low_threshold: Option<i64>,
+
+    /// How long after it is first seen an unused image may be garbage-collected
+    /// (`imageMinimumGCAge`) [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub minimum_image_ttl_duration: Option<Duration>,
+
+    /// How often image garbage collection runs — a dockerlet extension (kubelet's period is a
+    /// constant 5m), for tests [default: 5m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub image_gc_period: Option<Duration>,
 
     /// How long a node shutdown waits for pods to stop (`shutdownGracePeriod`): a logind delay
     /// inhibitor holds the shutdown meanwhile; 0 shuts down at once [default: 0].

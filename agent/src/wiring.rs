@@ -11,6 +11,7 @@ use actix::Addr;
 use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
 use dockerlet_actors::container_gc::ContainerGcConfig;
+use dockerlet_actors::image_gc::ImageGcConfig;
 use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
@@ -212,6 +213,7 @@ fn decide_mode(config: &AgentConfig, api: Option<Arc<dyn KubeClient>>, initial_n
                 update_frequency: config.node_status_update_frequency,
                 report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
+                max_images: config.node_status_max_images,
             }),
         },
         None => Mode::Standalone,
@@ -243,6 +245,7 @@ async fn start_actors(
         observe: PressureConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
     };
     let stats = stats_config(config, host, image_dir.clone());
+    let image_gc = image_gc_config(config, host, image_dir.clone());
     tracing::info!(node = %config.node_name, host_ip = %host.host_ip, sandbox_image = %host.sandbox_image, "starting dockerlet");
     let metrics = Arc::new(metrics(&config.node_name));
     let worker = worker_config(config, host, facts, mode.api().cloned(), image_dir, &metrics).await;
@@ -263,6 +266,7 @@ async fn start_actors(
             mode,
             manifest_url: config.manifest_url.clone(),
             pressure,
+            image_gc,
             oom: Some(OomWatcherConfig {
                 kmsg_path: config.kmsg_path.clone(),
                 checkpoint_dir: host.root_dir.join("oom_watcher"),
@@ -286,6 +290,26 @@ async fn start_actors(
         health,
         metrics,
     }
+}
+
+/// Image garbage collection on Docker's filesystem, the sandbox image pinned; detection and the
+/// image list only when the thresholds turn collection off (kubelet's `StartGarbageCollection`
+/// does not start the loop; its image manager still runs).
+fn image_gc_config(config: &AgentConfig, host: &Host, image_dir: Option<PathBuf>) -> Option<ImageGcConfig> {
+    let settings = config.image_gc;
+    let collect = !settings.policy.disabled();
+    if !collect {
+        tracing::info!("ImageGCHighThresholdPercent is set 100 and ImageMaximumGCAge is 0, Disable image GC");
+    }
+    Some(ImageGcConfig {
+        policy: settings.policy,
+        collect,
+        period: settings.period,
+        records_path: host.root_dir.join(dockerlet_host::image_gc::RECORDS_FILE),
+        pinned: vec![host.sandbox_image.clone()],
+        image_fs: ImageGcConfig::image_fs_of(host.root_dir.clone(), image_dir),
+        node_name: config.node_name.clone(),
+    })
 }
 
 /// Statistics housekeeping: the node's and Docker's directories, the cgroup layout (none: the

@@ -26,12 +26,15 @@
 //!   shutdown).
 //! - [`kernel`]: swap (`failSwapOn`) and the kernel tunables kubelet checks or sets
 //!   (`protectKernelDefaults`).
+//! - [`image_gc`]: image garbage collection's policy, records and passes (kubelet's image
+//!   manager), the engine behind a trait.
 //! - [`oom`]: kernel OOM kills from `/dev/kmsg` (cAdvisor's oomparser) and the OOM watcher's
 //!   checkpoint.
 
 pub mod atomic_writer;
 pub mod cgroup;
 pub mod docker_config;
+pub mod image_gc;
 pub mod kernel;
 pub mod logind;
 pub mod manifest_dir;

@@ -222,6 +222,12 @@ impl Observation {
     }
 }
 
+/// The image filesystem: Docker's root directory's (`image_dir`), else the agent's root
+/// directory's (Docker's path may be of another mount namespace). Image GC reads it too.
+pub fn imagefs(root_dir: &Path, image_dir: Option<&Path>) -> Option<FsStats> {
+    image_dir.and_then(FsStats::of).or_else(|| FsStats::of(root_dir))
+}
+
 /// Observe the signals: memory from `/proc/meminfo` (available = free + inactive file pages,
 /// kubelet's capacity − working set), the filesystems of `root_dir` and `image_dir`, and PIDs
 /// from `/proc/sys/kernel/pid_max` and `/proc/loadavg`.
@@ -241,7 +247,7 @@ pub fn observe(root_dir: &Path, image_dir: Option<&Path>) -> Observation {
         memory_capacity: meminfo.total(),
         memory_available: meminfo.bytes("MemFree") + meminfo.bytes("Inactive(file)"),
         nodefs: FsStats::of(root_dir),
-        imagefs: image_dir.and_then(FsStats::of).or_else(|| FsStats::of(root_dir)),
+        imagefs: imagefs(root_dir, image_dir),
         pids: pid_max.zip(tasks),
     }
 }

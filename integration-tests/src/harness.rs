@@ -208,6 +208,12 @@ impl Agent {
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
         }
+        // Image GC off: the agents share one engine, and one agent's collection would remove
+        // the images of the others' tests. A test of image GC gives the flag itself (on an
+        // engine of its own, `SecondEngine`).
+        if !extra_args.contains(&"--image-gc-high-threshold") {
+            args.extend(["--image-gc-high-threshold".to_string(), "100".to_string()]);
+        }
         // Every agent its own pod cgroup tree, so agents sharing the engine never see (or
         // clean up) each other's pod cgroups; removed when the agent is dropped.
         if !extra_args.contains(&"--cgroup-root") {
@@ -784,7 +790,7 @@ fn stop_test_slices(cgroup: &str) {
 }
 
 /// Lazily unmount every mount point under `dir`, deepest first.
-fn unmount_under(dir: &Path) {
+pub(crate) fn unmount_under(dir: &Path) {
     let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else {
         return;
     };
@@ -910,7 +916,7 @@ pub fn free_port() -> u16 {
 }
 
 /// The last `lines` lines of `text`.
-fn tail(text: &str, lines: usize) -> String {
+pub(crate) fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
 }

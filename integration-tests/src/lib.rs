@@ -14,6 +14,8 @@
 //! - [`pod`]: [`PodExt`] and [`ContainerStatusExt`], reading a `/pods` status at a glance.
 //! - [`docker`]: the Docker CLI: containers of a node, `docker inspect`, `kill`, `exec`, and
 //!   [`DieEvents`], a `docker events` watcher for exit codes.
+//! - [`engine`]: [`SecondEngine`], a `dockerd` of a test's own (image GC must not run on the
+//!   shared engine).
 //! - [`wait`]: polling with generous timeouts and a useful message on timeout.
 //! - [`events`]: [`EventLog`], every event `/debug/actors` showed during a test (the agent
 //!   keeps only the latest).
@@ -35,6 +37,7 @@
 
 pub mod browser;
 pub mod docker;
+pub mod engine;
 pub mod events;
 pub mod grpc_health;
 pub mod harness;
@@ -47,6 +50,7 @@ pub mod registry;
 pub mod wait;
 
 pub use docker::{Container, DieEvents};
+pub use engine::SecondEngine;
 pub use events::{Event, EventLog};
 pub use grpc_health::GrpcHealthServer;
 pub use harness::{

@@ -50,3 +50,33 @@ pub struct NodePressure {
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "NodePressure"))]
 pub struct GetNodePressure;
+
+/// The engine's images as the image manager last listed them (every 30 s, and at each
+/// collection), for the Node's `status.images`; none before the first listing.
+///
+/// NodeStatusActor (each heartbeat) → Supervisor → ImageGcActor.
+#[derive(Debug, Clone)]
+#[cfg_attr(
+    feature = "actix",
+    derive(actix::Message),
+    rtype(result = "Option<Vec<crate::runtime::RuntimeImage>>")
+)]
+pub struct GetNodeImages;
+
+/// Remove every unused image now, whatever the disk usage (kubelet's `DeleteUnusedImages`, the
+/// eviction manager's node-level reclaim for the image filesystem). The minimum age, the
+/// sandbox image and images any container uses are still kept.
+///
+/// EvictionActor → ImageGcActor.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "ReclaimedImages"))]
+pub struct ReclaimImages;
+
+/// What a [`ReclaimImages`] freed.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReclaimedImages {
+    /// Bytes freed (the removed images' sizes as Docker reported them).
+    pub freed: u64,
+    /// Why some images could not be removed, or the run could not be made, in kubelet's words.
+    pub error: Option<String>,
+}

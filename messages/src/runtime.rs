@@ -110,3 +110,22 @@ pub struct ContainerListing {
     /// Runtime state.
     pub state: RuntimeState,
 }
+
+/// An image on the engine, as `docker images` lists it (CRI's `Image`: kubelet's image
+/// manager and the Node's `status.images` read these fields).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RuntimeImage {
+    /// Docker's image ID (`sha256:…`).
+    pub id: String,
+    /// Its tags (`registry/repo:tag`); Docker's `<none>:<none>` of an untagged image left out.
+    pub repo_tags: Vec<String>,
+    /// Its digests (`registry/repo@sha256:…`); `<none>@<none>` left out.
+    pub repo_digests: Vec<String>,
+    /// Size in bytes, as Docker reports it (the image's layers, shared ones included).
+    pub size: u64,
+    /// When it was built, Unix seconds.
+    pub created: i64,
+    /// The image it was built on locally (`docker commit`, the classic builder); none for a
+    /// pulled image. Docker refuses to delete an image other images are built on.
+    pub parent: Option<String>,
+}

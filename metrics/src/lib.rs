@@ -60,6 +60,8 @@ pub enum RuntimeOperation {
     exec_sync,
     image_status,
     pull_image,
+    list_images,
+    remove_image,
 }
 
 /// `{operation_type}`.
@@ -77,6 +79,21 @@ pub enum ContainerStateValue {
     running,
     exited,
     unknown,
+}
+
+/// `kubelet_image_garbage_collected_total{reason}`: why image GC removed an image.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum ImageGcReason {
+    age,
+    space,
+}
+
+/// `{reason}`.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ImageGcReasonLabel {
+    /// Why the image was removed.
+    pub reason: ImageGcReason,
 }
 
 /// `{container_state}`.
@@ -284,6 +301,8 @@ pub struct Metrics {
     pub stats_collection_cpu: Counter<f64, AtomicU64>,
     /// `dockerlet_stats_collection_duration_seconds`: one housekeeping, wall clock.
     pub stats_collection_duration: Histogram,
+    /// `kubelet_image_garbage_collected_total{reason}`: images removed by image GC.
+    pub image_garbage_collected: Family<ImageGcReasonLabel, Counter>,
 }
 
 /// The registry behind `/metrics` with the node's constant series: its name and build.
@@ -352,6 +371,7 @@ impl Metrics {
             probe_duration: Family::new_with_constructor(default_histogram),
             stats_collection_cpu: Counter::default(),
             stats_collection_duration: default_histogram(),
+            image_garbage_collected: Family::default(),
             registry: Registry::default(),
             probes: Registry::default(),
         }
@@ -408,6 +428,12 @@ impl Metrics {
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations. Broken down by operation type",
             self.runtime_operations_duration.clone(),
+        );
+        // kubelet's `ImageGarbageCollectedTotal` (`pkg/kubelet/metrics/metrics.go`).
+        r.register(
+            "kubelet_image_garbage_collected",
+            "Total number of images garbage collected by the kubelet, whether through disk usage or image age.",
+            self.image_garbage_collected.clone(),
         );
     }
 

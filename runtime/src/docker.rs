@@ -1,4 +1,5 @@
-//! [`ContainerRuntime`] on the Docker Engine API, through bollard.
+//! [`ContainerRuntime`] on the Docker Engine API, through bollard. The [`Images`](crate::Images)
+//! half (presence, pulls, the sandbox image, image GC's list and removal) is in `images`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -10,8 +11,7 @@ use bollard::models::{
     PortBinding as DockerPortBinding,
 };
 use bollard::query_parameters::{
-    CreateContainerOptions, CreateImageOptions, EventsOptions, ListContainersOptions, RemoveContainerOptions,
-    StopContainerOptions,
+    CreateContainerOptions, EventsOptions, ListContainersOptions, RemoveContainerOptions, StopContainerOptions,
 };
 use bollard::Docker;
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeState};
@@ -26,10 +26,12 @@ use crate::follow::{split_timestamp, FollowMark};
 use crate::log_config::ContainerLogConfig;
 
 use super::{
-    pause, Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput,
-    ExecState, Images, InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RegistryAuth,
-    RuntimeError, RuntimeEvent, StreamOptions, TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
+    Attach, AttachedIo, ContainerLogs, ContainerRuntime, Containers, CreateSpec, Exec, ExecId, ExecOutput, ExecState,
+    InteractiveExec, LogChunks, LogRequest, LogStream, NetworkMode, Output, RuntimeError, RuntimeEvent, StreamOptions,
+    TtySize, EXEC_OUTPUT_LIMIT, WATCHED_EVENTS,
 };
+
+mod images;
 
 /// Seconds bollard waits for response headers. Stops pass their own longer timeout.
 const REQUEST_TIMEOUT_SECS: u64 = 120;
@@ -148,28 +150,6 @@ impl DockerRuntime {
         self.image_users
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    async fn import_pause_image(&self) -> Result<(), RuntimeError> {
-        let (repo, tag) = pause::IMAGE.rsplit_once(':').expect("pause image has a tag");
-        let options = CreateImageOptions {
-            from_src: Some("-".to_string()),
-            repo: Some(repo.to_string()),
-            tag: Some(tag.to_string()),
-            changes: vec![
-                r#"CMD ["/pause"]"#.to_string(),
-                format!("LABEL {}=true", labels::MANAGED_IMAGE),
-            ],
-            ..Default::default()
-        };
-        let body = bollard::body_full(pause::rootfs_tar()?.into());
-        self.docker
-            .create_image(Some(options), Some(body), None)
-            .try_collect::<Vec<_>>()
-            .await
-            .map_err(|e| failed("import pause image", e))?;
-        tracing::info!(image = pause::IMAGE, "provisioned the built-in pause image");
-        Ok(())
     }
 }
 
@@ -330,94 +310,6 @@ impl Containers for DockerRuntime {
                 })
             })
             .boxed()
-    }
-}
-
-#[async_trait]
-impl Images for DockerRuntime {
-    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
-        if self.known_images().contains(image) {
-            return Ok(true);
-        }
-        match self.docker.inspect_image(image).await {
-            Ok(inspected) => {
-                self.known_images().insert(image.to_string());
-                self.image_users().remember(image, &inspected);
-                Ok(true)
-            }
-            Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
-            Err(e) => Err(failed(&format!("inspect image {image}"), e)),
-        }
-    }
-
-    async fn image_user(&self, image: &str) -> Result<String, RuntimeError> {
-        if let Some(user) = self.image_users().user(image) {
-            return Ok(user.clone());
-        }
-        let inspected = self
-            .docker
-            .inspect_image(image)
-            .await
-            .map_err(|e| failed(&format!("inspect image {image}"), e))?;
-        let mut users = self.image_users();
-        users.remember(image, &inspected);
-        Ok(users.user(image).cloned().unwrap_or_default())
-    }
-
-    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError> {
-        let options = CreateImageOptions {
-            from_image: Some(image.to_string()),
-            ..Default::default()
-        };
-        let credentials = auth.map(|a| bollard::auth::DockerCredentials {
-            username: Some(a.username.clone()),
-            password: Some(a.password.clone()),
-            serveraddress: Some(a.server.clone()),
-            ..Default::default()
-        });
-        self.docker
-            .create_image(Some(options), None, credentials)
-            .try_collect::<Vec<_>>()
-            .await
-            .map_err(|e| pull_failed(image, e))?;
-        self.known_images().insert(image.to_string());
-        // The reference may name another image now: its user is inspected again when needed.
-        self.image_users().ids.remove(image);
-        let inspected = self
-            .docker
-            .inspect_image(image)
-            .await
-            .map_err(|e| failed(&format!("inspect image {image}"), e))?;
-        Ok(inspected.size.map_or(0, |s| s.max(0) as u64))
-    }
-
-    async fn ensure_sandbox_image(
-        &self,
-        configured: Option<&str>,
-        auths: &[RegistryAuth],
-    ) -> Result<String, RuntimeError> {
-        match configured {
-            Some(image) => {
-                if !self.image_present(image).await? {
-                    // Each matching credential in turn, as a pod's pull; anonymous without.
-                    let mut result = Ok(0);
-                    for auth in auths.iter().map(Some).chain(auths.is_empty().then_some(None)) {
-                        result = self.pull_image(image, auth).await;
-                        if result.is_ok() {
-                            break;
-                        }
-                    }
-                    result?;
-                }
-                Ok(image.to_string())
-            }
-            None => {
-                if !self.image_present(pause::IMAGE).await? {
-                    self.import_pause_image().await?;
-                }
-                Ok(pause::IMAGE.to_string())
-            }
-        }
     }
 }
 
@@ -763,21 +655,6 @@ fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
             operation: operation.to_string(),
             source: other,
         },
-    }
-}
-
-/// A failed pull: the engine's refusal or the registry's unreachability, with Docker's words.
-/// Errors that are not the engine's answer (the socket) stay [`RuntimeError::EngineFailed`].
-fn pull_failed(image: &str, error: bollard::errors::Error) -> RuntimeError {
-    let message = match &error {
-        bollard::errors::Error::DockerResponseServerError { message, .. } => message.clone(),
-        bollard::errors::Error::DockerStreamError { error } => error.clone(),
-        _ => return failed(&format!("pull image {image}"), error),
-    };
-    RuntimeError::PullFailed {
-        image: image.to_string(),
-        unreachable: crate::unreachable_registry_message(&message),
-        message: format!("Error response from daemon: {message}"),
     }
 }
 

@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeState};
+use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeImage, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::{BoxStream, StreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -30,6 +30,8 @@ pub enum Call {
     InspectImage(String),
     /// `pull_image`.
     Pull(String),
+    /// `remove_image` that removed the image, with its ID.
+    RemoveImage(String),
     /// `create_container`, with the container's name (`k8s_…`).
     Create(String),
     /// `start_container`.
@@ -73,6 +75,13 @@ pub struct FakeState {
     pub containers: BTreeMap<String, FakeContainer>,
     /// Images present.
     pub images: Vec<String>,
+    /// What `list_images` lists (image GC's view; independent of [`FakeState::images`], the
+    /// references a create finds present).
+    pub image_list: Vec<RuntimeImage>,
+    /// Image IDs that containers the fake does not model use (another node's, a plain
+    /// `docker create`); with the IDs of listed images a fake container's image names, the
+    /// set `image_ids_in_use` answers.
+    pub foreign_image_users: std::collections::BTreeSet<String>,
     /// `Config.User` of images (empty for one not listed: root).
     pub image_users: BTreeMap<String, String>,
     /// Calls that change something, in order.
@@ -374,6 +383,49 @@ impl Images for FakeRuntime {
         _auths: &[RegistryAuth],
     ) -> Result<String, RuntimeError> {
         Ok(configured.unwrap_or(super::pause::IMAGE).to_string())
+    }
+
+    async fn list_images(&self) -> Result<Vec<RuntimeImage>, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        state.unreachable("list images")?;
+        Ok(state.image_list.clone())
+    }
+
+    /// Refused as Docker refuses it when a container uses the image; removes it from
+    /// [`FakeState::image_list`] and its tags from [`FakeState::images`] otherwise.
+    async fn remove_image(&self, image: &RuntimeImage) -> Result<(), RuntimeError> {
+        let mut state = self.state.lock().expect("fake state");
+        if state.in_use().contains(&image.id) {
+            return Err(RuntimeError::ImageInUse {
+                image: image.id.clone(),
+                message: format!("conflict: unable to delete {} (must be forced)", image.id),
+            });
+        }
+        state.calls.push(Call::RemoveImage(image.id.clone()));
+        state.image_list.retain(|i| i.id != image.id);
+        state.images.retain(|i| !image.repo_tags.contains(i));
+        for tag in &image.repo_tags {
+            state.known_images.remove(tag);
+        }
+        Ok(())
+    }
+
+    async fn image_ids_in_use(&self) -> Result<std::collections::BTreeSet<String>, RuntimeError> {
+        let state = self.state.lock().expect("fake state");
+        state.unreachable("list containers")?;
+        Ok(state.in_use())
+    }
+}
+
+impl FakeState {
+    /// The IDs of listed images a fake container names by a tag or its ID, and the foreign ones.
+    fn in_use(&self) -> std::collections::BTreeSet<String> {
+        let mut used = self.foreign_image_users.clone();
+        for c in self.containers.values() {
+            let named = |i: &&RuntimeImage| i.id == c.spec.image || i.repo_tags.contains(&c.spec.image);
+            used.extend(self.image_list.iter().filter(named).map(|i| i.id.clone()));
+        }
+        used
     }
 }
 

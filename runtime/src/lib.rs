@@ -31,7 +31,7 @@ pub use log_config::{ContainerLogConfig, FileLogDriver, LogRotation};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
+use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeImage};
 use dockerlet_messages::{ContainerId, PodUid};
 use futures::stream::BoxStream;
 
@@ -78,6 +78,16 @@ pub enum RuntimeError {
     UnsupportedArch {
         /// `std::env::consts::ARCH`.
         arch: &'static str,
+    },
+    /// An image removal the engine refused because a container (of any node, running or not)
+    /// uses the image: Docker's 409 "conflict … (must force)". Never forced; image GC skips
+    /// the image and goes on with the next candidate.
+    #[error("remove image {image}: in use: {message}")]
+    ImageInUse {
+        /// The image ID or reference whose removal was refused.
+        image: String,
+        /// Docker's answer.
+        message: String,
     },
     /// A pull the engine could not do: the registry refused it (credentials, a missing image)
     /// or could not be reached. Retried after the pull back-off.
@@ -220,6 +230,19 @@ pub trait Images: Send + Sync {
         configured: Option<&str>,
         auths: &[RegistryAuth],
     ) -> Result<String, RuntimeError>;
+
+    /// Every image on the engine (`docker images`: top-level images, untagged ones too).
+    async fn list_images(&self) -> Result<Vec<RuntimeImage>, RuntimeError>;
+
+    /// Remove `image` as cri-dockerd's `RemoveImage` does (`core/image.go`): each of its repo
+    /// tags, then its ID, never forced (parents pruned). An image some container uses is
+    /// refused with [`RuntimeError::ImageInUse`]; one already gone is no error.
+    async fn remove_image(&self, image: &RuntimeImage) -> Result<(), RuntimeError>;
+
+    /// The image IDs of **every** container on the engine (`docker ps -a`): all node names,
+    /// containers no agent made, running or not. An image in this set is in use (kubelet's
+    /// `detectImages` counts exited containers too).
+    async fn image_ids_in_use(&self) -> Result<std::collections::BTreeSet<String>, RuntimeError>;
 }
 
 /// Which of a container's output streams a log read returns.

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
-use dockerlet_messages::runtime::{ContainerListing, ObservedContainer};
+use dockerlet_messages::runtime::{ContainerListing, ObservedContainer, RuntimeImage};
 use dockerlet_messages::{ContainerId, PodUid};
 use dockerlet_metrics::{Metrics, RuntimeOperation};
 use futures::stream::BoxStream;
@@ -124,6 +124,20 @@ impl<R: ContainerRuntime> Images for Measured<R> {
             self.inner.ensure_sandbox_image(configured, auths),
         )
         .await
+    }
+
+    async fn list_images(&self) -> Result<Vec<RuntimeImage>, RuntimeError> {
+        self.call(RuntimeOperation::list_images, self.inner.list_images()).await
+    }
+
+    async fn remove_image(&self, image: &RuntimeImage) -> Result<(), RuntimeError> {
+        self.call(RuntimeOperation::remove_image, self.inner.remove_image(image))
+            .await
+    }
+
+    async fn image_ids_in_use(&self) -> Result<std::collections::BTreeSet<String>, RuntimeError> {
+        self.call(RuntimeOperation::list_containers, self.inner.image_ids_in_use())
+            .await
     }
 }
 

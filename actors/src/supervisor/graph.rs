@@ -20,6 +20,7 @@ use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
 use crate::container_gc::{ContainerGcActor, ContainerGcConfig, ContainerGcLinks};
+use crate::image_gc::{ImageGcActor, ImageGcConfig, ImageGcLinks};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
@@ -81,6 +82,9 @@ pub struct SupervisorConfig {
     pub manifest_url: Option<HttpSourceConfig>,
     /// The eviction signals and thresholds (observed in both modes).
     pub pressure: PressureConfig,
+    /// Image garbage collection and the image list (collecting or not: `ImageGcConfig::collect`);
+    /// none: no ImageGcActor (tests).
+    pub image_gc: Option<ImageGcConfig>,
     /// The OOM watcher's kernel log and checkpoint; `None` runs none.
     pub oom: Option<OomWatcherConfig>,
     /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
@@ -126,6 +130,7 @@ pub(super) struct Children {
     pub(super) pleg: Child<PlegActor>,
     pub(super) pressure: Child<PressureActor>,
     pub(super) stats: Option<Child<StatsActor>>,
+    pub(super) image_gc: Option<Child<ImageGcActor>>,
     pub(super) api_source: Option<Child<ApiSource>>,
 }
 
@@ -167,6 +172,7 @@ impl Children {
             move || PressureActor::new(pressure.clone()).start()
         });
         let stats = start.stats();
+        let image_gc = start.image_gc(&events);
         let mut registry = Registry::default();
         registry.add(&events);
         registry.add(&status);
@@ -174,6 +180,7 @@ impl Children {
         registry.add(&pleg);
         registry.add(&pressure);
         registry.add_some(&stats);
+        registry.add_some(&image_gc);
         let api_source = start.sources(&mut registry);
         start.node_keepers(&mut registry, &events, &pleg);
         Children {
@@ -184,6 +191,7 @@ impl Children {
             pleg,
             pressure,
             stats,
+            image_gc,
             api_source,
         }
     }
@@ -226,6 +234,22 @@ impl Start<'_> {
             PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
                 .with_metrics(metrics.clone())
                 .start()
+        })
+    }
+
+    /// The image collector (also the Node's image list).
+    fn image_gc(&self, events: &Child<EventRecorder>) -> Option<Child<ImageGcActor>> {
+        let config = self.config;
+        config.image_gc.clone().map(|gc| {
+            let (events, runtime) = (events.link::<RecordEvent>(), self.runtime.clone());
+            let metrics = config.worker.metrics.clone();
+            Child::start(AfterRestart::Nothing, move || {
+                let links = ImageGcLinks {
+                    events: events.clone(),
+                    metrics: Some(metrics.clone()),
+                };
+                ImageGcActor::new(gc.clone(), runtime.clone(), links).start()
+            })
         })
     }
 
@@ -284,6 +308,7 @@ impl Start<'_> {
                         me.clone().recipient(),
                         me.clone().recipient(),
                     )
+                    .with_images(me.clone().recipient())
                     .start()
                 }))
             }

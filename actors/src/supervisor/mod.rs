@@ -44,7 +44,7 @@ use dockerlet_messages::debug::{
     GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::gc::GetKeptPods;
-use dockerlet_messages::node::GetNodePressure;
+use dockerlet_messages::node::{GetNodeImages, GetNodePressure};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
 use dockerlet_messages::source::SourcePodsChanged;
@@ -314,6 +314,8 @@ answer! {
     // labels); none before its first pass, while it is being re-created, or without one.
     GetStatsSummary => |me, msg| query_some(me.children.stats.as_ref(), msg);
     GetStatsView => |me, msg| query_some(me.children.stats.as_ref(), msg);
+    // The ImageGcActor's last listing; none before it, while it is re-created, or without one.
+    GetNodeImages => |me, msg| query_some(me.children.image_gc.as_ref(), msg);
     // From the pod cache (no Docker call).
     GetRunningPods => |me, _msg| std::future::ready(me.cache.running_pods());
     GetPodSandbox => |me, msg| std::future::ready(me.cache.newest_sandbox(&msg.uid));
@@ -510,6 +512,7 @@ mod tests {
             manifest_url: None,
             pressure: roomy_node(),
             oom: None,
+            image_gc: None,
             stats: None,
             system_cgroups: None,
             events: EventLimits::default(),

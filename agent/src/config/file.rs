@@ -94,6 +94,8 @@ pub(super) struct FileSettings {
     pub(super) http_check_frequency: Option<Duration>,
     pub(super) node_status_update_frequency: Option<Duration>,
     pub(super) node_lease_duration_seconds: Option<i32>,
+    /// `nodeStatusMaxImages` (a pointer: 0 is 0).
+    pub(super) node_status_max_images: Option<i64>,
     pub(super) port: Option<u16>,
     pub(super) tls_cert_file: Option<PathBuf>,
     pub(super) tls_private_key_file: Option<PathBuf>,
@@ -130,6 +132,14 @@ pub(super) struct FileSettings {
     pub(super) container_log_max_files: Option<i64>,
     pub(super) serialize_image_pulls: Option<bool>,
     pub(super) max_parallel_image_pulls: Option<i64>,
+    /// `imageGCHighThresholdPercent` (a pointer: 0 is 0).
+    pub(super) image_gc_high_threshold_percent: Option<i64>,
+    /// `imageGCLowThresholdPercent` (a pointer).
+    pub(super) image_gc_low_threshold_percent: Option<i64>,
+    /// `imageMinimumGCAge` (0 means kubelet's 2m).
+    pub(super) image_minimum_gc_age: Option<Duration>,
+    /// `imageMaximumGCAge` (0 is off).
+    pub(super) image_maximum_gc_age: Option<Duration>,
     /// `enableServer`: the kubelet API server on `--port` (default true).
     pub(super) enable_server: Option<bool>,
     /// `enableDebuggingHandlers` (default true).
@@ -251,6 +261,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         http_check_frequency: duration_field(path, &mut map, "httpCheckFrequency")?,
         node_status_update_frequency: duration_field(path, &mut map, "nodeStatusUpdateFrequency")?,
         node_lease_duration_seconds: nonzero_field(path, &mut map, "nodeLeaseDurationSeconds")?,
+        node_status_max_images: field(path, &mut map, "nodeStatusMaxImages")?,
         port: nonzero_field(path, &mut map, "port")?,
         tls_cert_file: nonzero_field(path, &mut map, "tlsCertFile")?,
         tls_private_key_file: nonzero_field(path, &mut map, "tlsPrivateKeyFile")?,
@@ -299,6 +310,10 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         container_log_max_files: field(path, &mut map, "containerLogMaxFiles")?,
         serialize_image_pulls: field(path, &mut map, "serializeImagePulls")?,
         max_parallel_image_pulls: field(path, &mut map, "maxParallelImagePulls")?,
+        image_gc_high_threshold_percent: field(path, &mut map, "imageGCHighThresholdPercent")?,
+        image_gc_low_threshold_percent: field(path, &mut map, "imageGCLowThresholdPercent")?,
+        image_minimum_gc_age: duration_field(path, &mut map, "imageMinimumGCAge")?,
+        image_maximum_gc_age: pointer_duration_field(path, &mut map, "imageMaximumGCAge")?,
 
         enable_server: field(path, &mut map, "enableServer")?,
         enable_debugging_handlers: field(path, &mut map, "enableDebuggingHandlers")?,

@@ -101,7 +101,7 @@ fn unsupported_values_are_refused_defaults_accepted() {
             "memorySwap.swapBehavior: \"LimitedSwap\"",
         ),
         ("logging:\n  verbosity: 4\n", "logging.verbosity: 4"),
-        ("imageGCHighThresholdPercent: 90\n", "imageGCHighThresholdPercent: 90"),
+        ("volumeStatsAggPeriod: 2m\n", "volumeStatsAggPeriod: \"2m\""),
         ("cpuManagerPolicy: static\n", "cpuManagerPolicy: \"static\""),
         (
             "tracing:\n  endpoint: localhost:4317\n",

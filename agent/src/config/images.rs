@@ -1,6 +1,6 @@
 //! The images slice: the sandbox image (`--pod-infra-container-image`) and how many pulls run
 //! at once (`--serialize-image-pulls`, `--max-parallel-image-pulls`). Image garbage collection's
-//! settings (`imageGCHighThresholdPercent`, `imageMinimumGCAge`, …) belong here.
+//! settings are the `image_gc` slice's.
 
 use std::num::NonZeroUsize;
 

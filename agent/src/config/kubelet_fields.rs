@@ -87,7 +87,6 @@ use Is::{Bool, Empty, Float, Int, Millis, Null, Str, Zero};
 
 const NO_CSR: &str = "dockerlet does not request certificates through certificates.k8s.io; it uses the kubeconfig's credentials and --tls-cert-file or a self-signed serving certificate";
 const NO_CPU_MANAGER: &str = "dockerlet has no CPU, memory or topology manager; containers are not pinned";
-const NO_IMAGE_GC: &str = "dockerlet does not garbage-collect images; Docker's images are left to the operator";
 const NO_LOG_ROTATION: &str = "Docker rotates each container's log as it writes it (containerLogMaxSize, containerLogMaxFiles); there is no rotation worker to tune";
 const NO_VOLUME_PLUGINS: &str = "dockerlet has no volume plugins or attach/detach";
 
@@ -164,13 +163,10 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     ("nodeStatusUpdateFrequency", Honoured),
     ("nodeStatusReportFrequency", Honoured),
     ("nodeLeaseDurationSeconds", Honoured),
-    ("imageMinimumGCAge", DefaultOnly(&[Zero, Millis(120_000)], NO_IMAGE_GC)),
-    ("imageMaximumGCAge", DefaultOnly(&[Zero], NO_IMAGE_GC)),
-    (
-        "imageGCHighThresholdPercent",
-        DefaultOnly(&[Null, Int(85), Int(100)], NO_IMAGE_GC),
-    ),
-    ("imageGCLowThresholdPercent", DefaultOnly(&[Null, Int(80)], NO_IMAGE_GC)),
+    ("imageMinimumGCAge", Honoured),
+    ("imageMaximumGCAge", Honoured),
+    ("imageGCHighThresholdPercent", Honoured),
+    ("imageGCLowThresholdPercent", Honoured),
     (
         "volumeStatsAggPeriod",
         DefaultOnly(
@@ -238,13 +234,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     ("runOnce", DefaultOnly(&[Bool(false)], "dockerlet has no run-once mode")),
     ("cpuCFSQuota", Honoured),
     ("cpuCFSQuotaPeriod", Honoured),
-    (
-        "nodeStatusMaxImages",
-        DefaultOnly(
-            &[Null, Int(50), Int(0)],
-            "dockerlet reports no images in the Node's status (as 0)",
-        ),
-    ),
+    ("nodeStatusMaxImages", Honoured),
     (
         "maxOpenFiles",
         DefaultOnly(

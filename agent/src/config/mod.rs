@@ -13,6 +13,7 @@
 //! - [`reserved`], [`node_settings`]: reserved resources, `maxPods`, enforcement;
 //! - [`eviction`]: the eviction thresholds; [`cluster`]: the API server and its rate limits;
 //! - [`dns`], [`security`], [`cgroups`], [`images`], [`logs`], [`shutdown`], [`feature_gates`];
+//! - [`image_gc`]: image garbage collection's thresholds, ages and period;
 //! - [`process`]: the agent's own command-line-only settings.
 //!
 //! A new subsystem adds a slice file here: a `pub(super) fn resolve(cli, file) -> Result<Slice,
@@ -41,6 +42,7 @@ mod dns;
 mod eviction;
 mod feature_gates;
 mod file;
+mod image_gc;
 mod images;
 mod kubelet_api;
 mod kubelet_fields;
@@ -58,6 +60,7 @@ mod values;
 
 pub use cgroups::CgroupConfig;
 pub use container_gc::ContainerGc;
+pub use image_gc::ImageGcSettings;
 pub use kubelet_api::KubeletApiConfig;
 pub use logs::ContainerLogs;
 pub use node_settings::{NodeSettings, ReservedCgroup};
@@ -131,6 +134,8 @@ pub struct AgentConfig {
     pub node_status_update_frequency: Duration,
     /// `nodeLeaseDurationSeconds`.
     pub node_lease_duration_seconds: i32,
+    /// `--node-status-max-images` (`nodeStatusMaxImages`): images named in `status.images`.
+    pub node_status_max_images: i64,
     /// `--port` (advertised in the Node's daemon endpoints).
     pub port: u16,
     /// The kubelet API server on `--address:--port`; none with `--port 0`.
@@ -155,6 +160,9 @@ pub struct AgentConfig {
     pub cgroups: CgroupConfig,
     /// `--serialize-image-pulls` and `--max-parallel-image-pulls`.
     pub image_pulls: ImagePullLimit,
+    /// `--image-gc-high-threshold`, `--image-gc-low-threshold`, `--minimum-image-ttl-duration`,
+    /// `imageMaximumGCAge`, `--image-gc-period`.
+    pub image_gc: ImageGcSettings,
     /// Graceful node shutdown's priority groups (`shutdownGracePeriod…`); empty: none.
     pub shutdown_groups: Vec<dockerlet_pod::shutdown::ShutdownGroup>,
     /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*`,
@@ -222,6 +230,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let node_settings =
         node_settings::node_settings(cli, std::mem::take(&mut file.node), cgroups.per_qos, reserved.each)?;
     let images = images::resolve(cli, &file)?;
+    let image_gc = image_gc::resolve(cli, &file, &feature_gates)?;
     let shutdown_groups = shutdown::resolve(cli, &file)?;
     let container_logs = logs::resolve(cli, &file)?;
     let container_gc = container_gc::resolve(cli);
@@ -233,6 +242,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node_status_update_frequency: registration.status_update_frequency,
         node_status_report_frequency: registration.status_report_frequency,
         node_lease_duration_seconds: registration.lease_duration_seconds,
+        node_status_max_images: registration.status_max_images,
         taints: registration.taints,
         port: servers.port,
         read_only: servers.read_only,
@@ -260,6 +270,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         cgroups,
         sandbox_image: images.sandbox_image,
         image_pulls: images.pulls,
+        image_gc,
         pod_logs_dir: logs::pods_dir(cli, &file),
         container_logs,
         container_gc,

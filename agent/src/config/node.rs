@@ -53,6 +53,8 @@ pub(super) struct Registration {
     pub lease_duration_seconds: i32,
     /// `--register-with-taints`.
     pub taints: Vec<Taint>,
+    /// `--node-status-max-images`.
+    pub status_max_images: i64,
 }
 
 /// The registration settings, flags over the file over kubelet's defaults; the report
@@ -87,7 +89,20 @@ pub(super) fn registration(cli: &Cli, file: &FileSettings) -> Result<Registratio
         Some(_) => status_update_frequency,
         None => Duration::from_secs(300),
     });
+    let (status_max_images, setting) = match (cli.node_status_max_images, file.node_status_max_images) {
+        (Some(n), _) => (n, "--node-status-max-images"),
+        (None, Some(n)) => (n, "nodeStatusMaxImages"),
+        (None, None) => (50, "--node-status-max-images"),
+    };
+    if status_max_images < -1 {
+        // kubelet's `validation.go`.
+        return Err(invalid(
+            setting,
+            format!("invalid configuration: nodeStatusMaxImages (--node-status-max-images) {status_max_images} must be -1 or greater"),
+        ));
+    }
     Ok(Registration {
+        status_max_images,
         node_ip: cli.node_ip,
         register_node: cli.register_node.or(file.register_node).unwrap_or(true),
         labels,

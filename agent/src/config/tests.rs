@@ -535,3 +535,99 @@ fn node_allocatable_settings_parse() {
     assert_eq!(c.eviction_hard.0.len(), 1);
     assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(30));
 }
+
+/// Image GC: kubelet's defaults (85/80, 2m, no maximum age, 5m), the file under the flags, and
+/// thresholds refused in the image manager's words naming the flag or key
+/// (`image_gc_manager.go` `NewImageGCManager`); `imageMaximumGCAge` ignored with its gate off.
+#[test]
+fn image_gc_thresholds() {
+    let c = build(&cli(&[]), host).unwrap();
+    assert_eq!(c.image_gc.policy, dockerlet_host::image_gc::ImageGcPolicy::default());
+    assert_eq!(c.image_gc.period, Duration::from_secs(300));
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "kind: KubeletConfiguration\nimageGCHighThresholdPercent: 70\nimageGCLowThresholdPercent: 60\nimageMinimumGCAge: 1m\nimageMaximumGCAge: 1h\n",
+    )
+    .unwrap();
+    let p = path.to_str().unwrap();
+    let c = build(&cli(&["--config", p]), host).unwrap();
+    let policy = c.image_gc.policy;
+    assert_eq!((policy.high_threshold_percent, policy.low_threshold_percent), (70, 60));
+    assert_eq!(
+        (policy.min_age, policy.max_age),
+        (Duration::from_secs(60), Duration::from_secs(3600))
+    );
+    let c = build(
+        &cli(&[
+            "--config",
+            p,
+            "--image-gc-high-threshold",
+            "1",
+            "--image-gc-low-threshold",
+            "0",
+            "--minimum-image-ttl-duration",
+            "3s",
+            "--image-gc-period",
+            "2s",
+        ]),
+        host,
+    )
+    .unwrap();
+    let policy = c.image_gc.policy;
+    assert_eq!((policy.high_threshold_percent, policy.low_threshold_percent), (1, 0));
+    assert_eq!(
+        (policy.min_age, c.image_gc.period),
+        (Duration::from_secs(3), Duration::from_secs(2))
+    );
+    let c = build(
+        &cli(&["--config", p, "--feature-gates", "ImageMaximumGCAge=false"]),
+        host,
+    )
+    .unwrap();
+    assert_eq!(c.image_gc.policy.max_age, Duration::ZERO);
+    for (args, expected) in [
+        (
+            vec!["--image-gc-high-threshold", "101"],
+            "invalid value for --image-gc-high-threshold: invalid HighThresholdPercent 101, must be in range [0-100]",
+        ),
+        (
+            vec!["--image-gc-low-threshold", "-1"],
+            "invalid value for --image-gc-low-threshold: invalid LowThresholdPercent -1, must be in range [0-100]",
+        ),
+        (
+            vec!["--image-gc-low-threshold", "90"],
+            "invalid value for --image-gc-low-threshold: LowThresholdPercent 90 can not be higher than HighThresholdPercent 85",
+        ),
+        (
+            vec!["--config", p, "--image-gc-low-threshold", "75"],
+            "invalid value for --image-gc-low-threshold: LowThresholdPercent 75 can not be higher than HighThresholdPercent 70",
+        ),
+    ] {
+        let err = build(&cli(&args), host).unwrap_err().to_string();
+        assert_eq!(err, expected);
+    }
+    std::fs::write(&path, "kind: KubeletConfiguration\nimageGCHighThresholdPercent: 101\n").unwrap();
+    let err = build(&cli(&["--config", p]), host).unwrap_err().to_string();
+    assert_eq!(
+        err,
+        "invalid value for imageGCHighThresholdPercent: invalid HighThresholdPercent 101, must be in range [0-100]"
+    );
+}
+
+/// `--node-status-max-images` (`nodeStatusMaxImages`): kubelet's 50, -1 for all, below -1 refused.
+#[test]
+fn node_status_max_images() {
+    assert_eq!(build(&cli(&[]), host).unwrap().node_status_max_images, 50);
+    let c = build(&cli(&["--node-status-max-images", "-1"]), host).unwrap();
+    assert_eq!(c.node_status_max_images, -1);
+    let err = build(&cli(&["--node-status-max-images", "-2"]), host)
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        err,
+        "invalid value for --node-status-max-images: invalid configuration: nodeStatusMaxImages \
+         (--node-status-max-images) -2 must be -1 or greater"
+    );
+}
