@@ -14,12 +14,14 @@ use dockerlet_messages::debug::InjectFault;
 use dockerlet_messages::debug::{HealthCell, RecordEvent};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::source::PodSource;
+use dockerlet_messages::stats::GetFreshStatsSummary;
 use dockerlet_messages::worker::{StopActor, TerminatePod, UpdatePod};
 use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
 use crate::container_gc::{ContainerGcActor, ContainerGcConfig, ContainerGcLinks};
+use crate::eviction::{EvictionActor, EvictionConfig, EvictionLinks};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
 use crate::oom_watcher::{OomWatcherActor, OomWatcherConfig};
@@ -27,7 +29,6 @@ use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_cache::PodCache;
 use crate::pod_manager::{Worker, WorkerStart};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
-use crate::pressure::{PressureActor, PressureConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
 use crate::registry::{AfterRestart, Child, Registry};
@@ -79,8 +80,8 @@ pub struct SupervisorConfig {
     pub mode: Mode,
     /// Static pods from a URL (`--manifest-url`).
     pub manifest_url: Option<HttpSourceConfig>,
-    /// The eviction signals and thresholds (observed in both modes).
-    pub pressure: PressureConfig,
+    /// The eviction signals and thresholds (observed, and acted on, in both modes).
+    pub eviction: EvictionConfig,
     /// The OOM watcher's kernel log and checkpoint; `None` runs none.
     pub oom: Option<OomWatcherConfig>,
     /// Statistics housekeeping (`/stats/summary`); none: no StatsActor.
@@ -124,7 +125,7 @@ pub(super) struct Children {
     pub(super) status: Child<StatusActor>,
     pub(super) probe: Child<ProbeActor>,
     pub(super) pleg: Child<PlegActor>,
-    pub(super) pressure: Child<PressureActor>,
+    pub(super) eviction: Child<EvictionActor>,
     pub(super) stats: Option<Child<StatsActor>>,
     pub(super) api_source: Option<Child<ApiSource>>,
 }
@@ -162,17 +163,14 @@ impl Children {
         });
         let probe = start.prober(&events);
         let pleg = start.pleg();
-        let pressure = Child::start(AfterRestart::Nothing, {
-            let pressure = config.pressure.clone();
-            move || PressureActor::new(pressure.clone()).start()
-        });
         let stats = start.stats();
+        let eviction = start.eviction(&events, stats.as_ref());
         let mut registry = Registry::default();
         registry.add(&events);
         registry.add(&status);
         registry.add(&probe);
         registry.add(&pleg);
-        registry.add(&pressure);
+        registry.add(&eviction);
         registry.add_some(&stats);
         let api_source = start.sources(&mut registry);
         start.node_keepers(&mut registry, &events, &pleg);
@@ -182,7 +180,7 @@ impl Children {
             status,
             probe,
             pleg,
-            pressure,
+            eviction,
             stats,
             api_source,
         }
@@ -225,6 +223,22 @@ impl Start<'_> {
             };
             PlegActor::new(runtime.clone(), cache.clone(), node.clone(), links, period)
                 .with_metrics(metrics.clone())
+                .start()
+        })
+    }
+
+    fn eviction(&self, events: &Child<EventRecorder>, stats: Option<&Child<StatsActor>>) -> Child<EvictionActor> {
+        let config = self.config.eviction.clone();
+        let links = EvictionLinks {
+            pressure_changed: self.me.clone().recipient(),
+            candidates: self.me.clone().recipient(),
+            stats: stats.map(|s| s.link::<GetFreshStatsSummary>()),
+            events: events.link::<RecordEvent>(),
+            metrics: self.config.worker.metrics.clone(),
+        };
+        Child::start(AfterRestart::Nothing, move || {
+            EvictionActor::new(config.clone())
+                .evicting_through(links.clone())
                 .start()
         })
     }
