@@ -23,7 +23,7 @@
 //! - [`status`]: holds every pod's status and writes it to the API server.
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
-//! - [`pressure`]: observes the eviction signals on both kinds of node.
+//! - [`eviction`]: the eviction manager: the signals, the pressure conditions, evicting pods.
 //! - [`image_gc`]: image garbage collection every 5 minutes and on eviction's request
 //!   (kubelet's image manager; the passes are `dockerlet_host::image_gc`).
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
@@ -36,6 +36,7 @@
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
 pub mod container_gc;
+pub mod eviction;
 pub mod image_gc;
 pub mod inspect;
 pub mod node_shutdown;
@@ -46,7 +47,6 @@ pub mod pod_cache;
 pub mod pod_config;
 pub mod pod_manager;
 pub mod pod_worker;
-pub mod pressure;
 pub mod prober;
 pub mod recorder;
 pub mod registry;

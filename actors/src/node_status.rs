@@ -7,7 +7,7 @@
 //! | GetActorState                    | debug snapshot                                          |
 //!
 //! Ready follows the agent's health (PLEG and Docker) and the pressure conditions follow the
-//! PressureActor's last reading ([`crate::pressure`]), both asked of the Supervisor each time.
+//! EvictionActor's last reading ([`crate::eviction`]), both asked of the Supervisor each time.
 //! Failed heartbeats are logged and retried at the next tick; they never stop the actor.
 
 use std::collections::BTreeMap;
@@ -611,7 +611,7 @@ mod tests {
         );
     }
 
-    /// A heartbeat registers the Node, writes its status with the pressure the PressureActor
+    /// A heartbeat registers the Node, writes its status with the pressure the EvictionActor
     /// reports, renews the Lease owned by the Node, and records Starting and the condition
     /// events; an unchanged status is not written again before the report frequency.
     #[actix::test]

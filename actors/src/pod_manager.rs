@@ -144,6 +144,8 @@ pub struct PodManager<W> {
     next_attempts: HashMap<PodUid, BTreeMap<String, u32>>,
     /// The node shuts down (kubelet's shutdown manager): new pods are rejected.
     shutting_down: bool,
+    /// The node's pressure conditions (kubelet's eviction admit handler).
+    pressure: Vec<dockerlet_messages::node::Pressure>,
     /// The Node as the agent registered it: pods are admitted against it until the API's is seen.
     registered: Arc<Node>,
     /// The API server, in cluster mode: its Node, read again for node affinity.
@@ -173,6 +175,7 @@ impl<W: Worker> PodManager<W> {
             waiting_static: HashMap::new(),
             next_attempts: HashMap::new(),
             shutting_down: false,
+            pressure: Vec::new(),
             registered,
             api,
             metrics,
@@ -194,6 +197,11 @@ impl<W: Worker> PodManager<W> {
     /// Every worker.
     pub fn workers(&self) -> impl Iterator<Item = (&PodUid, &WorkerEntry<W>)> {
         self.workers.iter()
+    }
+
+    /// The pressure conditions in force: pods are admitted against them.
+    pub fn set_pressure(&mut self, conditions: Vec<dockerlet_messages::node::Pressure>) {
+        self.pressure = conditions;
     }
 
     /// The node shuts down (true), or the shutdown was cancelled.
@@ -378,6 +386,9 @@ impl<W: Worker> PodManager<W> {
                 reason: dockerlet_pod::shutdown::NOT_ADMITTED_REASON.to_string(),
                 message: dockerlet_pod::shutdown::NOT_ADMITTED_MESSAGE.to_string(),
             });
+        }
+        if let Err(rejection) = dockerlet_pod::eviction::admit(pod, &self.pressure) {
+            return Admission::Rejected(rejection);
         }
         let others: Vec<&Pod> = self
             .workers

@@ -5,6 +5,7 @@
 //! |--------------------|---------------------------|-----------------------------------------------|
 //! | GetStatsSummary    | HTTP (through the Supervisor) | the last summary; none before the first    |
 //! | GetStatsView       | HTTP (through the Supervisor) | the last summary with its containers (IDs, cgroups, images) and the machine's size |
+//! | GetFreshStatsSummary | EvictionActor           | a pass now (or the one under way), answered with its summary |
 //! | GetActorState      | Supervisor                | debug snapshot: passes, last duration, pods   |
 //! | Panic              | Supervisor                | test-only fault hook                          |
 //! | at start, every `--housekeeping-interval` | self | one pass of [`dockerlet_host::stats::Collector`] on the blocking pool |
@@ -17,7 +18,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_messages::stats::{GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
+use dockerlet_messages::stats::{GetFreshStatsSummary, GetStatsSummary, GetStatsView, MachineInfo, StatsView, Summary};
 use dockerlet_metrics::Metrics;
 use serde_json::json;
 
@@ -55,6 +56,8 @@ pub struct StatsActor {
     passes: u64,
     /// How long the last pass took.
     last_pass: Duration,
+    /// Who waits for the pass under way (or the next one).
+    fresh_waiters: Vec<futures::channel::oneshot::Sender<Option<Arc<Summary>>>>,
     /// Messages handled.
     handled: u64,
 }
@@ -71,6 +74,7 @@ impl StatsActor {
             metrics: None,
             passes: 0,
             last_pass: Duration::ZERO,
+            fresh_waiters: Vec::new(),
             handled: 0,
         }
     }
@@ -96,46 +100,55 @@ impl StatsActor {
             let collected = collector.collect(&running);
             (collector, collected, thread_cpu().saturating_sub(cpu))
         });
-        ctx.spawn(pass.into_actor(self).map(move |result, act, _| match result {
-            Ok((
-                collector,
-                Collected {
-                    summary,
-                    containers,
-                    block_io,
-                    extras,
-                    other_cgroups,
-                    sandboxes,
-                },
-                cpu,
-            )) => {
-                act.collector = Some(collector);
-                act.passes += 1;
-                act.last_pass = started.elapsed();
-                if let Some(m) = &act.metrics {
-                    m.stats_collection_cpu.inc_by(cpu.as_secs_f64());
-                    m.stats_collection_duration.observe(act.last_pass.as_secs_f64());
-                }
-                tracing::debug!(
-                    pods = summary.pods.len(),
-                    took_ms = act.last_pass.as_millis() as u64,
-                    "stats housekeeping"
-                );
-                act.view = Some(Arc::new(StatsView {
-                    summary: Arc::new(summary),
-                    containers: Arc::new(containers),
-                    machine: act.machine,
-                    block_io: Arc::new(block_io),
-                    extras: Arc::new(extras),
-                    other_cgroups: Arc::new(other_cgroups),
-                    sandboxes: Arc::new(sandboxes),
-                }));
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "stats housekeeping failed; starting again with no history");
-                act.collector = Some(Collector::new(act.config.paths.clone()));
-            }
-        }));
+        ctx.spawn(
+            pass.into_actor(self)
+                .map(move |result, act, _| match result {
+                    Ok((
+                        collector,
+                        Collected {
+                            summary,
+                            containers,
+                            block_io,
+                            extras,
+                            other_cgroups,
+                            sandboxes,
+                        },
+                        cpu,
+                    )) => {
+                        act.collector = Some(collector);
+                        act.passes += 1;
+                        act.last_pass = started.elapsed();
+                        if let Some(m) = &act.metrics {
+                            m.stats_collection_cpu.inc_by(cpu.as_secs_f64());
+                            m.stats_collection_duration.observe(act.last_pass.as_secs_f64());
+                        }
+                        tracing::debug!(
+                            pods = summary.pods.len(),
+                            took_ms = act.last_pass.as_millis() as u64,
+                            "stats housekeeping"
+                        );
+                        act.view = Some(Arc::new(StatsView {
+                            summary: Arc::new(summary),
+                            containers: Arc::new(containers),
+                            machine: act.machine,
+                            block_io: Arc::new(block_io),
+                            extras: Arc::new(extras),
+                            other_cgroups: Arc::new(other_cgroups),
+                            sandboxes: Arc::new(sandboxes),
+                        }));
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "stats housekeeping failed; starting again with no history");
+                        act.collector = Some(Collector::new(act.config.paths.clone()));
+                    }
+                })
+                .map(|(), act, _| {
+                    let summary = act.view.as_ref().map(|v| v.summary.clone());
+                    for waiter in act.fresh_waiters.drain(..) {
+                        let _ = waiter.send(summary.clone());
+                    }
+                }),
+        );
     }
 }
 
@@ -161,6 +174,19 @@ impl Handler<GetStatsSummary> for StatsActor {
     fn handle(&mut self, _: GetStatsSummary, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
         self.view.as_ref().map(|v| v.summary.clone())
+    }
+}
+
+impl Handler<GetFreshStatsSummary> for StatsActor {
+    type Result = ResponseFuture<Option<Arc<Summary>>>;
+
+    /// A pass now, or the one under way; answered with its summary.
+    fn handle(&mut self, _: GetFreshStatsSummary, ctx: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let (answer, answered) = futures::channel::oneshot::channel();
+        self.fresh_waiters.push(answer);
+        self.housekeep(ctx);
+        Box::pin(async move { answered.await.ok().flatten() })
     }
 }
 

@@ -11,13 +11,13 @@ use actix::Addr;
 use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
 use dockerlet_actors::container_gc::ContainerGcConfig;
+use dockerlet_actors::eviction::EvictionConfig;
 use dockerlet_actors::image_gc::ImageGcConfig;
 use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
 use dockerlet_actors::pleg::EVENTED_RELIST_PERIOD;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
-use dockerlet_actors::pressure::PressureConfig;
 use dockerlet_actors::stats::{StatsConfig, StatsPaths, SystemCgroupNames};
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_actors::system_cgroups::SystemCgroupsConfig;
@@ -237,12 +237,13 @@ async fn start_actors(
 ) -> Actors {
     // Docker may report a path of another mount namespace (the agent in a container).
     let image_dir = host.runtime.root_dir().await.filter(|p| p.exists());
-    let pressure = PressureConfig {
+    let eviction = EvictionConfig {
+        node_name: config.node_name.clone(),
         thresholds: config.eviction_hard.clone(),
         transition_period: config.eviction_pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,
-        observe: PressureConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
+        observe: EvictionConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
     };
     let stats = stats_config(config, host, image_dir.clone());
     let image_gc = image_gc_config(config, host, image_dir.clone());
@@ -265,7 +266,7 @@ async fn start_actors(
             fault_injection: config.fault_injection,
             mode,
             manifest_url: config.manifest_url.clone(),
-            pressure,
+            eviction,
             image_gc,
             oom: Some(OomWatcherConfig {
                 kmsg_path: config.kmsg_path.clone(),

@@ -4,7 +4,7 @@
 //! the hard thresholds (`evictionHard`, kubelet's defaults when unset) and reports
 //! MemoryPressure, DiskPressure and PIDPressure. A condition stays True until its signals have
 //! not been met for `evictionPressureTransitionPeriod` ([`PressureTracker`]). The thresholds also
-//! come off the node's allocatable resources. Evicting pods is not done here.
+//! come off the node's allocatable resources. The EvictionActor acts on them.
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -58,6 +58,17 @@ impl Signal {
             Signal::MemoryAvailable => Pressure::Memory,
             Signal::PidAvailable => Pressure::Pid,
             _ => Pressure::Disk,
+        }
+    }
+
+    /// The resource it starves (kubelet's signal → resource map).
+    pub fn starved(self) -> dockerlet_pod::eviction::Starved {
+        use dockerlet_pod::eviction::Starved;
+        match self {
+            Signal::MemoryAvailable => Starved::Memory,
+            Signal::NodefsAvailable | Signal::ImagefsAvailable => Starved::EphemeralStorage,
+            Signal::NodefsInodesFree | Signal::ImagefsInodesFree => Starved::Inodes,
+            Signal::PidAvailable => Starved::Pids,
         }
     }
 

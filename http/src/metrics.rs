@@ -33,6 +33,7 @@ fn exposition(registry: &Registry) -> Result<HttpResponse, ApiError> {
     encode(&mut body, registry).map_err(|_| ApiError::Internal {
         reason: "cannot encode the metrics".into(),
     })?;
+    dockerlet_metrics::kubelet_names(&mut body);
     Ok(HttpResponse::Ok().content_type(CONTENT_TYPE).body(body))
 }
 

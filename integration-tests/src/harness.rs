@@ -21,8 +21,14 @@ use crate::pod::{ContainerStatusExt, PodExt};
 use crate::wait::wait_until;
 use crate::{BUSYBOX_IMAGE, POD_START_TIMEOUT};
 
-/// Flags every test agent gets: short intervals so tests see changes within seconds.
+/// Flags every test agent gets: short intervals so tests see changes within seconds, and hard
+/// eviction thresholds for a shared test machine: kubelet's memory threshold, but the disk ones
+/// at 1 Mi / 1 % (a developer's disk is often fuller than kubelet's 10 % / 15 %, and the agent
+/// evicts pods and refuses new ones under DiskPressure). A test's own `--eviction-hard` comes
+/// after and wins per signal.
 const FAST_FLAGS: &[&str] = &[
+    "--eviction-hard",
+    "memory.available<100Mi,nodefs.available<1Mi,nodefs.inodesFree<1%,imagefs.available<1Mi,imagefs.inodesFree<1%",
     "--file-check-frequency",
     "1s",
     "--sync-frequency",

@@ -46,7 +46,7 @@ pub struct NodePressure {
 
 /// The node's current pressure.
 ///
-/// NodeStatusActor (each heartbeat) → Supervisor → PressureActor.
+/// NodeStatusActor (each heartbeat) → Supervisor → EvictionActor.
 #[derive(Debug, Clone)]
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "NodePressure"))]
 pub struct GetNodePressure;
@@ -80,3 +80,47 @@ pub struct ReclaimedImages {
     /// Why some images could not be removed, or the run could not be made, in kubelet's words.
     pub error: Option<String>,
 }
+/// The pressure conditions in force changed: pods are admitted against them (kubelet's
+/// eviction admit handler).
+///
+/// EvictionActor → Supervisor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct NodePressureChanged(pub Vec<Pressure>);
+
+/// Evict the pod (kubelet's eviction manager `evictPod`): fail it with reason `Evicted`, this
+/// message and a `DisruptionTarget` condition (reason `TerminationByKubelet`), and stop its
+/// containers within `grace`. Answered once nothing of the pod runs any more (at once for a
+/// pod that finished, was rejected or is being terminated already).
+///
+/// EvictionActor → PodWorker (through [`EvictionCandidate`]).
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct EvictPod {
+    /// The grace period: 1 s for a hard threshold.
+    pub grace: std::time::Duration,
+    /// kubelet's eviction message ("The node was low on resource: memory. …").
+    pub message: String,
+    /// With a `DisruptionTarget` condition (threshold evictions; not local-storage ones).
+    pub disruption_target: bool,
+}
+
+/// A pod the eviction manager may evict, and its worker. Holds an actix `Recipient`, so it
+/// exists only with the `actix` feature.
+#[cfg(feature = "actix")]
+#[derive(Debug, Clone)]
+pub struct EvictionCandidate {
+    /// The pod.
+    pub pod: std::sync::Arc<k8s_openapi::api::core::v1::Pod>,
+    /// Who it is.
+    pub id: crate::PodRef,
+    /// Its worker.
+    pub worker: actix::Recipient<EvictPod>,
+}
+
+/// The pods eviction may choose from: every admitted pod that runs (kubelet's active pods).
+///
+/// EvictionActor → Supervisor.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Vec<EvictionCandidate>"))]
+pub struct GetEvictionCandidates;

@@ -512,6 +512,15 @@ pub struct MachineInfo {
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Option<Arc<Summary>>"))]
 pub struct GetStatsSummary;
 
+/// A summary read now: the StatsActor runs a pass (or waits for the one under way) and answers
+/// with it; none when the pass fails or before the first relist. kubelet's eviction manager
+/// takes its summary so (`updateStats = true`), so a pod that just started is ranked by its use.
+///
+/// EvictionActor → StatsActor.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "Option<Arc<Summary>>"))]
+pub struct GetFreshStatsSummary;
+
 /// Which Docker container a [`Summary`] entry (pod reference + container name) is, for the
 /// labels of cAdvisor's `container_*` series (`id`, `name`, `image`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

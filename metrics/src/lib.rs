@@ -120,6 +120,30 @@ pub struct ContainerTypeLabel {
     pub container_type: ContainerType,
 }
 
+/// Counters kubelet names without the `_total` suffix the text encoder appends to every
+/// counter: clients query them by kubelet's name. [`kubelet_names`] takes the suffix off again.
+pub const UNSUFFIXED_COUNTERS: &[&str] = &["kubelet_evictions"];
+
+/// The text exposition with kubelet's names: [`UNSUFFIXED_COUNTERS`] lose the `_total` the
+/// encoder gave them (the 0.0.4 text format allows a counter without it; the type stays
+/// `counter`).
+pub fn kubelet_names(text: &mut String) {
+    for name in UNSUFFIXED_COUNTERS {
+        let suffixed = format!("{name}_total");
+        if text.contains(&suffixed) {
+            *text = text.replace(&suffixed, name);
+        }
+    }
+}
+
+/// `kubelet_evictions{eviction_signal}` and `kubelet_eviction_stats_age_seconds{eviction_signal}`:
+/// the signal an eviction was for (`memory.available`, …).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct EvictionSignalLabel {
+    /// kubelet's signal name.
+    pub eviction_signal: &'static str,
+}
+
 /// `kubelet_restarted_pods_total{static}`: kubelet counts pods restarted under the same UID,
 /// which only static pods are.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -289,6 +313,11 @@ pub struct Metrics {
     pub started_containers_errors: Family<ContainerTypeLabel, Counter>,
     /// `kubelet_restarted_pods_total{static}`.
     pub restarted_pods: Family<StaticLabel, Counter>,
+    /// `kubelet_evictions{eviction_signal}`: pods evicted, by signal.
+    pub evictions: Family<EvictionSignalLabel, Counter>,
+    /// `kubelet_eviction_stats_age_seconds{eviction_signal}`: how old the stats an eviction
+    /// ranked pods by were.
+    pub eviction_stats_age: HistogramFamily<EvictionSignalLabel>,
     /// `kubelet_lifecycle_handler_http_fallbacks_total`: HTTPS hooks answered in plain HTTP
     /// that passed when retried with HTTP.
     pub lifecycle_http_fallbacks: Counter,
@@ -366,6 +395,8 @@ impl Metrics {
             started_containers: Family::default(),
             started_containers_errors: Family::default(),
             restarted_pods: Family::default(),
+            evictions: Family::default(),
+            eviction_stats_age: Family::new_with_constructor(default_histogram),
             lifecycle_http_fallbacks: Counter::default(),
             probe_total: Family::default(),
             probe_duration: Family::new_with_constructor(default_histogram),
@@ -479,6 +510,16 @@ impl Metrics {
             "Number of pods that have been restarted because they were deleted and recreated with the same UID \
              while the kubelet was watching them (common for static pods, extremely uncommon for API pods)",
             self.restarted_pods.clone(),
+        );
+        r.register(
+            "kubelet_evictions",
+            "Cumulative number of pod evictions by eviction signal",
+            self.evictions.clone(),
+        );
+        r.register(
+            "kubelet_eviction_stats_age_seconds",
+            "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
+            self.eviction_stats_age.clone(),
         );
         r.register(
             "kubelet_lifecycle_handler_http_fallbacks",
@@ -660,7 +701,12 @@ mod tests {
         m.started_pods.inc();
         m.container_started(ContainerType::init_container, true);
         m.restarted_pods.get_or_create(&StaticLabel { r#static: "true" }).inc();
-        let out = text(m.registry());
+        let signal = EvictionSignalLabel {
+            eviction_signal: "memory.available",
+        };
+        m.evictions.get_or_create(&signal).inc();
+        let mut out = text(m.registry());
+        kubelet_names(&mut out);
         for line in [
             "# TYPE kubelet_node_name gauge",
             "kubelet_node_name{node=\"n1\"} 1",
@@ -684,6 +730,8 @@ mod tests {
             "kubelet_started_pods_total 1",
             "kubelet_started_containers_total{container_type=\"init_container\"} 1",
             "kubelet_restarted_pods_total{static=\"true\"} 1",
+            "# TYPE kubelet_evictions counter",
+            "kubelet_evictions{eviction_signal=\"memory.available\"} 1",
         ] {
             assert!(out.contains(line), "{line:?} not in\n{out}");
         }

@@ -44,6 +44,17 @@ impl PodFailure {
         }
     }
 
+    /// The failure of a pod the eviction manager evicts (reason `Evicted`, kubelet's message;
+    /// a `DisruptionTarget` condition for a threshold's eviction, none for a local-storage
+    /// limit's).
+    pub fn evicted(message: String, disruption_target: bool) -> Self {
+        PodFailure {
+            reason: crate::eviction::EVICTED.to_string(),
+            message,
+            disruption_target,
+        }
+    }
+
     /// The failure of a pod stopped because the node shuts down.
     pub fn node_shutdown() -> Self {
         PodFailure {

@@ -19,6 +19,7 @@
 //! - [`status`]: the pod status, as kubelet's `generateAPIPodStatus` computes it.
 //! - [`security`]: `securityContext` → the security fields of a `CreateSpec`; refusals.
 //! - [`admission`]: kubelet's pod admission (sysctls, AppArmor, what Docker cannot do).
+//! - [`eviction`]: kubelet's eviction ranking, message, critical pods and admission under pressure.
 //! - [`shutdown`]: graceful node shutdown's priority groups and grace periods.
 //! - [`node_fit`]: kubelet's predicate admission (resources, node affinity, host ports, taints).
 //! - [`action`]: probe and lifecycle-hook handlers, validated.
@@ -41,6 +42,7 @@ pub mod deadline;
 pub mod decode;
 pub mod dns;
 pub mod envvars;
+pub mod eviction;
 pub mod expansion;
 pub mod field;
 pub mod go;

@@ -68,6 +68,34 @@ impl Handler<ShutdownPod> for PodWorker {
     /// the pod and stop what runs within the grace period; answer once nothing runs.
     fn handle(&mut self, msg: ShutdownPod, ctx: &mut Self::Context) -> Self::Result {
         self.handled += 1;
+        // Its containers' Killing events come from their stops; kubelet records no pod event.
+        self.stop_for_node(msg.grace, PodFailure::node_shutdown(), "node shutdown", ctx)
+    }
+}
+
+impl Handler<EvictPod> for PodWorker {
+    type Result = actix::ResponseFuture<()>;
+
+    /// The eviction manager evicts the pod (kubelet's `killPodNow` with the eviction's status):
+    /// fail it `Evicted` and stop what runs within the grace period; answer once nothing runs.
+    fn handle(&mut self, msg: EvictPod, ctx: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let failure = PodFailure::evicted(msg.message, msg.disruption_target);
+        self.stop_for_node(msg.grace, failure, "evicted", ctx)
+    }
+}
+
+impl PodWorker {
+    /// Fail the pod with `failure` (unless it failed already) and stop what runs within
+    /// `grace`; the future ends once nothing of the pod runs (at once for a pod that finished,
+    /// was rejected or is being terminated).
+    fn stop_for_node(
+        &mut self,
+        grace: Duration,
+        failure: PodFailure,
+        why: &'static str,
+        ctx: &mut Context<Self>,
+    ) -> actix::ResponseFuture<()> {
         let _span = self.span.clone().entered();
         let (done, stopped) = tokio::sync::oneshot::channel();
         let succeeded = self.published.last_status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Succeeded");
@@ -75,12 +103,11 @@ impl Handler<ShutdownPod> for PodWorker {
         if self.rejection.is_some() || succeeded || stopping {
             return Box::pin(async {});
         }
-        tracing::info!(grace = ?msg.grace, reason = "node shutdown", "stopping the pod: the node shuts down");
-        // Its containers' Killing events come from their stops; kubelet records no pod event.
-        self.failure.get_or_insert_with(PodFailure::node_shutdown);
+        tracing::info!(grace = ?grace, reason = why, "stopping the pod");
+        self.failure.get_or_insert(failure);
         self.shutdown
             .get_or_insert(ShutdownStop {
-                grace: msg.grace,
+                grace,
                 waiters: Vec::new(),
             })
             .waiters

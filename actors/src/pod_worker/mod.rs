@@ -45,6 +45,7 @@ use dockerlet_metrics::WorkerOperation;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{DebugView, EventSubject, EventType, RecordEvent};
+use dockerlet_messages::node::EvictPod;
 use dockerlet_messages::probe::{
     ForgetPod, ProbeKind, ProbeResult, ProbeResultChanged, ProbeResults, ProbeTarget, ResendProbeTargets,
     WatchContainers,
@@ -216,7 +217,7 @@ pub struct PodWorker {
     timing: parts::Timing,
 }
 
-/// How a pod is stopped for the node's shutdown.
+/// How a pod is stopped for the node: its shutdown, or an eviction.
 #[derive(Debug)]
 struct ShutdownStop {
     /// Its grace period (the shutdown group's, or the pod's own when shorter).

@@ -12,14 +12,17 @@ use dockerlet_kube::KubeClient;
 #[cfg(doc)]
 use dockerlet_messages::debug::InjectFault;
 use dockerlet_messages::debug::{HealthCell, RecordEvent};
+use dockerlet_messages::node::ReclaimImages;
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::source::PodSource;
+use dockerlet_messages::stats::GetFreshStatsSummary;
 use dockerlet_messages::worker::{StopActor, TerminatePod, UpdatePod};
 use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
 use crate::container_gc::{ContainerGcActor, ContainerGcConfig, ContainerGcLinks};
+use crate::eviction::{EvictionActor, EvictionConfig, EvictionLinks};
 use crate::image_gc::{ImageGcActor, ImageGcConfig, ImageGcLinks};
 use crate::node_shutdown::{NodeShutdownActor, NodeShutdownConfig, NodeShutdownLinks};
 use crate::node_status::{NodeStatusActor, NodeStatusConfig};
@@ -28,7 +31,6 @@ use crate::pleg::{PlegActor, PlegLinks};
 use crate::pod_cache::PodCache;
 use crate::pod_manager::{Worker, WorkerStart};
 use crate::pod_worker::{PodWorker, PodWorkerConfig, SyncContext, WorkerLinks};
-use crate::pressure::{PressureActor, PressureConfig};
 use crate::prober::{ProbeActor, ProbeLinks};
 use crate::recorder::EventRecorder;
 use crate::registry::{AfterRestart, Child, Registry};
@@ -80,8 +82,8 @@ pub struct SupervisorConfig {
     pub mode: Mode,
     /// Static pods from a URL (`--manifest-url`).
     pub manifest_url: Option<HttpSourceConfig>,
-    /// The eviction signals and thresholds (observed in both modes).
-    pub pressure: PressureConfig,
+    /// The eviction signals and thresholds (observed, and acted on, in both modes).
+    pub eviction: EvictionConfig,
     /// Image garbage collection and the image list (collecting or not: `ImageGcConfig::collect`);
     /// none: no ImageGcActor (tests).
     pub image_gc: Option<ImageGcConfig>,
@@ -128,7 +130,7 @@ pub(super) struct Children {
     pub(super) status: Child<StatusActor>,
     pub(super) probe: Child<ProbeActor>,
     pub(super) pleg: Child<PlegActor>,
-    pub(super) pressure: Child<PressureActor>,
+    pub(super) eviction: Child<EvictionActor>,
     pub(super) stats: Option<Child<StatsActor>>,
     pub(super) image_gc: Option<Child<ImageGcActor>>,
     pub(super) api_source: Option<Child<ApiSource>>,
@@ -167,18 +169,15 @@ impl Children {
         });
         let probe = start.prober(&events);
         let pleg = start.pleg();
-        let pressure = Child::start(AfterRestart::Nothing, {
-            let pressure = config.pressure.clone();
-            move || PressureActor::new(pressure.clone()).start()
-        });
         let stats = start.stats();
         let image_gc = start.image_gc(&events);
+        let eviction = start.eviction(&events, stats.as_ref(), image_gc.as_ref());
         let mut registry = Registry::default();
         registry.add(&events);
         registry.add(&status);
         registry.add(&probe);
         registry.add(&pleg);
-        registry.add(&pressure);
+        registry.add(&eviction);
         registry.add_some(&stats);
         registry.add_some(&image_gc);
         let api_source = start.sources(&mut registry);
@@ -189,7 +188,7 @@ impl Children {
             status,
             probe,
             pleg,
-            pressure,
+            eviction,
             stats,
             image_gc,
             api_source,
@@ -250,6 +249,28 @@ impl Start<'_> {
                 };
                 ImageGcActor::new(gc.clone(), runtime.clone(), links).start()
             })
+        })
+    }
+
+    fn eviction(
+        &self,
+        events: &Child<EventRecorder>,
+        stats: Option<&Child<StatsActor>>,
+        image_gc: Option<&Child<ImageGcActor>>,
+    ) -> Child<EvictionActor> {
+        let config = self.config.eviction.clone();
+        let links = EvictionLinks {
+            pressure_changed: self.me.clone().recipient(),
+            candidates: self.me.clone().recipient(),
+            stats: stats.map(|s| s.link::<GetFreshStatsSummary>()),
+            events: events.link::<RecordEvent>(),
+            metrics: self.config.worker.metrics.clone(),
+            reclaim_images: image_gc.map(|gc| gc.link::<ReclaimImages>()),
+        };
+        Child::start(AfterRestart::Nothing, move || {
+            EvictionActor::new(config.clone())
+                .evicting_through(links.clone())
+                .start()
         })
     }
 

@@ -14,7 +14,9 @@
 //! | NodeShuttingDown, GetShutdownTargets | NodeShutdownActor | reject new pods; the pods to stop           |
 //! | GetPods                        | HTTP `/pods`          | ask the StatusActor                          |
 //! | GetHealth                      | NodeStatusActor       | ask the PlegActor (unhealthy while the node shuts down) |
-//! | GetNodePressure                | NodeStatusActor       | ask the PressureActor                        |
+//! | GetNodePressure                | NodeStatusActor       | ask the EvictionActor                        |
+//! | NodePressureChanged, GetEvictionCandidates | EvictionActor | admit against the pressure; the pods it may evict |
+//! | GetKeptPods                    | ContainerGcActor      | the pod manager's desired pods and workers   |
 //! | GetStatsSummary, GetStatsView  | HTTP `/stats/summary`, `/metrics/resource`, `/metrics/cadvisor` | ask the StatsActor |
 //! | GetPodSandbox, GetRunningPods  | HTTP `/portForward/…`, `/runningpods/` | the pod cache (no Docker call) |
 //! | GetDebugSnapshot               | HTTP `/debug/actors`  | ask every actor for its state                |
@@ -44,7 +46,9 @@ use dockerlet_messages::debug::{
     GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
 };
 use dockerlet_messages::gc::GetKeptPods;
-use dockerlet_messages::node::{GetNodeImages, GetNodePressure};
+use dockerlet_messages::node::{
+    EvictionCandidate, GetEvictionCandidates, GetNodeImages, GetNodePressure, NodePressureChanged,
+};
 use dockerlet_messages::pleg::{LifecycleEventKind, PodLifecycleEvent, RelistCompleted};
 use dockerlet_messages::probe::{ProbeResultChanged, ResendProbeTargets};
 use dockerlet_messages::source::SourcePodsChanged;
@@ -268,6 +272,36 @@ impl Handler<NodeShuttingDown> for Supervisor {
     }
 }
 
+impl Handler<NodePressureChanged> for Supervisor {
+    type Result = ();
+
+    /// The pressure conditions changed: admission follows them.
+    fn handle(&mut self, msg: NodePressureChanged, _: &mut Self::Context) {
+        self.handled += 1;
+        self.pods.set_pressure(msg.0);
+    }
+}
+
+impl Handler<GetEvictionCandidates> for Supervisor {
+    type Result = MessageResult<GetEvictionCandidates>;
+
+    /// Every admitted pod that runs (not finished, not rejected, not being terminated).
+    fn handle(&mut self, _: GetEvictionCandidates, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        let candidates = self
+            .pods
+            .workers()
+            .filter(|(_, e)| e.running())
+            .map(|(_, e)| EvictionCandidate {
+                pod: e.pod.clone(),
+                id: e.id.clone(),
+                worker: e.worker.clone().recipient(),
+            })
+            .collect();
+        MessageResult(candidates)
+    }
+}
+
 impl Handler<GetShutdownTargets> for Supervisor {
     type Result = MessageResult<GetShutdownTargets>;
 
@@ -308,8 +342,8 @@ macro_rules! answer {
 
 answer! {
     GetPods => |me, msg| me.children.status.query(msg, None);
-    // The PressureActor's last reading; none while it is being re-created.
-    GetNodePressure => |me, msg| me.children.pressure.query(msg, Some(QUERY_TIMEOUT));
+    // The EvictionActor's last reading; none while it is being re-created.
+    GetNodePressure => |me, msg| me.children.eviction.query(msg, Some(QUERY_TIMEOUT));
     // The StatsActor's last summary, or view (the summary with its containers, for cAdvisor's
     // labels); none before its first pass, while it is being re-created, or without one.
     GetStatsSummary => |me, msg| query_some(me.children.stats.as_ref(), msg);
@@ -424,8 +458,8 @@ impl Handler<InjectFault> for Supervisor {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::eviction::EvictionConfig;
     use crate::pod_worker::PodWorkerConfig;
-    use crate::pressure::PressureConfig;
     use crate::source::http::HttpSourceConfig;
     use dockerlet_kube::recorder::EventLimits;
     use dockerlet_messages::debug::HealthCell;
@@ -448,12 +482,13 @@ mod tests {
     }
 
     /// A node with plenty of memory and no filesystem readings.
-    fn roomy_node() -> PressureConfig {
+    fn roomy_node() -> EvictionConfig {
         observing(8 << 30)
     }
 
-    fn observing(memory_available: i64) -> PressureConfig {
-        PressureConfig {
+    fn observing(memory_available: i64) -> EvictionConfig {
+        EvictionConfig {
+            node_name: NODE.into(),
             thresholds: dockerlet_host::signals::Thresholds::default(),
             transition_period: Duration::from_secs(300),
             period: Duration::from_millis(50),
@@ -510,7 +545,7 @@ mod tests {
             fault_injection: true,
             mode: Mode::Standalone,
             manifest_url: None,
-            pressure: roomy_node(),
+            eviction: roomy_node(),
             oom: None,
             image_gc: None,
             stats: None,
@@ -858,14 +893,14 @@ mod tests {
         eventually("orphan removed", || runtime.state.lock().unwrap().containers.is_empty()).await;
     }
 
-    /// A standalone node (no API server) observes the eviction signals too: the PressureActor
+    /// A standalone node (no API server) observes the eviction signals too: the EvictionActor
     /// reports MemoryPressure on /debug/actors and to GetNodePressure.
     #[actix::test]
     async fn standalone_node_observes_pressure() {
         tokio::time::pause();
         let runtime = FakeRuntime::with_images(&["img:1"]);
         let mut config = config();
-        config.pressure = observing(50 << 20);
+        config.eviction = observing(50 << 20);
         let sup = Supervisor::start(config, Arc::new(runtime.clone()));
         eventually_async("MemoryPressure observed", || {
             let sup = sup.clone();
@@ -878,7 +913,7 @@ mod tests {
         let actor = snapshot
             .actors
             .iter()
-            .find(|a| a.kind == "PressureActor")
+            .find(|a| a.kind == "EvictionActor")
             .expect("listed");
         assert_eq!(actor.detail["conditions"], json!(["MemoryPressure"]));
     }

@@ -1,0 +1,409 @@
+//! EvictionActor: kubelet's eviction manager (`pkg/kubelet/eviction/eviction_manager.go`) on
+//! every node, standalone or in a cluster. Every `period` it observes the eviction signals,
+//! keeps the pressure conditions (held for `evictionPressureTransitionPeriod`), tells the
+//! Supervisor when they change (admission follows them), and while a hard threshold is met
+//! evicts one pod: the first of kubelet's ranking ([`dockerlet_pod::eviction`]) that is not
+//! critical, failed `Evicted` with kubelet's message and stopped with a grace period of 1 s.
+//! Once the pod stopped it observes again at once, as kubelet's loop does.
+//!
+//! | Message / trigger     | From             | Effect                                            |
+//! |-----------------------|------------------|---------------------------------------------------|
+//! | GetNodePressure       | NodeStatusActor (through the Supervisor) | the conditions in force and the thresholds met |
+//! | GetActorState         | Supervisor       | debug snapshot: conditions, thresholds met, evictions |
+//! | Panic                 | Supervisor       | test-only fault hook                               |
+//! | every `period`        | self             | observe (off the actor thread), apply the thresholds, evict |
+//!
+//! It sends `NodePressureChanged` and `GetEvictionCandidates` to the Supervisor,
+//! `GetFreshStatsSummary` to the StatsActor (the usage pods are ranked by, read then), `EvictPod` to the
+//! chosen pod's worker, and `RecordEvent` (`EvictionThresholdMet` about the Node, `Evicted`
+//! about the pod) to the EventRecorder.
+//!
+//! The reading itself ([`dockerlet_host::signals::observe`]: /proc and statvfs) is blocking
+//! I/O and runs on `spawn_blocking`.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use dockerlet_host::signals::{self, Observation, PressureTracker, Signal, Thresholds};
+use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
+use dockerlet_messages::node::{
+    EvictPod, EvictionCandidate, GetEvictionCandidates, GetNodePressure, NodePressure, NodePressureChanged,
+    ReclaimImages, ThresholdMet,
+};
+use dockerlet_messages::stats::{GetFreshStatsSummary, Summary};
+use dockerlet_messages::PodRef;
+use dockerlet_metrics::{EvictionSignalLabel, Metrics};
+use dockerlet_pod::eviction::{self as policy, Starved};
+use serde_json::json;
+
+use crate::inspect::Inspect;
+use crate::registry::Link;
+
+/// kubelet's `immediateEvictionGracePeriodSeconds`: the grace period of a hard eviction.
+pub const HARD_EVICTION_GRACE: Duration = Duration::from_secs(1);
+
+/// Reads the node's signals; blocking.
+pub type Observe = Arc<dyn Fn() -> Observation + Send + Sync>;
+
+/// What the EvictionActor watches and how often.
+#[derive(Clone)]
+pub struct EvictionConfig {
+    /// The node, for its events.
+    pub node_name: String,
+    /// Hard eviction thresholds (`evictionHard`).
+    pub thresholds: Thresholds,
+    /// `evictionPressureTransitionPeriod` (5 m): how long a condition stays True.
+    pub transition_period: Duration,
+    /// How often the signals are read (kubelet's eviction monitoring interval, 10 s).
+    pub period: Duration,
+    /// The reading; [`EvictionConfig::observe_node`] on a real node, a stand-in in tests.
+    pub observe: Observe,
+}
+
+impl EvictionConfig {
+    /// Read this node: the filesystems of `root_dir` (nodefs) and `image_dir` (imagefs).
+    pub fn observe_node(root_dir: PathBuf, image_dir: Option<PathBuf>) -> Observe {
+        Arc::new(move || signals::observe(&root_dir, image_dir.as_deref()))
+    }
+}
+
+impl std::fmt::Debug for EvictionConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("EvictionConfig")
+            .field("node_name", &self.node_name)
+            .field("thresholds", &self.thresholds)
+            .field("transition_period", &self.transition_period)
+            .field("period", &self.period)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Whom the actor asks and tells. Without links (tests of the readings alone) it only observes.
+#[derive(Clone)]
+pub struct EvictionLinks {
+    /// The Supervisor: the pressure conditions, for admission.
+    pub pressure_changed: Recipient<NodePressureChanged>,
+    /// The Supervisor: the pods that may be evicted.
+    pub candidates: Recipient<GetEvictionCandidates>,
+    /// The StatsActor: the usage pods are ranked by; none without one.
+    pub stats: Option<Link<GetFreshStatsSummary>>,
+    /// The EventRecorder.
+    pub events: Link<RecordEvent>,
+    /// `kubelet_evictions`, `kubelet_eviction_stats_age_seconds`.
+    pub metrics: Arc<Metrics>,
+    /// The ImageGcActor: the node-level reclaim of a disk signal (kubelet's
+    /// `DeleteUnusedImages`) before any pod is evicted; none without one.
+    pub reclaim_images: Option<Link<ReclaimImages>>,
+}
+
+/// What one eviction attempt came to.
+#[derive(Debug)]
+enum Attempt {
+    /// This pod was evicted (and has stopped, or the wait for it ran out).
+    Evicted { pod: PodRef, stats_age: Option<Duration> },
+    /// Every pod that could be evicted is critical, or none runs.
+    NothingToEvict(&'static str),
+    /// The Supervisor did not answer.
+    Failed(String),
+}
+
+/// The actor.
+pub struct EvictionActor {
+    config: EvictionConfig,
+    links: Option<EvictionLinks>,
+    /// Conditions held for the transition period.
+    tracker: PressureTracker,
+    /// The last result.
+    current: NodePressure,
+    /// The thresholds met at the last observation, with what was observed.
+    met_now: Vec<(Signal, i64, i64)>,
+    /// An observation is running on the blocking pool.
+    observing: bool,
+    /// An eviction is under way (one at a time, as kubelet's).
+    evicting: bool,
+    /// The node-level reclaim just ran: this observation decides whether a pod must go.
+    just_reclaimed: bool,
+    /// Observations done.
+    observations: u64,
+    /// Pods evicted (this instance), and the last one with its message.
+    evictions: u64,
+    last_eviction: Option<String>,
+    /// Queries that came before the first observation: answered by it, so the Node's first
+    /// status never reports pressure nobody has looked at yet.
+    waiting: Vec<futures::channel::oneshot::Sender<NodePressure>>,
+    /// Messages handled.
+    handled: u64,
+}
+
+impl EvictionActor {
+    /// An actor that observes and reports pressure; [`EvictionActor::evicting_through`] makes it
+    /// evict too.
+    pub fn new(config: EvictionConfig) -> Self {
+        EvictionActor {
+            tracker: PressureTracker::new(config.transition_period),
+            config,
+            links: None,
+            current: NodePressure::default(),
+            met_now: Vec::new(),
+            observing: false,
+            evicting: false,
+            just_reclaimed: false,
+            observations: 0,
+            evictions: 0,
+            last_eviction: None,
+            waiting: Vec::new(),
+            handled: 0,
+        }
+    }
+
+    /// Report the conditions and evict pods through `links`.
+    pub fn evicting_through(mut self, links: EvictionLinks) -> Self {
+        self.links = Some(links);
+        self
+    }
+
+    fn observe(&mut self, ctx: &mut Context<Self>) {
+        if self.observing {
+            return;
+        }
+        self.observing = true;
+        let observe = self.config.observe.clone();
+        let reading = async move { tokio::task::spawn_blocking(move || observe()).await };
+        ctx.spawn(reading.into_actor(self).map(|reading, act, ctx| {
+            act.observing = false;
+            match reading {
+                Ok(observation) => act.apply(&observation, Instant::now()),
+                Err(e) => tracing::warn!(error = %e, "reading the eviction signals failed"),
+            }
+            for waiting in act.waiting.drain(..) {
+                let _ = waiting.send(act.current.clone());
+            }
+            act.evict(ctx);
+        }));
+    }
+
+    /// Apply the thresholds to an observation; log thresholds newly met; tell the Supervisor
+    /// when the conditions changed.
+    fn apply(&mut self, observation: &Observation, now: Instant) {
+        self.observations += 1;
+        let met = signals::met(&self.config.thresholds, observation);
+        let conditions = self.tracker.update(&met, now);
+        self.met_now = met.clone();
+        let met: Vec<ThresholdMet> = met
+            .into_iter()
+            .map(|(signal, observed, threshold)| ThresholdMet {
+                signal: signal.name(),
+                observed,
+                threshold,
+            })
+            .collect();
+        let names = |m: &[ThresholdMet]| m.iter().map(|t| t.signal).collect::<Vec<_>>();
+        if names(&met) != names(&self.current.met) {
+            for t in &met {
+                tracing::warn!(
+                    signal = t.signal,
+                    observed = t.observed,
+                    threshold = t.threshold,
+                    "eviction threshold met"
+                );
+            }
+        }
+        if conditions != self.current.conditions {
+            if let Some(links) = &self.links {
+                links.pressure_changed.do_send(NodePressureChanged(conditions.clone()));
+            }
+        }
+        self.current = NodePressure { conditions, met };
+    }
+
+    /// A hard threshold is met: reclaim its resource by evicting one pod (kubelet's
+    /// `synchronize`, memory signals first).
+    fn evict(&mut self, ctx: &mut Context<Self>) {
+        let Some(links) = self.links.clone().filter(|_| !self.evicting) else {
+            return;
+        };
+        let Some(&(signal, available, threshold)) = self.met_now.iter().min_by_key(|(s, _, _)| s.starved()) else {
+            if std::mem::take(&mut self.just_reclaimed) {
+                tracing::info!("Eviction manager: able to reduce resource pressure without evicting pods.");
+            }
+            return;
+        };
+        let starved = signal.starved();
+        tracing::warn!(resource = starved.name(), "Eviction manager: attempting to reclaim");
+        links.events.do_send(RecordEvent::about(
+            EventSubject::Node(self.config.node_name.clone()),
+            EventType::Warning,
+            policy::THRESHOLD_MET,
+            format!("Attempting to reclaim {}", starved.name()),
+        ));
+        self.evicting = true;
+        let disk = matches!(starved, Starved::EphemeralStorage | Starved::Inodes);
+        match links.reclaim_images.clone() {
+            Some(reclaim) if disk && !std::mem::take(&mut self.just_reclaimed) => {
+                // kubelet's node-level reclaim for the filesystems: unused images first, then
+                // measure again; a pod goes only if that was not enough.
+                ctx.spawn(reclaim.send(ReclaimImages).into_actor(self).map(|freed, act, ctx| {
+                    act.evicting = false;
+                    act.just_reclaimed = true;
+                    match freed {
+                        Ok(r) => tracing::info!(freed = r.freed, error = ?r.error, "Eviction manager: unused images deleted"),
+                        Err(e) => tracing::warn!(error = %e, "Eviction manager: unexpected error when attempting to reduce resource pressure"),
+                    }
+                    act.observe(ctx);
+                }));
+                return;
+            }
+            _ => self.just_reclaimed = false,
+        }
+        let work = evict_one(links, starved, (threshold, available));
+        ctx.spawn(work.into_actor(self).map(move |attempt, act, ctx| {
+            act.evicting = false;
+            act.evicted(signal, attempt, ctx);
+        }));
+    }
+
+    fn evicted(&mut self, signal: Signal, attempt: Attempt, ctx: &mut Context<Self>) {
+        match attempt {
+            Attempt::Evicted { pod, stats_age } => {
+                self.evictions += 1;
+                self.last_eviction = Some(pod.to_string());
+                if let Some(links) = &self.links {
+                    let label = EvictionSignalLabel {
+                        eviction_signal: signal.name(),
+                    };
+                    links.metrics.evictions.get_or_create(&label).inc();
+                    if let Some(age) = stats_age {
+                        links
+                            .metrics
+                            .eviction_stats_age
+                            .get_or_create(&label)
+                            .observe(age.as_secs_f64());
+                    }
+                }
+                // kubelet's loop goes round at once after an eviction.
+                self.observe(ctx);
+            }
+            Attempt::NothingToEvict(why) => tracing::error!("Eviction manager: {why}"),
+            Attempt::Failed(e) => tracing::warn!(error = %e, "Eviction manager: failed to synchronize"),
+        }
+    }
+}
+
+/// Rank the running pods by their use of `starved` and evict the first that is not critical:
+/// its `Evicted` event, then `EvictPod` to its worker, waited for as kubelet's `killPodNow`
+/// (max(10 s, 1.5 × grace)).
+async fn evict_one(links: EvictionLinks, starved: Starved, threshold: (i64, i64)) -> Attempt {
+    let candidates: Vec<EvictionCandidate> = match links.candidates.send(GetEvictionCandidates).await {
+        Ok(c) => c,
+        Err(e) => return Attempt::Failed(e.to_string()),
+    };
+    if candidates.is_empty() {
+        return Attempt::NothingToEvict("eviction thresholds have been met, but no pods are active to evict");
+    }
+    let summary: Option<Arc<Summary>> = match &links.stats {
+        Some(stats) => stats.send(GetFreshStatsSummary).await.ok().flatten(),
+        None => None,
+    };
+    let uids: Vec<String> = candidates.iter().map(|c| c.id.uid.0.clone()).collect();
+    let pods = uids
+        .iter()
+        .map(String::as_str)
+        .zip(candidates.iter().map(|c| c.pod.as_ref()));
+    let mut ranked = policy::candidates(pods, summary.as_deref(), starved);
+    policy::rank(&mut ranked, starved);
+    let order: Vec<&str> = ranked.iter().map(|c| c.uid.as_str()).collect();
+    tracing::info!(pods = ?order, "Eviction manager: pods ranked for eviction");
+    for choice in &ranked {
+        let Some(target) = candidates.iter().find(|c| c.id.uid.0 == choice.uid) else {
+            continue;
+        };
+        if policy::is_critical(&target.pod) {
+            tracing::info!(parent: &target.id.span(), "Eviction manager: cannot evict a critical pod");
+            continue;
+        }
+        let message = policy::message(starved, Some(threshold), &choice.containers);
+        tracing::info!(parent: &target.id.span(), message = %message, "Eviction manager: evicting pod");
+        links.events.do_send(RecordEvent::about(
+            EventSubject::Pod(target.id.clone()),
+            EventType::Warning,
+            policy::EVICTED,
+            message.clone(),
+        ));
+        let stop = target.worker.send(EvictPod {
+            grace: HARD_EVICTION_GRACE,
+            message,
+            disruption_target: true,
+        });
+        let wait = Duration::from_secs(10).max(HARD_EVICTION_GRACE.mul_f64(1.5));
+        match tokio::time::timeout(wait, stop).await {
+            Ok(_) => tracing::info!(parent: &target.id.span(), "Eviction manager: pod is evicted successfully"),
+            Err(_) => tracing::warn!(parent: &target.id.span(), "Eviction manager: pod failed to evict"),
+        }
+        let stats_age = summary.as_deref().and_then(stats_age);
+        return Attempt::Evicted {
+            pod: target.id.clone(),
+            stats_age,
+        };
+    }
+    Attempt::NothingToEvict("unable to evict any pods from the node")
+}
+
+/// How old the summary's node memory reading is.
+fn stats_age(summary: &Summary) -> Option<Duration> {
+    let at = summary.node.memory.as_ref()?.time.0;
+    Duration::try_from(k8s_openapi::jiff::Timestamp::now().duration_since(at)).ok()
+}
+
+impl Actor for EvictionActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        self.observe(ctx);
+        ctx.run_interval(self.config.period, |act, ctx| act.observe(ctx));
+    }
+}
+
+impl Handler<GetNodePressure> for EvictionActor {
+    type Result = ResponseFuture<NodePressure>;
+
+    /// The last reading; before the first one, the first one.
+    fn handle(&mut self, _: GetNodePressure, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        if self.observations > 0 {
+            let current = self.current.clone();
+            return Box::pin(async move { current });
+        }
+        let (answer, answered) = futures::channel::oneshot::channel();
+        self.waiting.push(answer);
+        Box::pin(async move { answered.await.unwrap_or_default() })
+    }
+}
+
+impl Inspect for EvictionActor {
+    const KIND: &'static str = "EvictionActor";
+    const NAME: &'static str = "eviction";
+
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        let conditions: Vec<&str> = self.current.conditions.iter().map(|c| c.condition_type()).collect();
+        json!({
+            "conditions": conditions,
+            "thresholds_met": self.current.met,
+            "observations": self.observations,
+            "evicting": self.evicting,
+            "evictions": self.evictions,
+            "last_eviction": self.last_eviction,
+        })
+    }
+}
+
+crate::supervised!(EvictionActor);
+
+#[cfg(test)]
+#[path = "eviction_tests.rs"]
+mod tests;

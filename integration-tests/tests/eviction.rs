@@ -1,0 +1,225 @@
+//! Node-pressure eviction on real Docker, in API mode against the test API server, after
+//! upstream's `test/e2e_node/eviction_test.go` (`PriorityMemoryEvictionOrdering`,
+//! `runEvictionTest`): the threshold is set relative to what this machine has free, a pod
+//! that allocates memory pushes the node under it, and the eviction manager evicts by kubelet's
+//! ranking — the BestEffort pod using memory before the Burstable pod within its request; a
+//! static pod, critical, never. The evicted pod: phase Failed, reason `Evicted`, kubelet's
+//! message, a `DisruptionTarget` condition (`TerminationByKubelet`), an `Evicted` event.
+//!
+//! The signal is the machine's own (`memory.available` = MemFree + Inactive(file), read as the
+//! agent reads it), so other tests running at the same time move it a little: the margins are
+//! hundreds of MiB on either side.
+
+use std::time::Duration;
+
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
+use dockerlet_integration_tests::{holds_for, wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use serde_json::Value;
+
+/// `memory.available` as the agent computes it: MemFree + Inactive(file), in MiB.
+fn memory_available_mib() -> i64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
+    let kib = |key: &str| -> i64 {
+        meminfo
+            .lines()
+            .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .unwrap_or_else(|| panic!("{key} in /proc/meminfo"))
+    };
+    (kib("MemFree") + kib("Inactive(file)")) / 1024
+}
+
+fn api_server() -> ApiServer {
+    ApiServer::start_with(ApiServerConfig::default()).expect("start the API server")
+}
+
+fn start(name: &str, api: &ApiServer, manifests: &ManifestDir, threshold_mib: i64) -> Agent {
+    let args = [
+        "--kubeconfig".to_string(),
+        api.kubeconfig_path().display().to_string(),
+        "--node-status-update-frequency".into(),
+        "1s".into(),
+        "--eviction-hard".into(),
+        format!("memory.available<{threshold_mib}Mi"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    Agent::start(name, manifests.path(), &args)
+}
+
+/// A pod on `node` whose one container runs `command`, with a memory request when given.
+fn pod_yaml(name: &str, node: &str, request: Option<&str>, command: &str) -> String {
+    let resources = request.map_or(String::new(), |r| {
+        format!("\n    resources: {{requests: {{memory: {r}}}}}")
+    });
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata: {{name: {name}}}
+spec:
+  nodeName: {node}
+  restartPolicy: Never
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: app
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "{command}"]{resources}
+"#
+    )
+}
+
+const SLEEPER: &str = "trap 'exit 0' TERM; sleep 3600 & wait";
+
+fn create(api: &ApiServer, dir: &std::path::Path, name: &str, yaml: &str) {
+    let path = dir.join(format!("{name}.yaml"));
+    std::fs::write(&path, yaml).expect("write pod manifest");
+    api.kubectl_ok(&["create", "-f", path.to_str().expect("utf-8 path")]);
+}
+
+fn phase(api: &ApiServer, name: &str) -> Option<String> {
+    api.get("pods", "default", name)?["status"]["phase"]
+        .as_str()
+        .map(String::from)
+}
+
+/// A static pod `static` (BestEffort: it would rank first, were it not critical).
+fn static_pod() -> String {
+    format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: static}}\nspec:\n  containers:\n  - name: app\n    \
+         image: dockerlet.local/busybox:1\n    command: [\"sh\", \"-c\", \"{SLEEPER}\"]\n"
+    )
+}
+
+/// The hog allocates this many MB and keeps them (a shell variable), BestEffort.
+const HOG_MB: i64 = 1500;
+/// The threshold sits this far below what the machine had free before the hog.
+const MARGIN_MIB: i64 = 600;
+
+#[test]
+fn a_best_effort_memory_hog_is_evicted_before_a_burstable_pod_and_a_static_pod_stays() {
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    let threshold = memory_available_mib() - MARGIN_MIB;
+    let dir = tempfile::tempdir().unwrap();
+    manifests.write("static.yaml", &static_pod());
+    let agent = start("evict-order", &api, &manifests, threshold);
+    let node = agent.node().to_string();
+    create(
+        &api,
+        dir.path(),
+        "burstable",
+        &pod_yaml("burstable", &node, Some("200Mi"), SLEEPER),
+    );
+    wait_for("the burstable pod Running", POD_START_TIMEOUT, || {
+        (phase(&api, "burstable").as_deref() == Some("Running")).then_some(())
+    });
+    agent.wait_for_running("static");
+    let hog = format!("x=$(head -c {HOG_MB}000000 /dev/zero | tr '\\\\0' a); {SLEEPER}");
+    create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, &hog));
+    let evicted = wait_for("the hog evicted", POD_START_TIMEOUT + CHANGE_TIMEOUT, || {
+        let pod = api.get("pods", "default", "hog")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    assert_eq!(
+        phase(&api, "burstable").as_deref(),
+        Some("Running"),
+        "the burstable pod is not evicted first"
+    );
+    let status = &evicted["status"];
+    assert_eq!(status["phase"], "Failed");
+    let message = status["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: "),
+        "{message}"
+    );
+    assert!(message.contains("Container app was using"), "{message}");
+    let disruption = status["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "DisruptionTarget")
+        .unwrap_or_else(|| panic!("a DisruptionTarget condition: {status}"));
+    assert_eq!(
+        (&disruption["status"], &disruption["reason"]),
+        (&Value::from("True"), &Value::from("TerminationByKubelet"))
+    );
+    let events = api.kubectl_ok(&["get", "events", "-n", "default", "-o", "json"]);
+    let events: Value = serde_json::from_str(&events).unwrap();
+    let evicted_events: Vec<&Value> = events["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["reason"] == "Evicted" && e["involvedObject"]["name"] == "hog")
+        .collect();
+    assert_eq!(evicted_events.len(), 1, "one Evicted event: {events}");
+    // The hog's memory is back: nothing else goes.
+    holds_for(
+        "the burstable and static pods running on",
+        Duration::from_secs(5),
+        || {
+            let static_running = agent
+                .pod("static")
+                .is_some_and(|p| p.status.and_then(|s| s.phase).as_deref() == Some("Running"));
+            match (phase(&api, "burstable").as_deref(), static_running) {
+                (Some("Running"), true) => Ok(()),
+                other => Err(format!("burstable, static: {other:?}")),
+            }
+        },
+    );
+    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
+    let metrics = agent.get(&url).map(|(_, body)| body).unwrap_or_default();
+    assert!(
+        metrics.contains("kubelet_evictions{eviction_signal=\"memory.available\"} 1"),
+        "kubelet_evictions: {}",
+        metrics
+            .lines()
+            .filter(|l| l.contains("eviction"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+}
+
+/// Under MemoryPressure a BestEffort pod is refused (reason `Evicted`, "Pod was rejected: The
+/// node had condition: [MemoryPressure]. "), and the static pod, critical, is never evicted
+/// however long the pressure lasts.
+#[test]
+fn under_memory_pressure_a_best_effort_pod_is_refused_and_a_static_pod_stays() {
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    manifests.write("static.yaml", &static_pod());
+    // Far above what is free: pressure from the first reading on.
+    let agent = start("evict-admit", &api, &manifests, memory_available_mib() + 4096);
+    let node = agent.node().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    wait_for("MemoryPressure on the Node", CHANGE_TIMEOUT, || {
+        let n = api.get("nodes", "", &node)?;
+        n["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "MemoryPressure" && c["status"] == "True")
+            .then_some(())
+    });
+    create(
+        &api,
+        dir.path(),
+        "best-effort",
+        &pod_yaml("best-effort", &node, None, SLEEPER),
+    );
+    let refused = wait_for("the BestEffort pod refused", CHANGE_TIMEOUT, || {
+        let pod = api.get("pods", "default", "best-effort")?;
+        (pod["status"]["phase"] == "Failed").then_some(pod)
+    });
+    assert_eq!(refused["status"]["reason"], "Evicted");
+    assert_eq!(
+        refused["status"]["message"],
+        "Pod was rejected: The node had condition: [MemoryPressure]. "
+    );
+    agent.wait_for_running("static");
+    holds_for(
+        "the static pod running under pressure",
+        Duration::from_secs(5),
+        || match agent.pod("static").and_then(|p| p.status?.phase) {
+            Some(p) if p == "Running" => Ok(()),
+            other => Err(format!("static: {other:?}")),
+        },
+    );
+}
