@@ -21,14 +21,8 @@ use crate::pod::{ContainerStatusExt, PodExt};
 use crate::wait::wait_until;
 use crate::{BUSYBOX_IMAGE, POD_START_TIMEOUT};
 
-/// Flags every test agent gets: short intervals so tests see changes within seconds, and hard
-/// eviction thresholds for a shared test machine: kubelet's memory threshold, but the disk ones
-/// at 1 Mi / 1 % (a developer's disk is often fuller than kubelet's 10 % / 15 %, and the agent
-/// evicts pods and refuses new ones under DiskPressure). A test's own `--eviction-hard` comes
-/// after and wins per signal.
+/// Flags every test agent gets: short intervals so tests see changes within seconds.
 const FAST_FLAGS: &[&str] = &[
-    "--eviction-hard",
-    "memory.available<100Mi,nodefs.available<1Mi,nodefs.inodesFree<1%,imagefs.available<1Mi,imagefs.inodesFree<1%",
     "--file-check-frequency",
     "1s",
     "--sync-frequency",
@@ -213,6 +207,18 @@ impl Agent {
         }
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
+        }
+        // Hard eviction thresholds for a shared machine: kubelet's for memory, 1 Mi / 1 % for the
+        // disks (a developer's disk is often fuller than kubelet's 10 % / 15 %, and under
+        // DiskPressure the agent evicts pods and refuses new ones). A test that gives
+        // `--eviction-hard` gives the whole set, as kubelet's flag replaces its defaults.
+        if !extra_args.contains(&"--eviction-hard") {
+            args.extend([
+                "--eviction-hard".to_string(),
+                "memory.available<100Mi,nodefs.available<1Mi,nodefs.inodesFree<1%,imagefs.available<1Mi,\
+                 imagefs.inodesFree<1%"
+                    .to_string(),
+            ]);
         }
         // Image GC off: the agents share one engine, and one agent's collection would remove
         // the images of the others' tests. A test of image GC gives the flag itself (on an
