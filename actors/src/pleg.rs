@@ -20,7 +20,6 @@
 //! else → ContainerChanged. What a PodWorker writes to the cache itself (after its own actions)
 //! makes no event: the worker already knows.
 
-use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -96,8 +95,6 @@ pub struct PlegActor {
     inspects: u64,
     /// Docker events received.
     docker_events: u64,
-    /// Containers the OOM killer struck whose `die` has not come yet.
-    oom_killed: HashSet<ContainerId>,
     /// Error of the last relist, cleared by a successful one.
     last_error: Option<String>,
     /// Messages handled.
@@ -143,7 +140,6 @@ impl PlegActor {
             relists: 0,
             inspects: 0,
             docker_events: 0,
-            oom_killed: HashSet::new(),
             last_error: None,
             handled: 0,
             metrics: Arc::default(),
@@ -286,13 +282,9 @@ impl PlegActor {
                 let change = self.cache.put(marked.clone(), Instant::now());
                 self.emit(vec![change.unwrap_or_else(|| Change::unchanged(&marked))]);
             }
-            _ => {
-                // Bounded: an `oom` whose `die` never came is dropped with the rest.
-                if self.oom_killed.len() > 1024 {
-                    self.oom_killed.clear();
-                }
-                self.oom_killed.insert(id);
-            }
+            // The write that makes it exited marks it, whichever it is (its `die`, a relist,
+            // a worker's inspect).
+            _ => self.cache.oom_pending(id),
         }
     }
 
@@ -302,14 +294,12 @@ impl PlegActor {
     /// then refines the entry (Docker's own finish time, error). Already known exited: nothing.
     fn died(&mut self, event: RuntimeEvent, ctx: &mut Context<Self>) {
         let id = event.id;
-        let oom = self.oom_killed.remove(&id);
         let provisional = match self.cache.container(&id) {
             Some(c) if c.state == RuntimeState::Exited => return,
             Some(c) => {
                 let exited = ObservedContainer {
                     state: RuntimeState::Exited,
                     exit_code: event.exit_code.unwrap_or(c.exit_code),
-                    oom_killed: oom,
                     finished_at: event.time.map(Time).or_else(|| Some(Time(Timestamp::now()))),
                     details_pending: true,
                     ..c

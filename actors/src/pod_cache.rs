@@ -19,7 +19,7 @@
 //! otherwise. Before the first relist nothing is served: only a complete relist knows what an
 //! earlier agent left behind.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -128,7 +128,14 @@ struct Inner {
     relisted: Option<Instant>,
     /// Writes taken, for the debug endpoint.
     writes: u64,
+    /// Containers the kernel or Docker reported OOM-killed before the cache knew them exited:
+    /// the write that makes them exited marks them (whoever makes it: a `die`, a relist, a
+    /// worker's inspect). Bounded.
+    pending_oom: HashSet<ContainerId>,
 }
+
+/// How many OOM kills of containers not yet seen exited are remembered.
+const PENDING_OOM_MAX: usize = 1024;
 
 /// The cache; share it as `Arc<PodCache>`.
 #[derive(Debug, Default)]
@@ -176,17 +183,27 @@ impl PodCache {
         }
     }
 
-    fn write(&self, observed: ObservedContainer, stamp: Instant, claimed_until: Option<Instant>) -> Option<Change> {
+    fn write(&self, mut observed: ObservedContainer, stamp: Instant, claimed_until: Option<Instant>) -> Option<Change> {
         let mut inner = self.lock();
         if inner.removed.get(&observed.id).is_some_and(|at| *at >= stamp) {
             return None;
         }
         inner.writes += 1;
+        if observed.state == RuntimeState::Exited && inner.pending_oom.remove(&observed.id) {
+            observed.oom_killed = true;
+        }
         inner.pod_of.insert(observed.id.clone(), observed.pod_uid.clone());
         let pod = inner.pods.entry(observed.pod_uid.clone()).or_default();
         let before = match pod.get(&observed.id) {
             Some(entry) if entry.stamp > stamp => return None,
-            Some(entry) => Some(entry.observed.state),
+            Some(entry) => {
+                // An OOM kill once known stays known: Docker's inspect can say `OOMKilled: false`
+                // of a container the kernel log or its own `oom` event reported.
+                if entry.observed.oom_killed && observed.state == RuntimeState::Exited {
+                    observed.oom_killed = true;
+                }
+                Some(entry.observed.state)
+            }
             None => None,
         };
         let change = Change {
@@ -202,6 +219,16 @@ impl PodCache {
             claimed_until,
         });
         (change.before != change.after).then_some(change)
+    }
+
+    /// The kernel or Docker reported `id` OOM-killed before the cache knew it exited: the write
+    /// that makes it exited will mark it.
+    pub fn oom_pending(&self, id: ContainerId) {
+        let mut inner = self.lock();
+        if inner.pending_oom.len() >= PENDING_OOM_MAX {
+            inner.pending_oom.clear();
+        }
+        inner.pending_oom.insert(id);
     }
 
     /// The container is gone (removed by the agent, or Docker said so) as of `stamp`. Returns
@@ -505,6 +532,36 @@ mod tests {
     }
 
     /// An inspect issued before the entry's (or before the container's removal) never wins.
+    /// An OOM kill reported before the container is known exited marks it when it is, by
+    /// whichever write (a relist, a worker's inspect); and once known it stays, whatever a later
+    /// inspect says.
+    #[test]
+    fn an_oom_kill_reported_early_marks_the_exit_and_stays() {
+        let cache = PodCache::default();
+        let t0 = Instant::now();
+        cache.put(container("c1", RuntimeState::Running), t0);
+        cache.oom_pending(ContainerId("c1".into()));
+        assert!(
+            !cache.container(&ContainerId("c1".into())).unwrap().oom_killed,
+            "still running"
+        );
+        cache.put(container("c1", RuntimeState::Exited), t0 + Duration::from_millis(1));
+        assert!(
+            cache.container(&ContainerId("c1".into())).unwrap().oom_killed,
+            "the exit is marked"
+        );
+        cache.put(container("c1", RuntimeState::Exited), t0 + Duration::from_millis(2));
+        assert!(
+            cache.container(&ContainerId("c1".into())).unwrap().oom_killed,
+            "an inspect saying no OOM does not clear it"
+        );
+        cache.put(container("c2", RuntimeState::Exited), t0);
+        assert!(
+            !cache.container(&ContainerId("c2".into())).unwrap().oom_killed,
+            "no report, no mark"
+        );
+    }
+
     #[test]
     fn older_observations_are_dropped() {
         let cache = PodCache::default();
