@@ -26,7 +26,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
-use dockerlet_host::signals::{self, Observation, PressureTracker, Signal, Thresholds};
+use dockerlet_host::signals::{self, Observation, PressureTracker, Signal};
+use dockerlet_host::thresholds::{Evaluator, EvictionSettings, Met};
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
 use dockerlet_messages::node::{
     EvictPod, EvictionCandidate, GetEvictionCandidates, GetNodePressure, NodePressure, NodePressureChanged,
@@ -52,8 +53,9 @@ pub type Observe = Arc<dyn Fn() -> Observation + Send + Sync>;
 pub struct EvictionConfig {
     /// The node, for its events.
     pub node_name: String,
-    /// Hard eviction thresholds (`evictionHard`).
-    pub thresholds: Thresholds,
+    /// The thresholds: hard, soft with their grace periods, the minimum reclaim, the longest
+    /// grace period of a soft eviction.
+    pub thresholds: EvictionSettings,
     /// `evictionPressureTransitionPeriod` (5 m): how long a condition stays True.
     pub transition_period: Duration,
     /// How often the signals are read (kubelet's eviction monitoring interval, 10 s).
@@ -101,8 +103,16 @@ pub struct EvictionLinks {
 /// What one eviction attempt came to.
 #[derive(Debug)]
 enum Attempt {
-    /// This pod was evicted (and has stopped, or the wait for it ran out).
-    Evicted { pod: PodRef, stats_age: Option<Duration> },
+    /// These pods went over a local-storage limit and were evicted (with the limit's label).
+    OverStorageLimits(Vec<(PodRef, &'static str)>),
+    /// No limit is exceeded and no threshold met.
+    NothingToDo,
+    /// This pod was evicted for `signal` (and has stopped, or the wait for it ran out).
+    Evicted {
+        pod: PodRef,
+        signal: Signal,
+        stats_age: Option<Duration>,
+    },
     /// Every pod that could be evicted is critical, or none runs.
     NothingToEvict(&'static str),
     /// The Supervisor did not answer.
@@ -115,10 +125,13 @@ pub struct EvictionActor {
     links: Option<EvictionLinks>,
     /// Conditions held for the transition period.
     tracker: PressureTracker,
+    /// When each threshold was first met, which were met last time.
+    evaluator: Evaluator,
     /// The last result.
     current: NodePressure,
-    /// The thresholds met at the last observation, with what was observed.
-    met_now: Vec<(Signal, i64, i64)>,
+    /// The thresholds that may evict at the last observation (hard ones, soft ones past their
+    /// grace period), with what was observed.
+    met_now: Vec<Met>,
     /// An observation is running on the blocking pool.
     observing: bool,
     /// An eviction is under way (one at a time, as kubelet's).
@@ -143,6 +156,7 @@ impl EvictionActor {
     pub fn new(config: EvictionConfig) -> Self {
         EvictionActor {
             tracker: PressureTracker::new(config.transition_period),
+            evaluator: Evaluator::default(),
             config,
             links: None,
             current: NodePressure::default(),
@@ -188,15 +202,16 @@ impl EvictionActor {
     /// when the conditions changed.
     fn apply(&mut self, observation: &Observation, now: Instant) {
         self.observations += 1;
-        let met = signals::met(&self.config.thresholds, observation);
-        let conditions = self.tracker.update(&met, now);
-        self.met_now = met.clone();
+        let (met, eligible) = self.evaluator.evaluate(&self.config.thresholds, observation, now);
+        let triples: Vec<(Signal, i64, i64)> = met.iter().map(|m| (m.signal, m.available, m.threshold)).collect();
+        let conditions = self.tracker.update(&triples, now);
+        self.met_now = eligible;
         let met: Vec<ThresholdMet> = met
             .into_iter()
-            .map(|(signal, observed, threshold)| ThresholdMet {
-                signal: signal.name(),
-                observed,
-                threshold,
+            .map(|m| ThresholdMet {
+                signal: m.signal.name(),
+                observed: m.available,
+                threshold: m.threshold,
             })
             .collect();
         let names = |m: &[ThresholdMet]| m.iter().map(|t| t.signal).collect::<Vec<_>>();
@@ -224,22 +239,17 @@ impl EvictionActor {
         let Some(links) = self.links.clone().filter(|_| !self.evicting) else {
             return;
         };
-        let Some(&(signal, available, threshold)) = self.met_now.iter().min_by_key(|(s, _, _)| s.starved()) else {
-            if std::mem::take(&mut self.just_reclaimed) {
-                tracing::info!("Eviction manager: able to reduce resource pressure without evicting pods.");
-            }
-            return;
-        };
-        let starved = signal.starved();
-        tracing::warn!(resource = starved.name(), "Eviction manager: attempting to reclaim");
-        links.events.do_send(RecordEvent::about(
-            EventSubject::Node(self.config.node_name.clone()),
-            EventType::Warning,
-            policy::THRESHOLD_MET,
-            format!("Attempting to reclaim {}", starved.name()),
-        ));
+        // Memory first, hard before soft.
+        let chosen = self
+            .met_now
+            .iter()
+            .min_by_key(|m| (m.signal.starved(), m.soft))
+            .copied();
+        if chosen.is_none() && std::mem::take(&mut self.just_reclaimed) {
+            tracing::info!("Eviction manager: able to reduce resource pressure without evicting pods.");
+        }
         self.evicting = true;
-        let disk = matches!(starved, Starved::EphemeralStorage | Starved::Inodes);
+        let disk = chosen.is_some_and(|m| matches!(m.signal.starved(), Starved::EphemeralStorage | Starved::Inodes));
         match links.reclaim_images.clone() {
             Some(reclaim) if disk && !std::mem::take(&mut self.just_reclaimed) => {
                 // kubelet's node-level reclaim for the filesystems: unused images first, then
@@ -257,16 +267,66 @@ impl EvictionActor {
             }
             _ => self.just_reclaimed = false,
         }
-        let work = evict_one(links, starved, (threshold, available));
+        let node = self.config.node_name.clone();
+        let settings = self.config.thresholds.clone();
+        let work = async move {
+            // kubelet's local-storage checks come first; pods over their limits go this cycle,
+            // and the thresholds wait for the next.
+            let over = evict_over_storage_limits(&links).await;
+            if !over.is_empty() {
+                return Attempt::OverStorageLimits(over);
+            }
+            let Some(Met {
+                signal,
+                available,
+                threshold,
+                soft,
+            }) = chosen
+            else {
+                return Attempt::NothingToDo;
+            };
+            // A hard threshold stops the pod in 1 s; a soft one with the smaller of
+            // evictionMaxPodGracePeriod and the pod's own.
+            let grace = move |pod: &k8s_openapi::api::core::v1::Pod| {
+                if soft {
+                    settings.soft_pod_grace(dockerlet_pod::spec::pod_grace(pod))
+                } else {
+                    HARD_EVICTION_GRACE
+                }
+            };
+            let starved = signal.starved();
+            tracing::warn!(resource = starved.name(), "Eviction manager: attempting to reclaim");
+            links.events.do_send(RecordEvent::about(
+                EventSubject::Node(node),
+                EventType::Warning,
+                policy::THRESHOLD_MET,
+                format!("Attempting to reclaim {}", starved.name()),
+            ));
+            evict_one(links, signal, (threshold, available), grace).await
+        };
         ctx.spawn(work.into_actor(self).map(move |attempt, act, ctx| {
             act.evicting = false;
-            act.evicted(signal, attempt, ctx);
+            act.evicted(attempt, ctx);
         }));
     }
 
-    fn evicted(&mut self, signal: Signal, attempt: Attempt, ctx: &mut Context<Self>) {
+    fn evicted(&mut self, attempt: Attempt, ctx: &mut Context<Self>) {
         match attempt {
-            Attempt::Evicted { pod, stats_age } => {
+            Attempt::OverStorageLimits(pods) => {
+                for (pod, signal) in pods {
+                    self.evictions += 1;
+                    self.last_eviction = Some(pod.to_string());
+                    if let Some(links) = &self.links {
+                        let label = EvictionSignalLabel {
+                            eviction_signal: signal,
+                        };
+                        links.metrics.evictions.get_or_create(&label).inc();
+                    }
+                }
+                self.observe(ctx);
+            }
+            Attempt::NothingToDo => {}
+            Attempt::Evicted { pod, signal, stats_age } => {
                 self.evictions += 1;
                 self.last_eviction = Some(pod.to_string());
                 if let Some(links) = &self.links {
@@ -294,7 +354,13 @@ impl EvictionActor {
 /// Rank the running pods by their use of `starved` and evict the first that is not critical:
 /// its `Evicted` event, then `EvictPod` to its worker, waited for as kubelet's `killPodNow`
 /// (max(10 s, 1.5 × grace)).
-async fn evict_one(links: EvictionLinks, starved: Starved, threshold: (i64, i64)) -> Attempt {
+async fn evict_one(
+    links: EvictionLinks,
+    signal: Signal,
+    threshold: (i64, i64),
+    grace: impl Fn(&k8s_openapi::api::core::v1::Pod) -> Duration,
+) -> Attempt {
+    let starved = signal.starved();
     let candidates: Vec<EvictionCandidate> = match links.candidates.send(GetEvictionCandidates).await {
         Ok(c) => c,
         Err(e) => return Attempt::Failed(e.to_string()),
@@ -331,23 +397,72 @@ async fn evict_one(links: EvictionLinks, starved: Starved, threshold: (i64, i64)
             policy::EVICTED,
             message.clone(),
         ));
-        let stop = target.worker.send(EvictPod {
-            grace: HARD_EVICTION_GRACE,
-            message,
-            disruption_target: true,
-        });
-        let wait = Duration::from_secs(10).max(HARD_EVICTION_GRACE.mul_f64(1.5));
-        match tokio::time::timeout(wait, stop).await {
-            Ok(_) => tracing::info!(parent: &target.id.span(), "Eviction manager: pod is evicted successfully"),
-            Err(_) => tracing::warn!(parent: &target.id.span(), "Eviction manager: pod failed to evict"),
-        }
+        stop_evicted(target, message, true, grace(&target.pod)).await;
         let stats_age = summary.as_deref().and_then(stats_age);
         return Attempt::Evicted {
             pod: target.id.clone(),
+            signal,
             stats_age,
         };
     }
     Attempt::NothingToEvict("unable to evict any pods from the node")
+}
+
+/// Stop an evicted pod (its `EvictPod`) and wait as kubelet's `killPodNow` does:
+/// max(10 s, 1.5 × grace).
+async fn stop_evicted(target: &EvictionCandidate, message: String, disruption_target: bool, grace: Duration) {
+    let stop = target.worker.send(EvictPod {
+        grace,
+        message,
+        disruption_target,
+    });
+    let wait = Duration::from_secs(10).max(grace.mul_f64(1.5));
+    match tokio::time::timeout(wait, stop).await {
+        Ok(_) => tracing::info!(parent: &target.id.span(), "Eviction manager: pod is evicted successfully"),
+        Err(_) => tracing::warn!(parent: &target.id.span(), "Eviction manager: pod failed to evict"),
+    }
+}
+
+/// kubelet's local-storage eviction: every running pod over an emptyDir `sizeLimit` or an
+/// `ephemeral-storage` limit is evicted (grace 1 s, no `DisruptionTarget`), with an `Evicted`
+/// event. Only when some pod has such a limit is a summary read.
+async fn evict_over_storage_limits(links: &EvictionLinks) -> Vec<(PodRef, &'static str)> {
+    let Ok(candidates) = links.candidates.send(GetEvictionCandidates).await else {
+        return Vec::new();
+    };
+    let limited: Vec<&EvictionCandidate> = candidates
+        .iter()
+        .filter(|c| policy::has_storage_limits(&c.pod) && !policy::is_critical(&c.pod))
+        .collect();
+    if limited.is_empty() {
+        return Vec::new();
+    }
+    let summary: Option<Arc<Summary>> = match &links.stats {
+        Some(stats) => stats.send(GetFreshStatsSummary).await.ok().flatten(),
+        None => None,
+    };
+    let Some(summary) = summary else {
+        return Vec::new();
+    };
+    let mut evicted = Vec::new();
+    for target in limited {
+        let Some(stats) = summary.pods.iter().find(|p| p.pod_ref.uid == target.id.uid.0) else {
+            continue;
+        };
+        let Some(violation) = policy::storage_violation(&target.pod, stats) else {
+            continue;
+        };
+        tracing::info!(parent: &target.id.span(), message = %violation.message, "Eviction manager: evicting pod over its local storage limit");
+        links.events.do_send(RecordEvent::about(
+            EventSubject::Pod(target.id.clone()),
+            EventType::Warning,
+            policy::EVICTED,
+            violation.message.clone(),
+        ));
+        stop_evicted(target, violation.message, false, HARD_EVICTION_GRACE).await;
+        evicted.push((target.id.clone(), violation.signal));
+    }
+    evicted
 }
 
 /// How old the summary's node memory reading is.

@@ -13,13 +13,15 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use k8s_openapi::jiff::Timestamp;
 
+use dockerlet_host::signals::Thresholds;
+
 use super::*;
 use crate::test_support::eventually_async;
 
 fn config(memory_available: i64) -> EvictionConfig {
     EvictionConfig {
         node_name: "n1".into(),
-        thresholds: Thresholds::default(),
+        thresholds: EvictionSettings::hard_only(Thresholds::default()),
         transition_period: Duration::from_secs(300),
         period: Duration::from_millis(20),
         observe: Arc::new(move || Observation {
@@ -318,4 +320,56 @@ async fn a_best_effort_pod_goes_first_and_a_static_pod_never() {
     };
     assert_eq!(metrics.evictions.get_or_create(&label).get(), 2);
     drop(PodUid("unused".into()));
+}
+
+/// A soft threshold evicts once met for its grace period, and the pod gets the smaller of
+/// `evictionMaxPodGracePeriod` and its own grace period (kubelet's newest rule).
+#[actix::test]
+async fn a_soft_threshold_evicts_after_its_grace_period_with_the_pods_grace() {
+    const MI: u64 = 1 << 20;
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let world = World {
+        pods: vec![pod("best-effort", "api", None)],
+        summary: summary(vec![stats("best-effort", 30 * MI)]),
+        seen: seen.clone(),
+    }
+    .start();
+    let links = EvictionLinks {
+        pressure_changed: world.clone().recipient(),
+        candidates: world.clone().recipient(),
+        stats: Some(world.clone().recipient().into()),
+        events: world.clone().recipient().into(),
+        metrics: Arc::new(Metrics::default()),
+        reclaim_images: None,
+    };
+    let mut config = config(500 << 20);
+    config.thresholds = EvictionSettings {
+        hard: Thresholds(Default::default()),
+        soft: Thresholds::parse([("memory.available", "1Gi")]).unwrap(),
+        soft_grace: BTreeMap::from([(Signal::MemoryAvailable, Duration::from_millis(300))]),
+        min_reclaim: BTreeMap::new(),
+        max_pod_grace: Duration::from_secs(7),
+    };
+    let started = std::time::Instant::now();
+    let _actor = EvictionActor::new(config).evicting_through(links).start();
+    eventually_async("the soft eviction", || {
+        let seen = seen.clone();
+        async move { !seen.lock().unwrap().evicted.is_empty() }
+    })
+    .await;
+    assert!(
+        started.elapsed() >= Duration::from_millis(300),
+        "not before the grace period"
+    );
+    let seen = seen.lock().unwrap();
+    assert_eq!(
+        seen.pressure.first(),
+        Some(&vec![Pressure::Memory]),
+        "the condition at once"
+    );
+    assert_eq!(
+        seen.evicted[0].1.grace,
+        Duration::from_secs(7),
+        "min(max pod grace, the pod's 30 s)"
+    );
 }

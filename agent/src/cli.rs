@@ -268,6 +268,25 @@ pub struct Cli {
     #[arg(long, value_name = "THRESHOLDS", value_delimiter = ',')]
     pub eviction_hard: Vec<String>,
 
+    /// Soft eviction thresholds (`memory.available<1.5Gi`): a pod is evicted once one has been
+    /// met for its grace period (`--eviction-soft-grace-period`, which each needs).
+    #[arg(long, value_name = "THRESHOLDS", value_delimiter = ',')]
+    pub eviction_soft: Vec<String>,
+
+    /// Grace periods of the soft thresholds (`memory.available=1m30s`).
+    #[arg(long, value_name = "PERIODS", value_delimiter = ',')]
+    pub eviction_soft_grace_period: Vec<String>,
+
+    /// The longest grace period (seconds) a soft eviction gives a pod; 0: the pod's own
+    /// [default: 0].
+    #[arg(long, value_name = "SECONDS", allow_negative_numbers = true)]
+    pub eviction_max_pod_grace_period: Option<i32>,
+
+    /// How far above its threshold a signal must get back before the pressure ends
+    /// (`memory.available=0Mi,nodefs.available=500Mi`).
+    #[arg(long, value_name = "AMOUNTS", value_delimiter = ',')]
+    pub eviction_minimum_reclaim: Vec<String>,
+
     /// How long a pressure condition stays True after its threshold was last met [default: 5m].
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub eviction_pressure_transition_period: Option<Duration>,

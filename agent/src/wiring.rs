@@ -196,7 +196,7 @@ async fn node_facts(config: &AgentConfig, host: &Host) -> crate::node::NodeFacts
         ephemeral_storage_bytes: FsStats::of(&host.root_dir).map(|f| f.capacity_bytes),
         taints: config.taints.clone(),
         reserved: config.reserved.clone(),
-        eviction: config.eviction_hard.clone(),
+        eviction: config.eviction.hard.clone(),
         max_pods: config.node.pods_capacity(cpus),
     }
 }
@@ -239,7 +239,7 @@ async fn start_actors(
     let image_dir = host.runtime.root_dir().await.filter(|p| p.exists());
     let eviction = EvictionConfig {
         node_name: config.node_name.clone(),
-        thresholds: config.eviction_hard.clone(),
+        thresholds: config.eviction.clone(),
         transition_period: config.eviction_pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,

@@ -49,4 +49,5 @@ pub mod pod_logs;
 pub mod security;
 pub mod signals;
 pub mod stats;
+pub mod thresholds;
 pub mod volume_dirs;

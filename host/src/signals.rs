@@ -75,6 +75,15 @@ impl Signal {
     fn from_name(name: &str) -> Option<Signal> {
         Signal::ALL.into_iter().find(|s| s.name() == name)
     }
+
+    /// The signal named `name`, or kubelet's refusal ("unsupported eviction signal …", with
+    /// the signals dockerlet knows).
+    pub fn parse_name(name: &str) -> Result<Signal, String> {
+        Signal::from_name(name).ok_or_else(|| {
+            let known: Vec<&str> = Signal::ALL.iter().map(|s| s.name()).collect();
+            format!("unsupported eviction signal {name} (known: {})", known.join(", "))
+        })
+    }
 }
 
 pub use dockerlet_messages::node::Pressure;
@@ -136,25 +145,42 @@ impl Thresholds {
                 entry: format!("{name}<{value}"),
                 reason,
             };
-            let signal = Signal::from_name(name.trim()).ok_or_else(|| {
-                let known: Vec<&str> = Signal::ALL.iter().map(|s| s.name()).collect();
-                err(format!("unknown signal; known: {}", known.join(", ")))
-            })?;
+            let signal = Signal::parse_name(name.trim()).map_err(err)?;
             let value = value.trim();
             let parsed = match value.strip_suffix('%') {
                 Some(p) => {
                     let p: f64 = p.parse().map_err(|_| err("percentage is not a number".to_string()))?;
-                    if !(0.0..=100.0).contains(&p) {
-                        return Err(err("percentage must be between 0% and 100%".to_string()));
+                    // kubelet's ParseThresholdConfig words.
+                    if p < 0.0 {
+                        return Err(err(format!(
+                            "eviction percentage threshold {} must be >= 0%: {value}",
+                            signal.name()
+                        )));
+                    }
+                    if p > 100.0 {
+                        return Err(err(format!(
+                            "eviction percentage threshold {} must be <= 100%: {value}",
+                            signal.name()
+                        )));
                     }
                     if p == 0.0 || p == 100.0 {
                         continue;
                     }
                     ThresholdValue::Percentage(p)
                 }
-                None => ThresholdValue::Quantity(
-                    parse_quantity(value, false).ok_or_else(|| err("not a quantity or a percentage".to_string()))?,
-                ),
+                None => {
+                    let magnitude = value.strip_prefix('-').unwrap_or(value);
+                    let q = parse_quantity(magnitude, false)
+                        .ok_or_else(|| err("not a quantity or a percentage".to_string()))?;
+                    let q = if value.starts_with('-') { -q } else { q };
+                    if q <= 0 {
+                        return Err(err(format!(
+                            "eviction threshold {} must be positive: {value}",
+                            signal.name()
+                        )));
+                    }
+                    ThresholdValue::Quantity(q)
+                }
             };
             map.insert(signal, parsed);
         }
@@ -348,7 +374,7 @@ mod tests {
         let e = Thresholds::parse_flag(&["memory.free<1Gi".into()])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("memory.free") && e.contains("unknown signal"), "{e}");
+        assert!(e.contains("unsupported eviction signal memory.free"), "{e}");
         let e = Thresholds::parse_flag(&["memory.available=1Gi".into()])
             .unwrap_err()
             .to_string();
@@ -356,7 +382,17 @@ mod tests {
         let e = Thresholds::parse([("nodefs.available", "120%")])
             .unwrap_err()
             .to_string();
-        assert!(e.contains("between 0% and 100%"), "{e}");
+        assert!(
+            e.contains("eviction percentage threshold nodefs.available must be <= 100%: 120%"),
+            "{e}"
+        );
+        let e = Thresholds::parse([("memory.available", "-1Mi")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("eviction threshold memory.available must be positive: -1Mi"),
+            "{e}"
+        );
     }
 
     /// A condition stays True for the transition period after its signal was last met.

@@ -223,3 +223,126 @@ fn under_memory_pressure_a_best_effort_pod_is_refused_and_a_static_pod_stays() {
         },
     );
 }
+
+/// A pod whose emptyDir grows over its `sizeLimit`, and one whose container writes more than
+/// its `ephemeral-storage` limit into its writable layer, are evicted with kubelet's messages
+/// and no `DisruptionTarget` condition (upstream's `LocalStorageCapacityIsolationEviction`); a
+/// pod within its limits stays.
+#[test]
+fn pods_over_their_local_storage_limits_are_evicted_with_kubelets_messages() {
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    // No threshold near: only the limits evict.
+    let agent = start("evict-storage", &api, &manifests, 1);
+    let node = agent.node().to_string();
+    let dir = tempfile::tempdir().unwrap();
+    let write = |path: &str, mb: u32| format!("dd if=/dev/zero of={path} bs=1048576 count={mb}; {SLEEPER}");
+    let volume_pod = |name: &str, mb: u32| {
+        format!(
+            "apiVersion: v1\nkind: Pod\nmetadata: {{name: {name}}}\nspec:\n  nodeName: {node}\n  restartPolicy: Never\n  \
+             terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: dockerlet.local/busybox:1\n    \
+             command: [\"sh\", \"-c\", \"{}\"]\n    volumeMounts: [{{name: scratch, mountPath: /scratch}}]\n  volumes:\n  \
+             - name: scratch\n    emptyDir: {{sizeLimit: 10Mi}}\n",
+            write("/scratch/f", mb)
+        )
+    };
+    create(&api, dir.path(), "over-volume", &volume_pod("over-volume", 20));
+    create(&api, dir.path(), "within-volume", &volume_pod("within-volume", 2));
+    let rootfs_pod = format!(
+        "apiVersion: v1\nkind: Pod\nmetadata: {{name: over-rootfs}}\nspec:\n  nodeName: {node}\n  restartPolicy: Never\n  \
+         terminationGracePeriodSeconds: 1\n  containers:\n  - name: app\n    image: dockerlet.local/busybox:1\n    \
+         command: [\"sh\", \"-c\", \"{}\"]\n    resources: {{limits: {{ephemeral-storage: 10Mi}}}}\n  - name: helper\n    \
+         image: dockerlet.local/busybox:1\n    command: [\"sh\", \"-c\", \"{SLEEPER}\"]\n",
+        write("/f", 20)
+    );
+    create(&api, dir.path(), "over-rootfs", &rootfs_pod);
+    for (pod, message) in [
+        (
+            "over-volume",
+            "Usage of EmptyDir volume \"scratch\" exceeds the limit \"10Mi\". ",
+        ),
+        (
+            "over-rootfs",
+            "Container app exceeded its local ephemeral storage limit \"10Mi\". ",
+        ),
+    ] {
+        let evicted = wait_for(&format!("{pod} evicted"), POD_START_TIMEOUT + CHANGE_TIMEOUT, || {
+            let p = api.get("pods", "default", pod)?;
+            (p["status"]["reason"] == "Evicted").then_some(p)
+        });
+        assert_eq!(evicted["status"]["phase"], "Failed", "{pod}");
+        assert_eq!(evicted["status"]["message"], message, "{pod}");
+        let disruption = evicted["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "DisruptionTarget");
+        assert!(!disruption, "{pod}: a local-storage eviction adds no DisruptionTarget");
+    }
+    holds_for(
+        "the pod within its limit running",
+        Duration::from_secs(3),
+        || match phase(&api, "within-volume").as_deref() {
+            Some("Running") => Ok(()),
+            other => Err(format!("within-volume: {other:?}")),
+        },
+    );
+}
+
+/// A soft threshold turns MemoryPressure on at once but evicts only once it has been met for
+/// its grace period (`--eviction-soft-grace-period`); the pod is evicted all the same, with
+/// kubelet's message (upstream's `LocalStorageSoftEviction`, here on memory).
+#[test]
+fn a_soft_threshold_evicts_only_after_its_grace_period() {
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    let soft = format!("memory.available<{}Mi", memory_available_mib() + 4096);
+    let args = [
+        "--kubeconfig".to_string(),
+        api.kubeconfig_path().display().to_string(),
+        "--node-status-update-frequency".into(),
+        "1s".into(),
+        "--eviction-hard".into(),
+        "memory.available<1Mi".into(),
+        "--eviction-soft".into(),
+        soft,
+        "--eviction-soft-grace-period".into(),
+        "memory.available=15s".into(),
+        "--eviction-max-pod-grace-period".into(),
+        "2".into(),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start("evict-soft", manifests.path(), &args);
+    let node = agent.node().to_string();
+    wait_for("MemoryPressure on the Node", CHANGE_TIMEOUT, || {
+        let n = api.get("nodes", "", &node)?;
+        n["status"]["conditions"]
+            .as_array()?
+            .iter()
+            .any(|c| c["type"] == "MemoryPressure" && c["status"] == "True")
+            .then_some(())
+    });
+    let pressure_seen = std::time::Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    // Burstable: admitted under MemoryPressure.
+    create(
+        &api,
+        dir.path(),
+        "soft-victim",
+        &pod_yaml("soft-victim", &node, Some("10Mi"), SLEEPER),
+    );
+    let evicted = wait_for("the pod evicted", POD_START_TIMEOUT, || {
+        let p = api.get("pods", "default", "soft-victim")?;
+        (p["status"]["reason"] == "Evicted").then_some(p)
+    });
+    let waited = pressure_seen.elapsed();
+    assert!(
+        waited >= Duration::from_secs(13),
+        "evicted {waited:?} after MemoryPressure: not before the 15 s grace period"
+    );
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: "),
+        "{message}"
+    );
+}

@@ -258,6 +258,115 @@ pub fn format_quantity(value: i64, binary: bool) -> String {
     value.to_string()
 }
 
+/// A local-storage limit a pod went over (kubelet's `localStorageEviction`): evicted with a
+/// grace period of 1 s and no `DisruptionTarget` condition.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StorageViolation {
+    /// The `kubelet_evictions` signal label: `emptydirfs.limit`, `ephemeralpodfs.limit` or
+    /// `ephemeralcontainerfs.limit`.
+    pub signal: &'static str,
+    /// kubelet's message (each ends with ". ").
+    pub message: String,
+}
+
+/// The first local-storage limit `pod` is over, by its `stats`, in kubelet's order: an
+/// emptyDir over its `sizeLimit` (not a memory-backed one: tmpfs is sized and cannot exceed),
+/// the pod over the sum of its containers' `ephemeral-storage` limits (when every container has
+/// one), a container's logs and writable layer over its own limit.
+pub fn storage_violation(pod: &Pod, stats: &PodStats) -> Option<StorageViolation> {
+    let spec = pod.spec.as_ref()?;
+    for volume in spec.volumes.iter().flatten() {
+        let Some(empty_dir) = volume.empty_dir.as_ref() else {
+            continue;
+        };
+        if empty_dir.medium.as_deref() == Some("Memory") {
+            continue;
+        }
+        let Some(limit) = empty_dir.size_limit.as_ref() else {
+            continue;
+        };
+        let Some(bytes) = crate::quantity::parse_quantity(&limit.0, false).filter(|b| *b > 0) else {
+            continue;
+        };
+        let used = stats
+            .volume_stats
+            .iter()
+            .find(|v| v.name == volume.name)
+            .and_then(|v| v.fs.used_bytes);
+        if used.is_some_and(|u| u as i64 > bytes) {
+            return Some(StorageViolation {
+                signal: "emptydirfs.limit",
+                message: format!(
+                    "Usage of EmptyDir volume {:?} exceeds the limit {:?}. ",
+                    volume.name, limit.0
+                ),
+            });
+        }
+    }
+    let limit_of = |c: &k8s_openapi::api::core::v1::Container| {
+        let text = c
+            .resources
+            .as_ref()?
+            .limits
+            .as_ref()?
+            .get("ephemeral-storage")?
+            .0
+            .clone();
+        let bytes = crate::quantity::parse_quantity(&text, false)?;
+        Some((text, bytes))
+    };
+    let limits: Vec<Option<(String, i64)>> = spec.containers.iter().map(limit_of).collect();
+    if !limits.is_empty() && limits.iter().all(Option::is_some) {
+        let total: i64 = limits.iter().flatten().map(|(_, b)| b).sum();
+        let used = stats.ephemeral_storage.as_ref().and_then(|e| e.used_bytes);
+        if used.is_some_and(|u| u as i64 > total) {
+            return Some(StorageViolation {
+                signal: "ephemeralpodfs.limit",
+                message: format!(
+                    "Pod ephemeral local storage usage exceeds the total limit of containers {}. ",
+                    format_quantity(total, true)
+                ),
+            });
+        }
+    }
+    for (container, limit) in spec.containers.iter().zip(&limits) {
+        let Some((text, bytes)) = limit.as_ref().filter(|(_, b)| *b > 0) else {
+            continue;
+        };
+        let Some(c) = stats.containers.iter().find(|c| c.name == container.name) else {
+            continue;
+        };
+        let used = |fs: Option<&dockerlet_messages::stats::FsStats>| fs.and_then(|f| f.used_bytes).unwrap_or(0);
+        if (used(c.logs.as_ref()) + used(c.rootfs.as_ref())) as i64 > *bytes {
+            return Some(StorageViolation {
+                signal: "ephemeralcontainerfs.limit",
+                message: format!(
+                    "Container {} exceeded its local ephemeral storage limit {:?}. ",
+                    container.name, text
+                ),
+            });
+        }
+    }
+    None
+}
+
+/// Whether any container or emptyDir of `pod` has a local-storage limit to watch.
+pub fn has_storage_limits(pod: &Pod) -> bool {
+    let Some(spec) = pod.spec.as_ref() else { return false };
+    let empty_dir_limit = spec
+        .volumes
+        .iter()
+        .flatten()
+        .any(|v| v.empty_dir.as_ref().is_some_and(|e| e.size_limit.is_some()));
+    let container_limit = spec.containers.iter().any(|c| {
+        c.resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .is_some_and(|l| l.contains_key("ephemeral-storage"))
+    });
+    empty_dir_limit || container_limit
+}
+
 /// kubelet's eviction admit handler: under no pressure, and for a critical pod, admit; under
 /// memory pressure alone, refuse a BestEffort pod unless it tolerates the memory-pressure taint;
 /// under any other pressure refuse every pod. The refusal's reason is `Evicted`, its message

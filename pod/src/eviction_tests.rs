@@ -225,3 +225,74 @@ fn admission_under_pressure_is_kubelets() {
         "tolerations do not help under PIDPressure"
     );
 }
+
+/// A summary entry from the Summary API's JSON (what `/stats/summary` serves).
+fn pod_stats(value: serde_json::Value) -> PodStats {
+    serde_json::from_value(value).expect("pod stats")
+}
+
+const T: &str = "2026-12-06T00:00:00Z";
+
+fn limited_pod(yaml: &str) -> Pod {
+    let (value, source) = crate::decode::yaml_tree(yaml).expect("yaml");
+    crate::decode::decode_pod(value, Some(&source), &[]).expect("a pod")
+}
+
+/// kubelet's local-storage checks, in its order and words (`eviction_manager.go`
+/// `emptyDirLimitEviction`, `podEphemeralStorageLimitEviction`,
+/// `containerEphemeralStorageLimitEviction`; e2e `LocalStorageCapacityIsolationEviction`).
+#[test]
+fn local_storage_limits_are_kubelets() {
+    let pod = limited_pod(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    image: i\n    \
+         resources: {limits: {ephemeral-storage: 100Mi}}\n  volumes:\n  - name: scratch\n    emptyDir: {sizeLimit: 10Mi}\n  \
+         - name: ram\n    emptyDir: {medium: Memory, sizeLimit: 1Mi}\n",
+    );
+    let stats = |scratch: u64, ram: u64, rootfs: u64, logs: u64, pod_total: u64| {
+        pod_stats(serde_json::json!({
+            "podRef": {"name": "p", "namespace": "default", "uid": "u"},
+            "startTime": T,
+            "containers": [{"name": "app", "startTime": T,
+                "rootfs": {"time": T, "usedBytes": rootfs}, "logs": {"time": T, "usedBytes": logs}}],
+            "volume": [{"name": "scratch", "time": T, "usedBytes": scratch},
+                       {"name": "ram", "time": T, "usedBytes": ram}],
+            "ephemeral-storage": {"time": T, "usedBytes": pod_total},
+        }))
+    };
+    let mib = 1 << 20;
+    assert!(has_storage_limits(&pod));
+    assert_eq!(
+        storage_violation(&pod, &stats(mib, 5 * mib, mib, mib, 3 * mib)),
+        None,
+        "the memory emptyDir is tmpfs"
+    );
+    assert_eq!(
+        storage_violation(&pod, &stats(11 * mib, 0, mib, mib, 13 * mib)),
+        Some(StorageViolation {
+            signal: "emptydirfs.limit",
+            message: "Usage of EmptyDir volume \"scratch\" exceeds the limit \"10Mi\". ".into(),
+        })
+    );
+    assert_eq!(
+        storage_violation(&pod, &stats(mib, 0, 50 * mib, 10 * mib, 101 * mib)),
+        Some(StorageViolation {
+            signal: "ephemeralpodfs.limit",
+            message: "Pod ephemeral local storage usage exceeds the total limit of containers 100Mi. ".into(),
+        })
+    );
+    assert_eq!(
+        storage_violation(&pod, &stats(0, 0, 95 * mib, 10 * mib, 99 * mib)),
+        Some(StorageViolation {
+            signal: "ephemeralcontainerfs.limit",
+            message: "Container app exceeded its local ephemeral storage limit \"100Mi\". ".into(),
+        })
+    );
+    let unlimited = limited_pod(
+        "apiVersion: v1\nkind: Pod\nmetadata: {name: p}\nspec:\n  containers:\n  - name: app\n    image: i\n",
+    );
+    assert!(!has_storage_limits(&unlimited));
+    assert_eq!(
+        storage_violation(&unlimited, &stats(100 * mib, 0, 100 * mib, 0, 300 * mib)),
+        None
+    );
+}

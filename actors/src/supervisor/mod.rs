@@ -489,7 +489,9 @@ mod tests {
     fn observing(memory_available: i64) -> EvictionConfig {
         EvictionConfig {
             node_name: NODE.into(),
-            thresholds: dockerlet_host::signals::Thresholds::default(),
+            thresholds: dockerlet_host::thresholds::EvictionSettings::hard_only(
+                dockerlet_host::signals::Thresholds::default(),
+            ),
             transition_period: Duration::from_secs(300),
             period: Duration::from_millis(50),
             observe: Arc::new(move || dockerlet_host::signals::Observation {

@@ -258,23 +258,11 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
     ("serializeImagePulls", Honoured),
     ("maxParallelImagePulls", Honoured),
     ("evictionHard", Honoured),
-    (
-        "evictionSoft",
-        DefaultOnly(&[Empty], "dockerlet evicts on hard thresholds only"),
-    ),
-    (
-        "evictionSoftGracePeriod",
-        DefaultOnly(&[Empty], "dockerlet evicts on hard thresholds only"),
-    ),
+    ("evictionSoft", Honoured),
+    ("evictionSoftGracePeriod", Honoured),
     ("evictionPressureTransitionPeriod", Honoured),
-    (
-        "evictionMaxPodGracePeriod",
-        DefaultOnly(&[Zero], "dockerlet evicts on hard thresholds only"),
-    ),
-    (
-        "evictionMinimumReclaim",
-        DefaultOnly(&[Empty], "dockerlet reclaims no minimum beyond the threshold"),
-    ),
+    ("evictionMaxPodGracePeriod", Honoured),
+    ("evictionMinimumReclaim", Honoured),
     (
         "mergeDefaultEvictionSettings",
         DefaultOnly(

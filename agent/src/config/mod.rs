@@ -27,7 +27,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use dockerlet_actors::{HttpSourceConfig, ImagePullLimit};
-use dockerlet_host::signals::Thresholds;
+use dockerlet_host::thresholds::EvictionSettings;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_pod::backoff::BackoffConfig;
 use dockerlet_pod::dns::ClusterDns;
@@ -68,8 +68,9 @@ pub use node_settings::{NodeSettings, ReservedCgroup};
 // What the tests name through `use super::*`.
 #[cfg(test)]
 use {
-    dockerlet_http::kubelet_api::auth::AuthorizationMode, dockerlet_http::kubelet_api::DebugRoutes,
-    dockerlet_pod::cgroup::CgroupDriver, kubelet_api::STREAMING_CONNECTION_IDLE_TIMEOUT, std::net::Ipv4Addr,
+    dockerlet_host::signals::Thresholds, dockerlet_http::kubelet_api::auth::AuthorizationMode,
+    dockerlet_http::kubelet_api::DebugRoutes, dockerlet_pod::cgroup::CgroupDriver,
+    kubelet_api::STREAMING_CONNECTION_IDLE_TIMEOUT, std::net::Ipv4Addr,
 };
 
 /// The settings the agent runs with.
@@ -146,8 +147,9 @@ pub struct AgentConfig {
     pub taints: Vec<Taint>,
     /// `--kube-reserved` plus `--system-reserved`: cpu in millicores, the rest in units.
     pub reserved: BTreeMap<String, i64>,
-    /// `--eviction-hard`.
-    pub eviction_hard: Thresholds,
+    /// `--eviction-hard`, `--eviction-soft` (with `--eviction-soft-grace-period`),
+    /// `--eviction-max-pod-grace-period`, `--eviction-minimum-reclaim`.
+    pub eviction: EvictionSettings,
     /// `--eviction-pressure-transition-period`.
     pub eviction_pressure_transition_period: Duration,
     /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
@@ -258,7 +260,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         runtime_endpoint: pod_sync.runtime_endpoint,
         reserved: reserved.total,
         node: node_settings,
-        eviction_hard: eviction.hard,
+        eviction: eviction.settings,
         eviction_pressure_transition_period: eviction.pressure_transition_period,
         kubeconfig: cluster.kubeconfig,
         in_cluster: cluster.in_cluster,

@@ -489,7 +489,7 @@ fn dns_settings_parse() {
 fn node_allocatable_settings_parse() {
     let c = build(&cli(&[]), host).unwrap();
     assert!(c.taints.is_empty() && c.reserved.is_empty());
-    assert_eq!(c.eviction_hard, Thresholds::default());
+    assert_eq!(c.eviction.hard, Thresholds::default());
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
     let c = build(
         &cli(&[
@@ -519,7 +519,7 @@ fn node_allocatable_settings_parse() {
     assert_eq!(c.taints[1].value, None);
     assert_eq!(c.reserved["cpu"], 500);
     assert_eq!(c.reserved["memory"], 1 << 30);
-    assert_eq!(c.eviction_hard.0.len(), 1);
+    assert_eq!(c.eviction.hard.0.len(), 1);
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(2));
 
     let dir = tempfile::tempdir().unwrap();
@@ -532,7 +532,7 @@ fn node_allocatable_settings_parse() {
     let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
     assert_eq!(c.taints[0].effect, "NoExecute");
     assert_eq!(c.reserved["memory"], 512 << 20);
-    assert_eq!(c.eviction_hard.0.len(), 1);
+    assert_eq!(c.eviction.hard.0.len(), 1);
     assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(30));
 }
 
@@ -630,4 +630,63 @@ fn node_status_max_images() {
         "invalid value for --node-status-max-images: invalid configuration: nodeStatusMaxImages \
          (--node-status-max-images) -2 must be -1 or greater"
     );
+}
+
+/// Soft thresholds, their grace periods, the longest pod grace and the minimum reclaim: flags
+/// over keys, each soft threshold with its grace period or the start refused in kubelet's words
+/// naming the flag (`ParseThresholdConfig`).
+#[test]
+fn soft_thresholds_grace_periods_and_minimum_reclaim() {
+    let c = build(
+        &cli(&[
+            "--eviction-soft",
+            "memory.available<1Gi",
+            "--eviction-soft-grace-period",
+            "memory.available=1m30s",
+            "--eviction-max-pod-grace-period",
+            "20",
+            "--eviction-minimum-reclaim",
+            "memory.available=0Mi,nodefs.available=500Mi",
+        ]),
+        host,
+    )
+    .unwrap();
+    assert_eq!(c.eviction.soft.0.len(), 1);
+    assert_eq!(
+        c.eviction
+            .soft_grace
+            .get(&dockerlet_host::signals::Signal::MemoryAvailable),
+        Some(&Duration::from_secs(90))
+    );
+    assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(20));
+    assert_eq!(c.eviction.min_reclaim.len(), 2);
+    assert_eq!(c.eviction.hard, Thresholds::default(), "the hard defaults stay");
+
+    let e = build(&cli(&["--eviction-soft", "memory.available<1Gi"]), host)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--eviction-soft")
+            && e.contains("grace period must be specified for the soft eviction threshold memory.available"),
+        "{e}"
+    );
+    let e = build(&cli(&["--eviction-minimum-reclaim", "memory.available=0%"]), host)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("--eviction-minimum-reclaim") && e.contains("must be positive"),
+        "{e}"
+    );
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("config.yaml");
+    std::fs::write(
+        &path,
+        "evictionSoft:\n  nodefs.available: 15%\nevictionSoftGracePeriod:\n  nodefs.available: 2m\nevictionMaxPodGracePeriod: 30\nevictionMinimumReclaim:\n  nodefs.available: 1Gi\n",
+    )
+    .unwrap();
+    let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
+    assert_eq!(c.eviction.soft.0.len(), 1);
+    assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(30));
+    assert_eq!(c.eviction.min_reclaim.len(), 1);
 }
