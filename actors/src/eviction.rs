@@ -391,12 +391,20 @@ async fn evict_one(
         }
         let message = policy::message(starved, Some(threshold), &choice.containers);
         tracing::info!(parent: &target.id.span(), message = %message, "Eviction manager: evicting pod");
-        links.events.do_send(RecordEvent::about(
+        // kubelet's AnnotatedEventf: the containers over their request and what starved.
+        let (names, usages) = policy::offending(&choice.containers, starved);
+        let annotations = std::collections::BTreeMap::from([
+            ("offending_containers".to_string(), names),
+            ("offending_containers_usage".to_string(), usages),
+            ("starved_resource".to_string(), starved.name().to_string()),
+        ]);
+        let event = RecordEvent::about(
             EventSubject::Pod(target.id.clone()),
             EventType::Warning,
             policy::EVICTED,
             message.clone(),
-        ));
+        );
+        links.events.do_send(event.with_annotations(annotations));
         stop_evicted(target, message, true, grace(&target.pod)).await;
         let stats_age = summary.as_deref().and_then(stats_age);
         return Attempt::Evicted {

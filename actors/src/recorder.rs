@@ -108,13 +108,14 @@ impl EventRecorder {
         )?;
         self.api_writes += 1;
         let (id, kind, reason) = (id.clone(), event.type_, event.reason.clone());
-        let field_path = event.field_path.clone();
+        let (field_path, annotations) = (event.field_path.clone(), event.annotations.clone());
         Some(Box::pin(async move {
             let involved = PodEventRef {
                 namespace: &id.namespace,
                 pod: &id.name,
                 uid: &id.uid.0,
                 field_path: field_path.as_deref(),
+                annotations: &annotations,
             };
             let written = api
                 .record_pod_event(&event_name, involved, kind, &reason, &message, count)

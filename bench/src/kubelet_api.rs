@@ -380,6 +380,10 @@ pub fn kubelet_api(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             "127.0.0.1",
             "--client-ca-file",
             &cas_arg,
+            // The scenario reads a 200 MiB log whole; at kubelet's default rotation (10Mi, 5
+            // files) Docker keeps only the last ~50 MiB of it.
+            "--container-log-max-size",
+            "512Mi",
         ],
     )?;
     let pid = agent.pid().context("the agent's PID")?;

@@ -151,6 +151,15 @@ fn a_best_effort_memory_hog_is_evicted_before_a_burstable_pod_and_a_static_pod_s
         .filter(|e| e["reason"] == "Evicted" && e["involvedObject"]["name"] == "hog")
         .collect();
     assert_eq!(evicted_events.len(), 1, "one Evicted event: {events}");
+    // kubelet's AnnotatedEventf, as upstream's eviction e2e reads it.
+    let annotations = &evicted_events[0]["metadata"]["annotations"];
+    assert_eq!(annotations["starved_resource"], "memory", "{annotations}");
+    assert_eq!(annotations["offending_containers"], "app", "{annotations}");
+    let usage = annotations["offending_containers_usage"].as_str().unwrap_or_default();
+    assert!(
+        usage.ends_with("Ki") || usage.ends_with("Mi") || usage.parse::<u64>().is_ok_and(|u| u > 0),
+        "{usage:?}"
+    );
     // The hog's memory is back: nothing else goes.
     holds_for(
         "the burstable and static pods running on",

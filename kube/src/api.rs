@@ -41,6 +41,8 @@ struct NewEvent<'a> {
     message: &'a str,
     /// How often it happened so far.
     count: i32,
+    /// Its annotations (kubelet's `AnnotatedEventf`).
+    annotations: Option<&'a std::collections::BTreeMap<String, String>>,
 }
 
 fn failed(operation: &str, source: kube::Error) -> ApiError {
@@ -238,6 +240,7 @@ impl KubeApi {
             reason,
             message,
             count,
+            annotations,
         }: NewEvent<'_>,
     ) -> Result<(), ApiError> {
         use k8s_openapi::api::core::v1::{Event, EventSource};
@@ -248,6 +251,7 @@ impl KubeApi {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 namespace: Some(namespace.to_string()),
+                annotations: annotations.filter(|a| !a.is_empty()).cloned(),
                 ..Default::default()
             },
             involved_object,
@@ -488,6 +492,7 @@ impl KubeClient for KubeApi {
             reason,
             message,
             count,
+            annotations: Some(about.annotations),
         };
         self.create_event(namespace, name, involved, event).await
     }
@@ -509,6 +514,7 @@ impl KubeClient for KubeApi {
             reason,
             message,
             count: 1,
+            annotations: None,
         };
         self.create_event("default", &name, involved, event).await
     }

@@ -14,6 +14,8 @@ pub struct PodEventRef<'a> {
     pub uid: &'a str,
     /// `spec.containers{name}` or `spec.initContainers{name}`.
     pub field_path: Option<&'a str>,
+    /// The Event's annotations (kubelet's `AnnotatedEventf`); empty for most events.
+    pub annotations: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// An API call that failed.

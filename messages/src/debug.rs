@@ -437,6 +437,9 @@ pub struct RecordEvent {
     pub reason: String,
     /// Kubelet's message.
     pub message: String,
+    /// The API event's annotations (kubelet's `AnnotatedEventf`: an eviction's
+    /// `offending_containers`, `offending_containers_usage`, `starved_resource`); mostly empty.
+    pub annotations: std::collections::BTreeMap<String, String>,
 }
 
 impl RecordEvent {
@@ -454,7 +457,14 @@ impl RecordEvent {
             type_,
             reason: reason.to_string(),
             message,
+            annotations: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// The same event with these annotations on the API's Event.
+    pub fn with_annotations(mut self, annotations: std::collections::BTreeMap<String, String>) -> RecordEvent {
+        self.annotations = annotations;
+        self
     }
 
     /// The same event about one of the pod's containers, `field_path` its reference in the pod.
