@@ -22,7 +22,7 @@ use actix::prelude::*;
 use dockerlet_host::pod_logs::LogLinks;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
 use dockerlet_messages::gc::GetKeptPods;
-use dockerlet_messages::PodUid;
+use dockerlet_messages::{PodRef, PodUid};
 use dockerlet_pod::container_gc::{plan, GcPolicy, Removal};
 use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::jiff::Timestamp;
@@ -66,7 +66,24 @@ pub struct ContainerGcLinks {
 struct PassOutcome {
     removed: u64,
     log_dirs_removed: u64,
-    errors: Vec<String>,
+    errors: Vec<PassError>,
+}
+
+/// What went wrong in a pass (each kept for the `ContainerGCFailed` event).
+#[derive(Debug, thiserror::Error)]
+enum PassError {
+    #[error("cannot ask which pods are kept")]
+    Kept(#[source] MailboxError),
+    #[error("failed to remove container {id}")]
+    Remove {
+        id: dockerlet_messages::ContainerId,
+        #[source]
+        source: dockerlet_runtime::RuntimeError,
+    },
+    #[error("cannot clean up the pod log directories")]
+    Logs(#[source] dockerlet_host::pod_logs::LogLinkError),
+    #[error("the pod log clean-up did not finish")]
+    LogsTask(#[source] tokio::task::JoinError),
 }
 
 /// The actor.
@@ -135,7 +152,8 @@ impl ContainerGcActor {
             self.last_error = None;
             return;
         }
-        let error = outcome.errors.join("; ");
+        let errors: Vec<String> = outcome.errors.iter().map(|e| crate::error_chain(e)).collect();
+        let error = errors.join("; ");
         tracing::error!(error = %error, "Container garbage collection failed");
         let about = EventSubject::Node(self.config.node_name.clone());
         self.links.events.do_send(RecordEvent::about(
@@ -165,7 +183,7 @@ async fn collect(
     let kept = match kept.send(GetKeptPods).await {
         Ok(kept) => kept,
         Err(e) => {
-            outcome.errors.push(format!("cannot ask which pods are kept: {e}"));
+            outcome.errors.push(PassError::Kept(e));
             return outcome;
         }
     };
@@ -185,15 +203,21 @@ async fn collect(
     outcome
 }
 
-async fn remove(runtime: &dyn ContainerRuntime, cache: &PodCache, removal: &Removal) -> Result<(), String> {
+async fn remove(runtime: &dyn ContainerRuntime, cache: &PodCache, removal: &Removal) -> Result<(), PassError> {
     let c = &removal.container;
-    let span =
-        tracing::info_span!("pod", pod.namespace = %c.pod_namespace, pod.name = %c.pod_name, pod.uid = %c.pod_uid);
-    tracing::info!(parent: &span, container = %c.name, container_id = %c.id, reason = %removal.reason, "removing container");
+    let pod = PodRef {
+        uid: c.pod_uid.clone(),
+        namespace: c.pod_namespace.clone(),
+        name: c.pod_name.clone(),
+    };
+    tracing::info!(parent: &pod.span(), container = %c.name, container_id = %c.id, reason = %removal.reason, "removing container");
     runtime
         .remove_container(&c.id)
         .await
-        .map_err(|e| format!("failed to remove container {}: {}", c.id, crate::error_chain(&e)))?;
+        .map_err(|source| PassError::Remove {
+            id: c.id.clone(),
+            source,
+        })?;
     cache.remove(&c.id, std::time::Instant::now());
     Ok(())
 }
@@ -224,8 +248,8 @@ async fn clean_logs(
             }
             outcome.log_dirs_removed += dirs.len() as u64;
         }
-        Ok(Err(e)) => outcome.errors.push(crate::error_chain(&e)),
-        Err(e) => outcome.errors.push(e.to_string()),
+        Ok(Err(e)) => outcome.errors.push(PassError::Logs(e)),
+        Err(e) => outcome.errors.push(PassError::LogsTask(e)),
     }
 }
 

@@ -272,7 +272,19 @@ impl EvictionActor {
         let work = async move {
             // kubelet's local-storage checks come first; pods over their limits go this cycle,
             // and the thresholds wait for the next.
-            let over = evict_over_storage_limits(&links).await;
+            // One look at the pods and one fresh summary serve both steps.
+            let candidates = match links.candidates.send(GetEvictionCandidates).await {
+                Ok(c) => c,
+                Err(e) => return Attempt::Failed(e.to_string()),
+            };
+            let limited = candidates
+                .iter()
+                .any(|c| policy::has_storage_limits(&c.pod) && !policy::is_critical(&c.pod));
+            let summary = match (&links.stats, limited || chosen.is_some()) {
+                (Some(stats), true) => stats.send(GetFreshStatsSummary).await.ok().flatten(),
+                _ => None,
+            };
+            let over = evict_over_storage_limits(&links, &candidates, summary.as_deref()).await;
             if !over.is_empty() {
                 return Attempt::OverStorageLimits(over);
             }
@@ -302,7 +314,7 @@ impl EvictionActor {
                 policy::THRESHOLD_MET,
                 format!("Attempting to reclaim {}", starved.name()),
             ));
-            evict_one(links, signal, (threshold, available), grace).await
+            evict_one(&links, &candidates, summary, signal, (threshold, available), grace).await
         };
         ctx.spawn(work.into_actor(self).map(move |attempt, act, ctx| {
             act.evicting = false;
@@ -355,23 +367,17 @@ impl EvictionActor {
 /// its `Evicted` event, then `EvictPod` to its worker, waited for as kubelet's `killPodNow`
 /// (max(10 s, 1.5 × grace)).
 async fn evict_one(
-    links: EvictionLinks,
+    links: &EvictionLinks,
+    candidates: &[EvictionCandidate],
+    summary: Option<Arc<Summary>>,
     signal: Signal,
     threshold: (i64, i64),
     grace: impl Fn(&k8s_openapi::api::core::v1::Pod) -> Duration,
 ) -> Attempt {
     let starved = signal.starved();
-    let candidates: Vec<EvictionCandidate> = match links.candidates.send(GetEvictionCandidates).await {
-        Ok(c) => c,
-        Err(e) => return Attempt::Failed(e.to_string()),
-    };
     if candidates.is_empty() {
         return Attempt::NothingToEvict("eviction thresholds have been met, but no pods are active to evict");
     }
-    let summary: Option<Arc<Summary>> = match &links.stats {
-        Some(stats) => stats.send(GetFreshStatsSummary).await.ok().flatten(),
-        None => None,
-    };
     let uids: Vec<String> = candidates.iter().map(|c| c.id.uid.0.clone()).collect();
     let pods = uids
         .iter()
@@ -433,25 +439,18 @@ async fn stop_evicted(target: &EvictionCandidate, message: String, disruption_ta
 
 /// kubelet's local-storage eviction: every running pod over an emptyDir `sizeLimit` or an
 /// `ephemeral-storage` limit is evicted (grace 1 s, no `DisruptionTarget`), with an `Evicted`
-/// event. Only when some pod has such a limit is a summary read.
-async fn evict_over_storage_limits(links: &EvictionLinks) -> Vec<(PodRef, &'static str)> {
-    let Ok(candidates) = links.candidates.send(GetEvictionCandidates).await else {
-        return Vec::new();
-    };
-    let limited: Vec<&EvictionCandidate> = candidates
-        .iter()
-        .filter(|c| policy::has_storage_limits(&c.pod) && !policy::is_critical(&c.pod))
-        .collect();
-    if limited.is_empty() {
-        return Vec::new();
-    }
-    let summary: Option<Arc<Summary>> = match &links.stats {
-        Some(stats) => stats.send(GetFreshStatsSummary).await.ok().flatten(),
-        None => None,
-    };
+/// event, from `summary` (read by the caller only when some pod has such a limit).
+async fn evict_over_storage_limits(
+    links: &EvictionLinks,
+    candidates: &[EvictionCandidate],
+    summary: Option<&Summary>,
+) -> Vec<(PodRef, &'static str)> {
     let Some(summary) = summary else {
         return Vec::new();
     };
+    let limited = candidates
+        .iter()
+        .filter(|c| policy::has_storage_limits(&c.pod) && !policy::is_critical(&c.pod));
     let mut evicted = Vec::new();
     for target in limited {
         let Some(stats) = summary.pods.iter().find(|p| p.pod_ref.uid == target.id.uid.0) else {

@@ -35,7 +35,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_host::image_gc::{
-    self, GcEngine, GcError, GcReason, GcReport, ImageGcPolicy, ImageRecords, IMAGE_GC_FAILED,
+    self, GcEngine, GcError, GcReason, GcReport, ImageGcPolicy, ImageRecords, RemoveError, IMAGE_GC_FAILED,
 };
 use dockerlet_host::signals::FsStats;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
@@ -365,18 +365,16 @@ struct Engine {
 }
 
 impl GcEngine for Engine {
-    async fn remove(&mut self, image_id: &str) -> Result<(), String> {
+    async fn remove(&mut self, image_id: &str) -> Result<(), RemoveError> {
         let Some(image) = self.images.get(image_id) else {
-            return Err(format!("image {image_id} not listed"));
+            return Err(RemoveError::NotListed(image_id.to_string()));
         };
-        match self.runtime.remove_image(image).await {
-            Ok(()) => Ok(()),
-            Err(e @ RuntimeError::ImageInUse { .. }) => {
+        self.runtime.remove_image(image).await.map_err(|e| {
+            if matches!(e, RuntimeError::ImageInUse { .. }) {
                 tracing::info!(image = image_id, error = %e, "skipping an image a container uses");
-                Err(e.to_string())
             }
-            Err(e) => Err(error_chain(&e)),
-        }
+            RemoveError::engine(e)
+        })
     }
 
     async fn image_fs(&mut self) -> Option<(u64, u64)> {

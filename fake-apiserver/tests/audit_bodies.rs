@@ -483,7 +483,7 @@ fn server_side_apply_checks_and_creates() {
 }
 
 /// The agent's event recorder (kube/src/api.rs): an old-style Event (no eventTime) created, its
-/// count merge-patched. events.go `legacyValidateEvent` is all core/v1 checks; an Event name
+/// count merge-patched, its annotations kept. events.go `legacyValidateEvent` is all core/v1 checks; an Event name
 /// only follows the path-segment rule; a new-style Event needs `reportingController`.
 #[test]
 fn events_as_the_agent_records_them() {
@@ -511,6 +511,38 @@ fn events_as_the_agent_records_them() {
     assert_eq!(
         refused.message(),
         "Event \"a/b\" is invalid: metadata.name: Invalid value: \"a/b\": may not contain '/'"
+    );
+    // kubelet's AnnotatedEventf (client-go tools/record/event.go `makeEvent`) puts its
+    // annotations in the Event's metadata; they are validated as any object's
+    // (apimachinery pkg/api/validation/objectmeta.go `ValidateAnnotations`) and kept.
+    let mut annotated = event.clone();
+    annotated["metadata"]["name"] = json!("evicted");
+    annotated["metadata"]["annotations"] =
+        json!({"offending_containers": "app", "offending_containers_usage": "1464Mi", "starved_resource": "memory"});
+    let created = send_json(&server, "POST", events, "application/json", &annotated);
+    assert_eq!(created.code, 201, "{}", created.body);
+    let kept = send_json(
+        &server,
+        "GET",
+        &format!("{events}/evicted"),
+        "application/json",
+        &json!(null),
+    );
+    assert_eq!(
+        kept.body["metadata"]["annotations"]["starved_resource"], "memory",
+        "{}",
+        kept.body
+    );
+    annotated["metadata"]["name"] = json!("bad-annotation");
+    annotated["metadata"]["annotations"] = json!({"bad key": "x"});
+    let refused = send_json(&server, "POST", events, "application/json", &annotated);
+    assert_eq!(refused.code, 422, "{}", refused.body);
+    assert!(
+        refused
+            .message()
+            .starts_with("Event \"bad-annotation\" is invalid: metadata.annotations: Invalid value: \"bad key\""),
+        "{}",
+        refused.message()
     );
     let mut new_style = event;
     new_style["metadata"]["name"] = json!("new");

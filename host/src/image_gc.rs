@@ -362,10 +362,39 @@ impl GcReason {
     }
 }
 
+/// Why an image was not removed.
+#[derive(Debug, thiserror::Error)]
+pub enum RemoveError {
+    /// The collector's last listing does not hold it.
+    #[error("image {0} not listed")]
+    NotListed(String),
+    /// The engine refused (a container uses it) or failed.
+    #[error("{0}")]
+    Engine(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl RemoveError {
+    /// The engine's error.
+    pub fn engine(source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        RemoveError::Engine(Box::new(source))
+    }
+
+    /// The error with its causes, `a: b: c`, as kubelet's aggregated texts carry them.
+    fn chain(&self) -> String {
+        let mut text = self.to_string();
+        let mut source = std::error::Error::source(self).and_then(std::error::Error::source);
+        while let Some(s) = source {
+            text = format!("{text}: {s}");
+            source = s.source();
+        }
+        text
+    }
+}
+
 /// What the collector needs of the engine and the node.
 pub trait GcEngine {
-    /// Remove the image (never forced); the error's text when the engine refused.
-    fn remove(&mut self, image_id: &str) -> impl Future<Output = Result<(), String>>;
+    /// Remove the image (never forced).
+    fn remove(&mut self, image_id: &str) -> impl Future<Output = Result<(), RemoveError>>;
     /// The image filesystem's (capacity, available) bytes; none when it cannot be read.
     fn image_fs(&mut self) -> impl Future<Output = Option<(u64, u64)>>;
 }
@@ -602,7 +631,7 @@ async fn free_image(
     reason: GcReason,
     engine: &mut impl GcEngine,
     report: &mut GcReport,
-) -> Result<(), String> {
+) -> Result<(), RemoveError> {
     tracing::info!(image = %candidate.id, size = candidate.record.size, "Removing image to free bytes");
     engine.remove(&candidate.id).await?;
     records.0.remove(&candidate.id);
@@ -617,10 +646,13 @@ fn since(later: Timestamp, earlier: Timestamp) -> Duration {
 }
 
 /// Go's `errors.NewAggregate(errs).Error()`: the one error, or `[a, b]`.
-fn aggregate(errors: &[String]) -> String {
+fn aggregate(errors: &[RemoveError]) -> String {
     match errors {
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
+        [one] => one.chain(),
+        many => format!(
+            "[{}]",
+            many.iter().map(RemoveError::chain).collect::<Vec<_>>().join(", ")
+        ),
     }
 }
 

@@ -78,15 +78,17 @@ impl Signal {
 
     /// The signal named `name`, or kubelet's refusal ("unsupported eviction signal …", with
     /// the signals dockerlet knows).
-    pub fn parse_name(name: &str) -> Result<Signal, String> {
-        Signal::from_name(name).ok_or_else(|| {
-            let known: Vec<&str> = Signal::ALL.iter().map(|s| s.name()).collect();
-            format!("unsupported eviction signal {name} (known: {})", known.join(", "))
-        })
+    pub fn parse_name(name: &str) -> Result<Signal, UnknownSignal> {
+        Signal::from_name(name).ok_or_else(|| UnknownSignal(name.to_string()))
     }
 }
 
 pub use dockerlet_messages::node::Pressure;
+
+/// A signal name kubelet does not know.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unsupported eviction signal {0} (known: {known})", known = Signal::ALL.map(Signal::name).join(", "))]
+pub struct UnknownSignal(pub String);
 
 /// A threshold's value: an absolute quantity or a share of the capacity.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -145,7 +147,7 @@ impl Thresholds {
                 entry: format!("{name}<{value}"),
                 reason,
             };
-            let signal = Signal::parse_name(name.trim()).map_err(err)?;
+            let signal = Signal::parse_name(name.trim()).map_err(|e| err(e.to_string()))?;
             let value = value.trim();
             let parsed = match value.strip_suffix('%') {
                 Some(p) => {

@@ -66,6 +66,14 @@ impl EvictionSettings {
     }
 }
 
+/// A refused `signal=value` entry.
+fn entry_error(name: &str, value: &str, reason: String) -> ThresholdError {
+    ThresholdError {
+        entry: format!("{name}={value}"),
+        reason,
+    }
+}
+
 /// `signal=duration` pairs (`--eviction-soft-grace-period memory.available=1m30s`); a grace
 /// period below zero is refused in kubelet's words.
 pub fn parse_grace_periods<'a>(
@@ -73,11 +81,8 @@ pub fn parse_grace_periods<'a>(
 ) -> Result<BTreeMap<Signal, Duration>, ThresholdError> {
     let mut map = BTreeMap::new();
     for (name, value) in entries {
-        let err = |reason: String| ThresholdError {
-            entry: format!("{name}={value}"),
-            reason,
-        };
-        let signal = Signal::parse_name(name.trim()).map_err(&err)?;
+        let err = |reason: String| entry_error(name, value, reason);
+        let signal = Signal::parse_name(name.trim()).map_err(|e| err(e.to_string()))?;
         let value = value.trim();
         if value.starts_with('-') {
             return Err(err(format!(
@@ -97,11 +102,8 @@ pub fn parse_min_reclaim<'a>(
 ) -> Result<BTreeMap<Signal, ThresholdValue>, ThresholdError> {
     let mut map = BTreeMap::new();
     for (name, value) in entries {
-        let err = |reason: String| ThresholdError {
-            entry: format!("{name}={value}"),
-            reason,
-        };
-        let signal = Signal::parse_name(name.trim()).map_err(&err)?;
+        let err = |reason: String| entry_error(name, value, reason);
+        let signal = Signal::parse_name(name.trim()).map_err(|e| err(e.to_string()))?;
         let value = value.trim();
         let parsed = match value.strip_suffix('%') {
             Some(p) => {

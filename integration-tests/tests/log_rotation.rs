@@ -14,6 +14,17 @@ use dockerlet_integration_tests::docker::{docker_ok, Container};
 use dockerlet_integration_tests::harness::binary;
 use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, CHANGE_TIMEOUT};
 
+/// The agent's flags: the rotation under test, and the kubelet API open to the test's curl.
+const ROTATION_ARGS: &[&str] = &[
+    "--container-log-max-size",
+    "20Ki",
+    "--container-log-max-files",
+    "3",
+    "--anonymous-auth",
+    "--authorization-mode",
+    "AlwaysAllow",
+];
+
 /// `--container-log-max-size 20Ki`.
 const MAX_SIZE: u64 = 20 * 1024;
 /// `--container-log-max-files 3`.
@@ -98,19 +109,7 @@ spec:
 "#
         ),
     );
-    let agent = Agent::start(
-        "log-rotation",
-        manifests.path(),
-        &[
-            "--container-log-max-size",
-            "20Ki",
-            "--container-log-max-files",
-            "3",
-            "--anonymous-auth",
-            "--authorization-mode",
-            "AlwaysAllow",
-        ],
-    );
+    let agent = Agent::start("log-rotation", manifests.path(), ROTATION_ARGS);
     agent.wait_for_running("spewer");
     let port = agent.ports().kubelet;
     let pod = agent.pod_name("spewer");
@@ -281,19 +280,7 @@ spec:
 "#
         ),
     );
-    let agent = Agent::start(
-        "log-rotation-follow",
-        manifests.path(),
-        &[
-            "--container-log-max-size",
-            "20Ki",
-            "--container-log-max-files",
-            "3",
-            "--anonymous-auth",
-            "--authorization-mode",
-            "AlwaysAllow",
-        ],
-    );
+    let agent = Agent::start("log-rotation-follow", manifests.path(), ROTATION_ARGS);
     agent.wait_for_running("follower");
     let port = agent.ports().kubelet;
     // Ends when the container exits.

@@ -44,9 +44,10 @@ struct Engine {
 }
 
 impl GcEngine for Engine {
-    async fn remove(&mut self, image_id: &str) -> Result<(), String> {
+    async fn remove(&mut self, image_id: &str) -> Result<(), RemoveError> {
         if self.refuse.contains(image_id) {
-            return Err(format!("conflict: unable to delete {image_id} (must be forced)"));
+            let refusal = std::io::Error::other(format!("conflict: unable to delete {image_id} (must be forced)"));
+            return Err(RemoveError::engine(refusal));
         }
         self.images.retain(|i| i.id != image_id);
         Ok(())
