@@ -31,10 +31,13 @@
 //!   in `--system-cgroups`, every minute.
 //! - [`container_gc`]: kubelet's container GC every minute (dead containers, sandboxes, pod logs).
 //! - [`node_shutdown`]: graceful node shutdown (logind inhibitor, pods stopped by priority).
+//! - [`certificates`]: the node's client certificate renewed at 70–90 % of its lifetime
+//!   (`rotateCertificates`; the CSR and the files are `dockerlet_kube::certificates`).
 //! - [`stats`]: statistics housekeeping for `/stats/summary` (cgroups, /proc, statvfs), cached.
 //!
 //! Start with [`supervisor::Supervisor`]: everything else hangs off it.
 
+pub mod certificates;
 pub mod container_gc;
 pub mod eviction;
 pub mod image_gc;

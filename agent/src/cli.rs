@@ -134,6 +134,17 @@ pub struct Cli {
     #[arg(long, value_name = "FILE")]
     pub kubeconfig: Option<PathBuf>,
 
+    /// TLS bootstrap: a kubeconfig (a bootstrap token, say) to ask the API server for the node's
+    /// client certificate with when `--kubeconfig` does not exist or its certificate has
+    /// expired; the certificate is kept in `--cert-dir` and `--kubeconfig` is written to use it.
+    #[arg(long, value_name = "FILE", requires = "kubeconfig")]
+    pub bootstrap_kubeconfig: Option<PathBuf>,
+
+    /// Renew the node's client certificate through the API server (certificates.k8s.io) at
+    /// 70–90 % of its lifetime (`rotateCertificates`) [default: false].
+    #[arg(long, value_name = "BOOL", num_args = 0..=1, default_missing_value = "true")]
+    pub rotate_certificates: Option<bool>,
+
     /// Join the cluster this agent runs in as a pod, with its service account (in-cluster
     /// config: `KUBERNETES_SERVICE_HOST`/`_PORT` and the service account's token and CA).
     #[arg(long, conflicts_with = "kubeconfig")]
@@ -200,7 +211,8 @@ pub struct Cli {
     #[arg(long, value_name = "FILE", requires = "tls_cert_file")]
     pub tls_private_key_file: Option<PathBuf>,
 
-    /// Where the self-signed `kubelet.crt`/`kubelet.key` are kept [default: <root-dir>/pki].
+    /// Where the self-signed `kubelet.crt`/`kubelet.key` and the client certificates of
+    /// `--bootstrap-kubeconfig` and `--rotate-certificates` are kept [default: <root-dir>/pki].
     #[arg(long, value_name = "DIR")]
     pub cert_dir: Option<PathBuf>,
 

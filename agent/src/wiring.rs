@@ -25,6 +25,8 @@ use dockerlet_host::cgroup::systemd::{SliceManager, SystemdSlices};
 use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
 use dockerlet_http::Handles;
+use dockerlet_kube::certificates::bootstrap::load_client_cert;
+use dockerlet_kube::certificates::{CertificateRotation, ClientCertificates};
 use dockerlet_kube::{KubeApi, KubeClient};
 use dockerlet_messages::debug::HealthCell;
 use dockerlet_metrics::{BuildInfo, Metrics};
@@ -46,12 +48,12 @@ const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 /// HTTP servers; then wait for SIGTERM or SIGINT and stop the servers (pods keep running).
 pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     let host = prepare_host(&mut config).await?;
-    let api = connect_api(&config).await?;
+    let (api, certificates) = connect_api(&config).await?;
     let facts = node_facts(&config, &host).await;
     let initial_node = crate::node::node(&facts);
     let mode = decide_mode(&config, api, &initial_node);
     let kube = mode.api().cloned();
-    let actors = start_actors(&config, &host, &facts, initial_node, mode).await;
+    let actors = start_actors(&config, &host, &facts, initial_node, mode, certificates).await;
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
     let servers = start_http(&config, actors, host.runtime, kube.as_ref()).await?;
     until_signal().await?;
@@ -167,17 +169,42 @@ impl HostCgroups {
     }
 }
 
-/// The API server in cluster mode (`--kubeconfig` or `--in-cluster`); none standalone.
-async fn connect_api(config: &AgentConfig) -> anyhow::Result<Option<Arc<dyn KubeClient>>> {
+/// The API server in cluster mode (`--kubeconfig` or `--in-cluster`); none standalone. With
+/// `--bootstrap-kubeconfig`, the client certificate is asked for first when `--kubeconfig`
+/// has none that is valid (kubelet's `LoadClientCert`); with `rotateCertificates` the client
+/// presents the rotating certificate, whose manager is returned too.
+async fn connect_api(
+    config: &AgentConfig,
+) -> anyhow::Result<(Option<Arc<dyn KubeClient>>, Option<Arc<ClientCertificates>>)> {
     let (qps, burst) = config.kube_api_limits;
+    let node = &config.node_name;
+    let certs = &config.client_certificate;
     Ok(match (&config.kubeconfig, &config.in_cluster) {
         (Some(path), _) => {
-            Some(Arc::new(KubeApi::connect(path, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>)
+            if let Some(bootstrap) = &certs.bootstrap_kubeconfig {
+                let made = load_client_cert(path, bootstrap, &certs.cert_dir, node)
+                    .await
+                    .context("TLS bootstrap (--bootstrap-kubeconfig)")?;
+                if let Some(csr) = made {
+                    tracing::info!(csr = %csr, kubeconfig = %path.display(), "client certificate issued; kubeconfig written");
+                }
+            }
+            if certs.rotate {
+                let rotating = ClientCertificates::load(path, &certs.cert_dir, node)
+                    .await
+                    .context("client certificate rotation (rotateCertificates)")?;
+                let api = KubeApi::with_client(rotating.client(), node, qps, burst);
+                (Some(Arc::new(api) as Arc<dyn KubeClient>), Some(Arc::new(rotating)))
+            } else {
+                let api = KubeApi::connect(path, node, qps, burst).await?;
+                (Some(Arc::new(api) as Arc<dyn KubeClient>), None)
+            }
         }
-        (None, Some(dir)) => Some(
-            Arc::new(KubeApi::connect_in_cluster(dir, &config.node_name, qps, burst).await?) as Arc<dyn KubeClient>,
+        (None, Some(dir)) => (
+            Some(Arc::new(KubeApi::connect_in_cluster(dir, node, qps, burst).await?) as Arc<dyn KubeClient>),
+            None,
         ),
-        (None, None) => None,
+        (None, None) => (None, None),
     })
 }
 
@@ -234,6 +261,7 @@ async fn start_actors(
     facts: &crate::node::NodeFacts,
     initial_node: Node,
     mode: Mode,
+    certificates: Option<Arc<ClientCertificates>>,
 ) -> Actors {
     // Docker may report a path of another mount namespace (the agent in a container).
     let image_dir = host.runtime.root_dir().await.filter(|p| p.exists());
@@ -283,6 +311,7 @@ async fn start_actors(
                 logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
             }),
             container_gc: Some(container_gc),
+            client_certificates: certificates.map(|c| c as Arc<dyn CertificateRotation>),
         },
         Arc::new(Measured::new(host.runtime.clone(), metrics.clone())),
     );

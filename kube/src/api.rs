@@ -185,13 +185,20 @@ impl KubeApi {
             .await
             .map_err(|e| config_error(e.into()))?;
         let client = kube::Client::try_from(config).map_err(|e| config_error(e.into()))?;
+        Ok(Self::with_client(client, node, qps, burst))
+    }
+
+    /// On a client made elsewhere: the rotating client certificate's
+    /// ([`crate::certificates::ClientCertificates::client`]). Must run inside the actor
+    /// system's runtime (the caches start their watches).
+    pub fn with_client(client: kube::Client, node: &str, qps: f64, burst: u32) -> Self {
         let burst = f64::from(burst.max(1));
         let limiter = RateLimiter {
             qps: qps.max(0.001),
             burst,
             state: tokio::sync::Mutex::new((burst, std::time::Instant::now())),
         };
-        Ok(KubeApi {
+        KubeApi {
             secrets: std::sync::Arc::new(ObjectCache::new(client.clone())),
             config_maps: std::sync::Arc::new(ObjectCache::new(client.clone())),
             tokens: std::sync::Arc::default(),
@@ -205,7 +212,7 @@ impl KubeApi {
             client,
             node: node.to_string(),
             limiter: std::sync::Arc::new(limiter),
-        })
+        }
     }
 
     /// The pod `name` if it is bound to this node, read as the Node authorizer lets a node read

@@ -11,6 +11,8 @@
 //!   watch per object (kubelet's watch-based manager).
 //! - [`cluster_cache`]: every object of a cluster-wide kind from one watch (Services for the
 //!   service link env vars, RuntimeClasses for the runtime handler).
+//! - [`certificates`]: the node's client certificate — TLS bootstrap (`--bootstrap-kubeconfig`)
+//!   and rotation (`rotateCertificates`) through `certificates.k8s.io` CSRs.
 //! - [`types`]: what the trait speaks in — event references, watch events, [`ApiError`].
 //! - [`tokens`]: service-account tokens for projected volumes, requested through TokenRequest
 //!   and kept until 80 % of their lifetime has passed (kubelet's token manager).
@@ -18,6 +20,7 @@
 //!   limit, counts, combining similar events. Pure.
 
 pub mod api;
+pub mod certificates;
 pub mod client;
 pub mod cluster_cache;
 #[cfg(any(test, feature = "fake"))]

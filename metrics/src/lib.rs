@@ -122,7 +122,10 @@ pub struct ContainerTypeLabel {
 
 /// Counters kubelet names without the `_total` suffix the text encoder appends to every
 /// counter: clients query them by kubelet's name. [`kubelet_names`] takes the suffix off again.
-pub const UNSUFFIXED_COUNTERS: &[&str] = &["kubelet_evictions"];
+pub const UNSUFFIXED_COUNTERS: &[&str] = &[
+    "kubelet_evictions",
+    "kubelet_certificate_manager_client_expiration_renew_errors",
+];
 
 /// The text exposition with kubelet's names: [`UNSUFFIXED_COUNTERS`] lose the `_total` the
 /// encoder gave them (the 0.0.4 text format allows a counter without it; the type stays
@@ -332,6 +335,45 @@ pub struct Metrics {
     pub stats_collection_duration: Histogram,
     /// `kubelet_image_garbage_collected_total{reason}`: images removed by image GC.
     pub image_garbage_collected: Family<ImageGcReasonLabel, Counter>,
+    /// `kubelet_certificate_manager_client_ttl_seconds`: seconds until the client certificate
+    /// expires, at each scrape.
+    pub client_certificate_ttl: CertificateTtl,
+    /// `kubelet_certificate_manager_client_expiration_renew_errors`: failed renewals.
+    pub client_certificate_renew_errors: Counter,
+}
+
+/// `kubelet_certificate_manager_client_ttl_seconds` (`pkg/kubelet/certificate/kubelet.go`, a
+/// gauge function): the client certificate's `notAfter` is kept, the seconds left are computed
+/// at each scrape; `+Inf` while there is no certificate (rotation off, or none yet).
+#[derive(Debug, Clone, Default)]
+pub struct CertificateTtl(std::sync::Arc<AtomicU64>);
+
+impl CertificateTtl {
+    /// The certificate in use expires at `not_after` (seconds since the epoch).
+    pub fn set_not_after(&self, not_after: u64) {
+        self.0.store(not_after, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Seconds left at `now` (seconds since the epoch), negative once expired.
+    pub fn seconds_left(&self, now: f64) -> f64 {
+        match self.0.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => f64::INFINITY,
+            at => at as f64 - now,
+        }
+    }
+}
+
+impl prometheus_client::encoding::EncodeMetric for CertificateTtl {
+    fn encode(&self, mut encoder: prometheus_client::encoding::MetricEncoder) -> Result<(), std::fmt::Error> {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64());
+        encoder.encode_gauge(&self.seconds_left(now))
+    }
+
+    fn metric_type(&self) -> prometheus_client::metrics::MetricType {
+        prometheus_client::metrics::MetricType::Gauge
+    }
 }
 
 /// The registry behind `/metrics` with the node's constant series: its name and build.
@@ -403,6 +445,8 @@ impl Metrics {
             stats_collection_cpu: Counter::default(),
             stats_collection_duration: default_histogram(),
             image_garbage_collected: Family::default(),
+            client_certificate_ttl: CertificateTtl::default(),
+            client_certificate_renew_errors: Counter::default(),
             registry: Registry::default(),
             probes: Registry::default(),
         }
@@ -520,6 +564,18 @@ impl Metrics {
             "kubelet_eviction_stats_age_seconds",
             "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
             self.eviction_stats_age.clone(),
+        );
+        r.register(
+            "kubelet_certificate_manager_client_ttl_seconds",
+            "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until \
+             certificate expiry (negative if already expired). If client certificate is invalid or unused, the value \
+             will be +INF.",
+            self.client_certificate_ttl.clone(),
+        );
+        r.register(
+            "kubelet_certificate_manager_client_expiration_renew_errors",
+            "Counter of certificate renewal errors.",
+            self.client_certificate_renew_errors.clone(),
         );
         r.register(
             "kubelet_lifecycle_handler_http_fallbacks",

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix::prelude::*;
+use dockerlet_kube::certificates::CertificateRotation;
 use dockerlet_kube::recorder::EventLimits;
 use dockerlet_kube::KubeClient;
 #[cfg(doc)]
@@ -21,6 +22,7 @@ use dockerlet_runtime::ContainerRuntime;
 use k8s_openapi::api::core::v1::{Node, Pod};
 
 use super::Supervisor;
+use crate::certificates::CertificateManagerActor;
 use crate::container_gc::{ContainerGcActor, ContainerGcConfig, ContainerGcLinks};
 use crate::eviction::{EvictionActor, EvictionConfig, EvictionLinks};
 use crate::image_gc::{ImageGcActor, ImageGcConfig, ImageGcLinks};
@@ -107,6 +109,9 @@ pub struct SupervisorConfig {
     /// Container GC's policy and period; none: no ContainerGcActor (dead containers are then
     /// pruned only by their pod's syncs).
     pub container_gc: Option<ContainerGcConfig>,
+    /// The client certificate to renew (`rotateCertificates`); none: no
+    /// CertificateManagerActor.
+    pub client_certificates: Option<Arc<dyn CertificateRotation>>,
 }
 
 impl SupervisorConfig {
@@ -313,8 +318,8 @@ impl Start<'_> {
         api_source
     }
 
-    /// The actors that look after the node itself: its status in the API, OOM kills, the
-    /// system cgroups, graceful shutdown and container GC.
+    /// The actors that look after the node itself: its status in the API, its client
+    /// certificate, OOM kills, the system cgroups, graceful shutdown and container GC.
     fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
         let (config, me) = (self.config, &self.me);
         let api = config.mode.api().cloned();
@@ -368,7 +373,14 @@ impl Start<'_> {
                 ContainerGcActor::new(gc.clone(), runtime.clone(), cache.clone(), links.clone()).start()
             })
         });
+        let certificates = config.client_certificates.clone().map(|rotation| {
+            let metrics = config.worker.metrics.clone();
+            Child::start(AfterRestart::Nothing, move || {
+                CertificateManagerActor::new(rotation.clone(), Some(metrics.clone())).start()
+            })
+        });
         registry.add_some(&node_status);
+        registry.add_some(&certificates);
         registry.add_some(&oom);
         registry.add_some(&container_gc);
         registry.add_some(&system_cgroups);

@@ -563,6 +563,7 @@ mod tests {
             }),
             node_shutdown: None,
             container_gc: None,
+            client_certificates: None,
         }
     }
 

@@ -86,6 +86,8 @@ pub(super) struct FileSettings {
     pub(super) backoff_initial: Option<Duration>,
     pub(super) register_node: Option<bool>,
     pub(super) kube_api_qps: Option<f64>,
+    /// `rotateCertificates`.
+    pub(super) rotate_certificates: Option<bool>,
     pub(super) kube_api_burst: Option<u32>,
     pub(super) event_record_qps: Option<i32>,
     pub(super) event_burst: Option<i32>,
@@ -257,6 +259,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         backoff_initial: pointer_duration_field(path, &mut backoff, "initialContainerRestartPeriod")?,
         register_node: field(path, &mut map, "registerNode")?,
         kube_api_qps: field(path, &mut map, "kubeAPIQPS")?,
+        rotate_certificates: field(path, &mut map, "rotateCertificates")?,
         kube_api_burst: nonzero_field(path, &mut map, "kubeAPIBurst")?,
         event_record_qps: field(path, &mut map, "eventRecordQPS")?,
         event_burst: nonzero_field(path, &mut map, "eventBurst")?,

@@ -94,7 +94,7 @@ fn unsupported_values_are_refused_defaults_accepted() {
         )
     );
     for (text, field) in [
-        ("rotateCertificates: true\n", "rotateCertificates: true"),
+        ("serverTLSBootstrap: true\n", "serverTLSBootstrap: true"),
         ("enableContentionProfiling: true\n", "enableContentionProfiling: true"),
         (
             "memorySwap:\n  swapBehavior: LimitedSwap\n",
@@ -349,20 +349,19 @@ syncFrequency: 0s
 volumeStatsAggPeriod: 0s
 "#;
 
-/// kubeadm's file: `rotateCertificates: true` is refused (dockerlet does not rotate its
-/// client certificate), naming it; everything else parses and means what it means under
-/// kubelet (zero durations are kubelet's defaults).
+/// kubeadm's file, as kubeadm writes it: it parses and means what it means under kubelet
+/// (zero durations are kubelet's defaults; `rotateCertificates: true` renews the client
+/// certificate, kept in `<root-dir>/pki`, as kubelet keeps it in its root directory).
 #[test]
 fn kubeadm_config_parses_and_means_what_it_says() {
-    let err = refusal(KUBEADM, &["--kubeconfig", "/etc/kubernetes/kubelet.conf"]);
-    assert!(
-        err.contains("rotateCertificates: true is not supported by dockerlet (dockerlet does not request certificates"),
-        "{err}"
-    );
+    let c = accepted(KUBEADM, &["--kubeconfig", "/etc/kubernetes/kubelet.conf"]);
+    assert!(c.client_certificate.rotate);
+    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/var/lib/dockerlet/pki"));
     let c = accepted(
         &KUBEADM.replace("rotateCertificates: true", "rotateCertificates: false"),
         &["--kubeconfig", "/etc/kubernetes/kubelet.conf"],
     );
+    assert!(!c.client_certificate.rotate);
     assert_eq!(c.manifest_path, Some(PathBuf::from("/etc/kubernetes/manifests")));
     assert_eq!(c.cgroups.driver, Some(dockerlet_pod::cgroup::CgroupDriver::Systemd));
     assert_eq!(c.dns.servers, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);

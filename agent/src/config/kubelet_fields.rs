@@ -85,7 +85,7 @@ impl Is {
 use Field::{DefaultOnly, Honoured, Nested, NoEffect};
 use Is::{Bool, Empty, Float, Int, Millis, Null, Str, Zero};
 
-const NO_CSR: &str = "dockerlet does not request certificates through certificates.k8s.io; it uses the kubeconfig's credentials and --tls-cert-file or a self-signed serving certificate";
+const NO_CSR: &str = "dockerlet does not request serving certificates through certificates.k8s.io; the kubelet API serves --tls-cert-file or a self-signed certificate";
 const NO_CPU_MANAGER: &str = "dockerlet has no CPU, memory or topology manager; containers are not pinned";
 const NO_LOG_ROTATION: &str = "Docker rotates each container's log as it writes it (containerLogMaxSize, containerLogMaxFiles); there is no rotation worker to tune";
 const NO_VOLUME_PLUGINS: &str = "dockerlet has no volume plugins or attach/detach";
@@ -112,7 +112,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
         DefaultOnly(&[Empty], "rustls chooses the key exchange groups; they cannot be set"),
     ),
     ("tlsMinVersion", Honoured),
-    ("rotateCertificates", DefaultOnly(&[Bool(false)], NO_CSR)),
+    ("rotateCertificates", Honoured),
     ("serverTLSBootstrap", DefaultOnly(&[Bool(false)], NO_CSR)),
     ("authentication", Honoured),
     ("authorization", Honoured),

@@ -123,6 +123,9 @@ pub struct AgentConfig {
     pub kubeconfig: Option<PathBuf>,
     /// `--in-cluster`: API-server mode with the service account in this directory.
     pub in_cluster: Option<PathBuf>,
+    /// `--bootstrap-kubeconfig`, `rotateCertificates`, `--cert-dir`: the node's client
+    /// certificate.
+    pub client_certificate: cluster::ClientCertificate,
     /// `kubeAPIQPS` and `kubeAPIBurst`.
     pub kube_api_limits: (f64, u32),
     /// `eventRecordQPS` and `eventBurst`.
@@ -225,7 +228,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let reserved = reserved::resolve(cli, &file)?;
     let eviction = eviction::resolve(cli, &file)?;
     let manifest_url = sources::http(cli, &file)?;
-    let cluster = cluster::resolve(cli, &file)?;
+    let cluster = cluster::resolve(cli, &file, &process.root_dir)?;
     let dns = dns::resolve(cli, &file)?;
     let security = security::resolve(cli, &file)?;
     let cgroups = cgroups::resolve(cli, &file)?;
@@ -264,6 +267,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         eviction_pressure_transition_period: eviction.pressure_transition_period,
         kubeconfig: cluster.kubeconfig,
         in_cluster: cluster.in_cluster,
+        client_certificate: cluster.client_certificate,
         kube_api_limits: cluster.kube_api_limits,
         event_limits: cluster.event_limits,
         dns,

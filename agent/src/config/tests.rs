@@ -690,3 +690,39 @@ fn soft_thresholds_grace_periods_and_minimum_reclaim() {
     assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(30));
     assert_eq!(c.eviction.min_reclaim.len(), 1);
 }
+
+/// `--rotate-certificates` / `rotateCertificates` and `--bootstrap-kubeconfig`: the client
+/// certificate needs an API server through `--kubeconfig`; the files go to `--cert-dir`
+/// (default `<root-dir>/pki`).
+#[test]
+fn client_certificate_settings_need_a_kubeconfig() {
+    let c = build(&cli(&["--kubeconfig", "/k", "--rotate-certificates"]), host).unwrap();
+    assert!(c.client_certificate.rotate);
+    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/var/lib/dockerlet/pki"));
+    assert_eq!(c.client_certificate.bootstrap_kubeconfig, None);
+    let c = build(
+        &cli(&["--kubeconfig", "/k", "--bootstrap-kubeconfig", "/b", "--cert-dir", "/c"]),
+        host,
+    )
+    .unwrap();
+    assert!(!c.client_certificate.rotate);
+    assert_eq!(c.client_certificate.bootstrap_kubeconfig, Some(PathBuf::from("/b")));
+    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/c"));
+    let err = build(&cli(&["--rotate-certificates"]), host).unwrap_err().to_string();
+    assert!(
+        err.contains("--rotate-certificates (rotateCertificates)")
+            && err.contains("needs an API server (--kubeconfig)"),
+        "{err}"
+    );
+    let err = build(&cli(&["--in-cluster", "--rotate-certificates=true"]), host)
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--in-cluster authenticates with the pod's service account"),
+        "{err}"
+    );
+    assert!(
+        crate::cli::Cli::try_parse_from(["dockerlet", "--bootstrap-kubeconfig", "/b"]).is_err(),
+        "--bootstrap-kubeconfig without --kubeconfig"
+    );
+}

@@ -1,0 +1,311 @@
+//! CertificateManagerActor: the node's client certificate renewed before it expires
+//! (`rotateCertificates`), as client-go's certificate manager runs in kubelet
+//! (`k8s.io/client-go/util/certificate/certificate_manager.go`, `Start`, `rotateCerts`).
+//!
+//! | Message / trigger | From       | Effect                                                    |
+//! |-------------------|------------|-----------------------------------------------------------|
+//! | rotation deadline | self       | a new key and CSR, waited for; stored and presented from then on |
+//! | GetActorState     | Supervisor | debug snapshot: the certificate, the deadline, the last rotation, the last error |
+//! | Panic             | Supervisor | test-only fault hook                                      |
+//!
+//! The deadline is drawn at 70–90 % of the certificate's lifetime from its `notBefore`
+//! (`jitteryDuration`), so nodes made together do not all renew at once; with no certificate
+//! yet it is now. A failed rotation is tried again after 2, 4, 8, 16 and 32 s (±10 %,
+//! `wait.Backoff{2s, ×2, jitter 0.1, 5 steps}`), then every 32 s; each failure counts in
+//! `kubelet_certificate_manager_client_expiration_renew_errors`. The seconds left are
+//! `kubelet_certificate_manager_client_ttl_seconds`.
+
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use actix::prelude::*;
+use dockerlet_kube::certificates::{rotation_deadline, CertPair, CertificateRotation};
+use dockerlet_metrics::Metrics;
+use rand::Rng as _;
+use serde_json::json;
+
+use crate::inspect::Inspect;
+
+/// The steps of the retry after a failed rotation (client-go's back-off), then its last step
+/// for ever (`wait.PollInfinite(32*time.Second, …)`).
+pub fn retry_delay(failures: u32, jitter: f64) -> Duration {
+    let base = match failures {
+        0 | 1 => 2.0,
+        n if n <= 5 => 2.0 * 2f64.powi(n as i32 - 1),
+        _ => return Duration::from_secs(32),
+    };
+    Duration::from_secs_f64(base * (1.0 + 0.1 * jitter.clamp(0.0, 1.0)))
+}
+
+/// The actor.
+pub struct CertificateManagerActor {
+    rotation: Arc<dyn CertificateRotation>,
+    metrics: Option<Arc<Metrics>>,
+    /// The pair presented now.
+    current: Option<CertPair>,
+    /// When the next rotation is due.
+    deadline: Option<SystemTime>,
+    /// Failed rotations in a row.
+    failures: u32,
+    rotations: u64,
+    /// The CSR of the last rotation and when it ended.
+    last_rotation: Option<(String, SystemTime)>,
+    last_error: Option<String>,
+    rotating: bool,
+    timer: Option<SpawnHandle>,
+    handled: u64,
+}
+
+impl CertificateManagerActor {
+    /// A manager of `rotation`'s certificate.
+    pub fn new(rotation: Arc<dyn CertificateRotation>, metrics: Option<Arc<Metrics>>) -> Self {
+        let current = rotation.current();
+        CertificateManagerActor {
+            rotation,
+            metrics,
+            current,
+            deadline: None,
+            failures: 0,
+            rotations: 0,
+            last_rotation: None,
+            last_error: None,
+            rotating: false,
+            timer: None,
+            handled: 0,
+        }
+    }
+
+    fn publish_ttl(&self) {
+        if let (Some(metrics), Some(pair)) = (&self.metrics, &self.current) {
+            let at = pair
+                .not_after
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(1, |d| d.as_secs().max(1));
+            metrics.client_certificate_ttl.set_not_after(at);
+        }
+    }
+
+    /// Waits for the next deadline (drawn anew), then rotates.
+    fn schedule(&mut self, ctx: &mut Context<Self>) {
+        let deadline = match &self.current {
+            Some(pair) => rotation_deadline(pair, 0.7 + 0.2 * rand::rng().random::<f64>()),
+            None => SystemTime::now(),
+        };
+        self.deadline = Some(deadline);
+        let wait = deadline.duration_since(SystemTime::now()).unwrap_or_default();
+        if let Some(pair) = &self.current {
+            tracing::info!(
+                expiration = %humantime::format_rfc3339_seconds(pair.not_after),
+                rotation_deadline = %humantime::format_rfc3339_seconds(deadline),
+                "client certificate expiration and rotation deadline"
+            );
+        }
+        self.wait_then_rotate(ctx, wait);
+    }
+
+    fn wait_then_rotate(&mut self, ctx: &mut Context<Self>, wait: Duration) {
+        if let Some(timer) = self.timer.take() {
+            ctx.cancel_future(timer);
+        }
+        self.timer = Some(ctx.run_later(wait, |act, ctx| act.rotate(ctx)));
+    }
+
+    fn rotate(&mut self, ctx: &mut Context<Self>) {
+        if self.rotating {
+            return;
+        }
+        self.rotating = true;
+        tracing::info!("rotating the client certificate");
+        let rotation = self.rotation.clone();
+        let work = async move { rotation.rotate().await };
+        ctx.spawn(work.into_actor(self).map(|result, act, ctx| {
+            act.rotating = false;
+            match result {
+                Ok((pair, csr)) => {
+                    tracing::info!(
+                        csr = %csr,
+                        subject = %pair.common_name,
+                        expiration = %humantime::format_rfc3339_seconds(pair.not_after),
+                        "client certificate rotated"
+                    );
+                    act.current = Some(pair);
+                    act.failures = 0;
+                    act.rotations += 1;
+                    act.last_rotation = Some((csr, SystemTime::now()));
+                    act.last_error = None;
+                    act.publish_ttl();
+                    act.schedule(ctx);
+                }
+                Err(e) => {
+                    act.failures += 1;
+                    let error = crate::error_chain(&e);
+                    if let Some(metrics) = &act.metrics {
+                        metrics.client_certificate_renew_errors.inc();
+                    }
+                    let retry = retry_delay(act.failures, rand::rng().random::<f64>());
+                    tracing::error!(error = %error, failures = act.failures, retry_in = ?retry, "client certificate rotation failed");
+                    act.last_error = Some(error);
+                    act.deadline = Some(SystemTime::now() + retry);
+                    act.wait_then_rotate(ctx, retry);
+                }
+            }
+        }));
+    }
+}
+
+impl Actor for CertificateManagerActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Self::Context) {
+        tracing::info!("client certificate rotation is enabled");
+        self.publish_ttl();
+        self.schedule(ctx);
+    }
+}
+
+impl Inspect for CertificateManagerActor {
+    const KIND: &'static str = "CertificateManagerActor";
+    const NAME: &'static str = "certificate-manager";
+
+    fn handled(&mut self) -> &mut u64 {
+        &mut self.handled
+    }
+
+    fn last_error(&self) -> Option<String> {
+        self.last_error.clone()
+    }
+
+    fn detail(&self) -> serde_json::Value {
+        let time = |t: SystemTime| humantime::format_rfc3339_seconds(t).to_string();
+        json!({
+            "subject": self.current.as_ref().map(|p| p.common_name.clone()),
+            "not_before": self.current.as_ref().map(|p| time(p.not_before)),
+            "not_after": self.current.as_ref().map(|p| time(p.not_after)),
+            "rotation_deadline": self.deadline.map(time),
+            "rotating": self.rotating,
+            "rotations": self.rotations,
+            "failures_in_a_row": self.failures,
+            "last_rotation_csr": self.last_rotation.as_ref().map(|(csr, _)| csr.clone()),
+            "last_rotation": self.last_rotation.as_ref().map(|(_, at)| time(*at)),
+        })
+    }
+}
+
+crate::supervised!(CertificateManagerActor);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use dockerlet_kube::certificates::CertError;
+    use std::sync::Mutex;
+
+    #[test]
+    fn a_failed_rotation_is_retried_as_client_go_backs_off() {
+        let secs = |n| retry_delay(n, 0.0).as_secs_f64();
+        assert_eq!(
+            [secs(1), secs(2), secs(3), secs(4), secs(5)],
+            [2.0, 4.0, 8.0, 16.0, 32.0]
+        );
+        assert_eq!(secs(6), 32.0);
+        assert_eq!(secs(60), 32.0);
+        assert!((retry_delay(2, 1.0).as_secs_f64() - 4.4).abs() < 1e-9);
+    }
+
+    fn pair(not_before: SystemTime, lifetime: Duration) -> CertPair {
+        CertPair {
+            cert_pem: String::new(),
+            key_pem: String::new(),
+            not_before,
+            not_after: not_before + lifetime,
+            common_name: "system:node:n".into(),
+            organizations: vec!["system:nodes".into()],
+        }
+    }
+
+    /// A rotation that fails `fail` times, then issues a pair of `lifetime`; counts its calls.
+    #[derive(Debug)]
+    struct Fake {
+        current: Mutex<Option<CertPair>>,
+        fail: Mutex<u32>,
+        calls: Mutex<u32>,
+        lifetime: Duration,
+    }
+
+    #[async_trait::async_trait]
+    impl CertificateRotation for Fake {
+        fn current(&self) -> Option<CertPair> {
+            self.current.lock().unwrap().clone()
+        }
+
+        async fn rotate(&self) -> Result<(CertPair, String), CertError> {
+            *self.calls.lock().unwrap() += 1;
+            let mut fail = self.fail.lock().unwrap();
+            if *fail > 0 {
+                *fail -= 1;
+                return Err(CertError::Deleted { name: "csr-x".into() });
+            }
+            let issued = pair(SystemTime::now(), self.lifetime);
+            *self.current.lock().unwrap() = Some(issued.clone());
+            Ok((issued, format!("csr-{}", self.calls.lock().unwrap())))
+        }
+    }
+
+    #[actix::test]
+    async fn without_a_certificate_it_rotates_at_once_and_retries_a_failure() {
+        tokio::time::pause();
+        let fake = Arc::new(Fake {
+            current: Mutex::new(None),
+            fail: Mutex::new(1),
+            calls: Mutex::new(0),
+            lifetime: Duration::from_secs(3600),
+        });
+        let metrics = Arc::new(Metrics::default());
+        let addr = CertificateManagerActor::new(fake.clone(), Some(metrics.clone())).start();
+        // First try at once (fails), the retry 2–2.2 s later.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert_eq!(*fake.calls.lock().unwrap(), 1);
+        assert_eq!(metrics.client_certificate_renew_errors.get(), 1);
+        let state = addr.send(dockerlet_messages::debug::GetActorState).await.unwrap();
+        assert!(state.last_error.unwrap().contains("csr-x"));
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        assert_eq!(*fake.calls.lock().unwrap(), 2);
+        let state = addr.send(dockerlet_messages::debug::GetActorState).await.unwrap();
+        assert_eq!(state.detail["rotations"], 1);
+        assert_eq!(state.detail["last_rotation_csr"], "csr-2");
+        assert!(state.last_error.is_none());
+        // The next deadline is 70–90 % into the new hour-long certificate.
+        let left = metrics.client_certificate_ttl.seconds_left(
+            SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .unwrap()
+                .as_secs_f64(),
+        );
+        assert!((3590.0..=3600.0).contains(&left), "{left}");
+    }
+
+    #[actix::test]
+    async fn a_certificate_is_renewed_at_70_to_90_percent_of_its_lifetime() {
+        tokio::time::pause();
+        let now = SystemTime::now();
+        let fake = Arc::new(Fake {
+            current: Mutex::new(Some(pair(now, Duration::from_secs(10)))),
+            fail: Mutex::new(0),
+            calls: Mutex::new(0),
+            lifetime: Duration::from_secs(3600),
+        });
+        let addr = CertificateManagerActor::new(fake.clone(), None).start();
+        let state = addr.send(dockerlet_messages::debug::GetActorState).await.unwrap();
+        let deadline: humantime::Timestamp = state.detail["rotation_deadline"].as_str().unwrap().parse().unwrap();
+        let after = SystemTime::from(deadline)
+            .duration_since(now - Duration::from_secs(1))
+            .unwrap();
+        assert!(
+            (Duration::from_secs(7)..=Duration::from_secs(10)).contains(&after),
+            "{after:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(6000)).await;
+        assert_eq!(*fake.calls.lock().unwrap(), 0, "not before 70 %");
+        tokio::time::sleep(Duration::from_millis(3500)).await;
+        assert_eq!(*fake.calls.lock().unwrap(), 1, "by 90 %");
+    }
+}
