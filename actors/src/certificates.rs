@@ -21,10 +21,22 @@ use std::time::{Duration, SystemTime};
 use actix::prelude::*;
 use dockerlet_kube::certificates::{rotation_deadline, CertPair, CertificateRotation};
 use dockerlet_metrics::Metrics;
-use rand::Rng as _;
 use serde_json::json;
 
 use crate::inspect::Inspect;
+
+/// A number in [0, 1) for the jitter: std's randomly keyed hasher over the time (no random
+/// number crate is needed for this, and the workspace's would add a second version of it).
+fn jitter() -> f64 {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        SystemTime::now()
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    (h.finish() >> 11) as f64 / (1u64 << 53) as f64
+}
 
 /// The steps of the retry after a failed rotation (client-go's back-off), then its last step
 /// for ever (`wait.PollInfinite(32*time.Second, …)`).
@@ -88,7 +100,7 @@ impl CertificateManagerActor {
     /// Waits for the next deadline (drawn anew), then rotates.
     fn schedule(&mut self, ctx: &mut Context<Self>) {
         let deadline = match &self.current {
-            Some(pair) => rotation_deadline(pair, 0.7 + 0.2 * rand::rng().random::<f64>()),
+            Some(pair) => rotation_deadline(pair, 0.7 + 0.2 * jitter()),
             None => SystemTime::now(),
         };
         self.deadline = Some(deadline);
@@ -142,7 +154,7 @@ impl CertificateManagerActor {
                     if let Some(metrics) = &act.metrics {
                         metrics.client_certificate_renew_errors.inc();
                     }
-                    let retry = retry_delay(act.failures, rand::rng().random::<f64>());
+                    let retry = retry_delay(act.failures, jitter());
                     tracing::error!(error = %error, failures = act.failures, retry_in = ?retry, "client certificate rotation failed");
                     act.last_error = Some(error);
                     act.deadline = Some(SystemTime::now() + retry);
