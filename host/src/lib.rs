@@ -47,6 +47,7 @@ pub mod ownership;
 pub mod pod_files;
 pub mod pod_logs;
 pub mod security;
+pub mod shutdown_state;
 pub mod signals;
 pub mod stats;
 pub mod thresholds;
