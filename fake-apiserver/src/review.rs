@@ -286,7 +286,7 @@ pub(crate) fn token_user(
 /// `ServiceAccountInfo.UserInfo()` (`staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount`):
 /// the account's user and groups; pod name and UID, credential ID, node name (and UID when
 /// known) as extra.
-fn service_account_user(claims: &crate::token::ServiceAccountClaims) -> UserInfo {
+pub(crate) fn service_account_user(claims: &crate::token::ServiceAccountClaims) -> UserInfo {
     let k = &claims.kubernetes;
     let ns = &k.namespace;
     let mut extra = BTreeMap::new();
