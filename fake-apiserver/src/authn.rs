@@ -16,9 +16,9 @@
 //!   by kubeadm to its token group; `system:discovery`, `system:basic-user`,
 //!   `system:public-info-viewer` to everyone authenticated).
 
+use super::error::ApiError;
 use super::node_authorizer::Attributes;
 use super::review::TokenUser;
-use super::error::ApiError;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -105,7 +105,12 @@ pub fn certificate_user(der: &[u8]) -> Result<TokenUser, String> {
             "x509: certificate has expired or is not yet valid: current time {} is {} {}",
             now.to_datetime(),
             if now < validity.not_before { "before" } else { "after" },
-            if now < validity.not_before { validity.not_before } else { validity.not_after }.to_datetime(),
+            if now < validity.not_before {
+                validity.not_before
+            } else {
+                validity.not_after
+            }
+            .to_datetime(),
         ));
     }
     let subject = cert.subject();
@@ -194,8 +199,10 @@ pub fn bootstrap_user(store: &dyn super::lookup::Lookup, token: &str) -> Option<
 
 /// Paths every authenticated user may GET (`system:discovery`, `system:public-info-viewer`).
 fn discovery(path: &str) -> bool {
-    matches!(path, "/livez" | "/readyz" | "/healthz" | "/version" | "/version/" | "/api" | "/apis" | "/openapi")
-        || ["/api/", "/apis/", "/openapi/"].iter().any(|p| path.starts_with(p))
+    matches!(
+        path,
+        "/livez" | "/readyz" | "/healthz" | "/version" | "/version/" | "/api" | "/apis" | "/openapi"
+    ) || ["/api/", "/apis/", "/openapi/"].iter().any(|p| path.starts_with(p))
 }
 
 /// RBAC on a kubeadm cluster for a user in `system:bootstrappers`: its 403, if it refuses.
@@ -225,7 +232,10 @@ mod tests {
     /// `ParseToken`: six and sixteen lowercase alphanumerics around a dot.
     #[test]
     fn bootstrap_tokens_have_kubeadms_form() {
-        assert_eq!(parse_token("abcdef.0123456789abcdef"), Some(("abcdef", "0123456789abcdef")));
+        assert_eq!(
+            parse_token("abcdef.0123456789abcdef"),
+            Some(("abcdef", "0123456789abcdef"))
+        );
         assert_eq!(parse_token("ABCDEF.0123456789abcdef"), None);
         assert_eq!(parse_token("abcdef0123456789abcdef"), None);
         assert_eq!(parse_token("abcde.0123456789abcdef0"), None);

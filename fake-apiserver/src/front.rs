@@ -59,8 +59,7 @@ async fn connection<S>(
     shared: Arc<Shared>,
     certificate: Option<ClientCertificate>,
     verified: Verified,
-)
-where
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut read = Vec::new();
@@ -104,7 +103,10 @@ where
     }
     let Ok(local) = socket.local_addr() else { return };
     if let Some(certificate) = certificate {
-        verified.lock().unwrap_or_else(|e| e.into_inner()).insert(local, certificate);
+        verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(local, certificate);
     }
     let Ok(mut upstream) = socket.connect(internal).await else {
         verified.lock().unwrap_or_else(|e| e.into_inner()).remove(&local);

@@ -188,7 +188,9 @@ pub(crate) fn request_user(
     certificate: Option<&super::ClientCertificate>,
 ) -> Result<Option<super::TokenUser>, ()> {
     if let Some(auth) = authorization {
-        return bearer_user(shared, auth.strip_prefix("Bearer ").ok_or(())?).map(Some).ok_or(());
+        return bearer_user(shared, auth.strip_prefix("Bearer ").ok_or(())?)
+            .map(Some)
+            .ok_or(());
     }
     match certificate {
         Some(super::ClientCertificate(Ok(user))) => Ok(Some(user.clone())),
@@ -206,12 +208,7 @@ fn bearer_user(shared: &Shared, bearer: &str) -> Option<super::TokenUser> {
             groups: vec!["system:masters".into()],
         });
     }
-    if let Some(user) = shared
-        .user_tokens
-        .lock()
-        .unwrap_or_else(|e| e.into_inner())
-        .get(bearer)
-    {
+    if let Some(user) = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner()).get(bearer) {
         return Some(user.clone());
     }
     if let Some(user) = super::authn::bootstrap_user(&*shared.store(), bearer) {
@@ -257,7 +254,8 @@ fn bootstrapper_refusal(
     path: &str,
     query: &Query,
 ) -> Option<ApiError> {
-    let user = user.filter(|u| shared.node_authorization && u.groups.iter().any(|g| g == super::authn::BOOTSTRAPPERS_GROUP))?;
+    let user =
+        user.filter(|u| shared.node_authorization && u.groups.iter().any(|g| g == super::authn::BOOTSTRAPPERS_GROUP))?;
     let attrs = super::node_authorizer::Attributes::of_request(&user.name, req.method().as_str(), path, query);
     super::authn::bootstrapper_refusal(&attrs)
 }

@@ -573,7 +573,13 @@ impl ApiServer {
     /// when given (a past one makes a token that no longer authenticates). Requests with it are
     /// user `system:bootstrap:<id>` in `system:bootstrappers` and that group.
     pub fn add_bootstrap_token(&self, expiration: Option<std::time::SystemTime>) -> Result<String, ApiError> {
-        let lower = |n: usize| -> String { random_token().chars().filter(char::is_ascii_alphanumeric).take(n).collect() };
+        let lower = |n: usize| -> String {
+            random_token()
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(n)
+                .collect()
+        };
         let (id, secret) = (lower(6), lower(16));
         let mut data = serde_json::json!({
             "token-id": id,
@@ -594,7 +600,10 @@ impl ApiServer {
             .flatten()
             .map(|(k, v)| {
                 let text = v.as_str().unwrap_or_default();
-                (k.clone(), Value::from(base64::engine::general_purpose::STANDARD.encode(text)))
+                (
+                    k.clone(),
+                    Value::from(base64::engine::general_purpose::STANDARD.encode(text)),
+                )
             })
             .collect();
         self.create(serde_json::json!({

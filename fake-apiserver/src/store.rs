@@ -509,7 +509,8 @@ impl Store {
         } else if resource.has_status {
             let obj = new.as_object_mut().expect("decoded objects are objects");
             match sub {
-                Subresource::Main | Subresource::EphemeralContainers | Subresource::Approval => match old.get("status") {
+                Subresource::Main | Subresource::EphemeralContainers | Subresource::Approval => match old.get("status")
+                {
                     Some(status) => {
                         obj.insert("status".into(), status.clone());
                     }

@@ -88,7 +88,10 @@ fn first_dn(params: &rcgen::CertificateParams, ty: rcgen::DnType) -> Vec<String>
 
 /// The subject's CN and O list.
 pub fn subject(params: &rcgen::CertificateParams) -> (String, Vec<String>) {
-    let cn = first_dn(params, rcgen::DnType::CommonName).into_iter().next().unwrap_or_default();
+    let cn = first_dn(params, rcgen::DnType::CommonName)
+        .into_iter()
+        .next()
+        .unwrap_or_default();
     (cn, first_dn(params, rcgen::DnType::OrganizationName))
 }
 
@@ -116,7 +119,9 @@ pub fn validate_kubelet_csr(params: &rcgen::CertificateParams, usages: &[&str], 
         if uri {
             return Err("URI subjectAltNames are not allowed".into());
         }
-        if set != ["digital signature", "key encipherment", "server auth"] && set != ["digital signature", "server auth"] {
+        if set != ["digital signature", "key encipherment", "server auth"]
+            && set != ["digital signature", "server auth"]
+        {
             return Err("usages did not match [digital signature key encipherment server auth]".into());
         }
         if !cn.starts_with("system:node:") {
@@ -213,7 +218,10 @@ pub fn sign(controllers: &Controllers, csr: &Value, serial: [u8; 16]) -> Option<
         Ok(pem) => Some(Signed::Certificate(pem)),
         Err(e) => {
             // signer.go returns the error to its work queue (and retries); nothing is written.
-            eprintln!("test-apiserver: csrsigning: cannot sign {}: {e}", csr["metadata"]["name"]);
+            eprintln!(
+                "test-apiserver: csrsigning: cannot sign {}: {e}",
+                csr["metadata"]["name"]
+            );
             None
         }
     }

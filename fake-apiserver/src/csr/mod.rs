@@ -6,7 +6,7 @@
 //! - `pkg/registry/certificates/certificates/strategy.go`: on create the requester's name, UID
 //!   and groups become `spec.username`/`uid`/`groups` and the status is emptied; an update of
 //!   the object changes neither spec nor status; `/status` changes the status but not the
-//!   conditions; `/approval` changes only the conditions.
+//!   Approved and Denied conditions; `/approval` changes only the conditions.
 //! - `pkg/apis/certificates/validation/validation.go` `validateCertificateSigningRequest`,
 //!   `validateConditions`, `validateCertificateSigningRequestUpdate`: the checks and texts below.
 //! - `pkg/apis/certificates/helpers.go` `ParseCSR`, `ValidateKubeletClientCSR`.
@@ -65,17 +65,17 @@ pub fn request_pem(csr: &Value) -> Vec<u8> {
 /// `ParseCSR` then `CheckSignature`: the request as rcgen reads it, or upstream's reason.
 pub fn parse_request(pem: &[u8]) -> Result<rcgen::CertificateSigningRequestParams, String> {
     let text = std::str::from_utf8(pem).unwrap_or_default();
-    let block = text
-        .find("-----BEGIN CERTIFICATE REQUEST-----")
-        .and_then(|start| text[start..].find("-----END CERTIFICATE REQUEST-----").map(|end| (start, end)));
+    let block = text.find("-----BEGIN CERTIFICATE REQUEST-----").and_then(|start| {
+        text[start..]
+            .find("-----END CERTIFICATE REQUEST-----")
+            .map(|end| (start, end))
+    });
     let Some((start, end)) = block else {
         return Err("PEM block type must be CERTIFICATE REQUEST".into());
     };
     let block = &text[start..start + end + "-----END CERTIFICATE REQUEST-----".len()];
     rcgen::CertificateSigningRequestParams::from_pem(block).map_err(|e| match e {
-        rcgen::Error::InvalidCertificationRequestSignature => {
-            "x509: ECDSA verification failure".to_string()
-        }
+        rcgen::Error::InvalidCertificationRequestSignature => "x509: ECDSA verification failure".to_string(),
         other => format!("x509: {other}"),
     })
 }
@@ -105,7 +105,11 @@ pub fn validate(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     }
     for (i, usage) in usages.iter().enumerate() {
         if !VALID_USAGES.contains(usage) {
-            causes.push(Cause::unsupported(format!("spec.usages[{i}]"), &json!(usage), &VALID_USAGES));
+            causes.push(Cause::unsupported(
+                format!("spec.usages[{i}]"),
+                &json!(usage),
+                &VALID_USAGES,
+            ));
         }
         if usages[..i].contains(usage) {
             causes.push(Cause::duplicate(format!("spec.usages[{i}]"), &format!("{usage:?}")));
@@ -175,8 +179,16 @@ fn validate_conditions(obj: &Value, causes: &mut Vec<Cause>) {
             "True" => {}
             "False" | "Unknown" if !true_only => {}
             other => {
-                let allowed: &[&str] = if true_only { &["True"] } else { &["False", "True", "Unknown"] };
-                causes.push(Cause::unsupported(format!("status.conditions[{i}].status"), &json!(other), allowed));
+                let allowed: &[&str] = if true_only {
+                    &["True"]
+                } else {
+                    &["False", "True", "Unknown"]
+                };
+                causes.push(Cause::unsupported(
+                    format!("status.conditions[{i}].status"),
+                    &json!(other),
+                    allowed,
+                ));
             }
         }
         approved |= t == "Approved";
@@ -189,7 +201,10 @@ fn validate_conditions(obj: &Value, causes: &mut Vec<Cause>) {
             ));
         }
         if seen.contains(&t) {
-            causes.push(Cause::duplicate(format!("status.conditions[{i}].type"), &format!("{t:?}")));
+            causes.push(Cause::duplicate(
+                format!("status.conditions[{i}].type"),
+                &format!("{t:?}"),
+            ));
         }
         seen.push(t);
     }
@@ -203,6 +218,10 @@ pub fn conditions_of<'a>(csr: &'a Value, t: &str) -> Vec<&'a Value> {
         .flatten()
         .filter(|c| c["type"] == t)
         .collect()
+}
+
+fn conditions_of_any(csr: &Value) -> impl Iterator<Item = &Value> {
+    csr["status"]["conditions"].as_array().into_iter().flatten()
 }
 
 /// Whether a condition of type `t` is `True` (`HasTrueCondition`).
@@ -233,14 +252,24 @@ pub fn prepare_for_create(obj: &mut Value, user: Option<&TokenUser>) {
 }
 
 /// The `PrepareForUpdate` of the strategy for `sub`: the main resource keeps spec and status,
-/// `/status` keeps the spec and the conditions, `/approval` keeps the spec and all of the status
+/// `/status` keeps the spec and the Approved and Denied conditions, `/approval` keeps the spec and all of the status
 /// but the conditions. New conditions get their times (`populateConditionTimestamps`).
 pub fn prepare_for_update(sub: super::lookup::Subresource, old: &Value, new: &mut Value) {
     use super::lookup::Subresource;
     new["spec"] = old["spec"].clone();
     match sub {
         Subresource::Main | Subresource::EphemeralContainers => new["status"] = old["status"].clone(),
-        Subresource::Status => new["status"]["conditions"] = old["status"]["conditions"].clone(),
+        Subresource::Status => {
+            // The Approved and Denied conditions as stored, the others (Failed) as sent.
+            let approval = |c: &&Value| matches!(c["type"].as_str(), Some("Approved" | "Denied"));
+            let mut conditions: Vec<Value> = conditions_of_any(old).filter(approval).cloned().collect();
+            conditions.extend(conditions_of_any(new).filter(|c| !approval(c)).cloned());
+            new["status"]["conditions"] = if conditions.is_empty() {
+                Value::Null
+            } else {
+                json!(conditions)
+            };
+        }
         Subresource::Approval => {
             let conditions = new["status"]["conditions"].clone();
             new["status"] = old["status"].clone();

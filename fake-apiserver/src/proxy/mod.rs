@@ -473,8 +473,7 @@ pub(crate) async fn raw_upgrade<S>(
     rest: Vec<u8>,
     mut client: S,
     certificate: Option<crate::ClientCertificate>,
-)
-where
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (path, query) = head.target.split_once('?').unwrap_or((head.target.as_str(), ""));

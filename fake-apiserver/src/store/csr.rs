@@ -16,7 +16,11 @@ impl Store {
         self.controlling_csrs = true;
         let mut all = self.all_objects(csrs);
         all.sort_by(|a, b| {
-            let rv = |o: &Value| o["metadata"]["resourceVersion"].as_str().and_then(|r| r.parse::<u64>().ok());
+            let rv = |o: &Value| {
+                o["metadata"]["resourceVersion"]
+                    .as_str()
+                    .and_then(|r| r.parse::<u64>().ok())
+            };
             rv(a).cmp(&rv(b))
         });
         for csr in all {
