@@ -18,7 +18,7 @@
 
 use super::error::ApiError;
 use super::node_authorizer::Attributes;
-use super::review::TokenUser;
+use super::user::TokenUser;
 use rustls::client::danger::HandshakeSignatureValid;
 use rustls::pki_types::{CertificateDer, UnixTime};
 use rustls::server::danger::{ClientCertVerified, ClientCertVerifier};
@@ -94,14 +94,34 @@ impl ClientCertVerifier for TimeLenientVerifier {
     }
 }
 
+/// Why a request authenticates as no one (a 401).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthnError {
+    /// The client certificate does not parse.
+    #[error("x509: cannot parse the client certificate: {0}")]
+    Certificate(String),
+    /// The client certificate is outside its validity period (Go's `CertificateInvalidError`).
+    #[error("{0}")]
+    CertificateTime(String),
+    /// The client certificate has no common name (`CommonNameUserConversion`).
+    #[error("x509: the client certificate's common name is empty")]
+    NoCommonName,
+    /// The `Authorization` header is not `Bearer <token>`, or the token is no one's.
+    #[error("invalid bearer token")]
+    Token,
+    /// Over TLS, neither a token nor a client certificate came.
+    #[error("no credentials")]
+    NoCredentials,
+}
+
 /// The user a verified client certificate stands for, or why it stands for none.
-pub fn certificate_user(der: &[u8]) -> Result<TokenUser, String> {
-    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| format!("x509: {e}"))?;
+pub fn certificate_user(der: &[u8]) -> Result<TokenUser, AuthnError> {
+    let (_, cert) = x509_parser::parse_x509_certificate(der).map_err(|e| AuthnError::Certificate(e.to_string()))?;
     let validity = cert.validity();
     let now = x509_parser::time::ASN1Time::now();
     if now < validity.not_before || now > validity.not_after {
         // Go's `x509.CertificateInvalidError` for `Expired`.
-        return Err(format!(
+        return Err(AuthnError::CertificateTime(format!(
             "x509: certificate has expired or is not yet valid: current time {} is {} {}",
             now.to_datetime(),
             if now < validity.not_before { "before" } else { "after" },
@@ -111,7 +131,7 @@ pub fn certificate_user(der: &[u8]) -> Result<TokenUser, String> {
                 validity.not_after
             }
             .to_datetime(),
-        ));
+        )));
     }
     let subject = cert.subject();
     let name = subject
@@ -121,7 +141,7 @@ pub fn certificate_user(der: &[u8]) -> Result<TokenUser, String> {
         .unwrap_or_default()
         .to_string();
     if name.is_empty() {
-        return Err("x509: common name is empty".into());
+        return Err(AuthnError::NoCommonName);
     }
     let groups = subject
         .iter_organization()

@@ -130,8 +130,13 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     let open = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
     let user = match user_of(&shared, &req) {
         Ok(user) => user,
-        Err(()) if open => None,
-        Err(()) => return error_response(&ApiError::unauthorized()),
+        Err(_) if open => None,
+        Err(e) => {
+            if shared.log_requests {
+                eprintln!("test-apiserver: {} {}: 401: {e}", req.method(), req.path());
+            }
+            return error_response(&ApiError::unauthorized());
+        }
     };
     let node = requesting_node(&shared, user.as_ref());
     let refusal = node
@@ -186,16 +191,16 @@ pub(crate) fn request_user(
     shared: &Shared,
     authorization: Option<&str>,
     certificate: Option<&super::ClientCertificate>,
-) -> Result<Option<super::TokenUser>, ()> {
+) -> Result<Option<super::TokenUser>, super::authn::AuthnError> {
+    use super::authn::AuthnError;
     if let Some(auth) = authorization {
-        return bearer_user(shared, auth.strip_prefix("Bearer ").ok_or(())?)
-            .map(Some)
-            .ok_or(());
+        let bearer = auth.strip_prefix("Bearer ").ok_or(AuthnError::Token)?;
+        return bearer_user(shared, bearer).map(Some).ok_or(AuthnError::Token);
     }
     match certificate {
         Some(super::ClientCertificate(Ok(user))) => Ok(Some(user.clone())),
-        Some(super::ClientCertificate(Err(_))) => Err(()),
-        None if shared.tls => Err(()),
+        Some(super::ClientCertificate(Err(e))) => Err(e.clone()),
+        None if shared.tls => Err(AuthnError::NoCredentials),
         None => Ok(None),
     }
 }
@@ -227,7 +232,7 @@ fn bearer_user(shared: &Shared, bearer: &str) -> Option<super::TokenUser> {
 }
 
 /// [`request_user`] of an actix request.
-fn user_of(shared: &Shared, req: &HttpRequest) -> Result<Option<super::TokenUser>, ()> {
+fn user_of(shared: &Shared, req: &HttpRequest) -> Result<Option<super::TokenUser>, super::authn::AuthnError> {
     let authorization = req
         .headers()
         .get("Authorization")

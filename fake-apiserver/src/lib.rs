@@ -29,6 +29,12 @@
 //! ([`KUBELET_CLIENT_USER`], CA at [`ApiServer::kubelet_client_ca_path`]), upgrades
 //! (SPDY, WebSocket) passed through byte for byte.
 //!
+//! TLS bootstrap ([`csr`]): `certificates.k8s.io/v1` CertificateSigningRequests, bootstrap
+//! tokens ([`ApiServer::add_bootstrap_token`], [`ApiServer::bootstrap_kubeconfig`]), client
+//! certificates as user = CN, groups = O, and kube-controller-manager's csrapproving and
+//! csrsigning (`ApiServerConfig::csr_auto_approve`, `ApiServerConfig::csr_signing_duration`)
+//! signing with the CA the server trusts.
+//!
 //! A small [`scheduler`] binds pods created without `spec.nodeName` to a node that fits them,
 //! with kube-scheduler's condition, events and messages (`ApiServerConfig::scheduler`).
 //!
@@ -80,6 +86,7 @@ mod store;
 mod strategic;
 mod table;
 pub mod token;
+mod user;
 pub mod validate;
 
 pub use error::{ApiError, Cause};
@@ -242,7 +249,7 @@ struct Tls {
 /// Set on a connection whose client presented a certificate the CA signed: the user it
 /// authenticates as (`CommonNameUserConversion`), or why it does not (expired, not yet valid).
 #[derive(Debug, Clone)]
-pub(crate) struct ClientCertificate(pub Result<TokenUser, String>);
+pub(crate) struct ClientCertificate(pub Result<TokenUser, authn::AuthnError>);
 
 impl Tls {
     fn new() -> io::Result<Self> {

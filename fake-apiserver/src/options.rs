@@ -131,7 +131,7 @@ pub struct WriteOptions {
     /// ([`crate::node_restriction`]).
     pub node: Option<String>,
     /// The requester, for what a strategy records of it (a CSR's `spec.username`, `groups`).
-    pub user: Option<crate::review::TokenUser>,
+    pub user: Option<crate::user::TokenUser>,
 }
 
 #[cfg(test)]

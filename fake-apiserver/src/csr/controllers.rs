@@ -210,7 +210,7 @@ pub fn sign(controllers: &Controllers, csr: &Value, serial: [u8; 16]) -> Option<
             "status": "True",
             "reason": "SignerValidationFailure",
             "message": message,
-            "lastUpdateTime": crate::store::now_rfc3339(),
+            "lastUpdateTime": super::now_rfc3339(),
         })));
     }
     let ttl = duration(controllers.signing_duration, spec["expirationSeconds"].as_i64());

@@ -14,7 +14,7 @@
 pub mod controllers;
 
 use super::error::Cause;
-use super::review::TokenUser;
+use super::user::TokenUser;
 use base64::Engine as _;
 use serde_json::{json, Value};
 
@@ -281,7 +281,7 @@ pub fn prepare_for_update(sub: super::lookup::Subresource, old: &Value, new: &mu
             status.remove("conditions");
         }
     }
-    let now = super::store::now_rfc3339();
+    let now = now_rfc3339();
     if let Some(conditions) = new["status"]["conditions"].as_array_mut() {
         for c in conditions {
             for field in ["lastUpdateTime", "lastTransitionTime"] {
@@ -291,4 +291,9 @@ pub fn prepare_for_update(sub: super::lookup::Subresource, old: &Value, new: &mu
             }
         }
     }
+}
+
+/// Now, as the API server writes times (`metav1.Time`: seconds, UTC).
+pub fn now_rfc3339() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
 }
