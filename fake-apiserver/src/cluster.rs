@@ -52,6 +52,8 @@ pub struct ClusterConfig {
     pub root_ca_pem: String,
     /// The API server's port: the `kubernetes` Service's `targetPort`.
     pub port: u16,
+    /// kube-controller-manager's csrapproving and csrsigning ([`crate::csr::controllers`]).
+    pub csr: crate::csr::controllers::Controllers,
 }
 
 impl Default for ClusterConfig {
@@ -61,6 +63,7 @@ impl Default for ClusterConfig {
             scheduler: false,
             root_ca_pem: String::new(),
             port: 6443,
+            csr: crate::csr::controllers::Controllers::default(),
         }
     }
 }

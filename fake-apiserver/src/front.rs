@@ -7,7 +7,8 @@
 //! client certificate came.
 
 use super::http::Shared;
-use std::collections::HashSet;
+use super::ClientCertificate;
+use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -16,8 +17,9 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// after the splice).
 const HEAD_LIMIT: usize = 64 * 1024;
 
-/// Internal connections (by their source address) whose client sent a verified certificate.
-pub type Verified = Arc<Mutex<HashSet<SocketAddr>>>;
+/// Internal connections (by their source address) whose client sent a certificate the CA
+/// signed, with the identity it stands for.
+pub type Verified = Arc<Mutex<HashMap<SocketAddr, ClientCertificate>>>;
 
 /// Accepts until the runtime ends.
 pub async fn accept_loop(
@@ -37,17 +39,27 @@ pub async fn accept_loop(
             match acceptor {
                 Some(acceptor) => {
                     let Ok(tls) = acceptor.accept(tcp).await else { return };
-                    let certificate = tls.get_ref().1.peer_certificates().is_some();
+                    let certificate = tls
+                        .get_ref()
+                        .1
+                        .peer_certificates()
+                        .and_then(|chain| chain.first())
+                        .map(|der| ClientCertificate(super::authn::certificate_user(der)));
                     connection(tls, internal, shared, certificate, verified).await;
                 }
-                None => connection(tcp, internal, shared, false, verified).await,
+                None => connection(tcp, internal, shared, None, verified).await,
             }
         });
     }
 }
 
-async fn connection<S>(mut client: S, internal: SocketAddr, shared: Arc<Shared>, certificate: bool, verified: Verified)
-where
+async fn connection<S>(
+    mut client: S,
+    internal: SocketAddr,
+    shared: Arc<Shared>,
+    certificate: Option<ClientCertificate>,
+    verified: Verified,
+) where
     S: AsyncRead + AsyncWrite + Unpin,
 {
     let mut read = Vec::new();
@@ -90,8 +102,11 @@ where
         return;
     }
     let Ok(local) = socket.local_addr() else { return };
-    if certificate {
-        verified.lock().unwrap_or_else(|e| e.into_inner()).insert(local);
+    if let Some(certificate) = certificate {
+        verified
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(local, certificate);
     }
     let Ok(mut upstream) = socket.connect(internal).await else {
         verified.lock().unwrap_or_else(|e| e.into_inner()).remove(&local);

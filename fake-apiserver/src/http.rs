@@ -128,13 +128,21 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     record(&shared, &req, &body);
     let path = req.path().trim_end_matches('/').to_string();
     let open = matches!(path.as_str(), "/version" | "/healthz" | "/livez" | "/readyz");
-    if !open && !authenticated(&shared, &req) {
-        return error_response(&ApiError::unauthorized());
-    }
-    let node = requesting_node(&shared, &req);
+    let user = match user_of(&shared, &req) {
+        Ok(user) => user,
+        Err(_) if open => None,
+        Err(e) => {
+            if shared.log_requests {
+                eprintln!("test-apiserver: {} {}: 401: {e}", req.method(), req.path());
+            }
+            return error_response(&ApiError::unauthorized());
+        }
+    };
+    let node = requesting_node(&shared, user.as_ref());
     let refusal = node
         .as_ref()
-        .and_then(|(user, node)| node_refusal(&shared, &req, user, node, &path, &query));
+        .and_then(|(user, node)| node_refusal(&shared, &req, user, node, &path, &query))
+        .or_else(|| bootstrapper_refusal(&shared, &req, user.as_ref(), &path, &query));
     let result = match refusal.or_else(|| take_fault(&shared, req.method().as_str(), &path)) {
         Some(err) => Err(err),
         None => route(
@@ -144,12 +152,17 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
             &body,
             &shared,
             node.as_ref().map(|(_, n)| n.as_str()),
+            user.as_ref(),
         ),
     };
+    let restricted = node.is_some()
+        || user
+            .as_ref()
+            .is_some_and(|u| u.groups.iter().any(|g| g == super::authn::BOOTSTRAPPERS_GROUP));
     let response = match result {
         Ok(resp) => resp,
         Err(err) => {
-            if node.is_some() && err.code == 403 {
+            if restricted && err.code == 403 {
                 record_node_refusal(&shared, req.method().as_str(), req.path(), &err);
             }
             error_response(&err)
@@ -168,67 +181,88 @@ pub async fn dispatch(req: HttpRequest, body: web::Bytes, shared: web::Data<Shar
     response
 }
 
-/// Whether the request's credentials are good.
-///
-/// Like kube-apiserver's old insecure port, plain HTTP needs no credentials (kubectl does not
-/// send a bearer token over plain HTTP); credentials that are sent must be right. Over TLS a
-/// request needs the token or a client certificate the CA signed.
-/// Service account tokens it issued authenticate too, as on kube-apiserver (when they are
-/// for its own audience and still valid), and so do the tokens tests registered; there is no
-/// RBAC, so they may do everything.
-fn authenticated(shared: &Shared, req: &HttpRequest) -> bool {
+/// The user a request is, by kube-apiserver's authenticators: the bearer token (the fixture's
+/// own, one a test registered, a service account token it issued for its own audience, a
+/// bootstrap token, see [`super::authn`]), else the client certificate (user = CN, groups =
+/// O). `Err` is a 401: a token that matches nothing, an expired or not yet valid certificate,
+/// or no credentials over TLS. Like kube-apiserver's old insecure port, plain HTTP needs no
+/// credentials (kubectl does not send a bearer token over plain HTTP): `Ok(None)`.
+pub(crate) fn request_user(
+    shared: &Shared,
+    authorization: Option<&str>,
+    certificate: Option<&super::ClientCertificate>,
+) -> Result<Option<super::TokenUser>, super::authn::AuthnError> {
+    use super::authn::AuthnError;
+    if let Some(auth) = authorization {
+        let bearer = auth.strip_prefix("Bearer ").ok_or(AuthnError::Token)?;
+        return bearer_user(shared, bearer).map(Some).ok_or(AuthnError::Token);
+    }
+    match certificate {
+        Some(super::ClientCertificate(Ok(user))) => Ok(Some(user.clone())),
+        Some(super::ClientCertificate(Err(e))) => Err(e.clone()),
+        None if shared.tls => Err(AuthnError::NoCredentials),
+        None => Ok(None),
+    }
+}
+
+fn bearer_user(shared: &Shared, bearer: &str) -> Option<super::TokenUser> {
+    if bearer == shared.token {
+        return Some(super::TokenUser {
+            name: "test-admin".into(),
+            uid: String::new(),
+            groups: vec!["system:masters".into()],
+        });
+    }
+    if let Some(user) = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner()).get(bearer) {
+        return Some(user.clone());
+    }
+    if let Some(user) = super::authn::bootstrap_user(&*shared.store(), bearer) {
+        return Some(user);
+    }
+    let claims = shared.issuer.verify(&shared.store(), bearer).ok()?;
+    if !claims.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER) {
+        return None;
+    }
+    let info = super::review::service_account_user(&claims);
+    Some(super::TokenUser {
+        name: info.username.unwrap_or_default(),
+        uid: info.uid.unwrap_or_default(),
+        groups: info.groups.unwrap_or_default(),
+    })
+}
+
+/// [`request_user`] of an actix request.
+fn user_of(shared: &Shared, req: &HttpRequest) -> Result<Option<super::TokenUser>, super::authn::AuthnError> {
     let authorization = req
         .headers()
         .get("Authorization")
         .map(|v| v.to_str().unwrap_or("\u{0}"));
-    authenticated_by(
-        shared,
-        authorization,
-        req.conn_data::<super::ClientCertificate>().is_some(),
-    )
+    request_user(shared, authorization, req.conn_data::<super::ClientCertificate>())
 }
 
-/// [`authenticated`] on the `Authorization` header's value and whether a verified client
-/// certificate came.
-pub(crate) fn authenticated_by(shared: &Shared, authorization: Option<&str>, certificate: bool) -> bool {
-    let token_ok = |auth: &str| {
-        let Some(bearer) = auth.strip_prefix("Bearer ") else {
-            return false;
-        };
-        bearer == shared.token
-            || shared
-                .user_tokens
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .contains_key(bearer)
-            || (bearer.contains('.')
-                && shared
-                    .issuer
-                    .verify(&shared.store(), bearer)
-                    .is_ok_and(|c| c.aud.iter().any(|a| a == super::token::SERVICE_ACCOUNT_ISSUER)))
-    };
-    match authorization {
-        Some(auth) => token_ok(auth),
-        None => !shared.tls || certificate,
-    }
-}
-
-/// The user and node a request comes from, when node authorization is on and its bearer
-/// token is a node's (`system:node:<name>` in `system:nodes`).
-fn requesting_node(shared: &Shared, req: &HttpRequest) -> Option<(String, String)> {
+/// The user and node a request comes from, when node authorization is on and the user is a
+/// node (`system:node:<name>` in `system:nodes`, by token or client certificate).
+fn requesting_node(shared: &Shared, user: Option<&super::TokenUser>) -> Option<(String, String)> {
     if !shared.node_authorization {
         return None;
     }
-    let bearer = req
-        .headers()
-        .get("Authorization")?
-        .to_str()
-        .ok()?
-        .strip_prefix("Bearer ")?;
-    let tokens = shared.user_tokens.lock().unwrap_or_else(|e| e.into_inner());
-    let user = tokens.get(bearer)?;
+    let user = user?;
     let node = super::node_authorizer::node_identity(&user.name, &user.groups)?;
     Some((user.name.clone(), node.to_string()))
+}
+
+/// RBAC's 403 for a bootstrap token's request (node authorization on), if it refuses it.
+fn bootstrapper_refusal(
+    shared: &Shared,
+    req: &HttpRequest,
+    user: Option<&super::TokenUser>,
+    path: &str,
+    query: &Query,
+) -> Option<ApiError> {
+    let user =
+        user.filter(|u| shared.node_authorization && u.groups.iter().any(|g| g == super::authn::BOOTSTRAPPERS_GROUP))?;
+    let attrs = super::node_authorizer::Attributes::of_request(&user.name, req.method().as_str(), path, query);
+    super::authn::bootstrapper_refusal(&attrs)
 }
 
 /// Keeps a 403 a node got, for [`super::ApiServer::node_refusals`].
@@ -269,10 +303,10 @@ pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> 
             req.query_string()
         );
     }
-    if !authenticated(shared, req) {
+    let Ok(user) = user_of(shared, req) else {
         return Some(error_response(&ApiError::unauthorized()));
-    }
-    if let Some((user, node)) = requesting_node(shared, req) {
+    };
+    if let Some((user, node)) = requesting_node(shared, user.as_ref()) {
         let query: Query = web::Query::<Query>::from_query(req.query_string())
             .map(web::Query::into_inner)
             .unwrap_or_default();
@@ -280,6 +314,13 @@ pub(crate) fn admit(shared: &Shared, req: &HttpRequest) -> Option<HttpResponse> 
             record_node_refusal(shared, req.method().as_str(), req.path(), &err);
             return Some(error_response(&err));
         }
+    }
+    let query: Query = web::Query::<Query>::from_query(req.query_string())
+        .map(web::Query::into_inner)
+        .unwrap_or_default();
+    if let Some(err) = bootstrapper_refusal(shared, req, user.as_ref(), req.path(), &query) {
+        record_node_refusal(shared, req.method().as_str(), req.path(), &err);
+        return Some(error_response(&err));
     }
     take_fault(shared, req.method().as_str(), req.path()).map(|e| error_response(&e))
 }
@@ -344,6 +385,7 @@ fn route(
     body: &Bytes,
     shared: &web::Data<Shared>,
     node: Option<&str>,
+    user: Option<&super::TokenUser>,
 ) -> Result<HttpResponse, ApiError> {
     let ok = |v: Value| Ok(json_response(200, &v, &[]));
     match path {
@@ -428,7 +470,11 @@ fn route(
         ["apis", group] => {
             if matches!(
                 *group,
-                "coordination.k8s.io" | "node.k8s.io" | "authentication.k8s.io" | "authorization.k8s.io"
+                "coordination.k8s.io"
+                    | "node.k8s.io"
+                    | "authentication.k8s.io"
+                    | "authorization.k8s.io"
+                    | "certificates.k8s.io"
             ) {
                 return ok(resources::api_group(group));
             }
@@ -464,6 +510,7 @@ fn route(
         None => None,
         Some("status") if resource.has_status => Some(Subresource::Status),
         Some("ephemeralcontainers") if resource.kind == "Pod" => Some(Subresource::EphemeralContainers),
+        Some("approval") if resource.kind == "CertificateSigningRequest" => Some(Subresource::Approval),
         Some("binding") if resource.kind == "Pod" => None,
         Some("token") if resource.kind == "ServiceAccount" => None,
         Some(_) => return Err(not_found_path()),
@@ -540,6 +587,7 @@ fn route(
                 let input = input_format(content_type)?;
                 let opts = WriteOptions {
                     node: node.map(str::to_string),
+                    user: user.cloned(),
                     ..write_options(query, Verb::Create)?
                 };
                 let body = parse_body(resource, input, body)?;

@@ -29,6 +29,12 @@
 //! ([`KUBELET_CLIENT_USER`], CA at [`ApiServer::kubelet_client_ca_path`]), upgrades
 //! (SPDY, WebSocket) passed through byte for byte.
 //!
+//! TLS bootstrap ([`csr`]): `certificates.k8s.io/v1` CertificateSigningRequests, bootstrap
+//! tokens ([`ApiServer::add_bootstrap_token`], [`ApiServer::bootstrap_kubeconfig`]), client
+//! certificates as user = CN, groups = O, and kube-controller-manager's csrapproving and
+//! csrsigning (`ApiServerConfig::csr_auto_approve`, `ApiServerConfig::csr_signing_duration`)
+//! signing with the CA the server trusts.
+//!
 //! A small [`scheduler`] binds pods created without `spec.nodeName` to a node that fits them,
 //! with kube-scheduler's condition, events and messages (`ApiServerConfig::scheduler`).
 //!
@@ -56,7 +62,9 @@
 //! hand: `make test-apiserver`.
 
 pub mod admission;
+mod authn;
 pub mod cluster;
+pub mod csr;
 mod error;
 mod front;
 mod http;
@@ -78,6 +86,7 @@ mod store;
 mod strategic;
 mod table;
 pub mod token;
+mod user;
 pub mod validate;
 
 pub use error::{ApiError, Cause};
@@ -186,6 +195,15 @@ pub struct ApiServerConfig {
     /// own Node, Lease, mirror pods and pod statuses. Other users may still do everything.
     /// Default false.
     pub node_authorization: bool,
+    /// Run kube-controller-manager's csrapproving ([`csr::controllers`]): kubelet client CSRs
+    /// from a kubeadm bootstrap token (`nodeclient`) or from the node they name
+    /// (`selfnodeclient`) are approved. Default true; off, CSRs wait for `kubectl certificate
+    /// approve`.
+    pub csr_auto_approve: bool,
+    /// csrsigning's certificate lifetime (kube-controller-manager's
+    /// `--cluster-signing-duration`, default 8760h); a CSR's `spec.expirationSeconds` may ask
+    /// for less (never under 10 min). Set it short (30 s) to test rotation.
+    pub csr_signing_duration: Duration,
 }
 
 impl Default for ApiServerConfig {
@@ -200,6 +218,8 @@ impl Default for ApiServerConfig {
             service_account_admission: true,
             scheduler: true,
             node_authorization: false,
+            csr_auto_approve: true,
+            csr_signing_duration: csr::controllers::DEFAULT_SIGNING_DURATION,
         }
     }
 }
@@ -222,11 +242,14 @@ struct Tls {
     /// The API server's client certificate to kubelets (CN `kube-apiserver-kubelet-client`, O
     /// `system:masters`, signed by the CA), as TLS client configuration.
     kubelet_client: Arc<rustls::ClientConfig>,
+    /// The CA's key, for csrsigning.
+    authority: Arc<csr::controllers::Authority>,
 }
 
-/// Set on a connection whose client presented a certificate the CA signed.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct ClientCertificate;
+/// Set on a connection whose client presented a certificate the CA signed: the user it
+/// authenticates as (`CommonNameUserConversion`), or why it does not (expired, not yet valid).
+#[derive(Debug, Clone)]
+pub(crate) struct ClientCertificate(pub Result<TokenUser, authn::AuthnError>);
 
 impl Tls {
     fn new() -> io::Result<Self> {
@@ -236,15 +259,16 @@ impl Tls {
         ca_params
             .distinguished_name
             .push(rcgen::DnType::CommonName, "test-apiserver CA");
-        let ca =
-            rcgen::CertifiedIssuer::self_signed(ca_params, rcgen::KeyPair::generate().map_err(err)?).map_err(err)?;
+        let ca_key = rcgen::KeyPair::generate().map_err(err)?;
+        let ca_cert = ca_params.self_signed(&ca_key).map_err(err)?;
+        let ca = rcgen::Issuer::new(ca_params, ca_key);
         let key = rcgen::KeyPair::generate().map_err(err)?;
         let mut params =
             rcgen::CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()]).map_err(err)?;
         params
             .distinguished_name
             .push(rcgen::DnType::CommonName, "test-apiserver");
-        let cert = params.signed_by(&key, &*ca).map_err(err)?;
+        let cert = params.signed_by(&key, &ca).map_err(err)?;
         let key = rustls::pki_types::PrivateKeyDer::Pkcs8(key.serialize_der().into());
         let client_key = rcgen::KeyPair::generate().map_err(err)?;
         let mut client_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
@@ -252,7 +276,7 @@ impl Tls {
             .distinguished_name
             .push(rcgen::DnType::CommonName, "test-admin");
         client_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let client = client_params.signed_by(&client_key, &*ca).map_err(err)?;
+        let client = client_params.signed_by(&client_key, &ca).map_err(err)?;
         let kubelet_key = rcgen::KeyPair::generate().map_err(err)?;
         let mut kubelet_params = rcgen::CertificateParams::new(Vec::<String>::new()).map_err(err)?;
         kubelet_params
@@ -262,23 +286,25 @@ impl Tls {
             .distinguished_name
             .push(rcgen::DnType::OrganizationName, "system:masters");
         kubelet_params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
-        let kubelet_cert = kubelet_params.signed_by(&kubelet_key, &*ca).map_err(err)?;
+        let kubelet_cert = kubelet_params.signed_by(&kubelet_key, &ca).map_err(err)?;
         let kubelet_client = proxy::client_config(&kubelet_cert.pem(), &kubelet_key.serialize_pem())?;
         let mut roots = rustls::RootCertStore::empty();
         roots
-            .add(ca.der().clone())
+            .add(ca_cert.der().clone())
             .map_err(|e| io::Error::other(format!("cannot trust the CA: {e}")))?;
         // Certificates are optional (a bearer token also authenticates) but verified when sent.
         let verifier = rustls::server::WebPkiClientVerifier::builder(Arc::new(roots))
             .allow_unauthenticated()
             .build()
             .map_err(|e| io::Error::other(format!("cannot verify clients: {e}")))?;
+        let verifier = Arc::new(authn::TimeLenientVerifier(verifier));
         let server = rustls::ServerConfig::builder()
             .with_client_cert_verifier(verifier)
             .with_single_cert(vec![cert.der().clone()], key)
             .map_err(|e| io::Error::other(format!("cannot use the certificate: {e}")))?;
         Ok(Tls {
-            ca_pem: ca.pem(),
+            ca_pem: ca_cert.pem(),
+            authority: Arc::new(csr::controllers::Authority { issuer: ca }),
             client_pem: (client.pem(), client_key.serialize_pem()),
             server: Arc::new(server),
             kubelet_client,
@@ -343,9 +369,9 @@ fn serve(listener: TcpListener, shared: Arc<http::Shared>, tls: Option<Tls>) -> 
                     let certified = conn
                         .downcast_ref::<actix_web::rt::net::TcpStream>()
                         .and_then(|tcp| tcp.peer_addr().ok())
-                        .is_some_and(|peer| seen.lock().unwrap_or_else(|e| e.into_inner()).contains(&peer));
-                    if certified {
-                        extensions.insert(ClientCertificate);
+                        .and_then(|peer| seen.lock().unwrap_or_else(|e| e.into_inner()).get(&peer).cloned());
+                    if let Some(certificate) = certified {
+                        extensions.insert(certificate);
                     }
                 })
                 .listen(internal);
@@ -399,6 +425,11 @@ impl ApiServer {
             scheduler: config.scheduler,
             root_ca_pem: certificates.ca_pem.clone(),
             port: addr.port(),
+            csr: csr::controllers::Controllers {
+                auto_approve: config.csr_auto_approve,
+                signing_duration: config.csr_signing_duration,
+                authority: Some(certificates.authority.clone()),
+            },
         };
         let shared = Arc::new(http::Shared {
             store: Mutex::new(store::Store::new(config.history, cluster)),
@@ -538,6 +569,78 @@ impl ApiServer {
         let user = format!("{}{node}", node_authorizer::NODE_USER_PREFIX);
         self.add_user_token(&token, &user, "", &[node_authorizer::NODES_GROUP]);
         token
+    }
+
+    /// A new bootstrap token (`<id>.<secret>`) as `kubeadm token create` makes it
+    /// (`plugin/pkg/auth/authenticator/token/bootstrap/bootstrap.go`,
+    /// `staging/src/k8s.io/cluster-bootstrap/token/api/types.go`): the Secret
+    /// `kube-system/bootstrap-token-<id>` of type `bootstrap.kubernetes.io/token` with
+    /// `usage-bootstrap-authentication` and `usage-bootstrap-signing` `"true"`,
+    /// `auth-extra-groups: system:bootstrappers:kubeadm:default-node-token` and `expiration`
+    /// when given (a past one makes a token that no longer authenticates). Requests with it are
+    /// user `system:bootstrap:<id>` in `system:bootstrappers` and that group.
+    pub fn add_bootstrap_token(&self, expiration: Option<std::time::SystemTime>) -> Result<String, ApiError> {
+        let lower = |n: usize| -> String {
+            random_token()
+                .chars()
+                .filter(char::is_ascii_alphanumeric)
+                .take(n)
+                .collect()
+        };
+        let (id, secret) = (lower(6), lower(16));
+        let mut data = serde_json::json!({
+            "token-id": id,
+            "token-secret": secret,
+            "usage-bootstrap-authentication": "true",
+            "usage-bootstrap-signing": "true",
+            "auth-extra-groups": csr::controllers::KUBEADM_NODE_TOKEN_GROUP,
+            "description": "test-apiserver bootstrap token",
+        });
+        if let Some(at) = expiration {
+            let at = jiff::Timestamp::try_from(at).map_err(|e| ApiError::bad_request(format!("expiration: {e}")))?;
+            data["expiration"] = serde_json::json!(at.strftime("%Y-%m-%dT%H:%M:%SZ").to_string());
+        }
+        use base64::Engine as _;
+        let data: serde_json::Map<String, Value> = data
+            .as_object()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| {
+                let text = v.as_str().unwrap_or_default();
+                (
+                    k.clone(),
+                    Value::from(base64::engine::general_purpose::STANDARD.encode(text)),
+                )
+            })
+            .collect();
+        self.create(serde_json::json!({
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "metadata": {"name": format!("{}{id}", authn::BOOTSTRAP_SECRET_PREFIX), "namespace": authn::BOOTSTRAP_NAMESPACE},
+            "type": authn::BOOTSTRAP_SECRET_TYPE,
+            "data": data,
+        }))?;
+        Ok(format!("{id}.{secret}"))
+    }
+
+    /// A bootstrap kubeconfig (in the server's directory) as `kubeadm join` writes one: the
+    /// server's cluster (with its CA under TLS) and a new [`ApiServer::add_bootstrap_token`]
+    /// valid for 24 h (kubeadm's default TTL), user `tls-bootstrap-token-user`, for
+    /// `dockerlet --bootstrap-kubeconfig`.
+    pub fn bootstrap_kubeconfig(&self) -> io::Result<PathBuf> {
+        let expiration = std::time::SystemTime::now() + Duration::from_secs(24 * 3600);
+        let token = self
+            .add_bootstrap_token(Some(expiration))
+            .map_err(|e| io::Error::other(format!("cannot create the bootstrap token Secret: {}", e.message)))?;
+        let admin = format!("token: {}\n", self.token());
+        let text = self
+            .kubeconfig()
+            .replace("name: test-admin", "name: tls-bootstrap-token-user")
+            .replace("user: test-admin", "user: tls-bootstrap-token-user")
+            .replace(&admin, &format!("token: {token}\n"));
+        let path = self.dir.path().join(format!("bootstrap-kubeconfig-{}", &token[..6]));
+        std::fs::write(&path, text)?;
+        Ok(path)
     }
 
     /// Every 403 a node got from the Node authorizer or NodeRestriction (with

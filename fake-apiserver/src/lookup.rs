@@ -26,4 +26,7 @@ pub enum Subresource {
     Status,
     /// A pod's `/ephemeralcontainers`: only `spec.ephemeralContainers` changes.
     EphemeralContainers,
+    /// A CertificateSigningRequest's `/approval`: only the Approved and Denied conditions
+    /// change (`csrApprovalStrategy` in `pkg/registry/certificates/certificates/strategy.go`).
+    Approval,
 }

@@ -308,6 +308,12 @@ pub fn admit_update(
                 name,
                 "unexpected pod subresource \"ephemeralcontainers\", only 'status' and 'eviction' are allowed".into(),
             )),
+            // Pods have no approval subresource (the router never sends one).
+            Subresource::Approval => Err(forbid(
+                resource,
+                name,
+                "unexpected pod subresource \"approval\", only 'status' and 'eviction' are allowed".into(),
+            )),
         },
         ("", "nodes") => {
             if name != node {

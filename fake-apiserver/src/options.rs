@@ -87,6 +87,7 @@ pub fn write_options(query: &HashMap<String, String>, verb: Verb) -> Result<Writ
         dry_run,
         field_manager: Some(manager).filter(|m| !m.is_empty()),
         node: None,
+        user: None,
     })
 }
 
@@ -129,6 +130,8 @@ pub struct WriteOptions {
     /// The node making the request, when NodeRestriction applies to it
     /// ([`crate::node_restriction`]).
     pub node: Option<String>,
+    /// The requester, for what a strategy records of it (a CSR's `spec.username`, `groups`).
+    pub user: Option<crate::user::TokenUser>,
 }
 
 #[cfg(test)]

@@ -133,6 +133,13 @@ pub fn decode(resource: &ResourceInfo, body: &[u8]) -> Result<Value, ApiError> {
             }
             object.insert("spec".into(), Value::Object(out));
         }
+        ("certificates.k8s.io/v1", "CertificateSigningRequest") => {
+            // `kubectl certificate approve|deny`: a PUT of the CSR to `/approval`.
+            let c = k8s_pb::api::certificates::v1::CertificateSigningRequest::decode(raw.as_slice()).map_err(bad)?;
+            object.insert("metadata".into(), metadata(c.metadata.unwrap_or_default()));
+            object.insert("spec".into(), csr_spec(c.spec.unwrap_or_default()));
+            object.insert("status".into(), csr_status(c.status.unwrap_or_default()));
+        }
         _ => {
             return Err(ApiError::unsupported_media_type(format!(
                 "the test API server cannot decode {api_version} {kind} from protobuf; send application/json"
@@ -140,6 +147,64 @@ pub fn decode(resource: &ResourceInfo, body: &[u8]) -> Result<Value, ApiError> {
         }
     }
     Ok(Value::Object(object))
+}
+
+fn csr_spec(spec: k8s_pb::api::certificates::v1::CertificateSigningRequestSpec) -> Value {
+    let b64 = |bytes: &[u8]| Value::from(base64::engine::general_purpose::STANDARD.encode(bytes));
+    let mut out = Map::new();
+    put(&mut out, "request", spec.request.as_deref().map(b64));
+    put(&mut out, "signerName", spec.signer_name.map(Value::from));
+    put(&mut out, "expirationSeconds", spec.expiration_seconds.map(Value::from));
+    put(
+        &mut out,
+        "usages",
+        (!spec.usages.is_empty()).then(|| json!(spec.usages)),
+    );
+    put(&mut out, "username", spec.username.map(Value::from));
+    put(&mut out, "uid", spec.uid.map(Value::from));
+    put(
+        &mut out,
+        "groups",
+        (!spec.groups.is_empty()).then(|| json!(spec.groups)),
+    );
+    Value::Object(out)
+}
+
+fn csr_status(status: k8s_pb::api::certificates::v1::CertificateSigningRequestStatus) -> Value {
+    let time = |t: Option<k8s_pb::apimachinery::pkg::apis::meta::v1::Time>| {
+        t.and_then(|t| t.seconds)
+            .and_then(|s| jiff::Timestamp::from_second(s).ok())
+            .map(|t| Value::from(t.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()))
+    };
+    let conditions: Vec<Value> = status
+        .conditions
+        .into_iter()
+        .map(|c| {
+            let mut out = Map::new();
+            put(&mut out, "type", c.r#type.map(Value::from));
+            put(&mut out, "status", c.status.map(Value::from));
+            put(&mut out, "reason", c.reason.map(Value::from));
+            put(&mut out, "message", c.message.map(Value::from));
+            put(&mut out, "lastUpdateTime", time(c.last_update_time));
+            put(&mut out, "lastTransitionTime", time(c.last_transition_time));
+            Value::Object(out)
+        })
+        .collect();
+    let mut out = Map::new();
+    put(
+        &mut out,
+        "conditions",
+        (!conditions.is_empty()).then(|| json!(conditions)),
+    );
+    put(
+        &mut out,
+        "certificate",
+        status
+            .certificate
+            .filter(|c| !c.is_empty())
+            .map(|c| Value::from(base64::engine::general_purpose::STANDARD.encode(c))),
+    );
+    Value::Object(out)
 }
 
 /// Set `key` unless the value is absent or empty: Go clients write every string field, and the

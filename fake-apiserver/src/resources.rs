@@ -218,6 +218,21 @@ pub static RESOURCES: &[ResourceInfo] = &[
         field_labels: &[],
         create_on_update: false,
     },
+    // `pkg/registry/certificates/certificates/storage/storage.go`: cluster-scoped, short name
+    // `csr`, with `status` and `approval` subresources; `spec.signerName` is a field label
+    // (`pkg/apis/certificates/v1/conversion.go`).
+    ResourceInfo {
+        group: "certificates.k8s.io",
+        version: "v1",
+        plural: "certificatesigningrequests",
+        singular: "certificatesigningrequest",
+        kind: "CertificateSigningRequest",
+        namespaced: false,
+        short_names: &["csr"],
+        has_status: true,
+        field_labels: &["spec.signerName"],
+        create_on_update: false,
+    },
 ];
 
 /// The resource served at `prefix` (`/api/v1`, `/apis/coordination.k8s.io/v1`) as `plural`.
@@ -292,6 +307,15 @@ pub fn resource_list(group: &str, version: &str) -> Option<Value> {
                 "verbs": ["create"],
             }));
         }
+        if r.plural == "certificatesigningrequests" {
+            resources.push(json!({
+                "name": "certificatesigningrequests/approval",
+                "singularName": "",
+                "namespaced": false,
+                "kind": r.kind,
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
         if r.plural == "pods" {
             resources.push(json!({
                 "name": "pods/binding",
@@ -337,6 +361,7 @@ pub fn api_group_list() -> Value {
             api_group("node.k8s.io"),
             api_group("authentication.k8s.io"),
             api_group("authorization.k8s.io"),
+            api_group("certificates.k8s.io"),
         ],
     })
 }
@@ -380,6 +405,9 @@ pub fn openapi_v3_root() -> Value {
             },
             "apis/node.k8s.io/v1": {
                 "serverRelativeURL": "/openapi/v3/apis/node.k8s.io/v1?hash=dockerlet-test-apiserver"
+            },
+            "apis/certificates.k8s.io/v1": {
+                "serverRelativeURL": "/openapi/v3/apis/certificates.k8s.io/v1?hash=dockerlet-test-apiserver"
             },
         }
     })

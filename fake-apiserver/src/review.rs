@@ -49,16 +49,7 @@ pub(crate) static ACCESS_REVIEWS: ResourceInfo = ResourceInfo {
     create_on_update: false,
 };
 
-/// A user a test-registered bearer token stands for.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TokenUser {
-    /// `status.user.username`.
-    pub name: String,
-    /// `status.user.uid`.
-    pub uid: String,
-    /// `status.user.groups` (`system:authenticated` is added).
-    pub groups: Vec<String>,
-}
+pub use super::user::TokenUser;
 
 /// One authorization rule: a subject (user or group, or anyone) may (or may not) do a verb on
 /// a resource and subresource; unset fields match anything.
@@ -286,7 +277,7 @@ pub(crate) fn token_user(
 /// `ServiceAccountInfo.UserInfo()` (`staging/src/k8s.io/apiserver/pkg/authentication/serviceaccount`):
 /// the account's user and groups; pod name and UID, credential ID, node name (and UID when
 /// known) as extra.
-fn service_account_user(claims: &crate::token::ServiceAccountClaims) -> UserInfo {
+pub(crate) fn service_account_user(claims: &crate::token::ServiceAccountClaims) -> UserInfo {
     let k = &claims.kubernetes;
     let ns = &k.namespace;
     let mut extra = BTreeMap::new();

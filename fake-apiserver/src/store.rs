@@ -4,6 +4,7 @@
 //! Every write takes the store's lock, so a change, its history entry and its delivery to every
 //! open watch happen in resourceVersion order.
 
+mod csr;
 mod delete;
 mod list;
 mod watch;
@@ -66,6 +67,8 @@ pub struct Store {
     cluster: ClusterConfig,
     /// The scheduler is binding pods (its own changes do not run it again).
     scheduling: bool,
+    /// The CSR controllers are writing (their own changes do not run them again).
+    controlling_csrs: bool,
 }
 
 /// `2024-01-02T03:04:05Z`, as `metav1.Time` serializes.
@@ -138,6 +141,7 @@ impl Store {
             uid_counter: 0,
             cluster,
             scheduling: false,
+            controlling_csrs: false,
         };
         let namespaces = resources::by_name("namespaces").expect("namespaces are served");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -313,6 +317,9 @@ impl Store {
             }
         }
         validate::apply_defaults(resource.kind, &mut obj);
+        if resource.kind == "CertificateSigningRequest" {
+            super::csr::prepare_for_create(&mut obj, opts.user.as_ref());
+        }
         // As on kube-apiserver: the namespace lifecycle and the mutating admission plugins run
         // before validation.
         self.check_namespace(resource, ns)?;
@@ -497,10 +504,13 @@ impl Store {
             }
             new = merged;
         }
-        if resource.has_status {
+        if resource.kind == "CertificateSigningRequest" {
+            super::csr::prepare_for_update(sub, &old, &mut new);
+        } else if resource.has_status {
             let obj = new.as_object_mut().expect("decoded objects are objects");
             match sub {
-                Subresource::Main | Subresource::EphemeralContainers => match old.get("status") {
+                Subresource::Main | Subresource::EphemeralContainers | Subresource::Approval => match old.get("status")
+                {
                     Some(status) => {
                         obj.insert("status".into(), status.clone());
                     }
@@ -708,6 +718,9 @@ impl Store {
         }
         if self.cluster.scheduler && !self.scheduling && matches!(resource.plural, "pods" | "nodes") {
             self.schedule();
+        }
+        if !self.controlling_csrs && resource.plural == "certificatesigningrequests" && event != EventType::Deleted {
+            self.control_csrs();
         }
         obj
     }

@@ -395,6 +395,44 @@ fn data_count(obj: &Value) -> usize {
 /// The cells of one object's row.
 type RowFn = fn(&Value) -> Vec<Value>;
 
+/// `printCertificateSigningRequest` with `extractCSRStatus`: Denied, else Approved, else
+/// Pending; then `,Failed` and `,Issued`.
+fn csr_row(csr: &Value) -> Vec<Value> {
+    let has = |t: &str| {
+        csr["status"]["conditions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == t)
+    };
+    let mut condition = if has("Denied") {
+        "Denied"
+    } else if has("Approved") {
+        "Approved"
+    } else {
+        "Pending"
+    }
+    .to_string();
+    if has("Failed") {
+        condition.push_str(",Failed");
+    }
+    if csr["status"]["certificate"].as_str().is_some_and(|c| !c.is_empty()) {
+        condition.push_str(",Issued");
+    }
+    let or_none = |v: &Value| json!(v.as_str().filter(|s| !s.is_empty()).unwrap_or("<none>"));
+    let duration = csr["spec"]["expirationSeconds"]
+        .as_i64()
+        .map_or_else(|| "<none>".to_string(), human_duration);
+    vec![
+        csr["metadata"]["name"].clone(),
+        json!(age_since(&csr["metadata"]["creationTimestamp"])),
+        or_none(&csr["spec"]["signerName"]),
+        json!(csr["spec"]["username"].as_str().unwrap_or_default()),
+        json!(duration),
+        json!(condition),
+    ]
+}
+
 fn columns_and_row(resource: &ResourceInfo) -> (Vec<Value>, RowFn) {
     let name = column("Name", "string", "name", 0, "Name must be unique within a namespace.");
     let age = column(
@@ -544,6 +582,37 @@ fn columns_and_row(resource: &ResourceInfo) -> (Vec<Value>, RowFn) {
                     json!(labels),
                 ]
             },
+        ),
+        // printers.go `certificateSigningRequestColumnDefinitions`,
+        // `printCertificateSigningRequest`.
+        "CertificateSigningRequest" => (
+            vec![
+                name,
+                age,
+                column(
+                    "SignerName",
+                    "string",
+                    "",
+                    0,
+                    "signerName indicates the requested signer.",
+                ),
+                column(
+                    "Requestor",
+                    "string",
+                    "",
+                    0,
+                    "username contains the name of the user that created the CertificateSigningRequest.",
+                ),
+                column(
+                    "RequestedDuration",
+                    "string",
+                    "",
+                    0,
+                    "expirationSeconds is the requested duration of validity of the issued certificate.",
+                ),
+                column("Condition", "string", "", 0, "conditions applied to the request."),
+            ],
+            csr_row,
         ),
         "Lease" => (
             vec![name, column("Holder", "string", "", 0, "The holder of the lease."), age],

@@ -160,6 +160,7 @@ pub(crate) fn decode_detail(resource: &ResourceInfo, obj: &Value) -> Result<Resu
         "Lease" => typed::<coordination::Lease>(&obj),
         "PodTemplate" => typed::<core::PodTemplate>(&obj),
         "RuntimeClass" => typed::<k8s_openapi::api::node::v1::RuntimeClass>(&obj),
+        "CertificateSigningRequest" => typed::<k8s_openapi::api::certificates::v1::CertificateSigningRequest>(&obj),
         other => Err(DecodeError::NoType(other.to_string())),
     };
     let mut object = match result {
@@ -473,8 +474,9 @@ fn validate_meta(resource: &ResourceInfo, obj: &Value, causes: &mut Vec<Cause>) 
         if !is_dns_label(name) || name.starts_with(|c: char| c.is_ascii_digit()) {
             causes.push(Cause::invalid("metadata.name", &json!(name), "a DNS-1035 label must consist of lower case alphanumeric characters or '-', start with an alphabetic character, and end with an alphanumeric character"));
         }
-    } else if resource.kind == "Event" {
-        // The core/v1 Event strategy checks no name format; only the generic path-segment rule
+    } else if matches!(resource.kind, "Event" | "CertificateSigningRequest") {
+        // The core/v1 Event strategy checks no name format (nor does the CSR's:
+        // `ValidateCertificateRequestName` in `pkg/apis/certificates/validation/validation.go`); only the generic path-segment rule
         // applies (rest.BeforeCreate's `ValidateObjectMetaAccessor` with
         // `path.ValidatePathSegmentName`).
         let why = match name {
@@ -867,12 +869,16 @@ pub fn validate(resource: &ResourceInfo, obj: &Value, old: Option<&Value>) -> Re
                 }
             }
         }
+        "CertificateSigningRequest" => crate::csr::validate(obj, old, &mut causes),
         _ => {}
     }
     if causes.is_empty() {
         Ok(())
     } else {
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        if resource.kind == "CertificateSigningRequest" {
+            return Err(ApiError::invalid_in_group(resource.group, resource.kind, name, causes));
+        }
         Err(ApiError::invalid(resource.kind, name, causes))
     }
 }

@@ -67,6 +67,7 @@ fn main() -> std::process::ExitCode {
         service_account_admission: !args.no_service_account_admission,
         scheduler: !args.no_scheduler,
         node_authorization: args.node_authorization,
+        ..ApiServerConfig::default()
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,

@@ -467,8 +467,13 @@ fn checked_error(code: u16, body: String) -> ApiError {
 /// their payload), read off the connection by [`super::front`]: authenticated and routed as
 /// the actix handlers do, then the kubelet's answer written back raw and, after a 101, bytes
 /// copied both ways. `rest` is what the client sent after the head.
-pub(crate) async fn raw_upgrade<S>(shared: Arc<Shared>, head: RawHead, rest: Vec<u8>, mut client: S, certificate: bool)
-where
+pub(crate) async fn raw_upgrade<S>(
+    shared: Arc<Shared>,
+    head: RawHead,
+    rest: Vec<u8>,
+    mut client: S,
+    certificate: Option<crate::ClientCertificate>,
+) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
     let (path, query) = head.target.split_once('?').unwrap_or((head.target.as_str(), ""));
@@ -495,7 +500,7 @@ where
     let authorization = head
         .header("authorization")
         .map(|v| String::from_utf8_lossy(v).into_owned());
-    let target = if !super::http::authenticated_by(&shared, authorization.as_deref(), certificate) {
+    let target = if super::http::request_user(&shared, authorization.as_deref(), certificate.as_ref()).is_err() {
         Err(ApiError::unauthorized())
     } else if let Some(e) = super::http::take_fault(&shared, &head.method, path) {
         Err(e)
