@@ -111,7 +111,10 @@ mod tests {
         };
         started.store(dir.path()).unwrap();
         let raw = std::fs::read_to_string(dir.path().join(STATE_FILE)).unwrap();
-        assert_eq!(raw, r#"{"startTime":"2026-09-25T10:00:00.5Z","endTime":"0001-01-01T00:00:00Z"}"#);
+        assert_eq!(
+            raw,
+            r#"{"startTime":"2026-09-25T10:00:00.5Z","endTime":"0001-01-01T00:00:00Z"}"#
+        );
         assert_eq!(ShutdownState::load(dir.path()).unwrap(), started);
         assert_eq!(epoch_seconds(start), 1_790_330_400.5);
         std::fs::write(dir.path().join(STATE_FILE), "{").unwrap();

@@ -101,15 +101,17 @@ impl Node {
 /// A node with only a bootstrap token: it asks for its client certificate (`node-csr-…`, as
 /// the bootstrap user), which the controllers approve and sign; it writes `--kubeconfig`
 /// naming `<cert-dir>/kubelet-client-current.pem` and from then on is `system:node:<name>`
-/// (the Node authorizer refuses it nothing). With `--rotate-certificates` and 40 s
-/// certificates it renews at 70–90 % of the lifetime with a CSR made as the node itself, and
-/// keeps renewing its Lease with the new pair.
+/// (the Node authorizer refuses it nothing). With `--rotate-certificates` it renews at 70–90 %
+/// of the lifetime with a CSR made as the node itself, and keeps renewing its Lease with the
+/// new pair. The signer backdates `notBefore` by 5 minutes and ends a short certificate at
+/// issue + duration (`authority.go`), so a 150 s certificate lives 450 s from `notBefore` and
+/// is renewed 15–105 s after it was issued.
 #[test]
 fn a_node_bootstraps_its_client_certificate_and_renews_it() {
     let api = ApiServer::start_with(ApiServerConfig {
         tls: true,
         node_authorization: true,
-        csr_signing_duration: Duration::from_secs(40),
+        csr_signing_duration: Duration::from_secs(150),
         ..ApiServerConfig::default()
     })
     .expect("start the API server");
@@ -146,10 +148,15 @@ fn a_node_bootstraps_its_client_certificate_and_renews_it() {
     assert!(!node.cert_dir().join("kubelet-client.key.tmp").exists());
 
     // The renewal, as the node itself.
-    let renewal = wait_for("a renewal CSR", Duration::from_secs(60), || {
-        csrs(&api).into_iter().find(|c| c["metadata"]["name"] != name && approved(c))
+    let renewal = wait_for("a renewal CSR", Duration::from_secs(150), || {
+        csrs(&api)
+            .into_iter()
+            .find(|c| c["metadata"]["name"] != name && approved(c))
     });
-    assert!(renewal["metadata"]["name"].as_str().unwrap().starts_with("csr-"), "{renewal:#}");
+    assert!(
+        renewal["metadata"]["name"].as_str().unwrap().starts_with("csr-"),
+        "{renewal:#}"
+    );
     assert_eq!(renewal["spec"]["username"], format!("system:node:{}", node.name));
     let renewed_file = wait_for("the new pair current", CHANGE_TIMEOUT, || {
         current_certificate(&node.cert_dir()).filter(|(_, f)| *f != first_file)
@@ -180,7 +187,7 @@ fn a_node_bootstraps_its_client_certificate_and_renews_it() {
         .find_map(|l| l.strip_prefix("kubelet_certificate_manager_client_ttl_seconds "))
         .and_then(|v| v.trim().parse::<f64>().ok())
         .expect("kubelet_certificate_manager_client_ttl_seconds");
-    assert!(ttl > 0.0 && ttl <= 40.0, "{ttl}");
+    assert!(ttl > 0.0 && ttl <= 150.0, "{ttl}");
 }
 
 /// Without auto-approval the node waits, its CSR pending, until `kubectl certificate approve`
@@ -205,7 +212,10 @@ fn a_bootstrap_request_waits_for_kubectl_certificate_approve() {
                 list["items"].as_array()?.first().cloned()
             });
             assert!(!approved(&pending));
-            assert!(api.get("nodes", "", &node.name).is_none(), "no Node before the certificate");
+            assert!(
+                api.get("nodes", "", &node.name).is_none(),
+                "no Node before the certificate"
+            );
             let name = pending["metadata"]["name"].as_str().unwrap().to_string();
             let out = api.kubectl_ok(&["certificate", "approve", &name]);
             assert!(out.contains("approved"), "{out}");
