@@ -10,6 +10,11 @@
 //! period and its own grace, the group given up after its period — and then releases the lock
 //! so the shutdown goes on. A cancelled shutdown takes the lock again.
 //!
+//! As kubelet, the Node's status is written at once when a shutdown begins (Ready False, "node
+//! is shutting down"), and the shutdown's start and end are kept in
+//! `<root-dir>/graceful_node_shutdown_state` and in `kubelet_graceful_shutdown_start_time_seconds`
+//! / `_end_time_seconds` (read back from the file at start, so they tell of the last shutdown).
+//!
 //! | message              | from              | effect                                        |
 //! |----------------------|-------------------|-----------------------------------------------|
 //! | `LogindArmed`        | its watch thread  | keeps the inhibitor lock                      |
@@ -25,13 +30,17 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_host::logind::{InhibitLock, Logind, WatchEvent};
+use dockerlet_host::shutdown_state::{epoch_seconds, ShutdownState};
 use dockerlet_kube::KubeClient;
 use dockerlet_messages::debug::EventType;
+use dockerlet_messages::node::SyncNodeStatus;
 use dockerlet_messages::worker::{GetShutdownTargets, NodeShuttingDown, ShutdownPod, ShutdownTarget};
+use dockerlet_metrics::Metrics;
 use dockerlet_pod::shutdown::{group_of, period_requested, pod_grace, ShutdownGroup};
 use serde_json::json;
 
 use crate::inspect::Inspect;
+use crate::registry::Link;
 
 /// How long after the bus connection ended the watch starts again (kubelet's
 /// `dbusReconnectPeriod`).
@@ -48,6 +57,8 @@ pub struct NodeShutdownConfig {
     pub groups: Vec<ShutdownGroup>,
     /// Where the logind drop-in goes (`/etc/systemd/logind.conf.d`).
     pub logind_conf_dir: PathBuf,
+    /// The root directory, where `graceful_node_shutdown_state` is kept.
+    pub state_dir: PathBuf,
 }
 
 /// Where the actor's requests go.
@@ -58,6 +69,10 @@ pub struct NodeShutdownLinks {
     pub shutting_down: Recipient<NodeShuttingDown>,
     /// The API, for the Node event.
     pub api: Option<Arc<dyn KubeClient>>,
+    /// The NodeStatusActor, told to write the Node's status at once (cluster mode).
+    pub sync_node_status: Option<Link<SyncNodeStatus>>,
+    /// `kubelet_graceful_shutdown_{start,end}_time_seconds`.
+    pub metrics: Option<Arc<Metrics>>,
 }
 
 /// The watch thread took the inhibitor lock.
@@ -154,11 +169,19 @@ impl NodeShutdownActor {
     /// Stop every pod, group by group, then release the lock.
     fn shut_down(&mut self, ctx: &mut Context<Self>) {
         self.stage = Stage::ShuttingDown;
+        if let Some(sync) = &self.links.sync_node_status {
+            sync.do_send(SyncNodeStatus);
+        }
         tracing::info!("Shutdown manager processing shutdown event");
         let (targets, groups) = (self.links.targets.clone(), self.config.groups.clone());
+        let (dir, metrics) = (self.config.state_dir.clone(), self.links.metrics.clone());
         let work = async move {
+            let start = jiff::Timestamp::now();
+            record(&dir, metrics.as_deref(), start, None).await;
             let pods = targets.send(GetShutdownTargets).await.unwrap_or_default();
-            stop_in_groups(&groups, pods).await
+            let report = stop_in_groups(&groups, pods).await;
+            record(&dir, metrics.as_deref(), start, Some(jiff::Timestamp::now())).await;
+            report
         };
         ctx.spawn(work.into_actor(self).map(|report, act, _| {
             act.report = Some(report);
@@ -166,6 +189,46 @@ impl NodeShutdownActor {
             act.stage = Stage::Done;
             tracing::info!("Shutdown manager completed processing shutdown event, node will shutdown shortly");
         }));
+    }
+}
+
+/// Keeps the shutdown's times in the state file and the metrics, as kubelet's
+/// `processShutdownEvent`: at the start, the start time and an end of 0; at the end, both.
+async fn record(
+    dir: &std::path::Path,
+    metrics: Option<&Metrics>,
+    start: jiff::Timestamp,
+    end: Option<jiff::Timestamp>,
+) {
+    if let Some(m) = metrics {
+        m.graceful_shutdown_start_time.set(epoch_seconds(start));
+        m.graceful_shutdown_end_time.set(end.map_or(0.0, epoch_seconds));
+    }
+    let state = ShutdownState {
+        start_time: Some(start),
+        end_time: end,
+    };
+    let dir = dir.to_path_buf();
+    match tokio::task::spawn_blocking(move || state.store(&dir)).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::error!(error = %e, "Failed to store graceful shutdown state"),
+        Err(e) => tracing::error!(error = %e, "Failed to store graceful shutdown state"),
+    }
+}
+
+/// The last shutdown's times from the state file into the metrics (kubelet's `setMetrics`).
+async fn load_metrics(dir: PathBuf, metrics: Arc<Metrics>) {
+    match tokio::task::spawn_blocking(move || ShutdownState::load(&dir)).await {
+        Ok(Ok(state)) => {
+            if let Some(start) = state.start_time {
+                metrics.graceful_shutdown_start_time.set(epoch_seconds(start));
+            }
+            if let Some(end) = state.end_time {
+                metrics.graceful_shutdown_end_time.set(epoch_seconds(end));
+            }
+        }
+        Ok(Err(e)) => tracing::error!(error = %e, "Failed to load graceful shutdown state"),
+        Err(e) => tracing::error!(error = %e, "Failed to load graceful shutdown state"),
     }
 }
 
@@ -234,6 +297,9 @@ impl Actor for NodeShutdownActor {
 
     fn started(&mut self, ctx: &mut Self::Context) {
         tracing::info!(groups = ?self.config.groups, "Creating node shutdown manager");
+        if let Some(metrics) = self.links.metrics.clone() {
+            ctx.spawn(load_metrics(self.config.state_dir.clone(), metrics).into_actor(self));
+        }
         let (config, me) = (self.config.clone(), ctx.address());
         if let Err(e) = std::thread::Builder::new()
             .name("logind-watch".to_string())

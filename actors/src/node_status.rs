@@ -4,6 +4,7 @@
 //! |----------------------------------|---------------------------------------------------------|
 //! | start                            | event `Starting`                                        |
 //! | start, then every `nodeStatusUpdateFrequency` | register if needed; observe the eviction signals; patch status if it changed or `nodeStatusReportFrequency` passed; renew the lease; an event per condition change |
+//! | SyncNodeStatus (NodeShutdownActor) | a heartbeat now (after the one in flight)             |
 //! | GetActorState                    | debug snapshot                                          |
 //!
 //! Ready follows the agent's health (PLEG and Docker) and the pressure conditions follow the
@@ -15,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{EventType, GetHealth, Health};
-use dockerlet_messages::node::{GetNodeImages, GetNodePressure, NodePressure, Pressure};
+use dockerlet_messages::node::{GetNodeImages, GetNodePressure, NodePressure, Pressure, SyncNodeStatus};
 use k8s_openapi::api::core::v1::{Node, NodeCondition, NodeStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -175,6 +176,8 @@ pub struct NodeStatusActor {
     written: Option<(NodeStatus, Instant)>,
     /// A heartbeat is in flight.
     beating: bool,
+    /// A [`SyncNodeStatus`] came during a heartbeat: beat again when it ends.
+    beat_again: bool,
     /// Heartbeats that succeeded, and status writes among them.
     heartbeats: u64,
     status_writes: u64,
@@ -204,6 +207,7 @@ impl NodeStatusActor {
             images: None,
             written: None,
             beating: false,
+            beat_again: false,
             heartbeats: 0,
             status_writes: 0,
             last_error: None,
@@ -296,6 +300,9 @@ impl NodeStatusActor {
             .into_actor(act)
             .map(|result, act, ctx| {
                 act.beating = false;
+                if std::mem::take(&mut act.beat_again) {
+                    ctx.run_later(Duration::ZERO, |act, ctx| act.beat(ctx));
+                }
                 match result {
                     Ok((written, node_uid)) => {
                         act.registered = true;
@@ -413,6 +420,20 @@ impl Actor for NodeStatusActor {
         );
         self.beat(ctx);
         ctx.run_interval(self.config.update_frequency, |act, ctx| act.beat(ctx));
+    }
+}
+
+impl Handler<SyncNodeStatus> for NodeStatusActor {
+    type Result = ();
+
+    /// A heartbeat now (or right after the one in flight, which may have read the old state).
+    fn handle(&mut self, _: SyncNodeStatus, ctx: &mut Self::Context) {
+        self.handled += 1;
+        if self.beating {
+            self.beat_again = true;
+        } else {
+            self.beat(ctx);
+        }
     }
 }
 

@@ -309,6 +309,7 @@ async fn start_actors(
             node_shutdown: (!config.shutdown_groups.is_empty()).then(|| NodeShutdownConfig {
                 groups: config.shutdown_groups.clone(),
                 logind_conf_dir: dockerlet_host::logind::LOGIND_CONF_DIR.into(),
+                state_dir: host.root_dir.clone(),
             }),
             container_gc: Some(container_gc),
             client_certificates: certificates.map(|c| c as Arc<dyn CertificateRotation>),

@@ -160,7 +160,51 @@ fn a_shutdown_stops_pods_by_priority_and_fails_them_as_kubelet() {
         .expect("NodeShutdownActor on /debug/actors");
     let stage = debug["detail"]["stage"].as_str().unwrap_or_default().to_string();
     assert!(stage.starts_with("done"), "{debug}");
+
+    // The shutdown's times: the state file kubelet keeps (and the e2e test looks for) and the
+    // two gauges, which a restarted agent reads back from the file (kubelet's `setMetrics`).
+    let state_file = agent.root_dir().join("graceful_node_shutdown_state");
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&state_file).expect("the state file")).expect("JSON");
+    let (start, end) = (
+        state["startTime"].as_str().expect("startTime").to_string(),
+        state["endTime"].as_str().expect("endTime").to_string(),
+    );
+    assert!(
+        start.starts_with("20") && end.starts_with("20") && end > start,
+        "{state}"
+    );
+    let gauges = |agent: &Agent| {
+        let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
+        let (_, text) = agent.get(&url).expect("/metrics");
+        let value = |name: &str| {
+            text.lines()
+                .find_map(|l| l.strip_prefix(&format!("{name} ")))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("{name} in {text}"))
+        };
+        (
+            value("kubelet_graceful_shutdown_start_time_seconds"),
+            value("kubelet_graceful_shutdown_end_time_seconds"),
+        )
+    };
+    let (started, ended) = gauges(&agent);
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        started > now - 120.0 && ended >= started && ended <= now,
+        "{started} {ended} {now}"
+    );
     agent.sigterm(Duration::from_secs(10));
+    agent.restart();
+    assert_eq!(
+        gauges(&agent),
+        (started, ended),
+        "read back from {}",
+        state_file.display()
+    );
 }
 
 fn usr1(agent: &Agent) {
@@ -175,7 +219,9 @@ fn usr1(agent: &Agent) {
 /// In a cluster: the Node event `NodeShutdown` "Shutdown manager detected shutdown event", the
 /// Node's Ready condition False with "node is shutting down", and an API pod's final status
 /// written to the API (Failed, `Terminated`, `DisruptionTarget`), as the e2e node shutdown test
-/// reads them.
+/// reads them. The Node's status is written as the shutdown begins (kubelet's
+/// `syncNodeStatus`), not at the next heartbeat: with heartbeats a minute apart, Ready is False
+/// well within that minute.
 #[test]
 fn in_a_cluster_the_node_reports_the_shutdown() {
     let api = ApiServer::start();
@@ -188,7 +234,7 @@ fn in_a_cluster_the_node_reports_the_shutdown() {
             "--kubeconfig",
             &kubeconfig,
             "--node-status-update-frequency",
-            "1s",
+            "60s",
             "--shutdown-grace-period",
             "4s",
             "--shutdown-grace-period-critical-pods",
@@ -219,16 +265,20 @@ spec:
     common::wait_for_phase(&api, "app", "Running", POD_START_TIMEOUT);
 
     usr1(&agent);
-    let ready = wait_for("the Node not Ready", CHANGE_TIMEOUT, || {
-        let node = api.get("nodes", "", &node)?;
-        let ready = node["status"]["conditions"]
-            .as_array()?
-            .iter()
-            .find(|c| c["type"] == "Ready")?
-            .clone();
-        (ready["status"] == "False").then_some(ready)
-    });
-    assert_eq!(ready["message"], "node is shutting down", "{ready}");
+    let ready = wait_for(
+        "the Node not Ready before the next heartbeat",
+        Duration::from_secs(20),
+        || {
+            let node = api.get("nodes", "", &node)?;
+            let ready = node["status"]["conditions"]
+                .as_array()?
+                .iter()
+                .find(|c| c["type"] == "Ready")?
+                .clone();
+            (ready["status"] == "False" && ready["message"] == "node is shutting down").then_some(ready)
+        },
+    );
+    assert_eq!(ready["reason"], "KubeletNotReady", "{ready}");
     let event = wait_for("the NodeShutdown event", CHANGE_TIMEOUT, || {
         api.list("events")
             .into_iter()

@@ -63,6 +63,14 @@ pub struct GetNodePressure;
 )]
 pub struct GetNodeImages;
 
+/// Write the Node's status now instead of at the next heartbeat (kubelet's `syncNodeStatus`,
+/// which the shutdown manager calls when a shutdown begins, so Ready goes False at once).
+///
+/// NodeShutdownActor → NodeStatusActor.
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct SyncNodeStatus;
+
 /// Remove every unused image now, whatever the disk usage (kubelet's `DeleteUnusedImages`, the
 /// eviction manager's node-level reclaim for the image filesystem). The minimum age, the
 /// sandbox image and images any container uses are still kept.

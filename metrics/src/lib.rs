@@ -340,6 +340,10 @@ pub struct Metrics {
     pub client_certificate_ttl: CertificateTtl,
     /// `kubelet_certificate_manager_client_expiration_renew_errors`: failed renewals.
     pub client_certificate_renew_errors: Counter,
+    /// `kubelet_graceful_shutdown_start_time_seconds`: when the last graceful shutdown began.
+    pub graceful_shutdown_start_time: Gauge<f64, AtomicU64>,
+    /// `kubelet_graceful_shutdown_end_time_seconds`: when it ended (0 while it runs).
+    pub graceful_shutdown_end_time: Gauge<f64, AtomicU64>,
 }
 
 /// `kubelet_certificate_manager_client_ttl_seconds` (`pkg/kubelet/certificate/kubelet.go`, a
@@ -447,6 +451,8 @@ impl Metrics {
             image_garbage_collected: Family::default(),
             client_certificate_ttl: CertificateTtl::default(),
             client_certificate_renew_errors: Counter::default(),
+            graceful_shutdown_start_time: Gauge::default(),
+            graceful_shutdown_end_time: Gauge::default(),
             registry: Registry::default(),
             probes: Registry::default(),
         }
@@ -576,6 +582,16 @@ impl Metrics {
             "kubelet_certificate_manager_client_expiration_renew_errors",
             "Counter of certificate renewal errors.",
             self.client_certificate_renew_errors.clone(),
+        );
+        r.register(
+            "kubelet_graceful_shutdown_start_time_seconds",
+            "Last graceful shutdown start time since unix epoch in seconds",
+            self.graceful_shutdown_start_time.clone(),
+        );
+        r.register(
+            "kubelet_graceful_shutdown_end_time_seconds",
+            "Last graceful shutdown end time since unix epoch in seconds",
+            self.graceful_shutdown_end_time.clone(),
         );
         r.register(
             "kubelet_lifecycle_handler_http_fallbacks",

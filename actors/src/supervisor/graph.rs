@@ -13,7 +13,7 @@ use dockerlet_kube::KubeClient;
 #[cfg(doc)]
 use dockerlet_messages::debug::InjectFault;
 use dockerlet_messages::debug::{HealthCell, RecordEvent};
-use dockerlet_messages::node::ReclaimImages;
+use dockerlet_messages::node::{ReclaimImages, SyncNodeStatus};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::source::PodSource;
 use dockerlet_messages::stats::GetFreshStatsSummary;
@@ -352,13 +352,16 @@ impl Start<'_> {
                 SystemCgroupsActor::new(config.clone()).start()
             })
         });
+        let sync_node_status = node_status.as_ref().map(|n| n.link::<SyncNodeStatus>());
         let node_shutdown = config.node_shutdown.clone().map(|shutdown| {
-            let (api, me) = (api.clone(), me.clone());
+            let (api, me, metrics) = (api.clone(), me.clone(), config.worker.metrics.clone());
             Child::start(AfterRestart::Nothing, move || {
                 let links = NodeShutdownLinks {
                     targets: me.clone().recipient(),
                     shutting_down: me.clone().recipient(),
                     api: api.clone(),
+                    sync_node_status: sync_node_status.clone(),
+                    metrics: Some(metrics.clone()),
                 };
                 NodeShutdownActor::new(shutdown.clone(), links).start()
             })
