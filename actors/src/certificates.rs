@@ -14,6 +14,12 @@
 //! `wait.Backoff{2s, ×2, jitter 0.1, 5 steps}`), then every 32 s; each failure counts in
 //! `kubelet_certificate_manager_client_expiration_renew_errors`. The seconds left are
 //! `kubelet_certificate_manager_client_ttl_seconds`.
+//!
+//! As kubelet's `UpdateTransport` (`pkg/kubelet/certificate/transport.go`, `exitAfter` 5 min):
+//! when no valid certificate has been had for 5 minutes and the API server answers (a
+//! rotation got an answer, even a refusal), the agent exits (1), so its supervisor restarts it
+//! and the bootstrap credentials can set the node up again; an API server that does not answer
+//! is only logged.
 
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -49,6 +55,32 @@ pub fn retry_delay(failures: u32, jitter: f64) -> Duration {
     Duration::from_secs_f64(base * (1.0 + 0.1 * jitter.clamp(0.0, 1.0)))
 }
 
+/// How long the agent runs on without a valid certificate before it exits (`exitAfter`).
+pub const EXIT_AFTER: Duration = Duration::from_secs(5 * 60);
+/// How often the certificate's validity is checked.
+const CHECK_EVERY: Duration = Duration::from_secs(10);
+
+/// What to do about a certificate that is not valid (kubelet's `updateTransport`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Expiry {
+    /// A valid certificate, or not for long enough yet.
+    Fine,
+    /// None for [`EXIT_AFTER`] and the server answers: exit.
+    Exit,
+    /// None for [`EXIT_AFTER`] and the server does not answer: say so, go on.
+    Unreachable,
+}
+
+/// kubelet's verdict: `valid` now, a valid certificate last seen `since_valid` ago, and
+/// whether the API server answered the last request (`ServerHealthy`).
+pub fn expiry(valid: bool, since_valid: Duration, server_answers: bool) -> Expiry {
+    match (valid, since_valid > EXIT_AFTER, server_answers) {
+        (true, _, _) | (false, false, _) => Expiry::Fine,
+        (false, true, true) => Expiry::Exit,
+        (false, true, false) => Expiry::Unreachable,
+    }
+}
+
 /// The actor.
 pub struct CertificateManagerActor {
     rotation: Arc<dyn CertificateRotation>,
@@ -65,6 +97,10 @@ pub struct CertificateManagerActor {
     last_error: Option<String>,
     rotating: bool,
     timer: Option<SpawnHandle>,
+    /// When a valid certificate was last had.
+    last_valid: std::time::Instant,
+    /// The API server answered the last request (`ServerHealthy`).
+    server_answers: bool,
     handled: u64,
 }
 
@@ -83,7 +119,28 @@ impl CertificateManagerActor {
             last_error: None,
             rotating: false,
             timer: None,
+            last_valid: std::time::Instant::now(),
+            server_answers: false,
             handled: 0,
+        }
+    }
+
+    /// kubelet's transport check: exit after [`EXIT_AFTER`] without a valid certificate.
+    fn check_expiry(&mut self) {
+        let valid = self.current.as_ref().is_some_and(|p| !p.expired_at(SystemTime::now()));
+        if valid {
+            self.last_valid = std::time::Instant::now();
+        }
+        match expiry(valid, self.last_valid.elapsed(), self.server_answers) {
+            Expiry::Fine => {}
+            Expiry::Exit => {
+                tracing::error!("No valid client certificate is found and the server is responsive, exiting.");
+                std::process::exit(1);
+            }
+            Expiry::Unreachable => tracing::error!(
+                shutdown_threshold = ?EXIT_AFTER,
+                "No valid client certificate is found but the server is not responsive. A restart may be necessary to retrieve new initial credentials."
+            ),
         }
     }
 
@@ -141,6 +198,7 @@ impl CertificateManagerActor {
                         "client certificate rotated"
                     );
                     act.current = Some(pair);
+                    act.server_answers = true;
                     act.failures = 0;
                     act.rotations += 1;
                     act.last_rotation = Some((csr, SystemTime::now()));
@@ -150,6 +208,7 @@ impl CertificateManagerActor {
                 }
                 Err(e) => {
                     act.failures += 1;
+                    act.server_answers = e.server_answered();
                     let error = crate::error_chain(&e);
                     if let Some(metrics) = &act.metrics {
                         metrics.client_certificate_renew_errors.inc();
@@ -172,6 +231,7 @@ impl Actor for CertificateManagerActor {
         tracing::info!("client certificate rotation is enabled");
         self.publish_ttl();
         self.schedule(ctx);
+        ctx.run_interval(CHECK_EVERY, |act, _| act.check_expiry());
     }
 }
 
@@ -210,6 +270,17 @@ mod tests {
     use super::*;
     use dockerlet_kube::certificates::CertError;
     use std::sync::Mutex;
+
+    /// kubelet's `updateTransport`: exit only after 5 minutes without a valid certificate,
+    /// and only when the server answers.
+    #[test]
+    fn without_a_valid_certificate_for_five_minutes_the_agent_exits_if_the_server_answers() {
+        let min = |m: u64| Duration::from_secs(60 * m);
+        assert_eq!(expiry(true, min(60), true), Expiry::Fine);
+        assert_eq!(expiry(false, min(4), true), Expiry::Fine);
+        assert_eq!(expiry(false, min(6), true), Expiry::Exit);
+        assert_eq!(expiry(false, min(6), false), Expiry::Unreachable);
+    }
 
     #[test]
     fn a_failed_rotation_is_retried_as_client_go_backs_off() {

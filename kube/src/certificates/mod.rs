@@ -103,6 +103,22 @@ pub enum CertError {
     Task(#[from] tokio::task::JoinError),
 }
 
+impl CertError {
+    /// Whether the API server answered the request that failed (client-go's
+    /// `updateServerError`: Unauthorized, Forbidden and NotFound do; a 5xx or no connection
+    /// does not; a denied, failed or timed-out CSR was an answer too).
+    pub fn server_answered(&self) -> bool {
+        match self {
+            CertError::Api {
+                source: kube::Error::Api(status),
+                ..
+            } => matches!(status.code, 401 | 403 | 404),
+            CertError::Api { .. } => false,
+            _ => true,
+        }
+    }
+}
+
 /// The rotation as the CertificateManager actor drives it (a trait, so the actor can be tested
 /// without an API server).
 #[async_trait]
@@ -302,5 +318,21 @@ impl tower::Service<http::Request<kube::client::Body>> for Presented {
     fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
         let client = self.0.read().unwrap_or_else(|e| e.into_inner()).clone();
         Box::pin(async move { client.send(request).await })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_refusal_is_an_answer_a_5xx_is_not() {
+        let api = |code: u16| CertError::Api {
+            operation: "create certificatesigningrequest".into(),
+            source: kube::Error::Api(kube::core::Status::failure("x", "Y").with_code(code).boxed()),
+        };
+        assert!(api(401).server_answered() && api(403).server_answered() && api(404).server_answered());
+        assert!(!api(503).server_answered() && !api(500).server_answered());
+        assert!(CertError::Deleted { name: "x".into() }.server_answered());
     }
 }
