@@ -397,3 +397,118 @@ fn with_docker_on_its_default_systemd_driver_a_static_pod_runs_in_a_systemd_slic
     );
     assert!(cgroup.contains("kubepods"), "under the kubepods slice: {cgroup}");
 }
+
+/// A slice that exists while the value lives: `systemd-run` starts a sleeping service in it,
+/// so systemd makes the slice (kubelet never creates a reserved cgroup, it must exist).
+struct HeldSlice {
+    slice: String,
+    unit: String,
+}
+
+impl HeldSlice {
+    fn new(name: &str) -> HeldSlice {
+        let (slice, unit) = (format!("{name}.slice"), format!("{name}-holder.service"));
+        let status = Command::new("systemd-run")
+            .args(["--unit", &unit, "--slice", &slice, "--collect", "sleep", "infinity"])
+            .status()
+            .expect("systemd-run");
+        assert!(status.success(), "systemd-run --slice {slice}: {status}");
+        assert!(Path::new("/sys/fs/cgroup").join(&slice).is_dir(), "{slice} made");
+        HeldSlice { slice, unit }
+    }
+}
+
+impl Drop for HeldSlice {
+    fn drop(&mut self) {
+        let _ = Command::new("systemctl")
+            .args(["stop", &self.unit, &self.slice])
+            .status();
+    }
+}
+
+fn cgroup_file(cgroup: &Path, file: &str) -> String {
+    std::fs::read_to_string(cgroup.join(file))
+        .unwrap_or_else(|e| panic!("{}/{file}: {e}", cgroup.display()))
+        .trim()
+        .to_string()
+}
+
+/// On Docker's systemd driver and cgroup v2, kube-reserved and system-reserved (compressible:
+/// CPU only) are enforced on existing slices through their unit properties (kubelet's
+/// `enforceExistingCgroup` with the systemd cgroup manager): the reserved CPU as `cpu.weight`
+/// (runc's conversion of shares 512 → 20 and 256 → 10), memory as `memory.max`, `pid` as
+/// `pids.max`; the kubepods slice gets `pid_max` less both reservations.
+#[test]
+fn with_the_systemd_driver_reservations_limit_the_reserved_slices() {
+    if !in_vm("with_the_systemd_driver_reservations_limit_the_reserved_slices") {
+        return;
+    }
+    let _engine = engine();
+    assert_eq!(engine_cgroups().0, "systemd", "the engine is on its default driver");
+    let kube = HeldSlice::new("dlkubereserved");
+    let system_untouched = cgroup_file(Path::new("/sys/fs/cgroup/system.slice"), "memory.max");
+    let manifests = ManifestDir::new();
+    manifests.write("sleeper.yaml", &sleeper("sleeper"));
+    let kube_cgroup = format!("/{}", kube.slice);
+    let agent = Agent::start(
+        "reserved-slices",
+        manifests.path(),
+        &[
+            "--enforce-node-allocatable",
+            "pods,kube-reserved,system-reserved-compressible",
+            "--kube-reserved-cgroup",
+            &kube_cgroup,
+            "--kube-reserved",
+            "cpu=500m,memory=256Mi,pid=1000",
+            "--system-reserved-cgroup",
+            "/system.slice",
+            "--system-reserved",
+            "cpu=250m,memory=128Mi,pid=24",
+        ],
+    );
+    agent.wait_for_running("sleeper");
+    let kube_dir = Path::new("/sys/fs/cgroup").join(&kube.slice);
+    assert_eq!(cgroup_file(&kube_dir, "cpu.weight"), "20");
+    assert_eq!(cgroup_file(&kube_dir, "memory.max"), (256u64 << 20).to_string());
+    assert_eq!(cgroup_file(&kube_dir, "pids.max"), "1000");
+    let system_dir = Path::new("/sys/fs/cgroup/system.slice");
+    assert_eq!(cgroup_file(system_dir, "cpu.weight"), "10");
+    assert_eq!(
+        cgroup_file(system_dir, "memory.max"),
+        system_untouched,
+        "compressible only"
+    );
+    // The kubepods slice of this agent's tree: systemd escapes `-` in a path component as `_`.
+    let escaped = agent.node().replace('-', "_");
+    let out = Command::new("find")
+        .args([
+            "/sys/fs/cgroup",
+            "-maxdepth",
+            "4",
+            "-type",
+            "d",
+            "-name",
+            "*-kubepods.slice",
+        ])
+        .output()
+        .expect("find");
+    let listing = String::from_utf8_lossy(&out.stdout).to_string();
+    let kubepods = listing
+        .lines()
+        .find(|l| l.contains(&escaped))
+        .unwrap_or_else(|| panic!("no kubepods slice of {escaped} in {listing}"));
+    let pid_max: i64 = std::fs::read_to_string("/proc/sys/kernel/pid_max")
+        .expect("pid_max")
+        .trim()
+        .parse()
+        .expect("a number");
+    assert_eq!(
+        cgroup_file(Path::new(kubepods), "pids.max"),
+        (pid_max - 1024).to_string(),
+        "{kubepods}"
+    );
+    // Back to systemd's defaults for the other tests.
+    let _ = Command::new("systemctl")
+        .args(["set-property", "--runtime", "system.slice", "CPUWeight=", "TasksMax="])
+        .status();
+}

@@ -248,6 +248,11 @@ const FIXED: &[(&str, bool, &str)] = &[
         "dockerlet reserves nothing for Guaranteed pods in the QoS cgroups",
     ),
     ("NodeLogQuery", false, "dockerlet serves no node logs (/logs/)"),
+    (
+        "CustomCPUCFSQuotaPeriod",
+        false,
+        "the CFS quota period is always 100ms (cpuCFSQuotaPeriod)",
+    ),
 ];
 
 /// Checks the gates (from the file, or merged with `--feature-gates`): every name known and

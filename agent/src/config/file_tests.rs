@@ -291,6 +291,10 @@ fn feature_gates_known_accepted_unknown_refused() {
     for (flag, needle) in [
         ("Bogus=true", "unrecognized feature gate: Bogus"),
         ("SidecarContainers=false", "SidecarContainers=false is not supported"),
+        (
+            "CustomCPUCFSQuotaPeriod=true",
+            "CustomCPUCFSQuotaPeriod=true is not supported by dockerlet (the CFS quota period is always 100ms",
+        ),
         ("NodeSwap", "missing bool value for NodeSwap"),
         ("NodeSwap=maybe", "invalid value of NodeSwap=maybe"),
     ] {
