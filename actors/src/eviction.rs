@@ -65,9 +65,18 @@ pub struct EvictionConfig {
 }
 
 impl EvictionConfig {
-    /// Read this node: the filesystems of `root_dir` (nodefs) and `image_dir` (imagefs).
-    pub fn observe_node(root_dir: PathBuf, image_dir: Option<PathBuf>) -> Observe {
-        Arc::new(move || signals::observe(&root_dir, image_dir.as_deref()))
+    /// Read this node: the filesystems of `root_dir` (nodefs) and `image_dir` (imagefs), and
+    /// the pods' cgroup `kubepods` when the agent keeps one (`allocatableMemory.available`).
+    pub fn observe_node(
+        root_dir: PathBuf,
+        image_dir: Option<PathBuf>,
+        pods: Option<Arc<dockerlet_host::cgroup::tree::PodCgroups>>,
+    ) -> Observe {
+        Arc::new(move || {
+            let mut observation = signals::observe(&root_dir, image_dir.as_deref());
+            observation.allocatable_memory = pods.as_ref().and_then(|p| p.kubepods_memory());
+            observation
+        })
     }
 }
 

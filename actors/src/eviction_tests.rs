@@ -30,6 +30,7 @@ fn config(memory_available: i64) -> EvictionConfig {
             nodefs: None,
             imagefs: None,
             pids: None,
+            allocatable_memory: None,
         }),
     }
 }

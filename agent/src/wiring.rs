@@ -271,7 +271,7 @@ async fn start_actors(
         transition_period: config.eviction_pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,
-        observe: EvictionConfig::observe_node(host.root_dir.clone(), image_dir.clone()),
+        observe: EvictionConfig::observe_node(host.root_dir.clone(), image_dir.clone(), host.cgroups.pods.clone()),
     };
     let stats = stats_config(config, host, image_dir.clone());
     let image_gc = image_gc_config(config, host, image_dir.clone());

@@ -27,16 +27,27 @@ pub enum Signal {
     ImagefsInodesFree,
     /// `pid.available`: `pid_max` − processes.
     PidAvailable,
+    /// `allocatableMemory.available`: the pods' cgroup (`kubepods`) limit − its working set
+    /// (kubelet's observation of the summary's `pods` system container).
+    AllocatableMemoryAvailable,
+    /// `containerfs.available`: the containers' writable layers' filesystem, Docker's (so the
+    /// image filesystem's figures: Docker keeps both in its root directory).
+    ContainerfsAvailable,
+    /// `containerfs.inodesFree`.
+    ContainerfsInodesFree,
 }
 
 impl Signal {
-    /// Every signal, in kubelet's order.
-    pub const ALL: [Signal; 6] = [
+    /// Every signal, in kubelet's order (`pkg/kubelet/eviction/api/types.go`).
+    pub const ALL: [Signal; 9] = [
         Signal::MemoryAvailable,
+        Signal::AllocatableMemoryAvailable,
         Signal::NodefsAvailable,
         Signal::NodefsInodesFree,
         Signal::ImagefsAvailable,
         Signal::ImagefsInodesFree,
+        Signal::ContainerfsAvailable,
+        Signal::ContainerfsInodesFree,
         Signal::PidAvailable,
     ];
 
@@ -49,13 +60,16 @@ impl Signal {
             Signal::ImagefsAvailable => "imagefs.available",
             Signal::ImagefsInodesFree => "imagefs.inodesFree",
             Signal::PidAvailable => "pid.available",
+            Signal::AllocatableMemoryAvailable => "allocatableMemory.available",
+            Signal::ContainerfsAvailable => "containerfs.available",
+            Signal::ContainerfsInodesFree => "containerfs.inodesFree",
         }
     }
 
     /// The condition the signal drives.
     pub fn condition(self) -> Pressure {
         match self {
-            Signal::MemoryAvailable => Pressure::Memory,
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => Pressure::Memory,
             Signal::PidAvailable => Pressure::Pid,
             _ => Pressure::Disk,
         }
@@ -65,9 +79,11 @@ impl Signal {
     pub fn starved(self) -> dockerlet_pod::eviction::Starved {
         use dockerlet_pod::eviction::Starved;
         match self {
-            Signal::MemoryAvailable => Starved::Memory,
-            Signal::NodefsAvailable | Signal::ImagefsAvailable => Starved::EphemeralStorage,
-            Signal::NodefsInodesFree | Signal::ImagefsInodesFree => Starved::Inodes,
+            Signal::MemoryAvailable | Signal::AllocatableMemoryAvailable => Starved::Memory,
+            Signal::NodefsAvailable | Signal::ImagefsAvailable | Signal::ContainerfsAvailable => {
+                Starved::EphemeralStorage
+            }
+            Signal::NodefsInodesFree | Signal::ImagefsInodesFree | Signal::ContainerfsInodesFree => Starved::Inodes,
             Signal::PidAvailable => Starved::Pids,
         }
     }
@@ -243,6 +259,9 @@ pub struct Observation {
     pub imagefs: Option<FsStats>,
     /// `pid_max` and processes in use.
     pub pids: Option<(i64, i64)>,
+    /// The pods' cgroup: its memory limit less its working set, and its limit; none without a
+    /// limit (kubelet observes nothing without the summary's `availableBytes`).
+    pub allocatable_memory: Option<(i64, i64)>,
 }
 
 impl Observation {
@@ -254,8 +273,13 @@ impl Observation {
             }
             Signal::NodefsAvailable => self.nodefs.map(|f| (f.available_bytes, f.capacity_bytes)),
             Signal::NodefsInodesFree => self.nodefs.map(|f| (f.inodes_free, f.inodes)),
-            Signal::ImagefsAvailable => self.imagefs.map(|f| (f.available_bytes, f.capacity_bytes)),
-            Signal::ImagefsInodesFree => self.imagefs.map(|f| (f.inodes_free, f.inodes)),
+            Signal::ImagefsAvailable | Signal::ContainerfsAvailable => {
+                self.imagefs.map(|f| (f.available_bytes, f.capacity_bytes))
+            }
+            Signal::ImagefsInodesFree | Signal::ContainerfsInodesFree => {
+                self.imagefs.map(|f| (f.inodes_free, f.inodes))
+            }
+            Signal::AllocatableMemoryAvailable => self.allocatable_memory,
             Signal::PidAvailable => self.pids.map(|(max, used)| (max - used, max)),
         }
     }
@@ -288,7 +312,19 @@ pub fn observe(root_dir: &Path, image_dir: Option<&Path>) -> Observation {
         nodefs: FsStats::of(root_dir),
         imagefs: imagefs(root_dir, image_dir),
         pids: pid_max.zip(tasks),
+        allocatable_memory: None,
     }
+}
+
+/// `allocatableMemory.available` of the pods' cgroup `kubepods`: (limit − working set, limit),
+/// as kubelet observes the summary's `pods` system container (`makeSignalObservations`:
+/// available = `availableBytes`, capacity = available + working set); none without a limit.
+pub fn pods_memory(layout: &crate::cgroup::CgroupLayout, kubepods: &str) -> Option<(i64, i64)> {
+    let path = crate::cgroup::stats::CgroupPath::Same(kubepods.to_string());
+    let memory = crate::cgroup::stats::read(layout, &path).ok()?.memory?;
+    let limit = i64::try_from(memory.limit?).ok()?;
+    let working_set = i64::try_from(memory.working_set).ok()?;
+    Some((limit - working_set, limit))
 }
 
 /// The thresholds met by an observation, with the observed and threshold values.
@@ -349,6 +385,7 @@ mod tests {
             nodefs: Some(fs),
             imagefs: Some(fs),
             pids: Some((4_194_304, 300)),
+            allocatable_memory: None,
         }
     }
 
@@ -418,5 +455,67 @@ mod tests {
         assert!(o.memory_capacity > 0 && o.memory_available > 0);
         assert!(o.nodefs.is_some_and(|f| f.capacity_bytes > 0));
         assert!(o.pids.is_some_and(|(max, used)| max > used && used > 0));
+    }
+}
+
+#[cfg(test)]
+mod allocatable_tests {
+    use super::*;
+
+    /// kubelet's signal names (`pkg/kubelet/eviction/api/types.go`), each with its condition
+    /// and starved resource; containerfs reads Docker's filesystem, as imagefs.
+    #[test]
+    fn every_kubelet_signal_is_known() {
+        let t = Thresholds::parse([
+            ("allocatableMemory.available", "1Gi"),
+            ("containerfs.available", "10%"),
+            ("containerfs.inodesFree", "5%"),
+        ])
+        .unwrap();
+        assert_eq!(t.0.len(), 3);
+        assert_eq!(Signal::AllocatableMemoryAvailable.condition(), Pressure::Memory);
+        assert_eq!(Signal::ContainerfsAvailable.condition(), Pressure::Disk);
+        let imagefs = FsStats {
+            capacity_bytes: 100,
+            available_bytes: 40,
+            inodes: 10,
+            inodes_free: 3,
+        };
+        let o = Observation {
+            imagefs: Some(imagefs),
+            allocatable_memory: Some((300, 1000)),
+            ..Observation::default()
+        };
+        assert_eq!(o.signal(Signal::ContainerfsAvailable), Some((40, 100)));
+        assert_eq!(o.signal(Signal::ContainerfsInodesFree), Some((3, 10)));
+        assert_eq!(o.signal(Signal::AllocatableMemoryAvailable), Some((300, 1000)));
+        assert_eq!(Observation::default().signal(Signal::AllocatableMemoryAvailable), None);
+        let err = Thresholds::parse([("memory.availabel", "1Gi")])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("unsupported eviction signal memory.availabel"), "{err}");
+    }
+
+    /// The pods' cgroup: its limit less its working set (usage − inactive_file); none without
+    /// a limit.
+    #[test]
+    fn allocatable_memory_is_the_pods_cgroups_limit_less_its_working_set() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("kubepods");
+        std::fs::create_dir_all(&dir).unwrap();
+        let write = |file: &str, text: &str| std::fs::write(dir.join(file), text).unwrap();
+        write("memory.current", "734003200\n");
+        write(
+            "memory.stat",
+            "anon 600\nfile 0\ninactive_file 104857600\npgfault 1\npgmajfault 0\n",
+        );
+        write("memory.max", "1048576000\n");
+        let layout = crate::cgroup::CgroupLayout::v2_at(tmp.path());
+        assert_eq!(
+            pods_memory(&layout, "/kubepods"),
+            Some((1_048_576_000 - (734_003_200 - 104_857_600), 1_048_576_000))
+        );
+        write("memory.max", "max\n");
+        assert_eq!(pods_memory(&layout, "/kubepods"), None);
     }
 }

@@ -54,6 +54,22 @@ impl EvictionSettings {
         }
     }
 
+    /// With `enforceNodeAllocatable` holding `pods`, the hard `memory.available` threshold is
+    /// also one for `allocatableMemory.available`, with its minimum reclaim (kubelet's
+    /// `ParseThresholdConfig` → `addAllocatableThresholds`, `pkg/kubelet/eviction/helpers.go`);
+    /// one given for that signal itself is kept.
+    pub fn with_allocatable_thresholds(mut self) -> Self {
+        if let Some(&value) = self.hard.0.get(&Signal::MemoryAvailable) {
+            self.hard.0.entry(Signal::AllocatableMemoryAvailable).or_insert(value);
+            if let Some(&reclaim) = self.min_reclaim.get(&Signal::MemoryAvailable) {
+                self.min_reclaim
+                    .entry(Signal::AllocatableMemoryAvailable)
+                    .or_insert(reclaim);
+            }
+        }
+        self
+    }
+
     /// The grace period a soft eviction stops a pod with: the smaller of
     /// `evictionMaxPodGracePeriod` and the pod's own, or the pod's own when the setting is 0
     /// (kubelet's pod worker keeps the smaller nonzero one).

@@ -10,6 +10,7 @@ fn observation(memory_available: i64) -> Observation {
         nodefs: None,
         imagefs: None,
         pids: None,
+        allocatable_memory: None,
     }
 }
 
@@ -127,4 +128,43 @@ fn a_soft_eviction_takes_the_smaller_grace_period() {
     s.max_pod_grace = Duration::from_secs(10);
     assert_eq!(s.soft_pod_grace(Duration::from_secs(30)), Duration::from_secs(10));
     assert_eq!(s.soft_pod_grace(Duration::from_secs(5)), Duration::from_secs(5));
+}
+
+/// kubelet's `TestAddAllocatableThresholds`: only a hard `memory.available` threshold is copied
+/// to `allocatableMemory.available`, with its minimum reclaim; one given is kept.
+#[test]
+fn allocatable_thresholds_copy_the_hard_memory_threshold() {
+    let hard = Thresholds::parse([("memory.available", "150Mi"), ("imagefs.available", "15%")]).unwrap();
+    let mut settings = EvictionSettings::hard_only(hard);
+    settings
+        .min_reclaim
+        .insert(Signal::MemoryAvailable, ThresholdValue::Quantity(1 << 20));
+    let with = settings.clone().with_allocatable_thresholds();
+    assert_eq!(
+        with.hard.0.get(&Signal::AllocatableMemoryAvailable),
+        Some(&ThresholdValue::Quantity(150 << 20))
+    );
+    assert_eq!(
+        with.min_reclaim.get(&Signal::AllocatableMemoryAvailable),
+        Some(&ThresholdValue::Quantity(1 << 20))
+    );
+    assert_eq!(with.hard.0.len(), 3);
+    let soft_only = EvictionSettings {
+        soft: Thresholds::parse([("memory.available", "300Mi")]).unwrap(),
+        ..EvictionSettings::hard_only(Thresholds(Default::default()))
+    };
+    assert!(!soft_only
+        .with_allocatable_thresholds()
+        .hard
+        .0
+        .contains_key(&Signal::AllocatableMemoryAvailable));
+    let own = Thresholds::parse([("memory.available", "150Mi"), ("allocatableMemory.available", "1Gi")]).unwrap();
+    assert_eq!(
+        EvictionSettings::hard_only(own)
+            .with_allocatable_thresholds()
+            .hard
+            .0
+            .get(&Signal::AllocatableMemoryAvailable),
+        Some(&ThresholdValue::Quantity(1 << 30))
+    );
 }

@@ -355,3 +355,81 @@ fn a_soft_threshold_evicts_only_after_its_grace_period() {
         "{message}"
     );
 }
+
+/// `MemTotal` in MiB, the node's memory capacity.
+fn memory_capacity_mib() -> i64 {
+    let meminfo = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
+    meminfo
+        .lines()
+        .find_map(|l| l.strip_prefix("MemTotal:"))
+        .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+        .expect("MemTotal")
+        / 1024
+}
+
+/// `allocatableMemory.available` (kubelet's `addAllocatableThresholds`: with `pods` enforced on
+/// allocatable, the hard `memory.available` threshold also holds for the pods' cgroup): the
+/// node has plenty of memory free, but its pods' cgroup, limited to 1500 Mi by a system
+/// reservation of the rest, holds a BestEffort pod using 1100 MB — less than 500 Mi of it is
+/// left, so the pod is evicted for memory, counted under that signal.
+#[test]
+fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
+    const KUBEPODS_MIB: i64 = 1500;
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    let dir = tempfile::tempdir().unwrap();
+    let reserved = memory_capacity_mib() - KUBEPODS_MIB;
+    assert!(memory_available_mib() > 2600, "this test needs 2.6 GiB free");
+    let args = [
+        "--kubeconfig".to_string(),
+        api.kubeconfig_path().display().to_string(),
+        "--node-status-update-frequency".into(),
+        "1s".into(),
+        "--eviction-hard".into(),
+        "memory.available<500Mi".into(),
+        "--system-reserved".into(),
+        format!("memory={reserved}Mi"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start("evict-allocatable", manifests.path(), &args);
+    let node = agent.node().to_string();
+    create(
+        &api,
+        dir.path(),
+        "quiet",
+        &pod_yaml("quiet", &node, Some("10Mi"), SLEEPER),
+    );
+    wait_for("the quiet pod Running", POD_START_TIMEOUT, || {
+        (phase(&api, "quiet").as_deref() == Some("Running")).then_some(())
+    });
+    // dd fills its 1100 MB buffer, then blocks writing it into a pipe nobody reads: the memory
+    // stays touched, with no shell doubling it on the way.
+    let hog = "dd if=/dev/zero bs=1100M count=1 | sleep 3600";
+    create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, hog));
+    let evicted = wait_for("the hog evicted", POD_START_TIMEOUT + CHANGE_TIMEOUT, || {
+        let pod = api.get("pods", "default", "hog")?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    });
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The node was low on resource: memory. Threshold quantity: 500Mi, available: "),
+        "{message}"
+    );
+    assert_eq!(
+        phase(&api, "quiet").as_deref(),
+        Some("Running"),
+        "the pod within its request stays"
+    );
+    // Counted once the pod is stopped.
+    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
+    let metrics = wait_for("the eviction counted", CHANGE_TIMEOUT, || {
+        let metrics = agent.get(&url).map(|(_, body)| body).ok()?;
+        metrics
+            .contains("kubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1")
+            .then_some(metrics)
+    });
+    assert!(
+        !metrics.contains("kubelet_evictions{eviction_signal=\"memory.available\"}"),
+        "the node itself had memory"
+    );
+}

@@ -500,6 +500,7 @@ mod tests {
                 nodefs: None,
                 imagefs: None,
                 pids: None,
+                allocatable_memory: None,
             }),
         }
     }

@@ -234,6 +234,13 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let cgroups = cgroups::resolve(cli, &file)?;
     let node_settings =
         node_settings::node_settings(cli, std::mem::take(&mut file.node), cgroups.per_qos, reserved.each)?;
+    // kubelet adds allocatableMemory.available (memory.available's hard value) when pods are
+    // enforced on allocatable.
+    let eviction_settings = if node_settings.enforce.pods {
+        eviction.settings.with_allocatable_thresholds()
+    } else {
+        eviction.settings
+    };
     let images = images::resolve(cli, &file)?;
     let image_gc = image_gc::resolve(cli, &file, &feature_gates)?;
     let shutdown_groups = shutdown::resolve(cli, &file)?;
@@ -263,7 +270,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         runtime_endpoint: pod_sync.runtime_endpoint,
         reserved: reserved.total,
         node: node_settings,
-        eviction: eviction.settings,
+        eviction: eviction_settings,
         eviction_pressure_transition_period: eviction.pressure_transition_period,
         kubeconfig: cluster.kubeconfig,
         in_cluster: cluster.in_cluster,

@@ -489,7 +489,20 @@ fn dns_settings_parse() {
 fn node_allocatable_settings_parse() {
     let c = build(&cli(&[]), host).unwrap();
     assert!(c.taints.is_empty() && c.reserved.is_empty());
-    assert_eq!(c.eviction.hard, Thresholds::default());
+    // kubelet's defaults, and (pods enforced on allocatable) memory.available's value for
+    // allocatableMemory.available (`addAllocatableThresholds`).
+    let with_allocatable = |mut t: Thresholds| {
+        let memory = t.0[&dockerlet_host::signals::Signal::MemoryAvailable];
+        t.0.insert(dockerlet_host::signals::Signal::AllocatableMemoryAvailable, memory);
+        t
+    };
+    assert_eq!(c.eviction.hard, with_allocatable(Thresholds::default()));
+    let none = build(&cli(&["--enforce-node-allocatable", ""]), host).unwrap();
+    assert_eq!(
+        none.eviction.hard,
+        Thresholds::default(),
+        "pods not enforced: none added"
+    );
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
     let c = build(
         &cli(&[
@@ -519,7 +532,8 @@ fn node_allocatable_settings_parse() {
     assert_eq!(c.taints[1].value, None);
     assert_eq!(c.reserved["cpu"], 500);
     assert_eq!(c.reserved["memory"], 1 << 30);
-    assert_eq!(c.eviction.hard.0.len(), 1);
+    // memory.available<1Gi, and its copy for allocatableMemory.available.
+    assert_eq!(c.eviction.hard.0.len(), 2);
     assert_eq!(c.node_status_report_frequency, Duration::from_secs(2));
 
     let dir = tempfile::tempdir().unwrap();
@@ -659,8 +673,13 @@ fn soft_thresholds_grace_periods_and_minimum_reclaim() {
         Some(&Duration::from_secs(90))
     );
     assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(20));
-    assert_eq!(c.eviction.min_reclaim.len(), 2);
-    assert_eq!(c.eviction.hard, Thresholds::default(), "the hard defaults stay");
+    // memory.available's minimum reclaim holds for allocatableMemory.available too.
+    assert_eq!(c.eviction.min_reclaim.len(), 3);
+    assert_eq!(
+        c.eviction.hard.0.len(),
+        Thresholds::default().0.len() + 1,
+        "the hard defaults stay"
+    );
 
     let e = build(&cli(&["--eviction-soft", "memory.available<1Gi"]), host)
         .unwrap_err()

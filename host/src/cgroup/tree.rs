@@ -137,6 +137,12 @@ impl PodCgroups {
         self
     }
 
+    /// `allocatableMemory.available` of `kubepods` (its limit less its working set, and its
+    /// limit; [`crate::signals::pods_memory`]).
+    pub fn kubepods_memory(&self) -> Option<(i64, i64)> {
+        crate::signals::pods_memory(&self.layout, &self.naming.kubepods())
+    }
+
     /// The names.
     pub fn naming(&self) -> &CgroupNaming {
         &self.naming
