@@ -7,6 +7,7 @@
 //! | Message / trigger | From       | Effect                                                    |
 //! |-------------------|------------|-----------------------------------------------------------|
 //! | every `period`    | self       | one pass (never two at once): [`GetKeptPods`] from the Supervisor, the pod cache's containers, the removals, then the log directories |
+//! | ReclaimContainers | EvictionActor | a pass now (kubelet's `DeleteAllUnusedContainers`, disk reclaim before images); answers what it removed |
 //! | GetActorState     | Supervisor | debug snapshot: the policy, passes, containers removed, last error |
 //! | Panic             | Supervisor | test-only fault hook                                      |
 //!
@@ -21,7 +22,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use dockerlet_host::pod_logs::LogLinks;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
-use dockerlet_messages::gc::GetKeptPods;
+use dockerlet_messages::gc::{GetKeptPods, ReclaimContainers, ReclaimedContainers};
 use dockerlet_messages::{PodRef, PodUid};
 use dockerlet_pod::container_gc::{plan, GcPolicy, Removal};
 use dockerlet_runtime::ContainerRuntime;
@@ -260,6 +261,44 @@ impl Actor for ContainerGcActor {
         // kubelet's first pass comes at start, then every period.
         self.pass(ctx);
         ctx.run_interval(self.config.period, |act, ctx| act.pass(ctx));
+    }
+}
+
+impl Handler<ReclaimContainers> for ContainerGcActor {
+    type Result = ResponseActFuture<Self, ReclaimedContainers>;
+
+    /// A pass now, unless one runs (its removals are what there is to reclaim).
+    fn handle(&mut self, _: ReclaimContainers, _: &mut Self::Context) -> Self::Result {
+        self.handled += 1;
+        if self.running {
+            let busy = ReclaimedContainers {
+                removed: 0,
+                error: Some("a container garbage collection pass is running".into()),
+            };
+            return Box::pin(actix::fut::ready(busy));
+        }
+        self.running = true;
+        let work = collect(
+            self.config.clone(),
+            self.runtime.clone(),
+            self.cache.clone(),
+            self.links.kept.clone(),
+        );
+        Box::pin(work.into_actor(self).map(|outcome, act, _| {
+            let answer = ReclaimedContainers {
+                removed: outcome.removed,
+                error: (!outcome.errors.is_empty()).then(|| {
+                    outcome
+                        .errors
+                        .iter()
+                        .map(|e| crate::error_chain(e))
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                }),
+            };
+            act.finished(outcome);
+            answer
+        }))
     }
 }
 

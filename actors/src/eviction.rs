@@ -29,6 +29,7 @@ use actix::prelude::*;
 use dockerlet_host::signals::{self, Observation, PressureTracker, Signal};
 use dockerlet_host::thresholds::{Evaluator, EvictionSettings, Met};
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
+use dockerlet_messages::gc::ReclaimContainers;
 use dockerlet_messages::node::{
     EvictPod, EvictionCandidate, GetEvictionCandidates, GetNodePressure, NodePressure, NodePressureChanged,
     ReclaimImages, ThresholdMet,
@@ -91,6 +92,25 @@ impl std::fmt::Debug for EvictionConfig {
     }
 }
 
+/// kubelet's node-level reclaim for a disk signal: dead containers, then unused images.
+async fn node_level_reclaim(containers: Option<Link<ReclaimContainers>>, images: Option<Link<ReclaimImages>>) {
+    let unexpected = "Eviction manager: unexpected error when attempting to reduce resource pressure";
+    if let Some(containers) = containers {
+        match containers.send(ReclaimContainers).await {
+            Ok(r) => {
+                tracing::info!(removed = r.removed, error = ?r.error, "Eviction manager: unused containers deleted")
+            }
+            Err(e) => tracing::warn!(error = %e, "{unexpected}"),
+        }
+    }
+    if let Some(images) = images {
+        match images.send(ReclaimImages).await {
+            Ok(r) => tracing::info!(freed = r.freed, error = ?r.error, "Eviction manager: unused images deleted"),
+            Err(e) => tracing::warn!(error = %e, "{unexpected}"),
+        }
+    }
+}
+
 /// Whom the actor asks and tells. Without links (tests of the readings alone) it only observes.
 #[derive(Clone)]
 pub struct EvictionLinks {
@@ -107,6 +127,9 @@ pub struct EvictionLinks {
     /// The ImageGcActor: the node-level reclaim of a disk signal (kubelet's
     /// `DeleteUnusedImages`) before any pod is evicted; none without one.
     pub reclaim_images: Option<Link<ReclaimImages>>,
+    /// The ContainerGcActor: dead containers removed before images (kubelet's
+    /// `DeleteAllUnusedContainers`); none without one.
+    pub reclaim_containers: Option<Link<ReclaimContainers>>,
 }
 
 /// What one eviction attempt came to.
@@ -259,23 +282,21 @@ impl EvictionActor {
         }
         self.evicting = true;
         let disk = chosen.is_some_and(|m| matches!(m.signal.starved(), Starved::EphemeralStorage | Starved::Inodes));
-        match links.reclaim_images.clone() {
-            Some(reclaim) if disk && !std::mem::take(&mut self.just_reclaimed) => {
-                // kubelet's node-level reclaim for the filesystems: unused images first, then
-                // measure again; a pod goes only if that was not enough.
-                ctx.spawn(reclaim.send(ReclaimImages).into_actor(self).map(|freed, act, ctx| {
-                    act.evicting = false;
-                    act.just_reclaimed = true;
-                    match freed {
-                        Ok(r) => tracing::info!(freed = r.freed, error = ?r.error, "Eviction manager: unused images deleted"),
-                        Err(e) => tracing::warn!(error = %e, "Eviction manager: unexpected error when attempting to reduce resource pressure"),
-                    }
-                    act.observe(ctx);
-                }));
-                return;
-            }
-            _ => self.just_reclaimed = false,
+        let can_reclaim = links.reclaim_images.is_some() || links.reclaim_containers.is_some();
+        if disk && can_reclaim && !std::mem::take(&mut self.just_reclaimed) {
+            // kubelet's node-level reclaim for the filesystems (`buildSignalToNodeReclaimFuncs`,
+            // no dedicated imagefs: Docker's and the root directory's are one here or both
+            // filled by containers): dead containers, then unused images, then measure again; a
+            // pod goes only if that was not enough.
+            let reclaim = node_level_reclaim(links.reclaim_containers.clone(), links.reclaim_images.clone());
+            ctx.spawn(reclaim.into_actor(self).map(|(), act, ctx| {
+                act.evicting = false;
+                act.just_reclaimed = true;
+                act.observe(ctx);
+            }));
+            return;
         }
+        self.just_reclaimed = false;
         let node = self.config.node_name.clone();
         let settings = self.config.thresholds.clone();
         let work = async move {

@@ -288,6 +288,7 @@ async fn a_best_effort_pod_goes_first_and_a_static_pod_never() {
         events: world.clone().recipient().into(),
         metrics: metrics.clone(),
         reclaim_images: None,
+        reclaim_containers: None,
     };
     let _actor = EvictionActor::new(config(50 << 20)).evicting_through(links).start();
     eventually_async("two evictions", || {
@@ -342,6 +343,7 @@ async fn a_soft_threshold_evicts_after_its_grace_period_with_the_pods_grace() {
         events: world.clone().recipient().into(),
         metrics: Arc::new(Metrics::default()),
         reclaim_images: None,
+        reclaim_containers: None,
     };
     let mut config = config(500 << 20);
     config.thresholds = EvictionSettings {
@@ -373,4 +375,98 @@ async fn a_soft_threshold_evicts_after_its_grace_period_with_the_pods_grace() {
         Duration::from_secs(7),
         "min(max pod grace, the pod's 30 s)"
     );
+}
+
+/// Container GC and image GC, as kubelet's node-level reclaim funcs: what each was asked,
+/// in order; the disk is "freed" by the image reclaim.
+struct Reclaimer {
+    calls: Arc<Mutex<Vec<&'static str>>>,
+    freed: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Actor for Reclaimer {
+    type Context = Context<Self>;
+}
+
+impl Handler<ReclaimContainers> for Reclaimer {
+    type Result = MessageResult<ReclaimContainers>;
+
+    fn handle(&mut self, _: ReclaimContainers, _: &mut Self::Context) -> Self::Result {
+        self.calls.lock().unwrap().push("containers");
+        MessageResult(dockerlet_messages::gc::ReclaimedContainers::default())
+    }
+}
+
+impl Handler<ReclaimImages> for Reclaimer {
+    type Result = MessageResult<ReclaimImages>;
+
+    fn handle(&mut self, _: ReclaimImages, _: &mut Self::Context) -> Self::Result {
+        self.calls.lock().unwrap().push("images");
+        self.freed.store(true, std::sync::atomic::Ordering::SeqCst);
+        MessageResult(dockerlet_messages::node::ReclaimedImages { freed: 1, error: None })
+    }
+}
+
+/// A disk threshold met: dead containers are reclaimed first, then unused images (kubelet's
+/// `buildSignalToNodeReclaimFuncs` without a dedicated imagefs), and with the disk freed no
+/// pod is evicted ("able to reduce resource pressure without evicting pods").
+#[actix::test]
+async fn a_disk_signal_reclaims_containers_then_images_before_any_pod() {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let world = World {
+        pods: vec![pod("best-effort", "api", None)],
+        summary: summary(vec![stats("best-effort", 1 << 20)]),
+        seen: seen.clone(),
+    }
+    .start();
+    let (calls, freed) = (
+        Arc::new(Mutex::new(Vec::new())),
+        Arc::new(std::sync::atomic::AtomicBool::new(false)),
+    );
+    let reclaimer = Reclaimer {
+        calls: calls.clone(),
+        freed: freed.clone(),
+    }
+    .start();
+    let links = EvictionLinks {
+        pressure_changed: world.clone().recipient(),
+        candidates: world.clone().recipient(),
+        stats: Some(world.clone().recipient().into()),
+        events: world.clone().recipient().into(),
+        metrics: Arc::new(Metrics::default()),
+        reclaim_images: Some(reclaimer.clone().recipient().into()),
+        reclaim_containers: Some(reclaimer.recipient().into()),
+    };
+    let mut config = config(4 << 30);
+    let observe_freed = freed.clone();
+    config.observe = Arc::new(move || {
+        let free_percent = if observe_freed.load(std::sync::atomic::Ordering::SeqCst) {
+            50
+        } else {
+            5
+        };
+        let fs = dockerlet_host::signals::FsStats {
+            capacity_bytes: 100 << 30,
+            available_bytes: (100 << 30) / 100 * free_percent,
+            inodes: 1000,
+            inodes_free: 900,
+        };
+        Observation {
+            memory_capacity: 8 << 30,
+            memory_available: 4 << 30,
+            nodefs: Some(fs),
+            imagefs: Some(fs),
+            pids: None,
+            allocatable_memory: None,
+        }
+    });
+    let _actor = EvictionActor::new(config).evicting_through(links).start();
+    eventually_async("both reclaims", || {
+        let calls = calls.clone();
+        async move { calls.lock().unwrap().len() >= 2 }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(*calls.lock().unwrap(), vec!["containers", "images"]);
+    assert!(seen.lock().unwrap().evicted.is_empty(), "no pod went");
 }

@@ -13,6 +13,7 @@ use dockerlet_kube::KubeClient;
 #[cfg(doc)]
 use dockerlet_messages::debug::InjectFault;
 use dockerlet_messages::debug::{HealthCell, RecordEvent};
+use dockerlet_messages::gc::ReclaimContainers;
 use dockerlet_messages::node::{ReclaimImages, SyncNodeStatus};
 use dockerlet_messages::pleg::ContainerOomKilled;
 use dockerlet_messages::source::PodSource;
@@ -176,7 +177,8 @@ impl Children {
         let pleg = start.pleg();
         let stats = start.stats();
         let image_gc = start.image_gc(&events);
-        let eviction = start.eviction(&events, stats.as_ref(), image_gc.as_ref());
+        let container_gc = start.container_gc(&events);
+        let eviction = start.eviction(&events, stats.as_ref(), image_gc.as_ref(), container_gc.as_ref());
         let mut registry = Registry::default();
         registry.add(&events);
         registry.add(&status);
@@ -185,6 +187,7 @@ impl Children {
         registry.add(&eviction);
         registry.add_some(&stats);
         registry.add_some(&image_gc);
+        registry.add_some(&container_gc);
         let api_source = start.sources(&mut registry);
         start.node_keepers(&mut registry, &events, &pleg);
         Children {
@@ -262,6 +265,7 @@ impl Start<'_> {
         events: &Child<EventRecorder>,
         stats: Option<&Child<StatsActor>>,
         image_gc: Option<&Child<ImageGcActor>>,
+        container_gc: Option<&Child<ContainerGcActor>>,
     ) -> Child<EvictionActor> {
         let config = self.config.eviction.clone();
         let links = EvictionLinks {
@@ -271,11 +275,26 @@ impl Start<'_> {
             events: events.link::<RecordEvent>(),
             metrics: self.config.worker.metrics.clone(),
             reclaim_images: image_gc.map(|gc| gc.link::<ReclaimImages>()),
+            reclaim_containers: container_gc.map(|gc| gc.link::<ReclaimContainers>()),
         };
         Child::start(AfterRestart::Nothing, move || {
             EvictionActor::new(config.clone())
                 .evicting_through(links.clone())
                 .start()
+        })
+    }
+
+    /// Container GC (also the eviction manager's first disk reclaim).
+    fn container_gc(&self, events: &Child<EventRecorder>) -> Option<Child<ContainerGcActor>> {
+        self.config.container_gc.clone().map(|gc| {
+            let (runtime, cache) = (self.runtime.clone(), self.cache.clone());
+            let links = ContainerGcLinks {
+                kept: self.me.clone().recipient(),
+                events: events.link::<RecordEvent>(),
+            };
+            Child::start(AfterRestart::Nothing, move || {
+                ContainerGcActor::new(gc.clone(), runtime.clone(), cache.clone(), links.clone()).start()
+            })
         })
     }
 
@@ -319,7 +338,7 @@ impl Start<'_> {
     }
 
     /// The actors that look after the node itself: its status in the API, its client
-    /// certificate, OOM kills, the system cgroups, graceful shutdown and container GC.
+    /// certificate, OOM kills, the system cgroups and graceful shutdown.
     fn node_keepers(&self, registry: &mut Registry, events: &Child<EventRecorder>, pleg: &Child<PlegActor>) {
         let (config, me) = (self.config, &self.me);
         let api = config.mode.api().cloned();
@@ -366,16 +385,6 @@ impl Start<'_> {
                 NodeShutdownActor::new(shutdown.clone(), links).start()
             })
         });
-        let container_gc = config.container_gc.clone().map(|gc| {
-            let (runtime, cache) = (self.runtime.clone(), self.cache.clone());
-            let links = ContainerGcLinks {
-                kept: me.clone().recipient(),
-                events: events.link::<RecordEvent>(),
-            };
-            Child::start(AfterRestart::Nothing, move || {
-                ContainerGcActor::new(gc.clone(), runtime.clone(), cache.clone(), links.clone()).start()
-            })
-        });
         let certificates = config.client_certificates.clone().map(|rotation| {
             let metrics = config.worker.metrics.clone();
             Child::start(AfterRestart::Nothing, move || {
@@ -385,7 +394,6 @@ impl Start<'_> {
         registry.add_some(&node_status);
         registry.add_some(&certificates);
         registry.add_some(&oom);
-        registry.add_some(&container_gc);
         registry.add_some(&system_cgroups);
         registry.add_some(&node_shutdown);
     }
