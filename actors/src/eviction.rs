@@ -40,6 +40,7 @@ use dockerlet_metrics::{EvictionSignalLabel, Metrics};
 use dockerlet_pod::eviction::{self as policy, Starved};
 use serde_json::json;
 
+use crate::eviction_memcg::{self, MemcgConfig};
 use crate::inspect::Inspect;
 use crate::registry::Link;
 
@@ -63,6 +64,9 @@ pub struct EvictionConfig {
     pub period: Duration,
     /// The reading; [`EvictionConfig::observe_node`] on a real node, a stand-in in tests.
     pub observe: Observe,
+    /// `kernelMemcgNotification`: cgroup v1 usage thresholds that make the actor observe at
+    /// once when crossed ([`crate::eviction_memcg`]); none: only every `period`.
+    pub memcg: Option<MemcgConfig>,
 }
 
 impl EvictionConfig {
@@ -178,6 +182,11 @@ pub struct EvictionActor {
     /// Queries that came before the first observation: answered by it, so the Node's first
     /// status never reports pressure nobody has looked at yet.
     waiting: Vec<futures::channel::oneshot::Sender<NodePressure>>,
+    /// The memory threshold notifiers' thread, and when they were last registered.
+    memcg_watcher: Option<Arc<dockerlet_host::memcg::Watcher>>,
+    memcg_refreshed: Option<Instant>,
+    /// Crossings the notifiers reported.
+    memcg_crossings: u64,
     /// Messages handled.
     handled: u64,
 }
@@ -200,8 +209,51 @@ impl EvictionActor {
             evictions: 0,
             last_eviction: None,
             waiting: Vec::new(),
+            memcg_watcher: None,
+            memcg_refreshed: None,
+            memcg_crossings: 0,
             handled: 0,
         }
+    }
+
+    /// Re-register the memory threshold notifiers for this observation (at most every
+    /// [`eviction_memcg::REFRESH_EVERY`]); their watcher thread is started the first time.
+    fn refresh_memcg(&mut self, ctx: &mut Context<Self>, observation: &Observation) {
+        let Some(config) = &self.config.memcg else { return };
+        if self
+            .memcg_refreshed
+            .is_some_and(|at| at.elapsed() < eviction_memcg::REFRESH_EVERY)
+        {
+            return;
+        }
+        self.memcg_refreshed = Some(Instant::now());
+        if self.memcg_watcher.is_none() {
+            // A weak address: the thread must not keep the actor alive.
+            let me = ctx.address().downgrade();
+            let on_cross = move |d: &str| {
+                if let Some(me) = me.upgrade() {
+                    me.do_send(eviction_memcg::ThresholdCrossed(d.to_string()));
+                }
+            };
+            match dockerlet_host::memcg::Watcher::spawn(on_cross) {
+                Ok(watcher) => self.memcg_watcher = Some(Arc::new(watcher)),
+                Err(e) => {
+                    tracing::warn!(error = %e, "Eviction manager: cannot start the memory threshold notifiers' thread");
+                    return;
+                }
+            }
+        }
+        let targets = eviction_memcg::targets(config, &self.config.thresholds, observation);
+        let watcher = self.memcg_watcher.clone();
+        ctx.spawn(
+            async move {
+                let registered = tokio::task::spawn_blocking(move || eviction_memcg::register(targets)).await;
+                if let (Some(watcher), Ok(registered)) = (watcher, registered) {
+                    watcher.replace(registered);
+                }
+            }
+            .into_actor(self),
+        );
     }
 
     /// Report the conditions and evict pods through `links`.
@@ -220,7 +272,10 @@ impl EvictionActor {
         ctx.spawn(reading.into_actor(self).map(|reading, act, ctx| {
             act.observing = false;
             match reading {
-                Ok(observation) => act.apply(&observation, Instant::now()),
+                Ok(observation) => {
+                    act.apply(&observation, Instant::now());
+                    act.refresh_memcg(ctx, &observation);
+                }
                 Err(e) => tracing::warn!(error = %e, "reading the eviction signals failed"),
             }
             for waiting in act.waiting.drain(..) {
@@ -517,6 +572,18 @@ impl Actor for EvictionActor {
     }
 }
 
+impl Handler<eviction_memcg::ThresholdCrossed> for EvictionActor {
+    type Result = ();
+
+    /// A notifier fired: observe now (kubelet's handler runs `synchronize`).
+    fn handle(&mut self, crossed: eviction_memcg::ThresholdCrossed, ctx: &mut Self::Context) {
+        self.handled += 1;
+        self.memcg_crossings += 1;
+        tracing::info!(desc = %format!("eviction manager: {} crossed", crossed.0), "Eviction manager: thresholds crossed");
+        self.observe(ctx);
+    }
+}
+
 impl Handler<GetNodePressure> for EvictionActor {
     type Result = ResponseFuture<NodePressure>;
 
@@ -550,6 +617,8 @@ impl Inspect for EvictionActor {
             "evicting": self.evicting,
             "evictions": self.evictions,
             "last_eviction": self.last_eviction,
+            "memcg_notifier": self.memcg_watcher.is_some(),
+            "memcg_crossings": self.memcg_crossings,
         })
     }
 }

@@ -32,6 +32,7 @@ fn config(memory_available: i64) -> EvictionConfig {
             pids: None,
             allocatable_memory: None,
         }),
+        memcg: None,
     }
 }
 

@@ -23,7 +23,8 @@
 //! - [`status`]: holds every pod's status and writes it to the API server.
 //! - [`source`]: the pod sources: a manifest directory, a manifest URL, the API server.
 //! - [`node_status`]: registers the Node and keeps its status and Lease fresh (cluster mode).
-//! - [`eviction`]: the eviction manager: the signals, the pressure conditions, evicting pods.
+//! - [`eviction`]: the eviction manager: the signals, the pressure conditions, evicting pods;
+//!   [`eviction_memcg`]: its memory threshold notifiers (`kernelMemcgNotification`).
 //! - [`image_gc`]: image garbage collection every 5 minutes and on eviction's request
 //!   (kubelet's image manager; the passes are `dockerlet_host::image_gc`).
 //! - [`oom_watcher`]: system OOMs from the kernel log become `SystemOOM` Node events.
@@ -40,6 +41,7 @@
 pub mod certificates;
 pub mod container_gc;
 pub mod eviction;
+pub mod eviction_memcg;
 pub mod image_gc;
 pub mod inspect;
 pub mod node_shutdown;

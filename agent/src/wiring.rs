@@ -12,6 +12,7 @@ use actix_web::dev::{Server, ServerHandle};
 use anyhow::Context as _;
 use dockerlet_actors::container_gc::ContainerGcConfig;
 use dockerlet_actors::eviction::EvictionConfig;
+use dockerlet_actors::eviction_memcg::MemcgConfig;
 use dockerlet_actors::image_gc::ImageGcConfig;
 use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
@@ -87,6 +88,8 @@ struct HostCgroups {
     pods: Option<Arc<PodCgroups>>,
     /// `--kubelet-cgroups` and `--system-cgroups`, kept by the SystemCgroupsActor.
     system: Option<SystemCgroupsConfig>,
+    /// `kernelMemcgNotification`'s cgroups (v1 memory controller); none when it is off.
+    memcg: Option<MemcgConfig>,
 }
 
 /// The state directory, the kernel checks, Docker (its cgroup driver recorded in
@@ -162,11 +165,37 @@ impl HostCgroups {
         let driver = config.cgroups.driver.unwrap_or(CgroupDriver::Cgroupfs);
         let (naming, pods) = pod_cgroups(config, driver, runtime).await?;
         Ok(HostCgroups {
+            memcg: memcg_config(config, &naming)?,
             naming,
             pods,
             system: system_cgroups(config).await?,
         })
     }
+}
+
+/// `kernelMemcgNotification: true`: the v1 memory controller's root and `kubepods`; refused
+/// on cgroup v2, which has no usage thresholds (`cgroup.event_control`) — kubelet disables the
+/// notifier there without a word.
+fn memcg_config(config: &AgentConfig, naming: &CgroupNaming) -> anyhow::Result<Option<MemcgConfig>> {
+    if !config.eviction_memcg_notification {
+        return Ok(None);
+    }
+    let layout = dockerlet_host::cgroup::CgroupLayout::detect().context("kernelMemcgNotification")?;
+    let root = match layout.version() {
+        dockerlet_host::cgroup::CgroupVersion::V1 => layout.dir("memory", "/"),
+        dockerlet_host::cgroup::CgroupVersion::V2 => None,
+    };
+    let Some(root) = root else {
+        anyhow::bail!(
+            "kernelMemcgNotification: true is not supported on this host: memory usage thresholds (cgroup.event_control) exist on cgroup v1 only, and this host runs cgroup v2"
+        );
+    };
+    let kubepods = config
+        .cgroups
+        .per_qos
+        .then(|| layout.dir("memory", &naming.kubepods()))
+        .flatten();
+    Ok(Some(MemcgConfig { root, kubepods }))
 }
 
 /// The API server in cluster mode (`--kubeconfig` or `--in-cluster`); none standalone. With
@@ -272,6 +301,7 @@ async fn start_actors(
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
         period: config.node_status_update_frequency,
         observe: EvictionConfig::observe_node(host.root_dir.clone(), image_dir.clone(), host.cgroups.pods.clone()),
+        memcg: host.cgroups.memcg.clone(),
     };
     let stats = stats_config(config, host, image_dir.clone());
     let image_gc = image_gc_config(config, host, image_dir.clone());

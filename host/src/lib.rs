@@ -39,6 +39,7 @@ pub mod kernel;
 pub mod logind;
 pub mod manifest_dir;
 pub mod manifest_url;
+pub mod memcg;
 pub mod meminfo;
 pub mod netns;
 pub mod node_stats;

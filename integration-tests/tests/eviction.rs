@@ -433,3 +433,63 @@ fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
         "the node itself had memory"
     );
 }
+
+/// `kernelMemcgNotification: true` (cgroup v1): a memory threshold registered on the root
+/// memory cgroup wakes the eviction manager when crossed, so the hog is evicted long before
+/// the next periodic reading (a minute apart here, with `--node-status-update-frequency 60s`),
+/// as kubelet's memory threshold notifier runs `synchronize` at once.
+#[test]
+fn a_memcg_threshold_notification_evicts_before_the_next_reading() {
+    if !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.event_control").exists() {
+        eprintln!("SKIPPED: no cgroup v1 memory controller here (kernelMemcgNotification is refused on v2)");
+        return;
+    }
+    let api = api_server();
+    let manifests = ManifestDir::new();
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("kubelet.yaml");
+    std::fs::write(
+        &config,
+        "apiVersion: kubelet.config.k8s.io/v1beta1\nkind: KubeletConfiguration\nkernelMemcgNotification: true\n",
+    )
+    .unwrap();
+    let threshold = memory_available_mib() - MARGIN_MIB;
+    let args = [
+        "--config".to_string(),
+        config.display().to_string(),
+        "--kubeconfig".to_string(),
+        api.kubeconfig_path().display().to_string(),
+        "--node-status-update-frequency".into(),
+        "60s".into(),
+        "--eviction-hard".into(),
+        format!("memory.available<{threshold}Mi"),
+    ];
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let agent = Agent::start("evict-memcg", manifests.path(), &args);
+    let node = agent.node().to_string();
+    wait_for("the Node registered", CHANGE_TIMEOUT, || api.get("nodes", "", &node));
+    let hog = format!("x=$(head -c {HOG_MB}000000 /dev/zero | tr '\\\\0' a); {SLEEPER}");
+    create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, &hog));
+    let evicted = wait_for(
+        "the hog evicted well before the next reading",
+        Duration::from_secs(40),
+        || {
+            let pod = api.get("pods", "default", "hog")?;
+            (pod["status"]["reason"] == "Evicted").then_some(pod)
+        },
+    );
+    let message = evicted["status"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.starts_with("The node was low on resource: memory."),
+        "{message}"
+    );
+    let eviction = agent.actor("EvictionActor", "eviction").expect("the EvictionActor");
+    assert!(
+        eviction["detail"]["memcg_crossings"].as_u64() >= Some(1),
+        "woken by the notifier: {eviction:#}"
+    );
+    assert!(
+        agent.log().contains("Eviction manager: thresholds crossed"),
+        "the crossing logged"
+    );
+}

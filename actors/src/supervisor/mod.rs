@@ -502,6 +502,7 @@ mod tests {
                 pids: None,
                 allocatable_memory: None,
             }),
+            memcg: None,
         }
     }
 

@@ -21,6 +21,8 @@ pub(super) struct Eviction {
     pub settings: EvictionSettings,
     /// `--eviction-pressure-transition-period`.
     pub pressure_transition_period: Duration,
+    /// `kernelMemcgNotification` (a config key only, as kubelet's).
+    pub memcg_notification: bool,
 }
 
 /// Where entries came from (the flag or the key, for errors) and the `(signal, value)` pairs.
@@ -117,5 +119,6 @@ pub(super) fn resolve(cli: &Cli, file: &FileSettings) -> Result<Eviction, Config
             .eviction_pressure_transition_period
             .or(file.eviction_pressure_transition_period)
             .unwrap_or(Duration::from_secs(300)),
+        memcg_notification: file.kernel_memcg_notification.unwrap_or(false),
     })
 }

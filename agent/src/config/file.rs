@@ -116,6 +116,8 @@ pub(super) struct FileSettings {
     pub(super) eviction_max_pod_grace_period: Option<i32>,
     pub(super) eviction_minimum_reclaim: Option<BTreeMap<String, String>>,
     pub(super) eviction_pressure_transition_period: Option<Duration>,
+    /// `kernelMemcgNotification`.
+    pub(super) kernel_memcg_notification: Option<bool>,
     pub(super) cluster_dns: Option<Vec<String>>,
     pub(super) cluster_domain: Option<String>,
     pub(super) resolv_conf: Option<PathBuf>,
@@ -287,6 +289,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         eviction_max_pod_grace_period: field(path, &mut map, "evictionMaxPodGracePeriod")?,
         eviction_minimum_reclaim: field(path, &mut map, "evictionMinimumReclaim")?,
         eviction_pressure_transition_period: duration_field(path, &mut map, "evictionPressureTransitionPeriod")?,
+        kernel_memcg_notification: field(path, &mut map, "kernelMemcgNotification")?,
         cluster_dns: field(path, &mut map, "clusterDNS")?,
         cluster_domain: nonzero_field(path, &mut map, "clusterDomain")?,
         resolv_conf: field(path, &mut map, "resolvConf")?,
@@ -301,17 +304,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         shutdown_grace_period: duration_field(path, &mut map, "shutdownGracePeriod")?,
         shutdown_grace_period_critical_pods: duration_field(path, &mut map, "shutdownGracePeriodCriticalPods")?,
         shutdown_grace_period_by_pod_priority: field(path, &mut map, "shutdownGracePeriodByPodPriority")?,
-        node: super::node_settings::FileNode {
-            max_pods: field(path, &mut map, "maxPods")?,
-            pods_per_core: field(path, &mut map, "podsPerCore")?,
-            fail_swap_on: field(path, &mut map, "failSwapOn")?,
-            protect_kernel_defaults: field(path, &mut map, "protectKernelDefaults")?,
-            cpu_cfs_quota: field(path, &mut map, "cpuCFSQuota")?,
-            cpu_cfs_quota_period: duration_field(path, &mut map, "cpuCFSQuotaPeriod")?,
-            enforce_node_allocatable: field(path, &mut map, "enforceNodeAllocatable")?,
-            kube_reserved_cgroup: field(path, &mut map, "kubeReservedCgroup")?,
-            system_reserved_cgroup: field(path, &mut map, "systemReservedCgroup")?,
-        },
+        node: node_fields(path, &mut map)?,
         kubelet_cgroups: field(path, &mut map, "kubeletCgroups")?,
         runtime_cgroups: field(path, &mut map, "runtimeCgroups")?,
         system_cgroups: field(path, &mut map, "systemCgroups")?,
@@ -341,6 +334,21 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         kubelet_fields::check(path, key, value)?;
     }
     Ok(settings)
+}
+
+/// The node-level keys (`maxPods`, `failSwapOn`, `enforceNodeAllocatable`, …).
+fn node_fields(path: &Path, map: &mut Map) -> Result<super::node_settings::FileNode, ConfigError> {
+    Ok(super::node_settings::FileNode {
+        max_pods: field(path, map, "maxPods")?,
+        pods_per_core: field(path, map, "podsPerCore")?,
+        fail_swap_on: field(path, map, "failSwapOn")?,
+        protect_kernel_defaults: field(path, map, "protectKernelDefaults")?,
+        cpu_cfs_quota: field(path, map, "cpuCFSQuota")?,
+        cpu_cfs_quota_period: duration_field(path, map, "cpuCFSQuotaPeriod")?,
+        enforce_node_allocatable: field(path, map, "enforceNodeAllocatable")?,
+        kube_reserved_cgroup: field(path, map, "kubeReservedCgroup")?,
+        system_reserved_cgroup: field(path, map, "systemReservedCgroup")?,
+    })
 }
 
 /// The file settings: `--config` (kubelet's `loadConfigFile`), then the `--config-dir`

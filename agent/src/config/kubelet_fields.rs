@@ -336,10 +336,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
         "providerID",
         DefaultOnly(&[Zero], "dockerlet does not set the Node's spec.providerID"),
     ),
-    (
-        "kernelMemcgNotification",
-        DefaultOnly(&[Bool(false)], "dockerlet polls memory for eviction"),
-    ),
+    ("kernelMemcgNotification", Honoured),
     ("logging", Nested(LOGGING)),
     ("enableSystemLogHandler", Honoured),
     (

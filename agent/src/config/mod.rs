@@ -155,6 +155,8 @@ pub struct AgentConfig {
     pub eviction: EvictionSettings,
     /// `--eviction-pressure-transition-period`.
     pub eviction_pressure_transition_period: Duration,
+    /// `kernelMemcgNotification`: cgroup v1 memory thresholds wake the eviction manager.
+    pub eviction_memcg_notification: bool,
     /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
     pub dns: ClusterDns,
     /// `--seccomp-default`: unset seccomp profiles mean RuntimeDefault.
@@ -272,6 +274,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         node: node_settings,
         eviction: eviction_settings,
         eviction_pressure_transition_period: eviction.pressure_transition_period,
+        eviction_memcg_notification: eviction.memcg_notification,
         kubeconfig: cluster.kubeconfig,
         in_cluster: cluster.in_cluster,
         client_certificate: cluster.client_certificate,
