@@ -306,7 +306,11 @@ async fn start_actors(
     let stats = stats_config(config, host, image_dir.clone());
     let image_gc = image_gc_config(config, host, image_dir.clone());
     tracing::info!(node = %config.node_name, host_ip = %host.host_ip, sandbox_image = %host.sandbox_image, "starting dockerlet");
-    let metrics = Arc::new(metrics(&config.node_name));
+    let mut metrics = metrics(&config.node_name);
+    if certificates.is_some() {
+        metrics.register_client_certificate_metrics();
+    }
+    let metrics = Arc::new(metrics);
     let worker = worker_config(config, host, facts, mode.api().cloned(), image_dir, &metrics).await;
     let container_gc = ContainerGcConfig {
         node_name: config.node_name.clone(),

@@ -458,6 +458,25 @@ impl Metrics {
         }
     }
 
+    /// The client certificate manager's metrics, registered (as kubelet registers them) only
+    /// when the certificate rotates: `kubelet_certificate_manager_client_ttl_seconds` and
+    /// `kubelet_certificate_manager_client_expiration_renew_errors` — a counter kubelet names
+    /// without `_total`, which `promtool check metrics` flags on kubelet's `/metrics` as on ours.
+    pub fn register_client_certificate_metrics(&mut self) {
+        self.registry.register(
+            "kubelet_certificate_manager_client_ttl_seconds",
+            "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until \
+             certificate expiry (negative if already expired). If client certificate is invalid or unused, the value \
+             will be +INF.",
+            self.client_certificate_ttl.clone(),
+        );
+        self.registry.register(
+            "kubelet_certificate_manager_client_expiration_renew_errors",
+            "Counter of certificate renewal errors.",
+            self.client_certificate_renew_errors.clone(),
+        );
+    }
+
     /// Register the pod, PLEG and runtime metrics in `r` (their order is the scrape's).
     fn register_pod_metrics(&self, r: &mut Registry) {
         r.register(
@@ -570,18 +589,6 @@ impl Metrics {
             "kubelet_eviction_stats_age_seconds",
             "Time between when stats are collected, and when pod is evicted based on those stats by eviction signal",
             self.eviction_stats_age.clone(),
-        );
-        r.register(
-            "kubelet_certificate_manager_client_ttl_seconds",
-            "Gauge of the TTL (time-to-live) of the Kubelet's client certificate. The value is in seconds until \
-             certificate expiry (negative if already expired). If client certificate is invalid or unused, the value \
-             will be +INF.",
-            self.client_certificate_ttl.clone(),
-        );
-        r.register(
-            "kubelet_certificate_manager_client_expiration_renew_errors",
-            "Counter of certificate renewal errors.",
-            self.client_certificate_renew_errors.clone(),
         );
         r.register(
             "kubelet_graceful_shutdown_start_time_seconds",
