@@ -3,7 +3,7 @@
 //! Runs the release agent (`target/release/dockerlet`, or `$DOCKERLET_BIN`) against the real
 //! Docker engine, each scenario beside its baseline where it has one, prints a markdown table
 //! and writes the same figures as JSON to `target/bench/latest.json`. `BENCH_QUICK=1` runs fewer
-//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p1v,p2,p3,p5,p5b,p7,p8,c1` picks scenarios.
+//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p1v,p2,p3,p5,p5b,p7,p8,c1,d1,e1` picks scenarios.
 //! What each scenario measures is described in `BENCHMARKS.md`.
 //!
 //! Every container the bench creates is removed again: agents' containers by their node label,
@@ -14,6 +14,8 @@
 //! - [`scenarios`]: the scenarios P1 to P7.
 //! - [`api_burst`]: P1v, the burst of API pods with ConfigMap volumes, on the in-memory API server.
 //! - [`kubelet_api`]: P8, the kubelet API (exec, `/run`, logs, follow streams) beside Docker.
+//! - [`density`]: D1, P1's burst at 250 pods (`--max-pods 250`) and the agent's cost with them.
+//! - [`eviction`]: E1, eviction reaction time in API mode.
 //! - [`agent`]: one agent process under measurement, started by the integration harness.
 //! - [`engine`]: bollard, the event watcher, the baseline, clean-up.
 //! - [`sys`]: CPU and RSS from `/proc`.
@@ -23,7 +25,9 @@
 mod agent;
 mod api_burst;
 mod calls;
+mod density;
 mod engine;
+mod eviction;
 mod kubelet_api;
 mod load;
 mod pods;
@@ -150,7 +154,7 @@ fn run() -> anyhow::Result<bool> {
 
     let mut report = Report::default();
     type Scenario = fn(&Ctx, &mut Report) -> anyhow::Result<()>;
-    let scenarios: [(&str, &str, Scenario); 8] = [
+    let scenarios: [(&str, &str, Scenario); 10] = [
         ("p1", "P1 burst start", scenarios::burst),
         (
             "p1v",
@@ -175,6 +179,12 @@ fn run() -> anyhow::Result<bool> {
             kubelet_api::kubelet_api,
         ),
         ("c1", "C1 Docker API calls", calls::api_calls),
+        (
+            "d1",
+            "D1 density: burst at 250 pods (--max-pods 250), the agent's cost with them",
+            density::density,
+        ),
+        ("e1", "E1 eviction reaction time", eviction::eviction),
     ];
     for (key, title, scenario) in scenarios {
         // P7 runs inside the steady-state scenario; `BENCH_ONLY=p7` runs that one.

@@ -61,6 +61,12 @@ pub struct Settings {
     pub kubelet_log_reps: usize,
     /// P8: idle `follow=true` log streams held open for the RSS reading.
     pub follow_streams: usize,
+    /// E1 rounds, one victim pod evicted in each.
+    pub eviction_rounds: usize,
+    /// D1 pods (the agent runs with `--max-pods 250`) and its steady window with them running.
+    pub density_pods: usize,
+    /// D1's steady window.
+    pub density_window: Duration,
     /// Scenarios to run (`BENCH_ONLY=p1,p3`); empty: all.
     pub only: Vec<String>,
 }
@@ -90,6 +96,9 @@ impl Settings {
                 kubelet_log_mib: 50,
                 kubelet_log_reps: 1,
                 follow_streams: 100,
+                eviction_rounds: 3,
+                density_pods: 50,
+                density_window: Duration::from_secs(10),
                 only,
             }
         } else {
@@ -114,6 +123,9 @@ impl Settings {
                 kubelet_log_mib: 200,
                 kubelet_log_reps: 3,
                 follow_streams: 100,
+                eviction_rounds: 10,
+                density_pods: 250,
+                density_window: Duration::from_secs(30),
                 only,
             }
         }
@@ -146,6 +158,9 @@ impl Settings {
             "kubelet_log_mib": self.kubelet_log_mib,
             "kubelet_log_reps": self.kubelet_log_reps,
             "follow_streams": self.follow_streams,
+            "eviction_rounds": self.eviction_rounds,
+            "density_pods": self.density_pods,
+            "density_window_s": self.density_window.as_secs_f64(),
             "only": self.only,
         })
     }
@@ -200,12 +215,26 @@ pub(crate) fn since(t0: i64, t: i64) -> f64 {
 /// One P1 run of the agent: until Docker runs all 2·N containers, until `/pods` shows N Running.
 fn burst_agent(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, f64, Vec<Steps>, CpuUse)> {
     let agent = ctx.start_agent(&format!("p1n{n}"), &[])?;
+    let run = burst_into(ctx, &agent, "p1", n)?;
+    ctx.finish_agent(agent)?;
+    Ok(run)
+}
+
+/// P1's burst into a running agent: N manifests `<prefix>-<i>` written at once; seconds until
+/// Docker runs all 2·N containers and until `/pods` shows N Running, each pod's steps, the CPU
+/// over the burst. The pods stay (D1 measures the agent with them).
+pub(crate) fn burst_into(
+    ctx: &Ctx,
+    agent: &BenchAgent,
+    prefix: &str,
+    n: usize,
+) -> anyhow::Result<(f64, f64, Vec<Steps>, CpuUse)> {
     let watcher = Watcher::start(&ctx.rt, &ctx.docker, &agent.label());
     let manifests: Vec<(String, String)> = (0..n)
         .map(|i| {
             (
-                format!("p1-{i}.yaml"),
-                pods::pod(&format!("p1-{i}"), pods::SLEEP_CMD, None),
+                format!("{prefix}-{i}.yaml"),
+                pods::pod(&format!("{prefix}-{i}"), pods::SLEEP_CMD, None),
             )
         })
         .collect();
@@ -220,7 +249,7 @@ fn burst_agent(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, f64, Vec<Steps>, Cpu
     while on_docker.is_none() || on_pods.is_none() {
         if began.elapsed() > timeout {
             bail!(
-                "P1 N={n}: not all running after {timeout:?} (docker: {on_docker:?}, /pods: {on_pods:?}); log: {}",
+                "{prefix} N={n}: not all running after {timeout:?} (docker: {on_docker:?}, /pods: {on_pods:?}); log: {}",
                 agent.log_path().display()
             );
         }
@@ -233,7 +262,7 @@ fn burst_agent(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, f64, Vec<Steps>, Cpu
         }
         if on_pods.is_none() {
             if let Ok(items) = agent.pods() {
-                if count_pods(&items, "p1-").running >= n {
+                if count_pods(&items, &format!("{prefix}-")).running >= n {
                     on_pods = Some(began.elapsed().as_secs_f64());
                 }
             }
@@ -243,22 +272,26 @@ fn burst_agent(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, f64, Vec<Steps>, Cpu
     let cpu = cpu.finish();
     let events = watcher.snapshot();
     let steps = (0..n)
-        .filter_map(|i| pod_steps(&events, &agent.pod_name(&format!("p1-{i}")), t0))
+        .filter_map(|i| pod_steps(&events, &agent.pod_name(&format!("{prefix}-{i}")), t0))
         .collect();
-    drop(watcher);
-    ctx.finish_agent(agent)?;
     Ok((on_docker.unwrap_or_default(), on_pods.unwrap_or_default(), steps, cpu))
 }
 
-/// One P1 baseline run: the same 2·N containers through bollard, all pods at once.
-fn burst_baseline(ctx: &Ctx, n: usize, rep: usize) -> anyhow::Result<(f64, Vec<Steps>, CpuUse)> {
-    let labels = ctx.baseline_labels(&format!("p1n{n}r{rep}"));
+/// One P1 baseline run: the same 2·N containers through bollard, all pods at once (pods
+/// `<prefix>-<i>-<run>`), removed again.
+pub(crate) fn burst_baseline(
+    ctx: &Ctx,
+    prefix: &str,
+    n: usize,
+    rep: usize,
+) -> anyhow::Result<(f64, Vec<Steps>, CpuUse)> {
+    let labels = ctx.baseline_labels(&format!("{prefix}n{n}r{rep}"));
     let _cleanup = Cleanup::new(labels.filter());
     let watcher = Watcher::start(&ctx.rt, &ctx.docker, &labels.filter());
     let cpu = CpuWindow::start(None);
     let t0 = now_nanos();
     let results = ctx.rt.block_on(futures::future::join_all((0..n).map(|i| {
-        let pod = format!("p1-{i}-{}", labels.run);
+        let pod = format!("{prefix}-{i}-{}", labels.run);
         let labels = &labels;
         let docker = &ctx.docker;
         async move { engine::baseline_pod(docker, labels, &pod, pods::SLEEP_CMD).await }
@@ -266,14 +299,16 @@ fn burst_baseline(ctx: &Ctx, n: usize, rep: usize) -> anyhow::Result<(f64, Vec<S
     for r in results {
         r?;
     }
-    let starts = watcher.wait("baseline start events", Duration::from_secs(60), |events| {
+    // As long as the agent may take: 250 pods take most of a minute on 2 busy cores.
+    let timeout = Duration::from_secs(60 + n as u64);
+    let starts = watcher.wait("baseline start events", timeout, |events| {
         let s = distinct(events, "start", |_| true);
         (s.len() >= 2 * n).then(|| s.values().copied().max().unwrap_or(t0))
     })?;
     let cpu = cpu.finish();
     let events = watcher.snapshot();
     let steps = (0..n)
-        .filter_map(|i| pod_steps(&events, &format!("p1-{i}-{}", labels.run), t0))
+        .filter_map(|i| pod_steps(&events, &format!("{prefix}-{i}-{}", labels.run), t0))
         .collect();
     drop(watcher);
     ctx.rt
@@ -299,7 +334,7 @@ pub fn burst(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
                 Ok(())
             };
             let mut run_base = || -> anyhow::Result<()> {
-                let (b, steps, cpu) = burst_baseline(ctx, n, rep)?;
+                let (b, steps, cpu) = burst_baseline(ctx, "p1", n, rep)?;
                 base_cpu.push(cpu);
                 eprintln!("  P1 N={n} rep {rep}: baseline {b:.2} s");
                 base.push(b);
@@ -743,14 +778,14 @@ pub fn restart(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
 
 /// CPU and memory over one window.
 #[derive(Debug, Clone, Copy)]
-struct Steady {
-    cpu: CpuUse,
-    rss_kb: Option<u64>,
-    rss_max_kb: Option<u64>,
+pub(crate) struct Steady {
+    pub(crate) cpu: CpuUse,
+    pub(crate) rss_kb: Option<u64>,
+    pub(crate) rss_max_kb: Option<u64>,
 }
 
 /// Measures the agent over `window`, sampling its RSS every second.
-fn measure(agent: &BenchAgent, window: Duration) -> Steady {
+pub(crate) fn measure(agent: &BenchAgent, window: Duration) -> Steady {
     let pid = agent.pid();
     let cpu = CpuWindow::start(pid);
     let end = Instant::now() + window;
@@ -769,7 +804,7 @@ fn measure(agent: &BenchAgent, window: Duration) -> Steady {
     }
 }
 
-fn steady_json(s: &Steady) -> serde_json::Value {
+pub(crate) fn steady_json(s: &Steady) -> serde_json::Value {
     let r = |v: Option<f64>| v.map(|v| (v * 10_000.0).round() / 10_000.0);
     json!({
         "window_s": round3(s.cpu.window_s),
@@ -782,7 +817,7 @@ fn steady_json(s: &Steady) -> serde_json::Value {
     })
 }
 
-fn beside(cpu: &CpuUse) -> String {
+pub(crate) fn beside(cpu: &CpuUse) -> String {
     format!(
         "dockerd {}, containerd+shims {}, machine {}",
         cores(cpu.dockerd),

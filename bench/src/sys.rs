@@ -56,6 +56,19 @@ fn parse_status_kb(status: &str, key: &str) -> Option<u64> {
     })
 }
 
+/// `memory.available` as the agent's eviction signal reads it (`host/src/signals.rs`,
+/// `observe`): MemFree + Inactive(file) of `/proc/meminfo`, kubelet's capacity − working set;
+/// in bytes.
+pub fn memory_available() -> Option<u64> {
+    memory_available_of(&fs::read_to_string("/proc/meminfo").ok()?)
+}
+
+fn memory_available_of(meminfo: &str) -> Option<u64> {
+    let free = parse_status_kb(meminfo, "MemFree")?;
+    let inactive_file = parse_status_kb(meminfo, "Inactive(file)")?;
+    Some((free + inactive_file) * 1024)
+}
+
 /// Process IDs whose `comm` is one of `names` (`comm` is cut at 15 characters:
 /// `containerd-shim-runc-v2` reads `containerd-shim`).
 pub fn pids_named(names: &[&str]) -> Vec<u32> {
@@ -192,6 +205,14 @@ mod tests {
         assert_eq!(parse_status_kb(status, "VmRSS"), Some(12345));
         assert_eq!(parse_status_kb(status, "VmHWM"), Some(20480));
         assert_eq!(parse_status_kb(status, "VmSwap"), None);
+    }
+
+    /// memory.available is MemFree + Inactive(file), not MemAvailable, in bytes.
+    #[test]
+    fn memory_available_is_free_plus_inactive_file() {
+        let meminfo = "MemTotal: 4000 kB\nMemFree: 1000 kB\nMemAvailable: 3000 kB\nInactive(anon): 50 kB\nInactive(file): 200 kB\n";
+        assert_eq!(memory_available_of(meminfo), Some(1200 * 1024));
+        assert_eq!(memory_available_of("MemFree: 1000 kB\n"), None);
     }
 
     /// This process is found by its own name and uses some CPU.
