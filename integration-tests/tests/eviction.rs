@@ -16,6 +16,15 @@ use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{holds_for, wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 use serde_json::Value;
 
+/// Held by each test that allocates hundreds of MiB of the machine's memory or sets a threshold
+/// relative to what is free: run together, one test's hog would push another's node under its
+/// threshold (and evict a pod that must stay).
+static MACHINE_MEMORY: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn machine_memory() -> std::sync::MutexGuard<'static, ()> {
+    MACHINE_MEMORY.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// `memory.available` as the agent computes it: MemFree + Inactive(file), in MiB.
 fn memory_available_mib() -> i64 {
     let meminfo = std::fs::read_to_string("/proc/meminfo").expect("/proc/meminfo");
@@ -96,6 +105,7 @@ const MARGIN_MIB: i64 = 600;
 
 #[test]
 fn a_best_effort_memory_hog_is_evicted_before_a_burstable_pod_and_a_static_pod_stays() {
+    let _memory = machine_memory();
     let api = api_server();
     let manifests = ManifestDir::new();
     let threshold = memory_available_mib() - MARGIN_MIB;
@@ -374,6 +384,7 @@ fn memory_capacity_mib() -> i64 {
 /// left, so the pod is evicted for memory, counted under that signal.
 #[test]
 fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
+    let _memory = machine_memory();
     const KUBEPODS_MIB: i64 = 1500;
     let api = api_server();
     let manifests = ManifestDir::new();
@@ -440,6 +451,7 @@ fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
 /// as kubelet's memory threshold notifier runs `synchronize` at once.
 #[test]
 fn a_memcg_threshold_notification_evicts_before_the_next_reading() {
+    let _memory = machine_memory();
     if !std::path::Path::new("/sys/fs/cgroup/memory/cgroup.event_control").exists() {
         eprintln!("SKIPPED: no cgroup v1 memory controller here (kernelMemcgNotification is refused on v2)");
         return;
