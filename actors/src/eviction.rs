@@ -580,6 +580,10 @@ impl Handler<eviction_memcg::ThresholdCrossed> for EvictionActor {
         self.handled += 1;
         self.memcg_crossings += 1;
         tracing::info!(desc = %format!("eviction manager: {} crossed", crossed.0), "Eviction manager: thresholds crossed");
+        // Register again after this reading, whatever the 10 s refresh: the usage crossed the
+        // threshold, but `memory.available` may still be above its own (inactive file pages
+        // move as memory is taken), and only a new threshold at the new usage fires again.
+        self.memcg_refreshed = None;
         self.observe(ctx);
     }
 }
