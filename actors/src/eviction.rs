@@ -172,6 +172,8 @@ pub struct EvictionActor {
     observing: bool,
     /// An eviction is under way (one at a time, as kubelet's).
     evicting: bool,
+    /// When the last eviction attempt ended.
+    attempt_ended: Option<Instant>,
     /// The node-level reclaim just ran: this observation decides whether a pod must go.
     just_reclaimed: bool,
     /// Observations done.
@@ -204,6 +206,7 @@ impl EvictionActor {
             met_now: Vec::new(),
             observing: false,
             evicting: false,
+            attempt_ended: None,
             just_reclaimed: false,
             observations: 0,
             evictions: 0,
@@ -268,8 +271,9 @@ impl EvictionActor {
         }
         self.observing = true;
         let observe = self.config.observe.clone();
+        let began = Instant::now();
         let reading = async move { tokio::task::spawn_blocking(move || observe()).await };
-        ctx.spawn(reading.into_actor(self).map(|reading, act, ctx| {
+        ctx.spawn(reading.into_actor(self).map(move |reading, act, ctx| {
             act.observing = false;
             match reading {
                 Ok(observation) => {
@@ -280,6 +284,12 @@ impl EvictionActor {
             }
             for waiting in act.waiting.drain(..) {
                 let _ = waiting.send(act.current.clone());
+            }
+            // A reading begun before the last eviction ended may predate the evicted pod's
+            // memory coming back: it reports, but only the next one may evict (kubelet's
+            // synchronize observes afresh after each eviction and its pod's cleanup).
+            if act.attempt_ended.is_some_and(|ended| began < ended) {
+                return;
             }
             act.evict(ctx);
         }));
@@ -403,6 +413,7 @@ impl EvictionActor {
         };
         ctx.spawn(work.into_actor(self).map(move |attempt, act, ctx| {
             act.evicting = false;
+            act.attempt_ended = Some(Instant::now());
             act.evicted(attempt, ctx);
         }));
     }
