@@ -300,7 +300,7 @@ fn stats_summary(
     let baseline = docker_stats_pass(ctx, agent);
     let baseline_text = match &baseline {
         Ok((containers, secs)) => format!("Docker stats API, {containers} containers at once: {secs:.2} s"),
-        Err(e) => format!("Docker stats API: {e}"),
+        Err(e) => format!("Docker stats API: {e:#}"),
     };
     let latency = match load::sequential(&stats_url, s.stats_requests) {
         Ok(samples) => {
@@ -356,13 +356,13 @@ fn stats_summary(
     json!({
         "summary_latency": latency,
         "collector_cores": collector,
-        "docker_stats_baseline": baseline.map(|(c, s)| json!({"containers": c, "seconds": s})).unwrap_or_else(|e| json!({"error": e})),
+        "docker_stats_baseline": baseline.map(|(c, s)| json!({"containers": c, "seconds": s})).unwrap_or_else(|e| json!({"error": format!("{e:#}")})),
     })
 }
 
 /// One pass of Docker's stats API over the agent's containers, all at once: how many, and
 /// the seconds until the last answer.
-fn docker_stats_pass(ctx: &Ctx, agent: &BenchAgent) -> Result<(usize, f64), String> {
+fn docker_stats_pass(ctx: &Ctx, agent: &BenchAgent) -> anyhow::Result<(usize, f64)> {
     use bollard::query_parameters::{ListContainersOptions, StatsOptions};
     ctx.rt.block_on(async {
         let filters = std::collections::HashMap::from([("label".to_string(), vec![agent.label()])]);
@@ -373,7 +373,7 @@ fn docker_stats_pass(ctx: &Ctx, agent: &BenchAgent) -> Result<(usize, f64), Stri
                 ..Default::default()
             }))
             .await
-            .map_err(|e| e.to_string())?;
+            .context("list the agent's containers")?;
         let began = Instant::now();
         let calls = list.iter().filter_map(|c| c.id.clone()).map(|id| {
             let docker = ctx.docker.clone();
@@ -385,19 +385,17 @@ fn docker_stats_pass(ctx: &Ctx, agent: &BenchAgent) -> Result<(usize, f64), Stri
                         one_shot: false,
                     }),
                 );
-                futures::StreamExt::next(&mut stream)
-                    .await
-                    .transpose()
-                    .map_err(|e| e.to_string())
+                futures::StreamExt::next(&mut stream).await.transpose()
             }
         });
         let answers = futures::future::join_all(calls).await;
         let secs = began.elapsed().as_secs_f64();
+        let total = answers.len();
         let failed = answers.iter().filter(|a| a.is_err()).count();
-        if failed > 0 {
-            return Err(format!("{failed} of {} stats calls failed", answers.len()));
+        if let Some(Err(first)) = answers.into_iter().find(Result::is_err) {
+            return Err(anyhow::Error::new(first).context(format!("{failed} of {total} stats calls failed")));
         }
-        Ok((answers.len(), secs))
+        Ok((total, secs))
     })
 }
 

@@ -95,11 +95,46 @@ pub fn subject(params: &rcgen::CertificateParams) -> (String, Vec<String>) {
     (cn, first_dn(params, rcgen::DnType::OrganizationName))
 }
 
+/// Why a signer refuses a request (`pkg/apis/certificates/helpers.go`
+/// `ValidateKubeletClientCSR`, `ValidateKubeletServingCSR`; signer.go
+/// `validAPIServerClientUsages`): the `SignerValidationFailure` condition's message.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum SignerRefusal {
+    /// O is not exactly `system:nodes`.
+    #[error("subject organization is not system:nodes")]
+    NotSystemNodes,
+    /// CN does not name a node.
+    #[error("subject common name does not begin with system:node:")]
+    NotANode,
+    /// A serving request without a DNS or IP name.
+    #[error("DNS or IP subjectAltName is required")]
+    NoDnsOrIp,
+    /// A subjectAltName of a kind the signer does not allow (`DNS`, `Email`, `IP`, `URI`).
+    #[error("{0} subjectAltNames are not allowed")]
+    SanNotAllowed(&'static str),
+    /// Serving usages other than upstream's.
+    #[error("usages did not match [digital signature key encipherment server auth]")]
+    ServingUsages,
+    /// Client usages other than upstream's.
+    #[error("usages did not match [client auth digital signature key encipherment]")]
+    ClientUsages,
+    /// A usage a kube-apiserver client certificate may not have.
+    #[error("invalid usage for client certificate: {0}")]
+    InvalidClientUsage(String),
+    /// A kube-apiserver client certificate without `client auth`.
+    #[error("missing required usage for client certificate: client auth")]
+    MissingClientAuth,
+}
+
 /// `ValidateKubeletClientCSR`, or `ValidateKubeletServingCSR` with `serving`.
-pub fn validate_kubelet_csr(params: &rcgen::CertificateParams, usages: &[&str], serving: bool) -> Result<(), String> {
+pub fn validate_kubelet_csr(
+    params: &rcgen::CertificateParams,
+    usages: &[&str],
+    serving: bool,
+) -> Result<(), SignerRefusal> {
     let (cn, orgs) = subject(params);
     if orgs != ["system:nodes"] {
-        return Err("subject organization is not system:nodes".into());
+        return Err(SignerRefusal::NotSystemNodes);
     }
     let sans = &params.subject_alt_names;
     let dns = sans.iter().any(|s| matches!(s, rcgen::SanType::DnsName(_)));
@@ -111,39 +146,34 @@ pub fn validate_kubelet_csr(params: &rcgen::CertificateParams, usages: &[&str], 
     set.dedup();
     if serving {
         if !dns && !ip {
-            return Err("DNS or IP subjectAltName is required".into());
+            return Err(SignerRefusal::NoDnsOrIp);
         }
         if email {
-            return Err("Email subjectAltNames are not allowed".into());
+            return Err(SignerRefusal::SanNotAllowed("Email"));
         }
         if uri {
-            return Err("URI subjectAltNames are not allowed".into());
+            return Err(SignerRefusal::SanNotAllowed("URI"));
         }
         if set != ["digital signature", "key encipherment", "server auth"]
             && set != ["digital signature", "server auth"]
         {
-            return Err("usages did not match [digital signature key encipherment server auth]".into());
+            return Err(SignerRefusal::ServingUsages);
         }
         if !cn.starts_with("system:node:") {
-            return Err("subject common name does not begin with system:node:".into());
+            return Err(SignerRefusal::NotANode);
         }
         return Ok(());
     }
-    for (present, why) in [
-        (dns, "DNS subjectAltNames are not allowed"),
-        (email, "Email subjectAltNames are not allowed"),
-        (ip, "IP subjectAltNames are not allowed"),
-        (uri, "URI subjectAltNames are not allowed"),
-    ] {
+    for (present, kind) in [(dns, "DNS"), (email, "Email"), (ip, "IP"), (uri, "URI")] {
         if present {
-            return Err(why.into());
+            return Err(SignerRefusal::SanNotAllowed(kind));
         }
     }
     if !cn.starts_with("system:node:") {
-        return Err("subject common name does not begin with system:node:".into());
+        return Err(SignerRefusal::NotANode);
     }
     if set != ["client auth", "digital signature", "key encipherment"] && set != ["client auth", "digital signature"] {
-        return Err("usages did not match [client auth digital signature key encipherment]".into());
+        return Err(SignerRefusal::ClientUsages);
     }
     Ok(())
 }
@@ -204,12 +234,12 @@ pub fn sign(controllers: &Controllers, csr: &Value, serial: [u8; 16]) -> Option<
         KUBE_APISERVER_CLIENT_SIGNER => api_server_client_usages(&usages),
         _ => return None,
     };
-    if let Err(message) = checked {
+    if let Err(refusal) = checked {
         return Some(Signed::Failed(json!({
             "type": "Failed",
             "status": "True",
             "reason": "SignerValidationFailure",
-            "message": message,
+            "message": refusal.to_string(),
             "lastUpdateTime": super::now_rfc3339(),
         })));
     }
@@ -228,14 +258,14 @@ pub fn sign(controllers: &Controllers, csr: &Value, serial: [u8; 16]) -> Option<
 }
 
 /// `validAPIServerClientUsages`.
-fn api_server_client_usages(usages: &[&str]) -> Result<(), String> {
+fn api_server_client_usages(usages: &[&str]) -> Result<(), SignerRefusal> {
     for u in usages {
         if !matches!(*u, "digital signature" | "key encipherment" | "client auth") {
-            return Err(format!("invalid usage for client certificate: {u}"));
+            return Err(SignerRefusal::InvalidClientUsage(u.to_string()));
         }
     }
     if !usages.contains(&"client auth") {
-        return Err("missing required usage for client certificate: client auth".into());
+        return Err(SignerRefusal::MissingClientAuth);
     }
     Ok(())
 }

@@ -62,8 +62,22 @@ pub fn request_pem(csr: &Value) -> Vec<u8> {
         .unwrap_or_default()
 }
 
+/// Why `spec.request` is not a usable request (the texts of `ParseCSR` and Go's x509).
+#[derive(Debug, thiserror::Error)]
+pub enum RequestError {
+    /// No `CERTIFICATE REQUEST` PEM block.
+    #[error("PEM block type must be CERTIFICATE REQUEST")]
+    NotARequest,
+    /// `CheckSignature` failed.
+    #[error("x509: ECDSA verification failure")]
+    BadSignature,
+    /// rcgen cannot read the request.
+    #[error("x509: {0}")]
+    Unreadable(#[source] rcgen::Error),
+}
+
 /// `ParseCSR` then `CheckSignature`: the request as rcgen reads it, or upstream's reason.
-pub fn parse_request(pem: &[u8]) -> Result<rcgen::CertificateSigningRequestParams, String> {
+pub fn parse_request(pem: &[u8]) -> Result<rcgen::CertificateSigningRequestParams, RequestError> {
     let text = std::str::from_utf8(pem).unwrap_or_default();
     let block = text.find("-----BEGIN CERTIFICATE REQUEST-----").and_then(|start| {
         text[start..]
@@ -71,12 +85,12 @@ pub fn parse_request(pem: &[u8]) -> Result<rcgen::CertificateSigningRequestParam
             .map(|end| (start, end))
     });
     let Some((start, end)) = block else {
-        return Err("PEM block type must be CERTIFICATE REQUEST".into());
+        return Err(RequestError::NotARequest);
     };
     let block = &text[start..start + end + "-----END CERTIFICATE REQUEST-----".len()];
     rcgen::CertificateSigningRequestParams::from_pem(block).map_err(|e| match e {
-        rcgen::Error::InvalidCertificationRequestSignature => "x509: ECDSA verification failure".to_string(),
-        other => format!("x509: {other}"),
+        rcgen::Error::InvalidCertificationRequestSignature => RequestError::BadSignature,
+        other => RequestError::Unreadable(other),
     })
 }
 
@@ -92,7 +106,11 @@ pub fn validate(obj: &Value, old: Option<&Value>, causes: &mut Vec<Cause>) {
     let spec = &obj["spec"];
     let pem = request_pem(obj);
     if let Err(why) = parse_request(&pem) {
-        causes.push(Cause::invalid_rendered("spec.request", &go_bytes(&pem), &why));
+        causes.push(Cause::invalid_rendered(
+            "spec.request",
+            &go_bytes(&pem),
+            &why.to_string(),
+        ));
     }
     let usages: Vec<&str> = spec["usages"]
         .as_array()

@@ -15,9 +15,9 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
-use base64::Engine as _;
-use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::config::{Cluster, Kubeconfig};
 
+use super::kubeconfig::{self, KubeconfigProblem};
 use super::request::{self, NodeRequest};
 use super::store::{write_private, CertPair, CertStore};
 use super::CertError;
@@ -39,7 +39,7 @@ pub fn client_config_still_valid(kubeconfig: &Path) -> Result<bool, CertError> {
         Err(e) => {
             return Err(CertError::Kubeconfig {
                 path: format!("--kubeconfig {}", kubeconfig.display()),
-                reason: format!("error reading existing bootstrap kubeconfig: {e}"),
+                source: KubeconfigProblem::Stat(e),
             })
         }
     }
@@ -51,10 +51,10 @@ pub fn client_config_still_valid(kubeconfig: &Path) -> Result<bool, CertError> {
         Ok(f) => f,
         Err(e) => return unusable(format!("unable to read existing bootstrap client config: {e}")),
     };
-    let cert = match client_certificate_pem(&file) {
+    let cert = match kubeconfig::client_certificate_pem(&file) {
         Ok(Some(c)) => c,
         Ok(None) => return unusable("no client certificate in the existing kubeconfig".into()),
-        Err(e) => return unusable(e),
+        Err(e) => return unusable(dockerlet_pod::go::error_chain(&e)),
     };
     let now = SystemTime::now();
     let mut any = false;
@@ -84,38 +84,6 @@ pub fn client_config_still_valid(kubeconfig: &Path) -> Result<bool, CertError> {
     Ok(true)
 }
 
-/// The current context's client certificate, PEM, from its file or its inline data.
-fn client_certificate_pem(file: &Kubeconfig) -> Result<Option<String>, String> {
-    let context = file.current_context.clone().unwrap_or_default();
-    let user = file
-        .contexts
-        .iter()
-        .find(|c| c.name == context)
-        .and_then(|c| c.context.as_ref())
-        .and_then(|c| c.user.clone())
-        .unwrap_or_default();
-    let Some(auth) = file
-        .auth_infos
-        .iter()
-        .find(|a| a.name == user)
-        .and_then(|a| a.auth_info.as_ref())
-    else {
-        return Ok(None);
-    };
-    if let Some(data) = &auth.client_certificate_data {
-        let bytes = base64::engine::general_purpose::STANDARD
-            .decode(data.trim())
-            .map_err(|e| format!("client-certificate-data is not base64: {e}"))?;
-        return Ok(Some(String::from_utf8_lossy(&bytes).into_owned()));
-    }
-    match &auth.client_certificate {
-        Some(path) => std::fs::read_to_string(path)
-            .map(Some)
-            .map_err(|e| format!("unable to read the client certificate {path}: {e}")),
-        None => Ok(None),
-    }
-}
-
 /// kubelet's `LoadClientCert`: see the module. Returns the name of the CSR it made, or `None`
 /// when the kubeconfig was still valid.
 pub async fn load_client_cert(
@@ -134,16 +102,13 @@ pub async fn load_client_cert(
         "using the bootstrap kubeconfig to generate a TLS client certificate, key and kubeconfig file"
     );
     let source = format!("--bootstrap-kubeconfig {}", bootstrap.display());
-    let bad = |reason: String| CertError::Kubeconfig {
+    let bad = |problem: KubeconfigProblem| CertError::Kubeconfig {
         path: source.clone(),
-        reason,
+        source: problem,
     };
-    let file =
-        Kubeconfig::read_from(bootstrap).map_err(|e| bad(format!("unable to load bootstrap kubeconfig: {e}")))?;
-    let config = kube::Config::from_custom_kubeconfig(file.clone(), &KubeConfigOptions::default())
-        .await
-        .map_err(|e| bad(format!("unable to load bootstrap kubeconfig: {e}")))?;
-    let client = kube::Client::try_from(config.clone()).map_err(|e| bad(e.to_string()))?;
+    let file = Kubeconfig::read_from(bootstrap).map_err(|e| bad(KubeconfigProblem::Read(e)))?;
+    let cluster = kubeconfig::current_cluster(&file).map_err(&bad)?;
+    let client = kubeconfig::client(file).await.map_err(&bad)?;
     let store = CertStore::client(cert_dir);
     let request = {
         let (store, dir, node) = (store.clone(), cert_dir.to_path_buf(), node.to_string());
@@ -156,11 +121,10 @@ pub async fn load_client_cert(
     let cert = request::wait_for_certificate(&client, &name, &uid, BOOTSTRAP_WAIT).await?;
     let (dir, kubeconfig_path) = (cert_dir.to_path_buf(), kubeconfig.to_path_buf());
     let key = request.key_pem.clone();
-    let server = config.cluster_url.to_string();
     tokio::task::spawn_blocking(move || {
         let pair = store.update(&cert, &key)?;
         let _ = std::fs::remove_file(dir.join(TMP_KEY_FILE));
-        write_kubeconfig(&kubeconfig_path, &file, &server, &store.current_path())?;
+        write_kubeconfig(&kubeconfig_path, &cluster, &store.current_path())?;
         Ok::<CertPair, CertError>(pair)
     })
     .await??;
@@ -219,22 +183,8 @@ async fn wait_for_server(client: &kube::Client) {
 /// `writeKubeconfigFromBootstrapping`: the bootstrap file's cluster (server, CA) and
 /// `client-certificate`/`client-key` naming the store's current pair; context
 /// `default-context`, namespace `default`.
-fn write_kubeconfig(path: &Path, bootstrap: &Kubeconfig, server: &str, pem: &Path) -> Result<(), CertError> {
-    let context = bootstrap.current_context.clone().unwrap_or_default();
-    let cluster_name = bootstrap
-        .contexts
-        .iter()
-        .find(|c| c.name == context)
-        .and_then(|c| c.context.as_ref())
-        .map(|c| c.cluster.clone())
-        .unwrap_or_default();
-    let cluster = bootstrap
-        .clusters
-        .iter()
-        .find(|c| c.name == cluster_name)
-        .and_then(|c| c.cluster.clone())
-        .unwrap_or_default();
-    let server = cluster.server.clone().unwrap_or_else(|| server.to_string());
+fn write_kubeconfig(path: &Path, cluster: &Cluster, pem: &Path) -> Result<(), CertError> {
+    let server = cluster.server.clone().unwrap_or_default();
     let ca = match (&cluster.certificate_authority, &cluster.certificate_authority_data) {
         (Some(file), _) => format!("    certificate-authority: {}\n", yaml_text(file)),
         (None, Some(data)) => format!("    certificate-authority-data: {data}\n"),
@@ -287,7 +237,8 @@ mod tests {
              contexts:\n- name: x\n  context:\n    cluster: c\n    user: u\ncurrent-context: x\nusers:\n- name: u\n  user:\n    token: abc.def\n",
         );
         let pem = dir.path().join("pki/kubelet-client-current.pem");
-        write_kubeconfig(&kubeconfig, &bootstrap, "", &pem).unwrap();
+        let cluster = kubeconfig::current_cluster(&bootstrap).unwrap();
+        write_kubeconfig(&kubeconfig, &cluster, &pem).unwrap();
         let written = Kubeconfig::read_from(&kubeconfig).unwrap();
         assert_eq!(written.current_context.as_deref(), Some("default-context"));
         let cluster = written.clusters[0].cluster.clone().unwrap();

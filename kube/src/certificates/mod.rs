@@ -12,6 +12,7 @@
 //! - [`store`]: the files (client-go's file store); [`request`]: the CSR and the wait for it.
 
 pub mod bootstrap;
+pub mod kubeconfig;
 pub mod request;
 pub mod store;
 
@@ -23,8 +24,9 @@ use std::time::{Duration, SystemTime};
 use async_trait::async_trait;
 use base64::Engine as _;
 use futures::future::BoxFuture;
-use kube::config::{AuthInfo, KubeConfigOptions, Kubeconfig};
+use kube::config::{AuthInfo, Kubeconfig};
 
+pub use kubeconfig::KubeconfigProblem;
 pub use store::{CertPair, CertStore, StoreError};
 
 /// How long a rotation waits for its certificate (client-go's `certificateWaitTimeout`).
@@ -37,12 +39,13 @@ pub enum CertError {
     #[error("unable to generate a certificate signing request: {0}")]
     Generate(#[source] rcgen::Error),
     /// A kubeconfig cannot be read or used.
-    #[error("{path}: {reason}")]
+    #[error("{path}")]
     Kubeconfig {
         /// The file, with the flag that named it.
         path: String,
         /// What is wrong.
-        reason: String,
+        #[source]
+        source: KubeconfigProblem,
     },
     /// The API refused or could not be reached.
     #[error("{operation}: {source}")]
@@ -166,12 +169,12 @@ impl ClientCertificates {
     /// credentials serve until the first rotation, which is then due at once.
     pub async fn load(kubeconfig: &Path, cert_dir: &Path, node: &str) -> Result<Self, CertError> {
         let source = format!("--kubeconfig {}", kubeconfig.display());
-        let bad = |reason: String| CertError::Kubeconfig {
+        let bad = |problem: KubeconfigProblem| CertError::Kubeconfig {
             path: source.clone(),
-            reason,
+            source: problem,
         };
-        let file = Kubeconfig::read_from(kubeconfig).map_err(|e| bad(e.to_string()))?;
-        let auth = current_auth(&file).map_err(&bad)?;
+        let file = Kubeconfig::read_from(kubeconfig).map_err(|e| bad(KubeconfigProblem::Read(e)))?;
+        let (_, auth) = kubeconfig::current_user(&file).map_err(&bad)?;
         let mut store = CertStore::client(cert_dir);
         if let (Some(cert), Some(key)) = (&auth.client_certificate, &auth.client_key) {
             store = store.with_fallback(PathBuf::from(cert), PathBuf::from(key));
@@ -180,16 +183,9 @@ impl ClientCertificates {
         let mut current = tokio::task::spawn_blocking(move || store_.current()).await??;
         if current.is_none() {
             if let (Some(cert), Some(key)) = (&auth.client_certificate_data, &auth.client_key_data) {
-                let decode = |what: &str, data: &str| {
-                    base64::engine::general_purpose::STANDARD
-                        .decode(data.trim())
-                        .ok()
-                        .and_then(|b| String::from_utf8(b).ok())
-                        .ok_or_else(|| bad(format!("{what} is not base64 PEM")))
-                };
                 let (cert, key) = (
-                    decode("client-certificate-data", cert)?,
-                    decode("client-key-data", secrecy_text(key))?,
+                    kubeconfig::decode_pem("client-certificate-data", cert).map_err(&bad)?,
+                    kubeconfig::decode_pem("client-key-data", secrecy_text(key)).map_err(&bad)?,
                 );
                 let store_ = store.clone();
                 current = Some(tokio::task::spawn_blocking(move || store_.update(&cert, &key)).await??);
@@ -243,27 +239,6 @@ impl CertificateRotation for ClientCertificates {
     }
 }
 
-/// The auth info of the kubeconfig's current context.
-fn current_auth(file: &Kubeconfig) -> Result<AuthInfo, String> {
-    let context_name = file
-        .current_context
-        .clone()
-        .ok_or_else(|| "no current-context".to_string())?;
-    let context = file
-        .contexts
-        .iter()
-        .find(|c| c.name == context_name)
-        .and_then(|c| c.context.clone())
-        .ok_or_else(|| format!("context {context_name:?} is not defined"))?;
-    let user = context.user.unwrap_or_default();
-    Ok(file
-        .auth_infos
-        .iter()
-        .find(|a| a.name == user)
-        .and_then(|a| a.auth_info.clone())
-        .unwrap_or_default())
-}
-
 fn secrecy_text(secret: &secrecy::SecretString) -> &str {
     use secrecy::ExposeSecret as _;
     secret.expose_secret()
@@ -272,34 +247,24 @@ fn secrecy_text(secret: &secrecy::SecretString) -> &str {
 /// A client for the kubeconfig's cluster: as `pair` alone when given (client-go's
 /// `AnonymousClientConfig` plus the certificate), else with the kubeconfig's own credentials.
 async fn client_for(file: &Kubeconfig, pair: Option<&CertPair>, source: &str) -> Result<kube::Client, CertError> {
+    let bad = |problem: KubeconfigProblem| CertError::Kubeconfig {
+        path: source.to_string(),
+        source: problem,
+    };
     let mut file = file.clone();
     if let Some(pair) = pair {
-        let context = file.current_context.clone().unwrap_or_default();
-        let user_name = file
-            .contexts
-            .iter()
-            .find(|c| c.name == context)
-            .and_then(|c| c.context.as_ref())
-            .and_then(|c| c.user.clone())
-            .unwrap_or_default();
+        let (user, _) = kubeconfig::current_user(&file).map_err(bad)?;
         let encode = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem.as_bytes());
         let auth = AuthInfo {
             client_certificate_data: Some(encode(&pair.cert_pem)),
             client_key_data: Some(encode(&pair.key_pem).into()),
             ..Default::default()
         };
-        for named in file.auth_infos.iter_mut().filter(|a| a.name == user_name) {
+        for named in file.auth_infos.iter_mut().filter(|a| a.name == user) {
             named.auth_info = Some(auth.clone());
         }
     }
-    let bad = |reason: String| CertError::Kubeconfig {
-        path: source.to_string(),
-        reason,
-    };
-    let config = kube::Config::from_custom_kubeconfig(file, &KubeConfigOptions::default())
-        .await
-        .map_err(|e| bad(e.to_string()))?;
-    kube::Client::try_from(config).map_err(|e| bad(e.to_string()))
+    kubeconfig::client(file).await.map_err(bad)
 }
 
 /// The tower service behind [`ClientCertificates::client`]: each request through the client
