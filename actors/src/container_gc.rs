@@ -70,6 +70,19 @@ struct PassOutcome {
     errors: Vec<PassError>,
 }
 
+impl PassOutcome {
+    /// The errors' chains, `; `-joined; none when the pass went well.
+    fn error_text(&self) -> Option<String> {
+        (!self.errors.is_empty()).then(|| {
+            self.errors
+                .iter()
+                .map(|e| crate::error_chain(e))
+                .collect::<Vec<_>>()
+                .join("; ")
+        })
+    }
+}
+
 /// What went wrong in a pass (each kept for the `ContainerGCFailed` event).
 #[derive(Debug, thiserror::Error)]
 enum PassError {
@@ -128,18 +141,24 @@ impl ContainerGcActor {
         }
     }
 
-    fn pass(&mut self, ctx: &mut Context<Self>) {
+    /// The pass to run, unless one runs already (passes never overlap).
+    fn start_pass(&mut self) -> Option<impl std::future::Future<Output = PassOutcome> + 'static> {
         if self.running {
-            return;
+            return None;
         }
         self.running = true;
-        let work = collect(
+        Some(collect(
             self.config.clone(),
             self.runtime.clone(),
             self.cache.clone(),
             self.links.kept.clone(),
-        );
-        ctx.spawn(work.into_actor(self).map(|outcome, act, _| act.finished(outcome)));
+        ))
+    }
+
+    fn pass(&mut self, ctx: &mut Context<Self>) {
+        if let Some(work) = self.start_pass() {
+            ctx.spawn(work.into_actor(self).map(|outcome, act, _| act.finished(outcome)));
+        }
     }
 
     fn finished(&mut self, outcome: PassOutcome) {
@@ -148,13 +167,11 @@ impl ContainerGcActor {
         self.removed += outcome.removed;
         self.log_dirs_removed += outcome.log_dirs_removed;
         self.last_pass = Some(Timestamp::now());
-        if outcome.errors.is_empty() {
+        let Some(error) = outcome.error_text() else {
             tracing::debug!(removed = outcome.removed, "Container garbage collection succeeded");
             self.last_error = None;
             return;
-        }
-        let errors: Vec<String> = outcome.errors.iter().map(|e| crate::error_chain(e)).collect();
-        let error = errors.join("; ");
+        };
         tracing::error!(error = %error, "Container garbage collection failed");
         let about = EventSubject::Node(self.config.node_name.clone());
         self.links.events.do_send(RecordEvent::about(
@@ -270,31 +287,17 @@ impl Handler<ReclaimContainers> for ContainerGcActor {
     /// A pass now, unless one runs (its removals are what there is to reclaim).
     fn handle(&mut self, _: ReclaimContainers, _: &mut Self::Context) -> Self::Result {
         self.handled += 1;
-        if self.running {
+        let Some(work) = self.start_pass() else {
             let busy = ReclaimedContainers {
                 removed: 0,
                 error: Some("a container garbage collection pass is running".into()),
             };
             return Box::pin(actix::fut::ready(busy));
-        }
-        self.running = true;
-        let work = collect(
-            self.config.clone(),
-            self.runtime.clone(),
-            self.cache.clone(),
-            self.links.kept.clone(),
-        );
+        };
         Box::pin(work.into_actor(self).map(|outcome, act, _| {
             let answer = ReclaimedContainers {
                 removed: outcome.removed,
-                error: (!outcome.errors.is_empty()).then(|| {
-                    outcome
-                        .errors
-                        .iter()
-                        .map(|e| crate::error_chain(e))
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                }),
+                error: outcome.error_text(),
             };
             act.finished(outcome);
             answer

@@ -86,6 +86,19 @@ impl Actor for World {
     type Context = Context<Self>;
 }
 
+/// The actor's links, all to the stand-in `world`; no node-level reclaim.
+fn world_links(world: &Addr<World>, metrics: Arc<Metrics>) -> EvictionLinks {
+    EvictionLinks {
+        pressure_changed: world.clone().recipient(),
+        candidates: world.clone().recipient(),
+        stats: Some(world.clone().recipient().into()),
+        events: world.clone().recipient().into(),
+        metrics,
+        reclaim_images: None,
+        reclaim_containers: None,
+    }
+}
+
 impl Handler<NodePressureChanged> for World {
     type Result = ();
     fn handle(&mut self, msg: NodePressureChanged, _: &mut Context<Self>) {
@@ -282,15 +295,7 @@ async fn a_best_effort_pod_goes_first_and_a_static_pod_never() {
     }
     .start();
     let metrics = Arc::new(Metrics::default());
-    let links = EvictionLinks {
-        pressure_changed: world.clone().recipient(),
-        candidates: world.clone().recipient(),
-        stats: Some(world.clone().recipient().into()),
-        events: world.clone().recipient().into(),
-        metrics: metrics.clone(),
-        reclaim_images: None,
-        reclaim_containers: None,
-    };
+    let links = world_links(&world, metrics.clone());
     let _actor = EvictionActor::new(config(50 << 20)).evicting_through(links).start();
     eventually_async("two evictions", || {
         let seen = seen.clone();
@@ -337,15 +342,7 @@ async fn a_soft_threshold_evicts_after_its_grace_period_with_the_pods_grace() {
         seen: seen.clone(),
     }
     .start();
-    let links = EvictionLinks {
-        pressure_changed: world.clone().recipient(),
-        candidates: world.clone().recipient(),
-        stats: Some(world.clone().recipient().into()),
-        events: world.clone().recipient().into(),
-        metrics: Arc::new(Metrics::default()),
-        reclaim_images: None,
-        reclaim_containers: None,
-    };
+    let links = world_links(&world, Arc::new(Metrics::default()));
     let mut config = config(500 << 20);
     config.thresholds = EvictionSettings {
         hard: Thresholds(Default::default()),
@@ -430,13 +427,9 @@ async fn a_disk_signal_reclaims_containers_then_images_before_any_pod() {
     }
     .start();
     let links = EvictionLinks {
-        pressure_changed: world.clone().recipient(),
-        candidates: world.clone().recipient(),
-        stats: Some(world.clone().recipient().into()),
-        events: world.clone().recipient().into(),
-        metrics: Arc::new(Metrics::default()),
         reclaim_images: Some(reclaimer.clone().recipient().into()),
         reclaim_containers: Some(reclaimer.recipient().into()),
+        ..world_links(&world, Arc::new(Metrics::default()))
     };
     let mut config = config(4 << 30);
     let observe_freed = freed.clone();

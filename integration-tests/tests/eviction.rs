@@ -90,6 +90,25 @@ fn phase(api: &ApiServer, name: &str) -> Option<String> {
         .map(String::from)
 }
 
+/// The pod `name` once its status says `Evicted`.
+fn evicted(api: &ApiServer, name: &str, timeout: Duration) -> Value {
+    wait_for(&format!("{name} evicted"), timeout, || {
+        let pod = api.get("pods", "default", name)?;
+        (pod["status"]["reason"] == "Evicted").then_some(pod)
+    })
+}
+
+/// The agent's `/metrics` once `kubelet_evictions{eviction_signal="<signal>"}` is 1 (counted
+/// when the evicted pod has stopped).
+fn evictions_counted(agent: &Agent, signal: &str) -> String {
+    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
+    let counted = format!("kubelet_evictions{{eviction_signal=\"{signal}\"}} 1");
+    wait_for(&format!("{counted} on /metrics"), CHANGE_TIMEOUT, || {
+        let metrics = agent.get(&url).map(|(_, body)| body).ok()?;
+        metrics.contains(&counted).then_some(metrics)
+    })
+}
+
 /// A static pod `static` (BestEffort: it would rank first, were it not critical).
 fn static_pod() -> String {
     format!(
@@ -127,10 +146,7 @@ fn a_best_effort_memory_hog_is_evicted_before_a_burstable_pod_and_a_static_pod_s
     agent.wait_for_running("static");
     let hog = format!("x=$(head -c {HOG_MB}000000 /dev/zero | tr '\\\\0' a); {SLEEPER}");
     create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, &hog));
-    let evicted = wait_for("the hog evicted", POD_START_TIMEOUT + CHANGE_TIMEOUT, || {
-        let pod = api.get("pods", "default", "hog")?;
-        (pod["status"]["reason"] == "Evicted").then_some(pod)
-    });
+    let evicted = evicted(&api, "hog", POD_START_TIMEOUT + CHANGE_TIMEOUT);
     assert_eq!(
         phase(&api, "burstable").as_deref(),
         Some("Running"),
@@ -186,17 +202,7 @@ fn a_best_effort_memory_hog_is_evicted_before_a_burstable_pod_and_a_static_pod_s
             }
         },
     );
-    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
-    let metrics = agent.get(&url).map(|(_, body)| body).unwrap_or_default();
-    assert!(
-        metrics.contains("kubelet_evictions{eviction_signal=\"memory.available\"} 1"),
-        "kubelet_evictions: {}",
-        metrics
-            .lines()
-            .filter(|l| l.contains("eviction"))
-            .collect::<Vec<_>>()
-            .join("\n")
-    );
+    evictions_counted(&agent, "memory.available");
 }
 
 /// Under MemoryPressure a BestEffort pod is refused (reason `Evicted`, "Pod was rejected: The
@@ -419,10 +425,7 @@ fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
     // stays touched, with no shell doubling it on the way.
     let hog = "dd if=/dev/zero bs=1100M count=1 | sleep 3600";
     create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, hog));
-    let evicted = wait_for("the hog evicted", POD_START_TIMEOUT + CHANGE_TIMEOUT, || {
-        let pod = api.get("pods", "default", "hog")?;
-        (pod["status"]["reason"] == "Evicted").then_some(pod)
-    });
+    let evicted = evicted(&api, "hog", POD_START_TIMEOUT + CHANGE_TIMEOUT);
     let message = evicted["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("The node was low on resource: memory. Threshold quantity: 500Mi, available: "),
@@ -433,14 +436,7 @@ fn the_pods_cgroup_running_low_evicts_under_allocatable_memory() {
         Some("Running"),
         "the pod within its request stays"
     );
-    // Counted once the pod is stopped.
-    let url = format!("http://127.0.0.1:{}/metrics", agent.ports().read_only);
-    let metrics = wait_for("the eviction counted", CHANGE_TIMEOUT, || {
-        let metrics = agent.get(&url).map(|(_, body)| body).ok()?;
-        metrics
-            .contains("kubelet_evictions{eviction_signal=\"allocatableMemory.available\"} 1")
-            .then_some(metrics)
-    });
+    let metrics = evictions_counted(&agent, "allocatableMemory.available");
     assert!(
         !metrics.contains("kubelet_evictions{eviction_signal=\"memory.available\"}"),
         "the node itself had memory"
@@ -484,14 +480,8 @@ fn a_memcg_threshold_notification_evicts_before_the_next_reading() {
     wait_for("the Node registered", CHANGE_TIMEOUT, || api.get("nodes", "", &node));
     let hog = format!("x=$(head -c {HOG_MB}000000 /dev/zero | tr '\\\\0' a); {SLEEPER}");
     create(&api, dir.path(), "hog", &pod_yaml("hog", &node, None, &hog));
-    let evicted = wait_for(
-        "the hog evicted well before the next reading",
-        Duration::from_secs(40),
-        || {
-            let pod = api.get("pods", "default", "hog")?;
-            (pod["status"]["reason"] == "Evicted").then_some(pod)
-        },
-    );
+    // Well before the next reading, a minute after the first.
+    let evicted = evicted(&api, "hog", Duration::from_secs(40));
     let message = evicted["status"]["message"].as_str().unwrap_or_default();
     assert!(
         message.starts_with("The node was low on resource: memory."),

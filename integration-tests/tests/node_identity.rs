@@ -7,6 +7,8 @@
 //! mirror pod of its static pod, deleting its pods. A request a real cluster would refuse is
 //! in `ApiServer::node_refusals`.
 
+mod common;
+
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::docker::docker;
 use dockerlet_integration_tests::{
@@ -23,14 +25,6 @@ fn output(agent: &Agent, uid: &str, container: &str) -> String {
         text.push_str(&String::from_utf8_lossy(&out.stderr));
     }
     text
-}
-
-fn ready(node: &Value) -> bool {
-    node["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
 }
 
 /// With a node's credential the agent registers its Node and renews its Lease, runs a pod that
@@ -64,7 +58,7 @@ fn an_agent_with_a_node_credential_does_a_kubelets_work() {
 
     // Its Node, Ready, and its Lease, renewed.
     let registered = wait_for("the Node Ready", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", &node).filter(ready)
+        api.get("nodes", "", &node).filter(common::node_ready)
     });
     let renewed = |after: &str| {
         api.get("leases", "kube-node-lease", &node).and_then(|l| {

@@ -10,18 +10,29 @@
 use std::path::Path;
 use std::time::Duration;
 
+mod common;
+
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{unique_name, wait_for, Agent, AgentOptions, ManifestDir, CHANGE_TIMEOUT};
 use serde_json::Value;
 
 const CLIENT_SIGNER: &str = "kubernetes.io/kube-apiserver-client-kubelet";
 
-fn ready(node: &Value) -> bool {
-    node["status"]["conditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+/// A TLS API server that authorizes nodes as a kubeadm cluster does, approving kubelet client
+/// CSRs itself (`auto_approve`) or not, signing for `signing` (else its default), and a
+/// bootstrap kubeconfig for it.
+fn cluster(auto_approve: bool, signing: Option<Duration>) -> (ApiServer, std::path::PathBuf) {
+    let defaults = ApiServerConfig::default();
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        node_authorization: true,
+        csr_auto_approve: auto_approve,
+        csr_signing_duration: signing.unwrap_or(defaults.csr_signing_duration),
+        ..defaults
+    })
+    .expect("start the API server");
+    let bootstrap = api.bootstrap_kubeconfig().expect("a bootstrap kubeconfig");
+    (api, bootstrap)
 }
 
 fn csrs(api: &ApiServer) -> Vec<Value> {
@@ -108,20 +119,13 @@ impl Node {
 /// is renewed 15–105 s after it was issued.
 #[test]
 fn a_node_bootstraps_its_client_certificate_and_renews_it() {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        node_authorization: true,
-        csr_signing_duration: Duration::from_secs(150),
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let bootstrap = api.bootstrap_kubeconfig().expect("a bootstrap kubeconfig");
+    let (api, bootstrap) = cluster(true, Some(Duration::from_secs(150)));
     let node = Node::new("tls-bootstrap");
     let manifests = ManifestDir::new();
     let agent = node.start(&manifests, &node.args(&bootstrap, true));
 
     wait_for("the Node Ready", CHANGE_TIMEOUT, || {
-        api.get("nodes", "", &node.name).filter(ready)
+        api.get("nodes", "", &node.name).filter(common::node_ready)
     });
     let first = csrs(&api);
     assert_eq!(first.len(), 1, "{first:#?}");
@@ -194,14 +198,7 @@ fn a_node_bootstraps_its_client_certificate_and_renews_it() {
 /// (a real client); a restart with the kubeconfig it wrote asks for nothing more.
 #[test]
 fn a_bootstrap_request_waits_for_kubectl_certificate_approve() {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        node_authorization: true,
-        csr_auto_approve: false,
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let bootstrap = api.bootstrap_kubeconfig().expect("a bootstrap kubeconfig");
+    let (api, bootstrap) = cluster(false, None);
     let node = Node::new("tls-approve");
     let manifests = ManifestDir::new();
     let approved_name = std::thread::scope(|s| {
@@ -224,7 +221,7 @@ fn a_bootstrap_request_waits_for_kubectl_certificate_approve() {
         let mut agent = node.start(&manifests, &node.args(&bootstrap, false));
         let name = approver.join().expect("the approver");
         wait_for("the Node Ready", CHANGE_TIMEOUT, || {
-            api.get("nodes", "", &node.name).filter(ready)
+            api.get("nodes", "", &node.name).filter(common::node_ready)
         });
         agent.restart();
         name
@@ -239,14 +236,7 @@ fn a_bootstrap_request_waits_for_kubectl_certificate_approve() {
 /// A denied request ends the agent's start with client-go's message, naming the CSR.
 #[test]
 fn a_denied_bootstrap_request_stops_the_agent_with_the_reason() {
-    let api = ApiServer::start_with(ApiServerConfig {
-        tls: true,
-        node_authorization: true,
-        csr_auto_approve: false,
-        ..ApiServerConfig::default()
-    })
-    .expect("start the API server");
-    let bootstrap = api.bootstrap_kubeconfig().expect("a bootstrap kubeconfig");
+    let (api, bootstrap) = cluster(false, None);
     let node = Node::new("tls-deny");
     let manifests = ManifestDir::new();
     let args = node.args(&bootstrap, false);

@@ -118,6 +118,15 @@ pub fn kubectl_with_stdin(
     child.wait_with_output().expect("kubectl's output")
 }
 
+/// Whether the Node's `Ready` condition is True.
+pub fn node_ready(node: &serde_json::Value) -> bool {
+    node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .any(|c| c["type"] == "Ready" && c["status"] == "True")
+}
+
 /// The pod's status condition of type `kind`, or null.
 pub fn condition(pod: &serde_json::Value, kind: &str) -> serde_json::Value {
     pod["status"]["conditions"]
