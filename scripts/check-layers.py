@@ -6,6 +6,7 @@ the sources. Exits 1 naming every dependency or import that breaks it.
        messages <- pod <- {runtime, kube, host} <- actors <- agent;  http <- agent;  streaming <- http
        runtime <- probe <- actors  (the probe and hook handlers, an adapter beside runtime)
        metrics <- {runtime, actors, http, agent}  (metrics, beside messages, depends on no workspace crate)
+       cni <- actors <- agent  (the CNI client, beside host: no workspace crate, no actors)
    `http` sees messages and the runtime traits, never the actors. Checked on the transitive
    normal-dependency graph (`cargo metadata`'s `resolve`; dev-dependencies apart, see below).
 2. External crates a layer must not compile: directly (`BANNED`), and, for the crates below the
@@ -37,12 +38,13 @@ ALLOWED = {
     "dockerlet-probe": {"dockerlet-messages", "dockerlet-pod", "dockerlet-runtime"},
     "dockerlet-kube": {"dockerlet-messages", "dockerlet-pod"},
     "dockerlet-host": {"dockerlet-messages", "dockerlet-pod"},
+    "dockerlet-cni": set(),
     "dockerlet-actors": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-pod", "dockerlet-runtime",
-                         "dockerlet-probe", "dockerlet-kube", "dockerlet-host"},
+                         "dockerlet-probe", "dockerlet-kube", "dockerlet-host", "dockerlet-cni"},
     "dockerlet-http": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-runtime", "dockerlet-streaming"},
     "dockerlet-streaming": set(),
     "dockerlet": {"dockerlet-messages", "dockerlet-metrics", "dockerlet-pod", "dockerlet-runtime", "dockerlet-probe",
-                  "dockerlet-kube", "dockerlet-host", "dockerlet-actors", "dockerlet-http", "dockerlet-streaming"},
+                  "dockerlet-kube", "dockerlet-host", "dockerlet-cni", "dockerlet-actors", "dockerlet-http", "dockerlet-streaming"},
 }
 # Fixtures any crate's tests may use: the in-memory API server (kube's API client is tested
 # against it, as kube-rs tests against a mock API server).
@@ -58,6 +60,8 @@ BANNED = {
     "dockerlet-host": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
                        "kube": "the API is the kube crate's"},
     "dockerlet-runtime": {"actix*": "no actors below the actor layer", "kube": "the API is the kube crate's"},
+    "dockerlet-cni": {"actix*": "no actors below the actor layer", "bollard": "the network is not Docker's",
+                      "kube": "the API is the kube crate's"},
     "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's"},
     "dockerlet-probe": {"actix*": "no actors below the actor layer", "bollard": "exec through dockerlet-runtime",
                         "kube": "the API is the kube crate's"},
@@ -81,6 +85,8 @@ BANNED_TRANSITIVE = {
                       "kube": "pure: no I/O", "prometheus-client": NO_METRICS},
     "dockerlet-host": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",
                        "kube": "the API is the kube crate's", "prometheus-client": NO_METRICS},
+    "dockerlet-cni": {"actix*": "no actors below the actor layer", "bollard": "the network is not Docker's",
+                      "kube": "the API is the kube crate's", "prometheus-client": NO_METRICS},
     # The runtime adapter times its Docker calls (`runtime::measured`): it compiles the metrics.
     "dockerlet-runtime": {"actix*": "no actors below the actor layer", "kube": "the API is the kube crate's"},
     "dockerlet-kube": {"actix*": "no actors below the actor layer", "bollard": "Docker is the runtime crate's",

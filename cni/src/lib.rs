@@ -1,0 +1,529 @@
+//! CNI for pod sandboxes, as cri-dockerd's network plugin (`network/cni/cni.go`) and libcni
+//! (`libcni/api.go`) do it: the pod network is the first usable configuration of
+//! `--cni-conf-dir` ([`config`]), reloaded on demand; a sandbox is attached with `ADD` through
+//! every plugin of the list in order, each given the previous result, and detached with `DEL`
+//! in reverse order given the cached result ([`Cni::add`], [`Cni::del`]); each attachment is
+//! kept in libcni's cache ([`cache`]) so a DEL can be made after a restart.
+//!
+//! There is no maintained CNI client crate for Rust (the `cni-plugin` crate is for writing
+//! plugins, not calling them): the protocol is written here on `serde_json` and
+//! `tokio::process` ([`exec`]).
+
+pub mod cache;
+pub mod config;
+mod error;
+pub mod exec;
+pub mod result;
+pub mod template;
+
+use std::collections::HashMap;
+use std::net::IpAddr;
+use std::path::PathBuf;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+pub use cache::{Cache, CachedAttachment};
+pub use config::NetworkConfigList;
+pub use error::{ConfigError, NetworkError, PluginError};
+
+/// The interface every pod gets (kubelet's `network.DefaultInterfaceName`).
+pub const POD_INTERFACE: &str = "eth0";
+
+/// Where the plugins and configurations are, and how long a plugin may run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CniSettings {
+    /// `--cni-conf-dir`.
+    pub conf_dir: PathBuf,
+    /// `--cni-bin-dir`, every directory in order.
+    pub bin_dirs: Vec<PathBuf>,
+    /// `--cni-cache-dir`.
+    pub cache_dir: PathBuf,
+    /// The longest one plugin may run.
+    pub timeout: Duration,
+    /// The node name, kept with each attachment.
+    pub node: String,
+}
+
+/// One `portMappings` entry (the runtime capability `portmap` reads).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PortMapping {
+    /// The node's port.
+    #[serde(rename = "hostPort")]
+    pub host_port: i32,
+    /// The pod's port.
+    #[serde(rename = "containerPort")]
+    pub container_port: i32,
+    /// `tcp`, `udp`, `sctp`.
+    pub protocol: String,
+    /// The node address to bind, empty for all.
+    #[serde(rename = "hostIP", skip_serializing_if = "String::is_empty")]
+    pub host_ip: String,
+}
+
+/// The `bandwidth` runtime capability, in bits per second (cri-dockerd sets each burst to
+/// `math.MaxInt32`: no burst limit of its own).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Bandwidth {
+    /// From `kubernetes.io/ingress-bandwidth`; 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ingress_rate: u64,
+    /// With the rate.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ingress_burst: u64,
+    /// From `kubernetes.io/egress-bandwidth`; 0: none.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub egress_rate: u64,
+    /// With the rate.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub egress_burst: u64,
+}
+
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+
+/// The `dns` runtime capability.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct Dns {
+    /// Name servers.
+    pub servers: Vec<String>,
+    /// Search domains.
+    pub searches: Vec<String>,
+    /// Resolver options.
+    pub options: Vec<String>,
+}
+
+/// The sandbox to attach.
+#[derive(Debug, Clone)]
+pub struct PodAttachment {
+    /// The pod's namespace.
+    pub namespace: String,
+    /// The pod's name.
+    pub name: String,
+    /// The pod's UID.
+    pub uid: String,
+    /// The sandbox's container ID.
+    pub container_id: String,
+    /// Its network namespace (`/proc/<pid>/ns/net`).
+    pub netns: String,
+    /// hostPorts.
+    pub port_mappings: Vec<PortMapping>,
+    /// Traffic shaping, if the pod asks for it.
+    pub bandwidth: Option<Bandwidth>,
+    /// The pod's DNS.
+    pub dns: Option<Dns>,
+}
+
+impl PodAttachment {
+    /// `CNI_ARGS` as cri-dockerd sets them.
+    fn args(&self) -> Vec<(String, String)> {
+        [
+            ("IgnoreUnknown", "1"),
+            ("K8S_POD_NAMESPACE", self.namespace.as_str()),
+            ("K8S_POD_NAME", self.name.as_str()),
+            ("K8S_POD_INFRA_CONTAINER_ID", self.container_id.as_str()),
+            ("K8S_POD_UID", self.uid.as_str()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+    }
+
+    /// The runtime capabilities on offer; a plugin gets those it declares.
+    fn capabilities(&self) -> Map<String, Value> {
+        let mut caps = Map::new();
+        if !self.port_mappings.is_empty() {
+            caps.insert(
+                "portMappings".into(),
+                serde_json::to_value(&self.port_mappings).unwrap_or_default(),
+            );
+        }
+        if let Some(b) = &self.bandwidth {
+            caps.insert("bandwidth".into(), serde_json::to_value(b).unwrap_or_default());
+        }
+        if let Some(dns) = &self.dns {
+            caps.insert("dns".into(), serde_json::to_value(dns).unwrap_or_default());
+        }
+        caps
+    }
+}
+
+/// A sandbox attached: its addresses and the whole result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Attached {
+    /// The pod's addresses, in the result's order.
+    pub ips: Vec<IpAddr>,
+    /// The last plugin's result.
+    pub result: Value,
+}
+
+/// The pod network of one agent.
+#[derive(Debug)]
+pub struct Cni {
+    settings: CniSettings,
+    cache: Cache,
+    network: Mutex<Option<NetworkConfigList>>,
+    ips: Mutex<HashMap<String, Vec<IpAddr>>>,
+}
+
+/// The spec version of `v` as numbers (`0.4.0` → `[0, 4, 0]`).
+fn version(v: &str) -> Vec<u32> {
+    v.split('.').map(|p| p.parse().unwrap_or(0)).collect()
+}
+
+impl Cni {
+    /// The network of `settings`, its configuration not loaded yet ([`Cni::reload`]).
+    pub fn new(settings: CniSettings) -> Self {
+        let cache = Cache::new(settings.cache_dir.clone());
+        Cni {
+            settings,
+            cache,
+            network: Mutex::new(None),
+            ips: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// The settings.
+    pub fn settings(&self) -> &CniSettings {
+        &self.settings
+    }
+
+    /// Reads `--cni-conf-dir` again (cri-dockerd does every 5 s and before each sandbox);
+    /// the network now in use, if any. Files passed over are logged at each change.
+    pub fn reload(&self) -> Result<Option<NetworkConfigList>, ConfigError> {
+        let loaded = config::load_default(&self.settings.conf_dir, &self.settings.bin_dirs)?;
+        let mut current = self.network.lock().unwrap_or_else(|e| e.into_inner());
+        if *current != loaded.network {
+            for (path, why) in &loaded.skipped {
+                tracing::warn!(file = %path.display(), reason = %why, "CNI configuration passed over");
+            }
+            match &loaded.network {
+                Some(n) => tracing::info!(network = %n.name, file = %n.path.display(), "CNI network in use"),
+                None => tracing::warn!(dir = %self.settings.conf_dir.display(), "no valid CNI network configuration"),
+            }
+        }
+        current.clone_from(&loaded.network);
+        Ok(loaded.network)
+    }
+
+    /// The network last loaded.
+    pub fn network(&self) -> Option<NetworkConfigList> {
+        self.network.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Attaches a sandbox (libcni's `AddNetworkList`) and keeps the attachment; a failed ADD
+    /// is undone with a DEL before the error is returned, as cri-dockerd does.
+    pub async fn add(&self, pod: &PodAttachment) -> Result<Attached, NetworkError> {
+        let network = self.reload().ok().flatten().ok_or(NetworkError::Uninitialized)?;
+        let args = pod.args();
+        let caps = pod.capabilities();
+        let mut prev: Option<Value> = None;
+        for plugin in &network.plugins {
+            let out = self
+                .run_plugin(
+                    &network,
+                    plugin,
+                    "ADD",
+                    &pod.container_id,
+                    &pod.netns,
+                    &args,
+                    &caps,
+                    prev.as_ref(),
+                )
+                .await;
+            let result = out.and_then(|bytes| {
+                serde_json::from_slice::<Value>(&bytes).map_err(|source| PluginError::BadResult {
+                    plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+                    source,
+                })
+            });
+            match result {
+                Ok(result) => prev = Some(result),
+                Err(source) => {
+                    let error = NetworkError::Plugin {
+                        plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+                        network: network.name.clone(),
+                        command: "add",
+                        source,
+                    };
+                    self.undo_failed_add(&network, pod, &args, &caps, prev.as_ref()).await;
+                    return Err(error);
+                }
+            }
+        }
+        let result = prev.unwrap_or(Value::Null);
+        let ips = result::pod_ips(&result).map_err(|source| NetworkError::Plugin {
+            plugin: network
+                .plugins
+                .last()
+                .map(NetworkConfigList::plugin_type)
+                .unwrap_or_default()
+                .to_string(),
+            network: network.name.clone(),
+            command: "add",
+            source: PluginError::BadResult {
+                plugin: String::new(),
+                source,
+            },
+        })?;
+        let entry = CachedAttachment {
+            kind: cache::KIND.into(),
+            container_id: pod.container_id.clone(),
+            config: network.bytes.clone(),
+            if_name: POD_INTERFACE.into(),
+            network_name: network.name.clone(),
+            netns: pod.netns.clone(),
+            cni_args: args,
+            capability_args: caps,
+            result: result.clone(),
+            dockerlet_node: self.settings.node.clone(),
+        };
+        if let Err(source) = self.cache.write(&entry) {
+            let path = self.cache.path(&network.name, &pod.container_id, POD_INTERFACE);
+            self.undo_failed_add(
+                &network,
+                pod,
+                &entry.cni_args,
+                &entry.capability_args,
+                Some(&entry.result),
+            )
+            .await;
+            return Err(NetworkError::Cache { path, source });
+        }
+        self.ips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pod.container_id.clone(), ips.clone());
+        Ok(Attached { ips, result })
+    }
+
+    /// The DEL after a failed ADD, given the result of the plugins that succeeded (libcni has
+    /// none to give, having cached nothing; without it a plugin that keys its state on the
+    /// addresses, as `firewall` does, would leave its rules behind).
+    async fn undo_failed_add(
+        &self,
+        network: &NetworkConfigList,
+        pod: &PodAttachment,
+        args: &[(String, String)],
+        caps: &Map<String, Value>,
+        partial: Option<&Value>,
+    ) {
+        if let Err(e) = self
+            .del_list(network, &pod.container_id, &pod.netns, args, caps, partial)
+            .await
+        {
+            tracing::warn!(container = %pod.container_id, error = %e, "CNI DEL after a failed ADD failed");
+        }
+    }
+
+    /// Detaches sandbox `container_id` if it was attached (libcni's `DelNetworkList`, with the
+    /// configuration, args and result kept at ADD); `netns` is empty when the sandbox no longer
+    /// runs. Returns whether there was an attachment. The cache entry goes only when every
+    /// plugin succeeded, so a failed DEL is tried again.
+    pub async fn del(&self, container_id: &str, netns: &str) -> Result<bool, NetworkError> {
+        let Some((path, entry)) = self.cache.find(container_id) else {
+            self.forget(container_id);
+            return Ok(false);
+        };
+        let network = match NetworkConfigList::from_list_bytes(&path, &entry.config) {
+            Ok(network) => network,
+            // The kept configuration cannot be read: the current one is the best there is.
+            Err(_) => self.network().ok_or(NetworkError::Uninitialized)?,
+        };
+        let prev = (!entry.result.is_null()).then_some(&entry.result);
+        self.del_list(
+            &network,
+            container_id,
+            netns,
+            &entry.cni_args,
+            &entry.capability_args,
+            prev,
+        )
+        .await?;
+        if let Err(e) = Cache::remove(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a CNI cache file");
+        }
+        self.forget(container_id);
+        Ok(true)
+    }
+
+    fn forget(&self, container_id: &str) {
+        self.ips.lock().unwrap_or_else(|e| e.into_inner()).remove(container_id);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn del_list(
+        &self,
+        network: &NetworkConfigList,
+        container_id: &str,
+        netns: &str,
+        args: &[(String, String)],
+        caps: &Map<String, Value>,
+        prev: Option<&Value>,
+    ) -> Result<(), NetworkError> {
+        // libcni gives DEL the cached result from 0.4.0 on.
+        let prev = prev.filter(|_| version(&network.cni_version) >= vec![0, 4, 0]);
+        for plugin in network.plugins.iter().rev() {
+            self.run_plugin(network, plugin, "DEL", container_id, netns, args, caps, prev)
+                .await
+                .map_err(|source| NetworkError::Plugin {
+                    plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+                    network: network.name.clone(),
+                    command: "del",
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// Asks every plugin whether sandbox `container_id` is still as attached (libcni's
+    /// `CheckNetworkList`; from spec 0.4.0, unless the list has `disableCheck`). `Ok(false)`:
+    /// nothing to check.
+    pub async fn check(&self, container_id: &str, netns: &str) -> Result<bool, NetworkError> {
+        let Some((path, entry)) = self.cache.find(container_id) else {
+            return Ok(false);
+        };
+        let Ok(network) = NetworkConfigList::from_list_bytes(&path, &entry.config) else {
+            return Ok(false);
+        };
+        if network.disable_check || version(&network.cni_version) < vec![0, 4, 0] {
+            return Ok(false);
+        }
+        for plugin in &network.plugins {
+            self.run_plugin(
+                &network,
+                plugin,
+                "CHECK",
+                container_id,
+                netns,
+                &entry.cni_args,
+                &entry.capability_args,
+                Some(&entry.result),
+            )
+            .await
+            .map_err(|source| NetworkError::Plugin {
+                plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+                network: network.name.clone(),
+                command: "check",
+                source,
+            })?;
+        }
+        Ok(true)
+    }
+
+    /// Whether the network is ready: a configuration is loaded and, from spec 1.1.0, every
+    /// plugin answers `STATUS` (libcni's `GetStatusNetworkList`).
+    pub async fn status(&self) -> Result<(), NetworkError> {
+        let network = self.reload().ok().flatten().ok_or(NetworkError::Uninitialized)?;
+        if version(&network.cni_version) < vec![1, 1, 0] {
+            return Ok(());
+        }
+        for plugin in &network.plugins {
+            self.run_plugin(&network, plugin, "STATUS", "", "", &[], &Map::new(), None)
+                .await
+                .map_err(|source| NetworkError::Plugin {
+                    plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+                    network: network.name.clone(),
+                    command: "status",
+                    source,
+                })?;
+        }
+        Ok(())
+    }
+
+    /// The addresses of sandbox `container_id`, from memory or the cache.
+    pub fn pod_ips(&self, container_id: &str) -> Option<Vec<IpAddr>> {
+        if let Some(ips) = self.ips.lock().unwrap_or_else(|e| e.into_inner()).get(container_id) {
+            return Some(ips.clone());
+        }
+        let (_, entry) = self.cache.find(container_id)?;
+        let ips = result::pod_ips(&entry.result).ok()?;
+        self.ips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(container_id.to_string(), ips.clone());
+        Some(ips)
+    }
+
+    /// Whether sandbox `container_id` is attached (known from this run or kept in the cache).
+    pub fn is_attached(&self, container_id: &str) -> bool {
+        self.ips
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .contains_key(container_id)
+            || self.cache.find(container_id).is_some()
+    }
+
+    /// The sandboxes this node attached, by container ID (for the clean-up at start).
+    pub fn attached(&self) -> Vec<String> {
+        self.cache
+            .entries()
+            .into_iter()
+            .filter(|(_, e)| e.dockerlet_node == self.settings.node)
+            .map(|(_, e)| e.container_id)
+            .collect()
+    }
+
+    /// One plugin's call: its configuration with `name`, `cniVersion`, the runtime capabilities
+    /// it declares and `prevResult` (libcni's `buildOneConfig` and `injectRuntimeConfig`).
+    #[allow(clippy::too_many_arguments)]
+    async fn run_plugin(
+        &self,
+        network: &NetworkConfigList,
+        plugin: &Map<String, Value>,
+        command: &str,
+        container_id: &str,
+        netns: &str,
+        args: &[(String, String)],
+        caps: &Map<String, Value>,
+        prev: Option<&Value>,
+    ) -> Result<Vec<u8>, PluginError> {
+        let config = plugin_config(network, plugin, caps, prev);
+        let call = exec::Invocation {
+            command,
+            container_id,
+            netns,
+            ifname: POD_INTERFACE,
+            args,
+            bin_dirs: &self.settings.bin_dirs,
+            timeout: self.settings.timeout,
+        };
+        let kind = NetworkConfigList::plugin_type(plugin);
+        let began = std::time::Instant::now();
+        let out = exec::invoke(kind, &serde_json::to_vec(&config).unwrap_or_default(), &call).await;
+        tracing::debug!(plugin = kind, command, container = container_id, elapsed = ?began.elapsed(), ok = out.is_ok(), "CNI plugin ran");
+        out
+    }
+}
+
+/// The JSON plugin `plugin` of `network` reads on stdin.
+fn plugin_config(
+    network: &NetworkConfigList,
+    plugin: &Map<String, Value>,
+    caps: &Map<String, Value>,
+    prev: Option<&Value>,
+) -> Value {
+    let mut config = plugin.clone();
+    config.insert("name".into(), Value::String(network.name.clone()));
+    config.insert("cniVersion".into(), Value::String(network.cni_version.clone()));
+    let declared = plugin.get("capabilities").and_then(Value::as_object);
+    let runtime: Map<String, Value> = caps
+        .iter()
+        .filter(|(k, _)| declared.and_then(|d| d.get(*k)).and_then(Value::as_bool) == Some(true))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if !runtime.is_empty() {
+        config.insert("runtimeConfig".into(), Value::Object(runtime));
+    }
+    if let Some(prev) = prev {
+        config.insert("prevResult".into(), prev.clone());
+    }
+    Value::Object(config)
+}
+
+#[cfg(test)]
+mod tests;
