@@ -54,6 +54,9 @@ pub struct ClusterConfig {
     pub port: u16,
     /// kube-controller-manager's csrapproving and csrsigning ([`crate::csr::controllers`]).
     pub csr: crate::csr::controllers::Controllers,
+    /// kube-controller-manager's node IPAM ([`crate::node_ipam`]): the cluster CIDR's node
+    /// subnets; none without `--cluster-cidr`.
+    pub node_cidrs: Option<crate::node_ipam::CidrSet>,
 }
 
 impl Default for ClusterConfig {
@@ -64,6 +67,7 @@ impl Default for ClusterConfig {
             root_ca_pem: String::new(),
             port: 6443,
             csr: crate::csr::controllers::Controllers::default(),
+            node_cidrs: None,
         }
     }
 }

@@ -72,6 +72,7 @@ mod list_options;
 mod lookup;
 mod names;
 pub mod node_authorizer;
+pub mod node_ipam;
 pub mod node_restriction;
 mod options;
 mod patch;
@@ -204,6 +205,13 @@ pub struct ApiServerConfig {
     /// `--cluster-signing-duration`, default 8760h); a CSR's `spec.expirationSeconds` may ask
     /// for less (never under 10 min). Set it short (30 s) to test rotation.
     pub csr_signing_duration: Duration,
+    /// kube-controller-manager's `--cluster-cidr` with `--allocate-node-cidrs` ([`node_ipam`]):
+    /// every Node gets a `/`[`ApiServerConfig::node_cidr_mask_size`] of it as
+    /// `spec.podCIDR(s)`. Default none (Nodes get no pod CIDR, as without
+    /// `--allocate-node-cidrs`).
+    pub cluster_cidr: Option<String>,
+    /// `--node-cidr-mask-size` (24).
+    pub node_cidr_mask_size: u8,
 }
 
 impl Default for ApiServerConfig {
@@ -220,6 +228,8 @@ impl Default for ApiServerConfig {
             node_authorization: false,
             csr_auto_approve: true,
             csr_signing_duration: csr::controllers::DEFAULT_SIGNING_DURATION,
+            cluster_cidr: None,
+            node_cidr_mask_size: node_ipam::DEFAULT_NODE_MASK,
         }
     }
 }
@@ -429,6 +439,13 @@ impl ApiServer {
                 auto_approve: config.csr_auto_approve,
                 signing_duration: config.csr_signing_duration,
                 authority: Some(certificates.authority.clone()),
+            },
+            node_cidrs: match &config.cluster_cidr {
+                Some(cidr) => Some(
+                    node_ipam::CidrSet::new(cidr, config.node_cidr_mask_size)
+                        .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?,
+                ),
+                None => None,
             },
         };
         let shared = Arc::new(http::Shared {

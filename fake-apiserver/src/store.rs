@@ -7,6 +7,7 @@
 mod csr;
 mod delete;
 mod list;
+mod node_cidrs;
 mod watch;
 
 pub use delete::DeleteOptions;
@@ -69,6 +70,10 @@ pub struct Store {
     scheduling: bool,
     /// The CSR controllers are writing (their own changes do not run them again).
     controlling_csrs: bool,
+    /// Node IPAM's pod CIDRs (`ClusterConfig::cluster_cidr`); none: Nodes get none.
+    node_cidrs: Option<crate::node_ipam::CidrSet>,
+    /// Node IPAM is writing a Node (its own change does not run it again).
+    allocating_cidrs: bool,
 }
 
 /// `2024-01-02T03:04:05Z`, as `metav1.Time` serializes.
@@ -130,6 +135,7 @@ impl Store {
     /// A store with what every cluster has: the four namespaces (each with its `default`
     /// ServiceAccount and `kube-root-ca.crt`) and the `kubernetes` Service.
     pub fn new(history_limit: usize, cluster: ClusterConfig) -> Self {
+        let node_cidrs = cluster.node_cidrs.clone();
         let mut store = Self {
             rv: 0,
             objects: BTreeMap::new(),
@@ -142,6 +148,8 @@ impl Store {
             cluster,
             scheduling: false,
             controlling_csrs: false,
+            node_cidrs,
+            allocating_cidrs: false,
         };
         let namespaces = resources::by_name("namespaces").expect("namespaces are served");
         for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
@@ -722,6 +730,9 @@ impl Store {
         if !self.controlling_csrs && resource.plural == "certificatesigningrequests" && event != EventType::Deleted {
             self.control_csrs();
         }
+        if !self.allocating_cidrs && resource.plural == "nodes" && self.node_cidrs.is_some() {
+            self.allocate_node_cidrs(&obj, event);
+        }
         obj
     }
 
@@ -805,26 +816,45 @@ impl Store {
 
     /// An Event from `default-scheduler` about `pod`.
     fn scheduler_event(&mut self, pod: &Value, type_: &str, reason: &str, message: &str) {
+        self.controller_event(pod, "Pod", scheduler::DEFAULT_SCHEDULER, (type_, reason, message));
+    }
+
+    /// An Event from the controller `component` about `object` (of `kind`), as client-go's
+    /// recorder writes a new one: in the object's namespace (`default` for a cluster-scoped
+    /// object), named `<object>.<16 hex>`, count 1.
+    fn controller_event(
+        &mut self,
+        object: &Value,
+        kind: &str,
+        component: &str,
+        (type_, reason, message): (&str, &str, &str),
+    ) {
         let events = resources::by_name("events").expect("events are served");
-        let ns = meta_str(pod, "namespace").to_string();
+        let ns = match meta_str(object, "namespace") {
+            "" => "default".to_string(),
+            ns => ns.to_string(),
+        };
         let now = now_rfc3339();
         let suffix = self.random_u64();
+        let mut involved = json!({
+            "kind": kind,
+            "apiVersion": "v1",
+            "name": meta_str(object, "name"),
+            "uid": meta_str(object, "uid"),
+            "resourceVersion": meta_str(object, "resourceVersion"),
+        });
+        if !meta_str(object, "namespace").is_empty() {
+            involved["namespace"] = json!(ns);
+        }
         let event = json!({
-            "metadata": {"name": format!("{}.{suffix:016x}", meta_str(pod, "name")), "namespace": ns},
-            "involvedObject": {
-                "kind": "Pod",
-                "apiVersion": "v1",
-                "namespace": ns,
-                "name": meta_str(pod, "name"),
-                "uid": meta_str(pod, "uid"),
-                "resourceVersion": meta_str(pod, "resourceVersion"),
-            },
+            "metadata": {"name": format!("{}.{suffix:016x}", meta_str(object, "name")), "namespace": ns},
+            "involvedObject": involved,
             "type": type_,
             "reason": reason,
             "message": message,
-            "source": {"component": scheduler::DEFAULT_SCHEDULER},
-            "reportingComponent": scheduler::DEFAULT_SCHEDULER,
-            "reportingInstance": scheduler::DEFAULT_SCHEDULER,
+            "source": {"component": component},
+            "reportingComponent": component,
+            "reportingInstance": component,
             "firstTimestamp": now,
             "lastTimestamp": now,
             "count": 1,

@@ -53,6 +53,10 @@ struct Args {
     /// the kubeconfig, as `<kubeconfig>-node-<NAME>` (repeatable).
     #[arg(long = "node-kubeconfig", value_name = "NAME")]
     node_kubeconfigs: Vec<String>,
+    /// Allocate each Node a pod CIDR from this range (kube-controller-manager's
+    /// `--allocate-node-cidrs --cluster-cidr`), a /24 each.
+    #[arg(long, value_name = "CIDR")]
+    cluster_cidr: Option<String>,
 }
 
 fn main() -> std::process::ExitCode {
@@ -67,12 +71,13 @@ fn main() -> std::process::ExitCode {
         service_account_admission: !args.no_service_account_admission,
         scheduler: !args.no_scheduler,
         node_authorization: args.node_authorization,
+        cluster_cidr: args.cluster_cidr,
         ..ApiServerConfig::default()
     };
     let server = match ApiServer::start_with(config) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("test-apiserver: cannot listen on {}: {e}", args.listen);
+            eprintln!("test-apiserver: cannot start on {}: {e}", args.listen);
             return std::process::ExitCode::from(1);
         }
     };
