@@ -5,19 +5,15 @@
 //! listens on. The output kubectl prints is read as upstream's `test/e2e/kubectl/portforward.go`
 //! reads it (`Forwarding from 127.0.0.1:<port> -> <remote>`).
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{self, Receiver};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 
 mod common;
 
-use dockerlet_fake_apiserver::{ApiServer, KUBECTL};
-use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use common::port_forward::{connect, http_get, PortForward};
 
-const IO_TIMEOUT: Duration = Duration::from_secs(30);
+use dockerlet_fake_apiserver::ApiServer;
+use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT, POD_START_TIMEOUT};
 
 /// An HTTP server on 8080 (a small page and a 16 MiB file) and an echo server on 8081.
 fn start(name: &str) -> (ApiServer, Agent, ManifestDir) {
@@ -55,109 +51,11 @@ spec:
     (api, agent, manifests)
 }
 
-/// A running `kubectl port-forward`: its stdout lines as they come, its stderr so far; killed on
-/// drop.
-struct PortForward {
-    child: Child,
-    lines: Receiver<String>,
-    stderr: Arc<Mutex<String>>,
-}
-
-impl PortForward {
-    fn start(api: &ApiServer, websockets: &str, args: &[&str]) -> PortForward {
-        let mut child = Command::new(KUBECTL)
-            .arg("--kubeconfig")
-            .arg(api.kubeconfig_path())
-            .arg("--cache-dir")
-            .arg(api.dir().join("kube-cache"))
-            .arg("port-forward")
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .env("KUBECTL_PORT_FORWARD_WEBSOCKETS", websockets)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("run kubectl port-forward");
-        let (send, lines) = mpsc::channel();
-        let stdout = child.stdout.take().unwrap();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    return;
-                }
-            }
-        });
-        let stderr = Arc::new(Mutex::new(String::new()));
-        let mut err = child.stderr.take().unwrap();
-        let sink = stderr.clone();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = err.read(&mut buf) {
-                sink.lock().unwrap().push_str(&String::from_utf8_lossy(&buf[..n]));
-            }
-        });
-        PortForward { child, lines, stderr }
-    }
-
-    /// The local port of each remote port, from kubectl's `Forwarding from 127.0.0.1:<local> ->
-    /// <remote>` lines.
-    fn local_ports(&self, remotes: &[u16]) -> Vec<u16> {
-        let deadline = Instant::now() + CHANGE_TIMEOUT;
-        let mut found: Vec<Option<u16>> = vec![None; remotes.len()];
-        let mut seen = Vec::new();
-        while found.iter().any(Option::is_none) {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let Ok(line) = self.lines.recv_timeout(left) else {
-                panic!("kubectl printed {seen:?}, stderr {:?}", self.stderr());
-            };
-            if let Some((local, remote)) = line
-                .strip_prefix("Forwarding from 127.0.0.1:")
-                .and_then(|rest| rest.split_once(" -> "))
-            {
-                let remote: u16 = remote.trim().parse().unwrap();
-                if let Some(i) = remotes.iter().position(|r| *r == remote) {
-                    found[i] = Some(local.parse().unwrap());
-                }
-            }
-            seen.push(line);
-        }
-        found.into_iter().map(Option::unwrap).collect()
-    }
-
-    fn stderr(&self) -> String {
-        self.stderr.lock().unwrap().clone()
-    }
-}
-
-impl Drop for PortForward {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn connect(port: u16) -> TcpStream {
-    let stream = TcpStream::connect(("127.0.0.1", port)).expect("connect to kubectl's local port");
-    stream.set_read_timeout(Some(IO_TIMEOUT)).unwrap();
-    stream.set_write_timeout(Some(IO_TIMEOUT)).unwrap();
-    stream
-}
-
 /// Read until `want` bytes came (or the end), for the echo server, which never closes first.
 fn read_exactly(stream: &mut TcpStream, want: usize) -> String {
     let mut got = vec![0u8; want];
     stream.read_exact(&mut got).expect("the echo back");
     String::from_utf8_lossy(&got).into_owned()
-}
-
-/// `GET <path>` over HTTP/1.0 and the whole response.
-fn http_get(port: u16, path: &str) -> String {
-    let mut stream = connect(port);
-    write!(stream, "GET {path} HTTP/1.0\r\n\r\n").unwrap();
-    let mut body = Vec::new();
-    stream.read_to_end(&mut body).expect("the HTTP response");
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 fn forwards_two_ports_and_connections(websockets: &str, name: &str) {

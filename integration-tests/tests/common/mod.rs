@@ -4,6 +4,8 @@
 // Each test crate compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+pub mod port_forward;
+
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
 use dockerlet_integration_tests::{wait_for, Agent, ManifestDir, CHANGE_TIMEOUT};
 
