@@ -6,7 +6,10 @@
 //!
 //! Each round: a BestEffort victim pod (busybox sleeping, leaving on TERM) is created through
 //! the API and runs; the bench itself allocates and writes enough memory to take
-//! `memory.available` 512 MiB under the threshold; T0 is when the allocation is done. Docker's
+//! `memory.available` 512 MiB under the threshold; T0 is when the allocation is done. Until the
+//! eviction the bench reads `memory.available` every 100 ms and allocates more when it climbs
+//! back to within 256 MiB of the threshold (the kernel moving file pages to the inactive list
+//! gives back "available" memory; up to 1 GiB more, reported per round). Docker's
 //! `kill` event of the victim's app container is the agent's stop, its `die` event T1. The pod
 //! must end Failed / `Evicted` in the API. Then the memory is freed, the bench waits until the
 //! Node's MemoryPressure is False again, and deletes the pod.
@@ -45,6 +48,12 @@ const OVERSHOOT: u64 = 512 * MIB;
 const HEADROOM: u64 = 256 * MIB;
 /// A new agent, with a new threshold, is started rather than allocate more than this.
 const MAX_ALLOCATION: u64 = 2 * GIB + 512 * MIB;
+/// What a round may add to its allocation while it waits for the eviction, to keep
+/// `memory.available` under the threshold when the kernel moves file pages back to the inactive
+/// list (which `memory.available` counts as available).
+const MAX_TOP_UP: u64 = GIB;
+/// How often a round reads `memory.available` while it waits for the eviction.
+const HOLD_PERIOD: Duration = Duration::from_millis(100);
 /// The disk thresholds of every bench agent (the harness's; this machine's disk is fuller than
 /// kubelet's defaults allow).
 const DISK_THRESHOLDS: &str = "nodefs.available<1Mi,nodefs.inodesFree<1%,imagefs.available<1Mi,imagefs.inodesFree<1%";
@@ -127,6 +136,55 @@ fn allocate(size: u64) -> anyhow::Result<Vec<u8>> {
     Ok(std::hint::black_box(hog))
 }
 
+/// The bench's memory during a round: the first allocation, then what it adds whenever
+/// `memory.available` climbs back to within half [`OVERSHOOT`] of the threshold, so the agent's
+/// reading, whenever it comes, finds the node under it.
+struct Hog {
+    chunks: Vec<Vec<u8>>,
+    first: u64,
+    added: u64,
+    top_ups: usize,
+    /// The highest `memory.available` read after the first allocation.
+    highest_available: u64,
+}
+
+impl Hog {
+    /// Allocates `size` bytes, every byte written.
+    fn allocate(size: u64) -> anyhow::Result<Hog> {
+        Ok(Hog {
+            chunks: vec![allocate(size)?],
+            first: size,
+            added: 0,
+            top_ups: 0,
+            highest_available: 0,
+        })
+    }
+
+    /// Reads `memory.available` once; when it is within `OVERSHOOT / 2` of `threshold` (or
+    /// over it), allocates enough to take it [`OVERSHOOT`] under again, within [`MAX_TOP_UP`].
+    fn hold_under(&mut self, threshold: u64) -> anyhow::Result<()> {
+        let available = sys::memory_available().context("read memory.available from /proc/meminfo")?;
+        self.highest_available = self.highest_available.max(available);
+        let more = top_up(available, threshold, self.added);
+        if more > 0 {
+            self.chunks.push(allocate(more)?);
+            self.added += more;
+            self.top_ups += 1;
+        }
+        Ok(())
+    }
+}
+
+/// What to add when `memory.available` reads `available` and `added` was added already: none
+/// while it stays [`OVERSHOOT`]` / 2` or more under `threshold`, else enough to take it
+/// [`OVERSHOOT`] under, within [`MAX_TOP_UP`] in all.
+fn top_up(available: u64, threshold: u64, added: u64) -> u64 {
+    if available + OVERSHOOT / 2 <= threshold {
+        return 0;
+    }
+    (available - threshold.saturating_sub(OVERSHOOT)).min(MAX_TOP_UP.saturating_sub(added))
+}
+
 /// One round's figures, seconds after the allocation was done.
 #[derive(Debug, Clone)]
 struct Round {
@@ -152,6 +210,12 @@ struct Round {
     new_agent: bool,
     /// The random wait before the allocation.
     phase_delay_s: f64,
+    /// What the bench added to its allocation while it waited, and how many times.
+    topped_up_mib: u64,
+    top_ups: usize,
+    /// The highest `memory.available` read while it waited, less the threshold, in MiB (a
+    /// positive value: the node was back over the threshold for a moment).
+    highest_over_threshold_mib: i64,
 }
 
 impl Round {
@@ -168,6 +232,9 @@ impl Round {
             "threshold_mib": self.threshold_mib,
             "new_agent": self.new_agent,
             "phase_delay_s": round3(self.phase_delay_s),
+            "topped_up_mib": self.topped_up_mib,
+            "top_ups": self.top_ups,
+            "highest_available_over_threshold_mib": self.highest_over_threshold_mib,
         })
     }
 }
@@ -298,6 +365,27 @@ fn drifted(threshold: u64, available: u64) -> bool {
     available < threshold + HEADROOM || available - threshold + OVERSHOOT > MAX_ALLOCATION
 }
 
+/// Waits for the Docker `die` of `name`'s app container, holding `memory.available` under
+/// `threshold` meanwhile (every [`HOLD_PERIOD`]); the event's time.
+fn wait_die_holding(watcher: &Watcher, name: &str, hog: &mut Hog, threshold: u64) -> anyhow::Result<i64> {
+    let began = Instant::now();
+    loop {
+        if let Some(t) = app_event(&watcher.snapshot(), name, "die") {
+            return Ok(t);
+        }
+        if began.elapsed() > STEP_TIMEOUT {
+            bail!(
+                "timed out after {STEP_TIMEOUT:?} waiting for {name}'s app container evicted (die); memory.available at most {} MiB over the threshold meanwhile, {} MiB added in {} top-ups",
+                (hog.highest_available as i64 - threshold as i64) / MIB as i64,
+                hog.added / MIB,
+                hog.top_ups
+            );
+        }
+        hog.hold_under(threshold)?;
+        std::thread::sleep(HOLD_PERIOD);
+    }
+}
+
 /// One round on `node`: the victim runs, memory goes under the threshold, the victim is
 /// evicted and the memory freed. The pod is left Failed.
 fn round(api: &ApiServer, node: &Node, i: usize) -> anyhow::Result<(Round, Instant)> {
@@ -317,16 +405,12 @@ fn round(api: &ApiServer, node: &Node, i: usize) -> anyhow::Result<(Round, Insta
     }
     let size = available.saturating_sub(threshold) + OVERSHOOT;
     let began = Instant::now();
-    let hog = allocate(size)?;
+    let mut hog = Hog::allocate(size)?;
     let allocation_s = began.elapsed().as_secs_f64();
     let t0 = now_nanos();
-    let died = watcher
-        .wait(
-            &format!("{name}'s app container evicted (die)"),
-            STEP_TIMEOUT,
-            |events| app_event(events, &name, "die"),
-        )
+    let died = wait_die_holding(watcher, &name, &mut hog, threshold)
         .with_context(|| format!("log: {}", agent.log_path().display()));
+    let (first, added, top_ups, highest) = (hog.first, hog.added, hog.top_ups, hog.highest_available);
     drop(hog);
     let freed = Instant::now();
     let died = died?;
@@ -335,8 +419,11 @@ fn round(api: &ApiServer, node: &Node, i: usize) -> anyhow::Result<(Round, Insta
     let round = Round {
         kill_s: kill.map(|k| since(t0, k)),
         die_s: since(t0, died),
-        allocated_mib: size / MIB,
+        allocated_mib: first / MIB,
         allocation_s,
+        topped_up_mib: added / MIB,
+        top_ups,
+        highest_over_threshold_mib: (highest as i64 - threshold as i64) / MIB as i64,
         available_before_mib: available / MIB,
         threshold_mib: threshold / MIB,
         phase_delay_s: delay.as_secs_f64(),
@@ -390,10 +477,13 @@ pub fn eviction(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
         api.delete("pods", "default", &format!("e1-{i}"), Some(0))
             .with_context(|| format!("delete pod e1-{i}"))?;
         eprintln!(
-            "  E1 round {i}{}: allocated {} MiB in {:.2} s; → kill {}, → die {}; MemoryPressure False {} after the free",
+            "  E1 round {i}{}: allocated {} MiB in {:.2} s (+{} MiB in {} top-ups; highest memory.available {} MiB from the threshold); → kill {}, → die {}; MemoryPressure False {} after the free",
             if new_agent { " (new agent)" } else { "" },
             r.allocated_mib,
             r.allocation_s,
+            r.topped_up_mib,
+            r.top_ups,
+            r.highest_over_threshold_mib,
             ms(r.kill_s),
             ms(Some(r.die_s)),
             r.pressure_gone_s
@@ -492,6 +582,19 @@ mod tests {
         let delays: Vec<Duration> = (0..50).map(|_| phase_delay()).collect();
         assert!(delays.iter().all(|d| *d < EVICTION_PERIOD));
         assert!(delays.iter().any(|d| *d != delays[0]));
+    }
+
+    /// Nothing is added while memory.available stays half the overshoot under the threshold;
+    /// when it climbs back, enough to be the whole overshoot under, never past the cap.
+    #[test]
+    fn the_top_up_keeps_the_node_under_the_threshold() {
+        let threshold = 10 * GIB;
+        assert_eq!(top_up(threshold - OVERSHOOT, threshold, 0), 0);
+        assert_eq!(top_up(threshold - OVERSHOOT / 2, threshold, 0), 0);
+        assert_eq!(top_up(threshold - 100 * MIB, threshold, 0), OVERSHOOT - 100 * MIB);
+        assert_eq!(top_up(threshold + 200 * MIB, threshold, 0), OVERSHOOT + 200 * MIB);
+        assert_eq!(top_up(threshold + 200 * MIB, threshold, MAX_TOP_UP - MIB), MIB);
+        assert_eq!(top_up(threshold + 200 * MIB, threshold, MAX_TOP_UP), 0);
     }
 
     /// The allocation is the size asked, every byte written.
