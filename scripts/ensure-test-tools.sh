@@ -2,7 +2,8 @@
 # Install the Debian packages the integration tests drive, when one is missing (idempotent):
 # prometheus (promtool checks /metrics), chromium (headless, renders the debug page),
 # docker-registry and apache2-utils (htpasswd: the private registry of the pull tests),
-# python3-venv (the official Python client's virtualenv of real_clients.rs); for
+# python3-venv (the official Python client's virtualenv of real_clients.rs),
+# containernetworking-plugins and iptables (the CNI plugins of cni_network.rs); for
 # `make test-vm` (scripts/test-vm.sh), qemu, qemu-img, debootstrap and mkfs.ext4 -d.
 set -euo pipefail
 
@@ -22,6 +23,8 @@ find_missing() {
     command -v qemu-img >/dev/null 2>&1 || missing+=(qemu-utils)
     command -v debootstrap >/dev/null 2>&1 || missing+=(debootstrap)
     command -v mkfs.ext4 >/dev/null 2>&1 || missing+=(e2fsprogs)
+    [ -x /usr/lib/cni/bridge ] || missing+=(containernetworking-plugins)
+    command -v iptables-save >/dev/null 2>&1 || missing+=(iptables)
 }
 
 find_missing

@@ -51,6 +51,7 @@ pub mod pleg;
 pub mod pod_cache;
 pub mod pod_config;
 pub mod pod_manager;
+pub mod pod_network;
 pub mod pod_worker;
 pub mod prober;
 pub mod recorder;

@@ -44,6 +44,11 @@ pub struct NodeStatusConfig {
     pub lease_duration_seconds: i32,
     /// `nodeStatusMaxImages` (50; -1: all): how many images `status.images` names.
     pub max_images: i64,
+    /// The CNI pod network, whose readiness is part of Ready; none on Docker's bridge.
+    pub network: Option<Arc<dockerlet_cni::Cni>>,
+    /// `--cni-conf-template`: rendered for the Node's `spec.podCIDR` whenever it appears or
+    /// changes (kubelet's `updatePodCIDR` in its node status loop hands it to the runtime).
+    pub conf_template: Option<dockerlet_cni::template::ConfTemplate>,
 }
 
 /// First delay before retrying a failed registration.
@@ -152,6 +157,25 @@ impl Observed {
     }
 }
 
+/// `health` with the pod network's readiness: kubelet's Ready is False with each runtime error,
+/// joined by ", " (`runtimeState.runtimeErrors` and `networkErrors`), the network's as kubelet
+/// prints cri-dockerd's `NetworkReady` condition.
+fn with_network(health: Health, network: Result<(), dockerlet_cni::NetworkError>) -> Health {
+    let Err(e) = network else {
+        return health;
+    };
+    let reason = format!(
+        "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:docker: network plugin is not ready: {e}"
+    );
+    Health {
+        healthy: false,
+        reason: Some(match health.reason.filter(|_| !health.healthy) {
+            Some(first) => format!("{first}, {reason}"),
+            None => reason,
+        }),
+    }
+}
+
 /// The actor.
 pub struct NodeStatusActor {
     /// The API.
@@ -185,6 +209,8 @@ pub struct NodeStatusActor {
     last_error: Option<String>,
     /// Messages handled.
     handled: u64,
+    /// The pod CIDR the CNI template was last rendered for.
+    pod_cidr: Option<String>,
 }
 
 impl NodeStatusActor {
@@ -212,6 +238,7 @@ impl NodeStatusActor {
             status_writes: 0,
             last_error: None,
             handled: 0,
+            pod_cidr: None,
         }
     }
 
@@ -221,24 +248,81 @@ impl NodeStatusActor {
         self
     }
 
-    fn beat(&mut self, ctx: &mut Context<Self>) {
-        if self.beating {
+    /// kubelet's `updatePodCIDR` from its node status loop: the Node's `spec.podCIDR`, once it
+    /// appears or changes, renders `--cni-conf-template` (off the actor's thread); a failure is
+    /// tried again at the next beat.
+    fn follow_pod_cidr(&mut self, ctx: &mut Context<Self>) {
+        let Some(template) = self.config.conf_template.clone() else {
+            return;
+        };
+        let Some(cidr) = self
+            .api
+            .node_object()
+            .and_then(|n| n.spec.as_ref()?.pod_cidr.clone())
+            .filter(|c| !c.is_empty())
+        else {
+            return;
+        };
+        if self.pod_cidr.as_deref() == Some(cidr.as_str()) {
             return;
         }
-        self.beating = true;
+        self.pod_cidr = Some(cidr.clone());
+        let render = tokio::task::spawn_blocking(move || template.render(&cidr).map(|w| (cidr, w)));
+        ctx.spawn(render.into_actor(self).map(|result, act, _| match result {
+            Ok(Ok((cidr, Some(path)))) => {
+                tracing::info!(pod_cidr = %cidr, file = %path.display(), "CNI configuration written for the node's pod CIDR");
+            }
+            Ok(Ok((_, None))) => {}
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot write the CNI configuration for the node's pod CIDR");
+                act.last_error = Some(e.to_string());
+                act.pod_cidr = None;
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "the CNI template task did not finish");
+                act.pod_cidr = None;
+            }
+        }));
+    }
+
+    /// What a beat reports: the agent's health with the pod network's readiness, the pressure
+    /// conditions, the engine's images.
+    fn readings(
+        &self,
+    ) -> impl std::future::Future<
+        Output = (
+            Health,
+            NodePressure,
+            Option<Vec<dockerlet_messages::runtime::RuntimeImage>>,
+        ),
+    > + 'static {
         let (health, pressure, images) = (self.health.clone(), self.pressure.clone(), self.images.clone());
-        let future = async move {
+        let network = self.config.network.clone();
+        async move {
             let health = health.send(GetHealth).await.unwrap_or(Health {
                 healthy: false,
                 reason: Some("agent is restarting".into()),
             });
+            let health = match network {
+                Some(cni) => with_network(health, cni.status().await),
+                None => health,
+            };
             let pressure: NodePressure = pressure.send(GetNodePressure).await.unwrap_or_default();
             let images = match images {
                 Some(images) => images.send(GetNodeImages).await.ok().flatten(),
                 None => None,
             };
             (health, pressure, images)
-        };
+        }
+    }
+
+    fn beat(&mut self, ctx: &mut Context<Self>) {
+        self.follow_pod_cidr(ctx);
+        if self.beating {
+            return;
+        }
+        self.beating = true;
+        let future = self.readings();
         ctx.spawn(future.into_actor(self).then(|(health, pressure, images), act, _| {
             let observed = Observed::new(&health, &pressure.conditions);
             let now = Timestamp::now();
@@ -508,6 +592,13 @@ mod tests {
         let ready = condition(&s, "Ready");
         assert_eq!(ready.status, "False");
         assert_eq!(ready.message.as_deref(), Some("PLEG is not healthy"));
+        let unready = Err(dockerlet_cni::NetworkError::Uninitialized);
+        let network = "container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:docker: network plugin is not ready: cni config uninitialized";
+        let alone = with_network(healthy.clone(), Err(dockerlet_cni::NetworkError::Uninitialized));
+        assert_eq!((alone.healthy, alone.reason.as_deref()), (false, Some(network)));
+        let both = with_network(sick.clone(), unready);
+        assert_eq!(both.reason, Some(format!("PLEG is not healthy, {network}")));
+        assert!(with_network(healthy.clone(), Ok(())).healthy);
         let memory = condition(&s, "MemoryPressure");
         assert_eq!(
             (memory.status.as_str(), memory.reason.as_deref()),
@@ -599,6 +690,8 @@ mod tests {
         let sources = Node0 { pressure: vec![] }.start();
         let config = NodeStatusConfig {
             max_images: 2,
+            network: None,
+            conf_template: None,
             node: Node::default(),
             register: true,
             update_frequency: Duration::from_secs(10),
@@ -646,6 +739,8 @@ mod tests {
         .start();
         let config = NodeStatusConfig {
             max_images: 50,
+            network: None,
+            conf_template: None,
             node: Node::default(),
             register: true,
             update_frequency: Duration::from_secs(10),

@@ -421,6 +421,44 @@ pub struct Cli {
     #[arg(long, value_name = "DURATION", value_parser = duration)]
     pub image_gc_period: Option<Duration>,
 
+    /// The pod network: `cni` attaches every sandbox not on the host network with the CNI
+    /// plugins of `--cni-conf-dir`; empty uses Docker's bridge network. Not given: `cni` when
+    /// `--cni-conf-dir` holds a usable configuration at start, else Docker's bridge.
+    #[arg(long, value_name = "NAME")]
+    pub network_plugin: Option<String>,
+
+    /// The directory of CNI network configurations; the first in lexical order that loads is
+    /// used [default: /etc/cni/net.d].
+    #[arg(long, value_name = "DIR")]
+    pub cni_conf_dir: Option<PathBuf>,
+
+    /// Directories searched for CNI plugin binaries, comma-separated [default: /opt/cni/bin].
+    #[arg(long, value_name = "DIRS", value_delimiter = ',')]
+    pub cni_bin_dir: Vec<PathBuf>,
+
+    /// The CNI cache directory (libcni's: each attachment's result, for DEL after a restart)
+    /// [default: /var/lib/cni/cache].
+    #[arg(long, value_name = "DIR")]
+    pub cni_cache_dir: Option<PathBuf>,
+
+    /// This node's pod CIDR (`podCIDR`), for `--cni-conf-template`; in a cluster the Node's
+    /// `spec.podCIDR`, as the controller manager allocates it, replaces it [default: none].
+    #[arg(long, value_name = "CIDR")]
+    pub pod_cidr: Option<String>,
+
+    /// A CNI configuration template: once the node's pod CIDR is known (`--pod-cidr`, the
+    /// Node's `spec.podCIDR`), `{{.PodCIDR}}` in it is replaced and the result written as
+    /// `<cni-conf-dir>/10-dockerlet.conflist` — a dockerlet extension after containerd's CRI
+    /// `conf_template` [default: none].
+    #[arg(long, value_name = "FILE")]
+    pub cni_conf_template: Option<PathBuf>,
+
+    /// The longest one CNI plugin call may run before it is killed and the sandbox fails — a
+    /// dockerlet extension (kubelet bounds the whole sandbox creation by
+    /// `runtimeRequestTimeout`, 2m) [default: 2m].
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    pub cni_plugin_timeout: Option<Duration>,
+
     /// How long a node shutdown waits for pods to stop (`shutdownGracePeriod`): a logind delay
     /// inhibitor holds the shutdown meanwhile; 0 shuts down at once [default: 0].
     #[arg(long, value_name = "DURATION", value_parser = duration)]

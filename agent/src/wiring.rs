@@ -18,10 +18,13 @@ use dockerlet_actors::node_shutdown::NodeShutdownConfig;
 use dockerlet_actors::node_status::NodeStatusConfig;
 use dockerlet_actors::oom_watcher::OomWatcherConfig;
 use dockerlet_actors::pleg::EVENTED_RELIST_PERIOD;
+use dockerlet_actors::pod_network::Networked;
 use dockerlet_actors::pod_worker::PodWorkerConfig;
 use dockerlet_actors::stats::{StatsConfig, StatsPaths, SystemCgroupNames};
 use dockerlet_actors::supervisor::{Mode, Supervisor, SupervisorConfig};
 use dockerlet_actors::system_cgroups::SystemCgroupsConfig;
+use dockerlet_cni::template::ConfTemplate;
+use dockerlet_cni::Cni;
 use dockerlet_host::cgroup::systemd::{SliceManager, SystemdSlices};
 use dockerlet_host::cgroup::tree::PodCgroups;
 use dockerlet_host::signals::FsStats;
@@ -39,7 +42,7 @@ use dockerlet_runtime::{ContainerLogConfig, ContainerRuntime, Containers, FileLo
 use k8s_openapi::api::core::v1::Node;
 use tokio::signal::unix::{signal, SignalKind};
 
-use crate::config::AgentConfig;
+use crate::config::{AgentConfig, NetworkPlugin, NetworkSettings};
 
 /// How long to wait for the Docker engine at start (kubelet: 30 s for its runtime).
 const RUNTIME_WAIT: Duration = Duration::from_secs(30);
@@ -52,7 +55,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     let (api, certificates) = connect_api(&config).await?;
     let facts = node_facts(&config, &host).await;
     let initial_node = crate::node::node(&facts);
-    let mode = decide_mode(&config, api, &initial_node);
+    let mode = decide_mode(&config, api, &initial_node, host.network.as_ref());
     let kube = mode.api().cloned();
     let actors = start_actors(&config, &host, &facts, initial_node, mode, certificates).await;
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
@@ -78,6 +81,8 @@ struct Host {
     sandbox_image: String,
     /// The node's IP (`--node-ip`, or the first physical-looking interface's).
     host_ip: String,
+    /// The CNI pod network; none: Docker's bridge.
+    network: Option<Arc<Cni>>,
 }
 
 /// The cgroups set up at start.
@@ -110,6 +115,15 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         )
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
+    if let (Some(template), Some(cidr)) = (conf_template(&config.network), &config.network.pod_cidr) {
+        if let Some(path) = template.render(cidr)? {
+            tracing::info!(pod_cidr = %cidr, file = %path.display(), "CNI configuration written for --pod-cidr");
+        }
+    }
+    let network = pod_network(&config.network);
+    if let Some(cni) = &network {
+        dockerlet_actors::pod_network::sweep(&runtime, cni).await;
+    }
     Ok(Host {
         root_dir,
         runtime,
@@ -117,7 +131,39 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         cgroups,
         sandbox_image,
         host_ip: config.node_ip.unwrap_or_else(detect_node_ip).to_string(),
+        network,
     })
+}
+
+/// `--cni-conf-template` with the directory it writes to.
+fn conf_template(settings: &NetworkSettings) -> Option<ConfTemplate> {
+    settings.conf_template.clone().map(|template| ConfTemplate {
+        template,
+        conf_dir: settings.cni.conf_dir.clone(),
+    })
+}
+
+/// The CNI pod network, when `--network-plugin=cni` or, without the flag, when
+/// `--cni-conf-dir` holds a usable configuration now; none: Docker's bridge.
+fn pod_network(settings: &NetworkSettings) -> Option<Arc<Cni>> {
+    let cni = Cni::new(settings.cni.clone());
+    let loaded = cni.reload();
+    let use_cni = match settings.plugin {
+        NetworkPlugin::Cni => true,
+        NetworkPlugin::DockerBridge => false,
+        NetworkPlugin::Detect => matches!(loaded, Ok(Some(_))),
+    };
+    let conf_dir = settings.cni.conf_dir.display();
+    if !use_cni {
+        tracing::info!(cni_conf_dir = %conf_dir, "pod network: Docker's bridge");
+        return None;
+    }
+    match &loaded {
+        Ok(Some(n)) => tracing::info!(network = %n.name, file = %n.path.display(), "pod network: CNI"),
+        Ok(None) => tracing::warn!(cni_conf_dir = %conf_dir, "pod network: CNI, not ready: cni config uninitialized"),
+        Err(e) => tracing::warn!(error = %e, "pod network: CNI, not ready"),
+    }
+    Some(Arc::new(cni))
 }
 
 /// Docker, waited for up to [`RUNTIME_WAIT`], and the cgroup driver checked against the
@@ -259,7 +305,12 @@ async fn node_facts(config: &AgentConfig, host: &Host) -> crate::node::NodeFacts
 
 /// Standalone or cluster, decided once here: with an API server the agent registers
 /// `initial_node` and keeps its status and Lease.
-fn decide_mode(config: &AgentConfig, api: Option<Arc<dyn KubeClient>>, initial_node: &Node) -> Mode {
+fn decide_mode(
+    config: &AgentConfig,
+    api: Option<Arc<dyn KubeClient>>,
+    initial_node: &Node,
+    network: Option<&Arc<Cni>>,
+) -> Mode {
     match api {
         Some(api) => Mode::Cluster {
             api,
@@ -270,6 +321,8 @@ fn decide_mode(config: &AgentConfig, api: Option<Arc<dyn KubeClient>>, initial_n
                 report_frequency: config.node_status_report_frequency,
                 lease_duration_seconds: config.node_lease_duration_seconds,
                 max_images: config.node_status_max_images,
+                network: network.cloned(),
+                conf_template: conf_template(&config.network),
             }),
         },
         None => Mode::Standalone,
@@ -348,12 +401,22 @@ async fn start_actors(
             container_gc: Some(container_gc),
             client_certificates: certificates.map(|c| c as Arc<dyn CertificateRotation>),
         },
-        Arc::new(Measured::new(host.runtime.clone(), metrics.clone())),
+        pod_runtime(host, &metrics),
     );
     Actors {
         supervisor,
         health,
         metrics,
+    }
+}
+
+/// Docker as the actors use it: every call measured, and with CNI the sandboxes' attachments
+/// kept in step ([`Networked`]).
+fn pod_runtime(host: &Host, metrics: &Arc<Metrics>) -> Arc<dyn ContainerRuntime> {
+    let measured: Arc<dyn ContainerRuntime> = Arc::new(Measured::new(host.runtime.clone(), metrics.clone()));
+    match &host.network {
+        Some(cni) => Arc::new(Networked::new(measured, cni.clone())),
+        None => measured,
     }
 }
 
@@ -437,6 +500,7 @@ async fn worker_config(
         cgroups: host.cgroups.pods.clone(),
         image_pulls: config.image_pulls,
         cpu_cfs_quota: config.node.cpu_cfs_quota,
+        network: host.network.clone(),
     }
 }
 

@@ -37,6 +37,9 @@ pub enum NetworkMode {
     Host,
     /// Join another container's namespace (app containers join their sandbox).
     Container(ContainerId),
+    /// A namespace of its own with only loopback: a CNI plugin wires it (sandboxes with
+    /// `--network-plugin=cni`, as cri-dockerd creates them).
+    None,
 }
 
 /// A published port: `host_ip:host_port` on the node → `container_port/protocol`.

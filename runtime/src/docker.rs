@@ -837,6 +837,7 @@ fn create_body(spec: CreateSpec) -> ContainerCreateBody {
         NetworkMode::Bridge => "bridge".to_string(),
         NetworkMode::Host => "host".to_string(),
         NetworkMode::Container(id) => format!("container:{id}"),
+        NetworkMode::None => "none".to_string(),
     });
     let mut port_bindings: HashMap<String, Option<Vec<DockerPortBinding>>> = HashMap::new();
     let mut exposed = Vec::new();

@@ -27,6 +27,7 @@ mod debug;
 mod handlers;
 pub mod image_manager;
 mod mount_events;
+pub mod network;
 pub mod outcome;
 mod parts;
 mod pod_cgroup;
@@ -136,6 +137,8 @@ pub struct PodWorkerConfig {
     /// `cpuCFSQuota`: CPU limits become CFS quotas of containers (and pod cgroups); false leaves
     /// them only their shares, as kubelet's `--cpu-cfs-quota=false`.
     pub cpu_cfs_quota: bool,
+    /// The CNI pod network (`--network-plugin=cni`); none: sandboxes on Docker's bridge.
+    pub network: Option<Arc<dockerlet_cni::Cni>>,
 }
 
 /// Where a PodWorker sends what it learns. In the agent the status and probe links reach the

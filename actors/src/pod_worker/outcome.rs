@@ -52,6 +52,10 @@ pub enum SyncError {
     /// The pod's RuntimeClass cannot be resolved to a runtime handler.
     #[error(transparent)]
     RuntimeClass(#[from] RuntimeClassError),
+    /// The sandbox cannot be put on the CNI pod network (none is configured, or the plugins
+    /// failed): it is not made, or removed again.
+    #[error(transparent)]
+    Network(#[from] super::network::SandboxNetworkError),
     /// The pod's directory (its volumes) could not be removed.
     #[error("remove {}: {source}", path.display())]
     RemovePodDir {

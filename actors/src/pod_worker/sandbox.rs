@@ -9,7 +9,7 @@ use std::sync::Arc;
 use dockerlet_host::pod_files::{self, PodFileError};
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer};
 use dockerlet_metrics::ContainerType;
-use dockerlet_pod::container::{sandbox_spec, ManagedFiles};
+use dockerlet_pod::container::{sandbox_spec, ManagedFiles, NetworkMode};
 use dockerlet_pod::dns::{pod_dns, ResolvConf};
 use dockerlet_pod::hosts::{self, PodHostname};
 use dockerlet_pod::spec::{host_network, pod_identity};
@@ -63,6 +63,10 @@ impl PodSandbox<'_> {
         } else {
             Some(PodHostname::of(self.pod, &config.dns.domain)?.kernel_hostname(self.pod)?)
         };
+        let network = config.network.as_deref().filter(|_| !host_network(self.pod));
+        if let Some(cni) = network {
+            super::network::ready(cni)?;
+        }
         let events = self.write_resolv_conf().await?;
         outcome.events.extend(events);
         // The pod cgroup first, with the pod's limits, as kubelet's EnsureExists before the sandbox.
@@ -78,6 +82,15 @@ impl PodSandbox<'_> {
         dockerlet_pod::security::apply_sandbox(&mut spec, self.pod);
         spec.oom_score_adj = spec.oom_score_adj.map(|v| v.max(config.min_oom_score_adj));
         spec.runtime = self.runtime_handler().await?;
+        // On the CNI network the sandbox gets a namespace of its own and the plugins wire it;
+        // its hostPorts go to `portmap`, not to Docker.
+        let ports = match network {
+            Some(_) => {
+                spec.network = Some(NetworkMode::None);
+                std::mem::take(&mut spec.ports)
+            }
+            None => Vec::new(),
+        };
         let id = self.sync.create(spec).await?;
         let started = self.sync.runtime.start_container(&id).await;
         let metrics = &self.sync.config.metrics;
@@ -89,12 +102,29 @@ impl PodSandbox<'_> {
             let _ = self.sync.remove(&id).await;
             return Err(e.into());
         }
-        self.sync.observe(&id, &mut outcome.unobserved).await.ok_or_else(|| {
-            RuntimeError::NotFound {
+        let mut sandbox = self.sync.observe(&id, &mut outcome.unobserved).await.ok_or_else(|| {
+            SyncError::from(RuntimeError::NotFound {
                 what: format!("sandbox {id}"),
+            })
+        })?;
+        if let Some(cni) = network {
+            match super::network::attach(cni, self.pod, &sandbox, &ports).await {
+                // Observed again, so the pod cache holds the address the attachment gave.
+                Ok(ip) => match self.sync.observe(&id, &mut outcome.unobserved).await {
+                    Some(again) => sandbox = again,
+                    None => sandbox.ip = Some(ip),
+                },
+                Err(e) => {
+                    // cri-dockerd stops the sandbox after a failed set-up; nothing of it is kept.
+                    tracing::info!(sandbox = %id, reason = "its pod network could not be set up", "removing sandbox");
+                    if let Err(removed) = self.sync.remove(&id).await {
+                        tracing::warn!(sandbox = %id, error = %removed, "cannot remove a sandbox without network");
+                    }
+                    return Err(e.into());
+                }
             }
-            .into()
-        })
+        }
+        Ok(sandbox)
     }
 
     /// Form the pod's resolv.conf (kubelet's GetPodDNS, from `--resolv-conf`) and write it to

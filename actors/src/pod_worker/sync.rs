@@ -21,6 +21,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::jiff::Timestamp;
 
 use super::context::{SyncContext, CACHE_WAIT};
+use super::network::SandboxNetworkError;
 use super::outcome::{Notes, SyncError, SyncNote, SyncOutcome, WorkerEvent};
 use super::pod_cgroup::ensure_pod_cgroup;
 use super::sandbox::{sandbox_ip, PodSandbox};
@@ -368,11 +369,19 @@ impl Executor<'_> {
             Some(attempt) => match sandbox.create(attempt, self.outcome).await {
                 Ok(s) => s,
                 Err(e) => {
-                    self.outcome.events.push(WorkerEvent::pod(
-                        EventType::Warning,
-                        "FailedCreatePodSandBox",
-                        format!("Failed to create pod sandbox: {e}"),
-                    ));
+                    // kubelet refuses a pod needing the network while there is none with
+                    // NetworkNotReady, before any sandbox.
+                    let event = match &e {
+                        SyncError::Network(n @ SandboxNetworkError::NotReady) => {
+                            WorkerEvent::pod(EventType::Warning, "NetworkNotReady", n.to_string())
+                        }
+                        _ => WorkerEvent::pod(
+                            EventType::Warning,
+                            "FailedCreatePodSandBox",
+                            format!("Failed to create pod sandbox: {e}"),
+                        ),
+                    };
+                    self.outcome.events.push(event);
                     return self.outcome.errors.push(e);
                 }
             },

@@ -540,6 +540,7 @@ mod tests {
             cgroups: None,
             image_pulls: Default::default(),
             cpu_cfs_quota: true,
+            network: None,
         };
         SupervisorConfig {
             worker: Arc::new(worker),

@@ -121,6 +121,8 @@ pub(super) struct FileSettings {
     pub(super) cluster_dns: Option<Vec<String>>,
     pub(super) cluster_domain: Option<String>,
     pub(super) resolv_conf: Option<PathBuf>,
+    /// `podCIDR` (empty: none).
+    pub(super) pod_cidr: Option<String>,
     pub(super) seccomp_default: Option<bool>,
     pub(super) allowed_unsafe_sysctls: Option<Vec<String>>,
     pub(super) cgroup_root: Option<String>,
@@ -293,6 +295,7 @@ pub(super) fn settings(path: &Path, mut map: Map) -> Result<FileSettings, Config
         cluster_dns: field(path, &mut map, "clusterDNS")?,
         cluster_domain: nonzero_field(path, &mut map, "clusterDomain")?,
         resolv_conf: field(path, &mut map, "resolvConf")?,
+        pod_cidr: nonzero_field(path, &mut map, "podCIDR")?,
         seccomp_default: field(path, &mut map, "seccompDefault")?,
         allowed_unsafe_sysctls: field(path, &mut map, "allowedUnsafeSysctls")?,
         cgroup_root: field(path, &mut map, "cgroupRoot")?,

@@ -222,13 +222,7 @@ pub(super) const FIELDS: &[(&str, Field)] = &[
         ),
     ),
     ("maxPods", Honoured),
-    (
-        "podCIDR",
-        DefaultOnly(
-            &[Zero],
-            "pods use Docker's bridge network; its address range is Docker's",
-        ),
-    ),
+    ("podCIDR", Honoured),
     ("podPidsLimit", Honoured),
     ("resolvConf", Honoured),
     ("runOnce", DefaultOnly(&[Bool(false)], "dockerlet has no run-once mode")),

@@ -14,6 +14,7 @@
 //! - [`eviction`]: the eviction thresholds; [`cluster`]: the API server and its rate limits;
 //! - [`dns`], [`security`], [`cgroups`], [`images`], [`logs`], [`shutdown`], [`feature_gates`];
 //! - [`image_gc`]: image garbage collection's thresholds, ages and period;
+//! - [`network`]: the pod network (CNI or Docker's bridge);
 //! - [`process`]: the agent's own command-line-only settings.
 //!
 //! A new subsystem adds a slice file here: a `pub(super) fn resolve(cli, file) -> Result<Slice,
@@ -47,6 +48,7 @@ mod images;
 mod kubelet_api;
 mod kubelet_fields;
 mod logs;
+mod network;
 mod node;
 mod node_settings;
 mod pod_sync;
@@ -63,6 +65,7 @@ pub use container_gc::ContainerGc;
 pub use image_gc::ImageGcSettings;
 pub use kubelet_api::KubeletApiConfig;
 pub use logs::ContainerLogs;
+pub use network::{NetworkPlugin, NetworkSettings};
 pub use node_settings::{NodeSettings, ReservedCgroup};
 
 // What the tests name through `use super::*`.
@@ -170,6 +173,8 @@ pub struct AgentConfig {
     /// `--image-gc-high-threshold`, `--image-gc-low-threshold`, `--minimum-image-ttl-duration`,
     /// `imageMaximumGCAge`, `--image-gc-period`.
     pub image_gc: ImageGcSettings,
+    /// The pod network.
+    pub network: NetworkSettings,
     /// Graceful node shutdown's priority groups (`shutdownGracePeriod…`); empty: none.
     pub shutdown_groups: Vec<dockerlet_pod::shutdown::ShutdownGroup>,
     /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*`,
@@ -248,6 +253,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let shutdown_groups = shutdown::resolve(cli, &file)?;
     let container_logs = logs::resolve(cli, &file)?;
     let container_gc = container_gc::resolve(cli);
+    let network = network::resolve(cli, &file, &node_name)?;
     Ok(AgentConfig {
         node_name,
         node_ip: registration.node_ip,
@@ -287,6 +293,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         sandbox_image: images.sandbox_image,
         image_pulls: images.pulls,
         image_gc,
+        network,
         pod_logs_dir: logs::pods_dir(cli, &file),
         container_logs,
         container_gc,

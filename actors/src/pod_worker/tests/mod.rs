@@ -159,6 +159,7 @@ pub(super) fn config() -> Arc<PodWorkerConfig> {
         cgroups: None,
         image_pulls: Default::default(),
         cpu_cfs_quota: true,
+        network: None,
     })
 }
 

@@ -1,0 +1,181 @@
+//! [`Networked`]: the container runtime as the pod network sees it, with `--network-plugin=cni`
+//! (cri-dockerd's `StopPodSandbox` and `PodSandboxStatus` around its network plugin). A sandbox
+//! attached by CNI is detached (`DEL`) before it is stopped, and again before it is removed if
+//! that failed, whoever stops or removes it — its pod's worker, container GC, orphan clean-up;
+//! its pod IP, which Docker does not know for a `none` network, comes from the attachment.
+//! [`sweep`] detaches at start what an earlier run left attached (a sandbox gone, or no longer
+//! running).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dockerlet_cni::Cni;
+use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeImage, RuntimeState};
+use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_runtime::{
+    ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RegistryAuth, RuntimeError, RuntimeEvent,
+};
+use futures::stream::BoxStream;
+
+/// `inner`, with CNI attachments kept in step with the sandboxes.
+pub struct Networked {
+    inner: Arc<dyn ContainerRuntime>,
+    cni: Arc<Cni>,
+}
+
+impl Networked {
+    /// `inner` on the pod network `cni`.
+    pub fn new(inner: Arc<dyn ContainerRuntime>, cni: Arc<Cni>) -> Self {
+        Networked { inner, cni }
+    }
+
+    /// Detaches `id` if it is attached: with its namespace while it runs, without once it is
+    /// gone (plugins release what they hold by container ID). A failure is logged and kept in
+    /// the cache, so the next stop, the removal or the next start's sweep tries again.
+    async fn detach(&self, id: &ContainerId, why: &str) {
+        if !self.cni.is_attached(&id.0) {
+            return;
+        }
+        let netns = match self.inner.inspect_container(id).await {
+            Ok(Some(c)) => c.pid.map(netns_path).unwrap_or_default(),
+            _ => String::new(),
+        };
+        detach_logged(&self.cni, id, &netns, why).await;
+    }
+}
+
+/// A running process's network namespace, as cri-dockerd names it for CNI.
+pub fn netns_path(pid: u32) -> String {
+    format!("/proc/{pid}/ns/net")
+}
+
+async fn detach_logged(cni: &Cni, id: &ContainerId, netns: &str, why: &str) {
+    match cni.del(&id.0, netns).await {
+        Ok(true) => tracing::info!(sandbox = %id, reason = why, "pod network detached (CNI DEL)"),
+        Ok(false) => {}
+        Err(e) => tracing::warn!(sandbox = %id, reason = why, error = %e, "CNI DEL failed; tried again later"),
+    }
+}
+
+/// At start: detaches every sandbox this node attached whose container is gone or no longer
+/// runs (the agent was stopped between a sandbox's end and its DEL, or between ADD and the
+/// container start).
+pub async fn sweep(runtime: &dyn ContainerRuntime, cni: &Cni) {
+    for id in cni.attached() {
+        let id = ContainerId(id);
+        let running = match runtime.inspect_container(&id).await {
+            Ok(Some(c)) => c.state == RuntimeState::Running,
+            Ok(None) => false,
+            Err(e) => {
+                tracing::warn!(sandbox = %id, error = %e, "cannot inspect an attached sandbox; left attached");
+                continue;
+            }
+        };
+        if !running {
+            detach_logged(cni, &id, "", "the sandbox no longer runs (found at start)").await;
+        }
+    }
+}
+
+#[async_trait]
+impl ContainerRuntime for Networked {
+    async fn ping(&self) -> Result<(), RuntimeError> {
+        self.inner.ping().await
+    }
+
+    async fn version(&self) -> Result<String, RuntimeError> {
+        self.inner.version().await
+    }
+}
+
+#[async_trait]
+impl Containers for Networked {
+    async fn list_node_containers(&self, node: &str) -> Result<Vec<ContainerListing>, RuntimeError> {
+        self.inner.list_node_containers(node).await
+    }
+
+    async fn list_pod_containers(&self, node: &str, pod_uid: &PodUid) -> Result<Vec<ContainerListing>, RuntimeError> {
+        self.inner.list_pod_containers(node, pod_uid).await
+    }
+
+    /// A running CNI sandbox's address is its attachment's.
+    async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
+        let mut observed = self.inner.inspect_container(id).await?;
+        if let Some(c) = observed.as_mut() {
+            if c.role == ContainerRole::Sandbox && !c.host_network && c.ip.is_none() && c.state == RuntimeState::Running
+            {
+                c.ip = self
+                    .cni
+                    .pod_ips(&id.0)
+                    .and_then(|ips| ips.first().map(ToString::to_string));
+            }
+        }
+        Ok(observed)
+    }
+
+    async fn create_container(&self, spec: CreateSpec) -> Result<ContainerId, RuntimeError> {
+        self.inner.create_container(spec).await
+    }
+
+    async fn start_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        self.inner.start_container(id).await
+    }
+
+    /// The network first, as cri-dockerd's StopPodSandbox tears the pod down before stopping.
+    async fn stop_container(&self, id: &ContainerId, grace: Duration) -> Result<(), RuntimeError> {
+        self.detach(id, "sandbox stopped").await;
+        self.inner.stop_container(id, grace).await
+    }
+
+    async fn remove_container(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+        self.detach(id, "sandbox removed").await;
+        self.inner.remove_container(id).await
+    }
+
+    fn events(&self, node: &str) -> BoxStream<'static, Result<RuntimeEvent, RuntimeError>> {
+        self.inner.events(node)
+    }
+}
+
+#[async_trait]
+impl Images for Networked {
+    async fn image_present(&self, image: &str) -> Result<bool, RuntimeError> {
+        self.inner.image_present(image).await
+    }
+
+    async fn image_user(&self, image: &str) -> Result<String, RuntimeError> {
+        self.inner.image_user(image).await
+    }
+
+    async fn pull_image(&self, image: &str, auth: Option<&RegistryAuth>) -> Result<u64, RuntimeError> {
+        self.inner.pull_image(image, auth).await
+    }
+
+    async fn ensure_sandbox_image(
+        &self,
+        configured: Option<&str>,
+        auths: &[RegistryAuth],
+    ) -> Result<String, RuntimeError> {
+        self.inner.ensure_sandbox_image(configured, auths).await
+    }
+
+    async fn list_images(&self) -> Result<Vec<RuntimeImage>, RuntimeError> {
+        self.inner.list_images().await
+    }
+
+    async fn remove_image(&self, image: &RuntimeImage) -> Result<(), RuntimeError> {
+        self.inner.remove_image(image).await
+    }
+
+    async fn image_ids_in_use(&self) -> Result<std::collections::BTreeSet<String>, RuntimeError> {
+        self.inner.image_ids_in_use().await
+    }
+}
+
+#[async_trait]
+impl Exec for Networked {
+    async fn exec(&self, id: &ContainerId, cmd: Vec<String>, timeout: Duration) -> Result<ExecOutput, RuntimeError> {
+        self.inner.exec(id, cmd, timeout).await
+    }
+}

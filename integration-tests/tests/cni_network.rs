@@ -1,0 +1,743 @@
+//! The CNI pod network against real Docker and Debian's CNI plugins (`containernetworking-plugins`,
+//! in `/usr/lib/cni`): `bridge` with `host-local` IPAM, `firewall` and `portmap`, as a
+//! kubenet-style node network. Two agents, each with its own node name, bridge and pod subnet,
+//! run a pod each: each pod reaches the other by pod IP (routed through the host), a hostPort
+//! reaches a pod through `portmap`, and when the pods are gone no veth, IP lease, iptables rule or
+//! cache entry of theirs is left. Plugin faults (an error, a hang, garbage) leave the pod
+//! waiting with `FailedCreatePodSandBox` and nothing behind; a sandbox removed while the agent
+//! was down is detached at the next start.
+//!
+//! The behaviour followed is cri-dockerd's network plugin (`network/cni/cni.go`: one
+//! `ADD`/`DEL` of the first configuration, `CNI_ARGS` with the pod's namespace, name, sandbox
+//! and UID) and libcni's (`libcni/api.go`: the list in order, `prevResult`, the cache).
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+mod common;
+
+use common::port_forward::{http_get, PortForward};
+use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
+use dockerlet_integration_tests::docker::{docker, exec};
+use dockerlet_integration_tests::harness::{free_port, random_hex};
+use dockerlet_integration_tests::{wait_until, Agent, ManifestDir, PodExt, CHANGE_TIMEOUT, POD_START_TIMEOUT};
+use serde_json::{json, Value};
+
+/// Debian's plugins.
+const PLUGINS: &str = "/usr/lib/cni";
+
+/// Fails (never passes silently) when the plugins are missing: `scripts/ensure-test-tools.sh`
+/// installs them.
+fn require_plugins() {
+    for plugin in ["bridge", "host-local", "portmap", "firewall", "loopback"] {
+        assert!(
+            Path::new(PLUGINS).join(plugin).exists(),
+            "{PLUGINS}/{plugin} is missing: install containernetworking-plugins (scripts/ensure-test-tools.sh)"
+        );
+    }
+}
+
+/// One node's network: its bridge, subnet, configuration, IPAM and cache directories. Dropping
+/// it deletes the bridge (the plugins leave it, as kubenet's cbr0 stays).
+struct NodeNet {
+    dir: tempfile::TempDir,
+    name: String,
+    bridge: String,
+    /// `10.<a>.<b>`: the /24's first three octets.
+    prefix: String,
+}
+
+impl NodeNet {
+    fn new(extra_plugins: &[Value]) -> NodeNet {
+        let hex = random_hex();
+        let (a, b) = (
+            200 + u8::from_str_radix(&hex[0..2], 16).unwrap_or(0) % 50,
+            u8::from_str_radix(&hex[2..4], 16).unwrap_or(0),
+        );
+        let net = NodeNet {
+            dir: tempfile::tempdir().expect("tempdir"),
+            name: format!("dl-{}", &hex[..8]),
+            bridge: format!("dlbr{}", &hex[..8]),
+            prefix: format!("10.{a}.{b}"),
+        };
+        std::fs::create_dir_all(net.conf_dir()).expect("conf dir");
+        net.write_config(extra_plugins);
+        net
+    }
+
+    /// The configuration file.
+    fn config_file(&self) -> PathBuf {
+        self.conf_dir().join(format!("10-{}.conflist", self.name))
+    }
+
+    /// Moves the configuration out of libcni's sight (a name it does not read) and back.
+    fn hide_config(&self, hidden: bool) {
+        let off = self.config_file().with_extension("off");
+        let (from, to) = if hidden {
+            (self.config_file(), off)
+        } else {
+            (off, self.config_file())
+        };
+        std::fs::rename(from, to).expect("move the CNI configuration");
+    }
+
+    fn conf_dir(&self) -> PathBuf {
+        self.dir.path().join("net.d")
+    }
+
+    fn cache_dir(&self) -> PathBuf {
+        self.dir.path().join("cache")
+    }
+
+    fn ipam_dir(&self) -> PathBuf {
+        self.dir.path().join("ipam")
+    }
+
+    fn bin_dir(&self) -> PathBuf {
+        self.dir.path().join("bin")
+    }
+
+    /// `10-<name>.conflist`: bridge + host-local, firewall, portmap, then `extra`.
+    fn write_config(&self, extra: &[Value]) {
+        let mut plugins = vec![
+            json!({
+                "type": "bridge",
+                "bridge": self.bridge,
+                "isGateway": true,
+                "ipMasq": false,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": format!("{}.0/24", self.prefix)}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": self.ipam_dir(),
+                },
+            }),
+            json!({"type": "firewall"}),
+            json!({"type": "portmap", "capabilities": {"portMappings": true}}),
+        ];
+        plugins.extend(extra.iter().cloned());
+        let list = json!({"cniVersion": "1.0.0", "name": self.name, "plugins": plugins});
+        let path = self.config_file();
+        let tmp = path.with_extension("tmp");
+        std::fs::write(&tmp, list.to_string()).expect("write the CNI configuration");
+        std::fs::rename(&tmp, &path).expect("put the CNI configuration in place");
+    }
+
+    /// The agent's flags for this network (the test's own plugin directory first).
+    fn args(&self) -> Vec<String> {
+        vec![
+            "--network-plugin".into(),
+            "cni".into(),
+            "--cni-conf-dir".into(),
+            self.conf_dir().display().to_string(),
+            "--cni-bin-dir".into(),
+            format!("{},{PLUGINS}", self.bin_dir().display()),
+            "--cni-cache-dir".into(),
+            self.cache_dir().display().to_string(),
+            "--cni-plugin-timeout".into(),
+            "3s".into(),
+        ]
+    }
+
+    /// The veths on the bridge.
+    fn veths(&self) -> Vec<String> {
+        let out = Command::new("ip")
+            .args(["-o", "link", "show", "master", &self.bridge])
+            .output()
+            .expect("ip link");
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .filter_map(|l| l.split(':').nth(1).map(|n| n.trim().to_string()))
+            .collect()
+    }
+
+    /// host-local's leases: the files of its network directory named by an address.
+    fn leases(&self) -> Vec<String> {
+        std::fs::read_dir(self.ipam_dir().join(&self.name))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .filter(|n| n.parse::<std::net::IpAddr>().is_ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// The cache's attachment files.
+    fn cached(&self) -> Vec<String> {
+        std::fs::read_dir(self.cache_dir().join("results"))
+            .map(|d| {
+                d.filter_map(Result::ok)
+                    .map(|e| e.file_name().to_string_lossy().into_owned())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    /// What of this network the node's network still holds: veths, leases, cache entries and
+    /// iptables rules naming an address of its subnet or one of `needles` (sandbox IDs).
+    fn leftovers(&self, needles: &[String]) -> Vec<String> {
+        let mut left: Vec<String> = self.veths().into_iter().map(|v| format!("veth {v}")).collect();
+        left.extend(self.leases().into_iter().map(|l| format!("lease {l}")));
+        left.extend(self.cached().into_iter().map(|c| format!("cache {c}")));
+        let rules = String::from_utf8_lossy(&Command::new("iptables-save").output().expect("iptables-save").stdout)
+            .into_owned();
+        let subnet = format!(" {}.", self.prefix).replace(' ', "");
+        for line in rules.lines() {
+            let names_subnet = line.split([' ', '/', '"']).any(|w| w.starts_with(&subnet));
+            if names_subnet || needles.iter().any(|n| !n.is_empty() && line.contains(n.as_str())) {
+                left.push(format!("iptables {line}"));
+            }
+        }
+        left
+    }
+}
+
+impl Drop for NodeNet {
+    fn drop(&mut self) {
+        let _ = Command::new("ip").args(["link", "del", &self.bridge]).output();
+    }
+}
+
+/// A pod serving `text` on port 8080 with busybox httpd, `hostPort` published if given.
+fn web_pod(name: &str, text: &str, host_port: Option<u16>) -> String {
+    let port = match host_port {
+        Some(p) => format!("    ports:\n    - containerPort: 8080\n      hostPort: {p}\n"),
+        None => "    ports:\n    - containerPort: 8080\n".into(),
+    };
+    format!(
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "mkdir -p /www && echo {text} > /www/index.html && exec httpd -f -p 8080 -h /www"]
+{port}"#
+    )
+}
+
+/// The running pod `manifest`'s IP (in `net`'s subnet) and its sandbox's container ID.
+fn running(agent: &Agent, manifest: &str, net: &NodeNet) -> (String, String, String) {
+    let pod = agent.wait_for_running(manifest);
+    let ip = pod.pod_ip().unwrap_or_default().to_string();
+    assert!(
+        ip.starts_with(&format!("{}.", net.prefix)),
+        "{manifest}'s IP {ip:?} is not in {}.0/24: {}",
+        net.prefix,
+        pod.summary()
+    );
+    let containers = agent.pod_containers(pod.uid());
+    let sandbox = containers
+        .iter()
+        .find(|c| c.is_sandbox())
+        .expect("a sandbox")
+        .id
+        .clone();
+    let web = containers
+        .iter()
+        .find(|c| c.kube_name() == "web")
+        .expect("the web container")
+        .id
+        .clone();
+    (ip, sandbox, web)
+}
+
+/// An HTTP GET from container `from` to `ip:port` with busybox `nc` (its static `wget`
+/// crashes resolving names), retried until it answers; the body.
+fn fetch(from: &str, ip: &str, port: u16) -> String {
+    let request = format!("printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 {ip} {port}");
+    wait_until(&format!("{ip}:{port} from {from}"), CHANGE_TIMEOUT, || {
+        let out = exec(from, &["sh", "-c", &request]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        match text.split_once("\r\n\r\n") {
+            Some((head, body)) if out.status.success() && head.starts_with("HTTP/1.") => Ok(body.trim().to_string()),
+            _ => Err(format!("{text}{}", String::from_utf8_lossy(&out.stderr))),
+        }
+    })
+}
+
+/// Two agents, two bridges and subnets: pod IPs from the CNI result, each pod reaching the
+/// other by IP through the host, `/etc/hosts` with the CNI address, a hostPort through
+/// `portmap`, the plugins given cri-dockerd's `CNI_ARGS`; after the pods are deleted, nothing
+/// of theirs is left.
+#[test]
+fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
+    require_plugins();
+    let (net_a, net_b) = (NodeNet::new(&[]), NodeNet::new(&[]));
+    let (manifests_a, manifests_b) = (ManifestDir::new(), ManifestDir::new());
+    let args_a = net_a.args();
+    let args_b = net_b.args();
+    let agent_a = Agent::start(
+        "cni-a",
+        manifests_a.path(),
+        &args_a.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let agent_b = Agent::start(
+        "cni-b",
+        manifests_b.path(),
+        &args_b.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let host_port = free_port();
+    manifests_a.write("web-a.yaml", &web_pod("web-a", "hello-from-a", Some(host_port)));
+    manifests_b.write("web-b.yaml", &web_pod("web-b", "hello-from-b", None));
+    let (ip_a, sandbox_a, web_a) = running(&agent_a, "web-a", &net_a);
+    let (ip_b, sandbox_b, web_b) = running(&agent_b, "web-b", &net_b);
+
+    // Docker gave the sandboxes no network of their own: the plugins did.
+    let mode = docker(&["inspect", "-f", "{{.HostConfig.NetworkMode}}", &sandbox_a]);
+    assert_eq!(String::from_utf8_lossy(&mode.stdout).trim(), "none");
+    assert_eq!(net_a.veths().len(), 1, "one veth on {}", net_a.bridge);
+    assert_eq!(net_a.leases(), vec![ip_a.clone()]);
+    let cached: Value = serde_json::from_slice(
+        &std::fs::read(
+            net_a
+                .cache_dir()
+                .join("results")
+                .join(format!("{}-{sandbox_a}-eth0", net_a.name)),
+        )
+        .expect("libcni's cache file for the sandbox"),
+    )
+    .expect("JSON");
+    let pod_a = agent_a.wait_for_running("web-a");
+    assert_eq!(
+        cached["cniArgs"],
+        json!([
+            ["IgnoreUnknown", "1"],
+            ["K8S_POD_NAMESPACE", "default"],
+            ["K8S_POD_NAME", pod_a.name()],
+            ["K8S_POD_INFRA_CONTAINER_ID", sandbox_a],
+            ["K8S_POD_UID", pod_a.uid()]
+        ])
+    );
+
+    assert_eq!(fetch(&web_b, &ip_a, 8080), "hello-from-a");
+    assert_eq!(fetch(&web_a, &ip_b, 8080), "hello-from-b");
+    let hosts = exec(&web_a, &["cat", "/etc/hosts"]);
+    assert!(
+        String::from_utf8_lossy(&hosts.stdout).contains(&ip_a),
+        "/etc/hosts names the pod IP {ip_a}: {}",
+        String::from_utf8_lossy(&hosts.stdout)
+    );
+    // portmap's DNAT for the hostPort, from a pod of the other node to this node's bridge address.
+    let gateway_a = format!("{}.1", net_a.prefix);
+    assert_eq!(fetch(&web_b, &gateway_a, host_port), "hello-from-a");
+
+    manifests_a.remove("web-a.yaml");
+    manifests_b.remove("web-b.yaml");
+    for (agent, manifest) in [(&agent_a, "web-a"), (&agent_b, "web-b")] {
+        wait_until(&format!("{manifest} gone"), CHANGE_TIMEOUT, || {
+            match agent.pod(manifest) {
+                None => Ok(()),
+                Some(p) => Err(p.summary()),
+            }
+        });
+    }
+    for (net, needles) in [(&net_a, [sandbox_a, ip_a]), (&net_b, [sandbox_b, ip_b])] {
+        let needles: Vec<String> = needles.to_vec();
+        wait_until(&format!("nothing of {} left", net.name), CHANGE_TIMEOUT, || {
+            let left = net.leftovers(&needles);
+            if left.is_empty() {
+                Ok(())
+            } else {
+                Err(left.join("\n"))
+            }
+        });
+    }
+}
+
+/// A plugin that fails, one that hangs past `--cni-plugin-timeout` and one that prints garbage
+/// (chosen by the pod's name in `CNI_ARGS`): each pod waits with `FailedCreatePodSandBox` and
+/// the plugin's words, no sandbox container of it stays, and the bridge plugin's veth and lease
+/// are released by the DEL that undoes the ADD. Once the configuration no longer names the
+/// plugin, the pods run.
+#[test]
+fn plugin_faults_leave_pods_waiting_and_nothing_behind() {
+    require_plugins();
+    let net = NodeNet::new(&[json!({"type": "faulty"})]);
+    std::fs::create_dir_all(net.bin_dir()).expect("bin dir");
+    let log = net.dir.path().join("faulty.log");
+    let script = format!(
+        r#"#!/bin/sh
+cat > /dev/null
+echo "$CNI_COMMAND $CNI_ARGS" >> {log}
+[ "$CNI_COMMAND" = ADD ] || exit 0
+case "$CNI_ARGS" in
+  *K8S_POD_NAME=fails-*) echo '{{"cniVersion":"1.0.0","code":7,"msg":"faulty refuses","details":"by design"}}'; exit 1 ;;
+  *K8S_POD_NAME=hangs-*) exec sleep 60 ;;
+  *) echo 'this is not JSON'; exit 0 ;;
+esac
+"#,
+        log = log.display()
+    );
+    let plugin = net.bin_dir().join("faulty");
+    std::fs::write(&plugin, script).expect("write the plugin");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+
+    let manifests = ManifestDir::new();
+    let args = net.args();
+    let agent = Agent::start(
+        "cni-faults",
+        manifests.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    for name in ["fails", "hangs", "garbage"] {
+        manifests.write(&format!("{name}.yaml"), &web_pod(name, name, None));
+    }
+    let expected = [
+        (
+            "fails",
+            r#"plugin type="faulty" name="#,
+            "failed (add): faulty refuses; by design",
+        ),
+        ("hangs", r#"plugin type="faulty" name="#, "did not finish in 3s: killed"),
+        (
+            "garbage",
+            r#"plugin type="faulty" name="#,
+            "returned a result that is not a CNI result",
+        ),
+    ];
+    for (name, start, end) in expected {
+        let pod_name = agent.pod_name(name);
+        wait_until(&format!("{name}: FailedCreatePodSandBox"), POD_START_TIMEOUT, || {
+            let events = agent.events();
+            let found = events.iter().find(|e| {
+                e["reason"] == "FailedCreatePodSandBox"
+                    && e["message"].as_str().is_some_and(|m| {
+                        m.contains(&format!("network for pod \"{pod_name}\": networkPlugin cni failed to set up pod \"{pod_name}_default\" network: "))
+                            && m.contains(start)
+                            && m.contains(end)
+                    })
+            });
+            found.map(|_| ()).ok_or_else(|| format!("{events:#?}"))
+        });
+        let pod = agent.pod(name).expect("listed");
+        assert_eq!(pod.phase(), "Pending", "{}", pod.summary());
+    }
+    // Each failed ADD was undone: nothing stays but what a sandbox being tried holds now.
+    wait_until("no sandbox, veth or lease kept", CHANGE_TIMEOUT, || {
+        let sandboxes: Vec<_> = agent.containers().into_iter().filter(|c| c.is_sandbox()).collect();
+        let (veths, leases) = (net.veths(), net.leases());
+        // The hanging ADD may be in flight: at most one sandbox and its attachment at a time.
+        if sandboxes.len() <= 1 && veths.len() <= 1 && leases.len() <= 1 {
+            Ok(())
+        } else {
+            Err(format!("sandboxes {sandboxes:?}, veths {veths:?}, leases {leases:?}"))
+        }
+    });
+    let calls = std::fs::read_to_string(&log).unwrap_or_default();
+    assert!(
+        calls.lines().any(|l| l.starts_with("DEL ")),
+        "the failed ADDs were undone with DEL:\n{calls}"
+    );
+
+    // The configuration mended: the next sandboxes attach and the pods run.
+    std::fs::remove_file(&plugin).expect("remove the plugin");
+    net.write_config(&[]);
+    let mut needles = Vec::new();
+    for name in ["fails", "hangs", "garbage"] {
+        let (ip, sandbox, _) = running(&agent, name, &net);
+        needles.extend([ip, sandbox]);
+        manifests.remove(&format!("{name}.yaml"));
+    }
+    for name in ["fails", "hangs", "garbage"] {
+        wait_until(&format!("{name} gone"), CHANGE_TIMEOUT, || match agent.pod(name) {
+            None => Ok(()),
+            Some(p) => Err(p.summary()),
+        });
+    }
+    wait_until("nothing left", CHANGE_TIMEOUT, || {
+        let left = net.leftovers(&needles);
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(left.join("\n"))
+        }
+    });
+}
+
+/// A sandbox removed while its agent was killed is detached at the next start (its lease and
+/// cache entry released); a running one is kept attached and its pod keeps its IP.
+#[test]
+fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
+    require_plugins();
+    let net = NodeNet::new(&[]);
+    let manifests = ManifestDir::new();
+    let args = net.args();
+    let mut agent = Agent::start(
+        "cni-restart",
+        manifests.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    manifests.write("kept.yaml", &web_pod("kept", "kept", None));
+    manifests.write("lost.yaml", &web_pod("lost", "lost", None));
+    let (kept_ip, kept_sandbox, _) = running(&agent, "kept", &net);
+    let (lost_ip, lost_sandbox, _) = running(&agent, "lost", &net);
+    agent.kill9();
+    manifests.remove("lost.yaml");
+    let lost_pod_containers: Vec<String> = dockerlet_integration_tests::docker::node_containers(agent.node())
+        .into_iter()
+        .filter(|c| c.pod_name() == agent.pod_name("lost"))
+        .map(|c| c.id)
+        .collect();
+    for id in &lost_pod_containers {
+        docker(&["rm", "-f", id]);
+    }
+    assert!(
+        net.leases().contains(&lost_ip),
+        "the lease outlives a container removed behind the agent's back"
+    );
+    agent.restart();
+    wait_until("the lost sandbox detached", CHANGE_TIMEOUT, || {
+        let (leases, cached) = (net.leases(), net.cached());
+        if !leases.contains(&lost_ip) && !cached.iter().any(|c| c.contains(&lost_sandbox)) {
+            Ok(())
+        } else {
+            Err(format!("leases {leases:?}, cache {cached:?}"))
+        }
+    });
+    let (ip, sandbox, _) = running(&agent, "kept", &net);
+    assert_eq!(
+        (ip.as_str(), sandbox.as_str()),
+        (kept_ip.as_str(), kept_sandbox.as_str())
+    );
+    assert!(net.leases().contains(&kept_ip));
+    manifests.remove("kept.yaml");
+    wait_until("kept gone", CHANGE_TIMEOUT, || match agent.pod("kept") {
+        None => Ok(()),
+        Some(p) => Err(p.summary()),
+    });
+    wait_until("nothing left", CHANGE_TIMEOUT, || {
+        let left = net.leftovers(&[kept_sandbox.clone(), kept_ip.clone(), lost_sandbox.clone()]);
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(left.join("\n"))
+        }
+    });
+}
+
+/// The Node's Ready condition: (status, message).
+fn ready_condition(api: &ApiServer, node: &str) -> (String, String) {
+    let node = api.get("nodes", "", node).unwrap_or_default();
+    let ready = node["status"]["conditions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|c| c["type"] == "Ready")
+        .cloned()
+        .unwrap_or_default();
+    (
+        ready["status"].as_str().unwrap_or_default().to_string(),
+        ready["message"].as_str().unwrap_or_default().to_string(),
+    )
+}
+
+/// In API mode with `--network-plugin=cni` and no configuration yet: the Node is NotReady in
+/// kubelet's words, a hostNetwork pod runs, a pod on the pod network waits with
+/// `NetworkNotReady`. Once a configuration appears (read again without a restart) the Node is
+/// Ready and the pod runs on the CNI network: its IP in `status.podIP(s)`, its readiness probe
+/// reaching it there, and `kubectl port-forward` entering its network namespace.
+#[test]
+fn the_node_is_ready_once_a_cni_configuration_exists() {
+    require_plugins();
+    let net = NodeNet::new(&[]);
+    net.hide_config(true);
+    let args = net.args();
+    let (api, agent, _manifests) =
+        common::proxied_node_with("cni-api", &args.iter().map(String::as_str).collect::<Vec<_>>());
+    let node = agent.node().to_string();
+    wait_until("the Node NotReady for its network", CHANGE_TIMEOUT, || {
+        let (status, message) = ready_condition(&api, &node);
+        (status == "False" && message.contains("container runtime network not ready: NetworkReady=false reason:NetworkPluginNotReady message:docker: network plugin is not ready: cni config uninitialized"))
+            .then_some(())
+            .ok_or(format!("{status}: {message}"))
+    });
+    common::kubectl_create(
+        &api,
+        "pods.yaml",
+        &format!(
+            r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: hostnet
+spec:
+  nodeName: {node}
+  hostNetwork: true
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: main
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "trap 'exit 0' TERM; sleep 3600 & wait"]
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: web
+spec:
+  nodeName: {node}
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "mkdir -p /www && echo hello-over-cni > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    ports:
+    - containerPort: 8080
+    readinessProbe:
+      httpGet: {{port: 8080, path: /}}
+      periodSeconds: 1
+"#
+        ),
+    );
+    common::wait_for_phase(&api, "hostnet", "Running", POD_START_TIMEOUT);
+    wait_until("web's NetworkNotReady event", CHANGE_TIMEOUT, || {
+        let events = api.list("events");
+        events
+            .iter()
+            .find(|e| {
+                e["reason"] == "NetworkNotReady"
+                    && e["involvedObject"]["name"] == "web"
+                    && e["message"]
+                        .as_str()
+                        .is_some_and(|m| m.starts_with("network is not ready: container runtime network not ready"))
+            })
+            .map(|_| ())
+            .ok_or_else(|| format!("{events:#?}"))
+    });
+    let web = api.get("pods", "default", "web").expect("web");
+    assert_eq!(web["status"]["phase"], "Pending", "{}", web["status"]);
+
+    net.hide_config(false);
+    wait_until("the Node Ready", CHANGE_TIMEOUT, || {
+        let (status, message) = ready_condition(&api, &node);
+        (status == "True").then_some(()).ok_or(format!("{status}: {message}"))
+    });
+    let web = wait_until("web Running and Ready", POD_START_TIMEOUT, || {
+        let pod = api.get("pods", "default", "web").ok_or("no pod")?;
+        (pod["status"]["phase"] == "Running" && common::condition(&pod, "Ready")["status"] == "True")
+            .then_some(pod.clone())
+            .ok_or_else(|| pod["status"].to_string())
+    });
+    let ip = web["status"]["podIP"].as_str().unwrap_or_default().to_string();
+    assert!(ip.starts_with(&format!("{}.", net.prefix)), "{}", web["status"]);
+    assert_eq!(web["status"]["podIPs"], json!([{"ip": ip}]));
+    let forward = PortForward::start(&api, "true", &["pod/web", ":8080"]);
+    let local = forward.local_ports(&[8080])[0];
+    let response = http_get(local, "/");
+    assert!(response.ends_with("hello-over-cni\n"), "{response}");
+    drop(forward);
+    api.kubectl_ok(&["delete", "pod", "web", "hostnet", "--wait=false"]);
+    wait_until("the pods gone", CHANGE_TIMEOUT, || {
+        let left: Vec<String> = ["web", "hostnet"]
+            .into_iter()
+            .filter(|n| api.get("pods", "default", n).is_some())
+            .map(String::from)
+            .collect();
+        left.is_empty().then_some(()).ok_or(format!("{left:?}"))
+    });
+    wait_until("nothing left", CHANGE_TIMEOUT, || {
+        let left = net.leftovers(std::slice::from_ref(&ip));
+        left.is_empty().then_some(()).ok_or(left.join("\n"))
+    });
+}
+
+/// A bridge + host-local template naming `{{.PodCIDR}}`, for `--cni-conf-template`, with its
+/// own bridge and IPAM directory.
+fn write_template(net: &NodeNet) -> PathBuf {
+    let template = json!({
+        "cniVersion": "1.0.0",
+        "name": net.name,
+        "plugins": [
+            {
+                "type": "bridge",
+                "bridge": net.bridge,
+                "isGateway": true,
+                "ipam": {
+                    "type": "host-local",
+                    "ranges": [[{"subnet": "{{.PodCIDR}}"}]],
+                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "dataDir": net.ipam_dir(),
+                },
+            },
+            {"type": "firewall"},
+        ],
+    });
+    let path = net.dir.path().join("template.json");
+    std::fs::write(&path, template.to_string()).expect("write the template");
+    path
+}
+
+/// Node IPAM as kube-controller-manager's (`--cluster-cidr`): two agents joining one API server
+/// each get a /24 of it in `spec.podCIDR`, render `--cni-conf-template` for it (no CNI
+/// configuration before), and their pods get addresses in their own node's range and reach
+/// each other by pod IP.
+#[test]
+fn each_node_gets_its_pod_cidr_from_the_api_server() {
+    require_plugins();
+    let hex = random_hex();
+    let second = 100 + u8::from_str_radix(&hex[..2], 16).unwrap_or(0) % 100;
+    let cluster_cidr = format!("10.{second}.0.0/16");
+    let api = ApiServer::start_with(ApiServerConfig {
+        tls: true,
+        cluster_cidr: Some(cluster_cidr.clone()),
+        ..ApiServerConfig::default()
+    })
+    .expect("start the API server");
+    let mut nodes = Vec::new();
+    for name in ["cni-cidr-a", "cni-cidr-b"] {
+        let mut net = NodeNet::new(&[]);
+        std::fs::remove_file(net.config_file()).expect("no configuration before the pod CIDR");
+        let template = write_template(&net);
+        let mut args = net.args();
+        args.extend(["--cni-conf-template".to_string(), template.display().to_string()]);
+        let manifests = ManifestDir::new();
+        let agent = common::proxied_agent(
+            name,
+            &api,
+            &manifests,
+            &args.iter().map(String::as_str).collect::<Vec<_>>(),
+        );
+        let cidr = wait_until("the Node's spec.podCIDR", CHANGE_TIMEOUT, || {
+            let node = api.get("nodes", "", agent.node()).ok_or("no Node")?;
+            let cidr = node["spec"]["podCIDR"].as_str().unwrap_or_default().to_string();
+            (!cidr.is_empty() && node["spec"]["podCIDRs"] == json!([cidr]))
+                .then_some(cidr)
+                .ok_or_else(|| node["spec"].to_string())
+        });
+        assert!(
+            cidr.starts_with(&format!("10.{second}.")) && cidr.ends_with(".0/24"),
+            "{cidr}"
+        );
+        net.prefix = cidr.trim_end_matches(".0/24").to_string();
+        let written = net.conf_dir().join("10-dockerlet.conflist");
+        wait_until("the configuration rendered", CHANGE_TIMEOUT, || {
+            let text = std::fs::read_to_string(&written).map_err(|e| e.to_string())?;
+            text.contains(&cidr).then_some(()).ok_or(text)
+        });
+        nodes.push((net, agent, manifests, cidr));
+    }
+    assert_ne!(nodes[0].3, nodes[1].3, "each node its own range");
+    let mut webs = Vec::new();
+    for (i, (net, agent, manifests, _)) in nodes.iter().enumerate() {
+        manifests.write("web.yaml", &web_pod("web", &format!("hello-from-{i}"), None));
+        let (ip, _, web) = running(agent, "web", net);
+        webs.push((ip, web));
+    }
+    assert_eq!(fetch(&webs[1].1, &webs[0].0, 8080), "hello-from-0");
+    assert_eq!(fetch(&webs[0].1, &webs[1].0, 8080), "hello-from-1");
+    for ((net, agent, manifests, _), (ip, _)) in nodes.iter().zip(&webs) {
+        manifests.remove("web.yaml");
+        wait_until("web gone", CHANGE_TIMEOUT, || match agent.pod("web") {
+            None => Ok(()),
+            Some(p) => Err(p.summary()),
+        });
+        wait_until("nothing left", CHANGE_TIMEOUT, || {
+            let left = net.leftovers(std::slice::from_ref(ip));
+            left.is_empty().then_some(()).ok_or(left.join("\n"))
+        });
+    }
+}
