@@ -303,7 +303,9 @@ impl Cni {
 
     /// The DEL after a failed ADD, given the result of the plugins that succeeded (libcni has
     /// none to give, having cached nothing; without it a plugin that keys its state on the
-    /// addresses, as `firewall` does, would leave its rules behind).
+    /// addresses, as `firewall` does, would leave its rules behind). When that DEL fails too,
+    /// the attachment is kept in the cache as far as it went, so the sandbox's removal (or the
+    /// next start's sweep) tries the DEL again instead of leaking what the plugins hold.
     async fn undo_failed_add(
         &self,
         network: &NetworkConfigList,
@@ -312,11 +314,27 @@ impl Cni {
         caps: &Map<String, Value>,
         partial: Option<&Value>,
     ) {
-        if let Err(e) = self
+        let Err(e) = self
             .del_list(network, &pod.container_id, &pod.netns, args, caps, partial)
             .await
-        {
-            tracing::warn!(container = %pod.container_id, error = %e, "CNI DEL after a failed ADD failed");
+        else {
+            return;
+        };
+        tracing::warn!(container = %pod.container_id, error = %e, "CNI DEL after a failed ADD failed; kept for another DEL");
+        let entry = CachedAttachment {
+            kind: cache::KIND.into(),
+            container_id: pod.container_id.clone(),
+            config: network.bytes.clone(),
+            if_name: POD_INTERFACE.into(),
+            network_name: network.name.clone(),
+            netns: pod.netns.clone(),
+            cni_args: args.to_vec(),
+            capability_args: caps.clone(),
+            result: partial.cloned().unwrap_or(Value::Null),
+            dockerlet_node: self.settings.node.clone(),
+        };
+        if let Err(e) = self.cache.write(&entry) {
+            tracing::warn!(container = %pod.container_id, error = %e, "cannot keep a half-undone CNI attachment");
         }
     }
 
@@ -356,6 +374,10 @@ impl Cni {
     }
 
     #[allow(clippy::too_many_arguments)]
+    /// DEL through the list in reverse. Every plugin is asked even when one before it failed
+    /// (DEL is idempotent by the spec; libcni stops at the first failure, which would leave the
+    /// rest — an address lease, a veth — held for good); the first failure is returned. A
+    /// plugin whose binary is gone is passed over with a warning, not a failure.
     async fn del_list(
         &self,
         network: &NetworkConfigList,
@@ -367,17 +389,27 @@ impl Cni {
     ) -> Result<(), NetworkError> {
         // libcni gives DEL the cached result from 0.4.0 on.
         let prev = prev.filter(|_| version(&network.cni_version) >= vec![0, 4, 0]);
+        let mut first_error = None;
         for plugin in network.plugins.iter().rev() {
-            self.run_plugin(network, plugin, "DEL", container_id, netns, args, caps, prev)
-                .await
-                .map_err(|source| NetworkError::Plugin {
+            let ran = self
+                .run_plugin(network, plugin, "DEL", container_id, netns, args, caps, prev)
+                .await;
+            if let Err(PluginError::NotFound { plugin, dirs }) = &ran {
+                // A plugin that is gone holds nothing it could release: keeping the attachment
+                // for it would only retry for ever.
+                tracing::warn!(plugin = %plugin, dirs = ?dirs, container = container_id, "CNI DEL skips a plugin not found");
+                continue;
+            }
+            if let Err(source) = ran {
+                first_error.get_or_insert(NetworkError::Plugin {
                     plugin: NetworkConfigList::plugin_type(plugin).to_string(),
                     network: network.name.clone(),
                     command: "del",
                     source,
-                })?;
+                });
+            }
         }
-        Ok(())
+        first_error.map_or(Ok(()), Err)
     }
 
     /// Asks every plugin whether sandbox `container_id` is still as attached (libcni's

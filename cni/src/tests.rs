@@ -221,3 +221,55 @@ async fn the_undo_of_a_partial_add_carries_its_result() {
         assert_eq!(del.3["prevResult"]["ips"][0]["address"], "10.9.0.7/24", "{}", del.0);
     }
 }
+
+/// A DEL goes on past a plugin that fails and reports it; one whose binary is gone is passed
+/// over; the
+/// undo of a failed ADD whose DEL failed is kept, so the next DEL (the sandbox's removal) tries
+/// again, and once it succeeds the attachment is gone.
+#[tokio::test]
+async fn a_del_asks_every_plugin_and_a_failed_undo_is_kept() {
+    let mut l = list();
+    l["plugins"][1] = json!({"type": "flaky"});
+    let w = world(&format!("echo '{RESULT}'"), l);
+    let bin = w.cni.settings().bin_dirs[0].clone();
+    // ADD fails; the first DEL of it fails too; later ones succeed.
+    logging_plugin(
+        &bin,
+        "flaky",
+        &w.log,
+        &format!(
+            r#"m={}/flaky.del; if [ "$CNI_COMMAND" = ADD ]; then echo nope; exit 1; fi; if [ ! -e $m ]; then touch $m; echo still-nope; exit 1; fi"#,
+            bin.display()
+        ),
+    );
+    let e = w.cni.add(&pod("c5")).await.expect_err("fails");
+    assert!(e.to_string().contains("failed (add)"), "{e}");
+    let commands: Vec<(String, String)> = calls(&w.log).into_iter().map(|(p, c, _, _)| (p, c)).collect();
+    assert_eq!(
+        commands,
+        [("main", "ADD"), ("flaky", "ADD"), ("flaky", "DEL"), ("main", "DEL")]
+            .map(|(p, c)| (p.to_string(), c.to_string())),
+        "main's DEL ran though flaky's failed"
+    );
+    assert!(w.cni.is_attached("c5"), "the half-undone attachment is kept");
+    assert!(w.cni.del("c5", "").await.expect("the second DEL succeeds"));
+    assert!(!w.cni.is_attached("c5"));
+    let dels = calls(&w.log).into_iter().filter(|c| c.1 == "DEL").count();
+    assert_eq!(dels, 4);
+}
+
+/// A plugin removed after the ADD does not keep the attachment for ever: its DEL is passed over
+/// and the others release what they hold.
+#[tokio::test]
+async fn a_plugin_gone_since_the_add_does_not_block_the_del() {
+    let w = world(&format!("echo '{RESULT}'"), list());
+    w.cni.add(&pod("c6")).await.expect("added");
+    std::fs::remove_file(w.cni.settings().bin_dirs[0].join("chained")).expect("remove chained");
+    assert!(w.cni.del("c6", "").await.expect("deleted"));
+    let c = calls(&w.log);
+    assert_eq!(
+        (c.last().unwrap().0.as_str(), c.last().unwrap().1.as_str()),
+        ("main", "DEL")
+    );
+    assert!(!w.cni.is_attached("c6"));
+}

@@ -135,7 +135,7 @@ impl NodeNet {
             "--cni-cache-dir".into(),
             self.cache_dir().display().to_string(),
             "--cni-plugin-timeout".into(),
-            "3s".into(),
+            "5s".into(),
         ]
     }
 
@@ -349,7 +349,7 @@ fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
     }
 }
 
-/// A plugin that fails, one that hangs past `--cni-plugin-timeout` and one that prints garbage
+/// A plugin that fails, one that hangs past `--cni-plugin-timeout` (5 s) and one that prints garbage
 /// (chosen by the pod's name in `CNI_ARGS`): each pod waits with `FailedCreatePodSandBox` and
 /// the plugin's words, no sandbox container of it stays, and the bridge plugin's veth and lease
 /// are released by the DEL that undoes the ADD. Once the configuration no longer names the
@@ -394,7 +394,7 @@ esac
             r#"plugin type="faulty" name="#,
             "failed (add): faulty refuses; by design",
         ),
-        ("hangs", r#"plugin type="faulty" name="#, "did not finish in 3s: killed"),
+        ("hangs", r#"plugin type="faulty" name="#, "did not finish in 5s: killed"),
         (
             "garbage",
             r#"plugin type="faulty" name="#,
