@@ -52,6 +52,25 @@ pub struct Ports {
     pub kubelet: u16,
 }
 
+impl Ports {
+    /// Four free ports, all different: bound at once and released together (one port freed
+    /// before the next is asked for can be handed out again — an agent once got the same port
+    /// for `/healthz` and the debug page, failed to bind, and was started again after its first
+    /// instance had read the test's one-shot kernel log FIFO).
+    pub fn fresh() -> Ports {
+        let listeners: Vec<TcpListener> = (0..4)
+            .map(|_| TcpListener::bind("127.0.0.1:0").expect("cannot bind 127.0.0.1:0"))
+            .collect();
+        let port = |i: usize| listeners[i].local_addr().expect("a bound address").port();
+        Ports {
+            read_only: port(0),
+            healthz: port(1),
+            debug: port(2),
+            kubelet: port(3),
+        }
+    }
+}
+
 /// How the agent process ended after a signal.
 #[derive(Debug, Clone, Copy)]
 pub struct AgentExit {
@@ -177,12 +196,7 @@ impl Agent {
             }
             None => work.path().join("agent.log"),
         };
-        let ports = Ports {
-            read_only: free_port(),
-            healthz: free_port(),
-            debug: free_port(),
-            kubelet: free_port(),
-        };
+        let ports = Ports::fresh();
 
         let mut args: Vec<String> = vec![
             "--pod-manifest-path".into(),
@@ -589,12 +603,7 @@ impl Agent {
             // A free port picked for this agent was taken by another test meanwhile: pick again.
             if this_start.contains("cannot bind") && self.bind_retries < MAX_BIND_RETRIES {
                 self.bind_retries += 1;
-                self.ports = Ports {
-                    read_only: free_port(),
-                    healthz: free_port(),
-                    debug: free_port(),
-                    kubelet: free_port(),
-                };
+                self.ports = Ports::fresh();
                 set_arg(&mut self.args, "--port", self.ports.kubelet.to_string());
                 set_arg(&mut self.args, "--read-only-port", self.ports.read_only.to_string());
                 set_arg(&mut self.args, "--healthz-port", self.ports.healthz.to_string());
@@ -936,6 +945,16 @@ pub(crate) fn tail(text: &str, lines: usize) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One agent's four ports are never the same port twice.
+    #[test]
+    fn an_agents_ports_are_distinct() {
+        for _ in 0..50 {
+            let p = Ports::fresh();
+            let all = std::collections::BTreeSet::from([p.read_only, p.healthz, p.debug, p.kubelet]);
+            assert_eq!(all.len(), 4, "{p:?}");
+        }
+    }
 
     /// Node names are lowercase, at most 30 characters, start with the test name, and differ between calls.
     #[test]
