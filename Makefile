@@ -76,7 +76,7 @@ fuzz:
 
 # Benchmarks (BENCHMARKS.md): the release agent against the real Docker engine, beside a
 # bollard-only baseline. `make bench BENCH_QUICK=1` (or `BENCH_QUICK=1 make bench`) runs fewer
-# pods and repetitions; BENCH_ONLY=p1,p1v,p2,p3,p5,p5b,p7,p8,c1 picks scenarios. Prints a markdown table
+# pods and repetitions; BENCH_ONLY=p1,p1c,p1v,p2,p3,p5,p5b,p7,p8,c1,d1,e1 picks scenarios. Prints a markdown table
 # and writes target/bench/latest.json.
 BENCH_QUICK ?=
 BENCH_ONLY ?=

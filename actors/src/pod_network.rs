@@ -13,6 +13,7 @@ use async_trait::async_trait;
 use dockerlet_cni::Cni;
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeImage, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
+use dockerlet_metrics::{Metrics, NetworkOperation};
 use dockerlet_runtime::{
     ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RegistryAuth, RuntimeError, RuntimeEvent,
 };
@@ -22,12 +23,13 @@ use futures::stream::BoxStream;
 pub struct Networked {
     inner: Arc<dyn ContainerRuntime>,
     cni: Arc<Cni>,
+    metrics: Arc<Metrics>,
 }
 
 impl Networked {
-    /// `inner` on the pod network `cni`.
-    pub fn new(inner: Arc<dyn ContainerRuntime>, cni: Arc<Cni>) -> Self {
-        Networked { inner, cni }
+    /// `inner` on the pod network `cni`; each DEL timed in `metrics`.
+    pub fn new(inner: Arc<dyn ContainerRuntime>, cni: Arc<Cni>, metrics: Arc<Metrics>) -> Self {
+        Networked { inner, cni, metrics }
     }
 
     /// Detaches `id` if it is attached: with its namespace while it runs, without once it is
@@ -41,7 +43,10 @@ impl Networked {
             Ok(Some(c)) => c.pid.map(netns_path).unwrap_or_default(),
             _ => String::new(),
         };
-        detach_logged(&self.cni, id, &netns, why).await;
+        let began = std::time::Instant::now();
+        let ok = detach_logged(&self.cni, id, &netns, why).await;
+        self.metrics
+            .network_operation(NetworkOperation::tear_down_pod, began.elapsed().as_secs_f64(), !ok);
     }
 }
 
@@ -50,11 +55,18 @@ pub fn netns_path(pid: u32) -> String {
     format!("/proc/{pid}/ns/net")
 }
 
-async fn detach_logged(cni: &Cni, id: &ContainerId, netns: &str, why: &str) {
+/// DEL, logged; whether it succeeded (or there was nothing to detach).
+async fn detach_logged(cni: &Cni, id: &ContainerId, netns: &str, why: &str) -> bool {
     match cni.del(&id.0, netns).await {
-        Ok(true) => tracing::info!(sandbox = %id, reason = why, "pod network detached (CNI DEL)"),
-        Ok(false) => {}
-        Err(e) => tracing::warn!(sandbox = %id, reason = why, error = %e, "CNI DEL failed; tried again later"),
+        Ok(true) => {
+            tracing::info!(sandbox = %id, reason = why, "pod network detached (CNI DEL)");
+            true
+        }
+        Ok(false) => true,
+        Err(e) => {
+            tracing::warn!(sandbox = %id, reason = why, error = %e, "CNI DEL failed; tried again later");
+            false
+        }
     }
 }
 

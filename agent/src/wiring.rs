@@ -415,7 +415,7 @@ async fn start_actors(
 fn pod_runtime(host: &Host, metrics: &Arc<Metrics>) -> Arc<dyn ContainerRuntime> {
     let measured: Arc<dyn ContainerRuntime> = Arc::new(Measured::new(host.runtime.clone(), metrics.clone()));
     match &host.network {
-        Some(cni) => Arc::new(Networked::new(measured, cni.clone())),
+        Some(cni) => Arc::new(Networked::new(measured, cni.clone(), metrics.clone())),
         None => measured,
     }
 }

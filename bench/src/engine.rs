@@ -375,6 +375,20 @@ pub async fn baseline_pod_with_binds(
     cmd: &[&str],
     binds: &[String],
 ) -> anyhow::Result<()> {
+    baseline_pod_on(docker, labels, pod, cmd, binds, None).await.map(|_| ())
+}
+
+/// [`baseline_pod_with_binds`] on `network`: with a CNI network the sandbox gets Docker's
+/// `none` network and is attached with CNI ADD between its start and the app container's
+/// create, as the agent does; returns the sandbox's ID and how long the ADD took.
+pub async fn baseline_pod_on(
+    docker: &Docker,
+    labels: &BaselineLabels,
+    pod: &str,
+    cmd: &[&str],
+    binds: &[String],
+    network: Option<&dockerlet_cni::Cni>,
+) -> anyhow::Result<(String, Option<Duration>)> {
     let create = |name: String, body: ContainerCreateBody| async move {
         let options = CreateContainerOptions {
             name: Some(name.clone()),
@@ -393,7 +407,7 @@ pub async fn baseline_pod_with_binds(
             hostname: Some(pod.chars().take(63).collect()),
             labels: Some(labels.for_container(pod, "POD")),
             host_config: Some(HostConfig {
-                network_mode: Some("bridge".to_string()),
+                network_mode: Some(if network.is_some() { "none" } else { "bridge" }.to_string()),
                 ipc_mode: Some("shareable".to_string()),
                 cpu_shares: Some(2),
                 oom_score_adj: Some((-998).max(oom_floor())),
@@ -407,6 +421,10 @@ pub async fn baseline_pod_with_binds(
         .start_container(&sandbox, None)
         .await
         .with_context(|| format!("start the sandbox of {pod}"))?;
+    let add = match network {
+        Some(cni) => Some(attach(docker, cni, pod, &sandbox).await?),
+        None => None,
+    };
     let app = create(
         format!("bench_main_{pod}"),
         ContainerCreateBody {
@@ -429,7 +447,35 @@ pub async fn baseline_pod_with_binds(
         .start_container(&app, None)
         .await
         .with_context(|| format!("start the app container of {pod}"))?;
-    Ok(())
+    Ok((sandbox, add))
+}
+
+/// CNI ADD of a running baseline sandbox, as the agent makes it (`/proc/<pid>/ns/net`,
+/// `eth0`, the pod's args); how long it took.
+async fn attach(docker: &Docker, cni: &dockerlet_cni::Cni, pod: &str, sandbox: &str) -> anyhow::Result<Duration> {
+    let pid = docker
+        .inspect_container(sandbox, None)
+        .await
+        .with_context(|| format!("inspect the sandbox of {pod}"))?
+        .state
+        .and_then(|s| s.pid)
+        .filter(|p| *p > 0)
+        .with_context(|| format!("the sandbox of {pod} has no process"))?;
+    let attachment = dockerlet_cni::PodAttachment {
+        namespace: "default".into(),
+        name: pod.to_string(),
+        uid: pod.to_string(),
+        container_id: sandbox.to_string(),
+        netns: format!("/proc/{pid}/ns/net"),
+        port_mappings: Vec::new(),
+        bandwidth: None,
+        dns: None,
+    };
+    let began = Instant::now();
+    cni.add(&attachment)
+        .await
+        .with_context(|| format!("CNI ADD for the sandbox of {pod}"))?;
+    Ok(began.elapsed())
 }
 
 /// Docker's server version and API version.

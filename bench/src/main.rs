@@ -3,7 +3,7 @@
 //! Runs the release agent (`target/release/dockerlet`, or `$DOCKERLET_BIN`) against the real
 //! Docker engine, each scenario beside its baseline where it has one, prints a markdown table
 //! and writes the same figures as JSON to `target/bench/latest.json`. `BENCH_QUICK=1` runs fewer
-//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p1v,p2,p3,p5,p5b,p7,p8,c1,d1,e1` picks scenarios.
+//! pods and repetitions (under 3 minutes); `BENCH_ONLY=p1,p1c,p1v,p2,p3,p5,p5b,p7,p8,c1,d1,e1` picks scenarios.
 //! What each scenario measures is described in `BENCHMARKS.md`.
 //!
 //! Every container the bench creates is removed again: agents' containers by their node label,
@@ -25,6 +25,7 @@
 mod agent;
 mod api_burst;
 mod calls;
+mod cni_burst;
 mod density;
 mod engine;
 mod eviction;
@@ -154,8 +155,9 @@ fn run() -> anyhow::Result<bool> {
 
     let mut report = Report::default();
     type Scenario = fn(&Ctx, &mut Report) -> anyhow::Result<()>;
-    let scenarios: [(&str, &str, Scenario); 10] = [
+    let scenarios: [(&str, &str, Scenario); 11] = [
         ("p1", "P1 burst start", scenarios::burst),
+        ("p1c", "P1c burst start on a CNI bridge network", cni_burst::cni_burst),
         (
             "p1v",
             "P1v burst start, API pods with a ConfigMap volume",

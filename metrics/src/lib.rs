@@ -71,6 +71,22 @@ pub struct OperationTypeLabel {
     pub operation_type: RuntimeOperation,
 }
 
+/// A pod network operation, named as kubelet's dockershim network plugin manager named them
+/// (cri-dockerd's `network/plugins.go` `recordOperation`; `kubelet_network_plugin_operations_*`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types, missing_docs)]
+pub enum NetworkOperation {
+    set_up_pod,
+    tear_down_pod,
+}
+
+/// `{operation_type}` of a network plugin operation.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct NetworkOperationLabel {
+    /// The operation.
+    pub operation_type: NetworkOperation,
+}
+
 /// `kubelet_running_containers{container_state}` (kubelet's CRI states, lower case).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
 #[allow(non_camel_case_types, missing_docs)]
@@ -299,6 +315,12 @@ pub struct Metrics {
     pub runtime_operations_errors: Family<OperationTypeLabel, Counter>,
     /// `kubelet_runtime_operations_duration_seconds{operation_type}`.
     pub runtime_operations_duration: HistogramFamily<OperationTypeLabel>,
+    /// `kubelet_network_plugin_operations_total{operation_type}` (CNI only).
+    pub network_plugin_operations: Family<NetworkOperationLabel, Counter>,
+    /// `kubelet_network_plugin_operations_errors_total{operation_type}`.
+    pub network_plugin_operations_errors: Family<NetworkOperationLabel, Counter>,
+    /// `kubelet_network_plugin_operations_duration_seconds{operation_type}`.
+    pub network_plugin_operations_duration: HistogramFamily<NetworkOperationLabel>,
     /// `kubelet_http_requests_total{method,path,server_type,long_running}`.
     pub http_requests: Family<HttpLabels, Counter>,
     /// `kubelet_http_requests_duration_seconds{method,path,server_type,long_running}`.
@@ -433,6 +455,9 @@ impl Metrics {
             runtime_operations: Family::default(),
             runtime_operations_errors: Family::default(),
             runtime_operations_duration: Family::new_with_constructor(runtime_histogram),
+            network_plugin_operations: Family::default(),
+            network_plugin_operations_errors: Family::default(),
+            network_plugin_operations_duration: Family::new_with_constructor(default_histogram),
             http_requests: Family::default(),
             http_requests_duration: Family::new_with_constructor(default_histogram),
             http_inflight_requests: Family::default(),
@@ -528,6 +553,22 @@ impl Metrics {
             "kubelet_runtime_operations_duration_seconds",
             "Duration in seconds of runtime operations. Broken down by operation type",
             self.runtime_operations_duration.clone(),
+        );
+        // dockershim's network plugin metrics, kept by cri-dockerd (`network/metrics`).
+        r.register(
+            "kubelet_network_plugin_operations",
+            "Cumulative number of network plugin operations by operation type.",
+            self.network_plugin_operations.clone(),
+        );
+        r.register(
+            "kubelet_network_plugin_operations_errors",
+            "Cumulative number of network plugin operation errors by operation type.",
+            self.network_plugin_operations_errors.clone(),
+        );
+        r.register(
+            "kubelet_network_plugin_operations_duration_seconds",
+            "Latency in seconds of network plugin operations. Broken down by operation type.",
+            self.network_plugin_operations_duration.clone(),
         );
         // kubelet's `ImageGarbageCollectedTotal` (`pkg/kubelet/metrics/metrics.go`).
         r.register(
@@ -657,6 +698,20 @@ impl Metrics {
         self.runtime_operations_duration.get_or_create(&label).observe(seconds);
         if failed {
             self.runtime_operations_errors.get_or_create(&label).inc();
+        }
+    }
+
+    /// A pod network `operation` took `seconds` and failed or not.
+    pub fn network_operation(&self, operation: NetworkOperation, seconds: f64, failed: bool) {
+        let label = NetworkOperationLabel {
+            operation_type: operation,
+        };
+        self.network_plugin_operations.get_or_create(&label).inc();
+        self.network_plugin_operations_duration
+            .get_or_create(&label)
+            .observe(seconds);
+        if failed {
+            self.network_plugin_operations_errors.get_or_create(&label).inc();
         }
     }
 

@@ -8,6 +8,7 @@
 
 use dockerlet_cni::{Bandwidth, Cni, NetworkError, PodAttachment, PortMapping};
 use dockerlet_messages::runtime::ObservedContainer;
+use dockerlet_metrics::NetworkOperation;
 use dockerlet_pod::container::PortBinding;
 use dockerlet_pod::spec::pod_identity;
 use k8s_openapi::api::core::v1::Pod;
@@ -100,6 +101,7 @@ pub(super) fn ready(cni: &Cni) -> Result<(), SandboxNetworkError> {
 /// Attaches the running `sandbox` of `pod`; its first address is the pod IP.
 pub(super) async fn attach(
     cni: &Cni,
+    metrics: &dockerlet_metrics::Metrics,
     pod: &Pod,
     sandbox: &ObservedContainer,
     ports: &[PortBinding],
@@ -127,7 +129,10 @@ pub(super) async fn attach(
         namespace: identity.namespace.to_string(),
         source: Box::new(source),
     };
-    let attached = cni.add(&attachment).await.map_err(set_up)?;
+    let began = std::time::Instant::now();
+    let added = cni.add(&attachment).await;
+    metrics.network_operation(NetworkOperation::set_up_pod, began.elapsed().as_secs_f64(), added.is_err());
+    let attached = added.map_err(set_up)?;
     tracing::info!(sandbox = %sandbox.id, ips = ?attached.ips, "pod network attached (CNI ADD)");
     Ok(attached.ips.first().map(ToString::to_string).unwrap_or_default())
 }

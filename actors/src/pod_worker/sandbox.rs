@@ -108,7 +108,7 @@ impl PodSandbox<'_> {
             })
         })?;
         if let Some(cni) = network {
-            match super::network::attach(cni, self.pod, &sandbox, &ports).await {
+            match super::network::attach(cni, &config.metrics, self.pod, &sandbox, &ports).await {
                 // Observed again, so the pod cache holds the address the attachment gave.
                 Ok(ip) => match self.sync.observe(&id, &mut outcome.unobserved).await {
                     Some(again) => sandbox = again,
