@@ -126,7 +126,11 @@ fn agent_run(ctx: &Ctx, n: usize) -> anyhow::Result<(f64, Option<f64>, Option<f6
         std::thread::sleep(Duration::from_millis(200));
     }
     let (_, metrics) = agent.get(&agent.read_only_url("/metrics"))?;
-    let mean = |op| operation_seconds(&metrics, op).filter(|(_, c)| *c > 0.0).map(|(s, c)| s / c);
+    let mean = |op| {
+        operation_seconds(&metrics, op)
+            .filter(|(_, c)| *c > 0.0)
+            .map(|(s, c)| s / c)
+    };
     let (add, del) = (mean("set_up_pod"), mean("tear_down_pod"));
     ctx.finish_agent(agent)?;
     Ok((on_docker, add, del))
@@ -162,10 +166,13 @@ fn baseline_run(ctx: &Ctx, n: usize, rep: usize) -> anyhow::Result<(f64, Vec<f64
     let mut dels = Vec::new();
     for sandbox in &sandboxes {
         let began = Instant::now();
-        ctx.rt.block_on(cni.del(sandbox, "")).context("the baseline's CNI DEL")?;
+        ctx.rt
+            .block_on(cni.del(sandbox, ""))
+            .context("the baseline's CNI DEL")?;
         dels.push(began.elapsed().as_secs_f64());
     }
-    ctx.rt.block_on(engine::remove_labelled(&ctx.docker, &labels.filter()))?;
+    ctx.rt
+        .block_on(engine::remove_labelled(&ctx.docker, &labels.filter()))?;
     Ok((since(t0, starts), adds, dels))
 }
 
@@ -185,7 +192,11 @@ pub fn cni_burst(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
     for rep in 0..ctx.settings.burst_reps {
         let mut run_agent = || -> anyhow::Result<()> {
             let (d, add, del) = agent_run(ctx, n)?;
-            eprintln!("  P1c N={n} rep {rep}: agent {d:.2} s; ADD {} DEL {} (mean)", ms(add), ms(del));
+            eprintln!(
+                "  P1c N={n} rep {rep}: agent {d:.2} s; ADD {} DEL {} (mean)",
+                ms(add),
+                ms(del)
+            );
             agent.push(d);
             agent_add.extend(add);
             agent_del.extend(del);
@@ -207,7 +218,10 @@ pub fn cni_burst(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             run_agent()?;
         }
     }
-    let (a, b) = (Samples::new(agent.clone()).median(), Samples::new(base.clone()).median());
+    let (a, b) = (
+        Samples::new(agent.clone()).median(),
+        Samples::new(base.clone()).median(),
+    );
     let ratio = a.zip(b).map(|(a, b)| a / b);
     report.row(&scenario, "all 2·N containers running (Docker)", secs(a), secs(b));
     report.row(

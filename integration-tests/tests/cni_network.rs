@@ -326,6 +326,18 @@ fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
     let gateway_a = format!("{}.1", net_a.prefix);
     assert_eq!(fetch(&web_b, &gateway_a, host_port), "hello-from-a");
 
+    // Each ADD counted and timed as dockershim's network plugin manager did.
+    let (status, metrics) = agent_a
+        .get(&format!("http://127.0.0.1:{}/metrics", agent_a.ports().read_only))
+        .expect("GET /metrics");
+    assert_eq!(status, 200);
+    for line in [
+        r#"kubelet_network_plugin_operations_total{operation_type="set_up_pod"} 1"#,
+        r#"kubelet_network_plugin_operations_duration_seconds_count{operation_type="set_up_pod"} 1"#,
+    ] {
+        assert!(metrics.lines().any(|l| l == line), "{line} in\n{metrics}");
+    }
+
     manifests_a.remove("web-a.yaml");
     manifests_b.remove("web-b.yaml");
     for (agent, manifest) in [(&agent_a, "web-a"), (&agent_b, "web-b")] {

@@ -131,7 +131,11 @@ pub(super) async fn attach(
     };
     let began = std::time::Instant::now();
     let added = cni.add(&attachment).await;
-    metrics.network_operation(NetworkOperation::set_up_pod, began.elapsed().as_secs_f64(), added.is_err());
+    metrics.network_operation(
+        NetworkOperation::set_up_pod,
+        began.elapsed().as_secs_f64(),
+        added.is_err(),
+    );
     let attached = added.map_err(set_up)?;
     tracing::info!(sandbox = %sandbox.id, ips = ?attached.ips, "pod network attached (CNI ADD)");
     Ok(attached.ips.first().map(ToString::to_string).unwrap_or_default())
