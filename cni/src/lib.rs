@@ -244,31 +244,19 @@ impl Cni {
             match result {
                 Ok(result) => prev = Some(result),
                 Err(source) => {
-                    let error = NetworkError::Plugin {
-                        plugin: NetworkConfigList::plugin_type(plugin).to_string(),
-                        network: network.name.clone(),
-                        command: "add",
-                        source,
-                    };
+                    let error = failed(&network, plugin, "add")(source);
                     self.undo_failed_add(&network, pod, &args, &caps, prev.as_ref()).await;
                     return Err(error);
                 }
             }
         }
         let result = prev.unwrap_or(Value::Null);
-        let ips = result::pod_ips(&result).map_err(|source| NetworkError::Plugin {
-            plugin: network
-                .plugins
-                .last()
-                .map(NetworkConfigList::plugin_type)
-                .unwrap_or_default()
-                .to_string(),
-            network: network.name.clone(),
-            command: "add",
-            source: PluginError::BadResult {
-                plugin: String::new(),
+        let last = network.plugins.last().expect("a list has plugins");
+        let ips = result::pod_ips(&result).map_err(|source| {
+            failed(&network, last, "add")(PluginError::BadResult {
+                plugin: NetworkConfigList::plugin_type(last).to_string(),
                 source,
-            },
+            })
         })?;
         let entry = CachedAttachment {
             kind: cache::KIND.into(),
@@ -401,12 +389,7 @@ impl Cni {
                 continue;
             }
             if let Err(source) = ran {
-                first_error.get_or_insert(NetworkError::Plugin {
-                    plugin: NetworkConfigList::plugin_type(plugin).to_string(),
-                    network: network.name.clone(),
-                    command: "del",
-                    source,
-                });
+                first_error.get_or_insert(failed(network, plugin, "del")(source));
             }
         }
         first_error.map_or(Ok(()), Err)
@@ -437,12 +420,7 @@ impl Cni {
                 Some(&entry.result),
             )
             .await
-            .map_err(|source| NetworkError::Plugin {
-                plugin: NetworkConfigList::plugin_type(plugin).to_string(),
-                network: network.name.clone(),
-                command: "check",
-                source,
-            })?;
+            .map_err(failed(&network, plugin, "check"))?;
         }
         Ok(true)
     }
@@ -457,12 +435,7 @@ impl Cni {
         for plugin in &network.plugins {
             self.run_plugin(&network, plugin, "STATUS", "", "", &[], &Map::new(), None)
                 .await
-                .map_err(|source| NetworkError::Plugin {
-                    plugin: NetworkConfigList::plugin_type(plugin).to_string(),
-                    network: network.name.clone(),
-                    command: "status",
-                    source,
-                })?;
+                .map_err(failed(&network, plugin, "status"))?;
         }
         Ok(())
     }
@@ -529,6 +502,21 @@ impl Cni {
         let out = exec::invoke(kind, &serde_json::to_vec(&config).unwrap_or_default(), &call).await;
         tracing::debug!(plugin = kind, command, container = container_id, elapsed = ?began.elapsed(), ok = out.is_ok(), "CNI plugin ran");
         out
+    }
+}
+
+/// The error of `plugin` of `network` failing at `command` (libcni's `plugin type="…" name="…"
+/// failed (add): …`).
+fn failed<'a>(
+    network: &'a NetworkConfigList,
+    plugin: &'a Map<String, Value>,
+    command: &'static str,
+) -> impl FnOnce(PluginError) -> NetworkError + 'a {
+    move |source| NetworkError::Plugin {
+        plugin: NetworkConfigList::plugin_type(plugin).to_string(),
+        network: network.name.clone(),
+        command,
+        source,
     }
 }
 

@@ -199,6 +199,24 @@ impl Drop for NodeNet {
     }
 }
 
+/// Waits until the static pod of `manifest` is gone from the agent's `/pods`.
+fn wait_pod_gone(agent: &Agent, manifest: &str) {
+    wait_until(&format!("{manifest} gone"), CHANGE_TIMEOUT, || {
+        match agent.pod(manifest) {
+            None => Ok(()),
+            Some(p) => Err(p.summary()),
+        }
+    });
+}
+
+/// Waits until nothing of `net` is left ([`NodeNet::leftovers`]).
+fn wait_nothing_left(net: &NodeNet, needles: &[String]) {
+    wait_until(&format!("nothing of {} left", net.name), CHANGE_TIMEOUT, || {
+        let left = net.leftovers(needles);
+        left.is_empty().then_some(()).ok_or(left.join("\n"))
+    });
+}
+
 /// A pod serving `text` on port 8080 with busybox httpd, `hostPort` published if given.
 fn web_pod(name: &str, text: &str, host_port: Option<u16>) -> String {
     let port = match host_port {
@@ -340,25 +358,10 @@ fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
 
     manifests_a.remove("web-a.yaml");
     manifests_b.remove("web-b.yaml");
-    for (agent, manifest) in [(&agent_a, "web-a"), (&agent_b, "web-b")] {
-        wait_until(&format!("{manifest} gone"), CHANGE_TIMEOUT, || {
-            match agent.pod(manifest) {
-                None => Ok(()),
-                Some(p) => Err(p.summary()),
-            }
-        });
-    }
-    for (net, needles) in [(&net_a, [sandbox_a, ip_a]), (&net_b, [sandbox_b, ip_b])] {
-        let needles: Vec<String> = needles.to_vec();
-        wait_until(&format!("nothing of {} left", net.name), CHANGE_TIMEOUT, || {
-            let left = net.leftovers(&needles);
-            if left.is_empty() {
-                Ok(())
-            } else {
-                Err(left.join("\n"))
-            }
-        });
-    }
+    wait_pod_gone(&agent_a, "web-a");
+    wait_pod_gone(&agent_b, "web-b");
+    wait_nothing_left(&net_a, &[sandbox_a, ip_a]);
+    wait_nothing_left(&net_b, &[sandbox_b, ip_b]);
 }
 
 /// A plugin that fails, one that hangs past `--cni-plugin-timeout` (5 s) and one that prints garbage
@@ -457,19 +460,9 @@ esac
         manifests.remove(&format!("{name}.yaml"));
     }
     for name in ["fails", "hangs", "garbage"] {
-        wait_until(&format!("{name} gone"), CHANGE_TIMEOUT, || match agent.pod(name) {
-            None => Ok(()),
-            Some(p) => Err(p.summary()),
-        });
+        wait_pod_gone(&agent, name);
     }
-    wait_until("nothing left", CHANGE_TIMEOUT, || {
-        let left = net.leftovers(&needles);
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(left.join("\n"))
-        }
-    });
+    wait_nothing_left(&net, &needles);
 }
 
 /// A sandbox removed while its agent was killed is detached at the next start (its lease and
@@ -519,18 +512,8 @@ fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
     );
     assert!(net.leases().contains(&kept_ip));
     manifests.remove("kept.yaml");
-    wait_until("kept gone", CHANGE_TIMEOUT, || match agent.pod("kept") {
-        None => Ok(()),
-        Some(p) => Err(p.summary()),
-    });
-    wait_until("nothing left", CHANGE_TIMEOUT, || {
-        let left = net.leftovers(&[kept_sandbox.clone(), kept_ip.clone(), lost_sandbox.clone()]);
-        if left.is_empty() {
-            Ok(())
-        } else {
-            Err(left.join("\n"))
-        }
-    });
+    wait_pod_gone(&agent, "kept");
+    wait_nothing_left(&net, &[kept_sandbox.clone(), kept_ip.clone(), lost_sandbox.clone()]);
 }
 
 /// The Node's Ready condition: (status, message).
@@ -651,10 +634,7 @@ spec:
             .collect();
         left.is_empty().then_some(()).ok_or(format!("{left:?}"))
     });
-    wait_until("nothing left", CHANGE_TIMEOUT, || {
-        let left = net.leftovers(std::slice::from_ref(&ip));
-        left.is_empty().then_some(()).ok_or(left.join("\n"))
-    });
+    wait_nothing_left(&net, std::slice::from_ref(&ip));
 }
 
 /// A bridge + host-local template naming `{{.PodCIDR}}`, for `--cni-conf-template`, with its
@@ -743,13 +723,7 @@ fn each_node_gets_its_pod_cidr_from_the_api_server() {
     assert_eq!(fetch(&webs[0].1, &webs[1].0, 8080), "hello-from-1");
     for ((net, agent, manifests, _), (ip, _)) in nodes.iter().zip(&webs) {
         manifests.remove("web.yaml");
-        wait_until("web gone", CHANGE_TIMEOUT, || match agent.pod("web") {
-            None => Ok(()),
-            Some(p) => Err(p.summary()),
-        });
-        wait_until("nothing left", CHANGE_TIMEOUT, || {
-            let left = net.leftovers(std::slice::from_ref(ip));
-            left.is_empty().then_some(()).ok_or(left.join("\n"))
-        });
+        wait_pod_gone(agent, "web");
+        wait_nothing_left(net, std::slice::from_ref(ip));
     }
 }
