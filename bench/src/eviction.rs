@@ -6,7 +6,9 @@
 //!
 //! Each round: a BestEffort victim pod (busybox sleeping, leaving on TERM) is created through
 //! the API and runs; the bench itself allocates and writes enough memory to take
-//! `memory.available` 512 MiB under the threshold; T0 is when the allocation is done. Until the
+//! `memory.available` 512 MiB under the threshold, 64 MiB at a time, reading `memory.available`
+//! after each step: T0 is the first reading under the threshold (the allocation takes about
+//! 2 s, and the agent may read the node during it). Until the
 //! eviction the bench reads `memory.available` every 100 ms and allocates more when it climbs
 //! back to within 256 MiB of the threshold (the kernel moving file pages to the inactive list
 //! gives back "available" memory; up to 1 GiB more, reported per round). Docker's
@@ -52,6 +54,8 @@ const MAX_ALLOCATION: u64 = 2 * GIB + 512 * MIB;
 /// `memory.available` under the threshold when the kernel moves file pages back to the inactive
 /// list (which `memory.available` counts as available).
 const MAX_TOP_UP: u64 = GIB;
+/// The allocation's step: `memory.available` is read after each.
+const CHUNK: u64 = 64 * MIB;
 /// How often a round reads `memory.available` while it waits for the eviction.
 const HOLD_PERIOD: Duration = Duration::from_millis(100);
 /// The disk thresholds of every bench agent (the harness's; this machine's disk is fuller than
@@ -144,27 +148,48 @@ struct Hog {
     first: u64,
     added: u64,
     top_ups: usize,
-    /// The highest `memory.available` read after the first allocation.
-    highest_available: u64,
+    /// The highest `memory.available` read after the first allocation; none before a reading.
+    highest_available: Option<u64>,
+    /// When the bench's own reading first found `memory.available` under the threshold (ns
+    /// since the epoch): T0.
+    crossed: Option<i64>,
 }
 
 impl Hog {
-    /// Allocates `size` bytes, every byte written.
-    fn allocate(size: u64) -> anyhow::Result<Hog> {
-        Ok(Hog {
-            chunks: vec![allocate(size)?],
+    /// Allocates `size` bytes in [`CHUNK`]s, every byte written, reading `memory.available`
+    /// after each: the first reading under `threshold` is T0 (the allocation may take seconds,
+    /// and the agent may read the node at any point of it).
+    fn allocate(size: u64, threshold: u64) -> anyhow::Result<Hog> {
+        let mut hog = Hog {
+            chunks: Vec::new(),
             first: size,
             added: 0,
             top_ups: 0,
-            highest_available: 0,
-        })
+            highest_available: None,
+            crossed: None,
+        };
+        let mut left = size;
+        while left > 0 {
+            let chunk = left.min(CHUNK);
+            hog.chunks.push(allocate(chunk)?);
+            left -= chunk;
+            if hog.crossed.is_none() && read_available()? < threshold {
+                hog.crossed = Some(now_nanos());
+            }
+        }
+        Ok(hog)
+    }
+
+    /// T0: the first reading under the threshold, or now (the allocation done) if none was.
+    fn t0(&mut self) -> i64 {
+        *self.crossed.get_or_insert_with(now_nanos)
     }
 
     /// Reads `memory.available` once; when it is within `OVERSHOOT / 2` of `threshold` (or
     /// over it), allocates enough to take it [`OVERSHOOT`] under again, within [`MAX_TOP_UP`].
     fn hold_under(&mut self, threshold: u64) -> anyhow::Result<()> {
-        let available = sys::memory_available().context("read memory.available from /proc/meminfo")?;
-        self.highest_available = self.highest_available.max(available);
+        let available = read_available()?;
+        self.highest_available = self.highest_available.max(Some(available));
         let more = top_up(available, threshold, self.added);
         if more > 0 {
             self.chunks.push(allocate(more)?);
@@ -173,6 +198,11 @@ impl Hog {
         }
         Ok(())
     }
+}
+
+/// `memory.available` as the agent reads it.
+fn read_available() -> anyhow::Result<u64> {
+    sys::memory_available().context("read memory.available from /proc/meminfo")
 }
 
 /// What to add when `memory.available` reads `available` and `added` was added already: none
@@ -214,8 +244,9 @@ struct Round {
     topped_up_mib: u64,
     top_ups: usize,
     /// The highest `memory.available` read while it waited, less the threshold, in MiB (a
-    /// positive value: the node was back over the threshold for a moment).
-    highest_over_threshold_mib: i64,
+    /// positive value: the node was back over the threshold for a moment); none if the victim
+    /// died before the first reading.
+    highest_over_threshold_mib: Option<i64>,
 }
 
 impl Round {
@@ -376,7 +407,7 @@ fn wait_die_holding(watcher: &Watcher, name: &str, hog: &mut Hog, threshold: u64
         if began.elapsed() > STEP_TIMEOUT {
             bail!(
                 "timed out after {STEP_TIMEOUT:?} waiting for {name}'s app container evicted (die); memory.available at most {} MiB over the threshold meanwhile, {} MiB added in {} top-ups",
-                (hog.highest_available as i64 - threshold as i64) / MIB as i64,
+                hog.highest_available.map_or(0, |h| (h as i64 - threshold as i64) / MIB as i64),
                 hog.added / MIB,
                 hog.top_ups
             );
@@ -405,9 +436,9 @@ fn round(api: &ApiServer, node: &Node, i: usize) -> anyhow::Result<(Round, Insta
     }
     let size = available.saturating_sub(threshold) + OVERSHOOT;
     let began = Instant::now();
-    let mut hog = Hog::allocate(size)?;
+    let mut hog = Hog::allocate(size, threshold)?;
     let allocation_s = began.elapsed().as_secs_f64();
-    let t0 = now_nanos();
+    let t0 = hog.t0();
     let died = wait_die_holding(watcher, &name, &mut hog, threshold)
         .with_context(|| format!("log: {}", agent.log_path().display()));
     let (first, added, top_ups, highest) = (hog.first, hog.added, hog.top_ups, hog.highest_available);
@@ -423,7 +454,7 @@ fn round(api: &ApiServer, node: &Node, i: usize) -> anyhow::Result<(Round, Insta
         allocation_s,
         topped_up_mib: added / MIB,
         top_ups,
-        highest_over_threshold_mib: (highest as i64 - threshold as i64) / MIB as i64,
+        highest_over_threshold_mib: highest.map(|h| (h as i64 - threshold as i64) / MIB as i64),
         available_before_mib: available / MIB,
         threshold_mib: threshold / MIB,
         phase_delay_s: delay.as_secs_f64(),
@@ -483,7 +514,7 @@ pub fn eviction(ctx: &Ctx, report: &mut Report) -> anyhow::Result<()> {
             r.allocation_s,
             r.topped_up_mib,
             r.top_ups,
-            r.highest_over_threshold_mib,
+            r.highest_over_threshold_mib.map_or("n/a (died before a reading)".into(), |h| h.to_string()),
             ms(r.kill_s),
             ms(Some(r.die_s)),
             r.pressure_gone_s
@@ -510,7 +541,7 @@ fn report_rounds(report: &mut Report, rounds: &[Round]) {
     report.row(
         &scenario,
         &format!(
-            "threshold crossed (allocation done) → victim's app container died (Docker die), p50 / p99 ({} rounds)",
+            "threshold crossed (the bench's first reading under it) → victim's app container died (Docker die), p50 / p99 ({} rounds)",
             rounds.len()
         ),
         format!("{} / {}", ms(d50), ms(d99)),
