@@ -167,7 +167,10 @@ pub struct Cni {
     settings: CniSettings,
     cache: Cache,
     network: Mutex<Option<NetworkConfigList>>,
-    ips: Mutex<HashMap<String, Vec<IpAddr>>>,
+    /// This node's attachments and their addresses: what the cache held at start, then kept in
+    /// step with it, so asking whether a container is attached (every stop and removal) reads
+    /// no directory.
+    attached: Mutex<HashMap<String, Vec<IpAddr>>>,
 }
 
 /// The spec version of `v` as numbers (`0.4.0` → `[0, 4, 0]`).
@@ -179,11 +182,17 @@ impl Cni {
     /// The network of `settings`, its configuration not loaded yet ([`Cni::reload`]).
     pub fn new(settings: CniSettings) -> Self {
         let cache = Cache::new(settings.cache_dir.clone());
+        let attached = cache
+            .entries()
+            .into_iter()
+            .filter(|(_, e)| e.dockerlet_node == settings.node)
+            .map(|(_, e)| (e.container_id, result::pod_ips(&e.result).unwrap_or_default()))
+            .collect();
         Cni {
             settings,
             cache,
             network: Mutex::new(None),
-            ips: Mutex::new(HashMap::new()),
+            attached: Mutex::new(attached),
         }
     }
 
@@ -258,18 +267,7 @@ impl Cni {
                 source,
             })
         })?;
-        let entry = CachedAttachment {
-            kind: cache::KIND.into(),
-            container_id: pod.container_id.clone(),
-            config: network.bytes.clone(),
-            if_name: POD_INTERFACE.into(),
-            network_name: network.name.clone(),
-            netns: pod.netns.clone(),
-            cni_args: args,
-            capability_args: caps,
-            result: result.clone(),
-            dockerlet_node: self.settings.node.clone(),
-        };
+        let entry = self.record(&network, pod, args, caps, result.clone());
         if let Err(source) = self.cache.write(&entry) {
             let path = self.cache.path(&network.name, &pod.container_id, POD_INTERFACE);
             self.undo_failed_add(
@@ -282,11 +280,38 @@ impl Cni {
             .await;
             return Err(NetworkError::Cache { path, source });
         }
-        self.ips
+        self.remember(&pod.container_id, ips.clone());
+        Ok(Attached { ips, result })
+    }
+
+    /// What the cache keeps of `pod`'s attachment to `network`.
+    fn record(
+        &self,
+        network: &NetworkConfigList,
+        pod: &PodAttachment,
+        cni_args: Vec<(String, String)>,
+        capability_args: Map<String, Value>,
+        result: Value,
+    ) -> CachedAttachment {
+        CachedAttachment {
+            kind: cache::KIND.into(),
+            container_id: pod.container_id.clone(),
+            config: network.bytes.clone(),
+            if_name: POD_INTERFACE.into(),
+            network_name: network.name.clone(),
+            netns: pod.netns.clone(),
+            cni_args,
+            capability_args,
+            result,
+            dockerlet_node: self.settings.node.clone(),
+        }
+    }
+
+    fn remember(&self, container_id: &str, ips: Vec<IpAddr>) {
+        self.attached
             .lock()
             .unwrap_or_else(|e| e.into_inner())
-            .insert(pod.container_id.clone(), ips.clone());
-        Ok(Attached { ips, result })
+            .insert(container_id.to_string(), ips);
     }
 
     /// The DEL after a failed ADD, given the result of the plugins that succeeded (libcni has
@@ -309,20 +334,18 @@ impl Cni {
             return;
         };
         tracing::warn!(container = %pod.container_id, error = %e, "CNI DEL after a failed ADD failed; kept for another DEL");
-        let entry = CachedAttachment {
-            kind: cache::KIND.into(),
-            container_id: pod.container_id.clone(),
-            config: network.bytes.clone(),
-            if_name: POD_INTERFACE.into(),
-            network_name: network.name.clone(),
-            netns: pod.netns.clone(),
-            cni_args: args.to_vec(),
-            capability_args: caps.clone(),
-            result: partial.cloned().unwrap_or(Value::Null),
-            dockerlet_node: self.settings.node.clone(),
-        };
-        if let Err(e) = self.cache.write(&entry) {
-            tracing::warn!(container = %pod.container_id, error = %e, "cannot keep a half-undone CNI attachment");
+        let entry = self.record(
+            network,
+            pod,
+            args.to_vec(),
+            caps.clone(),
+            partial.cloned().unwrap_or(Value::Null),
+        );
+        match self.cache.write(&entry) {
+            Ok(_) => self.remember(&pod.container_id, Vec::new()),
+            Err(e) => {
+                tracing::warn!(container = %pod.container_id, error = %e, "cannot keep a half-undone CNI attachment")
+            }
         }
     }
 
@@ -358,7 +381,10 @@ impl Cni {
     }
 
     fn forget(&self, container_id: &str) {
-        self.ips.lock().unwrap_or_else(|e| e.into_inner()).remove(container_id);
+        self.attached
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(container_id);
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -440,37 +466,24 @@ impl Cni {
         Ok(())
     }
 
-    /// The addresses of sandbox `container_id`, from memory or the cache.
+    /// The addresses of attached sandbox `container_id`.
     pub fn pod_ips(&self, container_id: &str) -> Option<Vec<IpAddr>> {
-        if let Some(ips) = self.ips.lock().unwrap_or_else(|e| e.into_inner()).get(container_id) {
-            return Some(ips.clone());
-        }
-        let (_, entry) = self.cache.find(container_id)?;
-        let ips = result::pod_ips(&entry.result).ok()?;
-        self.ips
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(container_id.to_string(), ips.clone());
-        Some(ips)
+        let attached = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        attached.get(container_id).filter(|ips| !ips.is_empty()).cloned()
     }
 
-    /// Whether sandbox `container_id` is attached (known from this run or kept in the cache).
+    /// Whether sandbox `container_id` is attached (by this run, or by an earlier one's cache).
     pub fn is_attached(&self, container_id: &str) -> bool {
-        self.ips
+        self.attached
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .contains_key(container_id)
-            || self.cache.find(container_id).is_some()
     }
 
     /// The sandboxes this node attached, by container ID (for the clean-up at start).
     pub fn attached(&self) -> Vec<String> {
-        self.cache
-            .entries()
-            .into_iter()
-            .filter(|(_, e)| e.dockerlet_node == self.settings.node)
-            .map(|(_, e)| e.container_id)
-            .collect()
+        let attached = self.attached.lock().unwrap_or_else(|e| e.into_inner());
+        attached.keys().cloned().collect()
     }
 
     /// One plugin's call: its configuration with `name`, `cniVersion`, the runtime capabilities
