@@ -9,14 +9,15 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test test-vm lint fmt bench clean-containers test-apiserver fuzz
+.PHONY: help build image docker run test test-vm test-vm-pair lint fmt bench clean-containers test-apiserver fuzz
 
 help:
 	@echo "make build             cargo build --workspace --bins"
 	@echo "make image             build the local dockerlet.local/busybox:1 image"
 	@echo "make run [NODE=name]   run the agent on manifests/ (default NODE=$(NODE))"
-	@echo "make test              unit + integration tests (needs Docker), then make test-vm"
+	@echo "make test              unit + integration tests (needs Docker), then make test-vm and test-vm-pair"
 	@echo "make test-vm           host_compat tests in a Debian 12 VM (qemu; root to build its image)"
+	@echo "make test-vm-pair      two Debian 12 VMs as two nodes: pods reach each other by pod IP (CNI)"
 	@echo "make lint              rustfmt check + layering and file circles + licences/duplicates + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
@@ -48,12 +49,19 @@ test: docker image
 	set -o pipefail; $(CARGO) test --workspace --all-targets -- --test-threads=$(TEST_THREADS) 2>&1 | tee target/test-output.log
 	@awk '/^test result:/ { p += $$4; f += $$6 } END { printf "%d passed, %d failed\n", p, f }' target/test-output.log
 	scripts/test-vm.sh
+	scripts/test-vm-pair.sh
 
 # The host_compat tests (integration-tests/tests/host_compat.rs) in a Debian 12 guest under
 # qemu: systemd, cgroup v2, Docker on its default systemd cgroup driver. The guest image is
 # built once (root, debootstrap) and cached in target/vm/; VM_TEST_ARGS go to the test binary.
 test-vm: docker image build
 	scripts/test-vm.sh
+
+# Two guests of the same image as two nodes of one test API server on this host, joined by a
+# qemu socket network: each gets its pod CIDR from the API server, and a pod on one reaches a
+# pod on the other by pod IP through Debian's CNI plugins and host-gw routes.
+test-vm-pair: docker image build
+	scripts/test-vm-pair.sh
 
 # The layering rule (scripts/check-layers.py: crate dependencies transitively, no actix below the
 # actor layer, no source files importing each other in a circle), the dependencies' licences and
