@@ -14,6 +14,7 @@ use dockerlet_cni::Cni;
 use dockerlet_messages::runtime::{ContainerListing, ContainerRole, ObservedContainer, RuntimeImage, RuntimeState};
 use dockerlet_messages::{ContainerId, PodUid};
 use dockerlet_metrics::{Metrics, NetworkOperation};
+use dockerlet_pod::pod_ips::sort_pod_ips;
 use dockerlet_runtime::{
     ContainerRuntime, Containers, CreateSpec, Exec, ExecOutput, Images, RegistryAuth, RuntimeError, RuntimeEvent,
 };
@@ -24,12 +25,20 @@ pub struct Networked {
     inner: Arc<dyn ContainerRuntime>,
     cni: Arc<Cni>,
     metrics: Arc<Metrics>,
+    /// Whether the node's IP is IPv6: that family's address is a dual-stack pod's first.
+    node_ipv6: bool,
 }
 
 impl Networked {
-    /// `inner` on the pod network `cni`; each DEL timed in `metrics`.
-    pub fn new(inner: Arc<dyn ContainerRuntime>, cni: Arc<Cni>, metrics: Arc<Metrics>) -> Self {
-        Networked { inner, cni, metrics }
+    /// `inner` on the pod network `cni`; each DEL timed in `metrics`; a dual-stack pod's
+    /// addresses ordered for a node whose IP is IPv6 when `node_ipv6`.
+    pub fn new(inner: Arc<dyn ContainerRuntime>, cni: Arc<Cni>, metrics: Arc<Metrics>, node_ipv6: bool) -> Self {
+        Networked {
+            inner,
+            cni,
+            metrics,
+            node_ipv6,
+        }
     }
 
     /// Detaches `id` if it is attached: with its namespace while it runs, without once it is
@@ -111,16 +120,17 @@ impl Containers for Networked {
         self.inner.list_pod_containers(node, pod_uid).await
     }
 
-    /// A running CNI sandbox's address is its attachment's.
+    /// A running CNI sandbox's addresses are its attachment's: one of each family, the node
+    /// IP's first (kubelet's `sortPodIPs`).
     async fn inspect_container(&self, id: &ContainerId) -> Result<Option<ObservedContainer>, RuntimeError> {
         let mut observed = self.inner.inspect_container(id).await?;
         if let Some(c) = observed.as_mut() {
             if c.role == ContainerRole::Sandbox && !c.host_network && c.ip.is_none() && c.state == RuntimeState::Running
             {
-                c.ip = self
-                    .cni
-                    .pod_ips(&id.0)
-                    .and_then(|ips| ips.first().map(ToString::to_string));
+                let ips = self.cni.pod_ips(&id.0).unwrap_or_default();
+                let mut sorted = sort_pod_ips(&ips, self.node_ipv6).into_iter().map(|ip| ip.to_string());
+                c.ip = sorted.next();
+                c.secondary_ip = sorted.next();
             }
         }
         Ok(observed)

@@ -415,7 +415,11 @@ async fn start_actors(
 fn pod_runtime(host: &Host, metrics: &Arc<Metrics>) -> Arc<dyn ContainerRuntime> {
     let measured: Arc<dyn ContainerRuntime> = Arc::new(Measured::new(host.runtime.clone(), metrics.clone()));
     match &host.network {
-        Some(cni) => Arc::new(Networked::new(measured, cni.clone(), metrics.clone())),
+        Some(cni) => {
+            // kubelet puts the node IP's family first in a dual-stack pod's podIPs.
+            let node_ipv6 = host.host_ip.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_ipv6());
+            Arc::new(Networked::new(measured, cni.clone(), metrics.clone(), node_ipv6))
+        }
         None => measured,
     }
 }

@@ -45,10 +45,21 @@ struct NodeNet {
     bridge: String,
     /// `10.<a>.<b>`: the /24's first three octets.
     prefix: String,
+    /// A second, IPv6 range (`fd..::/64`) for a dual-stack network; none for IPv4 only.
+    v6_prefix: Option<String>,
 }
 
 impl NodeNet {
     fn new(extra_plugins: &[Value]) -> NodeNet {
+        NodeNet::with_ranges(extra_plugins, false)
+    }
+
+    /// A dual-stack network: host-local hands out an IPv4 and an IPv6 address.
+    fn dual_stack() -> NodeNet {
+        NodeNet::with_ranges(&[], true)
+    }
+
+    fn with_ranges(extra_plugins: &[Value], dual_stack: bool) -> NodeNet {
         let hex = random_hex();
         let (a, b) = (
             200 + u8::from_str_radix(&hex[0..2], 16).unwrap_or(0) % 50,
@@ -59,6 +70,7 @@ impl NodeNet {
             name: format!("dl-{}", &hex[..8]),
             bridge: format!("dlbr{}", &hex[..8]),
             prefix: format!("10.{a}.{b}"),
+            v6_prefix: dual_stack.then(|| format!("fd42:{}:{}:", &hex[..4], &hex[4..8])),
         };
         std::fs::create_dir_all(net.conf_dir()).expect("conf dir");
         net.write_config(extra_plugins);
@@ -107,8 +119,8 @@ impl NodeNet {
                 "ipMasq": false,
                 "ipam": {
                     "type": "host-local",
-                    "ranges": [[{"subnet": format!("{}.0/24", self.prefix)}]],
-                    "routes": [{"dst": "0.0.0.0/0"}],
+                    "ranges": self.ranges(),
+                    "routes": self.routes(),
                     "dataDir": self.ipam_dir(),
                 },
             }),
@@ -121,6 +133,24 @@ impl NodeNet {
         let tmp = path.with_extension("tmp");
         std::fs::write(&tmp, list.to_string()).expect("write the CNI configuration");
         std::fs::rename(&tmp, &path).expect("put the CNI configuration in place");
+    }
+
+    /// host-local's ranges: the IPv4 /24, and the IPv6 /64 on a dual-stack network.
+    fn ranges(&self) -> Value {
+        let mut ranges = vec![json!([{"subnet": format!("{}.0/24", self.prefix)}])];
+        if let Some(v6) = &self.v6_prefix {
+            ranges.push(json!([{"subnet": format!("{v6}:/64")}]));
+        }
+        Value::Array(ranges)
+    }
+
+    /// The pods' default routes through the bridge: IPv4's, and IPv6's on a dual-stack network.
+    fn routes(&self) -> Value {
+        let mut routes = vec![json!({"dst": "0.0.0.0/0"})];
+        if self.v6_prefix.is_some() {
+            routes.push(json!({"dst": "::/0"}));
+        }
+        Value::Array(routes)
     }
 
     /// The agent's flags for this network (the test's own plugin directory first).
@@ -180,11 +210,19 @@ impl NodeNet {
         let mut left: Vec<String> = self.veths().into_iter().map(|v| format!("veth {v}")).collect();
         left.extend(self.leases().into_iter().map(|l| format!("lease {l}")));
         left.extend(self.cached().into_iter().map(|c| format!("cache {c}")));
-        let rules = String::from_utf8_lossy(&Command::new("iptables-save").output().expect("iptables-save").stdout)
+        let mut rules = String::from_utf8_lossy(&Command::new("iptables-save").output().expect("iptables-save").stdout)
             .into_owned();
-        let subnet = format!(" {}.", self.prefix).replace(' ', "");
+        if self.v6_prefix.is_some() {
+            let v6 = Command::new("ip6tables-save").output().expect("ip6tables-save");
+            rules.push_str(&String::from_utf8_lossy(&v6.stdout));
+        }
+        let subnets: Vec<String> = std::iter::once(format!("{}.", self.prefix))
+            .chain(self.v6_prefix.clone())
+            .collect();
         for line in rules.lines() {
-            let names_subnet = line.split([' ', '/', '"']).any(|w| w.starts_with(&subnet));
+            let names_subnet = line
+                .split([' ', '/', '"'])
+                .any(|w| subnets.iter().any(|s| w.starts_with(s.as_str())));
             if names_subnet || needles.iter().any(|n| !n.is_empty() && line.contains(n.as_str())) {
                 left.push(format!("iptables {line}"));
             }
@@ -514,6 +552,89 @@ fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
     manifests.remove("kept.yaml");
     wait_pod_gone(&agent, "kept");
     wait_nothing_left(&net, &[kept_sandbox.clone(), kept_ip.clone(), lost_sandbox.clone()]);
+}
+
+/// A dual-stack pod network (host-local with an IPv4 and an IPv6 range): `status.podIPs` has an
+/// address of each family, the node IP's (IPv4) first as kubelet's `sortPodIPs` orders them, and
+/// `status.podIP` is that one; the downward API's `status.podIPs` is both joined by a comma,
+/// `/etc/hosts` names the pod at both, and the pod answers on its IPv6 address; once it is gone
+/// nothing of either family is left.
+#[test]
+fn a_dual_stack_pod_gets_an_address_of_each_family() {
+    require_plugins();
+    let net = NodeNet::dual_stack();
+    let v6_prefix = net.v6_prefix.clone().expect("a dual-stack network");
+    let manifests = ManifestDir::new();
+    let args = net.args();
+    let agent = Agent::start(
+        "cni-dual",
+        manifests.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    manifests.write(
+        "dual.yaml",
+        r#"apiVersion: v1
+kind: Pod
+metadata:
+  name: dual
+spec:
+  terminationGracePeriodSeconds: 1
+  containers:
+  - name: web
+    image: dockerlet.local/busybox:1
+    command: ["sh", "-c", "mkdir -p /www && echo dual > /www/index.html && exec httpd -f -p 8080 -h /www"]
+    env:
+    - name: IPS
+      valueFrom: {fieldRef: {fieldPath: status.podIPs}}
+"#,
+    );
+    let (ip, sandbox, web) = running(&agent, "dual", &net);
+    let pod = agent.pod("dual").expect("dual in /pods");
+    let ips: Vec<String> = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.pod_ips.clone())
+        .unwrap_or_default()
+        .into_iter()
+        .map(|p| p.ip)
+        .collect();
+    assert_eq!(ips.len(), 2, "one address of each family: {}", pod.summary());
+    assert_eq!(ips[0], ip, "podIP is podIPs[0]");
+    let v6 = ips[1].clone();
+    assert!(v6.starts_with(&v6_prefix), "{v6} is not in {v6_prefix}:/64");
+
+    let env = exec(&web, &["sh", "-c", "echo $IPS"]);
+    assert_eq!(String::from_utf8_lossy(&env.stdout).trim(), format!("{ip},{v6}"));
+    let hosts = String::from_utf8_lossy(&exec(&web, &["cat", "/etc/hosts"]).stdout).into_owned();
+    for address in [&ip, &v6] {
+        assert!(
+            hosts.lines().any(|l| l.starts_with(&format!("{address}\t"))),
+            "/etc/hosts names the pod at {address}:\n{hosts}"
+        );
+    }
+    let body = wait_until(&format!("[{v6}]:8080 from the host"), CHANGE_TIMEOUT, || {
+        use std::io::{Read, Write};
+        let address: std::net::Ipv6Addr = v6.parse().map_err(|e| format!("{e}"))?;
+        // Each try a new connection: one made while the bridge's address was still tentative
+        // (DAD) has another source address for good.
+        let to = std::net::SocketAddr::from((address, 8080));
+        let mut stream =
+            std::net::TcpStream::connect_timeout(&to, std::time::Duration::from_secs(3)).map_err(|e| e.to_string())?;
+        stream
+            .set_read_timeout(Some(std::time::Duration::from_secs(3)))
+            .map_err(|e| e.to_string())?;
+        stream.write_all(b"GET / HTTP/1.0\r\n\r\n").map_err(|e| e.to_string())?;
+        let mut text = String::new();
+        stream.read_to_string(&mut text).map_err(|e| e.to_string())?;
+        text.split_once("\r\n\r\n")
+            .map(|(_, b)| b.trim().to_string())
+            .ok_or(text)
+    });
+    assert_eq!(body, "dual");
+
+    manifests.remove("dual.yaml");
+    wait_pod_gone(&agent, "dual");
+    wait_nothing_left(&net, &[sandbox, ip, v6]);
 }
 
 /// The Node's Ready condition: (status, message).

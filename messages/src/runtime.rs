@@ -75,8 +75,12 @@ pub struct ObservedContainer {
     pub image: String,
     /// The image ID (`sha256:…`).
     pub image_id: String,
-    /// The sandbox's IP address on its Docker network (sandboxes only; none for host network).
+    /// The sandbox's IP address on its Docker network, or the first of the pod network's of
+    /// the node IP's family (sandboxes only; none for host network).
     pub ip: Option<String>,
+    /// The sandbox's address of the other IP family on a dual-stack pod network (kubelet keeps
+    /// at most one address per family: `sortPodIPs`); none otherwise.
+    pub secondary_ip: Option<String>,
     /// Whether the sandbox uses the host network namespace (sandboxes only).
     pub host_network: bool,
     /// The pod's termination grace period when the container was created, so a pod whose

@@ -204,6 +204,7 @@ mod tests {
             image: String::new(),
             image_id: String::new(),
             ip: None,
+            secondary_ip: None,
             host_network: false,
             pod_grace_seconds: None,
             pid: None,

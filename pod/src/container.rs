@@ -182,6 +182,8 @@ pub struct PodContext<'a> {
     pub host_ip: &'a str,
     /// The pod's IP (`status.podIP`); the host IP for host-network pods.
     pub pod_ip: &'a str,
+    /// All of the pod's IPs (`status.podIPs`, two on a dual-stack pod network), `pod_ip` first.
+    pub pod_ips: &'a [String],
     /// The sandbox the containers join.
     pub sandbox_id: &'a ContainerId,
     /// Node memory capacity in bytes (for Burstable OOM score adjustment).
@@ -600,7 +602,10 @@ fn field_value(ctx: &PodContext<'_>, path: &str) -> Option<String> {
                 .and_then(|s| s.service_account_name.clone())
                 .unwrap_or_default(),
         ),
-        "status.podIP" | "status.podIPs" => Some(ctx.pod_ip.to_string()),
+        "status.podIP" => Some(ctx.pod_ip.to_string()),
+        // kubelet's podFieldSelectorRuntimeValue: the addresses joined with commas.
+        "status.podIPs" if ctx.pod_ips.is_empty() => Some(ctx.pod_ip.to_string()),
+        "status.podIPs" => Some(ctx.pod_ips.join(",")),
         "status.hostIP" | "status.hostIPs" => Some(ctx.host_ip.to_string()),
         _ => keyed("metadata.labels['", &meta.labels).or_else(|| keyed("metadata.annotations['", &meta.annotations)),
     }

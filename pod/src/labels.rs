@@ -99,6 +99,7 @@ impl ParsedLabels {
             image,
             image_id: String::new(),
             ip: None,
+            secondary_ip: None,
             host_network: self.host_network,
             pod_grace_seconds: self.pod_grace_seconds,
             pid: None,

@@ -53,6 +53,7 @@ pub mod manifest;
 pub mod names;
 pub mod node_fit;
 pub mod plan;
+pub mod pod_ips;
 pub mod probe_state;
 pub mod quantity;
 pub mod resource;

@@ -56,6 +56,7 @@ fn sandbox(attempt: u32, state: RuntimeState) -> ObservedContainer {
         image: "pause".into(),
         image_id: String::new(),
         ip: Some("172.17.0.2".into()),
+        secondary_ip: None,
         host_network: false,
         pod_grace_seconds: None,
         pid: None,
@@ -78,6 +79,7 @@ fn instance(name: &str, role: ContainerRole, attempt: u32, state: RuntimeState, 
         exit_code,
         finished_at: (state == RuntimeState::Exited).then(|| Time(at(20))),
         ip: None,
+        secondary_ip: None,
         ..sandbox(0, state)
     }
 }

@@ -73,7 +73,7 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         None => pod_phase(RestartPolicy::of(pod), &init_specs, &init_statuses, &app_statuses),
     };
     let sandbox_ready = view.sandbox().is_some_and(|s| s.state == RuntimeState::Running);
-    let pod_ip = pod_ip(input, &view);
+    let pod_ips = pod_ips(input, &view);
     let start_time = start_time(input, &view);
 
     if input.failure.is_some() {
@@ -99,8 +99,8 @@ pub fn generate(input: &StatusInput<'_>) -> PodStatus {
         host_ips: Some(vec![HostIP {
             ip: input.host_ip.to_string(),
         }]),
-        pod_ips: pod_ip.clone().map(|ip| vec![PodIP { ip }]),
-        pod_ip,
+        pod_ip: pod_ips.first().cloned(),
+        pod_ips: (!pod_ips.is_empty()).then(|| pod_ips.into_iter().map(|ip| PodIP { ip }).collect()),
         start_time: Some(start_time),
         qos_class: Some(qos_class(pod).to_string()),
         init_container_statuses: (!init_statuses.is_empty()).then_some(init_statuses),
@@ -170,16 +170,25 @@ fn ephemeral_container_statuses(input: &StatusInput<'_>, view: &PodView<'_>, spe
         .collect()
 }
 
-/// The pod's IP: the node's for a host-network pod, else its sandbox's, else the one it had.
-fn pod_ip(input: &StatusInput<'_>, view: &PodView<'_>) -> Option<String> {
+/// The pod's IPs: the node's for a host-network pod, else its sandbox's (two on a dual-stack
+/// pod network, the node IP's family first), else the ones it had.
+fn pod_ips(input: &StatusInput<'_>, view: &PodView<'_>) -> Vec<String> {
     if host_network(input.pod) {
-        Some(input.host_ip.to_string())
-    } else {
-        view.sandbox()
-            .and_then(|s| s.ip.clone())
-            .or_else(|| input.previous.and_then(|p| p.pod_ip.clone()))
-            .or_else(|| input.known_pod_ip.map(str::to_string))
+        return vec![input.host_ip.to_string()];
     }
+    if let Some(ip) = view.sandbox().and_then(|s| s.ip.clone()) {
+        let secondary = view.sandbox().and_then(|s| s.secondary_ip.clone());
+        return std::iter::once(ip).chain(secondary).collect();
+    }
+    if let Some(previous) = input.previous.filter(|p| p.pod_ip.is_some()) {
+        let kept: Vec<String> = previous.pod_ips.iter().flatten().map(|p| p.ip.clone()).collect();
+        return if kept.is_empty() {
+            previous.pod_ip.clone().into_iter().collect()
+        } else {
+            kept
+        };
+    }
+    input.known_pod_ip.map(str::to_string).into_iter().collect()
 }
 
 /// The pod's `startTime`: kept once set, else its first sandbox's creation, else now.

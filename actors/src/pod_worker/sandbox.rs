@@ -172,7 +172,7 @@ impl PodSandbox<'_> {
     pub(super) async fn managed_files(
         &self,
         container: &Container,
-        pod_ip: &str,
+        pod_ips: &[String],
         names: PodHostname,
     ) -> Result<ManagedFiles, SyncError> {
         let config = self.sync.config.clone();
@@ -185,12 +185,12 @@ impl PodSandbox<'_> {
             etc_hosts: None,
             resolv_conf: Some(resolv_conf),
         };
-        if pod_ip.is_empty() || hosts::mounts_own(container, hosts::ETC_HOSTS) {
+        if pod_ips.is_empty() || hosts::mounts_own(container, hosts::ETC_HOSTS) {
             return Ok(files);
         }
         let aliases = hosts::host_aliases(self.pod).to_vec();
         let host_net = host_network(self.pod);
-        let ips = vec![pod_ip.to_string()];
+        let ips = pod_ips.to_vec();
         let path = hosts::etc_hosts_path(&config.root_dir, uid);
         let target = path.clone();
         let written = tokio::task::spawn_blocking(move || {

@@ -204,12 +204,15 @@ impl Starter<'_> {
     ) -> Result<(), StartError> {
         self.sync.images.ensure_image(self.pod, container, self.outcome).await?;
         let config = &self.sync.config;
-        let pod_ip = if host_network(self.pod) {
-            config.host_ip.clone()
+        // The pod's addresses: the node's for host network, else the sandbox's (two on a
+        // dual-stack pod network, the node IP's family first).
+        let pod_ips: Vec<String> = if host_network(self.pod) {
+            vec![config.host_ip.clone()]
         } else {
-            sandbox.ip.clone().unwrap_or_default()
+            sandbox.ip.iter().chain(&sandbox.secondary_ip).cloned().collect()
         };
-        let mut create = self.prepare(start, container, &pod_ip, sandbox).await?;
+        let pod_ip = pod_ips.first().cloned().unwrap_or_default();
+        let mut create = self.prepare(start, container, &pod_ips, sandbox).await?;
         if let Some(target) = target.filter(|_| create.pid_mode.is_none()) {
             create.pid_mode = Some(target_pid_mode(&target, observed)?);
         }
@@ -256,7 +259,7 @@ impl Starter<'_> {
         &self,
         start: &StartAction,
         container: &Container,
-        pod_ip: &str,
+        pod_ips: &[String],
         sandbox: &ObservedContainer,
     ) -> Result<CreateSpec, StartError> {
         let config = &self.sync.config;
@@ -268,7 +271,7 @@ impl Starter<'_> {
         let env_objects = self.env_objects(container).await?;
         let managed_files = self
             .sandbox()
-            .managed_files(container, pod_ip, names)
+            .managed_files(container, pod_ips, names)
             .await
             .map_err(StartError::ManagedFiles)?;
         let cgroup_parent = config.cgroup_naming.parent_of(self.pod);
@@ -276,7 +279,8 @@ impl Starter<'_> {
             pod: self.pod,
             node_name: &config.node_name,
             host_ip: &config.host_ip,
-            pod_ip,
+            pod_ip: pod_ips.first().map_or("", String::as_str),
+            pod_ips,
             sandbox_id: &sandbox.id,
             node_memory_bytes: config.node_memory_bytes,
             env_objects: &env_objects,

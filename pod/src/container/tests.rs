@@ -105,6 +105,7 @@ fn container_spec_maps_the_pod_spec() {
         node_name: "n1",
         host_ip: "10.0.0.1",
         pod_ip: "172.17.0.2",
+        pod_ips: &[],
         sandbox_id: &sandbox,
         node_memory_bytes: 1 << 30,
         env_objects: &EnvObjects::default(),
@@ -206,6 +207,7 @@ fn env_from_secrets_and_config_maps() {
         node_name: "n1",
         host_ip: "",
         pod_ip: "",
+        pod_ips: &[],
         sandbox_id: &sandbox,
         node_memory_bytes: 0,
         env_objects: &objects,
@@ -261,6 +263,7 @@ fn unsupported_env_sources_are_config_errors() {
         node_name: "n1",
         host_ip: "",
         pod_ip: "",
+        pod_ips: &[],
         sandbox_id: &sandbox,
         node_memory_bytes: 0,
         env_objects: &EnvObjects::default(),
@@ -307,6 +310,7 @@ fn service_variables_precede_and_yield_to_the_containers_env() {
         node_name: "n1",
         host_ip: "",
         pod_ip: "",
+        pod_ips: &[],
         sandbox_id: &sandbox,
         node_memory_bytes: 0,
         env_objects: &objects,
@@ -376,6 +380,7 @@ fn env_resource_field_refs() {
         node_name: "n1",
         host_ip: "",
         pod_ip: "",
+        pod_ips: &[],
         sandbox_id: &sandbox,
         node_memory_bytes: 0,
         env_objects: &EnvObjects::default(),
@@ -429,4 +434,44 @@ fn managed_files_are_mounted_unless_the_container_has_its_own() {
     }]);
     assert_eq!(files.binds(&c), ["/r/pods/u/resolv.conf:/etc/resolv.conf"]);
     assert!(ManagedFiles::default().binds(&c).is_empty());
+}
+
+/// The downward API on a dual-stack pod: `status.podIP` is the first address, `status.podIPs`
+/// all of them joined with commas (kubelet's `podFieldSelectorRuntimeValue`).
+#[test]
+fn env_pod_ips_on_a_dual_stack_pod() {
+    let var = |name: &str, path: &str| EnvVar {
+        name: name.into(),
+        value_from: Some(EnvVarSource {
+            field_ref: Some(ObjectFieldSelector {
+                field_path: path.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let c = Container {
+        name: "app".into(),
+        env: Some(vec![var("IP", "status.podIP"), var("IPS", "status.podIPs")]),
+        ..Default::default()
+    };
+    let p = pod(vec![c.clone()]);
+    let sandbox = ContainerId("sb".into());
+    let ips = ["10.244.1.5".to_string(), "fd00:10:244:1::5".to_string()];
+    let ctx = PodContext {
+        pod: &p,
+        node_name: "n1",
+        host_ip: "10.0.0.1",
+        pod_ip: &ips[0],
+        pod_ips: &ips,
+        sandbox_id: &sandbox,
+        node_memory_bytes: 0,
+        env_objects: &EnvObjects::default(),
+        allocatable: &Allocatable::default(),
+        managed_files: &ManagedFiles::default(),
+        cgroup_parent: None,
+    };
+    let env = container_spec(&ctx, &c, ContainerRole::App, 0, 0, &[]).unwrap().env;
+    assert_eq!(env, vec!["IP=10.244.1.5", "IPS=10.244.1.5,fd00:10:244:1::5"]);
 }

@@ -215,6 +215,7 @@ fn obs(name: &str, role: ContainerRole, attempt: u32, state: RuntimeState, exit_
         image: "img:1".into(),
         image_id: "sha256:1".into(),
         ip: (role == ContainerRole::Sandbox).then(|| "172.17.0.9".to_string()),
+        secondary_ip: None,
         host_network: false,
         pod_grace_seconds: None,
         pid: None,
@@ -734,4 +735,42 @@ fn readiness_gates_hold_ready_back() {
     );
     set(&mut p, "True", "True");
     assert_eq!(ready(&p), ("True".to_string(), None, None));
+}
+
+/// A sandbox on a dual-stack pod network: `podIPs` has both addresses, `podIP` the first; once
+/// the sandbox is gone, the next status keeps both.
+#[test]
+fn a_dual_stack_pod_reports_both_addresses() {
+    let p = pod("Never", &[], &["a"]);
+    let mut observed = vec![
+        obs("POD", ContainerRole::Sandbox, 0, RuntimeState::Running, 0),
+        obs("a", ContainerRole::App, 0, RuntimeState::Running, 0),
+    ];
+    observed[0].ip = Some("10.244.1.5".into());
+    observed[0].secondary_ip = Some("fd00:10:244:1::5".into());
+    let status = |observed: &[ObservedContainer], previous: Option<&PodStatus>| {
+        generate(&StatusInput {
+            pod: &p,
+            observed,
+            waiting: &HashMap::new(),
+            probes: &ProbeResults::new(),
+            host_ip: "10.0.0.1",
+            previous,
+            known_pod_ip: None,
+            now: at(100),
+            failure: None,
+        })
+    };
+    let running = status(&observed, None);
+    let ips = |s: &PodStatus| s.pod_ips.iter().flatten().map(|p| p.ip.clone()).collect::<Vec<_>>();
+    assert_eq!(running.pod_ip.as_deref(), Some("10.244.1.5"));
+    assert_eq!(ips(&running), ["10.244.1.5", "fd00:10:244:1::5"]);
+    for c in &mut observed {
+        c.state = RuntimeState::Exited;
+        c.ip = None;
+        c.secondary_ip = None;
+    }
+    let done = status(&observed, Some(&running));
+    assert_eq!(done.pod_ip.as_deref(), Some("10.244.1.5"));
+    assert_eq!(ips(&done), ["10.244.1.5", "fd00:10:244:1::5"]);
 }
