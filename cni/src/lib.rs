@@ -86,14 +86,17 @@ fn is_zero(v: &u64) -> bool {
     *v == 0
 }
 
-/// The `dns` runtime capability.
+/// The `dns` runtime capability (containerd's and cri-dockerd's fields, each left out empty).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Dns {
     /// Name servers.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub servers: Vec<String>,
     /// Search domains.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub searches: Vec<String>,
     /// Resolver options.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub options: Vec<String>,
 }
 

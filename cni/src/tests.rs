@@ -62,7 +62,7 @@ fn world(main_answer: &str, list: Value) -> World {
 fn list() -> Value {
     json!({"cniVersion": "1.0.0", "name": "podnet", "plugins": [
         {"type": "main", "bridge": "cni0"},
-        {"type": "chained", "capabilities": {"portMappings": true}},
+        {"type": "chained", "capabilities": {"portMappings": true, "dns": true}},
     ]})
 }
 
@@ -85,7 +85,11 @@ fn pod(id: &str) -> PodAttachment {
             egress_rate: 0,
             egress_burst: 0,
         }),
-        dns: None,
+        dns: Some(Dns {
+            servers: vec!["10.96.0.10".into()],
+            searches: vec!["default.svc.cluster.local".into()],
+            options: Vec::new(),
+        }),
     }
 }
 
@@ -124,7 +128,11 @@ async fn add_and_del_run_the_list_as_libcni() {
     assert_eq!(c[1].3["prevResult"]["ips"][0]["address"], "10.9.0.7/24");
     assert_eq!(
         c[1].3["runtimeConfig"],
-        json!({"portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}]})
+        json!({
+            "portMappings": [{"hostPort": 8080, "containerPort": 80, "protocol": "tcp"}],
+            // Empty lists left out, as containerd's and cri-dockerd's `omitempty`.
+            "dns": {"servers": ["10.96.0.10"], "searches": ["default.svc.cluster.local"]},
+        })
     );
     assert_eq!(w.cni.pod_ips("c1"), Some(attached.ips.clone()));
     assert_eq!(w.cni.attached(), vec!["c1".to_string()]);

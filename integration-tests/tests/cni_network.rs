@@ -318,7 +318,8 @@ fn fetch(from: &str, ip: &str, port: u16) -> String {
 
 /// Two agents, two bridges and subnets: pod IPs from the CNI result, each pod reaching the
 /// other by IP through the host, `/etc/hosts` with the CNI address, a hostPort through
-/// `portmap`, the plugins given cri-dockerd's `CNI_ARGS`; after the pods are deleted, nothing
+/// `portmap`, the plugins given cri-dockerd's `CNI_ARGS` and the pod's DNS as the `dns`
+/// capability; after the pods are deleted, nothing
 /// of theirs is left.
 #[test]
 fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
@@ -368,6 +369,32 @@ fn pods_on_two_nodes_reach_each_other_by_pod_ip_and_nothing_is_left() {
             ["K8S_POD_INFRA_CONTAINER_ID", sandbox_a],
             ["K8S_POD_UID", pod_a.uid()]
         ])
+    );
+    // The dns capability: the name servers, searches and options of the pod's resolv.conf.
+    let resolv = String::from_utf8_lossy(&exec(&web_a, &["cat", "/etc/resolv.conf"]).stdout).into_owned();
+    let mut dns = serde_json::Map::new();
+    for (field, key) in [
+        ("servers", "nameserver"),
+        ("searches", "search"),
+        ("options", "options"),
+    ] {
+        let values: Vec<&str> = resolv
+            .lines()
+            .filter_map(|l| l.strip_prefix(key).filter(|rest| rest.starts_with([' ', '\t'])))
+            .flat_map(str::split_whitespace)
+            .collect();
+        if !values.is_empty() {
+            dns.insert(field.into(), json!(values));
+        }
+    }
+    assert!(
+        dns.contains_key("servers"),
+        "a name server in the pod's resolv.conf:\n{resolv}"
+    );
+    assert_eq!(
+        cached["capabilityArgs"]["dns"],
+        Value::Object(dns),
+        "resolv.conf:\n{resolv}"
     );
 
     assert_eq!(fetch(&web_b, &ip_a, 8080), "hello-from-a");

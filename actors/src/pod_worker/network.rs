@@ -1,15 +1,18 @@
 //! A sandbox on the CNI pod network (cri-dockerd's `RunPodSandbox` with its network plugin,
 //! `core/sandbox_helpers.go` and `network/cni/cni.go`): the sandbox is made with Docker's
 //! `none` network, then attached with CNI `ADD` in its namespace, the pod's hostPorts
-//! (`portMappings`) and traffic shaping (`bandwidth`, from the `kubernetes.io/ingress-bandwidth`
-//! and `egress-bandwidth` annotations) offered as runtime capabilities. A failed attachment is
+//! (`portMappings`), traffic shaping (`bandwidth`, from the `kubernetes.io/ingress-bandwidth`
+//! and `egress-bandwidth` annotations) and DNS (`dns`: the servers, searches and options of the
+//! pod's resolv.conf, as containerd's CRI offers them; cri-dockerd offers it only on Windows)
+//! offered as runtime capabilities. A failed attachment is
 //! undone (the CNI crate's DEL) and the sandbox removed; the pod waits with
 //! `FailedCreatePodSandBox`.
 
-use dockerlet_cni::{Bandwidth, Cni, NetworkError, PodAttachment, PortMapping};
+use dockerlet_cni::{Bandwidth, Cni, Dns, NetworkError, PodAttachment, PortMapping};
 use dockerlet_messages::runtime::ObservedContainer;
 use dockerlet_metrics::NetworkOperation;
 use dockerlet_pod::container::PortBinding;
+use dockerlet_pod::dns::ResolvConf;
 use dockerlet_pod::spec::pod_identity;
 use k8s_openapi::api::core::v1::Pod;
 
@@ -98,13 +101,15 @@ pub(super) fn ready(cni: &Cni) -> Result<(), SandboxNetworkError> {
     }
 }
 
-/// Attaches the running `sandbox` of `pod`; its first address is the pod IP.
+/// Attaches the running `sandbox` of `pod`, whose resolv.conf is `dns`; its first address is
+/// the pod IP.
 pub(super) async fn attach(
     cni: &Cni,
     metrics: &dockerlet_metrics::Metrics,
     pod: &Pod,
     sandbox: &ObservedContainer,
     ports: &[PortBinding],
+    dns: &ResolvConf,
 ) -> Result<String, SandboxNetworkError> {
     let identity = pod_identity(pod);
     let Some(pid) = sandbox.pid else {
@@ -121,7 +126,11 @@ pub(super) async fn attach(
         netns: netns_path(pid),
         port_mappings: ports.iter().map(port_mapping).collect(),
         bandwidth: bandwidth(pod)?,
-        dns: None,
+        dns: Some(Dns {
+            servers: dns.nameservers.clone(),
+            searches: dns.searches.clone(),
+            options: dns.options.clone(),
+        }),
     };
     let set_up = |source| SandboxNetworkError::SetUp {
         sandbox: sandbox.id.0.clone(),

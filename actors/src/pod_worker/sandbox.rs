@@ -67,7 +67,7 @@ impl PodSandbox<'_> {
         if let Some(cni) = network {
             super::network::ready(cni)?;
         }
-        let events = self.write_resolv_conf().await?;
+        let (events, resolv_conf) = self.write_resolv_conf().await?;
         outcome.events.extend(events);
         // The pod cgroup first, with the pod's limits, as kubelet's EnsureExists before the sandbox.
         let cgroup_parent = super::pod_cgroup::ensure_pod_cgroup(self.sync, self.pod).await?;
@@ -108,7 +108,7 @@ impl PodSandbox<'_> {
             })
         })?;
         if let Some(cni) = network {
-            match super::network::attach(cni, &config.metrics, self.pod, &sandbox, &ports).await {
+            match super::network::attach(cni, &config.metrics, self.pod, &sandbox, &ports, &resolv_conf).await {
                 // Observed again, so the pod cache holds the address the attachment gave.
                 Ok(ip) => match self.sync.observe(&id, &mut outcome.unobserved).await {
                     Some(again) => sandbox = again,
@@ -129,8 +129,8 @@ impl PodSandbox<'_> {
 
     /// Form the pod's resolv.conf (kubelet's GetPodDNS, from `--resolv-conf`) and write it to
     /// `<pod dir>/resolv.conf`, off the actor thread. Returns the events forming it produced
-    /// (limits cut, no cluster DNS).
-    async fn write_resolv_conf(&self) -> Result<Vec<WorkerEvent>, SyncError> {
+    /// (limits cut, no cluster DNS) and what it holds.
+    async fn write_resolv_conf(&self) -> Result<(Vec<WorkerEvent>, ResolvConf), SyncError> {
         let config = self.sync.config.clone();
         let pod = self.pod.clone();
         let dockerlet_pod::spec::PodIdentity { uid, .. } = pod_identity(self.pod);
@@ -149,7 +149,7 @@ impl PodSandbox<'_> {
             let node_ips: Vec<std::net::IpAddr> = config.host_ip.parse().into_iter().collect();
             let dns = pod_dns(&pod, &config.dns, &host, &node_ips);
             pod_files::write_pod_file(&target, &dns.resolv_conf.render())?;
-            Ok::<_, SyncError>(dns.events)
+            Ok::<_, SyncError>((dns.events, dns.resolv_conf))
         });
         let events = task.await.map_err(|e| {
             SyncError::from(PodFileError {
@@ -158,10 +158,12 @@ impl PodSandbox<'_> {
                 source: std::io::Error::other(e),
             })
         })??;
-        Ok(events
+        let (events, resolv_conf) = events;
+        let events = events
             .into_iter()
             .map(|e| WorkerEvent::pod(EventType::Warning, e.reason, e.message))
-            .collect())
+            .collect();
+        Ok((events, resolv_conf))
     }
 
     /// The files every container of the pod mounts: `<pod dir>/resolv.conf` (formed again if
