@@ -81,23 +81,40 @@ async fn detach_logged(cni: &Cni, id: &ContainerId, netns: &str, why: &str) -> b
 
 /// At start: detaches every sandbox this node attached whose container is gone or no longer
 /// runs (the agent was stopped between a sandbox's end and its DEL, or between ADD and the
-/// container start).
+/// container start), and asks the plugins to `CHECK` each one that runs (libcni's
+/// `CheckNetworkList`, where the list's version has it): one whose network was broken while the
+/// agent was away is detached and stopped, so its pod gets a new sandbox, as kubelet replaces a
+/// sandbox that is not ready.
 pub async fn sweep(runtime: &dyn ContainerRuntime, cni: &Cni) {
     for id in cni.attached() {
         let id = ContainerId(id);
-        let running = match runtime.inspect_container(&id).await {
-            Ok(Some(c)) => c.state == RuntimeState::Running,
-            Ok(None) => false,
+        let pid = match runtime.inspect_container(&id).await {
+            Ok(Some(c)) if c.state == RuntimeState::Running => c.pid,
+            Ok(_) => None,
             Err(e) => {
                 tracing::warn!(sandbox = %id, error = %e, "cannot inspect an attached sandbox; left attached");
                 continue;
             }
         };
-        if !running {
+        let Some(pid) = pid else {
             detach_logged(cni, &id, "", "the sandbox no longer runs (found at start)").await;
+            continue;
+        };
+        let netns = netns_path(pid);
+        if let Err(e) = cni.check(&id.0, &netns).await {
+            let why = "its pod network failed the plugins' CHECK (found at start)";
+            tracing::warn!(sandbox = %id, error = %e, "{why}; the sandbox is replaced");
+            detach_logged(cni, &id, &netns, why).await;
+            tracing::info!(sandbox = %id, reason = why, "stopping sandbox");
+            if let Err(e) = runtime.stop_container(&id, SANDBOX_STOP_GRACE).await {
+                tracing::warn!(sandbox = %id, error = %e, "cannot stop a sandbox whose network failed CHECK");
+            }
         }
     }
 }
+
+/// The grace a sandbox (the pause process) gets when the sweep stops it.
+const SANDBOX_STOP_GRACE: Duration = Duration::from_secs(2);
 
 #[async_trait]
 impl ContainerRuntime for Networked {

@@ -5,7 +5,7 @@
 //! reaches a pod through `portmap`, and when the pods are gone no veth, IP lease, iptables rule or
 //! cache entry of theirs is left. Plugin faults (an error, a hang, garbage) leave the pod
 //! waiting with `FailedCreatePodSandBox` and nothing behind; a sandbox removed while the agent
-//! was down is detached at the next start.
+//! was down is detached at the next start, one whose network broke fails CHECK and is replaced.
 //!
 //! The behaviour followed is cri-dockerd's network plugin (`network/cni/cni.go`: one
 //! `ADD`/`DEL` of the first configuration, `CNI_ARGS` with the pod's namespace, name, sandbox
@@ -532,8 +532,38 @@ esac
 
 /// A sandbox removed while its agent was killed is detached at the next start (its lease and
 /// cache entry released); a running one is kept attached and its pod keeps its IP.
+/// The host end of the veth of running sandbox `sandbox` (the peer of its `eth0`).
+fn host_veth(sandbox: &str) -> String {
+    let pid = String::from_utf8_lossy(&docker(&["inspect", "-f", "{{.State.Pid}}", sandbox]).stdout)
+        .trim()
+        .to_string();
+    // `2: eth0@if5478: <…>`: the peer's index on the host.
+    let eth0 = Command::new("nsenter")
+        .args(["-t", &pid, "-n", "ip", "-o", "link", "show", "eth0"])
+        .output()
+        .expect("nsenter");
+    let eth0 = String::from_utf8_lossy(&eth0.stdout).into_owned();
+    let index = eth0
+        .split_once("@if")
+        .and_then(|(_, rest)| rest.split(':').next())
+        .unwrap_or_else(|| panic!("no peer index in {eth0:?}"))
+        .to_string();
+    let links = Command::new("ip").args(["-o", "link"]).output().expect("ip link");
+    String::from_utf8_lossy(&links.stdout)
+        .lines()
+        .find_map(|l| {
+            let (i, rest) = l.split_once(": ")?;
+            (i == index).then(|| rest.split(['@', ':']).next().unwrap_or_default().to_string())
+        })
+        .unwrap_or_else(|| panic!("no host link with index {index:?} for sandbox {sandbox}"))
+}
+
+/// While the agent is down (SIGKILL): one pod's sandbox is removed behind its back, another's
+/// network is broken (the host end of its veth deleted). At the next start the gone sandbox is
+/// detached (its lease released), the broken one fails the plugins' `CHECK` and is replaced (a
+/// new sandbox, reachable again), and the untouched pod keeps its sandbox and address.
 #[test]
-fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
+fn sandboxes_gone_or_broken_while_the_agent_was_down_are_mended_at_start() {
     require_plugins();
     let net = NodeNet::new(&[]);
     let manifests = ManifestDir::new();
@@ -545,8 +575,10 @@ fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
     );
     manifests.write("kept.yaml", &web_pod("kept", "kept", None));
     manifests.write("lost.yaml", &web_pod("lost", "lost", None));
-    let (kept_ip, kept_sandbox, _) = running(&agent, "kept", &net);
+    manifests.write("broken.yaml", &web_pod("broken", "broken", None));
+    let (kept_ip, kept_sandbox, kept_web) = running(&agent, "kept", &net);
     let (lost_ip, lost_sandbox, _) = running(&agent, "lost", &net);
+    let (broken_ip, broken_sandbox, _) = running(&agent, "broken", &net);
     agent.kill9();
     manifests.remove("lost.yaml");
     let lost_pod_containers: Vec<String> = dockerlet_integration_tests::docker::node_containers(agent.node())
@@ -561,6 +593,12 @@ fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
         net.leases().contains(&lost_ip),
         "the lease outlives a container removed behind the agent's back"
     );
+    let veth = host_veth(&broken_sandbox);
+    let deleted = Command::new("ip")
+        .args(["link", "del", &veth])
+        .status()
+        .expect("ip link del");
+    assert!(deleted.success(), "delete {veth}");
     agent.restart();
     wait_until("the lost sandbox detached", CHANGE_TIMEOUT, || {
         let (leases, cached) = (net.leases(), net.cached());
@@ -576,9 +614,40 @@ fn a_sandbox_gone_while_the_agent_was_down_is_detached_at_start() {
         (kept_ip.as_str(), kept_sandbox.as_str())
     );
     assert!(net.leases().contains(&kept_ip));
+    let (new_ip, new_sandbox) = wait_until("a new sandbox for broken", POD_START_TIMEOUT, || {
+        let (ip, sandbox, _) = running(&agent, "broken", &net);
+        (sandbox != broken_sandbox)
+            .then_some((ip, sandbox))
+            .ok_or_else(|| "the old sandbox still".to_string())
+    });
+    assert!(
+        agent
+            .log()
+            .contains("its pod network failed the plugins' CHECK (found at start)"),
+        "the replacement is logged with its reason"
+    );
+    assert_eq!(fetch(&kept_web, &new_ip, 8080), "broken");
+    assert!(
+        !net.cached().iter().any(|c| c.contains(&broken_sandbox)),
+        "the broken sandbox is detached"
+    );
+
     manifests.remove("kept.yaml");
+    manifests.remove("broken.yaml");
     wait_pod_gone(&agent, "kept");
-    wait_nothing_left(&net, &[kept_sandbox.clone(), kept_ip.clone(), lost_sandbox.clone()]);
+    wait_pod_gone(&agent, "broken");
+    wait_nothing_left(
+        &net,
+        &[
+            kept_sandbox,
+            kept_ip,
+            lost_sandbox,
+            broken_sandbox,
+            broken_ip,
+            new_sandbox,
+            new_ip,
+        ],
+    );
 }
 
 /// A dual-stack pod network (host-local with an IPv4 and an IPv6 range): `status.podIPs` has an
