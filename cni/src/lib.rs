@@ -13,6 +13,7 @@ pub mod cache;
 pub mod config;
 mod error;
 pub mod exec;
+mod loopback;
 pub mod result;
 pub mod template;
 
@@ -233,6 +234,7 @@ impl Cni {
         let network = self.reload().ok().flatten().ok_or(NetworkError::Uninitialized)?;
         let args = pod.args();
         let caps = pod.capabilities();
+        self.loopback("ADD", &pod.container_id, &pod.netns, &args).await?;
         let mut prev: Option<Value> = None;
         for plugin in &network.plugins {
             let out = self
@@ -366,6 +368,10 @@ impl Cni {
             // The kept configuration cannot be read: the current one is the best there is.
             Err(_) => self.network().ok_or(NetworkError::Uninitialized)?,
         };
+        // cri-dockerd's TearDownPod: the loopback network first, its failure not fatal.
+        if let Err(e) = self.loopback("DEL", container_id, netns, &entry.cni_args).await {
+            tracing::info!(container = container_id, error = %e, "failed to delete the loopback network");
+        }
         let prev = (!entry.result.is_null()).then_some(&entry.result);
         self.del_list(
             &network,
@@ -487,6 +493,41 @@ impl Cni {
     pub fn attached(&self) -> Vec<String> {
         let attached = self.attached.lock().unwrap_or_else(|e| e.into_inner());
         attached.keys().cloned().collect()
+    }
+
+    /// `command` (ADD or DEL) of cri-dockerd's loopback network for a sandbox, if the
+    /// `loopback` plugin is installed ([`loopback`]); its result is not the pod's.
+    async fn loopback(
+        &self,
+        command: &'static str,
+        container_id: &str,
+        netns: &str,
+        args: &[(String, String)],
+    ) -> Result<(), NetworkError> {
+        if exec::find_plugin(loopback::PLUGIN, &self.settings.bin_dirs).is_err() {
+            return Ok(());
+        }
+        let network = loopback::network();
+        let plugin = &network.plugins[0];
+        let config = plugin_config(&network, plugin, &Map::new(), None);
+        let call = exec::Invocation {
+            command,
+            container_id,
+            netns,
+            ifname: loopback::INTERFACE,
+            args,
+            bin_dirs: &self.settings.bin_dirs,
+            timeout: self.settings.timeout,
+        };
+        let label = if command == "ADD" { "add" } else { "del" };
+        exec::invoke(
+            loopback::PLUGIN,
+            &serde_json::to_vec(&config).unwrap_or_default(),
+            &call,
+        )
+        .await
+        .map(drop)
+        .map_err(failed(&network, plugin, label))
     }
 
     /// One plugin's call: its configuration with `name`, `cniVersion`, the runtime capabilities

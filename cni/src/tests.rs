@@ -281,3 +281,40 @@ async fn a_plugin_gone_since_the_add_does_not_block_the_del() {
     );
     assert!(!w.cni.is_attached("c6"));
 }
+
+/// cri-dockerd's loopback network where the `loopback` plugin is installed: ADD brings `lo` up
+/// first (the list `cni-loopback` 0.2.0, interface `lo`), its 127.0.0.1 is not the pod's; DEL
+/// asks it too, and a loopback DEL that fails does not keep the attachment.
+#[tokio::test]
+async fn the_loopback_network_comes_first_as_cri_dockerds() {
+    let w = world(&format!("echo '{RESULT}'"), list());
+    let bin = w.cni.settings().bin_dirs[0].clone();
+    script_plugin(
+        &bin,
+        "loopback",
+        &format!(
+            r#"conf=$(cat); echo "loopback $CNI_COMMAND $CNI_IFNAME $conf" >> {log}; if [ "$CNI_COMMAND" = ADD ]; then echo '{{"cniVersion":"0.2.0","ip4":{{"ip":"127.0.0.1/8"}}}}'; else exit 1; fi"#,
+            log = w.log.display()
+        ),
+    );
+    let attached = w.cni.add(&pod("c1")).await.expect("added");
+    assert_eq!(attached.ips, vec!["10.9.0.7".parse::<IpAddr>().unwrap()]);
+    let c = calls(&w.log);
+    let order: Vec<(&str, &str)> = c.iter().map(|c| (c.0.as_str(), c.1.as_str())).collect();
+    assert_eq!(order, [("loopback", "ADD"), ("main", "ADD"), ("chained", "ADD")]);
+    assert_eq!(c[0].2, "lo");
+    assert_eq!(
+        c[0].3,
+        json!({"cniVersion": "0.2.0", "name": "cni-loopback", "type": "loopback"})
+    );
+
+    assert!(w
+        .cni
+        .del("c1", "/proc/7/ns/net")
+        .await
+        .expect("deleted despite the loopback"));
+    let c = calls(&w.log);
+    let order: Vec<(&str, &str)> = c[3..].iter().map(|c| (c.0.as_str(), c.1.as_str())).collect();
+    assert_eq!(order, [("loopback", "DEL"), ("chained", "DEL"), ("main", "DEL")]);
+    assert!(w.cni.attached().is_empty());
+}

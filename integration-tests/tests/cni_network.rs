@@ -650,6 +650,44 @@ fn sandboxes_gone_or_broken_while_the_agent_was_down_are_mended_at_start() {
     );
 }
 
+/// The `bandwidth` plugin and the pod's `kubernetes.io/ingress-bandwidth` annotation: the
+/// traffic into the pod is shaped on the host end of its veth (a token bucket at the rate asked,
+/// cri-dockerd's bits per second); the loopback plugin ran on `lo` first, as cri-dockerd's
+/// loopback network (the pod answers on 127.0.0.1).
+#[test]
+fn a_pod_asking_for_bandwidth_is_shaped() {
+    require_plugins();
+    let net = NodeNet::new(&[json!({"type": "bandwidth", "capabilities": {"bandwidth": true}})]);
+    let manifests = ManifestDir::new();
+    let args = net.args();
+    let agent = Agent::start(
+        "cni-bw",
+        manifests.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let shaped = web_pod("shaped", "shaped", None).replacen(
+        "metadata:\n  name: shaped\n",
+        "metadata:\n  name: shaped\n  annotations:\n    kubernetes.io/ingress-bandwidth: 2M\n",
+        1,
+    );
+    manifests.write("shaped.yaml", &shaped);
+    let (ip, sandbox, web) = running(&agent, "shaped", &net);
+    let veth = host_veth(&sandbox);
+    let qdisc = Command::new("tc")
+        .args(["qdisc", "show", "dev", &veth])
+        .output()
+        .expect("tc");
+    let qdisc = String::from_utf8_lossy(&qdisc.stdout).into_owned();
+    assert!(
+        qdisc.contains("tbf") && qdisc.contains("rate 2Mbit"),
+        "a 2 Mbit/s token bucket on {veth}:\n{qdisc}"
+    );
+    assert_eq!(fetch(&web, "127.0.0.1", 8080), "shaped");
+    manifests.remove("shaped.yaml");
+    wait_pod_gone(&agent, "shaped");
+    wait_nothing_left(&net, &[sandbox, ip]);
+}
+
 /// A dual-stack pod network (host-local with an IPv4 and an IPv6 range): `status.podIPs` has an
 /// address of each family, the node IP's (IPv4) first as kubelet's `sortPodIPs` orders them, and
 /// `status.podIP` is that one; the downward API's `status.podIPs` is both joined by a comma,
