@@ -83,8 +83,8 @@ async fn detach_logged(cni: &Cni, id: &ContainerId, netns: &str, why: &str) -> b
 /// runs (the agent was stopped between a sandbox's end and its DEL, or between ADD and the
 /// container start), and asks the plugins to `CHECK` each one that runs (libcni's
 /// `CheckNetworkList`, where the list's version has it): one whose network was broken while the
-/// agent was away is detached and stopped, so its pod gets a new sandbox, as kubelet replaces a
-/// sandbox that is not ready.
+/// agent was away, or whose ADD the agent never finished (it has no address), is detached and
+/// stopped, so its pod gets a new sandbox, as kubelet replaces a sandbox that is not ready.
 pub async fn sweep(runtime: &dyn ContainerRuntime, cni: &Cni) {
     for id in cni.attached() {
         let id = ContainerId(id);
@@ -101,13 +101,21 @@ pub async fn sweep(runtime: &dyn ContainerRuntime, cni: &Cni) {
             continue;
         };
         let netns = netns_path(pid);
-        if let Err(e) = cni.check(&id.0, &netns).await {
-            let why = "its pod network failed the plugins' CHECK (found at start)";
-            tracing::warn!(sandbox = %id, error = %e, "{why}; the sandbox is replaced");
-            detach_logged(cni, &id, &netns, why).await;
-            tracing::info!(sandbox = %id, reason = why, "stopping sandbox");
+        let broken = if cni.pod_ips(&id.0).is_none() {
+            // kubelet replaces a sandbox without an IP (`podSandboxChanged`).
+            Some("its CNI ADD never finished (the agent stopped during it)".to_string())
+        } else {
+            cni.check(&id.0, &netns)
+                .await
+                .err()
+                .map(|e| format!("its pod network failed the plugins' CHECK (found at start): {e}"))
+        };
+        if let Some(why) = broken {
+            tracing::warn!(sandbox = %id, reason = %why, "the sandbox is replaced");
+            detach_logged(cni, &id, &netns, &why).await;
+            tracing::info!(sandbox = %id, reason = %why, "stopping sandbox");
             if let Err(e) = runtime.stop_container(&id, SANDBOX_STOP_GRACE).await {
-                tracing::warn!(sandbox = %id, error = %e, "cannot stop a sandbox whose network failed CHECK");
+                tracing::warn!(sandbox = %id, error = %e, "cannot stop a sandbox whose pod network is broken");
             }
         }
     }

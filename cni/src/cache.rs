@@ -41,6 +41,10 @@ pub struct CachedAttachment {
     /// The agent's node name (not libcni's).
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub dockerlet_node: String,
+    /// The ADD has not finished (the agent's, not libcni's): `result` is what the plugins that
+    /// ran gave, for the DEL that undoes them; the sandbox has no address yet.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub dockerlet_incomplete: bool,
 }
 
 mod base64_bytes {
@@ -170,6 +174,7 @@ mod tests {
             capability_args: Map::new(),
             result: json!({"cniVersion": "1.0.0"}),
             dockerlet_node: "node-a".into(),
+            dockerlet_incomplete: false,
         };
         let path = cache.write(&entry).expect("write");
         assert_eq!(path, dir.path().join("results/net-c0ffee-eth0"));

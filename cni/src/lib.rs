@@ -190,7 +190,13 @@ impl Cni {
             .entries()
             .into_iter()
             .filter(|(_, e)| e.dockerlet_node == settings.node)
-            .map(|(_, e)| (e.container_id, result::pod_ips(&e.result).unwrap_or_default()))
+            .map(|(_, e)| {
+                let ips = match e.dockerlet_incomplete {
+                    true => Vec::new(),
+                    false => result::pod_ips(&e.result).unwrap_or_default(),
+                };
+                (e.container_id, ips)
+            })
             .collect();
         Cni {
             settings,
@@ -234,9 +240,21 @@ impl Cni {
         let network = self.reload().ok().flatten().ok_or(NetworkError::Uninitialized)?;
         let args = pod.args();
         let caps = pod.capabilities();
-        self.loopback("ADD", &pod.container_id, &pod.netns, &args).await?;
+        // Kept before any plugin runs: an agent stopped in the middle of the ADD leaves the
+        // sandbox attached without addresses, for the next start to undo (the pod network's
+        // `sweep`). libcni caches only after the last plugin; cri-dockerd DELs every sandbox it
+        // stops with the current configuration instead.
+        self.record_incomplete(&network, pod, &args, &caps, None)
+            .map_err(|source| NetworkError::Cache {
+                path: self.cache.path(&network.name, &pod.container_id, POD_INTERFACE),
+                source,
+            })?;
+        self.remember(&pod.container_id, Vec::new());
+        self.loopback("ADD", &pod.container_id, &pod.netns, &args)
+            .await
+            .inspect_err(|_| self.discard(&network, &pod.container_id))?;
         let mut prev: Option<Value> = None;
-        for plugin in &network.plugins {
+        for (i, plugin) in network.plugins.iter().enumerate() {
             let out = self
                 .run_plugin(
                     &network,
@@ -256,7 +274,16 @@ impl Cni {
                 })
             });
             match result {
-                Ok(result) => prev = Some(result),
+                Ok(result) => {
+                    prev = Some(result);
+                    let more = i + 1 < network.plugins.len();
+                    if let Err(e) = more
+                        .then(|| self.record_incomplete(&network, pod, &args, &caps, prev.as_ref()))
+                        .transpose()
+                    {
+                        tracing::warn!(container = %pod.container_id, error = %e, "cannot keep how far a CNI ADD went");
+                    }
+                }
                 Err(source) => {
                     let error = failed(&network, plugin, "add")(source);
                     self.undo_failed_add(&network, pod, &args, &caps, prev.as_ref()).await;
@@ -309,7 +336,28 @@ impl Cni {
             capability_args,
             result,
             dockerlet_node: self.settings.node.clone(),
+            dockerlet_incomplete: false,
         }
+    }
+
+    /// Keeps how far an unfinished ADD of `pod` went: the result of the plugins that ran.
+    fn record_incomplete(
+        &self,
+        network: &NetworkConfigList,
+        pod: &PodAttachment,
+        args: &[(String, String)],
+        caps: &Map<String, Value>,
+        partial: Option<&Value>,
+    ) -> std::io::Result<PathBuf> {
+        let mut entry = self.record(
+            network,
+            pod,
+            args.to_vec(),
+            caps.clone(),
+            partial.cloned().unwrap_or(Value::Null),
+        );
+        entry.dockerlet_incomplete = true;
+        self.cache.write(&entry)
     }
 
     fn remember(&self, container_id: &str, ips: Vec<IpAddr>) {
@@ -317,6 +365,15 @@ impl Cni {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(container_id.to_string(), ips);
+    }
+
+    /// Forgets an attachment that no plugin holds any more: its cache file and its entry.
+    fn discard(&self, network: &NetworkConfigList, container_id: &str) {
+        let path = self.cache.path(&network.name, container_id, POD_INTERFACE);
+        if let Err(e) = Cache::remove(&path) {
+            tracing::warn!(path = %path.display(), error = %e, "cannot remove a CNI cache file");
+        }
+        self.forget(container_id);
     }
 
     /// The DEL after a failed ADD, given the result of the plugins that succeeded (libcni has
@@ -336,17 +393,11 @@ impl Cni {
             .del_list(network, &pod.container_id, &pod.netns, args, caps, partial)
             .await
         else {
+            self.discard(network, &pod.container_id);
             return;
         };
         tracing::warn!(container = %pod.container_id, error = %e, "CNI DEL after a failed ADD failed; kept for another DEL");
-        let entry = self.record(
-            network,
-            pod,
-            args.to_vec(),
-            caps.clone(),
-            partial.cloned().unwrap_or(Value::Null),
-        );
-        match self.cache.write(&entry) {
+        match self.record_incomplete(network, pod, args, caps, partial) {
             Ok(_) => self.remember(&pod.container_id, Vec::new()),
             Err(e) => {
                 tracing::warn!(container = %pod.container_id, error = %e, "cannot keep a half-undone CNI attachment")

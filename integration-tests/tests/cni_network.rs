@@ -650,6 +650,77 @@ fn sandboxes_gone_or_broken_while_the_agent_was_down_are_mended_at_start() {
     );
 }
 
+/// An agent SIGKILLed in the middle of a sandbox's CNI ADD (after `bridge` and `host-local` ran,
+/// while a plugin after them is still at work): at the next start that sandbox, attached without
+/// an address, is detached (its lease released, its veth gone) and replaced, and the pod comes up
+/// on a new sandbox; once the pod is deleted nothing of either is left.
+#[test]
+fn an_agent_killed_during_add_cleans_up_at_its_next_start() {
+    require_plugins();
+    let net = NodeNet::new(&[json!({"type": "slow"})]);
+    std::fs::create_dir_all(net.bin_dir()).expect("bin dir");
+    let (entered, hold) = (net.dir.path().join("slow.entered"), net.dir.path().join("slow.hold"));
+    // Passes its prevResult on (as portmap does), but first waits while the hold file exists.
+    let script = format!(
+        r#"#!/bin/sh
+conf=$(cat)
+[ "$CNI_COMMAND" = ADD ] || exit 0
+touch {entered}
+while [ -e {hold} ]; do sleep 0.1; done
+printf '%s' "$conf" | python3 -c 'import json,sys; print(json.dumps(json.load(sys.stdin)["prevResult"]))'
+"#,
+        entered = entered.display(),
+        hold = hold.display()
+    );
+    let plugin = net.bin_dir().join("slow");
+    std::fs::write(&plugin, script).expect("write the plugin");
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&plugin, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    std::fs::write(&hold, "").expect("hold the ADD");
+
+    let manifests = ManifestDir::new();
+    let args = net.args();
+    let mut agent = Agent::start(
+        "cni-killed",
+        manifests.path(),
+        &args.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    manifests.write("slow.yaml", &web_pod("slow", "slow", None));
+    wait_until("the ADD in the slow plugin", POD_START_TIMEOUT, || {
+        entered.exists().then_some(()).ok_or_else(|| "not yet".to_string())
+    });
+    let leases = net.leases();
+    assert_eq!(leases.len(), 1, "host-local ran before the slow plugin: {leases:?}");
+    let first_sandbox = dockerlet_integration_tests::docker::node_containers(agent.node())
+        .into_iter()
+        .find(|c| c.is_sandbox())
+        .expect("the sandbox being attached")
+        .id;
+    agent.kill9();
+    std::fs::remove_file(&hold).expect("let ADDs through");
+    agent.restart();
+
+    let (ip, sandbox, _) = running(&agent, "slow", &net);
+    assert_ne!(sandbox, first_sandbox, "the half-attached sandbox is replaced");
+    wait_until("the first sandbox detached", CHANGE_TIMEOUT, || {
+        let (leases, cached) = (net.leases(), net.cached());
+        if leases == [ip.clone()] && !cached.iter().any(|c| c.contains(&first_sandbox)) && net.veths().len() == 1 {
+            Ok(())
+        } else {
+            Err(format!("leases {leases:?}, cache {cached:?}, veths {:?}", net.veths()))
+        }
+    });
+    assert!(
+        agent
+            .log()
+            .contains("its CNI ADD never finished (the agent stopped during it)"),
+        "the replacement is logged with its reason"
+    );
+    manifests.remove("slow.yaml");
+    wait_pod_gone(&agent, "slow");
+    wait_nothing_left(&net, &[first_sandbox, sandbox, ip, leases[0].clone()]);
+}
+
 /// The `bandwidth` plugin and the pod's `kubernetes.io/ingress-bandwidth` annotation: the
 /// traffic into the pod is shaped on the host end of its veth (a token bucket at the rate asked,
 /// cri-dockerd's bits per second); the loopback plugin ran on `lo` first, as cri-dockerd's
