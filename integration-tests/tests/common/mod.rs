@@ -4,6 +4,7 @@
 // Each test crate compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+pub mod cni;
 pub mod port_forward;
 
 use dockerlet_fake_apiserver::{ApiServer, ApiServerConfig};
