@@ -47,6 +47,16 @@ pub struct Cli {
     #[arg(long, value_name = "DIR")]
     pub root_dir: Option<PathBuf>,
 
+    /// A file the agent holds an exclusive lock (flock) on while it runs; a second agent given
+    /// the same file waits for it, as kubelet's `--lock-file`.
+    #[arg(long, value_name = "FILE")]
+    pub lock_file: Option<PathBuf>,
+
+    /// Exit when another process opens the `--lock-file` (one waiting for the lock), as
+    /// kubelet's `--exit-on-lock-contention`: a new agent takes over from the running one.
+    #[arg(long)]
+    pub exit_on_lock_contention: bool,
+
     /// Where container log files go: `<dir>/<namespace>_<pod>_<uid>/<container>/<restart>.log`,
     /// linked from `/var/log/containers` [default: /var/log/pods].
     #[arg(long, value_name = "DIR")]

@@ -51,6 +51,15 @@ const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 /// the API server reached in cluster mode, the Node as it will be registered, the actors, the
 /// HTTP servers; then wait for SIGTERM or SIGINT and stop the servers (pods keep running).
 pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
+    // Held until the agent returns; with --exit-on-lock-contention, watched.
+    let lock = match &config.lock_file {
+        Some(file) => Some(crate::node_lock::FileLock::acquire(&file.path).await?),
+        None => None,
+    };
+    let contention = match (&lock, &config.lock_file) {
+        (Some(lock), Some(file)) if file.exit_on_contention => Some(lock.contention()?),
+        _ => None,
+    };
     let host = prepare_host(&mut config).await?;
     let (api, certificates) = connect_api(&config).await?;
     let facts = node_facts(&config, &host).await;
@@ -60,7 +69,7 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     let actors = start_actors(&config, &host, &facts, initial_node, mode, certificates).await;
     crate::memory::spawn_trimmer(crate::memory::TRIM_EVERY);
     let servers = start_http(&config, actors, host.runtime, kube.as_ref()).await?;
-    until_signal().await?;
+    until_signal(contention).await?;
     for server in servers {
         server.stop(false).await;
     }
@@ -580,16 +589,23 @@ async fn kubelet_api_server(
 }
 
 /// Until SIGTERM or SIGINT.
-async fn until_signal() -> anyhow::Result<()> {
+async fn until_signal(contention: Option<tokio::sync::oneshot::Receiver<String>>) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate()).context("install SIGTERM handler")?;
     let mut int = signal(SignalKind::interrupt()).context("install SIGINT handler")?;
     // The signals are awaited on a task of their own: this future is polled at every wake-up of
     // the event loop (it is the loop's `run_until`), a oneshot costs nothing to poll there.
     let (stop, stopped) = tokio::sync::oneshot::channel();
     actix::spawn(async move {
+        let contention = async {
+            match contention {
+                Some(seen) => seen.await.unwrap_or_default(),
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = term.recv() => tracing::info!("SIGTERM: stopping; pods keep running"),
             _ = int.recv() => tracing::info!("SIGINT: stopping; pods keep running"),
+            what = contention => tracing::info!(event = %what, "lock file contention (--exit-on-lock-contention): stopping; pods keep running"),
         }
         let _ = stop.send(());
     });

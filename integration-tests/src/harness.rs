@@ -383,6 +383,21 @@ impl Agent {
         }
     }
 
+    /// Waits up to `timeout` for the agent to exit by itself: its exit status, or `None` while
+    /// it still runs.
+    pub fn wait_exit(&mut self, timeout: Duration) -> Option<ExitStatus> {
+        let started = Instant::now();
+        while started.elapsed() < timeout {
+            let child = self.child.as_mut()?;
+            if let Some(status) = child.try_wait().expect("cannot wait for the agent") {
+                self.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
+    }
+
     /// Starts the agent again with the same node name, flags, ports and root dir (after
     /// [`Agent::kill9`] or [`Agent::sigterm`]; a running agent is SIGKILLed first).
     pub fn restart(&mut self) {

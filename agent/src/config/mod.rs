@@ -67,6 +67,7 @@ pub use kubelet_api::KubeletApiConfig;
 pub use logs::ContainerLogs;
 pub use network::{NetworkPlugin, NetworkSettings};
 pub use node_settings::{NodeSettings, ReservedCgroup};
+pub use process::LockFile;
 
 // What the tests name through `use super::*`.
 #[cfg(test)]
@@ -83,6 +84,8 @@ pub struct AgentConfig {
     pub node_name: String,
     /// State directory.
     pub root_dir: PathBuf,
+    /// `--lock-file` (with `--exit-on-lock-contention`).
+    pub lock_file: Option<LockFile>,
     /// `--pod-logs-dir` (`podLogsDir`): the CRI log paths, linked to Docker's json-file logs.
     pub pod_logs_dir: PathBuf,
     /// `--container-log-max-size` and `--container-log-max-files`: Docker's rotation of each
@@ -227,7 +230,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let feature_gates = feature_gates::merge_flag(std::mem::take(&mut file.feature_gates), &cli.feature_gates)?;
     let node_name = node::name(cli, hostname)?;
     let servers = servers::resolve(cli, &file);
-    let process = process::resolve(cli);
+    let process = process::resolve(cli)?;
     let kubelet_api = kubelet_api::resolve(cli, &file, servers.kubelet_api(), &node_name, &process.root_dir)?;
     let file_source = sources::file(cli, &file)?;
     let pod_sync = pod_sync::resolve(cli, &file)?;
@@ -301,6 +304,7 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
         feature_gates,
         root_dir: process.root_dir,
         verbosity: process.verbosity,
+        lock_file: process.lock,
         fault_injection: process.fault_injection,
         kmsg_path: process.kmsg_path,
         proc_paths: process.proc_paths,

@@ -745,3 +745,22 @@ fn client_certificate_settings_need_a_kubeconfig() {
         "--bootstrap-kubeconfig without --kubeconfig"
     );
 }
+
+/// `--lock-file` and `--exit-on-lock-contention` as kubelet's: the second without the first is
+/// refused in kubelet's words.
+#[test]
+fn lock_file_flags_are_kubelets() {
+    let lock = |args: &[&str]| build(&cli(args), host).map(|c| c.lock_file);
+    assert_eq!(lock(&[]).unwrap(), None);
+    assert_eq!(
+        lock(&["--lock-file", "/run/dockerlet.lock", "--exit-on-lock-contention"]).unwrap(),
+        Some(LockFile {
+            path: "/run/dockerlet.lock".into(),
+            exit_on_contention: true,
+        })
+    );
+    assert_eq!(
+        lock(&["--exit-on-lock-contention"]).unwrap_err().to_string(),
+        "invalid value for --exit-on-lock-contention: cannot exit on lock file contention: no lock file specified"
+    );
+}
