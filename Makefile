@@ -100,7 +100,7 @@ bench: docker image
 # For humans: removes the containers of every dockerlet node on this engine (tests clean up
 # their own; this is for a `make run` that was killed, or a crashed test run).
 clean-containers:
-	@ids=$$(docker ps -aq --filter label=io.dockerlet.node); \
+	@ids=$$(docker ps -aq --filter label=io.dockerlet.node; docker ps -aq --filter label=io.dockerlet.claim); \
 	if [ -n "$$ids" ]; then docker rm -f $$ids; else echo "no dockerlet containers"; fi
 
 # For humans: the in-memory Kubernetes API server the tests use (a test fixture, plain HTTP),

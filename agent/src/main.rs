@@ -13,6 +13,7 @@ mod config;
 mod configz;
 mod memory;
 mod node;
+mod node_claim;
 mod node_lock;
 mod node_setup;
 mod port_forward;

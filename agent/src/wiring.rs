@@ -60,7 +60,8 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
         (Some(lock), Some(file)) if file.exit_on_contention => Some(lock.contention()?),
         _ => None,
     };
-    let host = prepare_host(&mut config).await?;
+    let mut host = prepare_host(&mut config).await?;
+    let claim = host.claim.take();
     let (api, certificates) = connect_api(&config).await?;
     let facts = node_facts(&config, &host).await;
     let initial_node = crate::node::node(&facts);
@@ -73,11 +74,16 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     for server in servers {
         server.stop(false).await;
     }
+    if let Some(claim) = claim {
+        claim.release().await;
+    }
     Ok(())
 }
 
 /// What the agent found and set up on the host before any actor starts.
 struct Host {
+    /// The node name's claim on the engine, released when the agent stops.
+    claim: Option<crate::node_claim::NodeClaim>,
     /// `--root-dir`, absolute (Docker bind mounts need an absolute host path).
     root_dir: PathBuf,
     /// The Docker engine.
@@ -107,8 +113,8 @@ struct HostCgroups {
 }
 
 /// The state directory, the kernel checks, Docker (its cgroup driver recorded in
-/// `config.cgroups.driver`), the pod and system cgroups and the sandbox image, in this order;
-/// any failure stops the start.
+/// `config.cgroups.driver`), the sandbox image, the node name's claim on the engine, the pod and
+/// system cgroups, in this order; any failure stops the start.
 async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
     std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     // Docker bind mounts need an absolute host path.
@@ -116,7 +122,6 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
     crate::node_setup::check_kernel(config)?;
     let (runtime, engine_driver) = connect_runtime(config).await?;
-    let cgroups = HostCgroups::set_up(config, &runtime).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(
             config.sandbox_image.as_deref(),
@@ -124,6 +129,9 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         )
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
+    // Before anything touches cgroups or containers: no other agent may manage this node here.
+    let claim = crate::node_claim::NodeClaim::take(&runtime, &config.node_name, &sandbox_image, &root_dir).await?;
+    let cgroups = HostCgroups::set_up(config, &runtime).await?;
     if let (Some(template), Some(cidr)) = (conf_template(&config.network), &config.network.pod_cidr) {
         if let Some(path) = template.render(cidr)? {
             tracing::info!(pod_cidr = %cidr, file = %path.display(), "CNI configuration written for --pod-cidr");
@@ -134,6 +142,7 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         dockerlet_actors::pod_network::sweep(&runtime, cni).await;
     }
     Ok(Host {
+        claim: Some(claim),
         root_dir,
         runtime,
         engine_driver,

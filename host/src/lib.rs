@@ -47,6 +47,7 @@ pub mod oom;
 pub mod ownership;
 pub mod pod_files;
 pub mod pod_logs;
+pub mod process;
 pub mod security;
 pub mod shutdown_state;
 pub mod signals;

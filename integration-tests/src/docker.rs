@@ -268,6 +268,8 @@ pub fn exec(id: &str, cmd: &[&str]) -> Output {
 
 /// Force-removes every container labelled with `node` (and their anonymous volumes).
 pub fn remove_node_containers(node: &str) {
+    // The node name's claim on the engine (agent/src/node_claim.rs), left by a killed agent.
+    let _ = docker(&["rm", "-f", &format!("dockerlet_node_{node}")]);
     let filter = format!("label={NODE_LABEL}={node}");
     // A create the killed agent had in flight can land in dockerd after the first listing:
     // list again once the engine has had time to finish it, until nothing is left.

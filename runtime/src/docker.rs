@@ -39,7 +39,7 @@ const REQUEST_TIMEOUT_SECS: u64 = 120;
 /// The Docker engine.
 #[derive(Clone)]
 pub struct DockerRuntime {
-    docker: Docker,
+    pub(crate) docker: Docker,
     /// Images known to be present (by the reference containers name them with): inspected or
     /// pulled once, forgotten when a create finds the image gone.
     images_present: Arc<Mutex<HashSet<String>>>,
@@ -643,7 +643,7 @@ fn kill_process(pid: i64) {
     }
 }
 
-fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
+pub(crate) fn failed(operation: &str, error: bollard::errors::Error) -> RuntimeError {
     match error {
         bollard::errors::Error::DockerResponseServerError {
             status_code: 404,

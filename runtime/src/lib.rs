@@ -16,6 +16,7 @@
 //! alone is [`dockerlet_pod::labels`]; the container spec it creates from is
 //! [`dockerlet_pod::container::CreateSpec`].
 
+pub mod claim;
 pub mod docker;
 #[cfg(any(test, feature = "fake"))]
 pub mod fake;
