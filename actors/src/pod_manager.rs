@@ -34,8 +34,8 @@ use crate::pod_config::PodConfig;
 pub trait Worker {
     /// The pod's desired spec changed.
     fn update(&self, pod: Arc<Pod>);
-    /// Stop and remove every container of the pod, with its own grace period.
-    fn terminate(&self);
+    /// Stop and remove every container of the pod, with its own grace period, for `reason`.
+    fn terminate(&self, reason: &str);
     /// The worker's work is over: stop it (containers untouched).
     fn stop(&self);
     /// Its mailbox is closed: it panicked or stopped.
@@ -56,10 +56,12 @@ pub struct WorkerStart {
 }
 
 /// A termination asked of a worker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Termination {
     /// The grace period asked for; `None` is the pod's own.
     pub grace: Option<Duration>,
+    /// Why, for the log of each container stopped and removed.
+    pub reason: String,
 }
 
 /// A worker and what it is for.
@@ -223,8 +225,9 @@ impl<W: Worker> PodManager<W> {
             self.finished.remove(&pod.id.uid);
             self.note("PodRemoved", pod.id.to_string(), format!("removed from {}", pod.origin));
             if let Some(entry) = self.workers.get_mut(&pod.id.uid) {
-                entry.termination = Some(Termination { grace: None });
-                entry.worker.terminate();
+                let reason = format!("the pod was removed from its source ({})", pod.origin);
+                entry.worker.terminate(&reason);
+                entry.termination = Some(Termination { grace: None, reason });
             }
         }
         // kubelet admits new pods oldest first (HandlePodAdditions sorts by creation time).
@@ -291,7 +294,10 @@ impl<W: Worker> PodManager<W> {
                 uid.to_string(),
                 "containers of a pod no source wants are being removed".to_string(),
             );
-            let termination = Some(Termination { grace: None });
+            let termination = Some(Termination {
+                grace: None,
+                reason: "orphan: a pod of this node no source wants".into(),
+            });
             self.add_worker(Arc::new(orphan(&uid)), termination, None);
         }
         self.take_effects()
@@ -360,7 +366,7 @@ impl<W: Worker> PodManager<W> {
             let entry = &self.workers[&uid];
             let start = WorkerStart {
                 pod: entry.pod.clone(),
-                termination: entry.termination,
+                termination: entry.termination.clone(),
                 rejection: entry.rejection.clone(),
                 // Its containers are on Docker still: their attempts count on by themselves.
                 next_attempts: Default::default(),
@@ -471,7 +477,7 @@ impl<W: Worker> PodManager<W> {
         let next_attempts = self.next_attempts.remove(&uid).unwrap_or_default();
         let worker = (self.start)(WorkerStart {
             pod: pod.clone(),
-            termination,
+            termination: termination.clone(),
             rejection: rejection.clone(),
             next_attempts,
         });
@@ -557,7 +563,7 @@ mod tests {
             self.log.borrow_mut().push(format!("update {}", self.uid));
         }
 
-        fn terminate(&self) {
+        fn terminate(&self, _reason: &str) {
             self.log.borrow_mut().push(format!("terminate {}", self.uid));
         }
 

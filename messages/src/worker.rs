@@ -25,6 +25,8 @@ pub struct UpdatePod {
 pub struct TerminatePod {
     /// Overrides the pod's `terminationGracePeriodSeconds` when set.
     pub grace_period: Option<Duration>,
+    /// Why, for the log of each container stopped and removed.
+    pub reason: String,
 }
 
 /// Re-check the pod against Docker now (periodic resync or after a restart of another actor).

@@ -92,6 +92,8 @@ pub struct BackingOff {
 pub struct PodActions {
     /// Stop every container and sandbox of the pod first.
     pub kill_pod: bool,
+    /// Why the whole pod is stopped (empty unless `kill_pod`), for the log of each stop.
+    pub kill_reason: String,
     /// Containers to stop (when not killing the whole pod).
     pub kill: Vec<KillAction>,
     /// Dead containers no status needs any more.
@@ -337,6 +339,10 @@ impl<'a> Planner<'_, 'a> {
                 Some(c) if has_exited(c) && policy == RestartPolicy::Never => {
                     // Init failed and the pod will not restart: the pod is Failed; stop the sandbox.
                     self.actions.kill_pod = true;
+                    self.actions.kill_reason = format!(
+                        "init container {} failed and the pod does not restart: the pod is done",
+                        init.name
+                    );
                     return InitProgress::Pending;
                 }
                 _ => {
@@ -364,6 +370,7 @@ impl<'a> Planner<'_, 'a> {
             // Rule 5: no app container runs and none will: stop the sandbox. Sidecars do not keep
             // a finished pod alive, so none is restarted either (kubelet drops their starts).
             self.actions.kill_pod = true;
+            self.actions.kill_reason = "no app container runs or will run: the pod is done".into();
             self.actions.start.clear();
             self.actions.backing_off.clear();
         }
@@ -500,6 +507,10 @@ impl<'a> Planner<'_, 'a> {
             .chain(view.containers.values().flatten())
             .any(|c| c.state == RuntimeState::Running);
         self.actions.kill_pod = anything_running;
+        if anything_running {
+            // kubelet's SandboxChanged event words.
+            self.actions.kill_reason = "Pod sandbox changed, it will be killed and re-created.".into();
+        }
         let attempt = view.sandbox().map_or(0, |s| s.attempt + 1);
         let any_ran = view.containers.values().flatten().any(|c| c.started_at.is_some());
         if policy == RestartPolicy::Never && attempt != 0 && any_ran {

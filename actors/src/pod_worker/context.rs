@@ -82,8 +82,9 @@ impl SyncContext {
         Ok(id)
     }
 
-    /// Remove a container and forget it.
-    pub(super) async fn remove(&self, id: &ContainerId) -> Result<(), RuntimeError> {
+    /// Remove a container and forget it; `reason` goes to the log.
+    pub(super) async fn remove(&self, id: &ContainerId, reason: &str) -> Result<(), RuntimeError> {
+        tracing::info!(id = %id, reason, "removing container");
         self.runtime.remove_container(id).await?;
         self.cache.remove(id, Instant::now());
         Ok(())

@@ -52,6 +52,7 @@ impl Handler<TerminatePod> for PodWorker {
     fn handle(&mut self, msg: TerminatePod, ctx: &mut Self::Context) {
         self.handled += 1;
         let _span = self.span.clone().entered();
+        self.termination_reason = msg.reason;
         self.step(
             Input::Terminate {
                 grace: msg.grace_period,

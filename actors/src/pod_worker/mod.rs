@@ -205,6 +205,8 @@ pub struct PodWorker {
     failure: Option<PodFailure>,
     /// A node shutdown's stop: its grace period, and who waits for nothing to run any more.
     shutdown: Option<ShutdownStop>,
+    /// Why the pod is terminated, once it is: logged with each container stopped and removed.
+    termination_reason: String,
     /// Messages handled.
     handled: u64,
     /// Why admission refused the pod (kubelet's admit handlers, checked once, before the first
@@ -247,6 +249,7 @@ impl PodWorker {
             timer: None,
             attempt_floor: Default::default(),
             failure: None,
+            termination_reason: "the pod is terminating".into(),
             shutdown: None,
             handled: 0,
             observed: Default::default(),
@@ -271,8 +274,10 @@ impl PodWorker {
         self
     }
 
-    /// Start in the terminating state (an orphaned pod, or re-creation during termination).
-    pub fn terminating(mut self, grace: Option<Duration>) -> Self {
+    /// Start in the terminating state (an orphaned pod, or re-creation during termination),
+    /// for `reason`.
+    pub fn terminating(mut self, grace: Option<Duration>, reason: String) -> Self {
+        self.termination_reason = reason;
         let config = self.sync.config.clone();
         self.state
             .on(Input::Terminate { grace }, Instant::now(), &config.backoff);
@@ -739,6 +744,7 @@ impl PodWorker {
             .metadata
             .deletion_grace_period_seconds
             .map(|s| Duration::from_secs(s.max(0) as u64));
+        self.termination_reason = "the pod was deleted (its deletionTimestamp is set)".into();
         self.step(Input::Terminate { grace }, ctx);
     }
 
@@ -759,7 +765,7 @@ impl PodWorker {
                 .and_then(|s| s.termination_grace_period_seconds)
                 .map(|s| Duration::from_secs(s.max(0) as u64))
         });
-        tracing::info!(grace = ?grace, "terminating pod");
+        tracing::info!(grace = ?grace, reason = %self.termination_reason, "terminating pod");
         // Readiness keeps being probed while the pod terminates (kubelet), liveness and
         // startup not.
         self.links.forget.do_send(ForgetPod {
@@ -768,8 +774,14 @@ impl PodWorker {
         });
         self.timing.operation_began = Instant::now();
         let notes = outcome::Notes::to(ctx.address().recipient());
-        let future =
-            teardown::terminate_pod(self.sync.clone(), self.pod.clone(), grace, notes).instrument(self.span.clone());
+        let future = teardown::terminate_pod(
+            self.sync.clone(),
+            self.pod.clone(),
+            grace,
+            notes,
+            self.termination_reason.clone(),
+        )
+        .instrument(self.span.clone());
         let handle = ctx.spawn(
             future
                 .into_actor(self)

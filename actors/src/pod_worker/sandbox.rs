@@ -99,7 +99,7 @@ impl PodSandbox<'_> {
         if let Err(e) = started {
             metrics.started_pods_errors.inc();
             // A sandbox that cannot start is of no use; the next sync makes a new attempt.
-            let _ = self.sync.remove(&id).await;
+            let _ = self.sync.remove(&id, "the new sandbox did not start").await;
             return Err(e.into());
         }
         let mut sandbox = self.sync.observe(&id, &mut outcome.unobserved).await.ok_or_else(|| {
@@ -116,8 +116,7 @@ impl PodSandbox<'_> {
                 },
                 Err(e) => {
                     // cri-dockerd stops the sandbox after a failed set-up; nothing of it is kept.
-                    tracing::info!(sandbox = %id, reason = "its pod network could not be set up", "removing sandbox");
-                    if let Err(removed) = self.sync.remove(&id).await {
+                    if let Err(removed) = self.sync.remove(&id, "its pod network could not be set up").await {
                         tracing::warn!(sandbox = %id, error = %removed, "cannot remove a sandbox without network");
                     }
                     return Err(e.into());

@@ -114,6 +114,13 @@ pub enum StartError {
         /// `targetContainerName`.
         target: String,
     },
+    /// The sandbox stopped after the sync looked (CreateContainerError): nothing is started
+    /// into it; the next sync makes a new one.
+    #[error("the pod sandbox {sandbox} is not running; the container waits for a new one")]
+    SandboxNotRunning {
+        /// The sandbox's container ID.
+        sandbox: String,
+    },
     /// Docker refused the create (CreateContainerError).
     #[error(transparent)]
     Create(RuntimeError),
@@ -133,7 +140,9 @@ impl StartError {
     pub fn reason(&self) -> &'static str {
         match self {
             StartError::Image(e) => e.reason(),
-            StartError::Security(SecuritySetupError::Profile(_)) | StartError::Create(_) => "CreateContainerError",
+            StartError::Security(SecuritySetupError::Profile(_))
+            | StartError::Create(_)
+            | StartError::SandboxNotRunning { .. } => "CreateContainerError",
             StartError::Run(_) => "RunContainerError",
             StartError::PostStartHook { .. } => "PostStartHookError",
             StartError::Hostname(_)
@@ -215,6 +224,15 @@ impl Starter<'_> {
         let mut create = self.prepare(start, container, &pod_ips, sandbox).await?;
         if let Some(target) = target.filter(|_| create.pid_mode.is_none()) {
             create.pid_mode = Some(target_pid_mode(&target, observed)?);
+        }
+        // kubelet starts nothing in a sandbox that is not ready (`computePodActions`); the
+        // plan was made from a view that may be a moment old (and an image pull long), so the
+        // pod cache — which the PLEG's `die` events keep current — is asked once more.
+        if self.sync.cache.state_of(&sandbox.id) == Some(RuntimeState::Exited) {
+            tracing::info!(container = %container.name, sandbox = %sandbox.id, "not starting the container: its sandbox stopped; the next sync makes a new one");
+            return Err(StartError::SandboxNotRunning {
+                sandbox: sandbox.id.to_string(),
+            });
         }
         let id = self.sync.create(create).await.map_err(StartError::Create)?;
         self.outcome.events.push(WorkerEvent::container(
@@ -544,6 +562,7 @@ impl Starter<'_> {
             name: &container.name,
             pod_ip: target.pod_ip,
             turn: None,
+            reason: "its postStart hook failed (FailedPostStartHook)",
         };
         let unobserved = &mut self.outcome.unobserved;
         let (result, event) = stop_container(self.sync, Some(self.pod), stop, grace, Settle::Observe, unobserved).await;

@@ -144,6 +144,7 @@ fn plan(
     let mut actions = if stop_only {
         PodActions {
             kill_pod: observed.iter().any(|c| c.state == RuntimeState::Running),
+            kill_reason: "the pod is being stopped (evicted, shut down or failed by the node)".into(),
             ..PodActions::default()
         }
     } else {
@@ -310,6 +311,7 @@ impl Executor<'_> {
                 Settle::Observe,
                 events,
                 notes,
+                &actions.kill_reason,
             )
             .await
             {
@@ -333,6 +335,7 @@ impl Executor<'_> {
                 name: &c.name,
                 pod_ip: sandbox_ip(observed),
                 turn: None,
+                reason: &kill.reason,
             };
             let grace = kill.grace.unwrap_or(grace);
             let unobserved = &mut self.outcome.unobserved;
@@ -347,7 +350,7 @@ impl Executor<'_> {
         // Dead instances go after the restart, which should not wait for them; then the log
         // links left dangling by removed instances.
         for id in &actions.remove {
-            if let Err(e) = self.sync.remove(id).await {
+            if let Err(e) = self.sync.remove(id, "a dead instance no status needs any more").await {
                 tracing::warn!(container = %id, error = %e, "could not remove dead container");
             }
         }

@@ -52,6 +52,7 @@ pub async fn terminate_pod(
     pod: Arc<Pod>,
     grace: Option<Duration>,
     notes: Notes,
+    reason: String,
 ) -> TerminateOutcome {
     let uid = PodUid::of(&pod);
     let mut outcome = TerminateOutcome {
@@ -85,6 +86,7 @@ pub async fn terminate_pod(
         settle,
         &mut outcome.events,
         &outcome.notes,
+        &reason,
     )
     .await
     {
@@ -96,7 +98,7 @@ pub async fn terminate_pod(
     }
     let mut remaining: Vec<ContainerId> = observed.into_iter().map(|c| c.id).collect();
     for _ in 0..3 {
-        let removals = remaining.iter().map(|id| sync.remove(id));
+        let removals = remaining.iter().map(|id| sync.remove(id, &reason));
         let failed: Vec<SyncError> = futures::future::join_all(removals)
             .await
             .into_iter()
@@ -176,7 +178,14 @@ pub(super) async fn stop_container(
     settle: Settle,
     unobserved: &mut Option<Instant>,
 ) -> (Result<(), RuntimeError>, Option<WorkerEvent>) {
-    let StopTarget { id, name, pod_ip, turn } = stop;
+    let StopTarget {
+        id,
+        name,
+        pod_ip,
+        turn,
+        reason,
+    } = stop;
+    tracing::info!(container = %name, id = %id, reason = %reason, grace = ?grace, "stopping container");
     let began = std::time::Instant::now();
     let spec = pod.and_then(|p| p.spec.as_ref()).and_then(|s| {
         s.containers
@@ -232,6 +241,8 @@ pub(super) struct StopTarget<'a> {
     pub(super) pod_ip: Option<String>,
     /// For a sidecar stopped with its pod: what its stop signal waits for.
     pub(super) turn: Option<Turn>,
+    /// Why it is stopped, for the log.
+    pub(super) reason: &'a str,
 }
 
 /// When a sidecar stopped with its pod gets its stop signal: once `done` (the groups stopped so
@@ -246,6 +257,7 @@ pub(super) struct Turn {
 /// sandboxes. Every hook starts at once; app and ordinary init containers stop in parallel, and
 /// sidecars after them in reverse order of declaration (kubelet's terminationOrdering), so a
 /// sidecar serves the others until they stopped.
+#[allow(clippy::too_many_arguments)]
 pub(super) async fn stop_all(
     sync: &SyncContext,
     pod: Option<&Pod>,
@@ -254,6 +266,7 @@ pub(super) async fn stop_all(
     settle: Settle,
     events: &mut Vec<WorkerEvent>,
     notes: &Notes,
+    reason: &str,
 ) -> Result<(), Vec<RuntimeError>> {
     let running = |sandbox: bool| {
         observed
@@ -296,6 +309,7 @@ pub(super) async fn stop_all(
         pod_ip: pod_ip.as_deref(),
         grace,
         settle,
+        reason,
     };
     let others = async {
         let results =
@@ -327,6 +341,7 @@ pub(super) async fn stop_all(
         return Err(errors);
     }
     let sandboxes = running(true).map(|c| async move {
+        tracing::info!(id = %c.id, reason = %reason, "stopping sandbox");
         sync.runtime.stop_container(&c.id, SANDBOX_STOP_GRACE).await?;
         if settle == Settle::Observe {
             sync.observe(&c.id, &mut None).await;
@@ -381,6 +396,7 @@ struct StopAll<'a> {
     pod_ip: Option<&'a str>,
     grace: Duration,
     settle: Settle,
+    reason: &'a str,
 }
 
 impl StopAll<'_> {
@@ -390,6 +406,7 @@ impl StopAll<'_> {
             name: &c.name,
             pod_ip: self.pod_ip.map(str::to_string),
             turn,
+            reason: self.reason,
         };
         let mut unobserved = None;
         stop_container(self.sync, self.pod, target, self.grace, self.settle, &mut unobserved).await

@@ -422,8 +422,11 @@ impl Worker for Addr<PodWorker> {
         self.do_send(UpdatePod { pod });
     }
 
-    fn terminate(&self) {
-        self.do_send(TerminatePod { grace_period: None });
+    fn terminate(&self, reason: &str) {
+        self.do_send(TerminatePod {
+            grace_period: None,
+            reason: reason.to_string(),
+        });
     }
 
     fn stop(&self) {
@@ -442,7 +445,7 @@ pub(super) fn start_worker(sync: &SyncContext, links: &WorkerLinks, start: Worke
         worker = worker.rejected(rejection);
     }
     match start.termination {
-        Some(t) => worker.terminating(t.grace).start(),
+        Some(t) => worker.terminating(t.grace, t.reason).start(),
         None => worker.start(),
     }
 }

@@ -207,7 +207,10 @@ async fn sidecars_start_in_order_and_stop_after_the_app_in_reverse() {
     }
     assert_eq!(created, ["POD", "s1", "s2", "app"], "{:?}", runtime.calls());
     runtime.clear_calls();
-    worker.do_send(TerminatePod { grace_period: None });
+    worker.do_send(TerminatePod {
+        grace_period: None,
+        reason: "the test removed the pod".into(),
+    });
     for _ in 0..100 {
         if sink.send(Terminated).await.unwrap() == 1 {
             break;
@@ -233,7 +236,10 @@ async fn termination_cuts_into_a_slow_start() {
     let sink = Sink::default().start();
     let worker = PodWorker::new(pod(), relisted(&runtime), links(&sink)).start();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    worker.do_send(TerminatePod { grace_period: None });
+    worker.do_send(TerminatePod {
+        grace_period: None,
+        reason: "the test removed the pod".into(),
+    });
     for _ in 0..100 {
         if sink.send(Terminated).await.unwrap() == 1 {
             break;
@@ -456,7 +462,10 @@ async fn the_pod_cgroup_comes_before_the_sandbox_and_goes_after_the_pod() {
     {
         std::fs::remove_file(f.path()).unwrap();
     }
-    worker.do_send(TerminatePod { grace_period: None });
+    worker.do_send(TerminatePod {
+        grace_period: None,
+        reason: "the test removed the pod".into(),
+    });
     eventually("terminated", || !pod_dir.exists()).await;
 
     // A file where the pod cgroup goes: it cannot be made.
