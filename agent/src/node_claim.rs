@@ -22,6 +22,8 @@ const STARTED: &str = "io.dockerlet.claim.started";
 const BOOT: &str = "io.dockerlet.claim.boot-id";
 const ROOT_DIR: &str = "io.dockerlet.claim.root-dir";
 const SINCE: &str = "io.dockerlet.claim.since";
+/// The `--cgroup-root` its pods' QoS cgroups are under (absent with `--cgroups-per-qos=false`).
+const CGROUP_ROOT: &str = "io.dockerlet.claim.cgroup-root";
 
 /// Why the node cannot be claimed.
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +41,18 @@ pub enum ClaimError {
         since: String,
         /// The claim container.
         container: String,
+    },
+    /// Another running agent keeps its pods' QoS cgroups under the same root.
+    #[error("--cgroup-root {root}: the dockerlet of node {node:?} (PID {pid}, root dir {root_dir}) already keeps its pods' cgroups there; two agents in one kubepods tree overwrite each other's QoS settings and prune each other's pod cgroups: give each agent its own --cgroup-root")]
+    SharedCgroupRoot {
+        /// The root.
+        root: String,
+        /// The other agent's node.
+        node: String,
+        /// Its PID.
+        pid: u32,
+        /// Its root dir.
+        root_dir: String,
     },
     /// The engine failed.
     #[error("cannot claim node {node:?} on the Docker engine: {source}")]
@@ -73,8 +87,8 @@ impl Holder {
         }
     }
 
-    fn labels(&self, node: &str) -> HashMap<String, String> {
-        [
+    fn labels(&self, node: &str, cgroup_root: Option<&str>) -> HashMap<String, String> {
+        let mut labels: HashMap<String, String> = [
             (LABEL, node.to_string()),
             (PID, self.pid.to_string()),
             (STARTED, self.started.to_string()),
@@ -84,7 +98,11 @@ impl Holder {
         ]
         .into_iter()
         .map(|(k, v)| (k.to_string(), v))
-        .collect()
+        .collect();
+        if let Some(root) = cgroup_root {
+            labels.insert(CGROUP_ROOT.into(), root.to_string());
+        }
+        labels
     }
 
     fn from_labels(labels: &HashMap<String, String>) -> Option<Holder> {
@@ -116,12 +134,56 @@ pub struct NodeClaim {
 
 impl NodeClaim {
     /// Claims `node` on the engine with a container of `image` (present), for the agent of
-    /// `root_dir`; fails while another agent holds it.
+    /// `root_dir` whose pods' QoS cgroups are under `cgroup_root` (none: no QoS tree); fails
+    /// while another agent holds the node, or another running agent uses the same cgroup root.
     pub async fn take(
         runtime: &DockerRuntime,
         node: &str,
         image: &str,
         root_dir: &Path,
+        cgroup_root: Option<&str>,
+    ) -> Result<NodeClaim, ClaimError> {
+        let claim = Self::take_name(runtime, node, image, root_dir, cgroup_root).await?;
+        let Some(root) = cgroup_root else {
+            return Ok(claim);
+        };
+        let claims = match runtime.list_claims(LABEL).await {
+            Ok(claims) => claims,
+            Err(source) => {
+                claim.release().await;
+                return Err(ClaimError::Engine {
+                    node: node.to_string(),
+                    source,
+                });
+            }
+        };
+        let shared = claims.iter().find_map(|(_, labels)| {
+            let other = labels.get(LABEL)?;
+            let holder = Holder::from_labels(labels)?;
+            (other != node && labels.get(CGROUP_ROOT).map(String::as_str) == Some(root) && holder.runs())
+                .then(|| (other.clone(), holder))
+        });
+        match shared {
+            None => Ok(claim),
+            Some((other, holder)) => {
+                claim.release().await;
+                Err(ClaimError::SharedCgroupRoot {
+                    root: root.to_string(),
+                    node: other,
+                    pid: holder.pid,
+                    root_dir: holder.root_dir,
+                })
+            }
+        }
+    }
+
+    /// The node name's claim alone.
+    async fn take_name(
+        runtime: &DockerRuntime,
+        node: &str,
+        image: &str,
+        root_dir: &Path,
+        cgroup_root: Option<&str>,
     ) -> Result<NodeClaim, ClaimError> {
         let engine = |source| ClaimError::Engine {
             node: node.to_string(),
@@ -133,7 +195,7 @@ impl NodeClaim {
         // have claimed it meanwhile).
         for attempt in 0..3 {
             let Some((container, labels)) = runtime
-                .create_claim(&name, image, me.labels(node))
+                .create_claim(&name, image, me.labels(node, cgroup_root))
                 .await
                 .map_err(engine)?
             else {
@@ -186,7 +248,8 @@ mod tests {
     #[test]
     fn a_holder_reads_back_from_its_labels_and_this_process_runs() {
         let me = Holder::me(Path::new("/var/lib/dockerlet"));
-        let labels = me.labels("node-a");
+        let labels = me.labels("node-a", Some("/"));
+        assert_eq!(labels[CGROUP_ROOT], "/");
         assert_eq!(labels[LABEL], "node-a");
         let back = Holder::from_labels(&labels).expect("a holder");
         assert_eq!(back, me);

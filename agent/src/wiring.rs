@@ -130,7 +130,9 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
     // Before anything touches cgroups or containers: no other agent may manage this node here.
-    let claim = crate::node_claim::NodeClaim::take(&runtime, &config.node_name, &sandbox_image, &root_dir).await?;
+    let qos_root = config.cgroups.per_qos.then_some(config.cgroups.root.as_str());
+    let claim =
+        crate::node_claim::NodeClaim::take(&runtime, &config.node_name, &sandbox_image, &root_dir, qos_root).await?;
     let cgroups = HostCgroups::set_up(config, &runtime).await?;
     if let (Some(template), Some(cidr)) = (conf_template(&config.network), &config.network.pod_cidr) {
         if let Some(path) = template.render(cidr)? {

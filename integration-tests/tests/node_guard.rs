@@ -177,3 +177,36 @@ fn a_second_agent_for_the_node_on_the_engine_is_refused_naming_the_first() {
     assert!(exit.status.success(), "{exit:?}");
     assert_eq!(claim_labels(&node), None, "no claim left after a stop");
 }
+
+/// Two agents of different node names given one `--cgroup-root`: the second is refused, naming
+/// the first, before it touches the shared kubepods tree (two agents there overwrite each
+/// other's QoS cgroups and prune each other's pod cgroups); the first runs on.
+#[test]
+fn a_second_agent_on_the_same_cgroup_root_is_refused() {
+    let root = dockerlet_integration_tests::harness::cgroup_root(&format!(
+        "shared-{}",
+        dockerlet_integration_tests::harness::random_hex()
+    ));
+    let manifests = ManifestDir::new();
+    let first = Agent::start("cgroup-first", manifests.path(), &["--cgroup-root", &root]);
+    let refused = Agent::try_start_with(
+        "cgroup-second",
+        manifests.path(),
+        &["--cgroup-root", &root],
+        AgentOptions::default(),
+    );
+    let Err(e) = refused else {
+        panic!("a second agent started on --cgroup-root {root}");
+    };
+    let expected = format!(
+        "--cgroup-root {root}: the dockerlet of node \"{}\" (PID {}, root dir {})",
+        first.node(),
+        first.pid().expect("the first runs"),
+        first.root_dir().display()
+    );
+    assert!(format!("{e:#}").contains(&expected), "{expected}\nin\n{e:#}");
+    assert!(
+        first.healthz().is_ok_and(|(code, _)| code == 200),
+        "the first agent runs on"
+    );
+}

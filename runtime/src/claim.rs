@@ -47,6 +47,18 @@ impl DockerRuntime {
         }
     }
 
+    /// Every claim container labelled `label` (any value): its name and labels.
+    pub async fn list_claims(&self, label: &str) -> Result<Vec<(String, HashMap<String, String>)>, RuntimeError> {
+        let found = self.list(vec![label.to_string()]).await?;
+        Ok(found
+            .into_iter()
+            .map(|c| {
+                let name = c.names.and_then(|n| n.first().cloned()).unwrap_or_default();
+                (name.trim_start_matches('/').to_string(), c.labels.unwrap_or_default())
+            })
+            .collect())
+    }
+
     /// Removes the claim container `id_or_name` (gone already is fine). A stale claim is removed
     /// by its ID, so a claim made again meanwhile by another agent is not.
     pub async fn remove_claim(&self, id_or_name: &str) -> Result<(), RuntimeError> {

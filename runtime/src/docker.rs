@@ -127,7 +127,10 @@ impl DockerRuntime {
         self
     }
 
-    async fn list(&self, label_filters: Vec<String>) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
+    pub(crate) async fn list(
+        &self,
+        label_filters: Vec<String>,
+    ) -> Result<Vec<bollard::models::ContainerSummary>, RuntimeError> {
         let filters = HashMap::from([("label".to_string(), label_filters)]);
         let options = ListContainersOptions {
             all: true,
