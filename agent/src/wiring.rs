@@ -62,6 +62,19 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     };
     let mut host = prepare_host(&mut config).await?;
     let claim = host.claim.take();
+    let served = serve(config, host, contention).await;
+    if let Some(claim) = claim {
+        claim.release().await;
+    }
+    served
+}
+
+/// The agent on a prepared host, until a signal (or lock contention) stops it.
+async fn serve(
+    config: AgentConfig,
+    host: Host,
+    contention: Option<tokio::sync::oneshot::Receiver<String>>,
+) -> anyhow::Result<()> {
     let (api, certificates) = connect_api(&config).await?;
     let facts = node_facts(&config, &host).await;
     let initial_node = crate::node::node(&facts);
@@ -73,9 +86,6 @@ pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     until_signal(contention).await?;
     for server in servers {
         server.stop(false).await;
-    }
-    if let Some(claim) = claim {
-        claim.release().await;
     }
     Ok(())
 }
@@ -133,16 +143,14 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
     let qos_root = config.cgroups.per_qos.then_some(config.cgroups.root.as_str());
     let claim =
         crate::node_claim::NodeClaim::take(&runtime, &config.node_name, &sandbox_image, &root_dir, qos_root).await?;
-    let cgroups = HostCgroups::set_up(config, &runtime).await?;
-    if let (Some(template), Some(cidr)) = (conf_template(&config.network), &config.network.pod_cidr) {
-        if let Some(path) = template.render(cidr)? {
-            tracing::info!(pod_cidr = %cidr, file = %path.display(), "CNI configuration written for --pod-cidr");
+    // A start that fails from here on gives the claim back.
+    let (cgroups, network) = match set_up_node(config, &runtime).await {
+        Ok(set_up) => set_up,
+        Err(e) => {
+            claim.release().await;
+            return Err(e);
         }
-    }
-    let network = pod_network(&config.network);
-    if let Some(cni) = &network {
-        dockerlet_actors::pod_network::sweep(&runtime, cni).await;
-    }
+    };
     Ok(Host {
         claim: Some(claim),
         root_dir,
@@ -153,6 +161,24 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         host_ip: config.node_ip.unwrap_or_else(detect_node_ip).to_string(),
         network,
     })
+}
+
+/// The node's cgroups and pod network, once the node is claimed.
+async fn set_up_node(
+    config: &mut AgentConfig,
+    runtime: &DockerRuntime,
+) -> anyhow::Result<(HostCgroups, Option<Arc<Cni>>)> {
+    let cgroups = HostCgroups::set_up(config, runtime).await?;
+    if let (Some(template), Some(cidr)) = (conf_template(&config.network), &config.network.pod_cidr) {
+        if let Some(path) = template.render(cidr)? {
+            tracing::info!(pod_cidr = %cidr, file = %path.display(), "CNI configuration written for --pod-cidr");
+        }
+    }
+    let network = pod_network(&config.network);
+    if let Some(cni) = &network {
+        dockerlet_actors::pod_network::sweep(runtime, cni).await;
+    }
+    Ok((cgroups, network))
 }
 
 /// `--cni-conf-template` with the directory it writes to.

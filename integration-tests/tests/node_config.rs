@@ -113,8 +113,12 @@ fn refused_start(args: &[&str], swap_line: Option<&str>, panic: Option<&str>) ->
     let swap_text = format!("Filename\tType\tSize\tUsed\tPriority\n{}", swap_line.unwrap_or(""));
     std::fs::write(&swaps, swap_text).unwrap();
     let manifests = ManifestDir::new();
+    // A node name of its own: refusals run in parallel, and each agent claims its node on the
+    // engine (agent/src/node_claim.rs).
+    let node = unique_name("refused", "start");
     let mut child = Command::new(binary())
         .args(args)
+        .args(["--hostname-override", &node])
         .arg("--pod-manifest-path")
         .arg(manifests.path())
         .arg("--root-dir")
@@ -134,6 +138,12 @@ fn refused_start(args: &[&str], swap_line: Option<&str>, panic: Option<&str>) ->
     let mut stderr = String::new();
     std::io::Read::read_to_string(child.stderr.as_mut().unwrap(), &mut stderr).unwrap();
     assert!(!status.success(), "{stderr}");
+    // A start refused after the node was claimed gives the claim back.
+    let claim = dockerlet_integration_tests::docker::docker(&["inspect", &format!("dockerlet_node_{node}")]);
+    assert!(
+        !claim.status.success(),
+        "the refused agent left its claim on the engine"
+    );
     // Nothing was changed in the agent's sysctl tree when it refused.
     if let Some(value) = panic {
         assert_eq!(std::fs::read_to_string(proc_sys.join("kernel/panic")).unwrap(), value);
