@@ -142,17 +142,14 @@ mod tests {
             eprintln!("SKIPPED: no cgroup v1 memory controller at {}", root.display());
             return;
         };
-        let far = usage_threshold(root, now * 4).unwrap();
+        let far = usage_threshold(root, now + (8 << 30)).unwrap();
         let near = match usage_threshold(root, now + (16 << 20)) {
             Ok(fd) => fd,
             Err(e) => panic!("{e}"),
         };
-        // Charge memory past it.
-        let mut touched = vec![0u8; 128 << 20];
-        for i in (0..touched.len()).step_by(4096) {
-            touched[i] = 1;
-        }
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+        // Charge memory past it: 64 MiB at a time, up to 2 GiB, since the root's usage moves
+        // with the whole machine (other tests free memory meanwhile).
+        let mut touched: Vec<Vec<u8>> = Vec::new();
         loop {
             match take_events(&near) {
                 Ok(n) => {
@@ -160,8 +157,13 @@ mod tests {
                     break;
                 }
                 Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                    assert!(std::time::Instant::now() < deadline, "no event for a crossed threshold");
-                    std::thread::sleep(std::time::Duration::from_millis(20));
+                    assert!(touched.len() < 32, "no event for a threshold crossed by 2 GiB");
+                    let mut chunk = vec![0u8; 64 << 20];
+                    for i in (0..chunk.len()).step_by(4096) {
+                        chunk[i] = 1;
+                    }
+                    touched.push(chunk);
+                    std::thread::sleep(std::time::Duration::from_millis(100));
                 }
                 Err(e) => panic!("{e}"),
             }
@@ -190,11 +192,20 @@ mod tests {
             "near".to_string(),
             usage_threshold(root, now + (16 << 20)).unwrap(),
         )]);
-        let mut touched = vec![0u8; 128 << 20];
-        for i in (0..touched.len()).step_by(4096) {
-            touched[i] = 1;
-        }
-        let got = rx.recv_timeout(std::time::Duration::from_secs(5)).expect("a crossing");
+        // The root's usage moves with the whole machine (other tests free memory as this one
+        // allocates): touch 64 MiB at a time, up to 2 GiB, until the notification comes.
+        let mut touched: Vec<Vec<u8>> = Vec::new();
+        let got = loop {
+            if let Ok(got) = rx.recv_timeout(std::time::Duration::from_millis(500)) {
+                break got;
+            }
+            assert!(touched.len() < 32, "no crossing after touching 2 GiB");
+            let mut chunk = vec![0u8; 64 << 20];
+            for i in (0..chunk.len()).step_by(4096) {
+                chunk[i] = 1;
+            }
+            touched.push(chunk);
+        };
         assert_eq!(got, "near");
         drop(touched);
     }
