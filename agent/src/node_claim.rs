@@ -12,6 +12,7 @@
 use std::collections::HashMap;
 use std::path::Path;
 
+use dockerlet_runtime::claim::ClaimContainer;
 use dockerlet_runtime::docker::DockerRuntime;
 use dockerlet_runtime::RuntimeError;
 
@@ -121,6 +122,34 @@ impl Holder {
     }
 }
 
+/// Fails when another running agent, of another node, keeps its pods' QoS cgroups under
+/// `cgroup_root` (none: this agent has no QoS tree).
+async fn cgroup_root_free(runtime: &DockerRuntime, node: &str, cgroup_root: Option<&str>) -> Result<(), ClaimError> {
+    let Some(root) = cgroup_root else {
+        return Ok(());
+    };
+    let claims = runtime.list_claims(LABEL).await.map_err(|source| ClaimError::Engine {
+        node: node.to_string(),
+        source,
+    })?;
+    let shared = claims.iter().find_map(|claim| {
+        let labels = &claim.labels;
+        let other = labels.get(LABEL)?;
+        let holder = Holder::from_labels(labels)?;
+        (other != node && labels.get(CGROUP_ROOT).map(String::as_str) == Some(root) && holder.runs())
+            .then(|| (other.clone(), holder))
+    });
+    match shared {
+        None => Ok(()),
+        Some((other, holder)) => Err(ClaimError::SharedCgroupRoot {
+            root: root.to_string(),
+            node: other,
+            pid: holder.pid,
+            root_dir: holder.root_dir,
+        }),
+    }
+}
+
 /// The claim container's name for `node`.
 pub fn claim_name(node: &str) -> String {
     format!("dockerlet_node_{node}")
@@ -144,35 +173,11 @@ impl NodeClaim {
         cgroup_root: Option<&str>,
     ) -> Result<NodeClaim, ClaimError> {
         let claim = Self::take_name(runtime, node, image, root_dir, cgroup_root).await?;
-        let Some(root) = cgroup_root else {
-            return Ok(claim);
-        };
-        let claims = match runtime.list_claims(LABEL).await {
-            Ok(claims) => claims,
-            Err(source) => {
+        match cgroup_root_free(runtime, node, cgroup_root).await {
+            Ok(()) => Ok(claim),
+            Err(e) => {
                 claim.release().await;
-                return Err(ClaimError::Engine {
-                    node: node.to_string(),
-                    source,
-                });
-            }
-        };
-        let shared = claims.iter().find_map(|(_, labels)| {
-            let other = labels.get(LABEL)?;
-            let holder = Holder::from_labels(labels)?;
-            (other != node && labels.get(CGROUP_ROOT).map(String::as_str) == Some(root) && holder.runs())
-                .then(|| (other.clone(), holder))
-        });
-        match shared {
-            None => Ok(claim),
-            Some((other, holder)) => {
-                claim.release().await;
-                Err(ClaimError::SharedCgroupRoot {
-                    root: root.to_string(),
-                    node: other,
-                    pid: holder.pid,
-                    root_dir: holder.root_dir,
-                })
+                Err(e)
             }
         }
     }
@@ -194,7 +199,7 @@ impl NodeClaim {
         // A stale claim is removed and the name tried again, twice at most (a third agent may
         // have claimed it meanwhile).
         for attempt in 0..3 {
-            let Some((container, labels)) = runtime
+            let Some(ClaimContainer { container, labels }) = runtime
                 .create_claim(&name, image, me.labels(node, cgroup_root))
                 .await
                 .map_err(engine)?

@@ -12,16 +12,25 @@ use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions};
 use crate::docker::{failed, DockerRuntime};
 use crate::RuntimeError;
 
+/// A claim container that exists: who holds a name, or one of the claims listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimContainer {
+    /// Its ID (a name already taken) or its name (a listed claim).
+    pub container: String,
+    /// Its labels, which say who holds it.
+    pub labels: HashMap<String, String>,
+}
+
 impl DockerRuntime {
     /// Creates (never starts) container `name` from `image` with `labels`. `Ok(None)`: the claim
-    /// is this caller's; `Ok(Some((id, labels)))`: the name is taken by container `id`, whose
-    /// labels say who holds it.
+    /// is this caller's; `Ok(Some(holder))`: the name is taken by container `holder.container`
+    /// (its ID), whose labels say who holds it.
     pub async fn create_claim(
         &self,
         name: &str,
         image: &str,
         labels: HashMap<String, String>,
-    ) -> Result<Option<(String, HashMap<String, String>)>, RuntimeError> {
+    ) -> Result<Option<ClaimContainer>, RuntimeError> {
         let options = CreateContainerOptions {
             name: Some(name.to_string()),
             ..Default::default()
@@ -41,20 +50,26 @@ impl DockerRuntime {
                     .await
                     .map_err(|e| failed(&format!("inspect container {name}"), e))?;
                 let labels = holder.config.and_then(|c| c.labels).unwrap_or_default();
-                Ok(Some((holder.id.unwrap_or_default(), labels)))
+                Ok(Some(ClaimContainer {
+                    container: holder.id.unwrap_or_default(),
+                    labels,
+                }))
             }
             Err(e) => Err(failed(&format!("create container {name}"), e)),
         }
     }
 
     /// Every claim container labelled `label` (any value): its name and labels.
-    pub async fn list_claims(&self, label: &str) -> Result<Vec<(String, HashMap<String, String>)>, RuntimeError> {
+    pub async fn list_claims(&self, label: &str) -> Result<Vec<ClaimContainer>, RuntimeError> {
         let found = self.list(vec![label.to_string()]).await?;
         Ok(found
             .into_iter()
             .map(|c| {
                 let name = c.names.and_then(|n| n.first().cloned()).unwrap_or_default();
-                (name.trim_start_matches('/').to_string(), c.labels.unwrap_or_default())
+                ClaimContainer {
+                    container: name.trim_start_matches('/').to_string(),
+                    labels: c.labels.unwrap_or_default(),
+                }
             })
             .collect())
     }

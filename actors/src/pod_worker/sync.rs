@@ -26,7 +26,9 @@ use super::outcome::{Notes, SyncError, SyncNote, SyncOutcome, WorkerEvent};
 use super::pod_cgroup::ensure_pod_cgroup;
 use super::sandbox::{sandbox_ip, PodSandbox};
 use super::start::Starter;
-use super::teardown::{remove_dangling_logs, remove_dir_with_mounts, stop_all, stop_container, Settle, StopTarget};
+use super::teardown::{
+    remove_dangling_logs, remove_dir_with_mounts, stop_all, stop_container, PodStop, Settle, StopTarget,
+};
 
 /// kubelet's event reason for a volume that could not be set up.
 pub const FAILED_MOUNT: &str = "FailedMount";
@@ -303,18 +305,12 @@ impl Executor<'_> {
             .map_or_else(|| pod_grace(self.pod), |g| g.max(MIN_GRACE));
         if actions.kill_pod {
             let (events, notes) = (&mut self.outcome.events, &self.outcome.notes);
-            if let Err(errors) = stop_all(
-                self.sync,
-                Some(self.pod),
-                observed,
+            let how = PodStop {
                 grace,
-                Settle::Observe,
-                events,
-                notes,
-                &actions.kill_reason,
-            )
-            .await
-            {
+                settle: Settle::Observe,
+                reason: &actions.kill_reason,
+            };
+            if let Err(errors) = stop_all(self.sync, Some(self.pod), observed, how, events, notes).await {
                 self.outcome.errors.extend(errors.into_iter().map(SyncError::from));
                 return;
             }

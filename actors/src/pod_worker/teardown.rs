@@ -78,18 +78,12 @@ pub async fn terminate_pod(
     // An API pod deleted while it ran reports how its containers ended before it goes.
     let deleted_api_pod = pod.metadata.deletion_timestamp.is_some() && dockerlet_pod::annotations::from_api(&pod);
     let settle = if deleted_api_pod { Settle::Observe } else { Settle::No };
-    if let Err(errors) = stop_all(
-        &sync,
-        Some(&pod),
-        &observed,
+    let how = PodStop {
         grace,
         settle,
-        &mut outcome.events,
-        &outcome.notes,
-        &reason,
-    )
-    .await
-    {
+        reason: &reason,
+    };
+    if let Err(errors) = stop_all(&sync, Some(&pod), &observed, how, &mut outcome.events, &outcome.notes).await {
         outcome.errors.extend(errors.into_iter().map(SyncError::from));
         return outcome;
     }
@@ -245,6 +239,16 @@ pub(super) struct StopTarget<'a> {
     pub(super) reason: &'a str,
 }
 
+/// How a whole pod is stopped.
+pub(super) struct PodStop<'a> {
+    /// Each container's grace period.
+    pub(super) grace: Duration,
+    /// Whether the stopped containers' states go into the cache.
+    pub(super) settle: Settle,
+    /// Why, for the log.
+    pub(super) reason: &'a str,
+}
+
 /// When a sidecar stopped with its pod gets its stop signal: once `done` (the groups stopped so
 /// far: first every other container, then the sidecars one by one from the last declared) has
 /// reached `after`.
@@ -257,17 +261,15 @@ pub(super) struct Turn {
 /// sandboxes. Every hook starts at once; app and ordinary init containers stop in parallel, and
 /// sidecars after them in reverse order of declaration (kubelet's terminationOrdering), so a
 /// sidecar serves the others until they stopped.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn stop_all(
     sync: &SyncContext,
     pod: Option<&Pod>,
     observed: &[ObservedContainer],
-    grace: Duration,
-    settle: Settle,
+    how: PodStop<'_>,
     events: &mut Vec<WorkerEvent>,
     notes: &Notes,
-    reason: &str,
 ) -> Result<(), Vec<RuntimeError>> {
+    let PodStop { grace, settle, reason } = how;
     let running = |sandbox: bool| {
         observed
             .iter()
