@@ -528,7 +528,7 @@ impl PodWorker {
         self.observed.backoff_until = outcome.backoff_until;
         self.step(
             Input::SyncFinished {
-                ok: outcome.errors.is_empty(),
+                ok: outcome.errors.is_empty() && !outcome.start_failed,
             },
             ctx,
         );

@@ -113,6 +113,11 @@ pub struct SyncOutcome {
     pub mount_failures: Vec<String>,
     /// Every error met; none means the sync finished.
     pub errors: Vec<SyncError>,
+    /// A container could not be started for a reason other than its image (whose pull has a
+    /// back-off of its own): the next sync comes after the error back-off, as kubelet requeues
+    /// a pod whose SyncPod failed after `backOffPeriod`, not at the periodic resync (a file
+    /// the start writes failed on a full disk, a ConfigMap key missing).
+    pub start_failed: bool,
     /// Events to record.
     pub events: Vec<WorkerEvent>,
     /// When the last action whose result could not be observed (its inspect failed) ended: the

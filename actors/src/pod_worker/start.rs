@@ -365,8 +365,10 @@ impl Starter<'_> {
             ));
         }
         self.outcome.waiting.insert(container.name.clone(), waiting);
-        if let StartError::Run(e) = error {
-            self.outcome.errors.push(e.into());
+        match error {
+            StartError::Run(e) => self.outcome.errors.push(e.into()),
+            StartError::Image(_) | StartError::PostStartHook { .. } => {}
+            _ => self.outcome.start_failed = true,
         }
     }
 

@@ -525,7 +525,8 @@ async fn a_rejected_pod_never_runs_and_reports_failed() {
 }
 
 /// runAsNonRoot on an image that runs as root: the container waits with
-/// CreateContainerConfigError and kubelet's message, and is never created.
+/// CreateContainerConfigError and kubelet's message, and is never created; the next try comes
+/// after the error back-off (kubelet requeues a failed SyncPod after 10 s), not at the resync.
 #[actix::test]
 async fn run_as_non_root_on_a_root_image_is_never_created() {
     use k8s_openapi::api::core::v1::SecurityContext;
@@ -537,7 +538,7 @@ async fn run_as_non_root_on_a_root_image_is_never_created() {
         run_as_non_root: Some(true),
         ..Default::default()
     });
-    let _worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
+    let worker = PodWorker::new(Arc::new(pod), relisted(&runtime), links(&sink)).start();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(
         count(
@@ -547,6 +548,12 @@ async fn run_as_non_root_on_a_root_image_is_never_created() {
         0,
         "{:?}",
         runtime.calls()
+    );
+    let state = worker.send(dockerlet_messages::debug::GetActorState).await.unwrap();
+    assert!(
+        state.detail["retry_at"].is_string(),
+        "a retry after the error back-off: {}",
+        state.detail
     );
     let statuses = sink.send(Statuses).await.unwrap();
     let waiting = statuses
