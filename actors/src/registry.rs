@@ -210,9 +210,10 @@ impl Registry {
         self.children.iter().map(|c| c.state()).collect()
     }
 
-    /// Make the child named `name` panic; false when there is none.
+    /// Make the child named `name` (its registry name or its kind) panic; false when there is
+    /// none.
     pub fn panic(&self, name: &str) -> bool {
-        let child = self.children.iter().find(|c| c.name() == name);
+        let child = self.children.iter().find(|c| c.name() == name || c.kind() == name);
         child.inspect(|c| c.panic()).is_some()
     }
 }

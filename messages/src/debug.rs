@@ -383,7 +383,8 @@ pub struct GetHealth;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub enum FaultTarget {
     /// A supervised actor, by its name in the Supervisor's registry (`pleg`, `probes`,
-    /// `status`, `pressure`, `stats`, `file`, `http`, `api`, `node`, `oom`).
+    /// `status`, `stats`, `file`, `http`, `api`, `node`, `oom`, …) or its kind on
+    /// `/debug/actors` (`PlegActor`, `FileSource`, …).
     Actor(String),
     /// The PodWorker of this pod.
     PodWorker(PodUid),
