@@ -33,6 +33,13 @@ fn main() -> ExitCode {
     memory::limit_arenas();
     let cli = cli::Cli::parse();
     telemetry::init(cli.verbosity.unwrap_or(0));
+    match dockerlet_host::process::raise_open_files_limit() {
+        Ok(l) if l.was != l.now => {
+            tracing::info!(was = l.was, now = l.now, "open files limit raised to the hard limit")
+        }
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open files limit"),
+    }
     let config = match config::build(&cli, hostname) {
         Ok(c) => c,
         Err(e) => {
