@@ -73,6 +73,12 @@ pub const READ_TIMEOUT: Duration = Duration::from_secs(60);
 /// log of a timed-out handshake names it).
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(3);
 
+/// TLS handshakes under way at once (per worker; actix-tls' default is 256). A connection that
+/// sends no ClientHello holds its place for [`HANDSHAKE_TIMEOUT`], so with the default 256 idle
+/// connections kept every new client waiting (`make chaos`'s hostile clients found it); waiting
+/// handshakes cost memory, not CPU, so the limit is as high as the connections a node expects.
+const MAX_TLS_HANDSHAKES: usize = 16_384;
+
 /// How long an idle keep-alive connection is kept.
 pub const IDLE_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -233,6 +239,7 @@ pub fn serve(
     let listener = std::net::TcpListener::bind(addr)
         .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
+    actix_tls::accept::max_concurrent_tls_connect(MAX_TLS_HANDSHAKES);
     let server = actix_server::Server::build()
         .workers(1)
         .disable_signals()
