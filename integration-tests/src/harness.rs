@@ -203,8 +203,6 @@ impl Agent {
             manifest_dir.display().to_string(),
             "--hostname-override".into(),
             node.clone(),
-            "--root-dir".into(),
-            root.display().to_string(),
             "--read-only-port".into(),
             ports.read_only.to_string(),
             "--healthz-port".into(),
@@ -218,6 +216,10 @@ impl Agent {
         // server's `nodes/proxy` must listen on an address kube-apiserver proxies to).
         if !extra_args.contains(&"--address") {
             args.extend(["--address".to_string(), "127.0.0.1".to_string()]);
+        }
+        // Its root dir in its work dir, unless the test gives one (on a file system of its own).
+        if !extra_args.contains(&"--root-dir") {
+            args.extend(["--root-dir".to_string(), root.display().to_string()]);
         }
         if !options.agent_intervals {
             args.extend(FAST_FLAGS.iter().map(|s| s.to_string()));
@@ -324,9 +326,14 @@ impl Agent {
             })
     }
 
-    /// The agent's `--root-dir`.
+    /// The agent's `--root-dir` (its work dir's `root` unless the test gave one).
     pub fn root_dir(&self) -> PathBuf {
-        self.work.as_ref().expect("the agent's work dir").path().join("root")
+        self.args
+            .iter()
+            .position(|a| a == "--root-dir")
+            .and_then(|i| self.args.get(i + 1))
+            .map(PathBuf::from)
+            .unwrap_or_else(|| self.work.as_ref().expect("the agent's work dir").path().join("root"))
     }
 
     /// The node name (`--hostname-override`), unique to this agent.
