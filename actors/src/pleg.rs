@@ -238,6 +238,7 @@ impl PlegActor {
         self.emit(relisted.changes);
         self.links.relisted.do_send(RelistCompleted {
             pods: self.cache.pods(),
+            runtime_back: self.last_error.is_some(),
         });
         self.last_duration = Some(relisted.began.elapsed());
         let m = &self.metrics;

@@ -43,6 +43,9 @@ pub struct PodLifecycleEvent {
 pub struct RelistCompleted {
     /// Pods with containers on the engine.
     pub pods: BTreeSet<PodUid>,
+    /// The relist before this one failed: the engine answers again (after a restart of dockerd,
+    /// every container it ran has stopped meanwhile).
+    pub runtime_back: bool,
 }
 
 /// The kernel's OOM killer struck a task in this container's cgroup (read from the kernel log):

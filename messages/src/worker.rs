@@ -36,6 +36,15 @@ pub struct TerminatePod {
 #[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
 pub struct SyncPod;
 
+/// The engine answers again after relists failed: sync now, whatever the error back-off (the
+/// failed syncs were the engine's, and the pod's status must stop claiming containers that
+/// stopped with it).
+///
+/// Supervisor → PodWorker.
+#[derive(Debug, Clone)]
+#[cfg_attr(feature = "actix", derive(actix::Message), rtype(result = "()"))]
+pub struct RuntimeBack;
+
 /// Send your pod's last status again (the StatusActor was re-created and is empty).
 ///
 /// Supervisor → PodWorker.

@@ -45,6 +45,17 @@ impl Handler<SyncPod> for PodWorker {
     }
 }
 
+impl Handler<RuntimeBack> for PodWorker {
+    type Result = ();
+
+    /// The engine is back: sync now, past the error back-off of the syncs it failed.
+    fn handle(&mut self, _: RuntimeBack, ctx: &mut Self::Context) {
+        self.handled += 1;
+        let _span = self.span.clone().entered();
+        self.step(Input::Sync(Trigger::RuntimeBack), ctx);
+    }
+}
+
 impl Handler<TerminatePod> for PodWorker {
     type Result = ();
 
@@ -180,6 +191,13 @@ impl Handler<outcome::SyncNote> for PodWorker {
             // own status first).
             outcome::SyncNote::NothingCreatedYet => {
                 if self.published.last_status.is_none() && !self.state.is_terminating() {
+                    self.publish_status(ctx);
+                }
+            }
+            outcome::SyncNote::Observed(observed) => {
+                if !self.state.is_terminating() && observed != self.observed.last_observed {
+                    self.note_deaths(&observed);
+                    self.observed.last_observed = observed;
                     self.publish_status(ctx);
                 }
             }

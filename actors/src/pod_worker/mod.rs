@@ -4,6 +4,7 @@
 //! |----------------|------------|----------------------------------------------------------|
 //! | UpdatePod      | Supervisor | new desired spec; sync                                   |
 //! | SyncPod        | Supervisor | PLEG saw a change, or periodic resync; sync              |
+//! | RuntimeBack    | Supervisor | the engine answers again; sync past the error back-off   |
 //! | TerminatePod   | Supervisor | cancel any sync in flight, stop and remove every container |
 //! | PublishStatus  | Supervisor | send the last status again (StatusActor re-created)      |
 //! | StopActor      | Supervisor | stop the actor (containers untouched)                    |
@@ -55,7 +56,7 @@ use dockerlet_messages::runtime::ContainerRole;
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
 use dockerlet_messages::status::{RemovePodStatus, SetPodStatus};
 use dockerlet_messages::worker::{
-    PodFinished, PodTerminated, PublishStatus, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
+    PodFinished, PodTerminated, PublishStatus, RuntimeBack, ShutdownPod, StopActor, SyncPod, TerminatePod, UpdatePod,
 };
 use dockerlet_messages::{ContainerId, PodRef};
 use k8s_openapi::api::core::v1::Pod;

@@ -181,6 +181,11 @@ pub enum SyncNote {
     /// The sync found nothing of its pod created yet, before it creates anything (the worker
     /// publishes a first status then, if it has none out).
     NothingCreatedYet,
+    /// What the sync found, before it acts on it (kubelet's SyncPod sets the pod's status from
+    /// the runtime's state before it kills or starts anything): a container that died — with
+    /// its sandbox, with the engine — stops being reported running now, not once its
+    /// replacement has started.
+    Observed(Vec<ObservedContainer>),
     /// Events that happened now: recorded as they happen (kubelet's recorder), so `Pulling`
     /// shows during a long pull and `Killing` when the stop begins, not when the sync ends.
     Events(Vec<WorkerEvent>),

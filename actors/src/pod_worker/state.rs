@@ -46,6 +46,9 @@ pub enum Trigger {
     ProbeFailed,
     /// A sidecar's startup probe passed: the sync starts what waited for it.
     SidecarStarted,
+    /// The engine answers again after relists failed: syncs, and clears the error back-off
+    /// (the failures were the engine's).
+    RuntimeBack,
 }
 
 /// What happened.
@@ -183,7 +186,7 @@ impl WorkerState {
     }
 
     fn clear_backoff_on(&mut self, trigger: Trigger) {
-        if trigger == Trigger::SpecChanged {
+        if matches!(trigger, Trigger::SpecChanged | Trigger::RuntimeBack) {
             self.error_backoff_until = None;
         }
     }
@@ -278,6 +281,13 @@ mod tests {
                 Effect::StartSync,
             ),
             (
+                "the engine back cuts the error back-off short",
+                backing_off(now),
+                Input::Sync(Trigger::RuntimeBack),
+                Phase::Syncing { again: false },
+                Effect::StartSync,
+            ),
+            (
                 "the back-off timer syncs",
                 backing_off(now),
                 Input::Sync(Trigger::Timer),
@@ -359,6 +369,7 @@ mod tests {
             Trigger::SpecChanged,
             Trigger::Timer,
             Trigger::ProbeFailed,
+            Trigger::RuntimeBack,
         ] {
             assert_eq!(s.on(Input::Sync(trigger), now, &BACKOFF), Effect::None, "{trigger:?}");
         }

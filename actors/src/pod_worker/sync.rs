@@ -114,6 +114,9 @@ pub async fn sync_pod(
         outcome.observed = Some(observed);
         return outcome;
     }
+    if !observed.is_empty() {
+        outcome.notes.send(SyncNote::Observed(observed.clone()));
+    }
     let mut executor = Executor {
         sync: &sync,
         pod: &pod,

@@ -55,7 +55,8 @@ use dockerlet_messages::source::SourcePodsChanged;
 use dockerlet_messages::stats::{GetStatsSummary, GetStatsView};
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
 use dockerlet_messages::worker::{
-    GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus, ShutdownTarget, SyncPod,
+    GetShutdownTargets, NodeShuttingDown, PodFinished, PodTerminated, PublishStatus, RuntimeBack, ShutdownTarget,
+    SyncPod,
 };
 use dockerlet_messages::PodUid;
 use dockerlet_runtime::ContainerRuntime;
@@ -220,8 +221,15 @@ impl Handler<RelistCompleted> for Supervisor {
 
     /// Containers of pods no source wants, and no worker handles, are terminated (once every
     /// source has delivered).
+    /// When the engine answers again after failed relists, every worker syncs at once.
     fn handle(&mut self, msg: RelistCompleted, ctx: &mut Self::Context) {
         self.handled += 1;
+        if msg.runtime_back {
+            tracing::info!("the container runtime answers again: every pod syncs now");
+            for (_, entry) in self.pods.workers() {
+                entry.worker.do_send(RuntimeBack);
+            }
+        }
         let effects = self.pods.relisted(msg.pods);
         self.run(effects, ctx);
     }
