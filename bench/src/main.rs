@@ -16,6 +16,8 @@
 //! - [`kubelet_api`]: P8, the kubelet API (exec, `/run`, logs, follow streams) beside Docker.
 //! - [`density`]: D1, P1's burst at 250 pods (`--max-pods 250`) and the agent's cost with them.
 //! - [`eviction`]: E1, eviction reaction time in API mode.
+//! - [`chaos`]: `dockerlet-bench chaos` (`make chaos`): the fault scenarios and their pass
+//!   criteria, BENCHMARKS.md's reliability table.
 //! - [`agent`]: one agent process under measurement, started by the integration harness.
 //! - [`engine`]: bollard, the event watcher, the baseline, clean-up.
 //! - [`sys`]: CPU and RSS from `/proc`.
@@ -25,6 +27,7 @@
 mod agent;
 mod api_burst;
 mod calls;
+mod chaos;
 mod cni_burst;
 mod density;
 mod engine;
@@ -144,6 +147,10 @@ fn run() -> anyhow::Result<bool> {
     let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let mut machine = sys::machine_description();
     machine["docker"] = json!(docker_version);
+    if std::env::args().nth(1).as_deref() == Some("chaos") {
+        let header = json!({"date": date, "commit": commit, "uncommitted_changes": dirty, "machine": machine});
+        return chaos::run(&ctx, header);
+    }
     eprintln!(
         "dockerlet bench ({}): commit {commit}{}, {} cores, {} GiB, Docker {docker_version}; agent logs in {}",
         if ctx.settings.quick { "quick" } else { "full" },

@@ -5,10 +5,15 @@
 //! Requests are found by their request line (`METHOD /path HTTP/1.1\r\n`) in the client's
 //! bytes; bodies are JSON and hijacked streams (exec, attach) carry no such line, so the count
 //! is exact for what the agent sends.
+//!
+//! [`DockerProxy::start_delayed`] also holds each request back before it goes up (a slow
+//! engine, for `make chaos`), and every proxy counts the connections open through it.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use anyhow::Context as _;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -24,12 +29,46 @@ pub struct DockerProxy {
     counts: Arc<Mutex<Counts>>,
     /// Every request seen: its folded line and when its line ended (ns since the epoch).
     log: Arc<Mutex<Vec<(String, i64)>>>,
+    connections: Arc<Connections>,
     accept: tokio::task::JoinHandle<()>,
+}
+
+/// Connections through the proxy: open now, and the most open at once.
+#[derive(Debug, Default)]
+pub struct Connections {
+    open: AtomicUsize,
+    max: AtomicUsize,
+}
+
+impl Connections {
+    fn opened(&self) {
+        let now = self.open.fetch_add(1, Ordering::Relaxed) + 1;
+        self.max.fetch_max(now, Ordering::Relaxed);
+    }
+
+    fn closed(&self) {
+        self.open.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// (open now, most open at once).
+    pub fn get(&self) -> (usize, usize) {
+        (self.open.load(Ordering::Relaxed), self.max.load(Ordering::Relaxed))
+    }
+
+    /// Starts counting the most open at once from now.
+    pub fn reset_max(&self) {
+        self.max.store(self.open.load(Ordering::Relaxed), Ordering::Relaxed);
+    }
 }
 
 impl DockerProxy {
     /// Listen on a new socket in the temp dir, forwarding to `upstream`.
     pub fn start(rt: &Runtime, upstream: &Path) -> anyhow::Result<Self> {
+        Self::start_delayed(rt, upstream, Duration::ZERO)
+    }
+
+    /// Like [`DockerProxy::start`], holding every request back for `delay` before it goes up.
+    pub fn start_delayed(rt: &Runtime, upstream: &Path, delay: Duration) -> anyhow::Result<Self> {
         let path = std::env::temp_dir().join(format!(
             "dockerlet-bench-proxy-{}.sock",
             dockerlet_integration_tests::harness::random_hex()
@@ -39,13 +78,16 @@ impl DockerProxy {
             .with_context(|| format!("bind {}", path.display()))?;
         let counts = Arc::new(Mutex::new(Counts::new()));
         let log = Arc::new(Mutex::new(Vec::new()));
-        let (up, shared, shared_log) = (upstream.to_path_buf(), counts.clone(), log.clone());
+        let connections = Arc::new(Connections::default());
+        let (up, shared, shared_log, open) = (upstream.to_path_buf(), counts.clone(), log.clone(), connections.clone());
         let accept = rt.spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (up, counts, log) = (up.clone(), shared.clone(), shared_log.clone());
+                let (up, counts, log, open) = (up.clone(), shared.clone(), shared_log.clone(), open.clone());
                 tokio::spawn(async move {
                     if let Ok(server) = UnixStream::connect(&up).await {
-                        forward(client, server, counts, log).await;
+                        open.opened();
+                        forward(client, server, Tally { counts, log, delay }).await;
+                        open.closed();
                     }
                 });
             }
@@ -54,6 +96,7 @@ impl DockerProxy {
             path,
             counts,
             log,
+            connections,
             accept,
         })
     }
@@ -74,6 +117,11 @@ impl DockerProxy {
         log.iter().filter(|(l, _)| l == line).map(|(_, t)| *t).collect()
     }
 
+    /// The connections through the proxy.
+    pub fn connections(&self) -> &Connections {
+        &self.connections
+    }
+
     /// The counts so far.
     pub fn counts(&self) -> Counts {
         self.counts.lock().expect("proxy counts").clone()
@@ -87,13 +135,16 @@ impl Drop for DockerProxy {
     }
 }
 
-/// Copy both ways; count the requests going up.
-async fn forward(
-    client: UnixStream,
-    server: UnixStream,
+/// Where a connection's requests are counted, and how long each is held back.
+struct Tally {
     counts: Arc<Mutex<Counts>>,
     log: Arc<Mutex<Vec<(String, i64)>>>,
-) {
+    delay: Duration,
+}
+
+/// Copy both ways; count the requests going up (each held back by the delay).
+async fn forward(client: UnixStream, server: UnixStream, tally: Tally) {
+    let Tally { counts, log, delay } = tally;
     let (mut client_read, mut client_write) = client.into_split();
     let (mut server_read, mut server_write) = server.into_split();
     let up = async {
@@ -106,12 +157,17 @@ async fn forward(
             };
             let found = scanner.feed(&buf[..n]);
             if !found.is_empty() {
-                let now = crate::engine::now_nanos();
-                let mut counts = counts.lock().expect("proxy counts");
-                let mut log = log.lock().expect("proxy log");
-                for line in found {
-                    *counts.entry(line.clone()).or_default() += 1;
-                    log.push((line, now));
+                {
+                    let now = crate::engine::now_nanos();
+                    let mut counts = counts.lock().expect("proxy counts");
+                    let mut log = log.lock().expect("proxy log");
+                    for line in found {
+                        *counts.entry(line.clone()).or_default() += 1;
+                        log.push((line, now));
+                    }
+                }
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
                 }
             }
             if server_write.write_all(&buf[..n]).await.is_err() {

@@ -1,0 +1,293 @@
+//! The engine's faults: dockerd stopped and started under 110 pods, and an engine that answers
+//! every call 500 ms late.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+
+use super::agent_faults::start_timeout;
+use super::node::ChaosNode;
+use super::{ChaosSettings, Outcome};
+use crate::proxy::DockerProxy;
+use crate::scenarios::Ctx;
+use crate::stats::Samples;
+
+const DOCKER_SOCKET: &str = "/var/run/docker.sock";
+/// How long dockerd stays away once it has stopped.
+const ENGINE_AWAY: Duration = Duration::from_secs(20);
+/// The delay of every call on the slow engine.
+const SLOW_DELAY: Duration = Duration::from_millis(500);
+
+/// PIDs of the processes named `dockerd`.
+fn dockerd_pids() -> Vec<i32> {
+    crate::sys::pids_named(&["dockerd"])
+        .into_iter()
+        .filter_map(|p| i32::try_from(p).ok())
+        .collect()
+}
+
+/// What Docker runs for the node: pod UID → (running sandboxes, running app containers), and
+/// every running container's ID.
+fn engine_view(node: &ChaosNode) -> (BTreeMap<String, (usize, usize)>, BTreeSet<String>) {
+    let mut pods: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    let mut ids = BTreeSet::new();
+    for c in node.agent.containers().into_iter().filter(|c| c.state.running) {
+        let labels = c.config.labels.clone().unwrap_or_default();
+        let uid = labels.get("io.kubernetes.pod.uid").cloned().unwrap_or_default();
+        let entry = pods.entry(uid).or_default();
+        if labels.get("io.kubernetes.container.name").map(String::as_str) == Some("POD") {
+            entry.0 += 1;
+        } else {
+            entry.1 += 1;
+        }
+        ids.insert(c.id);
+    }
+    (pods, ids)
+}
+
+/// Containers `/pods` calls running that Docker does not run (`pod container-ID`). `/pods` is
+/// read first, then Docker, so a container started between the two reads is not taken for a
+/// stale claim.
+fn stale_ids(node: &ChaosNode) -> Vec<String> {
+    let Ok(pods) = node.pods() else { return vec![] };
+    let (_, running) = engine_view(node);
+    pods.iter()
+        .flat_map(|p| {
+            let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
+            p["status"]["containerStatuses"]
+                .as_array()
+                .cloned()
+                .unwrap_or_default()
+                .into_iter()
+                .map(move |s| (name.clone(), s))
+        })
+        .filter(|(_, s)| !s["state"]["running"].is_null())
+        .filter_map(|(n, s)| {
+            s["containerID"]
+                .as_str()
+                .map(|id| (n, id.trim_start_matches("docker://").to_string()))
+        })
+        .filter(|(_, id)| !running.contains(id))
+        .map(|(n, id)| format!("{n} {id}"))
+        .collect()
+}
+
+/// Stops dockerd (SIGTERM, as its service manager does) and waits until it has gone, sampling
+/// `/healthz` meanwhile; the samples `(seconds since the stop, status)`.
+fn stop_dockerd(node: &ChaosNode) -> anyhow::Result<Vec<(f64, Option<u16>)>> {
+    let pids = dockerd_pids();
+    if pids.is_empty() {
+        bail!("no dockerd runs");
+    }
+    let t = Instant::now();
+    for pid in &pids {
+        let pid = rustix::process::Pid::from_raw(*pid).context("a PID")?;
+        rustix::process::kill_process(pid, rustix::process::Signal::TERM).context("SIGTERM dockerd")?;
+    }
+    let mut samples = Vec::new();
+    while !dockerd_pids().is_empty() {
+        if t.elapsed() > Duration::from_secs(120) {
+            bail!("dockerd did not stop within 120 s");
+        }
+        samples.push((t.elapsed().as_secs_f64(), node.healthz()));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    let away = Instant::now() + ENGINE_AWAY;
+    while Instant::now() < away {
+        samples.push((t.elapsed().as_secs_f64(), node.healthz()));
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(samples)
+}
+
+/// Starts dockerd again the way `make test` does (`scripts/ensure-docker.sh`).
+fn start_dockerd() -> anyhow::Result<()> {
+    let script = crate::workspace_root().join("scripts/ensure-docker.sh");
+    let status = Command::new(&script)
+        .status()
+        .with_context(|| format!("run {}", script.display()))?;
+    if !status.success() {
+        bail!("{} failed: {status}", script.display());
+    }
+    Ok(())
+}
+
+/// dockerd stopped (SIGTERM) and started again at `node_pods` pods: `/healthz` fails while it is
+/// away; afterwards every pod runs again, per its restartPolicy Always, with exactly one sandbox
+/// and one app container; `/pods` stops claiming containers Docker no longer runs.
+pub fn engine_restart(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
+    let n = s.node_pods;
+    let node = ChaosNode::start(ctx, "engine", &[])?;
+    node.add_pods("engine", n);
+    node.wait_ready("engine", n, start_timeout(n))?;
+
+    let samples = stop_dockerd(&node)?;
+    // The agent notices within its PLEG period and a relist's timeout; from then on it must fail.
+    let settled: Vec<_> = samples.iter().filter(|(t, _)| *t > 5.0).collect();
+    let failing = settled.iter().filter(|(_, s)| *s != Some(200)).count();
+    start_dockerd()?;
+    let back = Instant::now();
+
+    let mut stale_seen: Option<(f64, f64)> = None;
+    let recovered = loop {
+        // A claim counts when a second read finds it too (one read can race a start).
+        let first = stale_ids(&node);
+        let stale = if first.is_empty() {
+            0
+        } else {
+            let again = stale_ids(&node);
+            again.iter().filter(|c| first.contains(c)).count()
+        };
+        let (pods, _) = engine_view(&node);
+        let t = back.elapsed().as_secs_f64();
+        if stale > 0 {
+            stale_seen = Some(stale_seen.map_or((t, t), |(first, _)| (first, t)));
+        }
+        let exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
+        let ready = node.counts("engine").map(|c| c.ready).unwrap_or(0);
+        if exact && ready >= n && stale == 0 {
+            break t;
+        }
+        let last_view = format!(
+            "{} pods on the engine, {ready} ready on /pods, {stale} stale claims",
+            pods.len()
+        );
+        if back.elapsed() > start_timeout(n) + Duration::from_secs(60) {
+            bail!(
+                "not recovered {:?} after dockerd started again: {last_view}",
+                back.elapsed()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(500));
+    };
+    // Once recovered it stays so: no second sandbox or instance appears.
+    std::thread::sleep(Duration::from_secs(10));
+    let (pods, _) = engine_view(&node);
+    let still_exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
+    let stale_after = stale_ids(&node).len();
+    let healthz = node.healthz();
+
+    let mut o = Outcome::default();
+    o.check(
+        "/healthz fails while the engine is away",
+        format!(
+            "{failing} of {} samples (from 5 s after the stop) not 200",
+            settled.len()
+        ),
+        !settled.is_empty() && failing == settled.len(),
+    );
+    o.check(
+        format!("all {n} pods back, each with exactly one sandbox and one app container"),
+        format!("{recovered:.1} s after dockerd started; still so 10 s later: {still_exact}"),
+        still_exact,
+    );
+    o.check(
+        "/pods claims no container Docker does not run (checked every 0.5 s once dockerd answers)",
+        match stale_seen {
+            None => "none seen".to_string(),
+            Some((a, b)) => format!("seen from {a:.1} s to {b:.1} s after dockerd started; {stale_after} at the end"),
+        },
+        stale_after == 0 && stale_seen.is_none_or(|(_, last)| last <= 3.0),
+    );
+    o.check("/healthz 200 again", format!("{healthz:?}"), healthz == Some(200));
+    o.figure("pods", n);
+    o.figure("recovered_s", recovered);
+    Ok(o)
+}
+
+/// A pod serving HTTP with an httpGet readiness probe and an exec liveness probe (an exec is
+/// three engine calls), both every 2 s with a 10 s timeout.
+fn probed_pod(name: &str) -> String {
+    format!(
+        "apiVersion: v1
+kind: Pod
+metadata:
+  name: {name}
+spec:
+  terminationGracePeriodSeconds: 0
+  containers:
+    - name: main
+      image: dockerlet.local/busybox:1
+      command: [\"sh\", \"-c\", \"echo ok > /tmp/index.html && exec httpd -f -p 8080 -h /tmp\"]
+      readinessProbe:
+        httpGet: {{path: /index.html, port: 8080}}
+        periodSeconds: 2
+        timeoutSeconds: 10
+      livenessProbe:
+        exec: {{command: [\"true\"]}}
+        periodSeconds: 2
+        timeoutSeconds: 10
+"
+    )
+}
+
+/// The agent on an engine behind a proxy that holds every call back 500 ms: its pods start and
+/// stay ready, the calls in flight (connections open to the engine) stay bounded, memory
+/// stays flat and `/healthz` answers 200 at once throughout (the engine does answer).
+pub fn slow_engine(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
+    let n = s.slow_pods;
+    let proxy = DockerProxy::start_delayed(&ctx.rt, Path::new(DOCKER_SOCKET), SLOW_DELAY)?;
+    let endpoint = proxy.endpoint();
+    let node = ChaosNode::start(ctx, "slow", &["--container-runtime-endpoint", &endpoint])?;
+    for i in 0..n {
+        let name = format!("slow-{i}");
+        node.write_manifest(&format!("{name}.yaml"), &probed_pod(&name));
+    }
+    let started = node.wait_ready("slow", n, start_timeout(n) * 3)?;
+    proxy.connections().reset_max();
+    let rss_start = node.rss_kb().unwrap_or(0);
+    let (mut healthz, mut latencies, mut rss, mut open) = (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let end = Instant::now() + s.slow_window;
+    while Instant::now() < end {
+        let t = Instant::now();
+        healthz.push(node.healthz());
+        latencies.push(t.elapsed());
+        rss.push(node.rss_kb().unwrap_or(0));
+        open.push(proxy.connections().get().0);
+        std::thread::sleep(Duration::from_secs(1));
+    }
+    let (_, max_open) = proxy.connections().get();
+    let counts = node.counts("slow")?;
+    let half = open.len() / 2;
+    let first_half = open[..half].iter().max().copied().unwrap_or(0);
+    let second_half = open[half..].iter().max().copied().unwrap_or(0);
+    let rss_end = rss.last().copied().unwrap_or(0);
+    let not_ok = healthz.iter().filter(|s| **s != Some(200)).count();
+    let p99 = Samples::from_durations(&latencies).p50_p99().map(|(_, p)| p);
+
+    let mut o = Outcome::default();
+    o.check(
+        format!("{n} probed pods ready, 0 restarts"),
+        format!(
+            "{} ready after {started:.0} s, {} restarts",
+            counts.ready, counts.restarts
+        ),
+        counts.ready >= n && counts.restarts == 0,
+    );
+    o.check(
+        "engine connections bounded (the second half of the window ≤ the first + 2)",
+        format!("first half ≤ {first_half}, second half ≤ {second_half}, most at once {max_open}"),
+        second_half <= first_half + 2,
+    );
+    o.check(
+        "RSS flat (≤ +4 MiB over the window)",
+        format!("{:.1} → {:.1} MiB", rss_start as f64 / 1024.0, rss_end as f64 / 1024.0),
+        rss_end <= rss_start + 4096,
+    );
+    o.check(
+        "/healthz 200 throughout, answered at once (p99 < 100 ms)",
+        format!(
+            "{not_ok} of {} not 200; p99 {:.1} ms",
+            healthz.len(),
+            p99.unwrap_or(f64::NAN) * 1000.0
+        ),
+        not_ok == 0 && p99.is_some_and(|p| p < 0.1),
+    );
+    o.figure("pods", n);
+    o.figure("start_s", started);
+    o.figure("max_engine_connections", max_open);
+    Ok(o)
+}
