@@ -9,7 +9,7 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test test-vm test-vm-pair lint fmt bench clean-containers test-apiserver fuzz
+.PHONY: help build image docker run test test-vm test-vm-pair lint fmt bench chaos chaos-quick clean-containers test-apiserver fuzz
 
 help:
 	@echo "make build             cargo build --workspace --bins"
@@ -21,6 +21,8 @@ help:
 	@echo "make lint              rustfmt check + layering and file circles + licences/duplicates + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
+	@echo "make chaos             fault scenarios with pass criteria (restarts dockerd; CHAOS_QUICK=1: short)"
+	@echo "make chaos-quick       the short chaos run on the debug build (CI)"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
 	@echo "make test-apiserver    in-memory API server on $(APISERVER_LISTEN), kubeconfig in .run/kubeconfig"
 
@@ -96,6 +98,23 @@ bench: docker image
 	$(CARGO) build --release -p dockerlet -p dockerlet-bench
 	BENCH_QUICK=$(BENCH_QUICK) BENCH_ONLY=$(BENCH_ONLY) DOCKERLET_BIN=target/release/dockerlet \
 		target/release/dockerlet-bench
+
+# The fault scenarios (bench/src/chaos/, BENCHMARKS.md's reliability table): the release agent
+# SIGKILLed, its actors panicking, dockerd stopped and started, an engine 500 ms late, the API
+# server away, --root-dir's file system full and hostile HTTP clients, each with its pass
+# criteria; fails when one is missed. It stops and starts dockerd (every container on the engine
+# stops). CHAOS_QUICK=1 runs fewer pods and shorter outages; `make chaos-quick` does so on the
+# debug build `make test` made (CI); CHAOS_ONLY=kill,panic,engine,slow,api,disk,http picks.
+CHAOS_QUICK ?=
+CHAOS_ONLY ?=
+
+chaos: docker image
+	$(CARGO) build --release -p dockerlet -p dockerlet-bench
+	CHAOS_QUICK=$(CHAOS_QUICK) CHAOS_ONLY=$(CHAOS_ONLY) DOCKERLET_BIN=target/release/dockerlet \
+		target/release/dockerlet-bench chaos
+
+chaos-quick: docker image build
+	CHAOS_QUICK=1 CHAOS_ONLY=$(CHAOS_ONLY) DOCKERLET_BIN=$(BIN) target/debug/dockerlet-bench chaos
 
 # For humans: removes the containers of every dockerlet node on this engine (tests clean up
 # their own; this is for a `make run` that was killed, or a crashed test run).
