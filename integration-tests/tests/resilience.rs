@@ -95,16 +95,25 @@ fn sigterm_stops_the_agent_promptly_and_leaves_containers_running() {
 }
 
 /// Two agents on one engine run only their own pods and never touch each other's containers.
+/// Three agents on one engine, each of its own node name: each lists and manages only its own
+/// pods. One collects dead containers every second with none allowed (`--maximum-dead-containers
+/// 0`): another agent's dead instance stays; a container dying, and a pod deleted, on one node
+/// leave the other nodes' containers untouched.
 #[test]
-fn two_agents_on_one_engine_manage_only_their_own_pods() {
-    let (manifests_a, manifests_b) = (ManifestDir::new(), ManifestDir::new());
-    manifests_a.add_fixture("sleeper.yaml");
-    manifests_b.add_fixture("sleeper.yaml");
-    let a = Agent::start("two-agents-a", manifests_a.path(), &[]);
-    let b = Agent::start("two-agents-b", manifests_b.path(), &[]);
+fn three_agents_on_one_engine_manage_only_their_own_pods() {
+    let (manifests_a, manifests_b, manifests_c) = (ManifestDir::new(), ManifestDir::new(), ManifestDir::new());
+    for m in [&manifests_a, &manifests_b, &manifests_c] {
+        m.add_fixture("sleeper.yaml");
+    }
+    let gc = ["--container-gc-period", "1s", "--maximum-dead-containers", "0"];
+    let a = Agent::start("three-agents-a", manifests_a.path(), &gc);
+    let b = Agent::start("three-agents-b", manifests_b.path(), &[]);
+    let c = Agent::start("three-agents-c", manifests_c.path(), &[]);
     let pod_a = a.wait_for_running("sleeper");
     let pod_b = b.wait_for_running("sleeper");
+    let pod_c = c.wait_for_running("sleeper");
     assert_ne!(pod_a.uid(), pod_b.uid(), "the node name is part of the UID");
+    assert_ne!(pod_b.uid(), pod_c.uid(), "the node name is part of the UID");
 
     let only_own = |agent: &Agent| -> Result<(), String> {
         let names: Vec<String> = agent
@@ -118,11 +127,29 @@ fn two_agents_on_one_engine_manage_only_their_own_pods() {
         }
         Ok(())
     };
-    only_own(&a).unwrap();
-    only_own(&b).unwrap();
+    for agent in [&a, &b, &c] {
+        only_own(agent).unwrap();
+    }
     let b_before = snapshot(&b);
     assert_eq!(b_before.len(), 2, "b: sandbox and main: {b_before:?}");
     assert!(b.containers().iter().all(|c| c.pod_name() == b.pod_name("sleeper")));
+
+    // c's container dies: c restarts it and keeps the dead instance, which a's GC leaves alone.
+    let c_main = pod_c.container("main").and_then(|c| c.docker_id()).unwrap().to_string();
+    docker::kill(&c_main);
+    c.wait_for_pod("sleeper", "main restarted", CHANGE_TIMEOUT, |p| {
+        p.container("main")
+            .is_some_and(|c| c.restart_count == 1 && c.is_running())
+    });
+    holds_for("c's dead instance to stay", Duration::from_secs(5), || {
+        if c.containers().iter().any(|x| x.id == c_main) {
+            Ok(())
+        } else {
+            Err(format!("{c_main} was removed"))
+        }
+    });
+    only_own(&c).unwrap();
+    unchanged(&b, &b_before).unwrap();
 
     // a's container dies: a restarts it, b notices nothing.
     let a_main = pod_a.container("main").and_then(|c| c.docker_id()).unwrap().to_string();
