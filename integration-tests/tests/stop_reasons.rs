@@ -63,6 +63,20 @@ fn each_stop_is_logged_with_its_pod_and_reason() {
             &agent.pod_name("kept"),
         ],
     );
+    // And kubelet's SandboxChanged event about the pod, with the same words.
+    let object = agent.pod_object("kept");
+    wait_until("a SandboxChanged event", CHANGE_TIMEOUT, || {
+        let events = agent.events();
+        events
+            .iter()
+            .any(|e| {
+                e["reason"] == "SandboxChanged"
+                    && e["object"] == object.as_str()
+                    && e["message"] == "Pod sandbox changed, it will be killed and re-created."
+            })
+            .then_some(())
+            .ok_or_else(|| format!("{events:?}"))
+    });
 
     agent.wait_for_running("removed");
     manifests.remove("removed.yaml");

@@ -306,6 +306,14 @@ impl Executor<'_> {
         let grace = self
             .kill_grace
             .map_or_else(|| pod_grace(self.pod), |g| g.max(MIN_GRACE));
+        // kubelet's SyncPod records this when it creates a sandbox while the pod had one.
+        if actions.create_sandbox.is_some() && observed.iter().any(|c| c.role == ContainerRole::Sandbox) {
+            self.outcome.events.push(WorkerEvent::pod(
+                EventType::Normal,
+                "SandboxChanged",
+                "Pod sandbox changed, it will be killed and re-created.".to_string(),
+            ));
+        }
         if actions.kill_pod {
             let (events, notes) = (&mut self.outcome.events, &self.outcome.notes);
             let how = PodStop {
