@@ -13,29 +13,29 @@ pub fn configz(config: &AgentConfig) -> Value {
         "kubeletconfig": {
             "kind": "KubeletConfiguration",
             "apiVersion": "kubelet.config.k8s.io/v1beta1",
-            "staticPodPath": config.manifest_path,
+            "staticPodPath": config.file_source.path,
             "podLogsDir": config.pod_logs_dir,
             "containerLogMaxSize": config.container_logs.max_size,
             "containerLogMaxFiles": config.container_logs.max_files,
-            "syncFrequency": go_duration(config.sync_frequency),
-            "fileCheckFrequency": go_duration(config.file_check_frequency),
-            "port": config.port,
-            "readOnlyPort": config.read_only.map_or(0, |a| a.port()),
-            "healthzPort": config.healthz.map_or(0, |a| a.port()),
-            "healthzBindAddress": config.healthz.map(|a| a.ip().to_string()),
-            "podInfraContainerImage": config.sandbox_image,
-            "containerRuntimeEndpoint": config.runtime_endpoint,
+            "syncFrequency": go_duration(config.pod_sync.sync_frequency),
+            "fileCheckFrequency": go_duration(config.file_source.check_frequency),
+            "port": config.servers.port,
+            "readOnlyPort": config.servers.read_only.map_or(0, |a| a.port()),
+            "healthzPort": config.servers.healthz.map_or(0, |a| a.port()),
+            "healthzBindAddress": config.servers.healthz.map(|a| a.ip().to_string()),
+            "podInfraContainerImage": config.images.sandbox_image,
+            "containerRuntimeEndpoint": config.pod_sync.runtime_endpoint,
             "crashLoopBackOff": {
-                "maxContainerRestartPeriod": go_duration(config.backoff.max),
+                "maxContainerRestartPeriod": go_duration(config.pod_sync.backoff.max),
             },
-            "registerNode": config.register_node,
-            "kubeAPIQPS": config.kube_api_limits.0,
-            "kubeAPIBurst": config.kube_api_limits.1,
-            "nodeStatusUpdateFrequency": go_duration(config.node_status_update_frequency),
-            "nodeStatusReportFrequency": go_duration(config.node_status_report_frequency),
-            "nodeLeaseDurationSeconds": config.node_lease_duration_seconds,
-            "nodeStatusMaxImages": config.node_status_max_images,
-            "evictionPressureTransitionPeriod": go_duration(config.eviction_pressure_transition_period),
+            "registerNode": config.registration.register_node,
+            "kubeAPIQPS": config.cluster.kube_api_limits.0,
+            "kubeAPIBurst": config.cluster.kube_api_limits.1,
+            "nodeStatusUpdateFrequency": go_duration(config.registration.status_update_frequency),
+            "nodeStatusReportFrequency": go_duration(config.registration.status_report_frequency),
+            "nodeLeaseDurationSeconds": config.registration.lease_duration_seconds,
+            "nodeStatusMaxImages": config.registration.status_max_images,
+            "evictionPressureTransitionPeriod": go_duration(config.eviction.pressure_transition_period),
             "imageGCHighThresholdPercent": config.image_gc.policy.high_threshold_percent,
             "imageGCLowThresholdPercent": config.image_gc.policy.low_threshold_percent,
             "imageMinimumGCAge": go_duration(config.image_gc.policy.min_age),
@@ -43,10 +43,10 @@ pub fn configz(config: &AgentConfig) -> Value {
             "clusterDNS": config.dns.servers.iter().map(|ip| ip.to_string()).collect::<Vec<_>>(),
             "clusterDomain": config.dns.domain,
             "resolvConf": config.dns.resolv_conf.as_ref().map_or_else(String::new, |p| p.display().to_string()),
-            "seccompDefault": config.seccomp_default,
-            "allowedUnsafeSysctls": config.allowed_unsafe_sysctls,
-            "serializeImagePulls": config.image_pulls == ImagePullLimit::default(),
-            "maxParallelImagePulls": match config.image_pulls {
+            "seccompDefault": config.security.seccomp_default,
+            "allowedUnsafeSysctls": config.security.allowed_unsafe_sysctls,
+            "serializeImagePulls": config.images.pulls == ImagePullLimit::default(),
+            "maxParallelImagePulls": match config.images.pulls {
                 ImagePullLimit::Unlimited => None,
                 ImagePullLimit::AtOnce(n) => Some(n.get()),
             },
@@ -59,8 +59,8 @@ pub fn configz(config: &AgentConfig) -> Value {
         top["featureGates"] = json!(config.feature_gates);
     }
     // Whole numbers, as kubelet's int32 fields (the limits in effect).
-    top["eventRecordQPS"] = json!(config.event_limits.qps as i64);
-    top["eventBurst"] = json!(config.event_limits.burst as i64);
+    top["eventRecordQPS"] = json!(config.cluster.event_limits.qps as i64);
+    top["eventBurst"] = json!(config.cluster.event_limits.burst as i64);
     node_settings(top, &config.node);
     doc
 }

@@ -18,7 +18,7 @@ use crate::config::{AgentConfig, ReservedCgroup};
 /// and without it are set to kubelet's values (each change logged; a failure refuses to
 /// start, as kubelet's setupNode fails).
 pub fn check_kernel(config: &AgentConfig) -> anyhow::Result<()> {
-    let (proc_sys, swaps) = &config.proc_paths;
+    let (proc_sys, swaps) = &config.process.proc_paths;
     let swap =
         dockerlet_host::kernel::check_swap(swaps, config.node.fail_swap_on).context("--fail-swap-on (failSwapOn)")?;
     if !swap.is_empty() {
@@ -48,7 +48,7 @@ pub fn kubepods_limits(config: &AgentConfig, cpu_milli: i64, memory: i64) -> Pod
         true => config.reserved.get(name).copied().unwrap_or(0),
         false => 0,
     };
-    let pids = pid_max(&config.proc_paths.0).map(|max| (max - reserved("pid")).max(0));
+    let pids = pid_max(&config.process.proc_paths.0).map(|max| (max - reserved("pid")).max(0));
     dockerlet_pod::cgroup::kubepods_config(
         (cpu_milli - reserved("cpu")).max(0),
         (memory - reserved("memory")).max(0),

@@ -52,11 +52,11 @@ const RUNTIME_WAIT: Duration = Duration::from_secs(30);
 /// HTTP servers; then wait for SIGTERM or SIGINT and stop the servers (pods keep running).
 pub async fn run(mut config: AgentConfig) -> anyhow::Result<()> {
     // Held until the agent returns; with --exit-on-lock-contention, watched.
-    let lock = match &config.lock_file {
+    let lock = match &config.process.lock {
         Some(file) => Some(crate::node_lock::FileLock::acquire(&file.path).await?),
         None => None,
     };
-    let contention = match (&lock, &config.lock_file) {
+    let contention = match (&lock, &config.process.lock) {
         (Some(lock), Some(file)) if file.exit_on_contention => Some(lock.contention()?),
         _ => None,
     };
@@ -126,16 +126,17 @@ struct HostCgroups {
 /// `config.cgroups.driver`), the sandbox image, the node name's claim on the engine, the pod and
 /// system cgroups, in this order; any failure stops the start.
 async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
-    std::fs::create_dir_all(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
+    std::fs::create_dir_all(&config.process.root_dir)
+        .with_context(|| format!("--root-dir {}", config.process.root_dir.display()))?;
     // Docker bind mounts need an absolute host path.
-    let root_dir =
-        std::fs::canonicalize(&config.root_dir).with_context(|| format!("--root-dir {}", config.root_dir.display()))?;
+    let root_dir = std::fs::canonicalize(&config.process.root_dir)
+        .with_context(|| format!("--root-dir {}", config.process.root_dir.display()))?;
     crate::node_setup::check_kernel(config)?;
     let (runtime, engine_driver) = connect_runtime(config).await?;
     let sandbox_image = runtime
         .ensure_sandbox_image(
-            config.sandbox_image.as_deref(),
-            &sandbox_credentials(config.sandbox_image.as_deref(), &root_dir),
+            config.images.sandbox_image.as_deref(),
+            &sandbox_credentials(config.images.sandbox_image.as_deref(), &root_dir),
         )
         .await
         .context("--pod-infra-container-image: cannot provide the sandbox image")?;
@@ -158,7 +159,7 @@ async fn prepare_host(config: &mut AgentConfig) -> anyhow::Result<Host> {
         engine_driver,
         cgroups,
         sandbox_image,
-        host_ip: config.node_ip.unwrap_or_else(detect_node_ip).to_string(),
+        host_ip: config.registration.node_ip.unwrap_or_else(detect_node_ip).to_string(),
         network,
     })
 }
@@ -217,7 +218,7 @@ fn pod_network(settings: &NetworkSettings) -> Option<Arc<Cni>> {
 /// default log driver must write files; every container is then created with it and the
 /// rotation of `--container-log-max-size`/`--container-log-max-files`.
 async fn connect_runtime(config: &mut AgentConfig) -> anyhow::Result<(DockerRuntime, CgroupDriver)> {
-    let runtime = connect(&config.runtime_endpoint).await?;
+    let runtime = connect(&config.pod_sync.runtime_endpoint).await?;
     let docker_driver = runtime.cgroup_driver().await.context("docker info")?;
     config.cgroups.driver = Some(cgroup_driver(config.cgroups.driver, &docker_driver)?);
     let log_driver = file_log_driver(&runtime.logging_driver().await.context("docker info")?)?;
@@ -269,7 +270,7 @@ impl HostCgroups {
 /// on cgroup v2, which has no usage thresholds (`cgroup.event_control`) — kubelet disables the
 /// notifier there without a word.
 fn memcg_config(config: &AgentConfig, naming: &CgroupNaming) -> anyhow::Result<Option<MemcgConfig>> {
-    if !config.eviction_memcg_notification {
+    if !config.eviction.memcg_notification {
         return Ok(None);
     }
     let layout = dockerlet_host::cgroup::CgroupLayout::detect().context("kernelMemcgNotification")?;
@@ -297,10 +298,10 @@ fn memcg_config(config: &AgentConfig, naming: &CgroupNaming) -> anyhow::Result<O
 async fn connect_api(
     config: &AgentConfig,
 ) -> anyhow::Result<(Option<Arc<dyn KubeClient>>, Option<Arc<ClientCertificates>>)> {
-    let (qps, burst) = config.kube_api_limits;
+    let (qps, burst) = config.cluster.kube_api_limits;
     let node = &config.node_name;
-    let certs = &config.client_certificate;
-    Ok(match (&config.kubeconfig, &config.in_cluster) {
+    let certs = &config.cluster.client_certificate;
+    Ok(match (&config.cluster.kubeconfig, &config.cluster.in_cluster) {
         (Some(path), _) => {
             if let Some(bootstrap) = &certs.bootstrap_kubeconfig {
                 let made = load_client_cert(path, bootstrap, &certs.cert_dir, node)
@@ -336,15 +337,15 @@ async fn node_facts(config: &AgentConfig, host: &Host) -> crate::node::NodeFacts
     crate::node::NodeFacts {
         name: config.node_name.clone(),
         ip: host.host_ip.clone(),
-        labels: config.node_labels.clone(),
+        labels: config.registration.labels.clone(),
         cpus,
         memory_bytes: node_memory_bytes(),
         docker_version: host.runtime.version().await.unwrap_or_default(),
-        port: config.port,
+        port: config.servers.port,
         ephemeral_storage_bytes: FsStats::of(&host.root_dir).map(|f| f.capacity_bytes),
-        taints: config.taints.clone(),
+        taints: config.registration.taints.clone(),
         reserved: config.reserved.clone(),
-        eviction: config.eviction.hard.clone(),
+        eviction: config.eviction.settings.hard.clone(),
         max_pods: config.node.pods_capacity(cpus),
     }
 }
@@ -362,11 +363,11 @@ fn decide_mode(
             api,
             node: Box::new(NodeStatusConfig {
                 node: initial_node.clone(),
-                register: config.register_node,
-                update_frequency: config.node_status_update_frequency,
-                report_frequency: config.node_status_report_frequency,
-                lease_duration_seconds: config.node_lease_duration_seconds,
-                max_images: config.node_status_max_images,
+                register: config.registration.register_node,
+                update_frequency: config.registration.status_update_frequency,
+                report_frequency: config.registration.status_report_frequency,
+                lease_duration_seconds: config.registration.lease_duration_seconds,
+                max_images: config.registration.status_max_images,
                 network: network.cloned(),
                 conf_template: conf_template(&config.network),
             }),
@@ -395,10 +396,10 @@ async fn start_actors(
     let image_dir = host.runtime.root_dir().await.filter(|p| p.exists());
     let eviction = EvictionConfig {
         node_name: config.node_name.clone(),
-        thresholds: config.eviction.clone(),
-        transition_period: config.eviction_pressure_transition_period,
+        thresholds: config.eviction.settings.clone(),
+        transition_period: config.eviction.pressure_transition_period,
         // Observed as often as the node status is written, so each heartbeat reports a fresh one.
-        period: config.node_status_update_frequency,
+        period: config.registration.status_update_frequency,
         observe: EvictionConfig::observe_node(host.root_dir.clone(), image_dir.clone(), host.cgroups.pods.clone()),
         memcg: host.cgroups.memcg.clone(),
     };
@@ -421,22 +422,22 @@ async fn start_actors(
     let supervisor = Supervisor::start(
         SupervisorConfig {
             worker: Arc::new(worker),
-            manifest_path: config.manifest_path.clone(),
-            file_check_frequency: config.file_check_frequency,
+            manifest_path: config.file_source.path.clone(),
+            file_check_frequency: config.file_source.check_frequency,
             relist_period: EVENTED_RELIST_PERIOD,
-            fault_injection: config.fault_injection,
+            fault_injection: config.process.fault_injection,
             mode,
             manifest_url: config.manifest_url.clone(),
             eviction,
             image_gc,
             oom: Some(OomWatcherConfig {
-                kmsg_path: config.kmsg_path.clone(),
+                kmsg_path: config.process.kmsg_path.clone(),
                 checkpoint_dir: host.root_dir.join("oom_watcher"),
                 node_name: config.node_name.clone(),
             }),
             stats: Some(stats),
             system_cgroups: host.cgroups.system.clone(),
-            events: config.event_limits,
+            events: config.cluster.event_limits,
             health: health.clone(),
             node: Arc::new(initial_node),
             node_shutdown: (!config.shutdown_groups.is_empty()).then(|| NodeShutdownConfig {
@@ -512,7 +513,7 @@ fn stats_config(config: &AgentConfig, host: &Host, image_dir: Option<PathBuf>) -
             },
             engine_cgroup_driver: host.engine_driver,
         },
-        interval: config.housekeeping_interval,
+        interval: config.pod_sync.housekeeping_interval,
     }
 }
 
@@ -529,9 +530,9 @@ async fn worker_config(
         node_name: config.node_name.clone(),
         host_ip: host.host_ip.clone(),
         sandbox_image: host.sandbox_image.clone(),
-        backoff: config.backoff,
+        backoff: config.pod_sync.backoff,
         container_gc: config.container_gc.policy,
-        sync_frequency: config.sync_frequency,
+        sync_frequency: config.pod_sync.sync_frequency,
         node_memory_bytes: node_memory_bytes(),
         allocatable: crate::node::allocatable(facts),
         min_oom_score_adj: protect_from_oom_killer(),
@@ -540,15 +541,15 @@ async fn worker_config(
         log_links: log_links(&host.runtime, &config.pod_logs_dir, image_dir.as_deref()).await,
         dns: config.dns.clone(),
         security: SecurityConfig {
-            seccomp_default: config.seccomp_default,
-            allowed_unsafe_sysctls: config.allowed_unsafe_sysctls.clone(),
+            seccomp_default: config.security.seccomp_default,
+            allowed_unsafe_sysctls: config.security.allowed_unsafe_sysctls.clone(),
             apparmor_enabled: dockerlet_host::security::apparmor_enabled(),
         },
         metrics: metrics.clone(),
         cgroup_naming: host.cgroups.naming.clone(),
         single_process_oom_kill: config.cgroups.single_process_oom_kill,
         cgroups: host.cgroups.pods.clone(),
-        image_pulls: config.image_pulls,
+        image_pulls: config.images.pulls,
         cpu_cfs_quota: config.node.cpu_cfs_quota,
         network: host.network.clone(),
     }
@@ -570,15 +571,15 @@ async fn start_http(
         health: actors.health,
         debug: supervisor.clone().recipient(),
         stats: supervisor.clone().recipient(),
-        faults: config.fault_injection.then(|| supervisor.clone().recipient()),
+        faults: config.process.fault_injection.then(|| supervisor.clone().recipient()),
         metrics: actors.metrics,
         logs_port: None,
     };
     let mut servers = Vec::new();
-    if let Some(addr) = config.healthz {
+    if let Some(addr) = config.servers.healthz {
         servers.push(dockerlet_http::serve("healthz", addr, handles.clone(), dockerlet_http::healthz::configure)?.0);
     }
-    if let Some(addr) = config.read_only {
+    if let Some(addr) = config.servers.read_only {
         servers
             .push(dockerlet_http::serve("read-only", addr, handles.clone(), dockerlet_http::read_only::configure)?.0);
     }
@@ -587,7 +588,7 @@ async fn start_http(
         handles.logs_port = Some(bound.port());
         servers.push(server);
     }
-    servers.push(dockerlet_http::serve("debug", config.debug, handles, dockerlet_http::debug::configure)?.0);
+    servers.push(dockerlet_http::serve("debug", config.servers.debug, handles, dockerlet_http::debug::configure)?.0);
     let stoppers = servers.iter().map(|s| s.handle()).collect();
     for server in servers {
         actix::spawn(server);

@@ -11,7 +11,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The API server connection's settings.
-pub(super) struct Cluster {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Cluster {
     /// `--kubeconfig`: API-server mode when set.
     pub kubeconfig: Option<PathBuf>,
     /// `--in-cluster`: API-server mode with the service account in this directory.

@@ -16,7 +16,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The eviction settings.
-pub(super) struct Eviction {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Eviction {
     /// Every threshold and its settings.
     pub settings: EvictionSettings,
     /// `--eviction-pressure-transition-period`.

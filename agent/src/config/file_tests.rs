@@ -126,18 +126,18 @@ fn zero_values_mean_kubelets_defaults() {
         "fileCheckFrequency: 0s\nsyncFrequency: 0s\nhttpCheckFrequency: 0s\nnodeStatusUpdateFrequency: 0s\nnodeStatusReportFrequency: 0s\nevictionPressureTransitionPeriod: 0s\nstreamingConnectionIdleTimeout: 0s\nnodeLeaseDurationSeconds: 0\nport: 0\naddress: \"\"\nhealthzBindAddress: \"\"\ncontainerRuntimeEndpoint: \"\"\neventBurst: 0\nkubeAPIBurst: 0\ncgroupDriver: \"\"\npodLogsDir: \"\"\npodPidsLimit: -5\nauthorization:\n  mode: AlwaysAllow\n",
         &[],
     );
-    assert_eq!(c.file_check_frequency, Duration::from_secs(20));
-    assert_eq!(c.sync_frequency, Duration::from_secs(60));
-    assert_eq!(c.node_status_update_frequency, Duration::from_secs(10));
-    assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
-    assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(300));
-    assert_eq!(c.node_lease_duration_seconds, 40);
-    assert_eq!(c.port, 10250);
-    assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
-    assert_eq!(c.event_limits.burst, EventLimits::default().burst);
-    assert_eq!(c.kube_api_limits.1, 100);
+    assert_eq!(c.file_source.check_frequency, Duration::from_secs(20));
+    assert_eq!(c.pod_sync.sync_frequency, Duration::from_secs(60));
+    assert_eq!(c.registration.status_update_frequency, Duration::from_secs(10));
+    assert_eq!(c.registration.status_report_frequency, Duration::from_secs(300));
+    assert_eq!(c.eviction.pressure_transition_period, Duration::from_secs(300));
+    assert_eq!(c.registration.lease_duration_seconds, 40);
+    assert_eq!(c.servers.port, 10250);
+    assert_eq!(c.pod_sync.runtime_endpoint, "unix:///var/run/docker.sock");
+    assert_eq!(c.cluster.event_limits.burst, EventLimits::default().burst);
+    assert_eq!(c.cluster.kube_api_limits.1, 100);
     // kubeAPIQPS is a pointer: 0 stays 0, which client-go takes as its 5 per second.
-    assert_eq!(accepted("kubeAPIQPS: 0\n", &[]).kube_api_limits.0, 5.0);
+    assert_eq!(accepted("kubeAPIQPS: 0\n", &[]).cluster.kube_api_limits.0, 5.0);
     assert!(refusal("kubeAPIQPS: -1\n", &[]).contains("--kube-api-qps: -1 must not be a negative number"));
     assert_eq!(c.cgroups.driver, None);
     assert_eq!(c.cgroups.pod_pids_limit, -1);
@@ -145,10 +145,10 @@ fn zero_values_mean_kubelets_defaults() {
     let api = c.kubelet_api.expect("port 0 in the file is kubelet's 10250");
     assert_eq!(api.address.port(), 10250);
     assert_eq!(api.stream_idle_timeout, Some(STREAMING_CONNECTION_IDLE_TIMEOUT));
-    assert_eq!(c.healthz.unwrap().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
+    assert_eq!(c.servers.healthz.unwrap().ip(), IpAddr::V4(Ipv4Addr::LOCALHOST));
     // An explicit update frequency still sets the report frequency, as kubelet.
     let c = accepted("nodeStatusUpdateFrequency: 4s\nnodeStatusReportFrequency: 0s\n", &[]);
-    assert_eq!(c.node_status_report_frequency, Duration::from_secs(4));
+    assert_eq!(c.registration.status_report_frequency, Duration::from_secs(4));
     // With an API server, zero webhook TTLs are kubelet's 2 m, 5 m and 30 s.
     let api = accepted(
         "authentication:\n  webhook:\n    enabled: true\n    cacheTTL: 0s\nauthorization:\n  mode: Webhook\n  webhook:\n    cacheAuthorizedTTL: 0s\n    cacheUnauthorizedTTL: 0s\n",
@@ -211,7 +211,7 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
     let d = drop_ins.to_str().unwrap();
     let c = build(&cli(&["--config", &main, "--config-dir", d]), host).unwrap();
     assert_eq!(
-        c.sync_frequency,
+        c.pod_sync.sync_frequency,
         Duration::from_secs(50),
         "20-sub/x.conf is after 10-a.conf"
     );
@@ -224,7 +224,7 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
     assert!(!api.anonymous, "30-b.conf turned anonymous off");
     assert_eq!(api.tls.client_ca_file, Some("/ca".into()), "mappings merge");
     // A drop-in's null undoes an earlier drop-in's value: the file's, else the default.
-    assert_eq!(c.file_check_frequency, Duration::from_secs(7));
+    assert_eq!(c.file_source.check_frequency, Duration::from_secs(7));
     assert_eq!(c.manifest_url, None);
     let c2 = build(
         &cli(&["--config", &main, "--config-dir", d, "--manifest-url", "http://x/"]),
@@ -237,10 +237,10 @@ fn config_dir_drop_ins_merge_in_lexical_order() {
         host,
     )
     .unwrap();
-    assert_eq!(c.sync_frequency, Duration::from_secs(5), "flags win");
+    assert_eq!(c.pod_sync.sync_frequency, Duration::from_secs(5), "flags win");
     // Without --config the drop-ins alone.
     let c = build(&cli(&["--config-dir", d]), host).unwrap();
-    assert_eq!(c.sync_frequency, Duration::from_secs(50));
+    assert_eq!(c.pod_sync.sync_frequency, Duration::from_secs(50));
     // A drop-in's error names it.
     write("40-bad.conf", "syncFrequncy: 1s\n");
     let err = build(&cli(&["--config", &main, "--config-dir", d]), host)
@@ -359,30 +359,37 @@ volumeStatsAggPeriod: 0s
 #[test]
 fn kubeadm_config_parses_and_means_what_it_says() {
     let c = accepted(KUBEADM, &["--kubeconfig", "/etc/kubernetes/kubelet.conf"]);
-    assert!(c.client_certificate.rotate);
-    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/var/lib/dockerlet/pki"));
+    assert!(c.cluster.client_certificate.rotate);
+    assert_eq!(
+        c.cluster.client_certificate.cert_dir,
+        PathBuf::from("/var/lib/dockerlet/pki")
+    );
     let c = accepted(
         &KUBEADM.replace("rotateCertificates: true", "rotateCertificates: false"),
         &["--kubeconfig", "/etc/kubernetes/kubelet.conf"],
     );
-    assert!(!c.client_certificate.rotate);
-    assert_eq!(c.manifest_path, Some(PathBuf::from("/etc/kubernetes/manifests")));
+    assert!(!c.cluster.client_certificate.rotate);
+    assert_eq!(c.file_source.path, Some(PathBuf::from("/etc/kubernetes/manifests")));
     assert_eq!(c.cgroups.driver, Some(dockerlet_pod::cgroup::CgroupDriver::Systemd));
     assert_eq!(c.dns.servers, vec!["10.96.0.10".parse::<IpAddr>().unwrap()]);
     assert_eq!(c.dns.domain, "cluster.local");
-    assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
-    assert_eq!(c.healthz, Some("127.0.0.1:10248".parse().unwrap()));
-    assert_eq!(c.read_only, None, "a config file's read-only port is 0");
+    assert_eq!(c.pod_sync.runtime_endpoint, "unix:///var/run/docker.sock");
+    assert_eq!(c.servers.healthz, Some("127.0.0.1:10248".parse().unwrap()));
+    assert_eq!(c.servers.read_only, None, "a config file's read-only port is 0");
     assert_eq!(
-        (c.file_check_frequency, c.sync_frequency, c.node_status_update_frequency),
+        (
+            c.file_source.check_frequency,
+            c.pod_sync.sync_frequency,
+            c.registration.status_update_frequency
+        ),
         (
             Duration::from_secs(20),
             Duration::from_secs(60),
             Duration::from_secs(10)
         )
     );
-    assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
-    assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(300));
+    assert_eq!(c.registration.status_report_frequency, Duration::from_secs(300));
+    assert_eq!(c.eviction.pressure_transition_period, Duration::from_secs(300));
     let api = c.kubelet_api.unwrap();
     assert_eq!(api.address, "0.0.0.0:10250".parse().unwrap());
     assert!(!api.anonymous);

@@ -11,7 +11,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The images' settings.
-pub(super) struct Images {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Images {
     /// `--pod-infra-container-image`; none for the built-in one.
     pub sandbox_image: Option<String>,
     /// `--serialize-image-pulls` and `--max-parallel-image-pulls`.

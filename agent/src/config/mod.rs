@@ -18,21 +18,16 @@
 //! - [`process`]: the agent's own command-line-only settings.
 //!
 //! A new subsystem adds a slice file here: a `pub(super) fn resolve(cli, file) -> Result<Slice,
-//! ConfigError>` that names the flag or key in each refusal, a field of [`AgentConfig`], one line
+//! ConfigError>` that names the flag or key in each refusal, its slice as a field of
+//! [`AgentConfig`], one line
 //! in [`build`], its keys in `file.rs`/`kubelet_fields.rs`, and its part of `/configz`
 //! (`crate::configz`).
 
 use std::collections::BTreeMap;
-use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use std::time::Duration;
 
-use dockerlet_actors::{HttpSourceConfig, ImagePullLimit};
-use dockerlet_host::thresholds::EvictionSettings;
-use dockerlet_kube::recorder::EventLimits;
-use dockerlet_pod::backoff::BackoffConfig;
+use dockerlet_actors::HttpSourceConfig;
 use dockerlet_pod::dns::ClusterDns;
-use k8s_openapi::api::core::v1::Taint;
 
 use crate::cli::Cli;
 
@@ -61,15 +56,28 @@ mod sources;
 mod values;
 
 pub use cgroups::CgroupConfig;
+pub use cluster::Cluster;
 pub use container_gc::ContainerGc;
+pub use eviction::Eviction;
 pub use image_gc::ImageGcSettings;
+pub use images::Images;
 pub use kubelet_api::KubeletApiConfig;
 pub use logs::ContainerLogs;
 pub use network::{NetworkPlugin, NetworkSettings};
+pub use node::Registration;
 pub use node_settings::{NodeSettings, ReservedCgroup};
-pub use process::LockFile;
+pub use pod_sync::PodSync;
+pub use process::Process;
+pub use security::Security;
+pub use servers::Servers;
+pub use sources::FileSource;
 
 // What the tests name through `use super::*`.
+#[cfg(test)]
+use {
+    dockerlet_actors::ImagePullLimit, dockerlet_kube::recorder::EventLimits, dockerlet_pod::backoff::BackoffConfig,
+    std::net::IpAddr, std::time::Duration,
+};
 #[cfg(test)]
 use {
     dockerlet_host::signals::Thresholds, dockerlet_http::kubelet_api::auth::AuthorizationMode,
@@ -77,15 +85,52 @@ use {
     kubelet_api::STREAMING_CONNECTION_IDLE_TIMEOUT, std::net::Ipv4Addr,
 };
 
-/// The settings the agent runs with.
+/// The settings the agent runs with, one struct a subsystem (each resolved by the module of
+/// the same name).
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
     /// Node name (lowercase).
     pub node_name: String,
-    /// State directory.
-    pub root_dir: PathBuf,
-    /// `--lock-file` (with `--exit-on-lock-contention`).
-    pub lock_file: Option<LockFile>,
+    /// `--root-dir`, `-v`, `--lock-file`, fault injection and the kernel paths read.
+    pub process: Process,
+    /// `--node-ip`, `--register-node`, `--node-labels`, `--register-with-taints` and the node
+    /// status and lease periods.
+    pub registration: Registration,
+    /// The HTTP servers' addresses (read-only, healthz, debug, `--port`).
+    pub servers: Servers,
+    /// The kubelet API server on `--address:--port`; none with `--port 0`.
+    pub kubelet_api: Option<KubeletApiConfig>,
+    /// `--pod-manifest-path` and `--file-check-frequency`.
+    pub file_source: FileSource,
+    /// `--manifest-url`, its headers and poll period.
+    pub manifest_url: Option<HttpSourceConfig>,
+    /// The pod workers' resync, crash-loop back-off, housekeeping and the runtime endpoint.
+    pub pod_sync: PodSync,
+    /// `--kubeconfig`, `--in-cluster` (API-server mode when either is set), the client
+    /// certificate, the API and event rate limits.
+    pub cluster: Cluster,
+    /// `--eviction-hard`, `--eviction-soft` (with `--eviction-soft-grace-period`),
+    /// `--eviction-max-pod-grace-period`, `--eviction-minimum-reclaim`, the pressure
+    /// transition period and `kernelMemcgNotification`.
+    pub eviction: Eviction,
+    /// `--seccomp-default`, `--allowed-unsafe-sysctls`.
+    pub security: Security,
+    /// The sandbox image and the image pull limits.
+    pub images: Images,
+    /// `--image-gc-high-threshold`, `--image-gc-low-threshold`, `--minimum-image-ttl-duration`,
+    /// `imageMaximumGCAge`, `--image-gc-period`.
+    pub image_gc: ImageGcSettings,
+    /// `--kube-reserved` plus `--system-reserved`: cpu in millicores, the rest in units.
+    pub reserved: BTreeMap<String, i64>,
+    /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*`,
+    /// `enforceNodeAllocatable` and the reserved cgroups.
+    pub node: NodeSettings,
+    /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
+    pub dns: ClusterDns,
+    /// `--cgroup-root`, `--cgroups-per-qos`, `--cgroup-driver`, `--pod-max-pids`.
+    pub cgroups: CgroupConfig,
+    /// The pod network.
+    pub network: NetworkSettings,
     /// `--pod-logs-dir` (`podLogsDir`): the CRI log paths, linked to Docker's json-file logs.
     pub pod_logs_dir: PathBuf,
     /// `--container-log-max-size` and `--container-log-max-files`: Docker's rotation of each
@@ -94,98 +139,8 @@ pub struct AgentConfig {
     /// `--minimum-container-ttl-duration`, `--maximum-dead-containers-per-container`,
     /// `--maximum-dead-containers`: what container GC keeps, and how often it runs.
     pub container_gc: ContainerGc,
-    /// Static pod path.
-    pub manifest_path: Option<PathBuf>,
-    /// Read-only API address; none when disabled.
-    pub read_only: Option<SocketAddr>,
-    /// Healthz address; none when disabled.
-    pub healthz: Option<SocketAddr>,
-    /// Debug endpoint address.
-    pub debug: SocketAddr,
-    /// Manifest re-list period.
-    pub file_check_frequency: Duration,
-    /// Pod resync period.
-    pub sync_frequency: Duration,
-    /// Statistics housekeeping period (`--housekeeping-interval`, a command-line flag only, as
-    /// kubelet's).
-    pub housekeeping_interval: Duration,
-    /// Sandbox image; none for the built-in one.
-    pub sandbox_image: Option<String>,
-    /// Docker endpoint.
-    pub runtime_endpoint: String,
-    /// CrashLoopBackOff.
-    pub backoff: BackoffConfig,
-    /// Node IP, when given.
-    pub node_ip: Option<IpAddr>,
-    /// Fault injection hook enabled.
-    pub fault_injection: bool,
-    /// The kernel log of the OOM watcher (`/dev/kmsg`; hidden `--kmsg-path` for tests).
-    pub kmsg_path: PathBuf,
-    /// Log verbosity.
-    pub verbosity: u8,
-    /// `--manifest-url`, its headers and poll period.
-    pub manifest_url: Option<HttpSourceConfig>,
-    /// `--kubeconfig`: API-server mode when set.
-    pub kubeconfig: Option<PathBuf>,
-    /// `--in-cluster`: API-server mode with the service account in this directory.
-    pub in_cluster: Option<PathBuf>,
-    /// `--bootstrap-kubeconfig`, `rotateCertificates`, `--cert-dir`: the node's client
-    /// certificate.
-    pub client_certificate: cluster::ClientCertificate,
-    /// `kubeAPIQPS` and `kubeAPIBurst`.
-    pub kube_api_limits: (f64, u32),
-    /// `eventRecordQPS` and `eventBurst`.
-    pub event_limits: EventLimits,
-    /// `--register-node`.
-    pub register_node: bool,
-    /// `--node-labels`.
-    pub node_labels: BTreeMap<String, String>,
-    /// `nodeStatusUpdateFrequency`.
-    pub node_status_update_frequency: Duration,
-    /// `nodeLeaseDurationSeconds`.
-    pub node_lease_duration_seconds: i32,
-    /// `--node-status-max-images` (`nodeStatusMaxImages`): images named in `status.images`.
-    pub node_status_max_images: i64,
-    /// `--port` (advertised in the Node's daemon endpoints).
-    pub port: u16,
-    /// The kubelet API server on `--address:--port`; none with `--port 0`.
-    pub kubelet_api: Option<KubeletApiConfig>,
-    /// `nodeStatusReportFrequency`: longest time between two status writes with no change.
-    pub node_status_report_frequency: Duration,
-    /// `--register-with-taints`.
-    pub taints: Vec<Taint>,
-    /// `--kube-reserved` plus `--system-reserved`: cpu in millicores, the rest in units.
-    pub reserved: BTreeMap<String, i64>,
-    /// `--eviction-hard`, `--eviction-soft` (with `--eviction-soft-grace-period`),
-    /// `--eviction-max-pod-grace-period`, `--eviction-minimum-reclaim`.
-    pub eviction: EvictionSettings,
-    /// `--eviction-pressure-transition-period`.
-    pub eviction_pressure_transition_period: Duration,
-    /// `kernelMemcgNotification`: cgroup v1 memory thresholds wake the eviction manager.
-    pub eviction_memcg_notification: bool,
-    /// `--cluster-dns`, `--cluster-domain`, `--resolv-conf`.
-    pub dns: ClusterDns,
-    /// `--seccomp-default`: unset seccomp profiles mean RuntimeDefault.
-    pub seccomp_default: bool,
-    /// `--allowed-unsafe-sysctls`.
-    pub allowed_unsafe_sysctls: Vec<String>,
-    /// `--cgroup-root`, `--cgroups-per-qos`, `--cgroup-driver`, `--pod-max-pids`.
-    pub cgroups: CgroupConfig,
-    /// `--serialize-image-pulls` and `--max-parallel-image-pulls`.
-    pub image_pulls: ImagePullLimit,
-    /// `--image-gc-high-threshold`, `--image-gc-low-threshold`, `--minimum-image-ttl-duration`,
-    /// `imageMaximumGCAge`, `--image-gc-period`.
-    pub image_gc: ImageGcSettings,
-    /// The pod network.
-    pub network: NetworkSettings,
     /// Graceful node shutdown's priority groups (`shutdownGracePeriod…`); empty: none.
     pub shutdown_groups: Vec<dockerlet_pod::shutdown::ShutdownGroup>,
-    /// `maxPods`, `podsPerCore`, `failSwapOn`, `protectKernelDefaults`, `cpuCFSQuota*`,
-    /// `enforceNodeAllocatable` and the reserved cgroups.
-    pub node: NodeSettings,
-    /// Where the kernel tunables and swaps are read (`/proc/sys`, `/proc/swaps`; hidden flags
-    /// for tests).
-    pub proc_paths: (PathBuf, PathBuf),
     /// `featureGates` merged with `--feature-gates`: known gates, with values dockerlet has.
     pub feature_gates: BTreeMap<String, bool>,
 }
@@ -259,55 +214,31 @@ pub fn build(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<AgentConfig
     let network = network::resolve(cli, &file, &node_name)?;
     Ok(AgentConfig {
         node_name,
-        node_ip: registration.node_ip,
-        register_node: registration.register_node,
-        node_labels: registration.labels,
-        node_status_update_frequency: registration.status_update_frequency,
-        node_status_report_frequency: registration.status_report_frequency,
-        node_lease_duration_seconds: registration.lease_duration_seconds,
-        node_status_max_images: registration.status_max_images,
-        taints: registration.taints,
-        port: servers.port,
-        read_only: servers.read_only,
-        healthz: servers.healthz,
-        debug: servers.debug,
+        process,
+        registration,
+        servers,
         kubelet_api,
-        manifest_path: file_source.path,
-        file_check_frequency: file_source.check_frequency,
+        file_source,
         manifest_url,
-        housekeeping_interval: pod_sync.housekeeping_interval,
-        sync_frequency: pod_sync.sync_frequency,
-        backoff: pod_sync.backoff,
-        runtime_endpoint: pod_sync.runtime_endpoint,
+        pod_sync,
+        cluster,
+        eviction: Eviction {
+            settings: eviction_settings,
+            ..eviction
+        },
+        security,
+        images,
+        image_gc,
         reserved: reserved.total,
         node: node_settings,
-        eviction: eviction_settings,
-        eviction_pressure_transition_period: eviction.pressure_transition_period,
-        eviction_memcg_notification: eviction.memcg_notification,
-        kubeconfig: cluster.kubeconfig,
-        in_cluster: cluster.in_cluster,
-        client_certificate: cluster.client_certificate,
-        kube_api_limits: cluster.kube_api_limits,
-        event_limits: cluster.event_limits,
         dns,
-        seccomp_default: security.seccomp_default,
-        allowed_unsafe_sysctls: security.allowed_unsafe_sysctls,
         cgroups,
-        sandbox_image: images.sandbox_image,
-        image_pulls: images.pulls,
-        image_gc,
         network,
         pod_logs_dir: logs::pods_dir(cli, &file),
         container_logs,
         container_gc,
         shutdown_groups,
         feature_gates,
-        root_dir: process.root_dir,
-        verbosity: process.verbosity,
-        lock_file: process.lock,
-        fault_injection: process.fault_injection,
-        kmsg_path: process.kmsg_path,
-        proc_paths: process.proc_paths,
     })
 }
 

@@ -38,7 +38,8 @@ pub(super) fn name(cli: &Cli, hostname: impl FnOnce() -> String) -> Result<Strin
 }
 
 /// How the node registers and reports.
-pub(super) struct Registration {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Registration {
     /// `--node-ip`, when given.
     pub node_ip: Option<IpAddr>,
     /// `--register-node`.

@@ -11,7 +11,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The pod workers' periods and runtime.
-pub(super) struct PodSync {
+#[derive(Debug, Clone, PartialEq)]
+pub struct PodSync {
     /// Statistics housekeeping period (`--housekeeping-interval`, a command-line flag only, as
     /// kubelet's).
     pub housekeeping_interval: Duration,

@@ -8,7 +8,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The agent process's settings.
-pub(super) struct Process {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Process {
     /// `--root-dir`: the state directory.
     pub root_dir: PathBuf,
     /// `-v`: log verbosity.

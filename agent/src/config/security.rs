@@ -6,7 +6,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The pods' security defaults.
-pub(super) struct Security {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Security {
     /// `--seccomp-default`: unset seccomp profiles mean RuntimeDefault.
     pub seccomp_default: bool,
     /// `--allowed-unsafe-sysctls`: namespaced patterns only (kubelet's check).

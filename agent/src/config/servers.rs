@@ -8,7 +8,8 @@ use super::file::FileSettings;
 use crate::cli::Cli;
 
 /// The listening addresses.
-pub(super) struct Servers {
+#[derive(Debug, Clone, PartialEq)]
+pub struct Servers {
     /// `--address`: the kubelet API's and the read-only API's address.
     pub address: IpAddr,
     /// `--port` (advertised in the Node's daemon endpoints).

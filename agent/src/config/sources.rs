@@ -12,7 +12,8 @@ use super::{invalid, ConfigError};
 use crate::cli::Cli;
 
 /// The static pod directory.
-pub(super) struct FileSource {
+#[derive(Debug, Clone, PartialEq)]
+pub struct FileSource {
     /// `--pod-manifest-path`; none when not given (or empty).
     pub path: Option<PathBuf>,
     /// `--file-check-frequency`: the directory's re-list period.

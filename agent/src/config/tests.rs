@@ -15,11 +15,11 @@ fn host() -> String {
 #[test]
 fn housekeeping_interval_is_kubelets_flag() {
     assert_eq!(
-        build(&cli(&[]), host).unwrap().housekeeping_interval,
+        build(&cli(&[]), host).unwrap().pod_sync.housekeeping_interval,
         Duration::from_secs(10)
     );
     let c = build(&cli(&["--housekeeping-interval", "2s"]), host).unwrap();
-    assert_eq!(c.housekeeping_interval, Duration::from_secs(2));
+    assert_eq!(c.pod_sync.housekeeping_interval, Duration::from_secs(2));
     let err = build(&cli(&["--housekeeping-interval", "0s"]), host)
         .unwrap_err()
         .to_string();
@@ -31,12 +31,12 @@ fn housekeeping_interval_is_kubelets_flag() {
 fn defaults_match_kubelet_flag_defaults() {
     let c = build(&cli(&[]), host).unwrap();
     assert_eq!(c.node_name, "my-host");
-    assert_eq!(c.read_only, Some("0.0.0.0:10255".parse().unwrap()));
-    assert_eq!(c.healthz, Some("127.0.0.1:10248".parse().unwrap()));
-    assert_eq!(c.debug, "127.0.0.1:10265".parse().unwrap());
-    assert_eq!(c.file_check_frequency, Duration::from_secs(20));
-    assert_eq!(c.backoff, BackoffConfig::default());
-    assert_eq!(c.runtime_endpoint, "unix:///var/run/docker.sock");
+    assert_eq!(c.servers.read_only, Some("0.0.0.0:10255".parse().unwrap()));
+    assert_eq!(c.servers.healthz, Some("127.0.0.1:10248".parse().unwrap()));
+    assert_eq!(c.servers.debug, "127.0.0.1:10265".parse().unwrap());
+    assert_eq!(c.file_source.check_frequency, Duration::from_secs(20));
+    assert_eq!(c.pod_sync.backoff, BackoffConfig::default());
+    assert_eq!(c.pod_sync.runtime_endpoint, "unix:///var/run/docker.sock");
 }
 
 /// The config file sets values, flags override it, and unknown kubelet keys are ignored.
@@ -51,25 +51,25 @@ fn flags_override_the_config_file() {
     .unwrap();
     let p = path.to_str().unwrap();
     let c = build(&cli(&["--config", p]), host).unwrap();
-    assert_eq!(c.manifest_path, Some(PathBuf::from("/etc/pods")));
-    assert_eq!(c.read_only.unwrap().port(), 10266);
-    assert_eq!(c.healthz, None);
-    assert_eq!(c.file_check_frequency, Duration::from_secs(90));
-    assert_eq!(c.backoff.max, Duration::from_secs(60));
+    assert_eq!(c.file_source.path, Some(PathBuf::from("/etc/pods")));
+    assert_eq!(c.servers.read_only.unwrap().port(), 10266);
+    assert_eq!(c.servers.healthz, None);
+    assert_eq!(c.file_source.check_frequency, Duration::from_secs(90));
+    assert_eq!(c.pod_sync.backoff.max, Duration::from_secs(60));
     let c = build(
         &cli(&["--config", p, "--read-only-port", "1234", "--pod-manifest-path", "/x"]),
         host,
     )
     .unwrap();
-    assert_eq!(c.read_only.unwrap().port(), 1234);
-    assert_eq!(c.manifest_path, Some(PathBuf::from("/x")));
+    assert_eq!(c.servers.read_only.unwrap().port(), 1234);
+    assert_eq!(c.file_source.path, Some(PathBuf::from("/x")));
 }
 
 /// `--event-qps` and `--event-burst` (file: `eventRecordQPS`, `eventBurst`): kubelet's 50 and
 /// 100 by default, client-go's 5 and 10 for 0, a negative number refused naming the flag.
 #[test]
 fn event_limits_as_kubelets_event_client() {
-    let limits = |args: &[&str]| build(&cli(args), host).map(|c| c.event_limits);
+    let limits = |args: &[&str]| build(&cli(args), host).map(|c| c.cluster.event_limits);
     let pair = |qps: f64, burst: f64| EventLimits { qps, burst };
     assert_eq!(limits(&[]).unwrap(), pair(50.0, 100.0));
     assert_eq!(
@@ -105,7 +105,7 @@ fn event_limits_as_kubelets_event_client() {
 #[test]
 fn image_pull_limits_as_kubelet_defaults_and_validates_them() {
     let at_once = |n: usize| ImagePullLimit::AtOnce(std::num::NonZeroUsize::new(n).unwrap());
-    let limit = |args: &[&str]| build(&cli(args), host).map(|c| c.image_pulls);
+    let limit = |args: &[&str]| build(&cli(args), host).map(|c| c.images.pulls);
     assert_eq!(limit(&[]).unwrap(), at_once(1));
     assert_eq!(
         limit(&["--serialize-image-pulls=false"]).unwrap(),
@@ -375,14 +375,14 @@ fn cgroup_settings_parse() {
 #[test]
 fn security_settings_parse() {
     let c = build(&cli(&[]), host).unwrap();
-    assert!(!c.seccomp_default && c.allowed_unsafe_sysctls.is_empty());
+    assert!(!c.security.seccomp_default && c.security.allowed_unsafe_sysctls.is_empty());
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
     std::fs::write(&path, "seccompDefault: true\nallowedUnsafeSysctls: [\"kernel.msg*\"]\n").unwrap();
     let p = path.to_str().unwrap();
     let c = build(&cli(&["--config", p]), host).unwrap();
-    assert!(c.seccomp_default);
-    assert_eq!(c.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
+    assert!(c.security.seccomp_default);
+    assert_eq!(c.security.allowed_unsafe_sysctls, vec!["kernel.msg*"]);
     let c = build(
         &cli(&[
             "--config",
@@ -394,9 +394,14 @@ fn security_settings_parse() {
         host,
     )
     .unwrap();
-    assert!(!c.seccomp_default);
-    assert_eq!(c.allowed_unsafe_sysctls, vec!["net.*", "kernel.sem"]);
-    assert!(build(&cli(&["--seccomp-default"]), host).unwrap().seccomp_default);
+    assert!(!c.security.seccomp_default);
+    assert_eq!(c.security.allowed_unsafe_sysctls, vec!["net.*", "kernel.sem"]);
+    assert!(
+        build(&cli(&["--seccomp-default"]), host)
+            .unwrap()
+            .security
+            .seccomp_default
+    );
     let err = build(&cli(&["--allowed-unsafe-sysctls", "vm.swappiness"]), host)
         .unwrap_err()
         .to_string();
@@ -488,7 +493,7 @@ fn dns_settings_parse() {
 #[test]
 fn node_allocatable_settings_parse() {
     let c = build(&cli(&[]), host).unwrap();
-    assert!(c.taints.is_empty() && c.reserved.is_empty());
+    assert!(c.registration.taints.is_empty() && c.reserved.is_empty());
     // kubelet's defaults, and (pods enforced on allocatable) memory.available's value for
     // allocatableMemory.available (`addAllocatableThresholds`).
     let with_allocatable = |mut t: Thresholds| {
@@ -496,14 +501,14 @@ fn node_allocatable_settings_parse() {
         t.0.insert(dockerlet_host::signals::Signal::AllocatableMemoryAvailable, memory);
         t
     };
-    assert_eq!(c.eviction.hard, with_allocatable(Thresholds::default()));
+    assert_eq!(c.eviction.settings.hard, with_allocatable(Thresholds::default()));
     let none = build(&cli(&["--enforce-node-allocatable", ""]), host).unwrap();
     assert_eq!(
-        none.eviction.hard,
+        none.eviction.settings.hard,
         Thresholds::default(),
         "pods not enforced: none added"
     );
-    assert_eq!(c.node_status_report_frequency, Duration::from_secs(300));
+    assert_eq!(c.registration.status_report_frequency, Duration::from_secs(300));
     let c = build(
         &cli(&[
             "--register-with-taints",
@@ -520,21 +525,21 @@ fn node_allocatable_settings_parse() {
         host,
     )
     .unwrap();
-    assert_eq!(c.taints.len(), 2);
+    assert_eq!(c.registration.taints.len(), 2);
     assert_eq!(
         (
-            c.taints[0].key.as_str(),
-            c.taints[0].value.as_deref(),
-            c.taints[0].effect.as_str()
+            c.registration.taints[0].key.as_str(),
+            c.registration.taints[0].value.as_deref(),
+            c.registration.taints[0].effect.as_str()
         ),
         ("dedicated", Some("edge"), "NoSchedule")
     );
-    assert_eq!(c.taints[1].value, None);
+    assert_eq!(c.registration.taints[1].value, None);
     assert_eq!(c.reserved["cpu"], 500);
     assert_eq!(c.reserved["memory"], 1 << 30);
     // memory.available<1Gi, and its copy for allocatableMemory.available.
-    assert_eq!(c.eviction.hard.0.len(), 2);
-    assert_eq!(c.node_status_report_frequency, Duration::from_secs(2));
+    assert_eq!(c.eviction.settings.hard.0.len(), 2);
+    assert_eq!(c.registration.status_report_frequency, Duration::from_secs(2));
 
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("config.yaml");
@@ -544,10 +549,10 @@ fn node_allocatable_settings_parse() {
     )
     .unwrap();
     let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
-    assert_eq!(c.taints[0].effect, "NoExecute");
+    assert_eq!(c.registration.taints[0].effect, "NoExecute");
     assert_eq!(c.reserved["memory"], 512 << 20);
-    assert_eq!(c.eviction.hard.0.len(), 1);
-    assert_eq!(c.eviction_pressure_transition_period, Duration::from_secs(30));
+    assert_eq!(c.eviction.settings.hard.0.len(), 1);
+    assert_eq!(c.eviction.pressure_transition_period, Duration::from_secs(30));
 }
 
 /// Image GC: kubelet's defaults (85/80, 2m, no maximum age, 5m), the file under the flags, and
@@ -633,9 +638,9 @@ fn image_gc_thresholds() {
 /// `--node-status-max-images` (`nodeStatusMaxImages`): kubelet's 50, -1 for all, below -1 refused.
 #[test]
 fn node_status_max_images() {
-    assert_eq!(build(&cli(&[]), host).unwrap().node_status_max_images, 50);
+    assert_eq!(build(&cli(&[]), host).unwrap().registration.status_max_images, 50);
     let c = build(&cli(&["--node-status-max-images", "-1"]), host).unwrap();
-    assert_eq!(c.node_status_max_images, -1);
+    assert_eq!(c.registration.status_max_images, -1);
     let err = build(&cli(&["--node-status-max-images", "-2"]), host)
         .unwrap_err()
         .to_string();
@@ -665,18 +670,19 @@ fn soft_thresholds_grace_periods_and_minimum_reclaim() {
         host,
     )
     .unwrap();
-    assert_eq!(c.eviction.soft.0.len(), 1);
+    assert_eq!(c.eviction.settings.soft.0.len(), 1);
     assert_eq!(
         c.eviction
+            .settings
             .soft_grace
             .get(&dockerlet_host::signals::Signal::MemoryAvailable),
         Some(&Duration::from_secs(90))
     );
-    assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(20));
+    assert_eq!(c.eviction.settings.max_pod_grace, Duration::from_secs(20));
     // memory.available's minimum reclaim holds for allocatableMemory.available too.
-    assert_eq!(c.eviction.min_reclaim.len(), 3);
+    assert_eq!(c.eviction.settings.min_reclaim.len(), 3);
     assert_eq!(
-        c.eviction.hard.0.len(),
+        c.eviction.settings.hard.0.len(),
         Thresholds::default().0.len() + 1,
         "the hard defaults stay"
     );
@@ -705,9 +711,9 @@ fn soft_thresholds_grace_periods_and_minimum_reclaim() {
     )
     .unwrap();
     let c = build(&cli(&["--config", path.to_str().unwrap()]), host).unwrap();
-    assert_eq!(c.eviction.soft.0.len(), 1);
-    assert_eq!(c.eviction.max_pod_grace, Duration::from_secs(30));
-    assert_eq!(c.eviction.min_reclaim.len(), 1);
+    assert_eq!(c.eviction.settings.soft.0.len(), 1);
+    assert_eq!(c.eviction.settings.max_pod_grace, Duration::from_secs(30));
+    assert_eq!(c.eviction.settings.min_reclaim.len(), 1);
 }
 
 /// `--rotate-certificates` / `rotateCertificates` and `--bootstrap-kubeconfig`: the client
@@ -716,17 +722,23 @@ fn soft_thresholds_grace_periods_and_minimum_reclaim() {
 #[test]
 fn client_certificate_settings_need_a_kubeconfig() {
     let c = build(&cli(&["--kubeconfig", "/k", "--rotate-certificates"]), host).unwrap();
-    assert!(c.client_certificate.rotate);
-    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/var/lib/dockerlet/pki"));
-    assert_eq!(c.client_certificate.bootstrap_kubeconfig, None);
+    assert!(c.cluster.client_certificate.rotate);
+    assert_eq!(
+        c.cluster.client_certificate.cert_dir,
+        PathBuf::from("/var/lib/dockerlet/pki")
+    );
+    assert_eq!(c.cluster.client_certificate.bootstrap_kubeconfig, None);
     let c = build(
         &cli(&["--kubeconfig", "/k", "--bootstrap-kubeconfig", "/b", "--cert-dir", "/c"]),
         host,
     )
     .unwrap();
-    assert!(!c.client_certificate.rotate);
-    assert_eq!(c.client_certificate.bootstrap_kubeconfig, Some(PathBuf::from("/b")));
-    assert_eq!(c.client_certificate.cert_dir, PathBuf::from("/c"));
+    assert!(!c.cluster.client_certificate.rotate);
+    assert_eq!(
+        c.cluster.client_certificate.bootstrap_kubeconfig,
+        Some(PathBuf::from("/b"))
+    );
+    assert_eq!(c.cluster.client_certificate.cert_dir, PathBuf::from("/c"));
     let err = build(&cli(&["--rotate-certificates"]), host).unwrap_err().to_string();
     assert!(
         err.contains("--rotate-certificates (rotateCertificates)")
@@ -750,11 +762,11 @@ fn client_certificate_settings_need_a_kubeconfig() {
 /// refused in kubelet's words.
 #[test]
 fn lock_file_flags_are_kubelets() {
-    let lock = |args: &[&str]| build(&cli(args), host).map(|c| c.lock_file);
+    let lock = |args: &[&str]| build(&cli(args), host).map(|c| c.process.lock);
     assert_eq!(lock(&[]).unwrap(), None);
     assert_eq!(
         lock(&["--lock-file", "/run/dockerlet.lock", "--exit-on-lock-contention"]).unwrap(),
-        Some(LockFile {
+        Some(process::LockFile {
             path: "/run/dockerlet.lock".into(),
             exit_on_contention: true,
         })
