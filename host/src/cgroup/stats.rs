@@ -25,9 +25,13 @@ use std::collections::BTreeMap;
 use std::io::{ErrorKind, Read as _};
 use std::path::{Path, PathBuf};
 
-use dockerlet_messages::stats::{CfsStats, PsiData, PsiStats};
+use dockerlet_messages::stats::{CfsStats, PsiStats};
 
 use super::{CgroupLayout, CgroupVersion};
+
+pub mod parse;
+
+use parse::{parse_blkio_v1, parse_io_stat, parse_keys, parse_max, parse_psi, parse_u64};
 
 /// Above this a v1 memory limit is the kernel's "unlimited" (`PAGE_COUNTER_MAX` rounded to pages).
 const V1_UNLIMITED: u64 = 1 << 62;
@@ -450,99 +454,9 @@ fn read_blkio_v1(dir: &Path) -> Result<Option<Vec<DeviceIo>>, StatsError> {
     let Some((bytes_path, bytes)) = read_either("io_service_bytes")? else {
         return Ok(None);
     };
-    let mut devices = BTreeMap::new();
-    add_blkio_v1(&mut devices, &bytes_path, &bytes, |d, write| {
-        if write {
-            &mut d.write_bytes
-        } else {
-            &mut d.read_bytes
-        }
-    })?;
-    if let Some((ops_path, ops)) = read_either("io_serviced")? {
-        add_blkio_v1(&mut devices, &ops_path, &ops, |d, write| {
-            if write {
-                &mut d.writes
-            } else {
-                &mut d.reads
-            }
-        })?;
-    }
-    Ok(Some(finish(devices)))
-}
-
-/// Adds the `Read` and `Write` lines of a v1 blkio file (`MAJ:MIN Op value`; the other
-/// operations and the closing `Total n` are skipped) to `devices`, into the field `slot` picks
-/// for a read (`false`) or a write (`true`).
-fn add_blkio_v1(
-    devices: &mut BTreeMap<(u32, u32), DeviceIo>,
-    path: &Path,
-    text: &str,
-    slot: fn(&mut DeviceIo, bool) -> &mut u64,
-) -> Result<(), StatsError> {
-    for line in text.lines() {
-        let mut fields = line.split_whitespace();
-        let (Some(device), Some(op), Some(value), None) = (fields.next(), fields.next(), fields.next(), fields.next())
-        else {
-            continue;
-        };
-        let write = match op {
-            "Read" => false,
-            "Write" => true,
-            _ => continue,
-        };
-        let d = devices.entry(parse_device(path, device)?).or_default();
-        *slot(d, write) = parse_u64(path, value)?;
-    }
-    Ok(())
-}
-
-/// v2 `io.stat`: `MAJ:MIN rbytes=… wbytes=… rios=… wios=… dbytes=… dios=…` per device.
-fn parse_io_stat(path: &Path, text: &str) -> Result<Vec<DeviceIo>, StatsError> {
-    let mut devices = BTreeMap::new();
-    for line in text.lines() {
-        let mut fields = line.split_whitespace();
-        let Some(device) = fields.next() else { continue };
-        let (major, minor) = parse_device(path, device)?;
-        let mut d = DeviceIo {
-            major,
-            minor,
-            ..DeviceIo::default()
-        };
-        for field in fields {
-            let Some((key, value)) = field.split_once('=') else {
-                continue;
-            };
-            let slot = match key {
-                "rbytes" => &mut d.read_bytes,
-                "wbytes" => &mut d.write_bytes,
-                "rios" => &mut d.reads,
-                "wios" => &mut d.writes,
-                _ => continue,
-            };
-            *slot = parse_u64(path, value)?;
-        }
-        devices.insert((major, minor), d);
-    }
-    Ok(finish(devices))
-}
-
-fn parse_device(path: &Path, device: &str) -> Result<(u32, u32), StatsError> {
-    let parsed = device
-        .split_once(':')
-        .and_then(|(major, minor)| Some((major.parse().ok()?, minor.parse().ok()?)));
-    parsed.ok_or_else(|| StatsError::Parse {
-        path: path.to_path_buf(),
-        reason: format!("{device:?} is not a MAJOR:MINOR device number"),
-    })
-}
-
-/// The devices in number order, each with its numbers set, those with no IO left out.
-fn finish(devices: BTreeMap<(u32, u32), DeviceIo>) -> Vec<DeviceIo> {
-    devices
-        .into_iter()
-        .map(|((major, minor), d)| DeviceIo { major, minor, ..d })
-        .filter(|d| d.read_bytes + d.write_bytes + d.reads + d.writes > 0)
-        .collect()
+    let ops = read_either("io_serviced")?;
+    let ops = ops.as_ref().map(|(path, text)| (path.as_path(), text.as_str()));
+    parse_blkio_v1((&bytes_path, &bytes), ops).map(Some)
 }
 
 /// A missing file (controller not enabled, older kernel) is `None`, not an error.
@@ -575,13 +489,6 @@ fn read_text(path: &Path) -> Result<String, StatsError> {
     String::from_utf8(bytes).map_err(|e| error(std::io::Error::new(ErrorKind::InvalidData, e)))
 }
 
-fn parse_u64(path: &Path, text: &str) -> Result<u64, StatsError> {
-    text.parse().map_err(|e| StatsError::Parse {
-        path: path.to_path_buf(),
-        reason: format!("{text:?} is not a count: {e}"),
-    })
-}
-
 fn read_u64(path: &Path) -> Result<u64, StatsError> {
     let text = read_text(path)?;
     parse_u64(path, text.trim())
@@ -589,57 +496,17 @@ fn read_u64(path: &Path) -> Result<u64, StatsError> {
 
 /// A v2 limit file (`memory.max`, `memory.swap.max`): `max` or a missing file is none.
 fn read_max(path: &Path) -> Result<Option<u64>, StatsError> {
-    match optional(read_text(path))? {
-        None => Ok(None),
-        Some(t) if t.trim() == "max" => Ok(None),
-        Some(t) => parse_u64(path, t.trim()).map(Some),
-    }
+    optional(read_text(path))?.map_or(Ok(None), |text| parse_max(path, &text))
 }
 
-/// The values of `keys` in a `key value` per line file (`memory.stat`, `cpu.stat`); a key not
-/// in the file is 0. Only the wanted lines are parsed, nothing is collected: the stats pass reads
-/// this file for every cgroup of the node.
+/// The values of `keys` in a `key value` per line file (`memory.stat`, `cpu.stat`): [`parse_keys`].
 fn read_keys<const N: usize>(path: &Path, keys: [&str; N]) -> Result<[u64; N], StatsError> {
-    let text = read_text(path)?;
-    let mut out = [0u64; N];
-    for line in text.lines() {
-        let Some((k, v)) = line.split_once(' ') else {
-            continue;
-        };
-        if let Some(i) = keys.iter().position(|key| *key == k) {
-            out[i] = parse_u64(path, v.trim())?;
-        }
-    }
-    Ok(out)
+    parse_keys(path, &read_text(path)?, keys)
 }
 
-/// A pressure file, parsed by procfs (the same format as `/proc/pressure/*`).
+/// A pressure file: [`parse_psi`].
 fn read_psi(path: &Path) -> Result<PsiStats, StatsError> {
-    let text = read_text(path)?;
-    let parse_err = |e: procfs::ProcError| StatsError::Parse {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let data = |r: procfs::PressureRecord| PsiData {
-        total: r.total,
-        avg10: f64::from(r.avg10),
-        avg60: f64::from(r.avg60),
-        avg300: f64::from(r.avg300),
-    };
-    let mut some = None;
-    let mut full = None;
-    for line in text.lines() {
-        let record = procfs::parse_pressure_record(line).map_err(parse_err)?;
-        if line.starts_with("some") {
-            some = Some(data(record));
-        } else if line.starts_with("full") {
-            full = Some(data(record));
-        }
-    }
-    Ok(PsiStats {
-        some: some.unwrap_or_default(),
-        full: full.unwrap_or_default(),
-    })
+    parse_psi(path, &read_text(path)?)
 }
 
 #[cfg(test)]
