@@ -56,6 +56,15 @@ pub fn parse_psi(path: &Path, text: &str) -> Result<PsiStats, StatsError> {
     let mut some = None;
     let mut full = None;
     for line in text.lines() {
+        // procfs slices the line after its 5-byte `some `/`full ` and panics on a shorter line,
+        // or on one whose fifth byte is inside a character (found by the `cgroup_files` fuzz
+        // target): those lines are refused before it sees them.
+        if !matches!(line.get(..5), Some("some " | "full ")) {
+            return Err(StatsError::Parse {
+                path: path.to_path_buf(),
+                reason: format!("{line:?} is not a pressure record"),
+            });
+        }
         let record = procfs::parse_pressure_record(line).map_err(parse_err)?;
         if line.starts_with("some") {
             some = Some(data(record));
@@ -167,4 +176,33 @@ fn finish(devices: BTreeMap<(u32, u32), DeviceIo>) -> Vec<DeviceIo> {
         .map(|((major, minor), d)| DeviceIo { major, minor, ..d })
         .filter(|d| d.read_bytes + d.write_bytes + d.reads + d.writes > 0)
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pressure line too short for procfs' `some `/`full ` prefix, or with a character where
+    /// the prefix's space should be, is a parse error, not a panic (the `cgroup_files` fuzz
+    /// target's crash input, fuzz/corpus/cgroup_files/crash-pressure-some-alone).
+    #[test]
+    fn a_pressure_line_without_its_prefix_is_an_error() {
+        let path = Path::new("cpu.pressure");
+        for text in [
+            "some",
+            "full\n",
+            "some\u{221a}avg10=0",
+            "somewhere avg10=1",
+            "\nsome avg10=0",
+        ] {
+            let e = parse_psi(path, text).unwrap_err();
+            assert!(e.to_string().contains("is not a pressure record"), "{text:?}: {e}");
+        }
+        let psi = parse_psi(
+            path,
+            "some avg10=1.50 avg60=0.25 avg300=0.00 total=12345\nfull avg10=0.00 avg60=0.00 avg300=0.00 total=678\n",
+        )
+        .unwrap();
+        assert_eq!((psi.some.total, psi.some.avg10, psi.full.total), (12345, 1.5, 678));
+    }
 }
