@@ -18,14 +18,15 @@ impl MemInfo {
         MemInfo { text }
     }
 
-    /// The field `key` (`MemTotal`, `Inactive(file)`, …) in bytes; 0 when absent.
+    /// The field `key` (`MemTotal`, `Inactive(file)`, …) in bytes; 0 when absent or not a
+    /// number of KiB that fits in bytes (the multiplication overflowed on such a field: found by
+    /// the `cgroup_files` fuzz target).
     pub fn bytes(&self, key: &str) -> i64 {
         self.text
             .lines()
             .find_map(|l| l.strip_prefix(key)?.strip_prefix(':'))
-            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok())
+            .and_then(|v| v.split_whitespace().next()?.parse::<i64>().ok()?.checked_mul(1024))
             .unwrap_or(0)
-            * 1024
     }
 
     /// `MemTotal`, in bytes.
@@ -45,5 +46,17 @@ mod tests {
         assert_eq!(m.total(), 2048 * 1024);
         assert_eq!(m.bytes("Inactive(file)"), 10 * 1024);
         assert_eq!(m.bytes("Active(file)"), 0);
+    }
+
+    /// A field too large to be counted in bytes reads as one that does not parse, 0, not an
+    /// overflow (the `cgroup_files` fuzz target's crash input,
+    /// fuzz/corpus/cgroup_files/crash-meminfo-overflow).
+    #[test]
+    fn a_field_too_large_for_bytes_is_zero() {
+        let m = MemInfo::parse("::/s  B\nMemAvailable:55555500000000000\nMemTotal: 9007199254740992 kB\n".into());
+        assert_eq!(m.bytes("MemAvailable"), 0);
+        assert_eq!(m.total(), 0);
+        let max = MemInfo::parse(format!("MemTotal: {} kB\n", i64::MAX / 1024));
+        assert_eq!(max.total(), i64::MAX / 1024 * 1024);
     }
 }
