@@ -130,19 +130,23 @@ fn url_pairs(query: &str) -> impl Iterator<Item = (String, String)> + '_ {
     })
 }
 
+/// `+` is a space, `%XY` the byte 0xXY; a `%` not followed by two hex digits stays as it is.
+/// The escape's digits are read as bytes: after a `%` may come any character, a multi-byte one
+/// included (slicing the text there panicked; found by the `kubelet_query` fuzz target).
 fn decode(s: &str) -> String {
     let bytes = s.as_bytes();
+    let hex = |b: u8| char::from(b).to_digit(16);
     let mut out = Vec::with_capacity(bytes.len());
     let mut i = 0;
     while i < bytes.len() {
         match bytes[i] {
             b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => match u8::from_str_radix(&s[i + 1..i + 3], 16) {
-                Ok(b) => {
-                    out.push(b);
+            b'%' if i + 2 < bytes.len() => match (hex(bytes[i + 1]), hex(bytes[i + 2])) {
+                (Some(high), Some(low)) => {
+                    out.push((high * 16 + low) as u8);
                     i += 2;
                 }
-                Err(_) => out.push(b'%'),
+                _ => out.push(b'%'),
             },
             b => out.push(b),
         }

@@ -36,6 +36,27 @@ fn ports_come_from_the_query_as_kubelet_reads_them() {
     assert_eq!(ports_from_query("port=%38%30"), Ok(vec![80]));
 }
 
+/// A `%` before a multi-byte character, or before anything but two hex digits, is kept as
+/// text: the query is read, not a panic (the `kubelet_query` fuzz target's crash input,
+/// fuzz/corpus/kubelet_query/crash-percent-before-multibyte).
+#[::core::prelude::v1::test]
+fn a_percent_before_a_multibyte_character_is_text() {
+    let ports_from_query = |q| ports_from_query(q).map_err(|e| e.to_string());
+    assert_eq!(
+        ports_from_query("siin]csdi&\u{1}\0\0\0tim%B\u{61b}=n&port=80"),
+        Ok(vec![80])
+    );
+    assert_eq!(
+        ports_from_query("port=8%\u{e9}0"),
+        Err("unable to parse \"8%\u{e9}0\" as a port: strconv.ParseUint: parsing \"8%\u{e9}0\": invalid syntax".into())
+    );
+    assert!(ports_from_query("port=%+1").is_err(), "a sign is not a hex digit");
+    assert_eq!(
+        ports_from_query("port=%3%38"),
+        Err("unable to parse \"%38\" as a port: strconv.ParseUint: parsing \"%38\": invalid syntax".into())
+    );
+}
+
 /// Streams pair by `requestID` in either order; each pair completes once.
 #[::core::prelude::v1::test]
 fn streams_pair_by_request_id() {
