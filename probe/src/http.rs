@@ -151,17 +151,21 @@ impl Request {
 }
 
 /// The parsed head of a response.
-struct Head {
-    status: u16,
-    location: Option<String>,
-    framing: Framing,
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Head {
+    /// Status code.
+    pub status: u16,
+    /// The `Location` header.
+    pub location: Option<String>,
+    /// How the body ends.
+    pub framing: Framing,
     /// Bytes of the buffer the head took.
-    len: usize,
+    pub len: usize,
 }
 
 /// How the body ends.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Framing {
+pub enum Framing {
     /// No body (204, 304).
     Empty,
     /// `Content-Length`.
@@ -173,7 +177,7 @@ enum Framing {
 }
 
 /// Parses a head from `buf`: `None` while incomplete.
-fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpGetError> {
+pub fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpGetError> {
     let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut response = httparse::Response::new(&mut headers);
     let len = match response.parse(buf) {
@@ -220,7 +224,7 @@ fn parse_head(buf: &[u8]) -> Result<Option<Head>, HttpGetError> {
 
 /// Decodes the chunked body in `raw` into `out`, at most `limit` bytes; true when the last chunk
 /// was seen (or the encoding is broken: nothing more can be decoded).
-fn dechunk(raw: &[u8], out: &mut Vec<u8>, limit: usize) -> bool {
+pub fn dechunk(raw: &[u8], out: &mut Vec<u8>, limit: usize) -> bool {
     out.clear();
     let mut rest = raw;
     loop {

@@ -17,7 +17,10 @@ use tokio::time::Instant;
 use dockerlet_pod::action::Action;
 
 mod grpc;
-mod http;
+/// The plain-HTTP GET; public for the fuzz targets (`fuzz/`, `probe_http_response`), which
+/// feed its response parsing bytes.
+#[doc(hidden)]
+pub mod http;
 use dockerlet_runtime::ContainerRuntime;
 
 /// Most response body read from an HTTP probe or hook.
