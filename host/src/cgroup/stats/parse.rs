@@ -169,12 +169,13 @@ fn parse_device(path: &Path, device: &str) -> Result<(u32, u32), StatsError> {
     })
 }
 
-/// The devices in number order, each with its numbers set, those with no IO left out.
+/// The devices in number order, each with its numbers set, those with no IO left out. (Not by
+/// the sum of the counts, which overflowed: found by the `cgroup_files` fuzz target.)
 fn finish(devices: BTreeMap<(u32, u32), DeviceIo>) -> Vec<DeviceIo> {
     devices
         .into_iter()
         .map(|((major, minor), d)| DeviceIo { major, minor, ..d })
-        .filter(|d| d.read_bytes + d.write_bytes + d.reads + d.writes > 0)
+        .filter(|d| [d.read_bytes, d.write_bytes, d.reads, d.writes].iter().any(|n| *n > 0))
         .collect()
 }
 
@@ -204,5 +205,20 @@ mod tests {
         )
         .unwrap();
         assert_eq!((psi.some.total, psi.some.avg10, psi.full.total), (12345, 1.5, 678));
+    }
+
+    /// Counts whose sum does not fit in a u64 are kept as they are, not an overflow (the
+    /// `cgroup_files` fuzz target's crash input, fuzz/corpus/cgroup_files/crash-blkio-sum-overflow).
+    #[test]
+    fn device_counts_near_the_top_of_u64_are_kept() {
+        let max = u64::MAX;
+        let io = parse_io_stat(Path::new("io.stat"), &format!("8:0 rbytes={max} wbytes=1 rios={max}\n")).unwrap();
+        assert_eq!((io[0].read_bytes, io[0].write_bytes, io[0].reads), (max, 1, max));
+        let bytes = format!("8:0 Read {max}\n8:0 Write {max}\n");
+        let blkio = parse_blkio_v1((Path::new("bytes"), &bytes), Some((Path::new("ops"), "8:0 Read 1\n"))).unwrap();
+        assert_eq!(
+            (blkio[0].read_bytes, blkio[0].write_bytes, blkio[0].reads),
+            (max, max, 1)
+        );
     }
 }
