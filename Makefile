@@ -21,6 +21,7 @@ help:
 	@echo "make lint              rustfmt check + layering and file circles + licences/duplicates + clippy -D warnings"
 	@echo "make fmt               rustfmt"
 	@echo "make bench             benchmarks against Docker (BENCH_QUICK=1: under 3 minutes)"
+	@echo "make fuzz              libFuzzer targets (fuzz/), FUZZ_SECONDS=300 each, and the streaming proptest"
 	@echo "make chaos             fault scenarios with pass criteria (restarts dockerd; CHAOS_QUICK=1: short)"
 	@echo "make chaos-quick       the short chaos run on the debug build (CI)"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
@@ -81,8 +82,14 @@ fmt:
 
 # The streaming protocols' proptest fuzzer (streaming/tests/fuzz.rs) with 100x its `cargo test`
 # case count: random and mutated SPDY frames into the decoder and session, WebSocket messages.
+# Then the libFuzzer targets (fuzz/: manifests, kubelet API queries, probe responses, cgroup and
+# kmsg files, SPDY and WebSocket framing) for FUZZ_SECONDS each, one at a time (scripts/fuzz.sh;
+# FUZZ_TARGETS="spdy kmsg" picks some). CI runs `make fuzz FUZZ_SECONDS=60`.
+FUZZ_SECONDS ?= 300
+
 fuzz:
 	PROPTEST_CASES=$${PROPTEST_CASES:-51200} $(CARGO) test -p dockerlet-streaming --test fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 # Benchmarks (BENCHMARKS.md): the release agent against the real Docker engine, beside a
 # bollard-only baseline. `make bench BENCH_QUICK=1` (or `BENCH_QUICK=1 make bench`) runs fewer

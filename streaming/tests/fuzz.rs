@@ -1,7 +1,8 @@
 //! Property-based fuzzing (proptest): random and mutated frames into the decoder and the
 //! session never panic, never allocate past the caps, and fail only with typed errors. Bounded
 //! case counts keep the run to a few seconds in `cargo test`; `make fuzz` runs 100 times as many
-//! (`PROPTEST_CASES`). cargo-fuzz is not used: it needs a nightly toolchain and is not installed.
+//! (`PROPTEST_CASES`), then the libFuzzer targets of `fuzz/` (cargo-fuzz on the stable toolchain:
+//! `scripts/fuzz.sh`), `spdy` and `websocket` among them.
 
 use bytes::{Bytes, BytesMut};
 use dockerlet_streaming::spdy::frame::{FLAG_FIN, MAX_WIRE_LENGTH};
