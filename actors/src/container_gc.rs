@@ -23,6 +23,7 @@ use actix::prelude::*;
 use dockerlet_host::pod_logs::LogLinks;
 use dockerlet_messages::debug::{EventSubject, EventType, RecordEvent};
 use dockerlet_messages::gc::{GetKeptPods, ReclaimContainers, ReclaimedContainers};
+use dockerlet_messages::runtime::RuntimeState;
 use dockerlet_messages::{PodRef, PodUid};
 use dockerlet_pod::container_gc::{plan, GcPolicy, Removal};
 use dockerlet_runtime::ContainerRuntime;
@@ -210,7 +211,8 @@ async fn collect(
     let removals = plan(&containers, &config.policy, Timestamp::now(), keep_ref);
     for removal in &removals {
         match remove(&*runtime, &cache, removal).await {
-            Ok(()) => outcome.removed += 1,
+            Ok(true) => outcome.removed += 1,
+            Ok(false) => {}
             Err(e) => outcome.errors.push(e),
         }
     }
@@ -221,13 +223,30 @@ async fn collect(
     outcome
 }
 
-async fn remove(runtime: &dyn ContainerRuntime, cache: &PodCache, removal: &Removal) -> Result<(), PassError> {
+/// Removes what `removal` names unless Docker says it runs now or is gone; whether it did.
+async fn remove(runtime: &dyn ContainerRuntime, cache: &PodCache, removal: &Removal) -> Result<bool, PassError> {
     let c = &removal.container;
     let pod = PodRef {
         uid: c.pod_uid.clone(),
         namespace: c.pod_namespace.clone(),
         name: c.pod_name.clone(),
     };
+    // The pass works from one snapshot of the pod cache and removes one container after
+    // another; Docker is asked again right before each removal, so a container that runs now
+    // (started since, or one the cache held wrongly) is never removed: `make chaos` saw a pass
+    // during the recovery from a dockerd restart remove a running sandbox.
+    match runtime.inspect_container(&c.id).await {
+        Ok(Some(now)) if now.state == RuntimeState::Running => {
+            tracing::info!(parent: &pod.span(), container = %c.name, container_id = %c.id, "not removing a container that runs now");
+            cache.put(now, std::time::Instant::now());
+            return Ok(false);
+        }
+        Ok(None) => {
+            cache.remove(&c.id, std::time::Instant::now());
+            return Ok(false);
+        }
+        Ok(Some(_)) | Err(_) => {}
+    }
     tracing::info!(parent: &pod.span(), container = %c.name, container_id = %c.id, reason = %removal.reason, "removing container");
     runtime
         .remove_container(&c.id)
@@ -237,7 +256,7 @@ async fn remove(runtime: &dyn ContainerRuntime, cache: &PodCache, removal: &Remo
             source,
         })?;
     cache.remove(&c.id, std::time::Instant::now());
-    Ok(())
+    Ok(true)
 }
 
 /// The log directories of pods that are gone (once every source delivered) and the

@@ -80,6 +80,14 @@ fn start(
 ) -> (Addr<ContainerGcActor>, Addr<Sink>) {
     let cache = Arc::new(PodCache::default());
     for c in containers {
+        // Docker knows them as the cache does (the pass asks it again before each removal).
+        runtime.state.lock().unwrap().containers.insert(
+            c.id.0.clone(),
+            dockerlet_runtime::fake::FakeContainer {
+                spec: Default::default(),
+                observed: c.clone(),
+            },
+        );
         cache.put(c, Instant::now());
     }
     cache.relisted(Instant::now());
@@ -136,6 +144,31 @@ async fn a_pass_removes_what_the_policy_says() {
     assert_eq!(removed(&runtime), vec!["gone-app-0", "kept-app-0", "kept-app-1"]);
     let state = gc.send(GetActorState).await.unwrap();
     assert_eq!(state.last_error, None);
+}
+
+/// A container the cache holds dead but Docker runs now (started since the pass's snapshot, or
+/// a cache entry that was wrong) is not removed, and the cache learns it runs.
+#[actix::test]
+async fn a_container_that_runs_now_is_never_removed() {
+    let runtime = FakeRuntime::default();
+    let containers = vec![dead("gone", "app", 0, 300), dead("gone", "POD", 0, 300)];
+    let (gc, _sink) = start(&runtime, Some(&[]), containers);
+    runtime
+        .state
+        .lock()
+        .unwrap()
+        .containers
+        .get_mut("gone-POD-0")
+        .unwrap()
+        .observed
+        .state = RuntimeState::Running;
+    eventually_async("a pass", || {
+        let gc = gc.clone();
+        async move { gc.send(GetActorState).await.unwrap().detail["containers_removed"].as_u64() >= Some(1) }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(removed(&runtime), vec!["gone-app-0"]);
 }
 
 /// A removal Docker refuses fails the pass: kubelet's Warning `ContainerGCFailed` about the
