@@ -48,10 +48,15 @@ impl Handler<SyncPod> for PodWorker {
 impl Handler<RuntimeBack> for PodWorker {
     type Result = ();
 
-    /// The engine is back: sync now, past the error back-off of the syncs it failed.
+    /// The engine is back: publish what the relist that found it back put in the pod cache
+    /// (containers that stopped with the engine are no longer reported running, whatever sync
+    /// is in flight), and sync now, past the error back-off of the syncs it failed.
     fn handle(&mut self, _: RuntimeBack, ctx: &mut Self::Context) {
         self.handled += 1;
         let _span = self.span.clone().entered();
+        if let Some(observed) = self.sync.cache.pod(&self.id.uid) {
+            self.publish_observed(observed, ctx);
+        }
         self.step(Input::Sync(Trigger::RuntimeBack), ctx);
     }
 }
@@ -194,13 +199,7 @@ impl Handler<outcome::SyncNote> for PodWorker {
                     self.publish_status(ctx);
                 }
             }
-            outcome::SyncNote::Observed(observed) => {
-                if !self.state.is_terminating() && observed != self.observed.last_observed {
-                    self.note_deaths(&observed);
-                    self.observed.last_observed = observed;
-                    self.publish_status(ctx);
-                }
-            }
+            outcome::SyncNote::Observed(observed) => self.publish_observed(observed, ctx),
             outcome::SyncNote::Events(events) => self.record_events(&events),
         }
     }

@@ -576,6 +576,16 @@ impl PodWorker {
         }));
     }
 
+    /// Publish the status of `observed`, fresh from Docker, if it differs from what the last
+    /// status was made of (not while the pod terminates: its own statuses follow).
+    fn publish_observed(&mut self, observed: Vec<ObservedContainer>, ctx: &mut Context<Self>) {
+        if !self.state.is_terminating() && observed != self.observed.last_observed {
+            self.note_deaths(&observed);
+            self.observed.last_observed = observed;
+            self.publish_status(ctx);
+        }
+    }
+
     /// Report each container death once, and each OOM kill once more as a Warning (the debug endpoint's `ContainerDied` events).
     fn note_deaths(&mut self, observed: &[ObservedContainer]) {
         for c in observed.iter().filter(|c| c.state == RuntimeState::Exited) {

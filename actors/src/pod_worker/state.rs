@@ -108,6 +108,9 @@ pub struct WorkerState {
     phase: Phase,
     /// Until then, [`Trigger::Event`] does not start a sync.
     error_backoff_until: Option<Instant>,
+    /// The engine came back while a sync was in flight: the next sync starts when it ends,
+    /// even if it failed (it most likely failed for the engine's absence).
+    retry_now: bool,
 }
 
 impl Default for WorkerState {
@@ -115,6 +118,7 @@ impl Default for WorkerState {
         WorkerState {
             phase: Phase::Idle,
             error_backoff_until: None,
+            retry_now: false,
         }
     }
 }
@@ -154,6 +158,7 @@ impl WorkerState {
             }
             (Phase::Syncing { .. }, Input::Sync(trigger)) => {
                 self.clear_backoff_on(trigger);
+                self.retry_now |= trigger == Trigger::RuntimeBack;
                 self.phase = Phase::Syncing { again: true };
                 Effect::None
             }
@@ -164,6 +169,7 @@ impl WorkerState {
             }
             (Phase::Syncing { again }, Input::SyncFinished { ok: true }) => {
                 self.error_backoff_until = None;
+                self.retry_now = false;
                 if again {
                     self.phase = Phase::Syncing { again: false };
                     Effect::StartSync
@@ -171,6 +177,11 @@ impl WorkerState {
                     self.phase = Phase::Idle;
                     Effect::ScheduleNext { error: None }
                 }
+            }
+            (Phase::Syncing { .. }, Input::SyncFinished { ok: false }) if self.retry_now => {
+                self.retry_now = false;
+                self.phase = Phase::Syncing { again: false };
+                Effect::StartSync
             }
             (Phase::Syncing { .. }, Input::SyncFinished { ok: false }) => {
                 // Requests that came in meanwhile wait for the back-off too.
@@ -212,6 +223,7 @@ mod tests {
         WorkerState {
             phase: Phase::Idle,
             error_backoff_until: Some(now + Duration::from_secs(10)),
+            ..Default::default()
         }
     }
 
@@ -351,6 +363,27 @@ mod tests {
             assert_eq!(s.on(input, now, &BACKOFF), effect, "{name}: effect");
             assert_eq!(s.phase(), phase, "{name}: phase");
         }
+    }
+
+    /// The engine back while a sync is in flight: that sync most likely fails for the
+    /// engine's absence, and the next starts as soon as it ends instead of after the back-off.
+    #[test]
+    fn the_engine_back_during_a_sync_retries_at_once_after_it() {
+        let now = Instant::now();
+        let mut s = state(Phase::Syncing { again: false });
+        assert_eq!(s.on(Input::Sync(Trigger::RuntimeBack), now, &BACKOFF), Effect::None);
+        assert_eq!(
+            s.on(Input::SyncFinished { ok: false }, now, &BACKOFF),
+            Effect::StartSync
+        );
+        assert_eq!(s.phase(), Phase::Syncing { again: false });
+        // Once: the next failure backs off again.
+        assert_eq!(
+            s.on(Input::SyncFinished { ok: false }, now, &BACKOFF),
+            Effect::ScheduleNext {
+                error: Some(Duration::from_secs(10))
+            }
+        );
     }
 
     /// kubelet: a pending kill is never overwritten by a sync. Whatever sync request comes in
