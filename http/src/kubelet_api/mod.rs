@@ -207,6 +207,18 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
 }
 
+/// A listening socket on `addr` with [`crate::LISTEN_BACKLOG`] (the standard library's bind
+/// listens with 128). Called on the agent's runtime.
+fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(crate::LISTEN_BACKLOG)?.into_std()
+}
+
 /// Bind and start the kubelet API over TLS; returns the bound address. The request head is
 /// limited by actix-http (larger heads are answered 431), the head must arrive within
 /// [`READ_TIMEOUT`] and idle connections close after [`IDLE_TIMEOUT`].
@@ -236,7 +248,7 @@ pub fn serve(
     let auth = web::Data::new(Arc::new(auth));
     let mut tls = tls;
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let listener = std::net::TcpListener::bind(addr)
+    let listener = listen(addr)
         .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
     actix_tls::accept::max_concurrent_tls_connect(MAX_TLS_HANDSHAKES);
