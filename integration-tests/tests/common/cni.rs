@@ -57,7 +57,9 @@ impl NodeNet {
             name: format!("dl-{}", &hex[..8]),
             bridge: format!("dlbr{}", &hex[..8]),
             prefix: format!("10.{a}.{b}"),
-            v6_prefix: dual_stack.then(|| format!("fd42:{}:{}:", &hex[..4], &hex[4..8])),
+            // Groups as an address prints them (no leading zero, never zero: `fd42:fb3:…`,
+            // not `fd42:0fb3:…`), so an address of the range starts with the prefix's text.
+            v6_prefix: dual_stack.then(|| format!("fd42:{}:{}:", v6_group(&hex[..4]), v6_group(&hex[4..8]))),
         };
         std::fs::create_dir_all(net.conf_dir()).expect("conf dir");
         net.write_config(extra_plugins);
@@ -327,4 +329,10 @@ pub fn host_veth(sandbox: &str) -> String {
             (i == index).then(|| rest.split(['@', ':']).next().unwrap_or_default().to_string())
         })
         .unwrap_or_else(|| panic!("no host link with index {index:?} for sandbox {sandbox}"))
+}
+
+/// Four hex digits as an IPv6 address prints the group: without leading zeros, and never `0`
+/// (which an address would compress away).
+fn v6_group(hex: &str) -> String {
+    format!("{:x}", u16::from_str_radix(hex, 16).unwrap_or(0).max(1))
 }
