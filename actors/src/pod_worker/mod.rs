@@ -576,10 +576,20 @@ impl PodWorker {
         }));
     }
 
-    /// Publish the status of `observed`, fresh from Docker, if it differs from what the last
-    /// status was made of (not while the pod terminates: its own statuses follow).
+    /// Publish the status of `observed`, fresh from Docker, when a container the last status was
+    /// made of running no longer runs (not while the pod terminates: its own statuses follow).
+    /// Only then: a sandbox that died under running containers is replaced within the sync, and
+    /// the status that follows it carries the new sandbox's IP.
     fn publish_observed(&mut self, observed: Vec<ObservedContainer>, ctx: &mut Context<Self>) {
-        if !self.state.is_terminating() && observed != self.observed.last_observed {
+        let stopped = self.observed.last_observed.iter().any(|old| {
+            old.role != ContainerRole::Sandbox
+                && old.state == RuntimeState::Running
+                && observed
+                    .iter()
+                    .find(|c| c.id == old.id)
+                    .is_none_or(|c| c.state != RuntimeState::Running)
+        });
+        if !self.state.is_terminating() && stopped {
             self.note_deaths(&observed);
             self.observed.last_observed = observed;
             self.publish_status(ctx);
