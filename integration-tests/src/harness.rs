@@ -300,38 +300,35 @@ impl Agent {
         })
     }
 
-    /// The agent's `--cgroup-root`: [`cgroup_root`] of its node unless the test gave one.
-    pub fn cgroup_root(&self) -> String {
+    /// The value the agent was given for `flag`, if it was.
+    fn flag_value(&self, flag: &str) -> Option<&String> {
         self.args
             .iter()
-            .position(|a| a == "--cgroup-root")
+            .position(|a| a == flag)
             .and_then(|i| self.args.get(i + 1))
+    }
+
+    /// The agent's `--cgroup-root`: [`cgroup_root`] of its node unless the test gave one.
+    pub fn cgroup_root(&self) -> String {
+        self.flag_value("--cgroup-root")
             .cloned()
             .unwrap_or_else(|| cgroup_root(&self.node))
     }
 
     /// The agent's `--pod-logs-dir` (its work dir's `pod-logs` unless the test gave one).
     pub fn pod_logs_dir(&self) -> PathBuf {
-        self.args
-            .iter()
-            .position(|a| a == "--pod-logs-dir")
-            .and_then(|i| self.args.get(i + 1))
-            .map(PathBuf::from)
-            .unwrap_or_else(|| {
-                self.work
-                    .as_ref()
-                    .expect("the agent's work dir")
-                    .path()
-                    .join("pod-logs")
-            })
+        self.flag_value("--pod-logs-dir").map(PathBuf::from).unwrap_or_else(|| {
+            self.work
+                .as_ref()
+                .expect("the agent's work dir")
+                .path()
+                .join("pod-logs")
+        })
     }
 
     /// The agent's `--root-dir` (its work dir's `root` unless the test gave one).
     pub fn root_dir(&self) -> PathBuf {
-        self.args
-            .iter()
-            .position(|a| a == "--root-dir")
-            .and_then(|i| self.args.get(i + 1))
+        self.flag_value("--root-dir")
             .map(PathBuf::from)
             .unwrap_or_else(|| self.work.as_ref().expect("the agent's work dir").path().join("root"))
     }

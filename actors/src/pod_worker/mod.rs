@@ -581,15 +581,7 @@ impl PodWorker {
     /// Only then: a sandbox that died under running containers is replaced within the sync, and
     /// the status that follows it carries the new sandbox's IP.
     fn publish_observed(&mut self, observed: Vec<ObservedContainer>, ctx: &mut Context<Self>) {
-        let stopped = self.observed.last_observed.iter().any(|old| {
-            old.role != ContainerRole::Sandbox
-                && old.state == RuntimeState::Running
-                && observed
-                    .iter()
-                    .find(|c| c.id == old.id)
-                    .is_none_or(|c| c.state != RuntimeState::Running)
-        });
-        if !self.state.is_terminating() && stopped {
+        if !self.state.is_terminating() && running_container_stopped(&self.observed.last_observed, &observed) {
             self.note_deaths(&observed);
             self.observed.last_observed = observed;
             self.publish_status(ctx);
@@ -874,6 +866,18 @@ fn oom_killed_message(container: &str) -> String {
 
 fn short(id: &ContainerId) -> &str {
     &id.0[..id.0.len().min(12)]
+}
+
+/// Whether a container (not a sandbox) that ran in `before` no longer runs in `now`, or is gone.
+fn running_container_stopped(before: &[ObservedContainer], now: &[ObservedContainer]) -> bool {
+    before.iter().any(|old| {
+        old.role != ContainerRole::Sandbox
+            && old.state == RuntimeState::Running
+            && now
+                .iter()
+                .find(|c| c.id == old.id)
+                .is_none_or(|c| c.state != RuntimeState::Running)
+    })
 }
 
 #[cfg(test)]

@@ -851,3 +851,46 @@ async fn api_pods_get_service_env_dns_and_hosts_files() {
 
 mod images;
 mod oom_verdict;
+
+/// The status published before a sync acts (`SyncNote::Observed`, `RuntimeBack`) goes out only
+/// when a container the last status had running no longer runs or is gone — not for a sandbox
+/// alone, nor when nothing stopped.
+#[test]
+fn a_status_goes_out_early_only_when_a_running_container_stopped() {
+    use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
+    let container = |name: &str, id: &str, state: RuntimeState| -> ObservedContainer {
+        let labels = [
+            (dockerlet_pod::labels::POD_UID, "u1"),
+            (dockerlet_pod::labels::CONTAINER_NAME, name),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+        let mut c = dockerlet_pod::labels::parse(&labels).expect("labels").observed(
+            ContainerId(id.into()),
+            state,
+            String::new(),
+        );
+        if name == "POD" {
+            c.role = dockerlet_messages::runtime::ContainerRole::Sandbox;
+        }
+        c
+    };
+    let before = vec![
+        container("POD", "s1", RuntimeState::Running),
+        container("app", "a1", RuntimeState::Running),
+    ];
+    let app_exited = vec![
+        container("POD", "s1", RuntimeState::Exited),
+        container("app", "a1", RuntimeState::Exited),
+    ];
+    let sandbox_exited = vec![
+        container("POD", "s1", RuntimeState::Exited),
+        container("app", "a1", RuntimeState::Running),
+    ];
+    let app_gone = vec![container("POD", "s1", RuntimeState::Running)];
+    assert!(super::running_container_stopped(&before, &app_exited));
+    assert!(super::running_container_stopped(&before, &app_gone));
+    assert!(!super::running_container_stopped(&before, &sandbox_exited));
+    assert!(!super::running_container_stopped(&before, &before));
+}
