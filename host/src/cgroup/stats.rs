@@ -170,7 +170,9 @@ pub struct CgroupStats {
 
 impl CgroupStats {
     /// The sum of several cgroups (a pod's containers when there is no pod cgroup): a figure is
-    /// there when some part has it; limits, pressure and throttling are not summed (none).
+    /// there when some part has it; limits, pressure and throttling are not summed (none). Sums
+    /// saturate: a cgroup file can say anything up to `u64::MAX` (the fuzzer found the overflow
+    /// in the blkio sums first), and a wrong figure is better than a panicking stats pass.
     pub fn sum<'a>(parts: impl IntoIterator<Item = &'a CgroupStats>) -> CgroupStats {
         let mut out = CgroupStats::default();
         for p in parts {
@@ -180,28 +182,33 @@ impl CgroupStats {
                 (&mut out.cpu_system_ns, p.cpu_system_ns),
             ] {
                 if let Some(ns) = part {
-                    *total.get_or_insert(0) += ns;
+                    add(total.get_or_insert(0), ns);
                 }
             }
             if let Some(pids) = p.pids {
-                *out.pids.get_or_insert(0) += pids;
+                add(out.pids.get_or_insert(0), pids);
             }
             if let Some(m) = p.memory {
                 let o = out.memory.get_or_insert_with(MemoryUsage::default);
-                o.usage += m.usage;
-                o.working_set += m.working_set;
-                o.rss += m.rss;
-                o.page_faults += m.page_faults;
-                o.major_page_faults += m.major_page_faults;
-                o.cache += m.cache;
-                o.mapped_file += m.mapped_file;
+                add(&mut o.usage, m.usage);
+                add(&mut o.working_set, m.working_set);
+                add(&mut o.rss, m.rss);
+                add(&mut o.page_faults, m.page_faults);
+                add(&mut o.major_page_faults, m.major_page_faults);
+                add(&mut o.cache, m.cache);
+                add(&mut o.mapped_file, m.mapped_file);
                 if let Some(swap) = m.swap {
-                    *o.swap.get_or_insert(0) += swap;
+                    add(o.swap.get_or_insert(0), swap);
                 }
             }
         }
         out
     }
+}
+
+/// `total += part`, stopping at `u64::MAX`.
+fn add(total: &mut u64, part: u64) {
+    *total = total.saturating_add(part);
 }
 
 /// Read the cgroup at `path`. The cgroup must exist under the memory controller (v1) or in
@@ -839,5 +846,25 @@ system 1
         assert_eq!(s.memory.unwrap().usage, 5);
         assert_eq!(s.pids, Some(1));
         assert_eq!(CgroupStats::sum([]), CgroupStats::default());
+    }
+
+    /// Figures near `u64::MAX` (a cgroup file can say so) saturate instead of overflowing.
+    #[test]
+    fn sums_saturate() {
+        let huge = CgroupStats {
+            cpu_usage_ns: Some(u64::MAX - 1),
+            memory: Some(MemoryUsage {
+                usage: u64::MAX,
+                swap: Some(u64::MAX),
+                ..MemoryUsage::default()
+            }),
+            pids: Some(u64::MAX),
+            ..CgroupStats::default()
+        };
+        let s = CgroupStats::sum([&huge, &huge]);
+        assert_eq!(s.cpu_usage_ns, Some(u64::MAX));
+        assert_eq!(s.pids, Some(u64::MAX));
+        let m = s.memory.unwrap();
+        assert_eq!((m.usage, m.swap), (u64::MAX, Some(u64::MAX)));
     }
 }
