@@ -19,6 +19,10 @@ use crate::spec::{container_hash, host_network};
 /// `--maximum-dead-containers-per-container` 1 ([`crate::container_gc::GcPolicy`]).
 pub const KEEP_INSTANCES: usize = 2;
 
+/// kubelet's words when a pod's sandbox is gone or changed: the reason its containers are killed
+/// and the message of the `SandboxChanged` event (`kuberuntime_manager.go`).
+pub const SANDBOX_CHANGED: &str = "Pod sandbox changed, it will be killed and re-created.";
+
 /// The pod's `restartPolicy`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum RestartPolicy {
@@ -508,8 +512,7 @@ impl<'a> Planner<'_, 'a> {
             .any(|c| c.state == RuntimeState::Running);
         self.actions.kill_pod = anything_running;
         if anything_running {
-            // kubelet's SandboxChanged event words.
-            self.actions.kill_reason = "Pod sandbox changed, it will be killed and re-created.".into();
+            self.actions.kill_reason = SANDBOX_CHANGED.into();
         }
         let attempt = view.sandbox().map_or(0, |s| s.attempt + 1);
         let any_ran = view.containers.values().flatten().any(|c| c.started_at.is_some());

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 use dockerlet_messages::probe::ProbeResults;
 use dockerlet_messages::runtime::{ContainerRole, ObservedContainer, RuntimeState};
 use dockerlet_messages::PodUid;
-use dockerlet_pod::plan::{compute_pod_actions_keeping, PodActions};
+use dockerlet_pod::plan::{compute_pod_actions_keeping, PodActions, SANDBOX_CHANGED};
 use dockerlet_pod::spec::{pod_grace, pod_identity, MIN_GRACE};
 use dockerlet_pod::status::WaitingReason;
 use dockerlet_runtime::RuntimeError;
@@ -311,7 +311,7 @@ impl Executor<'_> {
             self.outcome.events.push(WorkerEvent::pod(
                 EventType::Normal,
                 "SandboxChanged",
-                "Pod sandbox changed, it will be killed and re-created.".to_string(),
+                SANDBOX_CHANGED.to_string(),
             ));
         }
         if actions.kill_pod {
