@@ -267,14 +267,17 @@ impl Checkpoint {
         }
     }
 
-    fn render(&self) -> String {
+    /// The file's text: one `key=value` line each.
+    pub fn render(&self) -> String {
         format!(
             "boot_id={}\nsequence={}\ntimestamp_us={}\n",
             self.boot_id, self.sequence, self.timestamp_us
         )
     }
 
-    fn parse(text: &str) -> Option<Self> {
+    /// The checkpoint a file's text holds; none unless all three keys are there and the numbers
+    /// parse.
+    pub fn parse(text: &str) -> Option<Self> {
         let value = |key: &str| {
             text.lines()
                 .find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix('=')))
