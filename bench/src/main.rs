@@ -67,6 +67,19 @@ fn target_dir() -> PathBuf {
 }
 
 /// Output of a command in the workspace, trimmed; empty if it fails.
+/// The report's line on the agent binary's code layout (agent/hot-code/README.md).
+fn code_line(code: &serde_json::Value) -> String {
+    let mb = |key: &str| code[key].as_u64().map(|b| b as f64 / 1e6);
+    match (mb("text_bytes"), mb("hot_bytes")) {
+        (Some(text), Some(hot)) => format!(
+            "Agent code: {:.1} MB, {hot:.1} MB of it hot-code first (agent/hot-code).",
+            text + hot
+        ),
+        (Some(text), None) => format!("Agent code: {text:.1} MB, no hot-code layout."),
+        _ => "Agent code: unknown (no readelf).".to_string(),
+    }
+}
+
 fn command_output(program: &str, args: &[&str]) -> String {
     Command::new(program)
         .args(args)
@@ -147,6 +160,7 @@ fn run() -> anyhow::Result<bool> {
     let date = command_output("date", &["-u", "+%Y-%m-%d %H:%M UTC"]);
     let mut machine = sys::machine_description();
     machine["docker"] = json!(docker_version);
+    let code = sys::code_layout(&ctx.bin);
     if std::env::args().nth(1).as_deref() == Some("chaos") {
         let header = json!({"date": date, "commit": commit, "uncommitted_changes": dirty, "machine": machine});
         return chaos::run(&ctx, header);
@@ -215,6 +229,7 @@ fn run() -> anyhow::Result<bool> {
         "commit": commit,
         "uncommitted_changes": dirty,
         "machine": machine,
+        "agent_code": code,
         "settings": ctx.settings.json(),
         "duration_s": began.elapsed().as_secs(),
     });
@@ -235,6 +250,7 @@ fn run() -> anyhow::Result<bool> {
         machine["memory_gib"],
         machine["cpu"].as_str().unwrap_or("?"),
     );
+    println!("{}\n", code_line(&code));
     println!("{}", report.markdown());
     for e in &report.errors {
         println!("error: {e}");

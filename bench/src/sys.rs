@@ -187,9 +187,43 @@ pub fn machine_description() -> serde_json::Value {
     })
 }
 
+/// The agent binary's code and how much of it the hot-code layout gathered at its start
+/// (`.text` and `.text.hot`, agent/hot-code/README.md), in bytes, from `readelf -SW`: a binary
+/// built without the layout (or with a list that matches nothing) shows no hot code.
+pub fn code_layout(bin: &std::path::Path) -> serde_json::Value {
+    let out = std::process::Command::new("readelf")
+        .args(["-SW", "--"])
+        .arg(bin)
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    let (text, hot) = (section_size(&out, ".text"), section_size(&out, ".text.hot"));
+    serde_json::json!({ "text_bytes": text, "hot_bytes": hot })
+}
+
+/// One section's size from `readelf -SW`'s table (`[Nr] Name Type Address Off Size …`).
+fn section_size(readelf: &str, name: &str) -> Option<u64> {
+    readelf.lines().find_map(|line| {
+        let fields: Vec<&str> = line.split_once(']')?.1.split_whitespace().collect();
+        (fields.first() == Some(&name))
+            .then(|| u64::from_str_radix(fields.get(4)?, 16).ok())
+            .flatten()
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Section sizes are read by exact name from readelf's wide table.
+    #[test]
+    fn section_sizes_by_name() {
+        let table = "  [15] .text.hot         PROGBITS        00000000004fea60 4fda60 596bec 00  AX  0   0 16
+  [16] .text             PROGBITS        0000000000a95680 a94680 6bbbd2 00  AX  0   0 64";
+        assert_eq!(section_size(table, ".text.hot"), Some(0x596bec));
+        assert_eq!(section_size(table, ".text"), Some(0x6bbbd2));
+        assert_eq!(section_size(table, ".data"), None);
+    }
 
     /// utime and stime are counted after the command name, which may hold spaces and parentheses.
     #[test]
