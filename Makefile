@@ -9,7 +9,7 @@ CARGO ?= cargo
 TEST_THREADS ?= 4
 BIN := ./target/debug/dockerlet
 
-.PHONY: help build image docker run test test-vm test-vm-pair lint fmt bench chaos chaos-quick clean-containers test-apiserver fuzz
+.PHONY: help build image docker run test test-vm test-vm-pair lint fmt bench chaos chaos-quick clean-containers test-apiserver fuzz hot-code
 
 help:
 	@echo "make build             cargo build --workspace --bins"
@@ -24,6 +24,7 @@ help:
 	@echo "make fuzz              libFuzzer targets (fuzz/), FUZZ_SECONDS=300 each, and the streaming proptest"
 	@echo "make chaos             fault scenarios with pass criteria (restarts dockerd; CHAOS_QUICK=1: short)"
 	@echo "make chaos-quick       the short chaos run on the debug build (CI)"
+	@echo "make hot-code          profile the release agent (callgrind) and rewrite agent/hot-code/hot.ld"
 	@echo "make clean-containers  remove every container labelled io.dockerlet.node"
 	@echo "make test-apiserver    in-memory API server on $(APISERVER_LISTEN), kubeconfig in .run/kubeconfig"
 
@@ -125,6 +126,12 @@ chaos-quick: docker image build
 
 # For humans: removes the containers of every dockerlet node on this engine (tests clean up
 # their own; this is for a `make run` that was killed, or a crashed test run).
+# The release agent's code layout (agent/hot-code/README.md): the agent under callgrind in a
+# standalone and an API-mode run, the functions that ran written to agent/hot-code/hot.ld.
+# About 15 minutes; rerun when the agent's everyday work changes.
+hot-code: docker image
+	scripts/hot-code.sh
+
 clean-containers:
 	@ids=$$(docker ps -aq --filter label=io.dockerlet.node; docker ps -aq --filter label=io.dockerlet.claim); \
 	if [ -n "$$ids" ]; then docker rm -f $$ids; else echo "no dockerlet containers"; fi
