@@ -35,6 +35,7 @@
 //! ([`AfterRestart`]).
 
 mod graph;
+mod introspection;
 
 use std::future::Future;
 use std::sync::Arc;
@@ -42,8 +43,7 @@ use std::time::Duration;
 
 use actix::prelude::*;
 use dockerlet_messages::debug::{
-    ActorState, DebugSnapshot, EventSubject, EventType, FaultError, FaultTarget, ForgetPodEvents, GetActorState,
-    GetDebugSnapshot, GetHealth, GetRecentEvents, Health, InjectFault, Panic, RecordEvent,
+    EventSubject, EventType, ForgetPodEvents, GetActorState, GetHealth, Health, Panic, RecordEvent,
 };
 use dockerlet_messages::gc::GetKeptPods;
 use dockerlet_messages::node::{
@@ -60,8 +60,6 @@ use dockerlet_messages::worker::{
 };
 use dockerlet_messages::PodUid;
 use dockerlet_runtime::ContainerRuntime;
-use serde_json::json;
-
 use graph::Children;
 pub use graph::{Mode, SupervisorConfig};
 
@@ -69,7 +67,7 @@ use crate::pleg::PlegActor;
 use crate::pod_cache::PodCache;
 use crate::pod_manager::{Effect, PodManager};
 use crate::pod_worker::{PodWorker, SyncContext};
-use crate::registry::{ask, AfterRestart, Child, QUERY_TIMEOUT};
+use crate::registry::{AfterRestart, Child, QUERY_TIMEOUT};
 
 /// How often the watchdog looks for dead children.
 const WATCHDOG_PERIOD: Duration = Duration::from_millis(250);
@@ -398,71 +396,6 @@ fn health(shutting_down: bool, pleg: &Child<PlegActor>, msg: GetHealth) -> impl 
     }
 }
 
-impl Handler<GetDebugSnapshot> for Supervisor {
-    type Result = ResponseFuture<DebugSnapshot>;
-
-    /// Every actor's own account of itself, gathered concurrently.
-    fn handle(&mut self, _: GetDebugSnapshot, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        let own = ActorState {
-            kind: "Supervisor".to_string(),
-            name: "supervisor".to_string(),
-            messages_handled: self.handled,
-            restarts: 0,
-            last_error: None,
-            detail: json!({
-                "desired_pods": self.pods.desired().len(),
-                "workers": self.pods.workers().count(),
-                "sources_ready": self.pods.desired().sources_ready(),
-                // Desired pods that have no worker yet, and why.
-                "waiting_pods": self.pods.waiting_pods(),
-            }),
-            view: None,
-        };
-        let mut queries = self.children.registry.states();
-        let mut workers: Vec<_> = self.pods.workers().map(|(_, e)| (e.id.to_string(), e)).collect();
-        workers.sort_by(|a, b| a.0.cmp(&b.0));
-        queries.extend(
-            workers
-                .into_iter()
-                .map(|(_, e)| -> futures::future::BoxFuture<'static, _> {
-                    Box::pin(ask(e.worker.clone(), e.restarts))
-                }),
-        );
-        let mut snapshot = DebugSnapshot {
-            node_name: self.config.worker.node_name.clone(),
-            actors: vec![own],
-            manifest_errors: self.pods.desired().errors(),
-            events: Vec::new(),
-        };
-        let events = self.children.events.query(GetRecentEvents, Some(QUERY_TIMEOUT));
-        Box::pin(async move {
-            let (states, events) = futures::future::join(futures::future::join_all(queries), events).await;
-            snapshot.actors.extend(states.into_iter().flatten());
-            snapshot.events = events;
-            snapshot
-        })
-    }
-}
-
-impl Handler<InjectFault> for Supervisor {
-    type Result = Result<(), FaultError>;
-
-    /// Make the target panic in a handler (only when fault injection is enabled).
-    fn handle(&mut self, msg: InjectFault, _: &mut Self::Context) -> Self::Result {
-        self.handled += 1;
-        if !self.config.fault_injection {
-            return Err(FaultError::Disabled);
-        }
-        tracing::warn!(target = ?msg.target, "fault injection: making an actor panic");
-        let found = match &msg.target {
-            FaultTarget::Actor(name) => self.children.registry.panic(name),
-            FaultTarget::PodWorker(uid) => self.pods.worker(uid).inspect(|w| w.do_send(Panic)).is_some(),
-        };
-        found.then_some(()).ok_or(FaultError::NoSuchActor(msg.target))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -470,7 +403,7 @@ mod tests {
     use crate::pod_worker::PodWorkerConfig;
     use crate::source::http::HttpSourceConfig;
     use dockerlet_kube::recorder::EventLimits;
-    use dockerlet_messages::debug::HealthCell;
+    use dockerlet_messages::debug::{FaultTarget, GetDebugSnapshot, HealthCell, InjectFault};
     use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
     use dockerlet_messages::source::DesiredPod;
     use dockerlet_messages::source::PodSource;
@@ -480,6 +413,7 @@ mod tests {
     use k8s_openapi::api::core::v1::{Container, PodSpec};
     use k8s_openapi::api::core::v1::{Node, Pod};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+    use serde_json::json;
 
     use crate::test_support::{eventually, eventually_async};
 
