@@ -60,8 +60,10 @@ def costs(binary, path):
                     if current_object and current_object.endswith(binary):
                         cost[current_function] += 0
                 continue
-            if line.startswith("calls=") or OTHER_POSITION.match(line):
-                called_next = line.startswith("calls=")
+            if line.startswith("calls="):
+                called_next = True
+                continue
+            if OTHER_POSITION.match(line):
                 continue
             ours = current_function and current_object and current_object.endswith(binary)
             if ours and line[:1] in "0123456789+-*":

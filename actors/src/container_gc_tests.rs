@@ -5,7 +5,6 @@ use std::time::Instant;
 
 use dockerlet_messages::debug::GetActorState;
 use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
-use dockerlet_messages::ContainerId;
 use dockerlet_runtime::fake::{Call, FakeRuntime};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -54,18 +53,8 @@ impl Handler<Events> for Sink {
 
 /// A dead container of pod `pod`, created `age` seconds ago.
 fn dead(pod: &str, name: &str, attempt: u32, age: i64) -> ObservedContainer {
-    let labels = [
-        (dockerlet_pod::labels::POD_UID, pod),
-        (dockerlet_pod::labels::CONTAINER_NAME, name),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k.to_string(), v.to_string()))
-    .collect();
-    let mut c = dockerlet_pod::labels::parse(&labels).expect("labels").observed(
-        ContainerId(format!("{pod}-{name}-{attempt}")),
-        RuntimeState::Exited,
-        String::new(),
-    );
+    let id = format!("{pod}-{name}-{attempt}");
+    let mut c = crate::test_support::observed(pod, name, &id, RuntimeState::Exited);
     c.created_at = Some(Time(
         Timestamp::now() - k8s_openapi::jiff::SignedDuration::from_secs(age),
     ));

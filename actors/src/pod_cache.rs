@@ -460,15 +460,7 @@ mod tests {
     use super::*;
 
     fn container(id: &str, state: RuntimeState) -> ObservedContainer {
-        let labels = [
-            (dockerlet_pod::labels::POD_UID, "p"),
-            (dockerlet_pod::labels::CONTAINER_NAME, "app"),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let parsed = dockerlet_pod::labels::parse(&labels).expect("pod labels");
-        parsed.observed(ContainerId(id.into()), state, String::new())
+        crate::test_support::observed("p", "app", id, state)
     }
 
     fn listed(id: &str, state: RuntimeState) -> ContainerListing {

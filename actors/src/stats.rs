@@ -239,18 +239,10 @@ crate::supervised!(StatsActor);
 mod tests {
     use super::*;
     use dockerlet_messages::runtime::{ContainerRole, RuntimeState};
-    use dockerlet_messages::{ContainerId, PodUid};
+    use dockerlet_messages::PodUid;
 
     fn container(id: &str, name: &str, role: ContainerRole) -> dockerlet_messages::runtime::ObservedContainer {
-        let labels = [
-            (dockerlet_pod::labels::POD_UID, "u1"),
-            (dockerlet_pod::labels::CONTAINER_NAME, name),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let parsed = dockerlet_pod::labels::parse(&labels).expect("pod labels");
-        let mut c = parsed.observed(ContainerId(id.into()), RuntimeState::Running, String::new());
+        let mut c = crate::test_support::observed("u1", name, id, RuntimeState::Running);
         c.role = role;
         c.pod_uid = PodUid("u1".into());
         c

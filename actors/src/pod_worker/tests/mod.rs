@@ -859,18 +859,7 @@ mod oom_verdict;
 fn a_status_goes_out_early_only_when_a_running_container_stopped() {
     use dockerlet_messages::runtime::{ObservedContainer, RuntimeState};
     let container = |name: &str, id: &str, state: RuntimeState| -> ObservedContainer {
-        let labels = [
-            (dockerlet_pod::labels::POD_UID, "u1"),
-            (dockerlet_pod::labels::CONTAINER_NAME, name),
-        ]
-        .into_iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
-        let mut c = dockerlet_pod::labels::parse(&labels).expect("labels").observed(
-            ContainerId(id.into()),
-            state,
-            String::new(),
-        );
+        let mut c = crate::test_support::observed("u1", name, id, state);
         if name == "POD" {
             c.role = dockerlet_messages::runtime::ContainerRole::Sandbox;
         }
