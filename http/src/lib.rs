@@ -19,6 +19,8 @@
 //! - [`stats`]: `/stats/summary` (GET and POST, `only_cpu_and_memory`), mounted by the
 //!   kubelet API and the read-only server.
 //! - [`error`]: [`error::ApiError`], mapped to HTTP statuses.
+//! - `gate`: every server's first wait — a connection gets its HTTP dispatcher (or TLS session)
+//!   once it has sent something.
 //!
 //! Handlers reach the actors only through typed messages sent to the [`Handles`] recipients;
 //! this crate never depends on the actors crate.
@@ -26,6 +28,7 @@
 pub mod debug;
 pub mod debug_routes;
 pub mod error;
+mod gate;
 pub mod healthz;
 pub mod kubelet_api;
 pub mod metrics;
@@ -35,10 +38,11 @@ pub mod stats_metrics;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 
 use actix::Recipient;
-use actix_web::dev::Server;
-use actix_web::{web, App, HttpServer};
+use actix_web::dev::{AppConfig, Server};
+use actix_web::{web, App};
 use dockerlet_messages::debug::{GetDebugSnapshot, HealthCell, InjectFault};
 use dockerlet_messages::stats::GetStatsView;
 use dockerlet_messages::status::{GetPodSandbox, GetPods, GetRunningPods};
@@ -74,33 +78,77 @@ pub struct Handles {
 /// to open on the kubelet API's port, 0.4 s on the others with actix's 1024).
 pub const LISTEN_BACKLOG: u32 = 4096;
 
+/// How long a client of the plain servers may take to send its request head (actix-web's
+/// `HttpServer` default, kept when the servers were built from its parts for [`gate`]).
+const PLAIN_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long an idle keep-alive connection to a plain server is kept (actix-web's default).
+const PLAIN_IDLE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A listening socket on `addr` with [`LISTEN_BACKLOG`] (the standard library's bind listens
+/// with 128). Called on the agent's runtime.
+pub(crate) fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
+    let socket = match addr {
+        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
+        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)?.into_std()
+}
+
 /// Bind and start one server with `configure`; returns the bound address (port 0 picks one).
 /// The read-only server's requests are counted (`kubelet_http_*{server_type="readonly"}`).
+///
+/// Built from actix's parts as `HttpServer` builds it (one worker, HTTP/1.1, the same timeouts),
+/// with [`gate::readable`] first: a connection gets its HTTP dispatcher once it has sent
+/// something.
 pub fn serve(
     name: &'static str,
     addr: SocketAddr,
     handles: Handles,
     configure: fn(&mut web::ServiceConfig),
 ) -> std::io::Result<(Server, SocketAddr)> {
+    use actix_http::HttpService;
+    use actix_service::{fn_service, map_config, ServiceFactoryExt as _};
+    use actix_web::rt::net::TcpStream;
+
+    let cannot = |e: std::io::Error| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}"));
+    let listener = listen(addr).map_err(cannot)?;
+    let bound = listener.local_addr().unwrap_or(addr);
     let data = web::Data::new(handles);
     let tracked = name == "read-only";
-    let server = HttpServer::new(move || {
-        App::new()
-            .app_data(data.clone())
-            .wrap(actix_web::middleware::Condition::new(
-                tracked,
-                actix_web::middleware::from_fn(|r, n| metrics::track(r, n, "readonly")),
-            ))
-            .configure(configure)
-    })
-    .workers(1)
-    .disable_signals()
-    .backlog(LISTEN_BACKLOG)
-    .bind(addr)
-    .map_err(|e| std::io::Error::new(e.kind(), format!("{name} server: cannot bind {addr}: {e}")))?;
-    let bound = server.addrs().first().copied().unwrap_or(addr);
+    let server = actix_server::Server::build()
+        .workers(1)
+        .disable_signals()
+        .listen(name, listener, move || {
+            let app = App::new()
+                .app_data(data.clone())
+                .wrap(actix_web::middleware::Condition::new(
+                    tracked,
+                    actix_web::middleware::from_fn(|r, n| metrics::track(r, n, "readonly")),
+                ))
+                .configure(configure);
+            let http = HttpService::build()
+                .client_request_timeout(PLAIN_READ_TIMEOUT)
+                .client_disconnect_timeout(Duration::from_secs(1))
+                .keep_alive(PLAIN_IDLE_TIMEOUT)
+                .local_addr(bound)
+                .finish(map_config(app, |_| AppConfig::default()))
+                .tcp();
+            fn_service(|io: TcpStream| async move {
+                gate::readable(io, PLAIN_READ_TIMEOUT)
+                    .await
+                    .map_err(|_| actix_http::error::DispatchError::SlowRequestTimeout)
+            })
+            // Boxed: a connection waiting at the gate holds a pointer to the dispatcher's future,
+            // not its state.
+            .and_then(actix_service::boxed::factory(http))
+        })
+        .map_err(cannot)?
+        .run();
     tracing::info!(server = name, address = %bound, "listening");
-    Ok((server.run(), bound))
+    Ok((server, bound))
 }
 
 #[cfg(test)]

@@ -207,18 +207,6 @@ async fn ok() -> HttpResponse {
     HttpResponse::Ok().content_type("text/plain; charset=utf-8").body("ok")
 }
 
-/// A listening socket on `addr` with [`crate::LISTEN_BACKLOG`] (the standard library's bind
-/// listens with 128). Called on the agent's runtime.
-fn listen(addr: SocketAddr) -> std::io::Result<std::net::TcpListener> {
-    let socket = match addr {
-        SocketAddr::V4(_) => tokio::net::TcpSocket::new_v4()?,
-        SocketAddr::V6(_) => tokio::net::TcpSocket::new_v6()?,
-    };
-    socket.set_reuseaddr(true)?;
-    socket.bind(addr)?;
-    socket.listen(crate::LISTEN_BACKLOG)?.into_std()
-}
-
 /// Bind and start the kubelet API over TLS; returns the bound address. The request head is
 /// limited by actix-http (larger heads are answered 431), the head must arrive within
 /// [`READ_TIMEOUT`] and idle connections close after [`IDLE_TIMEOUT`].
@@ -234,7 +222,7 @@ pub fn serve(
     tls: rustls::ServerConfig,
 ) -> std::io::Result<(Server, SocketAddr)> {
     use actix_http::{HttpService, Protocol};
-    use actix_service::{apply_fn_factory, Service as _};
+    use actix_service::{apply_fn_factory, fn_service, Service as _};
     use actix_service::{map_config, ServiceFactoryExt as _};
     use actix_tls::accept::rustls_0_23::{Acceptor, AcceptorService, TlsStream};
     use actix_tls::accept::TlsError;
@@ -248,7 +236,7 @@ pub fn serve(
     let auth = web::Data::new(Arc::new(auth));
     let mut tls = tls;
     tls.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
-    let listener = listen(addr)
+    let listener = crate::listen(addr)
         .map_err(|e| std::io::Error::new(e.kind(), format!("kubelet API server: cannot bind {addr}: {e}")))?;
     let bound = listener.local_addr().unwrap_or(addr);
     actix_tls::accept::max_concurrent_tls_connect(MAX_TLS_HANDSHAKES);
@@ -277,10 +265,24 @@ pub fn serve(
                 })
                 .finish(map_config(app, |_| AppConfig::default()))
                 .map_err(TlsError::Service);
+            let silent = refusals.clone();
             let refusals = refusals.clone();
             let mut acceptor = Acceptor::new(tls.clone());
             acceptor.set_handshake_timeout(HANDSHAKE_TIMEOUT);
-            apply_fn_factory::<Acceptor, Acceptor, _, _, TcpStream, TcpStream, _, _>(
+            // No TLS session until the client has sent something (its ClientHello): crate::gate.
+            let gate = fn_service(move |io: TcpStream| {
+                let silent = silent.clone();
+                async move {
+                    let peer = io.peer_addr().ok();
+                    crate::gate::readable(io, HANDSHAKE_TIMEOUT).await.map_err(|e| {
+                        if let Some(peer) = peer {
+                            silent.refused(peer, &tls::Refusal::timed_out(HANDSHAKE_TIMEOUT), &e);
+                        }
+                        TlsError::Timeout
+                    })
+                }
+            });
+            let handshake = apply_fn_factory::<Acceptor, Acceptor, _, _, TcpStream, TcpStream, _, _>(
                 acceptor,
                 move |io: TcpStream, acceptor: &AcceptorService| {
                     // The address is read before the handshake: a failed one leaves no stream.
@@ -303,14 +305,18 @@ pub fn serve(
                 },
             )
             .map_init_err(|_| unreachable!("the TLS acceptor does not fail to start"))
-            .map_err(TlsError::into_service_error)
-            .and_then(|io: TlsStream<TcpStream>| async move {
-                let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-                let peer = io.get_ref().0.peer_addr().ok();
-                let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
-                Ok((streams::shim::UpgradeShim::new(io, !h2), protocol, peer))
-            })
-            .and_then(http)
+            .map_err(TlsError::into_service_error);
+            let session = handshake
+                .and_then(|io: TlsStream<TcpStream>| async move {
+                    let h2 = io.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                    let peer = io.get_ref().0.peer_addr().ok();
+                    let protocol = if h2 { Protocol::Http2 } else { Protocol::Http1 };
+                    Ok((streams::shim::UpgradeShim::new(io, !h2), protocol, peer))
+                })
+                .and_then(http);
+            // Boxed: a connection waiting at the gate holds a pointer to what follows, not the
+            // handshake's and the dispatcher's state.
+            gate.and_then(actix_service::boxed::factory(session))
         })?
         .run();
     tracing::info!(server = "kubelet-api", address = %bound, "listening");
