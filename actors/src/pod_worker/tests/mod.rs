@@ -849,6 +849,7 @@ async fn api_pods_get_service_env_dns_and_hosts_files() {
     assert!(spec_of("k8s_app_web_default_u10_0").is_none());
 }
 
+mod engine_back;
 mod images;
 mod oom_verdict;
 
