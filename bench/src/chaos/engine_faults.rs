@@ -1,7 +1,7 @@
 //! The engine's faults: dockerd stopped and started under 110 pods, and an engine that answers
 //! every call 500 ms late.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -14,6 +14,7 @@ use super::{ChaosSettings, Outcome};
 use crate::proxy::DockerProxy;
 use crate::scenarios::Ctx;
 use crate::stats::Samples;
+use dockerlet_integration_tests::docker::Container;
 
 const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 /// How long dockerd stays away once it has stopped.
@@ -34,32 +35,43 @@ fn dockerd_pids() -> Vec<i32> {
         .collect()
 }
 
-/// What Docker runs for the node: pod UID → (running sandboxes, running app containers), and
-/// every running container's ID.
-fn engine_view(node: &ChaosNode) -> (BTreeMap<String, (usize, usize)>, BTreeSet<String>) {
+/// What Docker runs for the node: pod UID → (running sandboxes, running app containers). One
+/// `docker ps` with the labels (no inspect: it is read every iteration while Docker is busy).
+fn engine_view(node: &ChaosNode) -> BTreeMap<String, (usize, usize)> {
+    let out = Command::new("docker")
+        .args(["ps", "--no-trunc", "--filter"])
+        .arg(format!(
+            "label={}={}",
+            dockerlet_integration_tests::docker::NODE_LABEL,
+            node.agent.node()
+        ))
+        .args([
+            "--format",
+            "{{.Label \"io.kubernetes.pod.uid\"}} {{.Label \"io.kubernetes.container.name\"}}",
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
     let mut pods: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    let mut ids = BTreeSet::new();
-    for c in node.agent.containers().into_iter().filter(|c| c.state.running) {
-        let labels = c.config.labels.clone().unwrap_or_default();
-        let uid = labels.get("io.kubernetes.pod.uid").cloned().unwrap_or_default();
-        let entry = pods.entry(uid).or_default();
-        if labels.get("io.kubernetes.container.name").map(String::as_str) == Some("POD") {
+    for (uid, name) in out.lines().filter_map(|l| l.split_once(' ')) {
+        let entry = pods.entry(uid.to_string()).or_default();
+        if name == "POD" {
             entry.0 += 1;
         } else {
             entry.1 += 1;
         }
-        ids.insert(c.id);
     }
-    (pods, ids)
+    pods
 }
 
-/// Containers `/pods` calls running that Docker does not run (`pod container-ID`). `/pods` is
-/// read first, then Docker, so a container started between the two reads is not taken for a
-/// stale claim.
-fn stale_ids(node: &ChaosNode) -> Vec<String> {
-    let Ok(pods) = node.pods() else { return vec![] };
-    let (_, running) = engine_view(node);
-    pods.iter()
+/// The containers `/pods` calls running that Docker does not run, each with its age; none when
+/// `/pods` does not answer. `/pods` is read first, then Docker inspects only the containers it
+/// calls running (cheap enough to sample every second at 110 pods while Docker is busy), so a
+/// container that stopped between the two reads is a claim of age about 0.
+fn stale_claims(node: &ChaosNode, back: jiff::Timestamp) -> Option<Vec<Claim>> {
+    let pods = node.pods().ok()?;
+    let claimed: Vec<(String, String)> = pods
+        .iter()
         .flat_map(|p| {
             let name = p["metadata"]["name"].as_str().unwrap_or_default().to_string();
             p["status"]["containerStatuses"]
@@ -75,9 +87,30 @@ fn stale_ids(node: &ChaosNode) -> Vec<String> {
                 .as_str()
                 .map(|id| (n, id.trim_start_matches("docker://").to_string()))
         })
-        .filter(|(_, id)| !running.contains(id))
-        .map(|(n, id)| format!("{n} {id}"))
-        .collect()
+        .collect();
+    let ids: Vec<&str> = claimed.iter().map(|(_, id)| id.as_str()).collect();
+    let containers = dockerlet_integration_tests::docker::inspect_many(&ids);
+    Some(
+        claimed
+            .iter()
+            .filter(|(_, id)| !containers.iter().any(|c| &c.id == id && c.state.running))
+            .map(|(pod, id)| Claim::of(pod, id, containers.iter().find(|c| &c.id == id), back))
+            .collect(),
+    )
+}
+
+/// What `/debug/actors` says of the pod's worker (its view: phase, next action, last error).
+fn worker_view(node: &ChaosNode, pod: &str) -> String {
+    let Ok(debug) = node.agent.try_debug() else {
+        return "no /debug/actors".into();
+    };
+    let actors = debug["actors"].as_array().cloned().unwrap_or_default();
+    let view = actors
+        .iter()
+        .find(|a| a["kind"] == "PodWorker" && a["name"].as_str().is_some_and(|n| n.contains(pod)))
+        .map(|a| serde_json::json!({ "detail": a["detail"], "view": a["view"] }).to_string())
+        .unwrap_or_else(|| "no worker".into());
+    view.chars().take(1500).collect()
 }
 
 /// A stale claim: `<pod> <id>`, Docker's state of the container, and how long `/pods` has called
@@ -89,11 +122,9 @@ struct Claim {
 }
 
 impl Claim {
-    fn of(node: &ChaosNode, claim: &str, back: jiff::Timestamp) -> Claim {
-        let id = claim.split(' ').nth(1).unwrap_or_default();
-        let container = node.agent.containers().into_iter().find(|c| c.id == id);
+    /// `/pods` calls `id` of `pod` running; `container` is Docker's word on it (none: gone).
+    fn of(pod: &str, id: &str, container: Option<&Container>, back: jiff::Timestamp) -> Claim {
         let finished = container
-            .as_ref()
             .and_then(|c| c.state.finished_at.parse::<jiff::Timestamp>().ok())
             .map_or(back, |f| f.max(back));
         let age = (jiff::Timestamp::now() - finished)
@@ -106,9 +137,16 @@ impl Claim {
             )
         });
         Claim {
-            what: format!("{claim}: {state}"),
+            what: format!("{pod} {id}: {state}"),
             age,
         }
+    }
+
+    /// What the agent's debug endpoint says of the claim's pod, added to its description.
+    fn explained(mut self, node: &ChaosNode) -> Claim {
+        let pod = self.what.split(' ').next().unwrap_or_default().to_string();
+        self.what = format!("{}; its worker: {}", self.what, worker_view(node, &pod));
+        self
     }
 }
 
@@ -173,22 +211,26 @@ pub fn engine_restart(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
 
     let mut stale_seen: Option<(f64, f64)> = None;
     let mut oldest: Option<Claim> = None;
+    let (mut reads, mut unread) = (0, 0);
     let recovered = loop {
-        // A claim counts when a second read finds it too (one read can race a start).
-        let first = stale_ids(&node);
-        let confirmed: Vec<String> = if first.is_empty() {
-            Vec::new()
-        } else {
-            stale_ids(&node).into_iter().filter(|c| first.contains(c)).collect()
+        if back.elapsed() > start_timeout(n) + Duration::from_secs(60) {
+            bail!("not recovered {:?} after dockerd started again", back.elapsed());
+        }
+        // When this sample's `/pods` was read (the Docker reads after it take seconds at 110 pods).
+        let t = back.elapsed().as_secs_f64();
+        let Some(claims) = stale_claims(&node, back_at) else {
+            unread += 1;
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
         };
-        let stale = confirmed.len();
-        for claim in confirmed.iter().map(|c| Claim::of(&node, c, back_at)) {
+        reads += 1;
+        let stale = claims.len();
+        if let Some(claim) = claims.into_iter().max_by(|a, b| a.age.total_cmp(&b.age)) {
             if oldest.as_ref().is_none_or(|o| claim.age > o.age) {
-                oldest = Some(claim);
+                oldest = Some(claim.explained(&node));
             }
         }
-        let (pods, _) = engine_view(&node);
-        let t = back.elapsed().as_secs_f64();
+        let pods = engine_view(&node);
         if stale > 0 {
             stale_seen = Some(stale_seen.map_or((t, t), |(first, _)| (first, t)));
         }
@@ -211,9 +253,9 @@ pub fn engine_restart(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
     };
     // Once recovered it stays so: no second sandbox or instance appears.
     std::thread::sleep(Duration::from_secs(10));
-    let (pods, _) = engine_view(&node);
+    let pods = engine_view(&node);
     let still_exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
-    let stale_after = stale_ids(&node).len();
+    let stale_after = stale_claims(&node, back_at).map_or(usize::MAX, |s| s.len());
     let healthz = node.healthz();
 
     let mut o = Outcome::default();
@@ -244,7 +286,7 @@ pub fn engine_restart(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
                 o.age, o.what
             ),
             _ => format!("none seen; {stale_after} at the end"),
-        },
+        } + &format!(" ({reads} reads of /pods, {unread} unanswered)"),
         stale_after == 0 && oldest.as_ref().is_none_or(|o| o.age <= STALE_WITHIN),
     );
     o.check("/healthz 200 again", format!("{healthz:?}"), healthz == Some(200));
