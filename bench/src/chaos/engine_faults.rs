@@ -11,10 +11,12 @@ use anyhow::{bail, Context as _};
 use super::agent_faults::start_timeout;
 use super::node::ChaosNode;
 use super::{ChaosSettings, Outcome};
+use crate::agent::count_pods;
 use crate::proxy::DockerProxy;
 use crate::scenarios::Ctx;
 use crate::stats::Samples;
 use dockerlet_integration_tests::docker::Container;
+use serde_json::Value;
 
 const DOCKER_SOCKET: &str = "/var/run/docker.sock";
 /// How long dockerd stays away once it has stopped.
@@ -64,12 +66,11 @@ fn engine_view(node: &ChaosNode) -> BTreeMap<String, (usize, usize)> {
     pods
 }
 
-/// The containers `/pods` calls running that Docker does not run, each with its age; none when
-/// `/pods` does not answer. `/pods` is read first, then Docker inspects only the containers it
-/// calls running (cheap enough to sample every second at 110 pods while Docker is busy), so a
-/// container that stopped between the two reads is a claim of age about 0.
-fn stale_claims(node: &ChaosNode, back: jiff::Timestamp) -> Option<Vec<Claim>> {
-    let pods = node.pods().ok()?;
+/// The containers `pods` (a read of `/pods`) calls running that Docker does not run, each with
+/// its age. Docker inspects only the containers `/pods` calls running (cheap enough to sample
+/// every second at 110 pods while Docker is busy), after `/pods` was read, so a container that
+/// stopped between the two reads is a claim of age about 0.
+fn stale_claims(pods: &[Value], back: jiff::Timestamp) -> Vec<Claim> {
     let claimed: Vec<(String, String)> = pods
         .iter()
         .flat_map(|p| {
@@ -90,13 +91,13 @@ fn stale_claims(node: &ChaosNode, back: jiff::Timestamp) -> Option<Vec<Claim>> {
         .collect();
     let ids: Vec<&str> = claimed.iter().map(|(_, id)| id.as_str()).collect();
     let containers = dockerlet_integration_tests::docker::inspect_many(&ids);
-    Some(
-        claimed
-            .iter()
-            .filter(|(_, id)| !containers.iter().any(|c| &c.id == id && c.state.running))
-            .map(|(pod, id)| Claim::of(pod, id, containers.iter().find(|c| &c.id == id), back))
-            .collect(),
-    )
+    claimed
+        .into_iter()
+        .filter_map(|(pod, id)| {
+            let container = containers.iter().find(|c| c.id == id);
+            (!container.is_some_and(|c| c.state.running)).then(|| Claim::of(pod, id, container, back))
+        })
+        .collect()
 }
 
 /// What `/debug/actors` says of the pod's worker (its view: phase, next action, last error).
@@ -117,13 +118,14 @@ fn worker_view(node: &ChaosNode, pod: &str) -> String {
 /// it running against Docker's word — since its `FinishedAt`, or since `back` (dockerd
 /// answering again) for a container that stopped before.
 struct Claim {
+    pod: String,
     what: String,
     age: f64,
 }
 
 impl Claim {
     /// `/pods` calls `id` of `pod` running; `container` is Docker's word on it (none: gone).
-    fn of(pod: &str, id: &str, container: Option<&Container>, back: jiff::Timestamp) -> Claim {
+    fn of(pod: String, id: String, container: Option<&Container>, back: jiff::Timestamp) -> Claim {
         let finished = container
             .and_then(|c| c.state.finished_at.parse::<jiff::Timestamp>().ok())
             .map_or(back, |f| f.max(back));
@@ -138,14 +140,14 @@ impl Claim {
         });
         Claim {
             what: format!("{pod} {id}: {state}"),
+            pod,
             age,
         }
     }
 
     /// What the agent's debug endpoint says of the claim's pod, added to its description.
     fn explained(mut self, node: &ChaosNode) -> Claim {
-        let pod = self.what.split(' ').next().unwrap_or_default().to_string();
-        self.what = format!("{}; its worker: {}", self.what, worker_view(node, &pod));
+        self.what = format!("{}; its worker: {}", self.what, worker_view(node, &self.pod));
         self
     }
 }
@@ -212,50 +214,51 @@ pub fn engine_restart(ctx: &Ctx, s: &ChaosSettings) -> anyhow::Result<Outcome> {
     let mut stale_seen: Option<(f64, f64)> = None;
     let mut oldest: Option<Claim> = None;
     let (mut reads, mut unread) = (0, 0);
+    let mut last_view = String::from("no read of /pods answered");
     let recovered = loop {
-        if back.elapsed() > start_timeout(n) + Duration::from_secs(60) {
-            bail!("not recovered {:?} after dockerd started again", back.elapsed());
-        }
-        // When this sample's `/pods` was read (the Docker reads after it take seconds at 110 pods).
-        let t = back.elapsed().as_secs_f64();
-        let Some(claims) = stale_claims(&node, back_at) else {
-            unread += 1;
-            std::thread::sleep(Duration::from_millis(500));
-            continue;
-        };
-        reads += 1;
-        let stale = claims.len();
-        if let Some(claim) = claims.into_iter().max_by(|a, b| a.age.total_cmp(&b.age)) {
-            if oldest.as_ref().is_none_or(|o| claim.age > o.age) {
-                oldest = Some(claim.explained(&node));
-            }
-        }
-        let pods = engine_view(&node);
-        if stale > 0 {
-            stale_seen = Some(stale_seen.map_or((t, t), |(first, _)| (first, t)));
-        }
-        let exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
-        let ready = node.counts("engine").map(|c| c.ready).unwrap_or(0);
-        if exact && ready >= n && stale == 0 {
-            break t;
-        }
-        let last_view = format!(
-            "{} pods on the engine, {ready} ready on /pods, {stale} stale claims",
-            pods.len()
-        );
         if back.elapsed() > start_timeout(n) + Duration::from_secs(60) {
             bail!(
                 "not recovered {:?} after dockerd started again: {last_view}",
                 back.elapsed()
             );
         }
+        // When this sample's `/pods` was read (the Docker reads after it take seconds at 110 pods).
+        let t = back.elapsed().as_secs_f64();
+        let Ok(listed) = node.pods() else {
+            unread += 1;
+            std::thread::sleep(Duration::from_millis(500));
+            continue;
+        };
+        reads += 1;
+        let claims = stale_claims(&listed, back_at);
+        let stale = claims.len();
+        if let Some(claim) = claims.into_iter().max_by(|a, b| a.age.total_cmp(&b.age)) {
+            if oldest.as_ref().is_none_or(|o| claim.age > o.age) {
+                oldest = Some(claim.explained(&node));
+            }
+        }
+        if stale > 0 {
+            stale_seen = Some(stale_seen.map_or((t, t), |(first, _)| (first, t)));
+        }
+        let pods = engine_view(&node);
+        let exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
+        let ready = count_pods(&listed, "engine").ready;
+        if exact && ready >= n && stale == 0 {
+            break t;
+        }
+        last_view = format!(
+            "{} pods on the engine, {ready} ready on /pods, {stale} stale claims",
+            pods.len()
+        );
         std::thread::sleep(Duration::from_millis(500));
     };
     // Once recovered it stays so: no second sandbox or instance appears.
     std::thread::sleep(Duration::from_secs(10));
     let pods = engine_view(&node);
     let still_exact = pods.len() == n && pods.values().all(|v| *v == (1, 1));
-    let stale_after = stale_claims(&node, back_at).map_or(usize::MAX, |s| s.len());
+    let stale_after = node
+        .pods()
+        .map_or(usize::MAX, |listed| stale_claims(&listed, back_at).len());
     let healthz = node.healthz();
 
     let mut o = Outcome::default();

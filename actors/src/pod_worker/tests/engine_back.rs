@@ -22,15 +22,7 @@ async fn the_engine_back_corrects_a_status_held_for_details() {
     let worker = PodWorker::new(named("back", "u-back"), sync.clone(), links(&sink)).start();
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert_eq!(app_running(&sink).await, Some(true), "the pod runs");
-    let app = {
-        let state = runtime.state.lock().unwrap();
-        let (id, _) = state
-            .containers
-            .iter()
-            .find(|(_, c)| c.spec.name.starts_with("k8s_app_"))
-            .expect("the app container");
-        id.clone()
-    };
+    let app = app_container(&runtime);
     // Recreating anything takes long now (an engine busy with 110 pods coming back).
     runtime.state.lock().unwrap().create_delay = Duration::from_secs(60);
     runtime.exit(&app, 0);

@@ -288,6 +288,17 @@ fn named(name: &str, uid: &str) -> Arc<Pod> {
     Arc::new(pod)
 }
 
+/// The ID of the (one) app container the fake runtime created.
+pub(super) fn app_container(runtime: &FakeRuntime) -> String {
+    let state = runtime.state.lock().unwrap();
+    let (id, _) = state
+        .containers
+        .iter()
+        .find(|(_, c)| c.spec.name.starts_with("k8s_app_"))
+        .expect("the app container");
+    id.clone()
+}
+
 fn count(runtime: &FakeRuntime, pred: impl Fn(&Call) -> bool) -> usize {
     runtime.calls().iter().filter(|c| pred(c)).count()
 }

@@ -14,15 +14,7 @@ async fn killed_pod(runtime: &FakeRuntime) -> (SyncContext, Addr<Sink>, Addr<Pod
     }
     let worker = PodWorker::new(Arc::new(pod), sync.clone(), links(&sink)).start();
     tokio::time::sleep(Duration::from_millis(100)).await;
-    let app = {
-        let state = runtime.state.lock().unwrap();
-        let (id, _) = state
-            .containers
-            .iter()
-            .find(|(_, c)| c.spec.name.starts_with("k8s_app_"))
-            .expect("the app container");
-        id.clone()
-    };
+    let app = app_container(runtime);
     runtime.exit(&app, 137);
     let exited = runtime.state.lock().unwrap().containers[&app].observed.clone();
     sync.cache.put(exited.clone(), Instant::now());
